@@ -1,0 +1,43 @@
+#pragma once
+// One logging facility for every Baton process: one line per event, structured as key=value fields,
+//   2026-11-30T10:00:00.123Z level=info event=acquire key=jobs/a token=7 latency_us=310
+// Thread-safe; a line is written with a single write(2) so lines from several threads never interleave.
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+namespace baton::log {
+
+enum class level { debug = 0, info = 1, warn = 2, error = 3 };
+
+/// Parses "debug", "info", "warn" or "error"; returns false for anything else.
+bool parse_level(std::string_view text, level& out);
+
+/// Sets the minimum level that is written (default: info).
+void set_level(level l);
+bool enabled(level l);
+
+/// One field of a log line. Values that contain spaces, quotes or '=' are quoted and escaped.
+struct field {
+  std::string_view name;
+  std::string value;
+
+  field(std::string_view n, std::string_view v) : name(n), value(v) {}
+  field(std::string_view n, const char* v) : name(n), value(v) {}
+  field(std::string_view n, const std::string& v) : name(n), value(v) {}
+  template <class Int>
+    requires std::is_arithmetic_v<Int>
+  field(std::string_view n, Int v) : name(n), value(std::to_string(v)) {}
+};
+
+/// Writes `event=<event>` followed by the fields, if `l` is enabled.
+void write(level l, std::string_view event, std::initializer_list<field> fields = {});
+
+inline void debug(std::string_view e, std::initializer_list<field> f = {}) { write(level::debug, e, f); }
+inline void info(std::string_view e, std::initializer_list<field> f = {}) { write(level::info, e, f); }
+inline void warn(std::string_view e, std::initializer_list<field> f = {}) { write(level::warn, e, f); }
+inline void error(std::string_view e, std::initializer_list<field> f = {}) { write(level::error, e, f); }
+
+}  // namespace baton::log

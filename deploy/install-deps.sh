@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package Baton needs to build, test, demo and benchmark.
+# Idempotent and non-interactive: only missing packages are installed.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build ccache pkg-config git
+  # Boost 1.81 (the unversioned libboost-all-dev is 1.74, too old for us)
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  libboost-test1.81-dev libboost-program-options1.81-dev
+  # TLS
+  libssl-dev
+  # demo and tooling
+  curl procps iproute2
+  # benchmarks: load generator and the etcd comparison
+  wrk etcd-server etcd-client
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  sudo=sudo
+else
+  sudo=
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

@@ -1,0 +1,336 @@
+#include "http_server.hpp"
+
+#include "baton/common/log.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <atomic>
+#include <list>
+#include <thread>
+#include <vector>
+
+namespace baton::server {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+using request = http::request<http::string_body>;
+using response = http::response<http::string_body>;
+
+namespace {
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+response make_response(http::status status, unsigned version, bool keep_alive, std::string body,
+                       std::string_view content_type = "application/json") {
+  response res{status, version};
+  res.set(http::field::server, "batond");
+  res.set(http::field::content_type, content_type);
+  res.keep_alive(keep_alive);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+std::string lease_body(std::string_view key, std::string_view owner, std::uint64_t token, std::string_view ttl_name,
+                       std::int64_t ttl) {
+  json::object o;
+  o["key"] = key;
+  o["owner"] = owner;
+  o["token"] = token;
+  o[ttl_name] = ttl;
+  return json::serialize(o);
+}
+
+}  // namespace
+
+struct http_server::impl {
+  struct worker {
+    asio::io_context ioc{1};
+    std::list<beast::tcp_stream*> idle;  // connections waiting for their next request (this thread only)
+  };
+
+  http_options options;
+  lock_service& service;
+  server_metrics& metrics;
+  std::vector<std::unique_ptr<worker>> workers;
+  tcp::acceptor acceptor;
+  std::atomic<bool> draining{false};
+  std::atomic<std::int64_t> open_connections{0};
+
+  impl(http_options o, lock_service& s, server_metrics& m)
+      : options(std::move(o)), service(s), metrics(m), workers(make_workers(options.threads)),
+        acceptor(workers[0]->ioc) {}
+
+  static std::vector<std::unique_ptr<worker>> make_workers(unsigned n) {
+    std::vector<std::unique_ptr<worker>> w;
+    for (unsigned i = 0; i < std::max(1u, n); ++i) w.push_back(std::make_unique<worker>());
+    return w;
+  }
+
+  asio::awaitable<response> handle(const request& req) {
+    const unsigned v = req.version();
+    const bool ka = req.keep_alive() && !draining.load(std::memory_order_relaxed);
+    auto error = [&](const api_error& e) {
+      return make_response(static_cast<http::status>(e.status), v, ka, error_body(e.code, e.message));
+    };
+
+    auto parsed = parse_target(req.target());
+    if (auto* e = std::get_if<api_error>(&parsed)) co_return error(*e);
+    const auto& t = std::get<lock_target>(parsed);
+    if (req.method_string() != method_for(t.what)) {
+      auto res = error({405, "method_not_allowed",
+                        "use " + std::string(method_for(t.what)) + " for " + std::string(req.target())});
+      res.set(http::field::allow, method_for(t.what));
+      co_return res;
+    }
+
+    switch (t.what) {
+      case lock_target::kind::healthz:
+        co_return make_response(http::status::ok, v, ka, R"({"status":"ok"})");
+      case lock_target::kind::metrics:
+        co_return make_response(http::status::ok, v, ka, metrics.render(), "text/plain; version=0.0.4");
+      case lock_target::kind::acquire: {
+        auto body = parse_acquire(req.body(), options.ttl);
+        if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
+        auto& r = std::get<acquire_request>(body);
+        auto result = co_await service.acquire(t.key, r.owner, r.ttl);
+        if (auto* g = std::get_if<acquire_granted>(&result)) {
+          log::debug("acquire", {{"key", t.key}, {"owner", r.owner}, {"token", g->token}});
+          co_return make_response(http::status::ok, v, ka, lease_body(t.key, r.owner, g->token, "ttl_ms", r.ttl.count()));
+        }
+        const auto& h = std::get<acquire_refused>(result).holder;
+        json::object o;
+        o["error"] = "held";
+        o["message"] = "the lock is held by another owner";
+        o["owner"] = h.owner;
+        o["token"] = h.token;
+        o["ttl_remaining_ms"] = h.remaining.count();
+        co_return make_response(http::status::conflict, v, ka, json::serialize(o));
+      }
+      case lock_target::kind::renew: {
+        auto body = parse_renew(req.body(), options.ttl);
+        if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
+        auto& r = std::get<renew_request>(body);
+        auto result = co_await service.renew(t.key, r.owner, r.token, r.ttl);
+        if (std::holds_alternative<renew_ok>(result))
+          co_return make_response(http::status::ok, v, ka, lease_body(t.key, r.owner, r.token, "ttl_ms", r.ttl.count()));
+        auto reason = std::get<renew_refused>(result).reason;
+        json::object o;
+        o["error"] = "lost";
+        o["reason"] = to_string(reason);
+        switch (reason) {
+          case lost_reason::not_held: o["message"] = "the lock is not held"; break;
+          case lost_reason::owner_mismatch: o["message"] = "the lock is held by another owner"; break;
+          case lost_reason::token_mismatch: o["message"] = "the lock is held with a newer token"; break;
+          case lost_reason::expired: o["message"] = "the lease expired before this renew arrived"; break;
+        }
+        co_return make_response(http::status::conflict, v, ka, json::serialize(o));
+      }
+      case lock_target::kind::release: {
+        auto body = parse_release(req.body());
+        if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
+        auto& r = std::get<release_request>(body);
+        auto result = co_await service.release(t.key, r.owner, r.token);
+        if (result.outcome == release_outcome::not_owner)
+          co_return error({409, "not_owner", "the lock is held by another owner or token; nothing changed"});
+        co_return make_response(http::status::ok, v, ka, R"({"released":true})");
+      }
+      case lock_target::kind::get: {
+        std::optional<lease_view> view;
+        if (t.wait_ms) {
+          view = co_await service.wait(t.key, t.token.value_or(0), milliseconds(*t.wait_ms));
+        } else {
+          view = co_await service.get(t.key);
+        }
+        if (!view) co_return error({404, "not_held", "the lock is not held"});
+        co_return make_response(http::status::ok, v, ka,
+                                lease_body(t.key, view->owner, view->token, "ttl_remaining_ms", view->remaining.count()));
+      }
+    }
+    co_return error({500, "internal", "unhandled route"});
+  }
+
+  static route route_of(const request& req) {
+    auto parsed = parse_target(req.target());
+    auto* t = std::get_if<lock_target>(&parsed);
+    if (!t) return route::other;
+    switch (t->what) {
+      case lock_target::kind::acquire: return route::acquire;
+      case lock_target::kind::renew: return route::renew;
+      case lock_target::kind::release: return route::release;
+      case lock_target::kind::get: return t->wait_ms ? route::wait : route::get;
+      case lock_target::kind::healthz: return route::healthz;
+      case lock_target::kind::metrics: return route::metrics;
+    }
+    return route::other;
+  }
+
+  asio::awaitable<void> session(tcp::socket socket, worker& w) {
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    open_connections.fetch_add(1);
+    metrics.connections.fetch_add(1, std::memory_order_relaxed);
+    struct closer {
+      impl& self;
+      ~closer() {
+        self.open_connections.fetch_sub(1);
+        self.metrics.connections.fetch_sub(1, std::memory_order_relaxed);
+      }
+    } close_guard{*this};
+
+    for (;;) {
+      if (draining.load()) break;
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(max_body_bytes);
+      parser.header_limit(16 * 1024);
+      stream.expires_after(options.read_timeout);
+      auto pos = w.idle.insert(w.idle.end(), &stream);
+      auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+      w.idle.erase(pos);
+      if (ec) {
+        std::optional<api_error> answer;
+        if (ec == http::error::body_limit)
+          answer = api_error{413, "body_too_large",
+                             "request body exceeds " + std::to_string(max_body_bytes) + " bytes"};
+        else if (ec == http::error::header_limit)
+          answer = api_error{431, "header_too_large", "request header exceeds 16384 bytes"};
+        else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+                 ec != http::error::end_of_stream && ec != http::error::partial_message)
+          answer = api_error{400, "bad_request", "malformed HTTP request: " + ec.message()};
+        if (answer) {
+          metrics.count_request(route::other, answer->status);
+          auto res = make_response(static_cast<http::status>(answer->status), 11, false,
+                                   error_body(answer->code, answer->message));
+          stream.expires_after(options.read_timeout);
+          co_await http::async_write(stream, res, use_tuple);
+        }
+        break;  // end of stream, timeout, reset or an error already answered: close
+      }
+
+      request& req = parser.get();
+      auto started = clock::now();
+      stream.expires_never();  // a long-poll may legitimately take up to a minute
+      response res;
+      try {
+        res = co_await handle(req);
+      } catch (const storage_unavailable& e) {
+        res = make_response(http::status::service_unavailable, req.version(), false,
+                            error_body("storage_unavailable", e.what()));
+        res.set(http::field::retry_after, "1");
+      } catch (const std::exception& e) {
+        log::error("request_failed", {{"target", std::string(req.target())}, {"error", e.what()}});
+        res = make_response(http::status::internal_server_error, req.version(), false,
+                            error_body("internal", e.what()));
+      }
+      auto r = route_of(req);
+      metrics.count_request(r, static_cast<int>(res.result_int()));
+      if (r != route::wait) metrics.request_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
+      if (draining.load()) res.keep_alive(false);
+      stream.expires_after(options.read_timeout);
+      auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+      if (wec || !res.keep_alive()) break;
+    }
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  asio::awaitable<void> accept_loop() {
+    std::size_t next = 0;
+    for (;;) {
+      worker& w = *workers[next];
+      next = (next + 1) % workers.size();
+      auto [ec, socket] = co_await acceptor.async_accept(w.ioc, use_tuple);
+      if (ec) {
+        if (!acceptor.is_open() || draining.load()) co_return;
+        log::warn("accept_failed", {{"error", ec.message()}});
+        // Out of descriptors or similar: back off briefly instead of spinning.
+        asio::steady_timer t(acceptor.get_executor(), std::chrono::milliseconds(50));
+        co_await t.async_wait(use_tuple);
+        continue;
+      }
+      socket.set_option(tcp::no_delay(true), ec);
+      asio::co_spawn(w.ioc, session(std::move(socket), w), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> sweep_loop() {
+    asio::steady_timer t(workers[0]->ioc);
+    while (!draining.load()) {
+      t.expires_after(options.sweep_interval);
+      co_await t.async_wait(use_tuple);
+      if (auto n = service.sweep()) log::debug("expired", {{"count", n}});
+    }
+  }
+
+  asio::awaitable<void> drain() {
+    draining.store(true);
+    beast::error_code ignored;
+    acceptor.close(ignored);
+    service.wake_all();
+    // Idle keep-alive connections have nothing in flight: close them on their own threads.
+    for (auto& w : workers)
+      asio::post(w->ioc, [wp = w.get()] {
+        for (auto* s : wp->idle) s->cancel();
+      });
+    asio::steady_timer t(workers[0]->ioc);
+    auto give_up = clock::now() + options.drain_timeout;
+    while (open_connections.load() > 0 && clock::now() < give_up) {
+      t.expires_after(std::chrono::milliseconds(10));
+      co_await t.async_wait(use_tuple);
+    }
+    for (auto& w : workers) w->ioc.stop();
+  }
+};
+
+http_server::http_server(http_options options, lock_service& service, server_metrics& metrics)
+    : impl_(std::make_unique<impl>(std::move(options), service, metrics)) {}
+
+http_server::~http_server() = default;
+
+tcp::endpoint http_server::bind() {
+  auto& a = impl_->acceptor;
+  a.open(impl_->options.listen.protocol());
+  a.set_option(tcp::acceptor::reuse_address(true));
+  a.bind(impl_->options.listen);
+  a.listen(asio::socket_base::max_listen_connections);
+  return a.local_endpoint();
+}
+
+void http_server::run() {
+  auto& m = *impl_;
+  auto& main_ioc = m.workers[0]->ioc;
+  asio::signal_set signals(main_ioc, SIGINT, SIGTERM);
+  signals.async_wait([&m](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    log::info("shutdown", {{"signal", sig}});
+    asio::co_spawn(m.workers[0]->ioc, m.drain(), asio::detached);
+  });
+  asio::co_spawn(main_ioc, m.accept_loop(), asio::detached);
+  asio::co_spawn(main_ioc, m.sweep_loop(), asio::detached);
+
+  // Keep every worker's run() alive until drain() stops it, even while it has no connection.
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
+  for (auto& w : m.workers) guards.push_back(asio::make_work_guard(w->ioc));
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < m.workers.size(); ++i) threads.emplace_back([&m, i] { m.workers[i]->ioc.run(); });
+  main_ioc.run();
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace baton::server

@@ -1,0 +1,189 @@
+#include "lock_service.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+
+namespace baton::server {
+namespace asio = boost::asio;
+
+lock_service::lock_service(journal& j, server_metrics& metrics) : journal_(j), metrics_(metrics) {}
+
+journal::snapshot_source lock_service::snapshot_source() {
+  return [this] {
+    std::lock_guard lk(mu_);
+    journal_.mark_cut();
+    return std::pair{table_.last_token(), table_.snapshot()};
+  };
+}
+
+asio::awaitable<void> lock_service::wait_durable(std::uint64_t lsn) {
+  if (journal_.durable() >= lsn) co_return;
+  auto [ec] = co_await journal_.async_wait_durable(lsn, asio::as_tuple(asio::use_awaitable));
+  if (ec) throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+}
+
+void lock_service::wake(const std::shared_ptr<waiter>& w) {
+  // The timer belongs to the waiter's own thread; cancel it there.
+  asio::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
+}
+
+void lock_service::notify_locked(std::string_view key) {
+  if (waiters_.empty()) return;
+  auto it = waiters_.find(std::string(key));
+  if (it == waiters_.end()) return;
+  for (auto& w : it->second) wake(w);
+  waiters_.erase(it);
+}
+
+asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std::string_view owner,
+                                                      milliseconds ttl) {
+  acquire_result result;
+  std::uint64_t lsn;
+  {
+    std::lock_guard lk(mu_);
+    if (journal_.failed()) throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    result = table_.acquire(key, owner, ttl, clock::now());
+    if (auto* g = std::get_if<acquire_granted>(&result)) {
+      lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(ttl.count()), key, owner);
+      if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
+      notify_locked(key);
+    } else {
+      lsn = journal_.last_appended();
+    }
+  }
+  co_await wait_durable(lsn);
+  if (std::holds_alternative<acquire_granted>(result))
+    metrics_.acquire_granted.fetch_add(1, std::memory_order_relaxed);
+  else
+    metrics_.acquire_held.fetch_add(1, std::memory_order_relaxed);
+  co_return result;
+}
+
+asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::string_view owner,
+                                                  std::uint64_t token, milliseconds ttl) {
+  renew_result result;
+  std::uint64_t lsn = 0;
+  {
+    std::lock_guard lk(mu_);
+    if (journal_.failed()) throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    result = table_.renew(key, owner, token, ttl, clock::now());
+    if (auto* ok = std::get_if<renew_ok>(&result); ok && ok->restore_ttl_grew)
+      lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), key);
+  }
+  if (lsn != 0) co_await wait_durable(lsn);
+  if (std::holds_alternative<renew_ok>(result))
+    metrics_.renew_ok.fetch_add(1, std::memory_order_relaxed);
+  else
+    metrics_.renew_lost.fetch_add(1, std::memory_order_relaxed);
+  co_return result;
+}
+
+asio::awaitable<release_result> lock_service::release(std::string_view key, std::string_view owner,
+                                                      std::uint64_t token) {
+  release_result result;
+  std::uint64_t lsn;
+  {
+    std::lock_guard lk(mu_);
+    if (journal_.failed()) throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    result = table_.release(key, owner, token, clock::now());
+    if (result.removed_token != 0) {
+      auto type = result.outcome == release_outcome::released ? record_type::release : record_type::expire;
+      lsn = journal_.append(type, result.removed_token, 0, key);
+      metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
+      notify_locked(key);
+    } else {
+      // "Already free" may rest on a release that is not durable yet: answer only once it is.
+      lsn = journal_.last_appended();
+    }
+  }
+  co_await wait_durable(lsn);
+  switch (result.outcome) {
+    case release_outcome::released: metrics_.release_released.fetch_add(1, std::memory_order_relaxed); break;
+    case release_outcome::already_free:
+      metrics_.release_already_free.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case release_outcome::not_owner: metrics_.release_not_owner.fetch_add(1, std::memory_order_relaxed); break;
+  }
+  co_return result;
+}
+
+asio::awaitable<std::optional<lease_view>> lock_service::get(std::string_view key) {
+  std::optional<lease_view> view;
+  std::uint64_t lsn;
+  {
+    std::lock_guard lk(mu_);
+    view = table_.get(key, clock::now());
+    lsn = journal_.last_appended();
+  }
+  co_await wait_durable(lsn);
+  co_return view;
+}
+
+asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view key, std::uint64_t token,
+                                                              milliseconds wait) {
+  auto ex = co_await asio::this_coro::executor;
+  const time_point deadline = clock::now() + wait;
+  auto w = std::make_shared<waiter>(ex);
+  metrics_.waiters.fetch_add(1, std::memory_order_relaxed);
+  struct gauge_guard {
+    server_metrics& m;
+    ~gauge_guard() { m.waiters.fetch_sub(1, std::memory_order_relaxed); }
+  } guard{metrics_};
+  for (;;) {
+    std::optional<lease_view> view;
+    std::uint64_t lsn = 0;
+    bool answer;
+    {
+      std::lock_guard lk(mu_);
+      time_point now = clock::now();
+      view = table_.get(key, now);
+      std::uint64_t current = view ? view->token : 0;
+      answer = current != token || now >= deadline || stopping_;
+      if (answer) {
+        lsn = journal_.last_appended();
+      } else {
+        // Wake at the deadline, or at the holder's expiry instant (a renew moves it: we then look again).
+        w->timer.expires_at(view ? std::min(deadline, view->expires) : deadline);
+        waiters_[std::string(key)].push_back(w);
+      }
+    }
+    if (answer) {
+      co_await wait_durable(lsn);
+      co_return view;
+    }
+    co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    std::lock_guard lk(mu_);
+    auto it = waiters_.find(std::string(key));
+    if (it != waiters_.end()) {
+      std::erase(it->second, w);
+      if (it->second.empty()) waiters_.erase(it);
+    }
+  }
+}
+
+std::size_t lock_service::sweep() {
+  std::lock_guard lk(mu_);
+  auto expired = table_.expire(clock::now());
+  for (const auto& e : expired) {
+    // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is safe.
+    if (!journal_.failed()) journal_.append(record_type::expire, e.token, 0, e.key);
+    notify_locked(e.key);
+  }
+  metrics_.expired.fetch_add(expired.size(), std::memory_order_relaxed);
+  metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(expired.size()), std::memory_order_relaxed);
+  return expired.size();
+}
+
+void lock_service::wake_all() {
+  std::lock_guard lk(mu_);
+  stopping_ = true;
+  for (auto& [key, list] : waiters_)
+    for (auto& w : list) wake(w);
+  waiters_.clear();
+}
+
+}  // namespace baton::server

@@ -1,0 +1,128 @@
+#include "lock_table.hpp"
+
+#include <algorithm>
+
+namespace baton::server {
+
+std::string_view to_string(lost_reason r) {
+  switch (r) {
+    case lost_reason::not_held: return "not_held";
+    case lost_reason::owner_mismatch: return "owner_mismatch";
+    case lost_reason::token_mismatch: return "token_mismatch";
+    case lost_reason::expired: return "expired";
+  }
+  return "not_held";
+}
+
+namespace {
+lease_view view_of(const lease_record& r, time_point now) {
+  auto remaining = std::chrono::ceil<milliseconds>(r.expires - now);
+  return lease_view{r.owner, r.token, r.expires, std::max(remaining, milliseconds{0})};
+}
+}  // namespace
+
+acquire_result lock_table::acquire(std::string_view key, std::string_view owner, milliseconds ttl,
+                                   time_point now) {
+  auto it = leases_.find(key);
+  std::uint64_t replaced = 0;
+  if (it != leases_.end()) {
+    lease_record& r = it->second;
+    if (!expired(r, now) && r.owner != owner) return acquire_refused{view_of(r, now)};
+    // Expired, or the same owner acquiring again (a retry after a lost reply): supersede with a new token.
+    replaced = r.token;
+    r.owner.assign(owner);
+    r.token = ++last_token_;
+    r.expires = now + ttl;
+    r.restore_ttl = ttl;
+    return acquire_granted{r.token, replaced};
+  }
+  std::uint64_t token = ++last_token_;
+  leases_.emplace(std::string(key), lease_record{std::string(owner), token, now + ttl, ttl});
+  return acquire_granted{token, 0};
+}
+
+renew_result lock_table::renew(std::string_view key, std::string_view owner, std::uint64_t token,
+                               milliseconds ttl, time_point now) {
+  auto it = leases_.find(key);
+  if (it == leases_.end()) return renew_refused{lost_reason::not_held};
+  lease_record& r = it->second;
+  bool same = r.owner == owner && r.token == token;
+  if (expired(r, now)) return renew_refused{same ? lost_reason::expired : lost_reason::not_held};
+  if (r.owner != owner) return renew_refused{lost_reason::owner_mismatch};
+  if (r.token != token) return renew_refused{lost_reason::token_mismatch};
+  r.expires = now + ttl;
+  bool grew = ttl > r.restore_ttl;
+  if (grew) r.restore_ttl = ttl;
+  return renew_ok{grew};
+}
+
+release_result lock_table::release(std::string_view key, std::string_view owner, std::uint64_t token,
+                                   time_point now) {
+  auto it = leases_.find(key);
+  if (it == leases_.end()) return {release_outcome::already_free, 0};
+  lease_record& r = it->second;
+  if (expired(r, now)) {
+    // Expired counts as free whoever held it; drop the record now rather than at the next sweep.
+    std::uint64_t removed = r.token;
+    bool mine = r.owner == owner && r.token == token;
+    leases_.erase(it);
+    return {mine ? release_outcome::released : release_outcome::already_free, removed};
+  }
+  if (r.owner != owner || r.token != token) return {release_outcome::not_owner, 0};
+  std::uint64_t removed = r.token;
+  leases_.erase(it);
+  return {release_outcome::released, removed};
+}
+
+std::optional<lease_view> lock_table::get(std::string_view key, time_point now) const {
+  auto it = leases_.find(key);
+  if (it == leases_.end() || expired(it->second, now)) return std::nullopt;
+  return view_of(it->second, now);
+}
+
+std::vector<expired_lock> lock_table::expire(time_point now) {
+  std::vector<expired_lock> out;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (expired(it->second, now)) {
+      out.push_back({it->first, it->second.token});
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+void lock_table::restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
+                         time_point now) {
+  observe_token(token);
+  auto& r = leases_[std::move(key)];
+  // A later record for the same key always carries a larger token; never let an older one win.
+  if (r.token > token) return;
+  r = lease_record{std::move(owner), token, now + ttl, ttl};
+}
+
+void lock_table::forget(std::string_view key, std::uint64_t token) {
+  observe_token(token);
+  auto it = leases_.find(key);
+  if (it != leases_.end() && it->second.token == token) leases_.erase(it);
+}
+
+void lock_table::raise_restore_ttl(std::string_view key, std::uint64_t token, milliseconds ttl,
+                                   time_point now) {
+  auto it = leases_.find(key);
+  if (it == leases_.end() || it->second.token != token || ttl <= it->second.restore_ttl) return;
+  it->second.restore_ttl = ttl;
+  it->second.expires = std::max(it->second.expires, now + ttl);
+}
+
+void lock_table::observe_token(std::uint64_t token) { last_token_ = std::max(last_token_, token); }
+
+std::vector<snapshot_entry> lock_table::snapshot() const {
+  std::vector<snapshot_entry> out;
+  out.reserve(leases_.size());
+  for (const auto& [key, r] : leases_) out.push_back({key, r.owner, r.token, r.restore_ttl});
+  return out;
+}
+
+}  // namespace baton::server

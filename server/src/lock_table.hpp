@@ -1,0 +1,133 @@
+#pragma once
+// The lock table: the whole lock semantics of the protocol, with no sockets, no disk and no clock of its own.
+// Every operation takes `now` from the server's monotonic clock, so tests drive time by hand.
+// Not thread-safe: the caller serialises access (see lock_service).
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+namespace baton::server {
+
+using clock = std::chrono::steady_clock;
+using time_point = clock::time_point;
+using std::chrono::milliseconds;
+
+/// A held lock as the table records it.
+struct lease_record {
+  std::string owner;
+  std::uint64_t token = 0;
+  time_point expires{};
+  /// The longest TTL ever granted to this lease (acquire or renew). After a restart the lease is restored
+  /// for this long, counted from the restart, so the server never ends a lease before its holder may.
+  milliseconds restore_ttl{0};
+};
+
+/// What a reader sees of a held lock.
+struct lease_view {
+  std::string owner;
+  std::uint64_t token = 0;
+  time_point expires{};
+  milliseconds remaining{0};
+};
+
+struct acquire_granted {
+  std::uint64_t token = 0;
+  /// Token of the lease this grant replaced (an expired lease, or the same owner's active one); 0 if none.
+  std::uint64_t replaced_token = 0;
+};
+struct acquire_refused {
+  lease_view holder;
+};
+using acquire_result = std::variant<acquire_granted, acquire_refused>;
+
+enum class lost_reason { not_held, owner_mismatch, token_mismatch, expired };
+std::string_view to_string(lost_reason r);
+
+struct renew_ok {
+  /// True when the TTL grew beyond any granted before: the new restore TTL must be logged before the
+  /// answer, or a restart could end the lease earlier than the holder expects.
+  bool restore_ttl_grew = false;
+};
+struct renew_refused {
+  lost_reason reason;
+};
+using renew_result = std::variant<renew_ok, renew_refused>;
+
+enum class release_outcome {
+  released,       // this owner+token held it; it is free now
+  already_free,   // nobody held it (or the lease had expired): a retry after a lost reply lands here
+  not_owner,      // another owner or token holds it: nothing changed
+};
+struct release_result {
+  release_outcome outcome;
+  /// Token of the record removed from the table (0 if none): the change that must be logged.
+  std::uint64_t removed_token = 0;
+};
+
+/// A lock removed by expire().
+struct expired_lock {
+  std::string key;
+  std::uint64_t token;
+};
+
+/// One entry of a snapshot (what a restart needs to restore).
+struct snapshot_entry {
+  std::string key;
+  std::string owner;
+  std::uint64_t token;
+  milliseconds restore_ttl;
+};
+
+class lock_table {
+ public:
+  /// Grants the lock unless an unexpired lease of another owner holds it. A grant always takes a new token,
+  /// strictly larger than every token this table has issued or restored.
+  acquire_result acquire(std::string_view key, std::string_view owner, milliseconds ttl, time_point now);
+
+  /// Extends the lease to now + ttl, only for the current owner with the current token on an unexpired lease.
+  renew_result renew(std::string_view key, std::string_view owner, std::uint64_t token, milliseconds ttl,
+                     time_point now);
+
+  /// Frees the lock on an exact owner+token match; an expired or absent lock counts as already free.
+  release_result release(std::string_view key, std::string_view owner, std::uint64_t token, time_point now);
+
+  /// The unexpired holder of `key`, if any.
+  std::optional<lease_view> get(std::string_view key, time_point now) const;
+
+  /// Removes every lease whose expiry is at or before `now` and returns them.
+  std::vector<expired_lock> expire(time_point now);
+
+  /// Recovery: installs a lease as held, valid for `ttl` from `now`, and raises the counter past its token.
+  void restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl, time_point now);
+  /// Recovery: forgets a lease (a logged release or expiry) if it still has that token.
+  void forget(std::string_view key, std::uint64_t token);
+  /// Recovery: raises the TTL a lease is restored with.
+  void raise_restore_ttl(std::string_view key, std::uint64_t token, milliseconds ttl, time_point now);
+  /// Raises the token counter so the next grant is larger than `token` (never lowers it).
+  void observe_token(std::uint64_t token);
+
+  /// The largest token issued or restored so far (0 when none).
+  std::uint64_t last_token() const { return last_token_; }
+  std::size_t size() const { return leases_.size(); }
+  std::vector<snapshot_entry> snapshot() const;
+
+ private:
+  struct string_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using map_type = std::unordered_map<std::string, lease_record, string_hash, std::equal_to<>>;
+
+  static bool expired(const lease_record& r, time_point now) { return now >= r.expires; }
+
+  map_type leases_;
+  std::uint64_t last_token_ = 0;
+};
+
+}  // namespace baton::server

@@ -1,0 +1,125 @@
+// batond: the reference lock server of the Baton protocol (docs/protocol.md).
+
+#include "baton/common/log.hpp"
+#include "http_server.hpp"
+#include "journal.hpp"
+#include "lock_service.hpp"
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/program_options.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+namespace po = boost::program_options;
+namespace asio = boost::asio;
+using namespace baton::server;
+
+namespace {
+
+// "HOST:PORT" or "[V6]:PORT".
+asio::ip::tcp::endpoint parse_listen(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 == text.size())
+    throw std::invalid_argument("--listen must be HOST:PORT, got \"" + text + "\"");
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  unsigned long port = 0;
+  try {
+    std::size_t used = 0;
+    port = std::stoul(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1 || port > 65535) throw std::out_of_range("port");
+  } catch (const std::exception&) {
+    throw std::invalid_argument("--listen port must be 0 to 65535, got \"" + text.substr(colon + 1) + "\"");
+  }
+  if (host == "localhost") host = "127.0.0.1";
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) throw std::invalid_argument("--listen host must be an IP address, got \"" + host + "\"");
+  return {addr, static_cast<unsigned short>(port)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string listen, data_dir, level_name;
+  std::int64_t min_ttl = 0, max_ttl = 0, read_timeout = 0;
+  std::uint64_t compact_bytes = 0;
+  unsigned threads = 0;
+
+  po::options_description opts("batond options");
+  opts.add_options()
+    ("help,h", "show this help")
+    ("listen", po::value(&listen)->default_value("127.0.0.1:7070"), "address to serve on, HOST:PORT (port 0 picks a free one)")
+    ("data-dir", po::value(&data_dir), "directory for the write-ahead log and snapshots (required)")
+    ("min-ttl-ms", po::value(&min_ttl)->default_value(100), "smallest lease TTL a client may ask for")
+    ("max-ttl-ms", po::value(&max_ttl)->default_value(3'600'000), "largest lease TTL a client may ask for")
+    ("threads", po::value(&threads)->default_value(std::max(1u, std::thread::hardware_concurrency())), "worker threads")
+    ("read-timeout-ms", po::value(&read_timeout)->default_value(30'000), "disconnect a client that sends no complete request for this long")
+    ("compact-bytes", po::value(&compact_bytes)->default_value(64ull << 20), "compact the log once it grows past this size")
+    ("log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error");
+
+  try {
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+      std::cout << "usage: batond --data-dir DIR [options]\n" << opts;
+      return 0;
+    }
+    if (data_dir.empty()) throw std::invalid_argument("--data-dir is required");
+    baton::log::level lvl;
+    if (!baton::log::parse_level(level_name, lvl))
+      throw std::invalid_argument("--log-level must be debug, info, warn or error");
+    baton::log::set_level(lvl);
+    if (min_ttl < 1) throw std::invalid_argument("--min-ttl-ms must be at least 1");
+    if (max_ttl < min_ttl) throw std::invalid_argument("--max-ttl-ms must be at least --min-ttl-ms");
+    if (read_timeout < 1) throw std::invalid_argument("--read-timeout-ms must be at least 1");
+    if (threads < 1) throw std::invalid_argument("--threads must be at least 1");
+
+    http_options http;
+    http.listen = parse_listen(listen);
+    http.threads = threads;
+    http.ttl = {std::chrono::milliseconds(min_ttl), std::chrono::milliseconds(max_ttl)};
+    http.read_timeout = std::chrono::milliseconds(read_timeout);
+
+    // Block the stop signals in every thread; the signal_set in run() receives them.
+    ::signal(SIGPIPE, SIG_IGN);
+
+    server_metrics metrics;
+    journal log(journal_options{data_dir, compact_bytes}, &metrics);
+    lock_service service(log, metrics);
+    auto stats = log.open(service.table(), clock::now());
+    metrics.locks_held.store(static_cast<std::int64_t>(stats.restored_leases));
+    baton::log::info("recovered", {{"data_dir", data_dir},
+                                   {"generation", stats.generation},
+                                   {"snapshot_entries", stats.snapshot_entries},
+                                   {"records", stats.records},
+                                   {"torn_bytes", stats.torn_bytes},
+                                   {"restored_leases", stats.restored_leases},
+                                   {"last_token", stats.last_token}});
+    log.start(service.snapshot_source());
+
+    http_server server(http, service, metrics);
+    auto bound = server.bind();
+    std::string where = bound.address().is_v6() ? "[" + bound.address().to_string() + "]" : bound.address().to_string();
+    std::printf("batond listening on %s:%u\n", where.c_str(), bound.port());
+    std::fflush(stdout);
+    baton::log::info("listening", {{"address", where + ":" + std::to_string(bound.port())}, {"threads", threads}});
+    server.run();
+    log.stop();
+    baton::log::info("stopped", {{"durable_lsn", log.durable()}});
+    return 0;
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "batond: %s (see --help)\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "batond: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "batond: %s\n", e.what());
+    return 1;
+  }
+}

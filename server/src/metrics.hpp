@@ -1,0 +1,62 @@
+#pragma once
+// Prometheus metrics of batond. Every metric is a fixed set of atomics, so the request path never takes a
+// lock to count; /metrics renders them in the text exposition format.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace baton::server {
+
+class histogram {
+ public:
+  /// `bounds` are the upper bounds of the buckets, ascending; +Inf is implicit.
+  explicit histogram(std::vector<double> bounds);
+  void observe(double value);
+  /// Appends the _bucket, _sum and _count series of this histogram.
+  void render(std::string& out, std::string_view name) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::atomic<std::uint64_t>> buckets_;  // one per bound, plus +Inf
+  std::atomic<std::uint64_t> count_{0};
+  std::atomic<std::uint64_t> sum_micro_{0};  // sum in millionths, so it can stay an integer atomic
+};
+
+enum class route { acquire, renew, release, get, wait, healthz, metrics, other, count_ };
+std::string_view to_string(route r);
+
+struct server_metrics {
+  static constexpr std::array<int, 10> statuses{200, 400, 401, 404, 405, 409, 413, 429, 500, 503};
+
+  server_metrics();
+
+  void count_request(route r, int status);
+
+  // Operation outcomes.
+  std::atomic<std::uint64_t> acquire_granted{0}, acquire_held{0};
+  std::atomic<std::uint64_t> renew_ok{0}, renew_lost{0};
+  std::atomic<std::uint64_t> release_released{0}, release_already_free{0}, release_not_owner{0};
+  std::atomic<std::uint64_t> expired{0};
+  std::atomic<std::int64_t> locks_held{0};
+  std::atomic<std::int64_t> waiters{0};
+  std::atomic<std::int64_t> connections{0};
+  std::atomic<std::uint64_t> storage_errors{0};
+
+  // The write-ahead log.
+  histogram fsync_batch_records;
+  histogram fsync_seconds;
+  histogram request_seconds;
+
+  /// The whole exposition text.
+  std::string render() const;
+
+ private:
+  static constexpr std::size_t route_count = static_cast<std::size_t>(route::count_);
+  std::array<std::array<std::atomic<std::uint64_t>, statuses.size() + 1>, route_count> requests_{};
+};
+
+}  // namespace baton::server

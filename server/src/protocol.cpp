@@ -1,0 +1,181 @@
+#include "protocol.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+#include <boost/url/parse.hpp>
+
+#include <charconv>
+
+namespace baton::server {
+namespace json = boost::json;
+
+namespace {
+
+api_error bad_request(std::string message) { return api_error{400, "bad_request", std::move(message)}; }
+
+bool has_control_chars(std::string_view s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+// Parses the body as a JSON object; unknown fields are ignored.
+std::variant<json::object, api_error> parse_object(std::string_view body) {
+  if (body.empty()) return bad_request("request body is empty; expected a JSON object");
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) return bad_request("request body is not valid JSON: " + ec.message());
+  if (!v.is_object()) return bad_request("request body must be a JSON object");
+  return std::move(v.as_object());
+}
+
+std::optional<api_error> get_string(const json::object& o, std::string_view name, std::size_t max_bytes,
+                                    std::string& out) {
+  auto it = o.find(name);
+  if (it == o.end()) return bad_request("missing field \"" + std::string(name) + "\"");
+  if (!it->value().is_string()) return bad_request("field \"" + std::string(name) + "\" must be a string");
+  const auto& s = it->value().get_string();
+  if (s.empty() || s.size() > max_bytes)
+    return bad_request("field \"" + std::string(name) + "\" must be 1 to " + std::to_string(max_bytes) +
+                       " bytes long");
+  if (has_control_chars(s))
+    return bad_request("field \"" + std::string(name) + "\" must not contain control characters");
+  out.assign(s.data(), s.size());
+  return std::nullopt;
+}
+
+// Reads a JSON integer in [min, max]. Numbers with a fraction or exponent are refused, since a token or a
+// TTL that is not exactly an integer is a client bug worth reporting.
+std::optional<api_error> get_uint(const json::object& o, std::string_view name, std::uint64_t min,
+                                  std::uint64_t max, std::uint64_t& out) {
+  auto it = o.find(name);
+  if (it == o.end()) return bad_request("missing field \"" + std::string(name) + "\"");
+  const json::value& v = it->value();
+  std::string range = " must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  if (v.is_int64()) {
+    if (v.get_int64() < 0 || static_cast<std::uint64_t>(v.get_int64()) < min ||
+        static_cast<std::uint64_t>(v.get_int64()) > max)
+      return bad_request("field \"" + std::string(name) + "\"" + range);
+    out = static_cast<std::uint64_t>(v.get_int64());
+    return std::nullopt;
+  }
+  if (v.is_uint64()) {
+    if (v.get_uint64() < min || v.get_uint64() > max)
+      return bad_request("field \"" + std::string(name) + "\"" + range);
+    out = v.get_uint64();
+    return std::nullopt;
+  }
+  return bad_request("field \"" + std::string(name) + "\"" + range);
+}
+
+std::optional<api_error> get_ttl(const json::object& o, const ttl_bounds& b, std::chrono::milliseconds& out) {
+  std::uint64_t v = 0;
+  if (auto e = get_uint(o, "ttl_ms", static_cast<std::uint64_t>(b.min.count()),
+                        static_cast<std::uint64_t>(b.max.count()), v))
+    return e;
+  out = std::chrono::milliseconds(static_cast<std::int64_t>(v));
+  return std::nullopt;
+}
+
+constexpr std::uint64_t max_token = static_cast<std::uint64_t>(INT64_MAX);
+
+std::optional<std::uint64_t> parse_decimal(std::string_view s) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::string error_body(std::string_view code, std::string_view message) {
+  json::object o;
+  o["error"] = code;
+  o["message"] = message;
+  return json::serialize(o);
+}
+
+std::variant<acquire_request, api_error> parse_acquire(std::string_view body, const ttl_bounds& bounds) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
+  const auto& o = std::get<json::object>(parsed);
+  acquire_request r;
+  if (auto e = get_string(o, "owner", max_owner_bytes, r.owner)) return std::move(*e);
+  if (auto e = get_ttl(o, bounds, r.ttl)) return std::move(*e);
+  return r;
+}
+
+std::variant<renew_request, api_error> parse_renew(std::string_view body, const ttl_bounds& bounds) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
+  const auto& o = std::get<json::object>(parsed);
+  renew_request r;
+  if (auto e = get_string(o, "owner", max_owner_bytes, r.owner)) return std::move(*e);
+  if (auto e = get_uint(o, "token", 1, max_token, r.token)) return std::move(*e);
+  if (auto e = get_ttl(o, bounds, r.ttl)) return std::move(*e);
+  return r;
+}
+
+std::variant<release_request, api_error> parse_release(std::string_view body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
+  const auto& o = std::get<json::object>(parsed);
+  release_request r;
+  if (auto e = get_string(o, "owner", max_owner_bytes, r.owner)) return std::move(*e);
+  if (auto e = get_uint(o, "token", 1, max_token, r.token)) return std::move(*e);
+  return r;
+}
+
+std::variant<lock_target, api_error> parse_target(std::string_view target) {
+  auto parsed = boost::urls::parse_origin_form(target);
+  if (!parsed) return bad_request("malformed request target: " + parsed.error().message());
+  boost::urls::url_view u = *parsed;
+  auto segs = u.encoded_segments();
+  std::vector<boost::urls::pct_string_view> parts(segs.begin(), segs.end());
+  api_error not_found{404, "not_found", "no such route: " + std::string(u.encoded_path())};
+
+  if (parts.size() == 1 && parts[0] == "metrics") return lock_target{lock_target::kind::metrics, {}, {}, {}};
+  if (parts.size() == 1 && parts[0] == "healthz") return lock_target{lock_target::kind::healthz, {}, {}, {}};
+  if (parts.size() < 3 || parts.size() > 4 || parts[0] != "v1" || parts[1] != "locks") return not_found;
+
+  lock_target t{lock_target::kind::get, parts[2].decode(), {}, {}};
+  if (t.key.empty() || t.key.size() > max_key_bytes)
+    return bad_request("key must be 1 to " + std::to_string(max_key_bytes) + " bytes after percent-decoding");
+  if (has_control_chars(t.key)) return bad_request("key must not contain control characters");
+
+  if (parts.size() == 4) {
+    if (parts[3] == "acquire") t.what = lock_target::kind::acquire;
+    else if (parts[3] == "renew") t.what = lock_target::kind::renew;
+    else if (parts[3] == "release") t.what = lock_target::kind::release;
+    else return not_found;
+    return t;
+  }
+
+  for (auto param : u.params()) {
+    if (param.key == "wait_ms") {
+      auto v = param.has_value ? parse_decimal(param.value) : std::nullopt;
+      if (!v) return bad_request("query parameter wait_ms must be a non-negative integer");
+      t.wait_ms = std::min(*v, max_wait_ms);
+    } else if (param.key == "token") {
+      auto v = param.has_value ? parse_decimal(param.value) : std::nullopt;
+      if (!v) return bad_request("query parameter token must be a non-negative integer");
+      t.token = *v;
+    }
+  }
+  return t;
+}
+
+std::string_view method_for(lock_target::kind k) {
+  switch (k) {
+    case lock_target::kind::acquire:
+    case lock_target::kind::renew:
+    case lock_target::kind::release: return "POST";
+    case lock_target::kind::get:
+    case lock_target::kind::healthz:
+    case lock_target::kind::metrics: return "GET";
+  }
+  return "GET";
+}
+
+}  // namespace baton::server

@@ -1,0 +1,68 @@
+#pragma once
+// Protocol v1 request decoding and validation (docs/protocol.md), with no I/O: every function maps bytes
+// to a request or to the exact error the client gets.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace baton::server {
+
+/// An error answer: HTTP status plus the JSON body {"error": code, "message": message}.
+struct api_error {
+  int status;
+  std::string code;
+  std::string message;
+};
+
+/// Encodes {"error":code,"message":message}.
+std::string error_body(std::string_view code, std::string_view message);
+
+struct ttl_bounds {
+  std::chrono::milliseconds min{100};
+  std::chrono::milliseconds max{3'600'000};
+};
+
+inline constexpr std::size_t max_key_bytes = 512;
+inline constexpr std::size_t max_owner_bytes = 256;
+inline constexpr std::size_t max_body_bytes = 64 * 1024;
+inline constexpr std::uint64_t max_wait_ms = 60'000;
+
+struct acquire_request {
+  std::string owner;
+  std::chrono::milliseconds ttl;
+};
+struct renew_request {
+  std::string owner;
+  std::uint64_t token;
+  std::chrono::milliseconds ttl;
+};
+struct release_request {
+  std::string owner;
+  std::uint64_t token;
+};
+
+std::variant<acquire_request, api_error> parse_acquire(std::string_view body, const ttl_bounds& bounds);
+std::variant<renew_request, api_error> parse_renew(std::string_view body, const ttl_bounds& bounds);
+std::variant<release_request, api_error> parse_release(std::string_view body);
+
+/// What a request target names.
+struct lock_target {
+  enum class kind { acquire, renew, release, get, healthz, metrics };
+  kind what;
+  std::string key;  // percent-decoded; empty for healthz/metrics
+  /// Long-poll parameters of GET /v1/locks/{key}; wait_ms is already clamped to max_wait_ms.
+  std::optional<std::uint64_t> wait_ms;
+  std::optional<std::uint64_t> token;
+};
+
+/// Decodes an origin-form target ("/v1/locks/a%2Fb/acquire?x=y"). Unknown paths give 404 not_found.
+std::variant<lock_target, api_error> parse_target(std::string_view target);
+
+/// The HTTP method a target kind accepts ("POST" or "GET").
+std::string_view method_for(lock_target::kind k);
+
+}  // namespace baton::server

@@ -1,0 +1,95 @@
+#include "wal_record.hpp"
+
+#include <boost/crc.hpp>
+
+#include <cstring>
+
+namespace baton::server {
+namespace {
+
+void put_u32(std::string& out, std::uint32_t v) {
+  char b[4];
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out.append(b, 4);
+}
+void put_u64(std::string& out, std::uint64_t v) {
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out.append(b, 8);
+}
+std::uint32_t get_u32(const char* p) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+std::uint64_t get_u64(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+bool known_type(std::uint8_t t) {
+  return t >= static_cast<std::uint8_t>(record_type::acquire) &&
+         t <= static_cast<std::uint8_t>(record_type::snapshot_end);
+}
+
+}  // namespace
+
+std::uint32_t crc32c(std::string_view data) {
+  boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
+  crc.process_bytes(data.data(), data.size());
+  return crc.checksum();
+}
+
+void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
+                   std::string_view owner, std::string& out) {
+  std::size_t start = out.size();
+  out.append(record_header_size, '\0');
+  out.push_back(static_cast<char>(type));
+  put_u64(out, token);
+  put_u64(out, ttl_ms);
+  put_u32(out, static_cast<std::uint32_t>(key.size()));
+  out.append(key);
+  put_u32(out, static_cast<std::uint32_t>(owner.size()));
+  out.append(owner);
+  std::string_view payload(out.data() + start + record_header_size, out.size() - start - record_header_size);
+  std::uint32_t len = static_cast<std::uint32_t>(payload.size());
+  std::uint32_t crc = crc32c(payload);
+  for (int i = 0; i < 4; ++i) {
+    out[start + i] = static_cast<char>((len >> (8 * i)) & 0xff);
+    out[start + 4 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  }
+}
+
+void encode_record(const wal_record& r, std::string& out) {
+  encode_record(r.type, r.token, r.ttl_ms, r.key, r.owner, out);
+}
+
+std::optional<wal_record> decode_record(std::string_view in, std::size_t& consumed) {
+  if (in.size() < record_header_size) return std::nullopt;
+  std::uint32_t len = get_u32(in.data());
+  std::uint32_t crc = get_u32(in.data() + 4);
+  if (len > max_payload_size || in.size() - record_header_size < len) return std::nullopt;
+  std::string_view payload = in.substr(record_header_size, len);
+  if (crc32c(payload) != crc) return std::nullopt;
+  // Fixed part: type, token, ttl, key length.
+  constexpr std::size_t fixed = 1 + 8 + 8 + 4;
+  if (payload.size() < fixed + 4) return std::nullopt;
+  const char* p = payload.data();
+  auto type = static_cast<std::uint8_t>(p[0]);
+  if (!known_type(type)) return std::nullopt;
+  wal_record r;
+  r.type = static_cast<record_type>(type);
+  r.token = get_u64(p + 1);
+  r.ttl_ms = get_u64(p + 9);
+  std::uint32_t key_len = get_u32(p + 17);
+  if (payload.size() < fixed + key_len + 4) return std::nullopt;
+  r.key.assign(p + fixed, key_len);
+  std::uint32_t owner_len = get_u32(p + fixed + key_len);
+  if (payload.size() != fixed + key_len + 4 + owner_len) return std::nullopt;
+  r.owner.assign(p + fixed + key_len + 4, owner_len);
+  consumed = record_header_size + len;
+  return r;
+}
+
+}  // namespace baton::server

@@ -1,0 +1,52 @@
+#pragma once
+// The on-disk record format shared by the write-ahead log and snapshots. Pure encode/decode, no I/O.
+//
+//   record  = u32 payload_len | u32 crc32c(payload) | payload          (little-endian)
+//   payload = u8 type | u64 token | u64 ttl_ms | u32 key_len | key | u32 owner_len | owner
+//
+// A reader stops at the first record whose length or checksum does not match: that is a torn write
+// from a crash and everything after it was never acknowledged.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace baton::server {
+
+enum class record_type : std::uint8_t {
+  acquire = 1,   // key granted to owner with token; ttl_ms is the TTL granted
+  release = 2,   // key with token freed by its owner
+  expire = 3,    // key with token expired (logged lazily; losing one only keeps a lease longer)
+  extend = 4,    // key with token renewed with a TTL larger than any before (the restore TTL grew)
+  snapshot_header = 5,  // snapshot files only: token = last issued token, ttl_ms = generation
+  snapshot_end = 6,     // snapshot files only: token = number of entries
+};
+
+struct wal_record {
+  record_type type{};
+  std::uint64_t token = 0;
+  std::uint64_t ttl_ms = 0;
+  std::string key;
+  std::string owner;
+
+  friend bool operator==(const wal_record&, const wal_record&) = default;
+};
+
+/// Bytes of framing before the payload.
+inline constexpr std::size_t record_header_size = 8;
+/// Upper bound on a payload: anything larger is corruption, not a record.
+inline constexpr std::uint32_t max_payload_size = 1u << 20;
+
+/// Appends the encoded record to `out`.
+void encode_record(const wal_record& r, std::string& out);
+void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
+                   std::string_view owner, std::string& out);
+
+/// Decodes the record at the front of `in`. Returns the record and sets `consumed`, or nullopt when `in`
+/// does not start with a whole, valid record (truncated, bad checksum, unknown type).
+std::optional<wal_record> decode_record(std::string_view in, std::size_t& consumed);
+
+std::uint32_t crc32c(std::string_view data);
+
+}  // namespace baton::server
