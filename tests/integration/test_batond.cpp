@@ -1,0 +1,391 @@
+#define BOOST_TEST_MODULE batond
+#include <boost/test/unit_test.hpp>
+
+#include "batond_fixture.hpp"
+
+#include <boost/json/serialize.hpp>
+
+#include <signal.h>
+
+#include <atomic>
+#include <latch>
+#include <thread>
+
+using namespace baton::test;
+using namespace std::chrono_literals;
+namespace json = boost::json;
+
+namespace {
+
+std::string acquire_body(std::string_view owner, int ttl_ms) {
+  return json::serialize(json::object{{"owner", owner}, {"ttl_ms", ttl_ms}});
+}
+std::string renew_body(std::string_view owner, std::uint64_t token, int ttl_ms) {
+  return json::serialize(json::object{{"owner", owner}, {"token", token}, {"ttl_ms", ttl_ms}});
+}
+std::string release_body(std::string_view owner, std::uint64_t token) {
+  return json::serialize(json::object{{"owner", owner}, {"token", token}});
+}
+std::uint64_t token_of(const http_reply& r) { return r.json.at("token").to_number<std::uint64_t>(); }
+std::string str(const http_reply& r, const char* field) { return std::string(r.json.at(field).as_string()); }
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Polls until GET says the key is free; the server's clock decides when that is.
+void wait_until_free(http_client& c, const std::string& key, std::chrono::seconds bound = 20s) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (c.get("/v1/locks/" + key).status != 404) {
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "lease never expired");
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sixty_four_concurrent_acquires_of_one_key_have_exactly_one_winner) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  constexpr int n = 64;
+  std::vector<std::unique_ptr<http_client>> clients;
+  for (int i = 0; i < n; ++i) clients.push_back(std::make_unique<http_client>(server.port()));
+  std::vector<http_reply> replies(n);
+  std::latch start(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      replies[i] = clients[i]->post("/v1/locks/contended/acquire", acquire_body("w" + std::to_string(i), 30000));
+    });
+  for (auto& t : threads) t.join();
+
+  int winners = 0, refused = 0;
+  std::string winner;
+  std::uint64_t winner_token = 0;
+  for (auto& r : replies) {
+    if (r.status == 200) {
+      ++winners;
+      winner = str(r, "owner");
+      winner_token = token_of(r);
+    } else if (r.status == 409) {
+      ++refused;
+      BOOST_TEST(str(r, "error") == "held");
+    }
+  }
+  BOOST_TEST(winners == 1);
+  BOOST_TEST(refused == n - 1);
+  // Every refusal names the one winner.
+  for (auto& r : replies)
+    if (r.status == 409) {
+      BOOST_TEST(str(r, "owner") == winner);
+      BOOST_TEST(token_of(r) == winner_token);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(timeline_expired_holder_is_refused_after_the_next_token_is_granted) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto a = c.post("/v1/locks/report/acquire", acquire_body("worker-a", 300));
+  BOOST_REQUIRE(a.status == 200);
+  const auto n = token_of(a);
+  BOOST_TEST(str(a, "key") == "report");
+  BOOST_TEST(a.json.at("ttl_ms").as_int64() == 300);
+  BOOST_TEST(c.post("/v1/locks/report/acquire", acquire_body("worker-b", 5000)).status == 409);
+
+  wait_until_free(c, "report");  // worker-a stalls and stops renewing; its lease expires
+  auto b = c.post("/v1/locks/report/acquire", acquire_body("worker-b", 5000));
+  BOOST_REQUIRE(b.status == 200);
+  BOOST_TEST(token_of(b) == n + 1);
+
+  auto renew = c.post("/v1/locks/report/renew", renew_body("worker-a", n, 300));
+  BOOST_TEST(renew.status == 409);
+  BOOST_TEST(str(renew, "error") == "lost");
+  BOOST_TEST(str(renew, "reason") == "owner_mismatch");
+  auto release = c.post("/v1/locks/report/release", release_body("worker-a", n));
+  BOOST_TEST(release.status == 409);
+  BOOST_TEST(str(release, "error") == "not_owner");
+
+  auto held = c.get("/v1/locks/report");
+  BOOST_TEST(held.status == 200);
+  BOOST_TEST(str(held, "owner") == "worker-b");
+  BOOST_TEST(token_of(held) == n + 1);
+
+  BOOST_TEST(c.post("/v1/locks/report/renew", renew_body("worker-b", n + 1, 5000)).status == 200);
+  BOOST_TEST(c.post("/v1/locks/report/release", release_body("worker-b", n + 1)).status == 200);
+  // A retried release after a lost reply is answered the same way.
+  auto again = c.post("/v1/locks/report/release", release_body("worker-b", n + 1));
+  BOOST_TEST(again.status == 200);
+  BOOST_TEST(again.json.at("released").as_bool());
+  // The next grant is larger again.
+  BOOST_TEST(token_of(c.post("/v1/locks/report/acquire", acquire_body("worker-a", 5000))) == n + 2);
+}
+
+BOOST_AUTO_TEST_CASE(kill9_during_acquire_release_churn_never_lowers_tokens_and_keeps_held_leases) {
+  temp_dir dir;
+  std::uint64_t keeper_token = 0;
+  std::uint64_t highest_acknowledged = 0;
+  for (int round = 0; round < 3; ++round) {
+    batond_process server(dir.path());
+    auto c = server.client();
+    if (round == 0) {
+      auto k = c.post("/v1/locks/held/acquire", acquire_body("keeper", 600000));
+      BOOST_REQUIRE(k.status == 200);
+      keeper_token = token_of(k);
+      highest_acknowledged = keeper_token;
+    } else {
+      // After the crash: the held lease survived and can be renewed; nobody else can take it.
+      BOOST_TEST(c.post("/v1/locks/held/renew", renew_body("keeper", keeper_token, 600000)).status == 200);
+      auto other = c.post("/v1/locks/held/acquire", acquire_body("intruder", 1000));
+      BOOST_TEST(other.status == 409);
+      BOOST_TEST(token_of(other) == keeper_token);
+      // Every new token is larger than every token ever acknowledged.
+      auto fresh = c.post("/v1/locks/fresh-" + std::to_string(round) + "/acquire", acquire_body("probe", 1000));
+      BOOST_REQUIRE(fresh.status == 200);
+      BOOST_TEST(token_of(fresh) > highest_acknowledged);
+      highest_acknowledged = token_of(fresh);
+    }
+
+    std::atomic<std::uint64_t> max_ack{highest_acknowledged};
+    std::atomic<int> cycles{0};
+    std::vector<std::thread> workers;
+    for (int w = 0; w < 4; ++w)
+      workers.emplace_back([&, w] {
+        try {
+          http_client wc(server.port(), 10s);
+          std::string key = "/v1/locks/churn-" + std::to_string(w);
+          std::string owner = "churner-" + std::to_string(w);
+          for (;;) {
+            auto r = wc.post(key + "/acquire", acquire_body(owner, 60000));
+            if (r.status != 200) continue;
+            auto t = token_of(r);
+            for (auto cur = max_ack.load(); t > cur && !max_ack.compare_exchange_weak(cur, t);) {
+            }
+            wc.post(key + "/release", release_body(owner, t));
+            ++cycles;
+          }
+        } catch (const std::exception&) {
+          // The server was killed under us: that is the point.
+        }
+      });
+    // Let the churn run a while (bounded), then crash the server in the middle of it.
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (cycles.load() < 200 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+    server.kill9();
+    for (auto& t : workers) t.join();
+    BOOST_TEST(cycles.load() > 0);
+    highest_acknowledged = max_ack.load();
+  }
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto last = c.post("/v1/locks/churn-0/acquire", acquire_body("after", 1000));
+  BOOST_REQUIRE(last.status == 200);
+  BOOST_TEST(token_of(last) > highest_acknowledged);
+}
+
+BOOST_AUTO_TEST_CASE(restart_restores_held_leases_for_their_full_ttl) {
+  temp_dir dir;
+  std::uint64_t token;
+  {
+    batond_process server(dir.path());
+    auto c = server.client();
+    auto a = c.post("/v1/locks/migration/acquire", acquire_body("m", 60000));
+    token = token_of(a);
+    // Renewing with a longer TTL raises what a restart restores.
+    BOOST_TEST(c.post("/v1/locks/migration/renew", renew_body("m", token, 120000)).status == 200);
+    BOOST_TEST(server.terminate() == 0);
+  }
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto g = c.get("/v1/locks/migration");
+  BOOST_REQUIRE(g.status == 200);
+  BOOST_TEST(token_of(g) == token);
+  BOOST_TEST(g.json.at("ttl_remaining_ms").as_int64() > 60000);
+  BOOST_TEST(c.post("/v1/locks/migration/renew", renew_body("m", token, 60000)).status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(long_poll_wakes_on_release_well_before_wait_ms) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto t = token_of(c.post("/v1/locks/lp/acquire", acquire_body("holder", 60000)));
+  http_reply woke;
+  double waited = 0;
+  std::thread waiter([&] {
+    http_client wc(server.port());
+    auto start = std::chrono::steady_clock::now();
+    woke = wc.get("/v1/locks/lp?wait_ms=30000&token=" + std::to_string(t));
+    waited = seconds_since(start);
+  });
+  std::this_thread::sleep_for(200ms);
+  BOOST_TEST(c.post("/v1/locks/lp/release", release_body("holder", t)).status == 200);
+  waiter.join();
+  BOOST_TEST(woke.status == 404);
+  BOOST_TEST(str(woke, "error") == "not_held");
+  BOOST_TEST(waited < 6.0);  // 5x below wait_ms: it was the release that woke it
+}
+
+BOOST_AUTO_TEST_CASE(long_poll_wakes_on_expiry_well_before_wait_ms) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto t = token_of(c.post("/v1/locks/lp/acquire", acquire_body("holder", 300)));
+  auto start = std::chrono::steady_clock::now();
+  auto woke = c.get("/v1/locks/lp?wait_ms=30000&token=" + std::to_string(t));
+  BOOST_TEST(woke.status == 404);
+  BOOST_TEST(seconds_since(start) < 6.0);
+}
+
+BOOST_AUTO_TEST_CASE(long_poll_wakes_a_free_key_waiter_on_acquire_and_answers_at_once_when_token_differs) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  http_reply woke;
+  std::thread waiter([&] {
+    http_client wc(server.port());
+    woke = wc.get("/v1/locks/idle?wait_ms=30000&token=0");
+  });
+  std::this_thread::sleep_for(200ms);
+  auto a = c.post("/v1/locks/idle/acquire", acquire_body("first", 60000));
+  waiter.join();
+  BOOST_TEST(woke.status == 200);
+  BOOST_TEST(token_of(woke) == token_of(a));
+
+  auto start = std::chrono::steady_clock::now();
+  auto now = c.get("/v1/locks/idle?wait_ms=30000&token=999");
+  BOOST_TEST(now.status == 200);
+  BOOST_TEST(seconds_since(start) < 6.0);
+}
+
+BOOST_AUTO_TEST_CASE(long_poll_with_an_unchanged_holder_answers_after_wait_ms) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto t = token_of(c.post("/v1/locks/steady/acquire", acquire_body("holder", 60000)));
+  auto start = std::chrono::steady_clock::now();
+  auto r = c.get("/v1/locks/steady?wait_ms=300&token=" + std::to_string(t));
+  double waited = seconds_since(start);
+  BOOST_TEST(r.status == 200);
+  BOOST_TEST(token_of(r) == t);
+  BOOST_TEST(waited >= 0.3);
+  BOOST_TEST(waited < 10.0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_inputs_get_json_errors_and_the_server_keeps_serving) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto held = c.post("/v1/locks/precious/acquire", acquire_body("owner", 600000));
+  BOOST_REQUIRE(held.status == 200);
+
+  struct bad_case {
+    std::string method, target, body;
+    int status;
+    std::string code;
+  };
+  const std::string long_key(513, 'k');
+  std::vector<bad_case> cases{
+      {"POST", "/v1/locks/k/acquire", "{not json", 400, "bad_request"},
+      {"POST", "/v1/locks/k/acquire", "", 400, "bad_request"},
+      {"POST", "/v1/locks/k/acquire", "[1,2]", 400, "bad_request"},
+      {"POST", "/v1/locks/k/acquire", R"({"ttl_ms":1000})", 400, "bad_request"},
+      {"POST", "/v1/locks/k/acquire", R"({"owner":"o","ttl_ms":1})", 400, "bad_request"},
+      {"POST", "/v1/locks/k/acquire", R"({"owner":"o","ttl_ms":99999999})", 400, "bad_request"},
+      {"POST", "/v1/locks/k/acquire", R"({"owner":"o","ttl_ms":"1000"})", 400, "bad_request"},
+      {"POST", "/v1/locks/k/acquire", R"({"owner":"o\u0007","ttl_ms":1000})", 400, "bad_request"},
+      {"POST", "/v1/locks/k/renew", R"({"owner":"o","token":-1,"ttl_ms":1000})", 400, "bad_request"},
+      {"POST", "/v1/locks/k/release", R"({"owner":"o"})", 400, "bad_request"},
+      {"POST", "/v1/locks/precious/release", R"({"owner":"owner","token":0})", 400, "bad_request"},
+      {"POST", "/v1/locks/" + long_key + "/acquire", R"({"owner":"o","ttl_ms":1000})", 400, "bad_request"},
+      {"POST", "/v1/locks//acquire", R"({"owner":"o","ttl_ms":1000})", 400, "bad_request"},
+      {"POST", "/v1/locks/a%0Ab/acquire", R"({"owner":"o","ttl_ms":1000})", 400, "bad_request"},
+      {"GET", "/v1/locks/k?wait_ms=soon", "", 400, "bad_request"},
+      {"GET", "/v1/locks/k/acquire", "", 405, "method_not_allowed"},
+      {"POST", "/v1/locks/k", "{}", 405, "method_not_allowed"},
+      {"DELETE", "/v1/locks/precious", "", 405, "method_not_allowed"},
+      {"POST", "/v1/locks/k/steal", "{}", 404, "not_found"},
+      {"GET", "/nowhere", "", 404, "not_found"},
+      {"GET", "/v1/locks/absent", "", 404, "not_held"},
+      {"POST", "/v1/locks/k/acquire", std::string(70 * 1024, ' '), 413, "body_too_large"},
+  };
+  for (const auto& bc : cases) {
+    http_client one(server.port());
+    auto r = one.request(bc.method, bc.target, bc.body);
+    BOOST_TEST_CONTEXT(bc.method << " " << bc.target.substr(0, 60) << " " << bc.body.substr(0, 60)) {
+      BOOST_TEST(r.status == bc.status);
+      BOOST_TEST(r.content_type == "application/json");
+      BOOST_REQUIRE(r.json.is_object());
+      BOOST_TEST(str(r, "error") == bc.code);
+      BOOST_TEST(!str(r, "message").empty());
+    }
+  }
+
+  // Malformed HTTP on the wire.
+  auto garbage = http_client::raw(server.port(), "THIS IS NOT HTTP\r\n\r\n");
+  BOOST_TEST(garbage.status == 400);
+  BOOST_TEST(str(garbage, "error") == "bad_request");
+
+  // Nothing above changed state, and the server still serves.
+  BOOST_TEST(c.get("/healthz").status == 200);
+  auto still = c.get("/v1/locks/precious");
+  BOOST_TEST(still.status == 200);
+  BOOST_TEST(token_of(still) == token_of(held));
+  auto next = c.post("/v1/locks/k/acquire", acquire_body("o", 1000));
+  BOOST_TEST(next.status == 200);
+  BOOST_TEST(token_of(next) == token_of(held) + 1);  // no refused request consumed a token
+}
+
+BOOST_AUTO_TEST_CASE(a_stalled_client_is_disconnected_after_the_read_timeout) {
+  temp_dir dir;
+  batond_process server(dir.path(), {"--read-timeout-ms", "300"});
+  auto start = std::chrono::steady_clock::now();
+  // Half a request, then silence: the server must hang up rather than wait forever.
+  BOOST_CHECK_THROW(http_client::raw(server.port(), "POST /v1/locks/k/acquire HTTP/1.1\r\nContent-Length: 50\r\n\r\n{",
+                                     20s),
+                    std::exception);
+  BOOST_TEST(seconds_since(start) < 15.0);
+  BOOST_TEST(server.client().get("/healthz").status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(metrics_and_healthz_answer) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto h = c.get("/healthz");
+  BOOST_TEST(h.status == 200);
+  BOOST_TEST(str(h, "status") == "ok");
+  c.post("/v1/locks/m/acquire", acquire_body("o", 1000));
+  auto m = c.get("/metrics");
+  BOOST_TEST(m.status == 200);
+  BOOST_TEST(m.body.find("baton_requests_total{route=\"acquire\",code=\"200\"} 1") != std::string::npos);
+  BOOST_TEST(m.body.find("baton_operations_total{op=\"acquire\",outcome=\"granted\"} 1") != std::string::npos);
+  BOOST_TEST(m.body.find("baton_wal_fsync_seconds_count") != std::string::npos);
+  BOOST_TEST(m.body.find("baton_locks_held 1") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_answers_in_flight_long_polls_and_exits_zero) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto t = token_of(c.post("/v1/locks/k/acquire", acquire_body("o", 60000)));
+  http_reply answer;
+  std::thread waiter([&] {
+    http_client wc(server.port());
+    answer = wc.get("/v1/locks/k?wait_ms=30000&token=" + std::to_string(t));
+  });
+  std::this_thread::sleep_for(200ms);
+  auto start = std::chrono::steady_clock::now();
+  BOOST_TEST(server.terminate() == 0);
+  waiter.join();
+  BOOST_TEST(answer.status == 200);
+  BOOST_TEST(seconds_since(start) < 6.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_batond_on_the_same_data_dir_refuses_to_start) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  child_process second({bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", dir.path().string()},
+                       (dir.path() / "second.err").string());
+  BOOST_TEST(second.wait(30s) == 1);
+}

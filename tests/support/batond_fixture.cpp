@@ -1,0 +1,50 @@
+#include "batond_fixture.hpp"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <stdexcept>
+
+#ifndef BATON_BIN_DIR
+#error "BATON_BIN_DIR must name the directory holding the built executables"
+#endif
+
+namespace baton::test {
+
+std::string bin_path(const std::string& name) { return std::string(BATON_BIN_DIR) + "/" + name; }
+
+temp_dir::temp_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "baton-test-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+temp_dir::~temp_dir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+batond_process::batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args) {
+  std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", data_dir.string(),
+                                "--log-level", "warn"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  proc_ = std::make_unique<child_process>(std::move(argv));
+  std::string line = proc_->read_line(std::chrono::seconds(30));
+  const std::string prefix = "batond listening on ";
+  if (line.rfind(prefix, 0) != 0) throw std::runtime_error("unexpected first line from batond: " + line);
+  port_ = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+}
+
+batond_process::~batond_process() = default;
+
+void batond_process::kill9() {
+  proc_->signal(SIGKILL);
+  proc_->wait(std::chrono::seconds(30));
+}
+
+int batond_process::terminate() {
+  proc_->signal(SIGTERM);
+  return proc_->wait(std::chrono::seconds(30));
+}
+
+}  // namespace baton::test

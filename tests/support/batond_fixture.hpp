@@ -1,0 +1,48 @@
+#pragma once
+// Test helper: a real batond process on an ephemeral loopback port with its own data directory.
+
+#include "http_client.hpp"
+#include "process.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace baton::test {
+
+/// A fresh, empty temporary directory removed when the object goes away.
+class temp_dir {
+ public:
+  temp_dir();
+  ~temp_dir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+class batond_process {
+ public:
+  /// Starts batond on 127.0.0.1:0 with `data_dir` and waits for "batond listening on ...".
+  explicit batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args = {});
+  ~batond_process();
+
+  unsigned short port() const { return port_; }
+  child_process& process() { return *proc_; }
+  http_client client() const { return http_client(port_); }
+
+  /// SIGKILL, no chance to flush (a crash).
+  void kill9();
+  /// SIGTERM and wait; returns the exit status.
+  int terminate();
+
+ private:
+  std::unique_ptr<child_process> proc_;
+  unsigned short port_ = 0;
+};
+
+/// Path of a built executable (tests run with the build directory's bin/ known at compile time).
+std::string bin_path(const std::string& name);
+
+}  // namespace baton::test

@@ -1,0 +1,238 @@
+#define BOOST_TEST_MODULE journal
+#include <boost/test/unit_test.hpp>
+
+#include "batond_fixture.hpp"
+#include "journal.hpp"
+#include "wal_record.hpp"
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+
+using namespace baton::server;
+using baton::test::temp_dir;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+const time_point t0 = time_point{} + 1000s;
+
+std::string wal_file(const fs::path& dir, int generation = 0) {
+  char name[32];
+  std::snprintf(name, sizeof name, "wal-%016x.log", generation);
+  return (dir / name).string();
+}
+
+// Appends records through a journal and stops it (which flushes and fsyncs everything queued).
+void write_records(const fs::path& dir, const std::vector<wal_record>& records) {
+  lock_table table;
+  journal j(journal_options{dir});
+  j.open(table, t0);
+  j.start({});
+  for (const auto& r : records) j.append(r.type, r.token, r.ttl_ms, r.key, r.owner);
+  j.stop();
+  BOOST_TEST(j.durable() == records.size());
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(record_round_trips_through_encode_and_decode) {
+  wal_record r{record_type::acquire, 123456789012345ull, 30000, "jobs/nightly", "host:1#abc"};
+  std::string buf;
+  encode_record(r, buf);
+  std::size_t used = 0;
+  auto back = decode_record(buf, used);
+  BOOST_REQUIRE(back.has_value());
+  BOOST_TEST((*back == r));
+  BOOST_TEST(used == buf.size());
+}
+
+BOOST_AUTO_TEST_CASE(decode_refuses_truncated_corrupt_and_unknown_records) {
+  std::string buf;
+  encode_record(wal_record{record_type::release, 5, 0, "k", ""}, buf);
+  std::size_t used = 0;
+  for (std::size_t n = 0; n < buf.size(); ++n) BOOST_TEST(!decode_record(std::string_view(buf).substr(0, n), used));
+  std::string flipped = buf;
+  flipped.back() ^= 0x01;
+  BOOST_TEST(!decode_record(flipped, used));
+  std::string huge = buf;
+  huge[3] = 0x7f;  // absurd length
+  BOOST_TEST(!decode_record(huge, used));
+}
+
+BOOST_AUTO_TEST_CASE(recovery_restores_held_leases_and_the_token_counter) {
+  temp_dir dir;
+  write_records(dir.path(), {
+                                {record_type::acquire, 1, 1000, "a", "owner-a"},
+                                {record_type::acquire, 2, 1000, "b", "owner-b"},
+                                {record_type::release, 1, 0, "a", ""},
+                                {record_type::acquire, 3, 2000, "c", "owner-c"},
+                                {record_type::expire, 3, 0, "c", ""},
+                                {record_type::extend, 2, 9000, "b", ""},
+                            });
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  const time_point restart = t0 + 3600s;  // the server was down for an hour
+  auto stats = j.open(table, restart);
+  BOOST_TEST(stats.records == 6u);
+  BOOST_TEST(stats.torn_bytes == 0u);
+  BOOST_TEST(stats.last_token == 3u);
+  BOOST_TEST(stats.restored_leases == 1u);
+  auto b = table.get("b", restart + 8999ms);  // valid for its largest TTL, counted from the restart
+  BOOST_REQUIRE(b.has_value());
+  BOOST_TEST(b->owner == "owner-b");
+  BOOST_TEST(!table.get("a", restart).has_value());
+  BOOST_TEST(!table.get("c", restart).has_value());
+  auto g = table.acquire("a", "x", 1000ms, restart);
+  BOOST_TEST(std::get<acquire_granted>(g).token == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(torn_last_record_is_cut_off_and_the_counter_recovers_from_the_rest) {
+  temp_dir dir;
+  write_records(dir.path(), {{record_type::acquire, 1, 1000, "a", "o"}, {record_type::acquire, 2, 1000, "b", "o"}});
+  // A crash in the middle of writing the next batch leaves half a record behind.
+  std::string partial;
+  encode_record(wal_record{record_type::acquire, 3, 1000, "c", "o"}, partial);
+  const auto good_size = fs::file_size(wal_file(dir.path()));
+  {
+    std::ofstream f(wal_file(dir.path()), std::ios::binary | std::ios::app);
+    f.write(partial.data(), static_cast<std::streamsize>(partial.size() / 2));
+  }
+  {
+    lock_table table;
+    journal j(journal_options{dir.path()});
+    auto stats = j.open(table, t0);
+    BOOST_TEST(stats.records == 2u);
+    BOOST_TEST(stats.torn_bytes == partial.size() / 2);
+    BOOST_TEST(stats.last_token == 2u);
+    BOOST_TEST(fs::file_size(wal_file(dir.path())) == good_size);
+    // New appends after recovery land after the last good record and are readable next time.
+    j.start({});
+    j.append(record_type::acquire, table.last_token() + 1, 1000, "d", "o");
+    j.stop();
+  }
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  auto stats = j.open(table, t0);
+  BOOST_TEST(stats.records == 3u);
+  BOOST_TEST(stats.torn_bytes == 0u);
+  BOOST_TEST(stats.last_token == 3u);
+  BOOST_TEST(table.get("d", t0).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupt_record_in_the_middle_stops_replay_there) {
+  temp_dir dir;
+  write_records(dir.path(), {{record_type::acquire, 1, 1000, "a", "o"}, {record_type::acquire, 2, 1000, "b", "o"}});
+  {
+    // Flip one byte of the second record's payload.
+    int fd = ::open(wal_file(dir.path()).c_str(), O_RDWR);
+    auto size = fs::file_size(wal_file(dir.path()));
+    char c;
+    BOOST_REQUIRE(::pread(fd, &c, 1, static_cast<off_t>(size - 2)) == 1);
+    c ^= 0x40;
+    BOOST_REQUIRE(::pwrite(fd, &c, 1, static_cast<off_t>(size - 2)) == 1);
+    ::close(fd);
+  }
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  auto stats = j.open(table, t0);
+  BOOST_TEST(stats.records == 1u);
+  BOOST_TEST(stats.torn_bytes > 0u);
+  BOOST_TEST(stats.last_token == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(waiters_complete_once_their_record_is_durable) {
+  temp_dir dir;
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  j.open(table, t0);
+  j.start({});
+  boost::asio::io_context ioc;
+  auto work = boost::asio::make_work_guard(ioc);  // keeps run_for() waiting while completions are pending
+  std::vector<std::uint64_t> completed;
+  for (int i = 0; i < 100; ++i) {
+    auto lsn = j.append(record_type::acquire, static_cast<std::uint64_t>(i + 1), 1000, "k" + std::to_string(i), "o");
+    j.async_wait_durable(lsn, boost::asio::bind_executor(ioc, [&, lsn](boost::system::error_code ec) {
+                           BOOST_TEST(!ec);
+                           BOOST_TEST(j.durable() >= lsn);
+                           completed.push_back(lsn);
+                         }));
+  }
+  // Bounded: 100 records need at most 100 fsyncs.
+  for (int spins = 0; completed.size() < 100 && spins < 3000; ++spins) ioc.run_for(10ms);
+  BOOST_TEST(completed.size() == 100u);
+  j.stop();
+}
+
+BOOST_AUTO_TEST_CASE(compaction_writes_a_snapshot_and_recovery_uses_it) {
+  temp_dir dir;
+  std::uint64_t last = 0;
+  std::map<std::string, std::uint64_t> expected;  // key -> token of the lease that should be restored
+  {
+    lock_table table;
+    std::mutex mu;
+    journal j(journal_options{dir.path(), /*compact_bytes=*/4096});
+    j.open(table, t0);
+    j.start([&] {
+      std::lock_guard lk(mu);
+      j.mark_cut();
+      return std::pair{table.last_token(), table.snapshot()};
+    });
+    // Churn: many acquires and releases, so the log passes the compaction size several times.
+    for (int i = 0; i < 2000; ++i) {
+      std::lock_guard lk(mu);
+      std::string key = "k" + std::to_string(i % 50);
+      auto g = std::get<acquire_granted>(table.acquire(key, "o", 60s, t0));
+      j.append(record_type::acquire, g.token, 60000, key, "o");
+      expected[key] = g.token;
+      if (i % 3 != 0) {
+        table.release(key, "o", g.token, t0);
+        j.append(record_type::release, g.token, 0, key);
+        expected.erase(key);
+      }
+    }
+    last = table.last_token();
+    j.stop();
+  }
+  BOOST_TEST(fs::exists(dir.path() / "snapshot"));
+  BOOST_TEST(!fs::exists(wal_file(dir.path(), 0)));  // the first generation was compacted away
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  auto stats = j.open(table, t0);
+  BOOST_TEST(stats.generation > 0u);
+  BOOST_TEST(stats.last_token == last);
+  // Exactly the keys whose last operation was an acquire are held again, with that acquire's token.
+  BOOST_TEST(table.size() == expected.size());
+  BOOST_TEST(!expected.empty());
+  for (const auto& [key, token] : expected) {
+    auto v = table.get(key, t0);
+    BOOST_REQUIRE_MESSAGE(v.has_value(), key);
+    BOOST_TEST(v->token == token);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_second_journal_cannot_open_the_same_directory) {
+  temp_dir dir;
+  lock_table t1, t2;
+  journal a(journal_options{dir.path()});
+  a.open(t1, t0);
+  journal b(journal_options{dir.path()});
+  BOOST_CHECK_THROW(b.open(t2, t0), std::runtime_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupt_snapshot_refuses_to_start) {
+  temp_dir dir;
+  {
+    std::ofstream f(dir.path() / "snapshot", std::ios::binary);
+    f << "not a snapshot";
+  }
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  BOOST_CHECK_THROW(j.open(table, t0), std::runtime_error);
+}

@@ -1,0 +1,191 @@
+#define BOOST_TEST_MODULE lock_table
+#include <boost/test/unit_test.hpp>
+
+#include "lock_table.hpp"
+
+using namespace baton::server;
+using namespace std::chrono_literals;
+
+namespace baton::server {
+std::ostream& operator<<(std::ostream& os, lost_reason r) { return os << to_string(r); }
+}  // namespace baton::server
+
+namespace {
+const time_point t0 = time_point{} + 1000s;
+
+template <class T, class V>
+const T& as(const V& v) {
+  BOOST_REQUIRE(std::holds_alternative<T>(v));
+  return std::get<T>(v);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(acquire_of_a_free_key_grants_token_one_then_increasing) {
+  lock_table t;
+  auto a = as<acquire_granted>(t.acquire("k", "a", 1000ms, t0));
+  BOOST_TEST(a.token == 1u);
+  BOOST_TEST(a.replaced_token == 0u);
+  auto b = as<acquire_granted>(t.acquire("other", "b", 1000ms, t0));
+  BOOST_TEST(b.token == 2u);
+  BOOST_TEST(t.last_token() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(acquire_held_by_another_owner_is_refused_with_the_holder) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  auto r = as<acquire_refused>(t.acquire("k", "b", 1000ms, t0 + 400ms));
+  BOOST_TEST(r.holder.owner == "a");
+  BOOST_TEST(r.holder.token == 1u);
+  BOOST_TEST(r.holder.remaining.count() == 600);
+  BOOST_TEST(t.last_token() == 1u);  // a refusal consumes no token
+}
+
+BOOST_AUTO_TEST_CASE(same_owner_reacquiring_gets_a_larger_token_and_supersedes_the_old_one) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  auto g = as<acquire_granted>(t.acquire("k", "a", 1000ms, t0 + 10ms));
+  BOOST_TEST(g.token == 2u);
+  BOOST_TEST(g.replaced_token == 1u);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", 1, 1000ms, t0 + 20ms)).reason == lost_reason::token_mismatch);
+  BOOST_TEST(std::holds_alternative<renew_ok>(t.renew("k", "a", 2, 1000ms, t0 + 20ms)));
+}
+
+BOOST_AUTO_TEST_CASE(expired_lease_is_taken_over_with_the_next_token) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  // Still held one tick before expiry, free at the expiry instant.
+  BOOST_TEST(std::holds_alternative<acquire_refused>(t.acquire("k", "b", 1000ms, t0 + 999ms)));
+  auto g = as<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 1000ms));
+  BOOST_TEST(g.token == 2u);
+  BOOST_TEST(g.replaced_token == 1u);
+  BOOST_TEST(t.get("k", t0 + 1000ms)->owner == "b");
+}
+
+BOOST_AUTO_TEST_CASE(renew_extends_only_for_current_owner_and_token) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  BOOST_TEST(as<renew_refused>(t.renew("missing", "a", 1, 1000ms, t0)).reason == lost_reason::not_held);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "b", 1, 1000ms, t0)).reason == lost_reason::owner_mismatch);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", 7, 1000ms, t0)).reason == lost_reason::token_mismatch);
+  BOOST_TEST(!as<renew_ok>(t.renew("k", "a", 1, 1000ms, t0 + 900ms)).restore_ttl_grew);
+  // The renew at t0+900ms moved the expiry to t0+1900ms.
+  BOOST_TEST(t.get("k", t0 + 1800ms).has_value());
+  BOOST_TEST(!t.get("k", t0 + 1900ms).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(renew_after_expiry_is_refused_as_expired_and_does_not_revive) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", 1, 1000ms, t0 + 1000ms)).reason == lost_reason::expired);
+  BOOST_TEST(!t.get("k", t0 + 1000ms).has_value());
+  // Someone else's renew of an expired lease is simply "not held".
+  BOOST_TEST(as<renew_refused>(t.renew("k", "b", 1, 1000ms, t0 + 1000ms)).reason == lost_reason::not_held);
+}
+
+BOOST_AUTO_TEST_CASE(renew_with_a_longer_ttl_reports_that_the_restore_ttl_grew) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  BOOST_TEST(as<renew_ok>(t.renew("k", "a", 1, 5000ms, t0)).restore_ttl_grew);
+  BOOST_TEST(!as<renew_ok>(t.renew("k", "a", 1, 2000ms, t0)).restore_ttl_grew);
+  BOOST_TEST(t.snapshot().at(0).restore_ttl.count() == 5000);
+}
+
+BOOST_AUTO_TEST_CASE(release_requires_exact_owner_and_token) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  auto wrong_owner = t.release("k", "b", 1, t0);
+  BOOST_TEST((wrong_owner.outcome == release_outcome::not_owner));
+  BOOST_TEST(wrong_owner.removed_token == 0u);
+  BOOST_TEST((t.release("k", "a", 2, t0).outcome == release_outcome::not_owner));
+  BOOST_TEST(t.get("k", t0).has_value());
+  auto ok = t.release("k", "a", 1, t0);
+  BOOST_TEST((ok.outcome == release_outcome::released));
+  BOOST_TEST(ok.removed_token == 1u);
+  BOOST_TEST(!t.get("k", t0).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(release_is_idempotent_and_treats_expired_as_free) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  t.release("k", "a", 1, t0);
+  auto again = t.release("k", "a", 1, t0);
+  BOOST_TEST((again.outcome == release_outcome::already_free));
+  BOOST_TEST(again.removed_token == 0u);
+
+  t.acquire("e", "a", 1000ms, t0);  // token 2
+  auto mine_expired = t.release("e", "a", 2, t0 + 2s);
+  BOOST_TEST((mine_expired.outcome == release_outcome::released));
+  BOOST_TEST(mine_expired.removed_token == 2u);
+
+  t.acquire("f", "a", 1000ms, t0);  // token 3
+  auto other_expired = t.release("f", "zz", 99, t0 + 2s);
+  BOOST_TEST((other_expired.outcome == release_outcome::already_free));
+  BOOST_TEST(other_expired.removed_token == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(stale_owner_cannot_release_new_holders_lock) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  t.acquire("k", "b", 1000ms, t0 + 1500ms);  // a expired, b holds token 2
+  BOOST_TEST((t.release("k", "a", 1, t0 + 1600ms).outcome == release_outcome::not_owner));
+  BOOST_TEST(t.get("k", t0 + 1600ms)->token == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(expire_removes_exactly_the_leases_past_their_expiry) {
+  lock_table t;
+  t.acquire("short", "a", 100ms, t0);
+  t.acquire("long", "b", 10s, t0);
+  BOOST_TEST(t.expire(t0 + 99ms).empty());
+  auto gone = t.expire(t0 + 100ms);
+  BOOST_REQUIRE(gone.size() == 1u);
+  BOOST_TEST(gone[0].key == "short");
+  BOOST_TEST(gone[0].token == 1u);
+  BOOST_TEST(t.size() == 1u);
+  // Tokens keep increasing after expiry.
+  BOOST_TEST(as<acquire_granted>(t.acquire("short", "c", 100ms, t0 + 200ms)).token == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(get_reports_remaining_time_rounded_up) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  auto v = t.get("k", t0 + 250ms + std::chrono::microseconds(1));
+  BOOST_REQUIRE(v.has_value());
+  BOOST_TEST(v->remaining.count() == 750);
+  BOOST_TEST(!t.get("absent", t0).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(restore_installs_leases_valid_from_now_and_raises_the_counter) {
+  lock_table t;
+  const time_point restart = t0 + 3600s;
+  t.restore("k", "a", 41, 1000ms, restart);
+  t.restore("k", "stale", 7, 1000ms, restart);  // an older record never overrides a newer one
+  auto v = t.get("k", restart + 999ms);
+  BOOST_REQUIRE(v.has_value());
+  BOOST_TEST(v->owner == "a");
+  BOOST_TEST(v->token == 41u);
+  BOOST_TEST(as<acquire_granted>(t.acquire("other", "b", 1000ms, restart)).token == 42u);
+}
+
+BOOST_AUTO_TEST_CASE(forget_and_raise_restore_ttl_only_touch_the_matching_token) {
+  lock_table t;
+  t.restore("k", "a", 5, 1000ms, t0);
+  t.forget("k", 4);
+  BOOST_TEST(t.get("k", t0).has_value());
+  t.raise_restore_ttl("k", 4, 9000ms, t0);
+  BOOST_TEST(t.snapshot().at(0).restore_ttl.count() == 1000);
+  t.raise_restore_ttl("k", 5, 9000ms, t0);
+  BOOST_TEST(t.snapshot().at(0).restore_ttl.count() == 9000);
+  BOOST_TEST(t.get("k", t0 + 8s).has_value());
+  t.forget("k", 5);
+  BOOST_TEST(t.size() == 0u);
+  t.forget("absent", 100);  // forgetting raises the counter too: token 100 was issued once
+  BOOST_TEST(t.last_token() == 100u);
+}
+
+BOOST_AUTO_TEST_CASE(observe_token_never_lowers_the_counter) {
+  lock_table t;
+  t.observe_token(10);
+  t.observe_token(3);
+  BOOST_TEST(t.last_token() == 10u);
+  BOOST_TEST(as<acquire_granted>(t.acquire("k", "a", 1000ms, t0)).token == 11u);
+}

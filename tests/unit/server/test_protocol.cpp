@@ -1,0 +1,97 @@
+#define BOOST_TEST_MODULE protocol
+#include <boost/test/unit_test.hpp>
+
+#include "protocol.hpp"
+
+using namespace baton::server;
+using kind = lock_target::kind;
+
+namespace {
+const ttl_bounds bounds{};
+
+lock_target target_ok(std::string_view t) {
+  auto r = parse_target(t);
+  BOOST_REQUIRE_MESSAGE(std::holds_alternative<lock_target>(r), t);
+  return std::get<lock_target>(r);
+}
+api_error target_err(std::string_view t) {
+  auto r = parse_target(t);
+  BOOST_REQUIRE_MESSAGE(std::holds_alternative<api_error>(r), t);
+  return std::get<api_error>(r);
+}
+template <class R>
+api_error err(const R& r) {
+  BOOST_REQUIRE(std::holds_alternative<api_error>(r));
+  return std::get<api_error>(r);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(targets_route_to_operations_and_decode_the_key) {
+  BOOST_TEST((target_ok("/v1/locks/jobs/acquire").what == kind::acquire));
+  BOOST_TEST(target_ok("/v1/locks/jobs/acquire").key == "jobs");
+  BOOST_TEST((target_ok("/v1/locks/jobs/renew").what == kind::renew));
+  BOOST_TEST((target_ok("/v1/locks/jobs/release").what == kind::release));
+  BOOST_TEST((target_ok("/v1/locks/a%2Fb").what == kind::get));
+  BOOST_TEST(target_ok("/v1/locks/a%2Fb").key == "a/b");
+  BOOST_TEST(target_ok("/v1/locks/caf%C3%A9/acquire").key == "caf\xC3\xA9");
+  BOOST_TEST((target_ok("/healthz").what == kind::healthz));
+  BOOST_TEST((target_ok("/metrics").what == kind::metrics));
+}
+
+BOOST_AUTO_TEST_CASE(long_poll_parameters_are_parsed_and_clamped) {
+  auto t = target_ok("/v1/locks/k?wait_ms=5000&token=7");
+  BOOST_TEST(*t.wait_ms == 5000u);
+  BOOST_TEST(*t.token == 7u);
+  BOOST_TEST(*target_ok("/v1/locks/k?wait_ms=999999999").wait_ms == max_wait_ms);
+  BOOST_TEST(!target_ok("/v1/locks/k").wait_ms.has_value());
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms=-1").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms=abc").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms=1&token=x").status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(bad_keys_and_unknown_routes_are_refused) {
+  BOOST_TEST(target_err("/v1/locks//acquire").status == 400);
+  BOOST_TEST(target_err("/v1/locks/a%01b/acquire").status == 400);
+  BOOST_TEST(target_err("/v1/locks/" + std::string(513, 'k') + "/acquire").status == 400);
+  BOOST_TEST(target_ok("/v1/locks/" + std::string(512, 'k') + "/acquire").key.size() == 512u);
+  BOOST_TEST(target_err("/v1/locks/k/steal").status == 404);
+  BOOST_TEST(target_err("/v2/locks/k/acquire").status == 404);
+  BOOST_TEST(target_err("/").status == 404);
+  BOOST_TEST(target_err("/v1/locks/k/acquire/x").status == 404);
+  BOOST_TEST(target_err("/v1/locks/%zz/acquire").status == 400);
+  BOOST_TEST(target_err("not-a-path").status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(acquire_body_is_validated_field_by_field) {
+  auto ok = std::get<acquire_request>(parse_acquire(R"({"owner":"w","ttl_ms":1000,"extra":[1]})", bounds));
+  BOOST_TEST(ok.owner == "w");
+  BOOST_TEST(ok.ttl.count() == 1000);
+  for (const char* body : {"", "{", "[]", "null", R"({"ttl_ms":1000})", R"({"owner":"w"})", R"({"owner":5,"ttl_ms":1000})",
+                           R"({"owner":"","ttl_ms":1000})", R"({"owner":"w","ttl_ms":"1000"})",
+                           R"({"owner":"w","ttl_ms":99})", R"({"owner":"w","ttl_ms":3600001})",
+                           R"({"owner":"w","ttl_ms":1000.5})", R"({"owner":"w","ttl_ms":-5})",
+                           R"({"owner":"a\u0000b","ttl_ms":1000})", R"({"owner":"w","ttl_ms":true})"}) {
+    auto e = err(parse_acquire(body, bounds));
+    BOOST_TEST(e.status == 400, body);
+    BOOST_TEST(e.code == "bad_request");
+    BOOST_TEST(!e.message.empty());
+  }
+  std::string long_owner = R"({"owner":")" + std::string(257, 'o') + R"(","ttl_ms":1000})";
+  BOOST_TEST(err(parse_acquire(long_owner, bounds)).status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(renew_and_release_require_a_positive_integer_token) {
+  auto r = std::get<renew_request>(parse_renew(R"({"owner":"w","token":9,"ttl_ms":500})", bounds));
+  BOOST_TEST(r.token == 9u);
+  BOOST_TEST(err(parse_renew(R"({"owner":"w","token":0,"ttl_ms":500})", bounds)).status == 400);
+  BOOST_TEST(err(parse_renew(R"({"owner":"w","ttl_ms":500})", bounds)).status == 400);
+  BOOST_TEST(err(parse_renew(R"({"owner":"w","token":1})", bounds)).status == 400);
+  auto rel = std::get<release_request>(parse_release(R"({"owner":"w","token":18446744073709551})"));
+  BOOST_TEST(rel.token == 18446744073709551u);
+  BOOST_TEST(err(parse_release(R"({"owner":"w","token":18446744073709551615})")).status == 400);
+  BOOST_TEST(err(parse_release(R"({"owner":"w","token":"1"})")).status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(error_body_is_json_with_code_and_message) {
+  BOOST_TEST(error_body("bad_request", "say \"why\"") == R"({"error":"bad_request","message":"say \"why\""})");
+}
