@@ -24,7 +24,8 @@ class latency_histogram {
   }
 
   void merge(const latency_histogram& other) {
-    for (std::size_t i = 0; i < buckets_.size(); ++i) buckets_[i] += other.buckets_[i];
+    for (std::size_t i = 0; i < buckets_.size(); ++i)
+      buckets_[i] += other.buckets_[i];
     count_ += other.count_;
     max_ = std::max(max_, other.max_);
   }
