@@ -411,8 +411,9 @@ class load_generator {
   std::uint64_t run() {
     // Per-connection setup (etcd: one lease each). Not measured, but it must succeed.
     auto setup = run_phase(op_kind::setup, true);
-    if (auto n = setup.error_count())
-      throw std::runtime_error("setup failed on " + std::to_string(n) + " connections: " + setup.first_error);
+    if (auto n = setup.stats.error_count())
+      throw std::runtime_error("setup failed on " + std::to_string(n) +
+                               " connections: " + setup.stats.first_error);
 
     std::uint64_t errors = 0;
     for (auto op : o_.ops)
@@ -426,8 +427,6 @@ class load_generator {
     std::optional<double> server_cpu_us;
     double loadgen_cpu_us = 0;
     clock::time_point measure_from;
-    std::uint64_t error_count() const { return stats.error_count(); }
-    const std::string& first_error() const { return stats.first_error; }
   };
 
   phase_result run_phase(op_kind op, bool once) {
