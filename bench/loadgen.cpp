@@ -18,7 +18,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/program_options.hpp>
@@ -97,6 +96,7 @@ class connection {
     boost::system::error_code ec;
     socket_.connect(endpoint_, ec);
     if (!ec) socket_.set_option(tcp::no_delay(true), ec);  // requests are single small writes
+    if (!ec) socket_.non_blocking(true, ec);
     if (ec) {
       connect_error_ = ec.message();
       socket_.close(ec);
@@ -144,32 +144,57 @@ class connection {
     send_next();
   }
 
+  // Sends are plain non-blocking writes: the request is small and the socket's send buffer is empty in a
+  // closed loop, so it goes out in one call and no completion has to travel through the scheduler.
   void send_next() {
     if (!target_.next_request(plan_->op, state_, out_)) {
       ++stats_.exhausted;
       return finish();
     }
-    asio::async_write(socket_, asio::buffer(out_), [this](boost::system::error_code ec, std::size_t) {
+    out_sent_ = 0;
+    write_more();
+  }
+
+  void write_more() {
+    boost::system::error_code ec;
+    while (out_sent_ < out_.size()) {
+      out_sent_ += socket_.write_some(asio::buffer(out_.data() + out_sent_, out_.size() - out_sent_), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) {
+        socket_.async_wait(tcp::socket::wait_write, [this](boost::system::error_code ec) {
+          if (ec) return io_failed(ec);
+          write_more();
+        });
+        return;
+      }
       if (ec) return io_failed(ec);
-      read_more();
+    }
+    wait_readable();
+  }
+
+  // Wait for readiness, then read, rather than async_read_some: that would first try a read that is sure
+  // to find nothing (the answer cannot be there yet), and on a VM every syscall shows in the CPU figure.
+  void wait_readable() {
+    socket_.async_wait(tcp::socket::wait_read, [this](boost::system::error_code ec) {
+      if (ec) return io_failed(ec);
+      read_available();
     });
   }
 
-  void read_more() {
+  void read_available() {
     if (in_len_ == in_.size()) in_.resize(in_.size() * 2);
-    socket_.async_read_some(asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
-                            [this](boost::system::error_code ec, std::size_t n) {
-                              if (ec) return io_failed(ec);
-                              in_len_ += n;
-                              on_bytes();
-                            });
+    boost::system::error_code ec;
+    std::size_t n = socket_.read_some(asio::buffer(in_.data() + in_len_, in_.size() - in_len_), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return wait_readable();
+    if (ec) return io_failed(ec);  // including end of stream: the server closed a keep-alive connection
+    in_len_ += n;
+    on_bytes();
   }
 
   void on_bytes() {
     http_response res;
     switch (parse_http_response({in_.data(), in_len_}, chunked_body_, res)) {
       case parse_status::need_more:
-        return read_more();
+        return wait_readable();
       case parse_status::malformed:
         count_error("bad_http", {in_.data(), std::min<std::size_t>(in_len_, 200)});
         return reconnect_and_continue();
@@ -249,6 +274,7 @@ class connection {
   target& target_;
   connection_state state_;
   std::string out_;
+  std::size_t out_sent_ = 0;
   std::vector<char> in_;
   std::size_t in_len_ = 0;
   std::string chunked_body_;
