@@ -1,0 +1,91 @@
+#pragma once
+// The wire protocol behind an interface: the lease code speaks to a backend, and a backend speaks to a lock
+// server. The HTTP backend speaks docs/protocol.md; others (etcd, TLS) drop in without touching lease code.
+
+#include "baton/config.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace baton {
+
+/// Who holds a lock, as the server reported it.
+struct holder_info {
+  std::string owner;
+  std::uint64_t token = 0;
+  milliseconds ttl_remaining{0};
+};
+
+/// ec: empty on success; error::held when refused (holder filled in); transport and server errors otherwise.
+struct acquire_reply {
+  boost::system::error_code ec;
+  std::string diagnostic;
+  std::uint64_t token = 0;
+  holder_info holder;
+};
+
+/// ec: empty on success; error::lease_lost when the server refused (lost_reason says why).
+struct renew_reply {
+  boost::system::error_code ec;
+  std::string diagnostic;
+  std::string lost_reason;
+};
+
+enum class release_outcome {
+  released,      // this owner+token held the lock; it is free now
+  already_free,  // nobody held it any more (expired or released before): a retried release lands here too
+  not_owner,     // another owner or a newer token holds it; nothing changed
+};
+
+/// ec: empty when the server answered (outcome says what happened, not_owner included); errors otherwise.
+struct release_reply {
+  boost::system::error_code ec;
+  std::string diagnostic;
+  release_outcome outcome = release_outcome::released;
+};
+
+/// ec: empty when the server answered; holder empty when the lock is free.
+struct get_reply {
+  boost::system::error_code ec;
+  std::string diagnostic;
+  std::optional<holder_info> holder;
+};
+
+/// A long-poll: answer once the holder's token differs from `token` (0 = free), or after `wait`.
+struct wait_for_change {
+  std::uint64_t token = 0;
+  milliseconds wait{30'000};
+};
+
+/// One lock server connection (pool). Each call is one request, bounded by `timeout`, without retries: the
+/// caller decides what to retry. Timeouts report error::request_timeout. Every call supports terminal
+/// cancellation (the request is abandoned and its connection closed). Calls must be made from the
+/// executor the backend was created with; a backend is not thread-safe.
+class backend {
+ public:
+  virtual ~backend() = default;
+
+  virtual boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                                        milliseconds timeout) = 0;
+  virtual boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
+                                                    milliseconds ttl, milliseconds timeout) = 0;
+  virtual boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
+                                                        milliseconds timeout) = 0;
+  /// Reads the holder; with `wait`, long-polls (the timeout should cover the wait).
+  virtual boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
+                                                milliseconds timeout) = 0;
+  /// Closes idle connections. Requests in flight finish normally.
+  virtual void close() = 0;
+};
+
+/// The backend for `config.server_url` (http:// speaks docs/protocol.md). Throws baton::exception with
+/// error::invalid_config for an unsupported or malformed URL.
+std::shared_ptr<backend> make_backend(const boost::asio::any_io_executor& ex, const client_config& config);
+
+}  // namespace baton

@@ -1,0 +1,79 @@
+#pragma once
+// Configuration of a Baton client and of the leases it takes. Plain aggregates with documented defaults,
+// validated once (validate()) with a clear error.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace baton {
+
+using std::chrono::milliseconds;
+
+/// How transport errors and timeouts are retried. Every protocol request is safe to retry.
+struct retry_policy {
+  /// First backoff after a failure; doubles after each further failure, up to max_backoff.
+  milliseconds initial_backoff{50};
+  milliseconds max_backoff{2'000};
+  /// Each backoff is drawn uniformly from [backoff * (1 - jitter), backoff], so clients that failed together
+  /// do not retry together.
+  double jitter = 0.5;
+  /// Attempts of one request before its error is reported (acquire's one try, release, get). Renewal is
+  /// bounded by the lease's local deadline instead.
+  int max_attempts = 4;
+};
+
+/// What happened to a lease, for metrics and logs (client_config::on_event).
+struct lease_event {
+  enum class kind { acquired, acquire_refused, renewed, renew_retry, lost, released };
+  kind what;
+  std::string_view key;
+  std::uint64_t token = 0;
+  /// renewed: request round trip; acquired: round trip of the successful try.
+  std::chrono::microseconds latency{0};
+  /// renew_retry, lost: why.
+  std::string_view reason;
+};
+
+struct client_config {
+  /// The lock server: `http://host:port`.
+  std::string server_url = "http://127.0.0.1:7070";
+  /// Bound on one request's round trip (connect included). Long-polls get this on top of their wait.
+  milliseconds request_timeout{2'000};
+  retry_policy retry{};
+  /// Prefix of every owner string this client uses; each acquisition appends `#<random>`.
+  /// Default (empty): `<hostname>:<pid>`.
+  std::string identity;
+  /// Idle keep-alive connections kept open to the server.
+  std::size_t max_idle_connections = 16;
+  /// Called on the client's executor for every lease event; must not block. Optional.
+  std::function<void(const lease_event&)> on_event;
+
+  /// Throws baton::exception(error::invalid_config) naming the bad field.
+  void validate() const;
+};
+
+struct lease_options {
+  /// The lease's time to live on the server.
+  milliseconds ttl{10'000};
+  /// Renew period; 0 means ttl / 3.
+  milliseconds renew_every{0};
+  /// Each renew period is drawn uniformly from renew_every * [1 - jitter, 1 + jitter].
+  double jitter = 0.2;
+  /// The local deadline is (time the acquire/renew was sent) + ttl - safety_margin. It covers clock-rate
+  /// drift between client and server and the time guarded work needs to stop. 0 means ttl / 10 (at least 1 ms).
+  milliseconds safety_margin{0};
+
+  milliseconds effective_renew_every() const { return renew_every.count() > 0 ? renew_every : ttl / 3; }
+  milliseconds effective_safety_margin() const {
+    return safety_margin.count() > 0 ? safety_margin : std::max(ttl / 10, milliseconds{1});
+  }
+  /// Throws baton::exception(error::invalid_config) naming the bad field.
+  void validate() const;
+};
+
+/// `<hostname>:<pid>`.
+std::string default_identity();
+
+}  // namespace baton

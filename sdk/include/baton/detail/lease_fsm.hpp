@@ -1,0 +1,84 @@
+#pragma once
+// The lease state machine: when to renew, when the local deadline passes, what a renew answer means.
+// Pure: no I/O, no clock of its own (every call takes `now`), a seeded random source for jitter. The Asio
+// driver in lease.cpp carries out what it decides; the unit tests drive it by hand.
+
+#include "baton/config.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+
+namespace baton {
+
+/// active: renewing, the holder may act. lost: the lease ended without a release (deadline passed without a
+/// confirmed renew, or the server refused a renew). released: the holder released it. lost and released are
+/// final: a lease never becomes active again.
+enum class lease_state { active, lost, released };
+
+namespace detail {
+
+using clock = std::chrono::steady_clock;
+
+class lease_fsm {
+ public:
+  struct timing {
+    milliseconds ttl;
+    milliseconds renew_every;
+    milliseconds safety_margin;
+    double jitter;
+    retry_policy retry;
+
+    static timing from(const lease_options& o, const retry_policy& r) {
+      return {o.ttl, o.effective_renew_every(), o.effective_safety_margin(), o.jitter, r};
+    }
+  };
+
+  enum class action { wait, renew, declare_lost };
+  enum class renew_outcome { renewed, too_late };
+
+  /// `acquire_sent` is when the acquire request that succeeded was sent: the server started the lease after it.
+  lease_fsm(timing t, clock::time_point acquire_sent, std::uint64_t seed);
+
+  lease_state state() const { return state_; }
+  /// Local deadline: the last instant the holder may consider itself the owner.
+  clock::time_point deadline() const { return deadline_; }
+  /// When the next renew should be sent.
+  clock::time_point next_renew() const { return next_renew_; }
+  /// When the driver must look again: the earlier of next_renew() and deadline().
+  clock::time_point wake_at() const { return std::min(next_renew_, deadline_); }
+  int consecutive_failures() const { return failures_; }
+  const std::string& loss_reason() const { return loss_reason_; }
+
+  /// What to do at `now`. Declares the lease lost once `now` reaches the deadline.
+  action poll(clock::time_point now);
+
+  /// A renew sent at `sent` was confirmed at `now`. If the deadline passed meanwhile the lease stays lost
+  /// (too_late): the driver then releases it in the background.
+  renew_outcome on_renew_ok(clock::time_point sent, clock::time_point now);
+  /// The server refused the renew (it no longer holds the lease for us): lost at once.
+  void on_renew_refused(std::string reason);
+  /// A renew failed without an answer (transport error, timeout): retry after a jittered backoff, always
+  /// before the deadline while time remains.
+  void on_renew_failed(clock::time_point now);
+  /// The holder released the lease.
+  void on_released();
+  /// The lease is lost for a reason outside the state machine (e.g. the client shut down).
+  void on_lost(std::string reason);
+
+ private:
+  clock::duration jittered_period();
+  clock::duration backoff();
+
+  timing t_;
+  std::mt19937_64 rng_;
+  lease_state state_ = lease_state::active;
+  clock::time_point deadline_;
+  clock::time_point next_renew_;
+  int failures_ = 0;
+  std::string loss_reason_;
+};
+
+}  // namespace detail
+}  // namespace baton

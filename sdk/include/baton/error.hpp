@@ -1,0 +1,58 @@
+#pragma once
+// Errors of the Baton SDK: one enum, one error category, and an exception that carries both the code and the
+// server's own explanation (the diagnostic).
+
+#include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <string>
+#include <type_traits>
+
+namespace baton {
+
+enum class error {
+  held = 1,             // acquire refused: another owner holds the lock
+  lease_lost,           // the lease ended before its holder released it (deadline passed or renew refused)
+  not_owner,            // release refused: another owner or a newer token holds the lock
+  acquire_timeout,      // an acquire request got no answer in time
+  renew_timeout,        // a renew request got no answer in time
+  release_timeout,      // a release request got no answer in time
+  request_timeout,      // any other request got no answer in time
+  wait_timeout,         // acquire-and-wait gave up at its wait deadline
+  connection_failed,    // could not connect, or the connection broke mid-request
+  bad_request,          // the server refused the request as malformed (400): a caller bug
+  storage_unavailable,  // the server could not make the change durable (503): retry later
+  server_error,         // the server answered with an unexpected status
+  protocol_error,       // the server's answer does not follow the protocol
+  invalid_config,       // a bad URL, option or argument
+  released,             // the lease was already released
+};
+
+const boost::system::error_category& error_category() noexcept;
+
+inline boost::system::error_code make_error_code(error e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+/// True for errors where the request may not have reached the server or its answer was lost, so a retry is
+/// the right reaction (every protocol request is safe to retry).
+bool is_transient(const boost::system::error_code& ec) noexcept;
+
+/// The exception the SDK's coroutines throw: the error code plus the server's message, if any.
+class exception : public boost::system::system_error {
+ public:
+  exception(boost::system::error_code ec, std::string diagnostic)
+      : boost::system::system_error(ec, diagnostic), diagnostic_(std::move(diagnostic)) {}
+  explicit exception(error e, std::string diagnostic = {}) : exception(make_error_code(e), std::move(diagnostic)) {}
+
+  /// What the server (or the SDK) said about this error, for people; may be empty.
+  const std::string& diagnostic() const noexcept { return diagnostic_; }
+
+ private:
+  std::string diagnostic_;
+};
+
+}  // namespace baton
+
+template <>
+struct boost::system::is_error_code_enum<baton::error> : std::true_type {};

@@ -1,0 +1,45 @@
+#include "baton/config.hpp"
+
+#include "baton/error.hpp"
+
+#include <boost/url/parse.hpp>
+
+#include <unistd.h>
+
+namespace baton {
+namespace {
+[[noreturn]] void invalid(const std::string& what) { throw exception(error::invalid_config, what); }
+}  // namespace
+
+std::string default_identity() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "unknown");
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+void client_config::validate() const {
+  auto u = boost::urls::parse_absolute_uri(server_url);
+  if (!u) invalid("server_url \"" + server_url + "\" is not a URL: " + u.error().message());
+  if (u->scheme() != "http" && u->scheme() != "https")
+    invalid("server_url \"" + server_url + "\" must start with http:// (https:// and etcd:// come later)");
+  if (u->scheme() == "https") invalid("server_url \"" + server_url + "\": https is not supported yet");
+  if (!u->has_authority() || u->host().empty()) invalid("server_url \"" + server_url + "\" has no host");
+  if (request_timeout.count() <= 0) invalid("request_timeout must be positive");
+  if (retry.initial_backoff.count() <= 0 || retry.max_backoff < retry.initial_backoff)
+    invalid("retry backoff must be positive and max_backoff >= initial_backoff");
+  if (retry.jitter < 0 || retry.jitter > 1) invalid("retry jitter must be within [0, 1]");
+  if (retry.max_attempts < 1) invalid("retry max_attempts must be at least 1");
+  if (identity.find_first_of("\r\n\t") != std::string::npos || identity.size() > 200)
+    invalid("identity must be at most 200 bytes without control characters");
+}
+
+void lease_options::validate() const {
+  if (ttl.count() <= 0) invalid("ttl must be positive");
+  if (jitter < 0 || jitter >= 1) invalid("jitter must be within [0, 1)");
+  if (safety_margin.count() < 0 || effective_safety_margin() >= ttl) invalid("safety_margin must be below ttl");
+  auto longest_period = std::chrono::duration<double, std::milli>(effective_renew_every()) * (1 + jitter);
+  if (renew_every.count() < 0 || longest_period >= ttl - effective_safety_margin())
+    invalid("renew_every (with jitter) must leave time to renew before the local deadline (ttl - safety_margin)");
+}
+
+}  // namespace baton
