@@ -149,7 +149,10 @@ struct http_server::impl {
         auto result = co_await service.release(t.key, r.owner, r.token);
         if (result.outcome == release_outcome::not_owner)
           co_return error({409, "not_owner", "the lock is held by another owner or token; nothing changed"});
-        co_return make_response(http::status::ok, v, ka, R"({"released":true})");
+        co_return make_response(http::status::ok, v, ka,
+                                result.outcome == release_outcome::released
+                                    ? R"({"released":true,"outcome":"released"})"
+                                    : R"({"released":true,"outcome":"already_free"})");
       }
       case lock_target::kind::get: {
         std::optional<lease_view> view;

@@ -24,8 +24,10 @@ temp_dir::~temp_dir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-batond_process::batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args) {
-  std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", data_dir.string(),
+batond_process::batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args,
+                               unsigned short port) {
+  std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:" + std::to_string(port),
+                                "--data-dir", data_dir.string(),
                                 "--log-level", "warn"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   proc_ = std::make_unique<child_process>(std::move(argv));

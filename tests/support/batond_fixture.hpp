@@ -25,12 +25,14 @@ class temp_dir {
 class batond_process {
  public:
   /// Starts batond on 127.0.0.1:0 with `data_dir` and waits for "batond listening on ...".
-  explicit batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args = {});
+  explicit batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args = {},
+                          unsigned short port = 0);
   ~batond_process();
 
   unsigned short port() const { return port_; }
   child_process& process() { return *proc_; }
   http_client client() const { return http_client(port_); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
   /// SIGKILL, no chance to flush (a crash).
   void kill9();

@@ -1,0 +1,263 @@
+#define BOOST_TEST_MODULE sdk_lease
+#include <boost/test/unit_test.hpp>
+
+#include "batond_fixture.hpp"
+#include "coro.hpp"
+
+#include "baton/client.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <signal.h>
+
+using namespace baton;
+using namespace baton::test;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+asio::awaitable<void> sleep_for(clock_type::duration d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+client_config config_for(const batond_process& s) {
+  client_config c;
+  c.server_url = s.url();
+  c.request_timeout = 1000ms;
+  c.identity = "test";
+  return c;
+}
+
+lease_options opts(milliseconds ttl, milliseconds every = 0ms, milliseconds margin = 0ms) {
+  lease_options o;
+  o.ttl = ttl;
+  o.renew_every = every;
+  o.safety_margin = margin;
+  return o;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(lease_is_renewed_while_held_and_released_on_request) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config_for(server));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await c.try_acquire("jobs/renewed", opts(600ms, 150ms));
+    BOOST_REQUIRE(r.acquired.has_value());
+    lease& l = *r.acquired;
+    BOOST_TEST(l.active());
+    BOOST_TEST(l.owner().rfind("test#", 0) == 0u);
+    auto first_deadline = l.deadline();
+    co_await sleep_for(1500ms);  // 2.5 TTLs: only renewal keeps it
+    BOOST_TEST(l.active());
+    BOOST_TEST(c.stats().renews >= 3u);
+    BOOST_TEST((l.deadline() > first_deadline));
+    auto holder = co_await c.get("jobs/renewed");
+    BOOST_REQUIRE(holder.has_value());
+    BOOST_TEST(holder->token == l.token());
+    BOOST_TEST(holder->owner == l.owner());
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((l.state() == lease_state::released));
+    BOOST_TEST(!l.active());
+    BOOST_TEST(!(co_await c.get("jobs/renewed")).has_value());
+    // A second release is safe and says the lock is already free.
+    BOOST_TEST((co_await l.release() == release_outcome::already_free));
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(try_acquire_of_a_held_lock_reports_the_holder) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config_for(server));
+  client b(ioc.get_executor(), config_for(server));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto ra = co_await a.try_acquire("k", opts(5000ms));
+    BOOST_REQUIRE(ra.acquired.has_value());
+    auto rb = co_await b.try_acquire("k", opts(5000ms));
+    BOOST_TEST(!rb.acquired.has_value());
+    BOOST_TEST(rb.holder.owner == ra.acquired->owner());
+    BOOST_TEST(rb.holder.token == ra.acquired->token());
+    // Two acquisitions in one process never share an owner.
+    auto rc = co_await a.try_acquire("other", opts(5000ms));
+    BOOST_TEST(rc.acquired->owner() != ra.acquired->owner());
+    co_await ra.acquired->release();
+    co_await rc.acquired->release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(two_clients_acquiring_at_once_get_exactly_one_lease) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  std::vector<std::unique_ptr<client>> clients;
+  for (int i = 0; i < 8; ++i) clients.push_back(std::make_unique<client>(ioc.get_executor(), config_for(server)));
+  int winners = 0, done = 0;
+  std::vector<lease> held;
+  for (auto& cl : clients)
+    asio::co_spawn(ioc, [&, c = cl.get()]() -> asio::awaitable<void> {
+      auto r = co_await c->try_acquire("race", opts(5000ms));
+      if (r.acquired) {
+        ++winners;
+        held.push_back(std::move(*r.acquired));
+      }
+      ++done;
+    }, asio::detached);
+  for (int i = 0; i < 600 && done < 8; ++i) ioc.run_for(50ms);
+  BOOST_TEST(done == 8);
+  BOOST_TEST(winners == 1);
+}
+
+BOOST_AUTO_TEST_CASE(acquire_waits_on_the_long_poll_and_takes_over_at_release) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config_for(server));
+  client b(ioc.get_executor(), config_for(server));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto first = co_await a.acquire("handover", opts(30000ms));
+    std::optional<lease> second;
+    auto started = clock_type::now();
+    double waited = 0;
+    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
+      second.emplace(co_await b.acquire("handover", opts(30000ms)));
+      waited = std::chrono::duration<double>(clock_type::now() - started).count();
+    }, asio::detached);
+    co_await sleep_for(300ms);
+    BOOST_TEST(!second.has_value());
+    co_await first.release();
+    for (int i = 0; i < 200 && !second; ++i) co_await sleep_for(50ms);
+    BOOST_REQUIRE(second.has_value());
+    BOOST_TEST(second->token() > first.token());
+    BOOST_TEST(waited < 6.0);  // far below the 30 s TTL: the release woke it
+    co_await second->release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(acquire_with_a_wait_timeout_gives_up) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config_for(server));
+  client b(ioc.get_executor(), config_for(server));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto held = co_await a.acquire("busy", opts(30000ms));
+    try {
+      co_await b.acquire("busy", opts(30000ms), 300ms);
+      BOOST_FAIL("acquire should have timed out");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::wait_timeout));
+    }
+    co_await held.release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(server_paused_longer_than_the_ttl_makes_the_client_cancel_work_before_server_expiry) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config_for(server));
+  std::optional<clock_type::time_point> work_cancelled_at;
+  clock_type::time_point acquire_sent;
+  std::uint64_t old_token = 0;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    acquire_sent = clock_type::now();
+    // ttl 2 s, renew every 400 ms, local deadline 1.5 s after the acquire was sent.
+    auto l = co_await c.acquire("paused", opts(2000ms, 400ms, 500ms));
+    old_token = l.token();
+    server.process().signal(SIGSTOP);  // the server freezes: no renew is answered
+    try {
+      co_await with_lease(l, [&]() -> asio::awaitable<void> {
+        auto [ec] = co_await asio::steady_timer(co_await asio::this_coro::executor, 60s)
+                        .async_wait(asio::as_tuple(asio::use_awaitable));
+        if (ec == asio::error::operation_aborted) work_cancelled_at = clock_type::now();
+      }());
+      BOOST_FAIL("with_lease should report the loss");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::lease_lost));
+    }
+    BOOST_TEST((l.state() == lease_state::lost));
+    BOOST_TEST(!l.active());
+  }());
+  server.process().signal(SIGCONT);
+  BOOST_REQUIRE(work_cancelled_at.has_value());
+  // The server cannot expire the lease before acquire_sent + ttl; the work stopped before that.
+  BOOST_TEST((*work_cancelled_at < acquire_sent + 2000ms));
+  BOOST_TEST((*work_cancelled_at >= acquire_sent + 1500ms - 1ms));
+  // After the server-side expiry someone else gets a newer token.
+  asio::io_context ioc2;
+  client other(ioc2.get_executor(), config_for(server));
+  run_coro(ioc2, [&]() -> asio::awaitable<void> {
+    auto l = co_await other.acquire("paused", opts(5000ms));
+    BOOST_TEST(l.token() > old_token);
+    co_await l.release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(destroying_an_active_lease_releases_it_in_the_background) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config_for(server));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    {
+      auto l = co_await c.acquire("dropped", opts(60000ms));
+      BOOST_TEST(l.active());
+    }
+    bool freed = false;
+    for (int i = 0; i < 200 && !freed; ++i) {
+      co_await sleep_for(20ms);
+      freed = !(co_await c.get("dropped")).has_value();
+    }
+    BOOST_TEST(freed);  // well before the 60 s TTL
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(lease_survives_a_server_restart_mid_lease) {
+  temp_dir dir;
+  auto server = std::make_unique<batond_process>(dir.path());
+  const auto port = server->port();
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config_for(*server));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("restarted", opts(4000ms, 300ms, 500ms));
+    BOOST_TEST(server->terminate() == 0);
+    server = std::make_unique<batond_process>(dir.path(), std::vector<std::string>{}, port);
+    co_await sleep_for(4000ms);  // a whole TTL: only renewals through the restart keep it
+    BOOST_TEST(l.active());
+    auto h = co_await c.get("restarted");
+    BOOST_REQUIRE(h.has_value());
+    BOOST_TEST(h->token == l.token());
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(renew_refused_after_takeover_makes_the_lease_lost_at_once) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config_for(server));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("stolen", opts(2000ms, 300ms));
+    // Someone else releases it with the right owner+token (an operator, say) and another holder takes it.
+    http_client raw(server.port());
+    raw.post("/v1/locks/stolen/release",
+             R"({"owner":")" + l.owner() + R"(","token":)" + std::to_string(l.token()) + "}");
+    raw.post("/v1/locks/stolen/acquire", R"({"owner":"thief","ttl_ms":60000})");
+    co_await l.wait_lost();
+    BOOST_TEST((l.state() == lease_state::lost));
+    BOOST_TEST(l.loss_reason().find("server refused") != std::string::npos);
+    // A stale holder's release cannot free the new holder's lock.
+    BOOST_TEST((co_await l.release() == release_outcome::not_owner));
+    BOOST_TEST((co_await c.get("stolen"))->owner == "thief");
+  }());
+}

@@ -1,0 +1,31 @@
+#pragma once
+// Test helper: runs a coroutine on an io_context to completion, within a bound, rethrowing its exception.
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <exception>
+#include <stdexcept>
+
+namespace baton::test {
+
+inline void run_coro(boost::asio::io_context& ioc, boost::asio::awaitable<void> body,
+                     std::chrono::seconds bound = std::chrono::seconds(120)) {
+  bool done = false;
+  std::exception_ptr failure;
+  boost::asio::co_spawn(ioc, std::move(body), [&](std::exception_ptr e) {
+    done = true;
+    failure = e;
+  });
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    ioc.restart();
+    ioc.run_for(std::chrono::milliseconds(50));
+  }
+  if (!done) throw std::runtime_error("coroutine did not finish within the test's bound");
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace baton::test
