@@ -1,0 +1,79 @@
+#pragma once
+// fenced-store's state: key→value items in memory, written only through a fence guard, plus a history of
+// every write attempt. No sockets: the HTTP layer (http_api.cpp) decodes requests and calls into this.
+
+#include "baton/fence.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace fenced_store {
+
+struct item {
+  std::string value;
+  std::uint64_t token = 0;    // token of the write that stored this value
+  std::uint64_t version = 0;  // number of accepted writes to this key
+};
+
+struct put_result {
+  bool accepted = false;
+  /// The resource's highest accepted token after the attempt (the write's own token when accepted).
+  std::uint64_t highest_token = 0;
+  /// The item's version after the write; 0 when rejected.
+  std::uint64_t version = 0;
+};
+
+/// One write attempt, in the order the store decided them.
+struct history_entry {
+  /// steady_clock (CLOCK_MONOTONIC) time of the decision in µs, comparable with other processes' monotonic
+  /// clocks on the same host, so a checker can line it up with client-side timelines.
+  std::int64_t ts_us = 0;
+  std::string key;
+  std::string resource;
+  std::uint64_t token = 0;
+  bool accepted = false;
+  std::uint64_t highest_token = 0;
+};
+
+class item_store {
+ public:
+  /// Keeps at most `history_limit` history entries, dropping the oldest beyond that (0: keep none).
+  explicit item_store(std::size_t history_limit) : history_limit_(history_limit) {}
+
+  /// Stores `value` under `key` if `token` is not lower than the highest token accepted for `resource`.
+  /// The check, the write and the history entry of an accepted write happen under the resource's fence lock,
+  /// so the history lists each resource's accepted writes in the order they took effect.
+  /// Thread-safe.
+  put_result put(std::string_view resource, const std::string& key, std::string value, std::uint64_t token);
+
+  /// The item under `key`, if any. Thread-safe.
+  std::optional<item> get(const std::string& key) const;
+
+  /// The highest accepted token of every resource written so far. Thread-safe.
+  std::map<std::string, std::uint64_t> fences() const { return fence_.snapshot(); }
+
+  /// A copy of the history, oldest first, and how many older entries were dropped. Thread-safe.
+  std::vector<history_entry> history(std::uint64_t& dropped) const;
+
+ private:
+  void record(std::string_view key, std::string_view resource, std::uint64_t token, bool accepted,
+              std::uint64_t highest);
+
+  baton::fence_guard fence_;
+  mutable std::mutex items_mutex_;
+  std::unordered_map<std::string, item> items_;
+  mutable std::mutex history_mutex_;
+  std::deque<history_entry> history_;
+  std::size_t history_limit_;
+  std::uint64_t history_dropped_ = 0;
+};
+
+}  // namespace fenced_store
