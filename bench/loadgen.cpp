@@ -197,7 +197,8 @@ class connection {
     }
     auto result = target_.on_response(plan_->op, state_, res.status, res.body);
     if (result.what == step_result::kind::failed) count_error(result.error, res.body);
-    // Closed loop: nothing follows the response on the wire, so the buffer is simply empty again.
+    // In a closed loop nothing follows the response, so this normally empties the buffer; keep any excess
+    // anyway, so a misbehaving server shows up as a parse error rather than as silently dropped bytes.
     in_len_ -= res.consumed;
     if (in_len_ > 0) std::memmove(in_.data(), in_.data() + res.consumed, in_len_);
     if (res.close) {
@@ -324,6 +325,20 @@ std::optional<double> process_cpu_micros(int pid) {
   return static_cast<double>(utime + stime) * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+// Busy CPU time of the whole machine (every column of /proc/stat's "cpu" line but idle and iowait), in
+// microseconds. Compared with the server's and our own CPU it shows how much else ran during a phase:
+// other engineers' builds on a shared machine, but also kernel work charged to no process (softirqs,
+// block I/O threads).
+std::optional<double> machine_busy_micros() {
+  std::ifstream in("/proc/stat");
+  std::string label;
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> label >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || label != "cpu")
+    return std::nullopt;
+  return static_cast<double>(user + nice + system + irq + softirq + steal) * 1e6 /
+         static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 double self_cpu_micros() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
@@ -446,6 +461,8 @@ class load_generator {
     phase_stats stats;
     std::optional<double> server_cpu_us;
     double loadgen_cpu_us = 0;
+    std::optional<double> machine_busy_us;
+    double cpu_window_s = 0;
     clock::time_point measure_from;
   };
 
@@ -468,14 +485,19 @@ class load_generator {
     std::this_thread::sleep_until(plan.measure_from);
     auto server_before = o_.server_pid ? process_cpu_micros(o_.server_pid) : std::nullopt;
     double self_before = self_cpu_micros();
+    auto machine_before = machine_busy_micros();
+    auto cpu_from = clock::now();
     for (auto& t : threads)
       t.join();
     auto server_after = o_.server_pid ? process_cpu_micros(o_.server_pid) : std::nullopt;
+    auto machine_after = machine_busy_micros();
 
     phase_result r;
     r.measure_from = plan.measure_from;
     r.loadgen_cpu_us = self_cpu_micros() - self_before;
     if (server_before && server_after) r.server_cpu_us = *server_after - *server_before;
+    if (machine_before && machine_after) r.machine_busy_us = *machine_after - *machine_before;
+    r.cpu_window_s = std::chrono::duration<double>(clock::now() - cpu_from).count();
     for (auto& w : workers_)
       for (auto& c : w->connections)
         r.stats.merge(c->stats());
@@ -508,7 +530,20 @@ class load_generator {
     std::snprintf(line, sizeof line, " loadgen_cpu_us_per_op=%.1f exhausted_conns=%llu",
                   per_op(r.loadgen_cpu_us), static_cast<unsigned long long>(s.exhausted));
     text += line;
+    // Cores busy with anything but the server and this process: near zero means the figures are clean.
+    std::optional<double> other_cores;
+    if (r.machine_busy_us && r.cpu_window_s > 0.5)  // shorter windows are mostly tick rounding
+      other_cores =
+          (*r.machine_busy_us - r.server_cpu_us.value_or(0) - r.loadgen_cpu_us) / (r.cpu_window_s * 1e6);
+    if (other_cores) {
+      std::snprintf(line, sizeof line, " other_cores=%.2f", *other_cores);
+      text += line;
+    }
     std::cout << text << std::endl;
+    if (s.ops == 0 && s.exhausted > 0)
+      std::cout
+          << "  WARNING: every connection ran out of locks during the warm-up; measure acquire for longer"
+          << std::endl;
     if (errors > 0) {
       std::cout << "  WARNING: " << errors << " failed requests in this phase (warm-up included):";
       for (const auto& [label, count] : s.errors)
@@ -536,6 +571,7 @@ class load_generator {
       if (r.server_cpu_us) j["server_cpu_us_per_op"] = per_op(*r.server_cpu_us);
       j["loadgen_cpu_us_per_op"] = per_op(r.loadgen_cpu_us);
       j["exhausted_conns"] = s.exhausted;
+      if (other_cores) j["other_cores"] = *other_cores;
       std::ofstream out(o_.json_path, std::ios::app);
       out << json::serialize(j) << '\n';
       if (!out) throw std::runtime_error("cannot write " + o_.json_path);

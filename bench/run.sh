@@ -175,7 +175,8 @@ for target in $targets; do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt" >&2
 
-# Side-by-side table from the key=value lines.
+# Side-by-side table from the key=value lines. "other cores": CPU busy with anything but the server and the
+# load generator during the measured window (other processes, kernel threads); near 0 means a clean run.
 awk '
   /^target=/ {
     delete f
@@ -184,19 +185,19 @@ awk '
     if (!(k in seen)) { seen[k] = 1; order[++n] = k }
     t = f["target"]
     ops[t, k] = f["ops_per_s"]; p50[t, k] = f["p50_ms"]; p99[t, k] = f["p99_ms"]
-    cpu[t, k] = f["server_cpu_us_per_op"]; err[t, k] = f["errors"]
+    cpu[t, k] = f["server_cpu_us_per_op"]; err[t, k] = f["errors"]; other[t, k] = f["other_cores"]
   }
   function show(v) { return v == "" ? "-" : v }
   END {
-    print "| op | conns | batond ops/s | p50 ms | p99 ms | CPU µs/op | etcd ops/s | p50 ms | p99 ms | CPU µs/op | ops/s ratio | errors (b/e) |"
-    print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    print "| op | conns | batond ops/s | p50 ms | p99 ms | CPU µs/op | etcd ops/s | p50 ms | p99 ms | CPU µs/op | ops/s ratio | errors (b/e) | other cores (b/e) |"
+    print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for (i = 1; i <= n; i++) {
       k = order[i]; split(k, p, SUBSEP)
       ratio = (ops["etcd", k] > 0 && ops["batond", k] != "") ? sprintf("%.1f×", ops["batond", k] / ops["etcd", k]) : "-"
-      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s/%s |\n", p[1], p[2],
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s/%s | %s/%s |\n", p[1], p[2],
         show(ops["batond", k]), show(p50["batond", k]), show(p99["batond", k]), show(cpu["batond", k]),
         show(ops["etcd", k]), show(p50["etcd", k]), show(p99["etcd", k]), show(cpu["etcd", k]),
-        ratio, show(err["batond", k]), show(err["etcd", k])
+        ratio, show(err["batond", k]), show(err["etcd", k]), show(other["batond", k]), show(other["etcd", k])
     }
   }' "$results_txt" >"$out/table.md"
 
