@@ -50,13 +50,6 @@ bool has_control_chars(std::string_view s) {
   return false;
 }
 
-std::optional<api_error> check_name(std::string_view what, std::string_view name) {
-  if (name.empty() || name.size() > max_name_bytes)
-    return bad_request(std::string(what) + " must be 1 to " + std::to_string(max_name_bytes) + " bytes long");
-  if (has_control_chars(name)) return bad_request(std::string(what) + " must not contain control characters");
-  return std::nullopt;
-}
-
 // A multi-byte UTF-8 sequence: lead byte pattern, continuation bytes, smallest code point it may encode.
 struct utf8_form {
   unsigned char mask, lead;
@@ -65,8 +58,9 @@ struct utf8_form {
 };
 constexpr utf8_form utf8_forms[] = {{0xE0, 0xC0, 1, 0x80}, {0xF0, 0xE0, 2, 0x800}, {0xF8, 0xF0, 3, 0x10000}};
 
-// Values travel back inside JSON strings, which must be UTF-8; checking on the way in keeps GET answers
-// valid. Rejects overlong forms, surrogates and code points above U+10FFFF (RFC 3629).
+// Values, keys and resource names travel back inside JSON strings, which must be UTF-8; checking on the way
+// in keeps every answer valid JSON. Rejects overlong forms, surrogates and code points above U+10FFFF (RFC
+// 3629).
 bool is_utf8(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
@@ -90,6 +84,14 @@ bool is_utf8(std::string_view s) {
   return true;
 }
 
+std::optional<api_error> check_name(std::string_view what, std::string_view name) {
+  if (name.empty() || name.size() > max_name_bytes)
+    return bad_request(std::string(what) + " must be 1 to " + std::to_string(max_name_bytes) + " bytes long");
+  if (has_control_chars(name)) return bad_request(std::string(what) + " must not contain control characters");
+  if (!is_utf8(name)) return bad_request(std::string(what) + " must be UTF-8 text");
+  return std::nullopt;
+}
+
 std::variant<std::uint64_t, api_error> parse_token(const request& req) {
   const auto count = req.count("Fencing-Token");
   if (count == 0) return bad_request("missing Fencing-Token header: every write must carry its lock's token");
@@ -99,7 +101,7 @@ std::variant<std::uint64_t, api_error> parse_token(const request& req) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), token);
   if (ec != std::errc{} || end != text.data() + text.size() || text.empty() || token < 1 || token > max_token)
     return bad_request("Fencing-Token must be an integer from 1 to " + std::to_string(max_token) +
-                       ", got \"" + std::string(text) + "\"");
+                       (is_utf8(text) ? ", got \"" + std::string(text) + "\"" : std::string()));
   return token;
 }
 

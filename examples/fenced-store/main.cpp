@@ -16,6 +16,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
@@ -79,7 +80,7 @@ struct server {
       // Bounds both an idle keep-alive connection and a slow or stalled request.
       stream.expires_after(read_timeout);
       auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
-      if (!ec && parser.get()[http::field::expect] == "100-continue") {
+      if (!ec && beast::iequals(parser.get()[http::field::expect], "100-continue")) {
         // curl and others wait for this before sending a large body.
         http::response<http::empty_body> cont{http::status::continue_, 11};
         std::tie(ec, n) = co_await http::async_write(stream, cont, use_tuple);

@@ -106,7 +106,10 @@ BOOST_AUTO_TEST_CASE(percent_encoded_key_and_utf8_value_round_trip) {
   BOOST_TEST(g.status == 200);
   BOOST_TEST(str(g, "key") == "a/b");
   BOOST_TEST(str(g, "value") == "caf\xc3\xa9");
-  BOOST_TEST(s.put("bin", "\xff\xfe", 1).status == 400);  // not representable in a JSON answer
+  // Not representable in a JSON answer.
+  BOOST_TEST(s.put("bin", "\xff\xfe", 1).status == 400);
+  BOOST_TEST(s.put("%FF", "v", 1).status == 400);
+  BOOST_TEST(s.put("k", "v", 1, "\xff").status == 400);
 }
 
 BOOST_AUTO_TEST_CASE(missing_or_invalid_fencing_token_is_a_400_with_a_json_error) {
