@@ -6,27 +6,35 @@ cd "$(dirname "$0")/.."
 
 bash deploy/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release --target batond
+cmake --build --preset release --target batond fenced-store baton-example-timeline baton-example-long-job
 
 data_dir=$(mktemp -d /tmp/baton-demo.XXXXXX)
 out="$data_dir/batond.out"
 cleanup() {
-  if [[ -n "${batond_pid:-}" ]] && kill -0 "$batond_pid" 2>/dev/null; then
-    kill -TERM "$batond_pid"
-    wait "$batond_pid" 2>/dev/null || true
-  fi
+  for pid in ${job_pid:-} ${store_pid:-} ${batond_pid:-}; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -CONT "$pid" 2>/dev/null || true
+      kill -TERM "$pid"
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
   rm -rf "$data_dir"
 }
 trap cleanup EXIT
 
+# wait_listening FILE NAME: waits for "NAME listening on HOST:PORT" in FILE and prints HOST:PORT.
+wait_listening() {
+  for _ in $(seq 1 100); do
+    grep -q "listening on" "$1" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q "listening on" "$1" || { echo "demo: $2 did not start" >&2; exit 1; }
+  sed -n "s/^$2 listening on //p" "$1"
+}
+
 build/release/bin/batond --listen 127.0.0.1:0 --data-dir "$data_dir/data" --log-level warn >"$out" &
 batond_pid=$!
-for _ in $(seq 1 100); do
-  grep -q "listening on" "$out" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q "listening on" "$out" || { echo "demo: batond did not start" >&2; exit 1; }
-addr=$(sed -n 's/^batond listening on //p' "$out")
+addr=$(wait_listening "$out" batond)
 base="http://$addr"
 
 bold=$'\e[1m'; dim=$'\e[2m'; reset=$'\e[0m'
@@ -93,4 +101,27 @@ call worker-b POST /v1/locks/nightly-report/release "{\"owner\":\"worker-b\",\"t
 expect 200
 
 say "Every write worker-a attempted after step 4 would carry token $n; the resource has seen $((n + 1)) and rejects it."
+
+printf '\n%s== The same story with the C++ SDK and a fenced resource (examples/sdk-timeline) ==%s\n' "$bold" "$reset"
+build/release/bin/fenced-store --listen 127.0.0.1:0 >"$data_dir/store.out" 2>"$data_dir/store.err" &
+store_pid=$!
+store_addr=$(wait_listening "$data_dir/store.out" fenced-store)
+build/release/bin/baton-example-timeline --server "$base" --store "http://$store_addr"
+
+printf '\n%s== A long job under a lease (examples/long-job) ==%s\n' "$bold" "$reset"
+say "The job runs its steps inside baton::with_lease and finishes under a valid lease:"
+build/release/bin/baton-example-long-job --server "$base" --key demo/long-job --ttl-ms 2000 --steps 3
+
+say "Now the lock server freezes (SIGSTOP) mid-job: no renew is answered. The SDK gives the lease up at its" \
+  "local deadline and cancels the job before the server could hand the lock to anyone else."
+build/release/bin/baton-example-long-job --server "$base" --key demo/long-job --ttl-ms 2000 --steps 50 &
+job_pid=$!
+sleep 1
+kill -STOP "$batond_pid"
+job_status=0
+wait "$job_pid" || job_status=$?
+job_pid=
+kill -CONT "$batond_pid"
+[[ $job_status -eq 3 ]] || { echo "demo: expected the job to stop on lease loss (exit 3), got $job_status" >&2; exit 1; }
+
 say "demo: the timeline played as documented in docs/protocol.md"
