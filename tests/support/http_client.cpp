@@ -5,11 +5,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json/parse.hpp>
 
-#include <sys/socket.h>
 
+#include <optional>
 #include <stdexcept>
 
 namespace baton::test {
@@ -19,11 +20,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-void set_timeout(tcp::socket& s, std::chrono::milliseconds t) {
-  timeval tv{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
-  ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
 
 http_reply to_reply(http::response<http::string_body>& res) {
   http_reply r;
@@ -41,17 +37,28 @@ http_reply to_reply(http::response<http::string_body>& res) {
 
 struct http_client::impl {
   asio::io_context ioc;
-  tcp::socket socket{ioc};
+  std::optional<boost::beast::tcp_stream> stream;
   boost::beast::flat_buffer buffer;
   unsigned short port;
   std::chrono::milliseconds timeout;
 
   void connect() {
-    socket = tcp::socket(ioc);
+    stream.emplace(ioc);
     buffer.clear();
-    socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-    socket.set_option(tcp::no_delay(true));
-    set_timeout(socket, timeout);
+    stream->expires_after(timeout);
+    run([&](auto done) { stream->async_connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), done); });
+    stream->socket().set_option(tcp::no_delay(true));
+  }
+
+  // Runs one async operation to completion; the stream's own timer bounds it, so a silent peer cannot hang
+  // the test (Asio's blocking calls would wait again after a socket timeout).
+  template <class Start>
+  void run(Start start) {
+    boost::system::error_code result;
+    start([&](boost::system::error_code ec, auto&&...) { result = ec; });
+    ioc.restart();
+    ioc.run();
+    if (result) throw boost::system::system_error(result);
   }
 };
 
@@ -72,32 +79,35 @@ http_reply http_client::request(std::string_view method, std::string_view target
   }
   req.keep_alive(true);
   req.prepare_payload();
-  // One reconnect: the server may have closed an idle keep-alive connection.
+  // One reconnect, only for a reused connection the server may have closed while idle.
   for (int attempt = 0;; ++attempt) {
+    bool reused = impl_->stream.has_value();
     try {
-      if (!impl_->socket.is_open()) impl_->connect();
-      http::write(impl_->socket, req);
+      if (!impl_->stream) impl_->connect();
+      impl_->stream->expires_after(impl_->timeout);
+      impl_->run([&](auto done) { http::async_write(*impl_->stream, req, done); });
       http::response<http::string_body> res;
-      http::read(impl_->socket, impl_->buffer, res);
+      impl_->run([&](auto done) { http::async_read(*impl_->stream, impl_->buffer, res, done); });
       auto r = to_reply(res);
-      if (!r.keep_alive) impl_->socket.close();
+      if (!r.keep_alive) impl_->stream.reset();
       return r;
     } catch (const boost::system::system_error& e) {
-      impl_->socket.close();
-      if (attempt > 0) throw;
+      bool timed_out = e.code() == boost::beast::error::timeout;
+      impl_->stream.reset();
+      if (attempt > 0 || !reused || timed_out) throw;
     }
   }
 }
 
 http_reply http_client::raw(unsigned short port, std::string_view bytes, std::chrono::milliseconds timeout) {
-  asio::io_context ioc;
-  tcp::socket s(ioc);
-  s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-  set_timeout(s, timeout);
-  asio::write(s, asio::buffer(bytes.data(), bytes.size()));
-  boost::beast::flat_buffer buf;
+  impl one;
+  one.port = port;
+  one.timeout = timeout;
+  one.connect();
+  one.stream->expires_after(timeout);
+  one.run([&](auto done) { asio::async_write(*one.stream, asio::buffer(bytes.data(), bytes.size()), done); });
   http::response<http::string_body> res;
-  http::read(s, buf, res);
+  one.run([&](auto done) { http::async_read(*one.stream, one.buffer, res, done); });
   return to_reply(res);
 }
 
