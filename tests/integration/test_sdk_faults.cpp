@@ -1,0 +1,176 @@
+#define BOOST_TEST_MODULE sdk_faults
+#include <boost/test/unit_test.hpp>
+
+// The design's checklist scenarios the client takes part in, with real faults between the SDK and batond
+// (tests/support/fault_proxy): lost replies, resets, a partition, an owner that vanishes.
+
+#include "batond_fixture.hpp"
+#include "coro.hpp"
+#include "fault_proxy.hpp"
+
+#include "baton/client.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+using namespace baton;
+using namespace baton::test;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+client_config via(unsigned short port, milliseconds timeout = 500ms) {
+  client_config c;
+  c.server_url = "http://127.0.0.1:" + std::to_string(port);
+  c.request_timeout = timeout;
+  c.identity = "faults";
+  c.retry.initial_backoff = 20ms;
+  c.retry.max_backoff = 100ms;
+  return c;
+}
+
+lease_options opts(milliseconds ttl, milliseconds every = 0ms, milliseconds margin = 0ms) {
+  lease_options o;
+  o.ttl = ttl;
+  o.renew_every = every;
+  o.safety_margin = margin;
+  return o;
+}
+
+std::uint64_t token_of(const http_reply& r) { return r.json.at("token").to_number<std::uint64_t>(); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(lost_acquire_reply_is_retried_with_the_same_owner_and_supersedes) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), via(proxy.port()));
+  auto direct = server.client();
+  proxy.drop_responses(1, drop_style::hang);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await c.try_acquire("lost-reply", opts(30000ms));
+    BOOST_REQUIRE(r.acquired.has_value());
+    lease& l = *r.acquired;
+    BOOST_TEST(proxy.responses_dropped() == 1u);
+    // The server granted the lost request too; the retry, by the same owner, got a newer token.
+    auto held = direct.get("/v1/locks/lost-reply");
+    BOOST_TEST(held.json.at("owner").as_string() == l.owner());
+    BOOST_TEST(token_of(held) == l.token());
+    BOOST_TEST(l.token() >= 2u);
+    // The token of the lost reply is superseded: it can neither renew nor release.
+    auto old = std::to_string(l.token() - 1);
+    BOOST_TEST(direct.post("/v1/locks/lost-reply/renew",
+                           R"({"owner":")" + l.owner() + R"(","token":)" + old + R"(,"ttl_ms":30000})")
+                   .status == 409);
+    BOOST_TEST(direct.post("/v1/locks/lost-reply/release", R"({"owner":")" + l.owner() + R"(","token":)" + old + "}")
+                   .status == 409);
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(lost_release_reply_is_retried_safely) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), via(proxy.port()));
+  auto direct = server.client();
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("release-lost", opts(30000ms, 5000ms));
+    proxy.drop_responses(1, drop_style::reset);
+    auto outcome = co_await l.release();
+    BOOST_TEST(proxy.responses_dropped() == 1u);
+    // The first release was applied; its reply was lost; the retry finds the lock free.
+    BOOST_TEST((outcome == release_outcome::already_free));
+    BOOST_TEST((l.state() == lease_state::released));
+    BOOST_TEST(direct.get("/v1/locks/release-lost").status == 404);
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(partitioned_holder_gives_up_before_the_server_expires_its_lease) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), via(proxy.port()));
+  client other(ioc.get_executor(), via(server.port(), 2000ms));
+  auto direct = server.client();
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    // ttl 3 s, renew every 500 ms, local deadline 1 s before the server's expiry.
+    auto l = co_await c.acquire("partitioned", opts(3000ms, 500ms, 1000ms));
+    proxy.set_blackhole(true);
+    bool work_cancelled = false;
+    try {
+      co_await with_lease(l, [&]() -> asio::awaitable<void> {
+        asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        work_cancelled = ec == asio::error::operation_aborted;
+      }());
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::lease_lost));
+    }
+    BOOST_TEST(work_cancelled);
+    // The holder stopped while the server still keeps its lease: nobody else can have it yet.
+    auto still = direct.get("/v1/locks/partitioned");
+    BOOST_TEST(still.status == 200);
+    BOOST_TEST(token_of(still) == l.token());
+    // Once the server expires it, another client takes over with a newer token.
+    auto next = co_await other.acquire("partitioned", opts(30000ms));
+    BOOST_TEST(next.token() > l.token());
+    proxy.set_blackhole(false);
+    // The stale holder's release cannot free the new holder's lock.
+    BOOST_TEST((co_await l.release() == release_outcome::not_owner));
+    BOOST_TEST(token_of(direct.get("/v1/locks/partitioned")) == next.token());
+    co_await next.release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(owner_that_vanishes_without_release_is_replaced_after_the_ttl) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  std::uint64_t vanished_token = 0;
+  // The owner's event loop stops for good (a crashed or frozen process): no renew, no release. Its objects
+  // stay alive, unrun, until the end of the test.
+  asio::io_context dying;
+  client c(dying.get_executor(), via(server.port()));
+  std::optional<lease> abandoned;
+  run_coro(dying, [&]() -> asio::awaitable<void> {
+    abandoned.emplace(co_await c.acquire("vanished", opts(1000ms)));
+    vanished_token = abandoned->token();
+  }());
+  asio::io_context ioc;
+  client successor(ioc.get_executor(), via(server.port(), 2000ms));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto started = clock_type::now();
+    auto l = co_await successor.acquire("vanished", opts(30000ms));
+    BOOST_TEST(l.token() > vanished_token);
+    BOOST_TEST(std::chrono::duration<double>(clock_type::now() - started).count() < 30.0);
+    co_await l.release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(connection_resets_during_renewal_are_retried_and_the_lease_survives) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), via(proxy.port()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("resets", opts(3000ms, 200ms));
+    for (int i = 0; i < 5; ++i) {
+      asio::steady_timer t(co_await asio::this_coro::executor, 150ms);
+      co_await t.async_wait(asio::use_awaitable);
+      proxy.reset_all();
+    }
+    asio::steady_timer t(co_await asio::this_coro::executor, 500ms);
+    co_await t.async_wait(asio::use_awaitable);
+    BOOST_TEST(l.active());
+    BOOST_TEST(c.stats().renews >= 3u);
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+  }());
+}
