@@ -3,6 +3,7 @@
 # project that finds it with find_package(baton CONFIG REQUIRED).
 set -euo pipefail
 build_dir=$1
+cxx_flags=${2:-}
 src_dir=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/baton-package.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -11,7 +12,7 @@ cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 test -f "$work/prefix/include/baton/client.hpp"
 test -f "$work/prefix/lib/cmake/baton/baton-config.cmake"
 cmake -S "$src_dir/consumer" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
-  -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="$cxx_flags" -DCMAKE_EXE_LINKER_FLAGS="$cxx_flags" >/dev/null
 cmake --build "$work/build" >/dev/null
 "$work/build/consumer"
 echo "package: consumer built against the installed SDK and ran"
