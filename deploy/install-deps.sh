@@ -11,6 +11,8 @@ packages=(
   libboost-test1.81-dev libboost-program-options1.81-dev
   # TLS
   libssl-dev
+  # baton-agent: YAML configuration, time zones (Howard Hinnant's date/tz over the system tz database)
+  libyaml-cpp-dev libhowardhinnant-date-dev tzdata
   # demo and tooling
   curl procps iproute2
   # benchmarks: load generator and the etcd comparison
