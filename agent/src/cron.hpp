@@ -1,0 +1,52 @@
+#pragma once
+// Cron schedules: parsing and the next-fire calculation. Pure functions of their inputs (no clock, no I/O),
+// so every rule is tested against a table.
+
+#include <date/tz.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace baton::agent {
+
+/// A schedule expression that does not parse; what() names the field and the reason.
+struct cron_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+class schedule {
+ public:
+  /// Parses
+  ///  - 5 fields `minute hour day-of-month month day-of-week` (fires at second 0),
+  ///  - 6 fields `second minute hour day-of-month month day-of-week`,
+  ///  - `@yearly` (`@annually`), `@monthly`, `@weekly`, `@daily` (`@midnight`), `@hourly`,
+  ///  - `@every <duration>` (whole seconds, e.g. `@every 90s`, `@every 1h30m`).
+  /// Fields take `*`, numbers, ranges `a-b`, lists `a,b`, steps `*/n` and `a-b/n`, month names `JAN`-`DEC` and
+  /// day names `SUN`-`SAT` (case-insensitive); day-of-week 0 and 7 are Sunday. When both day-of-month and
+  /// day-of-week are restricted, a day matches if either does (classic cron). Throws cron_error.
+  static schedule parse(std::string_view expression);
+
+  /// The first fire instant strictly after `after`, with the fields evaluated in `tz` (nullptr = UTC).
+  /// `@every d` fires at the instants that are whole multiples of d since the Unix epoch, whatever the time
+  /// zone, so every replica computes the same slots. Empty when the expression can never fire (`0 0 30 2 *`).
+  /// Daylight-saving rule (see docs/agent.md): a local time skipped by a forward jump fires once, at the first
+  /// instant after the gap; a local time repeated by a backward jump fires once, at its first occurrence —
+  /// except that a schedule whose hour field is `*` fires in both passes of a repeated hour, as its slots are
+  /// an interval rather than a time of day.
+  std::optional<std::chrono::sys_seconds> next_fire(std::chrono::sys_seconds after,
+                                                    const date::time_zone* tz = nullptr) const;
+
+  /// The expression as written.
+  const std::string& text() const { return text_; }
+
+ private:
+  struct fields;
+  std::string text_;
+  std::shared_ptr<const fields> fields_;  // the parsed form; shared so schedules copy cheaply
+};
+
+}  // namespace baton::agent
