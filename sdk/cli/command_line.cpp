@@ -1,0 +1,321 @@
+#include "command_line.hpp"
+
+#include "baton/common/duration.hpp"
+#include "baton/error.hpp"
+#include "exit_code.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <sstream>
+
+#ifndef BATON_VERSION
+#define BATON_VERSION "unknown"
+#endif
+
+namespace baton::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+constexpr const char* default_server = "http://127.0.0.1:7070";
+constexpr unsigned help_width = 110;
+
+const char* const top_usage = R"(usage: baton [--server URL] COMMAND [ARGS...]
+
+Take, keep and hand back Baton locks (lease + fencing token) from the shell.
+
+commands:
+  acquire KEY --ttl D [--owner O] [--wait] [--wait-timeout D]
+      take the lock and print {"key","owner","token","ttl_ms"}. The lease is not renewed and stays held
+      after baton exits: renew it before the TTL runs out, release it when done.
+  renew KEY --owner O --token N --ttl D
+      extend a lease you hold; prints {"key","owner","token","ttl_ms"}
+  release KEY --owner O --token N
+      free a lease you hold; prints {"key","released","outcome"}
+  get KEY
+      show the holder: {"key","held":true,"owner","token","ttl_remaining_ms"} or {"key","held":false}
+  exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] -- CMD [ARGS...]
+      run CMD while holding the lock, renewing it all along; the moment the lease is lost, stop CMD's
+      whole process group (SIGTERM, then SIGKILL after the grace period). CMD gets BATON_FENCING_TOKEN,
+      BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment.
+
+options of every command:
+  --server URL           lock server (default: $BATON_SERVER, else http://127.0.0.1:7070)
+  --request-timeout D    bound on one request's round trip (default 2s)
+  -h [ --help ]          this help; after a command, that command's help
+  --version              baton's version
+
+Durations are integers with a unit, ms, s, m or h: 500ms, 10s, 2m, 1h, 1m30s.
+Errors are one line on stderr, `baton: ...`; stdout carries only JSON answers (or, for exec, CMD's output).
+
+exit status:
+  0    done (exec: CMD's own status, 128+N if a signal N ended it, when it ran under a valid lease)
+  64   usage error: unknown command or option, missing argument, bad duration or number
+  65   the server refused a value as malformed (a bad key, a TTL outside its bounds)
+  69   the server could not be reached in time, or cannot store changes right now
+  70   the server's answer broke the protocol, or an internal error
+  71   exec: a system call failed (fork, pipe)
+  75   not acquired: another owner holds the lock (or --wait-timeout passed); nothing on stdout
+  76   lease lost: exec's lease ended before CMD did; renew: the server refused the renew
+  77   release refused: another owner or a newer token holds the lock
+  126  exec: CMD could not be run
+  127  exec: CMD was not found
+
+See docs/cli.md for the details.
+)";
+
+struct command_spec {
+  const char* name;
+  const char* synopsis;
+  const char* description;
+};
+
+constexpr command_spec specs[] = {
+    {"acquire", "baton acquire KEY --ttl D [--owner O] [--wait] [--wait-timeout D]",
+     R"(Takes the lock KEY for --ttl and prints {"key","owner","token","ttl_ms"}. The lease is not renewed
+and outlives this command: renew it (baton renew) before the TTL runs out and release it when done.
+Without --owner the owner is <hostname>:<pid>#<random>. Acquiring again with the same --owner gives a
+newer token and retires the old one. When another owner holds the lock: exit 75 and one line on stderr
+naming the holder, nothing on stdout; with --wait, waits for the lock instead.)"},
+    {"renew", "baton renew KEY --owner O --token N --ttl D",
+     R"(Extends the lease of owner O with token N to --ttl from now, and prints
+{"key","owner","token","ttl_ms"}. A refused renew means the lease is gone for good (exit 76);
+acquire again for a new token.)"},
+    {"release", "baton release KEY --owner O --token N",
+     R"(Frees the lock if owner O with token N holds it, and prints {"key","released":true,"outcome"}:
+outcome "released", or "already_free" when nobody held it any more. Exit 77 when another owner or a
+newer token holds it; nothing changes then.)"},
+    {"get", "baton get KEY",
+     R"(Prints the holder of KEY, {"key","held":true,"owner","token","ttl_remaining_ms"}, or
+{"key","held":false} when the lock is free. Both exit 0.)"},
+    {"exec",
+     "baton exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] -- CMD [ARGS...]",
+     R"(Acquires KEY, runs CMD (no shell) in its own process group with BATON_FENCING_TOKEN,
+BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment, renews the lease while CMD runs and releases it
+when CMD ends.
+The moment the lease is lost, CMD's process group gets SIGTERM, and SIGKILL after --grace; baton then
+exits 76. SIGTERM, SIGINT or SIGHUP to baton stop the group the same way (a second one: SIGKILL at
+once), and baton exits with CMD's status. Processes CMD leaves behind in its group are stopped the same
+way before the lease is released. Exit status: CMD's (128+N for signal N) when it ran under a valid
+lease; 75 not acquired, 76 lease lost, 126/127 CMD not runnable/not found.)"},
+};
+
+const command_spec* find_spec(std::string_view name) {
+  for (const auto& s : specs)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+[[noreturn]] void usage_error(const std::string& message) {
+  throw cli_error(exit_code::usage, message);
+}
+
+po::options_description common_options() {
+  po::options_description d("options of every command", help_width, help_width / 2);
+  auto add = d.add_options();
+  add("server", po::value<std::string>()->value_name("URL"),
+      "lock server (default: $BATON_SERVER, else http://127.0.0.1:7070)");
+  add("request-timeout", po::value<std::string>()->value_name("D"),
+      "bound on one request's round trip (default 2s)");
+  add("help,h", "this help");
+  return d;
+}
+
+po::options_description command_options(std::string_view name) {
+  po::options_description d("options", help_width, help_width / 2);
+  auto add = d.add_options();
+  if (name == "acquire" || name == "exec" || name == "renew")
+    add("ttl", po::value<std::string>()->value_name("D"), "lease time to live (required)");
+  if (name == "acquire")
+    add("owner", po::value<std::string>()->value_name("O"), "owner string, used as given");
+  if (name == "renew" || name == "release") {
+    add("owner", po::value<std::string>()->value_name("O"), "owner of the lease (required)");
+    add("token", po::value<std::string>()->value_name("N"), "fencing token of the lease (required)");
+  }
+  if (name == "acquire" || name == "exec") {
+    add("wait", po::bool_switch(), "wait for the lock while another owner holds it (long-poll)");
+    add("wait-timeout", po::value<std::string>()->value_name("D"),
+        "give up waiting after D (implies --wait)");
+  }
+  if (name == "exec") {
+    add("grace", po::value<std::string>()->value_name("D"), "time between SIGTERM and SIGKILL (default 5s)");
+    add("renew-every", po::value<std::string>()->value_name("D"), "renew period (default ttl/3)");
+  }
+  return d;
+}
+
+std::string command_help(const command_spec& spec) {
+  std::ostringstream out;
+  out << "usage: " << spec.synopsis << "\n\n" << spec.description << "\n\n";
+  out << command_options(spec.name) << "\n" << common_options() << "\n";
+  return out.str();
+}
+
+milliseconds duration_value(const po::variables_map& vm, const std::string& option) {
+  const auto& text = vm[option].as<std::string>();
+  auto d = parse_duration(text);
+  if (!d) usage_error("--" + option + ": \"" + text + "\" is not a duration (use e.g. 500ms, 10s, 2m, 1h)");
+  return *d;
+}
+
+milliseconds positive_duration(const po::variables_map& vm, const std::string& option) {
+  auto d = duration_value(vm, option);
+  if (d.count() <= 0) usage_error("--" + option + " must be more than 0");
+  return d;
+}
+
+const std::string& required_string(const po::variables_map& vm, const std::string& option) {
+  if (!vm.count(option)) usage_error("--" + option + " is required");
+  const auto& s = vm[option].as<std::string>();
+  if (s.empty()) usage_error("--" + option + " must not be empty");
+  return s;
+}
+
+std::uint64_t token_value(const po::variables_map& vm) {
+  const auto& text = required_string(vm, "token");
+  std::uint64_t token = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), token);
+  // The protocol's tokens are 1 to 2^63-1; anything else cannot name a lease.
+  if (ec != std::errc{} || end != text.data() + text.size() || token == 0 ||
+      token > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    usage_error("--token: \"" + text + "\" is not a fencing token (an integer from 1 to 2^63-1)");
+  return token;
+}
+
+std::optional<milliseconds> wait_timeout_value(const po::variables_map& vm, bool& wait) {
+  if (!vm.count("wait-timeout")) return std::nullopt;
+  wait = true;
+  return duration_value(vm, "wait-timeout");
+}
+
+// Options that take a value, so the search for the command word can skip that value.
+bool takes_value(std::string_view arg) {
+  return arg == "--server" || arg == "--request-timeout";
+}
+
+client_config client_settings(const po::variables_map& vm, const char* env_server) {
+  client_config c;
+  if (vm.count("server"))
+    c.server_url = vm["server"].as<std::string>();
+  else if (env_server && *env_server)
+    c.server_url = env_server;
+  else
+    c.server_url = default_server;
+  if (vm.count("request-timeout")) c.request_timeout = positive_duration(vm, "request-timeout");
+  try {
+    c.validate();
+  } catch (const exception& e) {
+    usage_error(e.diagnostic());
+  }
+  return c;
+}
+
+command build(std::string_view name, std::string key, const po::variables_map& vm,
+              std::vector<std::string> cmd_argv) {
+  if (name == "get") return get_command{std::move(key)};
+  if (name == "release")
+    return release_command{std::move(key), required_string(vm, "owner"), token_value(vm)};
+  if (!vm.count("ttl")) usage_error("--ttl is required");
+  const auto ttl = positive_duration(vm, "ttl");
+  if (name == "renew")
+    return renew_command{std::move(key), required_string(vm, "owner"), token_value(vm), ttl};
+  if (name == "acquire") {
+    acquire_command a{std::move(key), ttl, std::nullopt, vm["wait"].as<bool>(), std::nullopt};
+    if (vm.count("owner")) a.owner = required_string(vm, "owner");
+    a.wait_timeout = wait_timeout_value(vm, a.wait);
+    return a;
+  }
+  exec_command e;
+  e.key = std::move(key);
+  e.lease.ttl = ttl;
+  if (vm.count("renew-every")) e.lease.renew_every = positive_duration(vm, "renew-every");
+  try {
+    e.lease.validate();
+  } catch (const exception& ex) {
+    usage_error(ex.diagnostic());
+  }
+  e.wait = vm["wait"].as<bool>();
+  e.wait_timeout = wait_timeout_value(vm, e.wait);
+  if (vm.count("grace")) e.grace = duration_value(vm, "grace");
+  e.argv = std::move(cmd_argv);
+  return e;
+}
+
+}  // namespace
+
+invocation parse_command_line(const std::vector<std::string>& args, const char* env_server) {
+  // Options may stand before or after the command word (`baton --server U get k` = `baton get k --server U`):
+  // find the word, then parse everything else with that command's options.
+  std::size_t at = 0;
+  while (at < args.size() && !args[at].empty() && args[at][0] == '-') {
+    if (args[at] == "--") usage_error("missing command (see baton --help)");
+    at += takes_value(args[at]) ? 2 : 1;
+  }
+  std::vector<std::string> before(args.begin(),
+                                  args.begin() + static_cast<std::ptrdiff_t>(std::min(at, args.size())));
+  if (at >= args.size()) {
+    if (std::find(before.begin(), before.end(), "--version") != before.end())
+      return {client_config{}, help_request{"baton " BATON_VERSION "\n"}};
+    if (std::find_if(before.begin(), before.end(), [](auto& a) { return a == "-h" || a == "--help"; }) !=
+        before.end())
+      return {client_config{}, help_request{top_usage}};
+    if (before.empty()) usage_error("missing command (see baton --help)");
+    usage_error("unknown option " + before.front() + " (see baton --help)");
+  }
+  const std::string name = args[at];
+  const command_spec* spec = find_spec(name);
+  if (!spec) usage_error("unknown command \"" + name + "\" (see baton --help)");
+
+  std::vector<std::string> rest = std::move(before);
+  rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(at) + 1, args.end());
+  // After `--` nothing is an option: for exec that is CMD with its own options, elsewhere a key that may
+  // start with '-'.
+  std::vector<std::string> after_dashes;
+  if (auto dashes = std::find(rest.begin(), rest.end(), "--"); dashes != rest.end()) {
+    after_dashes.assign(dashes + 1, rest.end());
+    rest.erase(dashes, rest.end());
+  }
+
+  po::options_description all;
+  all.add(command_options(name)).add(common_options());
+  all.add_options()("key", po::value<std::vector<std::string>>());
+  po::positional_options_description positional;
+  positional.add("key", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(rest)
+                  .options(all)
+                  .positional(positional)
+                  .style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing)
+                  .run(),
+              vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    usage_error(name + ": " + e.what() + " (see baton " + name + " --help)");
+  }
+  if (vm.count("help")) return {client_config{}, help_request{command_help(*spec)}};
+  try {
+    std::vector<std::string> keys;
+    if (vm.count("key")) keys = vm["key"].as<std::vector<std::string>>();
+    std::vector<std::string> cmd_argv;
+    if (name == "exec")
+      cmd_argv = std::move(after_dashes);
+    else
+      keys.insert(keys.end(), after_dashes.begin(), after_dashes.end());
+    if (name == "exec" && keys.size() > 1)
+      usage_error("the command to run goes after --: baton exec KEY ... -- CMD [ARGS...]");
+    if (keys.size() > 1) usage_error("expected one KEY, got " + std::to_string(keys.size()) + " arguments");
+    if (keys.empty() || keys.front().empty()) usage_error("missing KEY");
+    if (name == "exec" && cmd_argv.empty())
+      usage_error("missing the command to run: baton exec KEY ... -- CMD [ARGS...]");
+    auto client = client_settings(vm, env_server);
+    return {std::move(client), build(name, keys.front(), vm, std::move(cmd_argv))};
+  } catch (const cli_error& e) {
+    usage_error(name + ": " + e.what() + " (see baton " + name + " --help)");
+  }
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,70 @@
+#pragma once
+// What `baton` was asked to do: the command line parsed into one command with checked values, or the help
+// text to print. Pure (the environment's BATON_SERVER is passed in), so parsing has no side effects and the
+// usage errors are decided in one place.
+
+#include "baton/config.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace baton::cli {
+
+using std::chrono::milliseconds;
+
+/// `--help` or `--version`: print `text` on stdout, exit 0.
+struct help_request {
+  std::string text;
+};
+
+struct acquire_command {
+  std::string key;
+  milliseconds ttl{0};
+  std::optional<std::string> owner;  // empty: `<identity>#<random>`
+  bool wait = false;
+  std::optional<milliseconds> wait_timeout;
+};
+
+struct renew_command {
+  std::string key;
+  std::string owner;
+  std::uint64_t token = 0;
+  milliseconds ttl{0};
+};
+
+struct release_command {
+  std::string key;
+  std::string owner;
+  std::uint64_t token = 0;
+};
+
+struct get_command {
+  std::string key;
+};
+
+struct exec_command {
+  std::string key;
+  lease_options lease;  // validated
+  bool wait = false;
+  std::optional<milliseconds> wait_timeout;
+  milliseconds grace{5'000};
+  std::vector<std::string> argv;  // CMD and its arguments, never empty
+};
+
+using command =
+    std::variant<help_request, acquire_command, renew_command, release_command, get_command, exec_command>;
+
+struct invocation {
+  client_config client;  // server_url and request_timeout from the options; validated
+  command what;
+};
+
+/// Parses `args` (argv without the program name). `env_server` is $BATON_SERVER (null when unset); --server
+/// wins over it. Throws cli_error(exit_code::usage) with a one-line message for anything it cannot accept.
+invocation parse_command_line(const std::vector<std::string>& args, const char* env_server);
+
+}  // namespace baton::cli

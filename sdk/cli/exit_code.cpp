@@ -1,0 +1,36 @@
+#include "exit_code.hpp"
+
+#include "baton/error.hpp"
+
+namespace baton::cli {
+
+int exit_code_for(const boost::system::error_code& ec) {
+  if (ec.category() != error_category()) return exit_code::internal;
+  // What the SDK retries and still failed means the server was not there for us.
+  if (is_transient(ec)) return exit_code::unavailable;
+  switch (static_cast<error>(ec.value())) {
+    case error::held:
+    case error::wait_timeout:
+      return exit_code::not_acquired;
+    case error::lease_lost:
+    case error::released:
+      return exit_code::lease_lost;
+    case error::not_owner:
+      return exit_code::not_owner;
+    case error::bad_request:
+      return exit_code::refused_request;
+    case error::invalid_config:
+      return exit_code::usage;
+    default:
+      return exit_code::internal;
+  }
+}
+
+std::string describe(const std::string& what, const boost::system::error_code& ec,
+                     const std::string& diagnostic) {
+  std::string line = what + ": " + ec.message();
+  if (!diagnostic.empty()) line += ": " + diagnostic;
+  return line;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,170 @@
+#include "lock_commands.hpp"
+
+#include "exit_code.hpp"
+
+#include "baton/error.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+namespace baton::cli {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using clock = std::chrono::steady_clock;
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 engine(std::random_device{}());
+  return engine;
+}
+
+// The SDK's backoff: exponential from initial_backoff up to max_backoff, each drawn from
+// [b * (1 - jitter), b] so that clients that failed together do not retry together.
+clock::duration backoff(const retry_policy& p, int failures) {
+  const auto base = std::chrono::duration<double, std::milli>(p.initial_backoff);
+  const auto cap = std::chrono::duration<double, std::milli>(p.max_backoff);
+  const auto b = std::min(cap, base * std::pow(2.0, std::max(0, failures - 1)));
+  std::uniform_real_distribution<double> u(1.0 - p.jitter, 1.0);
+  return std::chrono::duration_cast<clock::duration>(b * u(rng()));
+}
+
+asio::awaitable<void> sleep_for(clock::duration d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(asio::use_awaitable);
+}
+
+// One request, repeated like the SDK repeats its own: transient errors retried with backoff, the same
+// arguments every time (every protocol request is safe to repeat), up to retry.max_attempts.
+template <class Request>
+auto with_retries(const client_config& config, Request request) -> decltype(request()) {
+  for (int attempt = 1;; ++attempt) {
+    auto r = co_await request();
+    if (!r.ec || !is_transient(r.ec) || attempt >= config.retry.max_attempts) co_return r;
+    co_await sleep_for(backoff(config.retry, attempt));
+  }
+}
+
+std::string quoted(const std::string& key) {
+  return "\"" + key + "\"";
+}
+
+std::string random_suffix() {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()()));
+  return buf;
+}
+
+void print_json(const json::object& o) {
+  std::cout << json::serialize(o) << std::endl;
+}
+
+[[noreturn]] void fail(const std::string& what, const boost::system::error_code& ec,
+                       const std::string& diagnostic) {
+  throw cli_error(exit_code_for(ec), describe(what, ec, diagnostic));
+}
+
+}  // namespace
+
+std::string held_by(const std::string& key, const holder_info& holder) {
+  return quoted(key) + " is held by " + holder.owner + " (token " + std::to_string(holder.token) + ", " +
+         std::to_string(holder.ttl_remaining.count()) + " ms left)";
+}
+
+asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
+  const auto& config = c.config();
+  auto& b = *c.get_backend();
+  const std::string what = "acquire " + quoted(cmd.key);
+  // One owner for every try: a retry after a lost reply is then the same owner to the server, which grants
+  // it a newer token instead of refusing it as "held".
+  const std::string owner = cmd.owner ? *cmd.owner : c.identity() + "#" + random_suffix();
+  const auto give_up = cmd.wait_timeout ? clock::now() + *cmd.wait_timeout : clock::time_point::max();
+  // The same loop as client::acquire, which cannot be used here: it picks its own owner, and its lease
+  // would be released when this process drops it.
+  int failures = 0;
+  for (;;) {
+    auto r = co_await b.acquire(cmd.key, owner, cmd.ttl, config.request_timeout);
+    if (!r.ec) {
+      print_json({{"key", cmd.key}, {"owner", owner}, {"token", r.token}, {"ttl_ms", cmd.ttl.count()}});
+      co_return exit_code::ok;
+    }
+    if (r.ec == error::held) {
+      // Refusals go to stderr only: a script that forgets to check the status must not find the holder's
+      // token on stdout and write with it.
+      if (!cmd.wait) throw cli_error(exit_code::not_acquired, held_by(cmd.key, r.holder));
+      failures = 0;
+      const auto left = std::chrono::ceil<milliseconds>(give_up - clock::now());
+      if (left.count() <= 0)
+        throw cli_error(exit_code::not_acquired, "gave up waiting: " + held_by(cmd.key, r.holder));
+      // The server answers the long-poll the moment the holder releases or its lease expires.
+      const auto wait = std::clamp(left, milliseconds{1}, milliseconds{30'000});
+      auto g = co_await b.get(cmd.key, wait_for_change{r.holder.token, wait}, wait + config.request_timeout);
+      if (!g.ec) continue;
+      r.ec = g.ec;
+      r.diagnostic = std::move(g.diagnostic);
+    }
+    if (!is_transient(r.ec)) fail(what, r.ec, r.diagnostic);
+    // Waiting rides out a server outage, as client::acquire does; a single try reports it.
+    ++failures;
+    if (!cmd.wait && failures >= config.retry.max_attempts) fail(what, r.ec, r.diagnostic);
+    const auto pause = std::min<clock::duration>(backoff(config.retry, failures), give_up - clock::now());
+    if (pause <= clock::duration::zero()) fail(what, r.ec, r.diagnostic);
+    co_await sleep_for(pause);
+  }
+}
+
+asio::awaitable<int> run_renew(client& c, const renew_command& cmd) {
+  const auto& config = c.config();
+  auto& b = *c.get_backend();
+  auto r = co_await with_retries(
+      config, [&] { return b.renew(cmd.key, cmd.owner, cmd.token, cmd.ttl, config.request_timeout); });
+  if (r.ec) {
+    const std::string why = r.lost_reason.empty() ? r.diagnostic : r.lost_reason + ": " + r.diagnostic;
+    fail("renew " + quoted(cmd.key), r.ec, why);
+  }
+  print_json({{"key", cmd.key}, {"owner", cmd.owner}, {"token", cmd.token}, {"ttl_ms", cmd.ttl.count()}});
+  co_return exit_code::ok;
+}
+
+asio::awaitable<int> run_release(client& c, const release_command& cmd) {
+  const auto& config = c.config();
+  auto& b = *c.get_backend();
+  auto r = co_await with_retries(
+      config, [&] { return b.release(cmd.key, cmd.owner, cmd.token, config.request_timeout); });
+  const std::string what = "release " + quoted(cmd.key);
+  if (r.ec) fail(what, r.ec, r.diagnostic);
+  if (r.outcome == release_outcome::not_owner) fail(what, make_error_code(error::not_owner), r.diagnostic);
+  const char* outcome = r.outcome == release_outcome::released ? "released" : "already_free";
+  print_json({{"key", cmd.key}, {"released", true}, {"outcome", outcome}});
+  co_return exit_code::ok;
+}
+
+asio::awaitable<int> run_get(client& c, const get_command& cmd) {
+  std::optional<holder_info> holder;
+  try {
+    holder = co_await c.get(cmd.key);
+  } catch (const exception& e) {
+    fail("get " + quoted(cmd.key), e.code(), e.diagnostic());
+  }
+  if (!holder) {
+    print_json({{"key", cmd.key}, {"held", false}});
+  } else {
+    print_json({{"key", cmd.key},
+                {"held", true},
+                {"owner", holder->owner},
+                {"token", holder->token},
+                {"ttl_remaining_ms", holder->ttl_remaining.count()}});
+  }
+  co_return exit_code::ok;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,71 @@
+// baton: the command-line client of the Baton lock protocol (docs/cli.md).
+
+#include "command_line.hpp"
+#include "exec_command.hpp"
+#include "exit_code.hpp"
+#include "lock_commands.hpp"
+
+#include "baton/client.hpp"
+#include "baton/error.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace baton::cli;
+
+// Every error is exactly one line, whatever a server put into its message.
+int report(int code, std::string message) {
+  std::replace_if(
+      message.begin(), message.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  std::fprintf(stderr, "baton: %s\n", message.c_str());
+  return code;
+}
+
+asio::awaitable<int> dispatch(baton::client& c, const command& what) {
+  if (auto* a = std::get_if<acquire_command>(&what)) co_return co_await run_acquire(c, *a);
+  if (auto* r = std::get_if<renew_command>(&what)) co_return co_await run_renew(c, *r);
+  if (auto* r = std::get_if<release_command>(&what)) co_return co_await run_release(c, *r);
+  if (auto* g = std::get_if<get_command>(&what)) co_return co_await run_get(c, *g);
+  co_return co_await run_exec(c, std::get<exec_command>(what));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    auto call =
+        parse_command_line(std::vector<std::string>(argv + 1, argv + argc), std::getenv("BATON_SERVER"));
+    if (auto* help = std::get_if<help_request>(&call.what)) {
+      std::cout << help->text << std::flush;
+      return exit_code::ok;
+    }
+    asio::io_context ioc;
+    baton::client c(ioc.get_executor(), call.client);
+    int code = exit_code::internal;
+    std::exception_ptr failure;
+    asio::co_spawn(ioc, dispatch(c, call.what), [&](std::exception_ptr e, int result) {
+      failure = e;
+      code = result;
+      // Renewal and idle connections may still hold work; the command's end is the process's end.
+      ioc.stop();
+    });
+    ioc.run();
+    if (failure) std::rethrow_exception(failure);
+    return code;
+  } catch (const cli_error& e) {
+    return report(e.code(), e.what());
+  } catch (const baton::exception& e) {
+    return report(exit_code_for(e.code()), describe("error", e.code(), e.diagnostic()));
+  } catch (const std::exception& e) {
+    return report(exit_code::internal, e.what());
+  }
+}
