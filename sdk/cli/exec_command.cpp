@@ -1,6 +1,6 @@
 #include "exec_command.hpp"
 
-#include "child.hpp"
+#include "baton/common/process_group.hpp"
 #include "exit_code.hpp"
 #include "lock_commands.hpp"
 

@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <optional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -69,11 +71,41 @@ class lease {
   std::shared_ptr<detail::lease_core> core_;
 };
 
+namespace detail {
+
+/// The outcome of an awaitable as a value: Asio's `||` waits for the first operation to *succeed*, so an
+/// exception must not escape a branch, or the race would wait for the other branch instead.
+template <class T>
+struct captured {
+  std::optional<T> value;
+  std::exception_ptr error;
+};
+template <>
+struct captured<void> {
+  std::exception_ptr error;
+};
+
+template <class T>
+boost::asio::awaitable<captured<T>> capture(boost::asio::awaitable<T> work) {
+  captured<T> out;
+  try {
+    if constexpr (std::is_void_v<T>)
+      co_await std::move(work);
+    else
+      out.value.emplace(co_await std::move(work));
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+  co_return out;
+}
+
+}  // namespace detail
+
 /// Runs `work` while `l` is active. The moment the lease is lost, `work` receives terminal cancellation
 /// (the awaited operation inside it completes with operation_aborted), and once it has finished,
 /// with_lease throws baton::exception(error::lease_lost). If the lease was released while `work` ran, it
-/// throws baton::exception(error::released). Otherwise returns what `work` returned (or rethrows).
-/// Must run on the client's executor.
+/// throws baton::exception(error::released). Otherwise returns what `work` returned, or rethrows what it
+/// threw. Must run on the client's executor.
 template <class T>
 boost::asio::awaitable<T> with_lease(lease& l, boost::asio::awaitable<T> work) {
   using namespace boost::asio::experimental::awaitable_operators;
@@ -81,12 +113,14 @@ boost::asio::awaitable<T> with_lease(lease& l, boost::asio::awaitable<T> work) {
     if (l.state() == lease_state::released) throw exception(error::released, "the lease was released");
     throw exception(error::lease_lost, l.loss_reason());
   }
-  auto result = co_await (std::move(work) || l.wait_lost());
+  auto result = co_await (detail::capture(std::move(work)) || l.wait_lost());
   if (result.index() == 1) {
     if (l.state() == lease_state::released) throw exception(error::released, "the lease was released");
     throw exception(error::lease_lost, l.loss_reason());
   }
-  if constexpr (!std::is_void_v<T>) co_return std::get<0>(std::move(result));
+  auto& done = std::get<0>(result);
+  if (done.error) std::rethrow_exception(done.error);
+  if constexpr (!std::is_void_v<T>) co_return std::move(*done.value);
 }
 
 }  // namespace baton

@@ -260,3 +260,23 @@ BOOST_FIXTURE_TEST_CASE(events_report_the_lease_lifecycle, fixture) {
   std::vector<k> expected{k::acquired, k::renew_retry, k::renewed, k::lost};
   BOOST_TEST((seen == expected));
 }
+
+BOOST_FIXTURE_TEST_CASE(with_lease_rethrows_what_the_work_threw_at_once, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", opts(30'000ms, 10'000ms));
+    auto started = clock_type::now();
+    try {
+      co_await with_lease(l, []() -> asio::awaitable<void> {
+        throw std::runtime_error("job failed");
+        co_return;
+      }());
+      BOOST_FAIL("expected the work's exception");
+    } catch (const std::runtime_error& e) {
+      BOOST_TEST(std::string(e.what()) == "job failed");
+    }
+    // Not held up until the lease ends: the exception came straight through, and the lease is still ours.
+    BOOST_TEST((clock_type::now() - started < 10s));
+    BOOST_TEST(l.active());
+    co_await l.release();
+  }());
+}

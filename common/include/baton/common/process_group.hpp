@@ -1,7 +1,7 @@
 #pragma once
-// The command `baton exec` runs: started directly (execvp, no shell) as the leader of its own process group,
-// so that one kill(-pgid) reaches everything it started, and reaped from the event loop, so that the loop
-// keeps renewing the lease while the command runs.
+// A command run under a lease (`baton exec`, baton-agent's jobs): started directly (execvp, no shell) as the
+// leader of its own process group, so that one kill(-pgid) reaches everything it started, and reaped from the
+// event loop, so that the loop keeps renewing the lease while the command runs.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace baton::cli {
+namespace baton {
 
 /// Makes this process the reaper of its orphaned descendants (Linux PR_SET_CHILD_SUBREAPER); a no-op
 /// elsewhere.
@@ -55,8 +55,11 @@ class group_child {
   /// `inherited` (from open_descriptors()): Asio opens its sockets without FD_CLOEXEC, and the command has no
   /// business with baton's connections to the lock server. Returns once execvp succeeded.
   /// Throws spawn_error when fork or execvp fails.
+  /// With `output_fd` ≥ 0, the command's stdout and stderr go to that descriptor (e.g. a pipe the caller
+  /// reads to log the output); otherwise it shares this process's.
   group_child(const boost::asio::any_io_executor& ex, const std::vector<std::string>& argv,
-              const std::vector<std::pair<std::string, std::string>>& env, const std::vector<int>& inherited);
+              const std::vector<std::pair<std::string, std::string>>& env, const std::vector<int>& inherited,
+              int output_fd = -1);
   ~group_child();
   group_child(const group_child&) = delete;
   group_child& operator=(const group_child&) = delete;
@@ -85,4 +88,4 @@ class group_child {
   std::optional<boost::asio::signal_set> sigchld_;
 };
 
-}  // namespace baton::cli
+}  // namespace baton

@@ -1,4 +1,4 @@
-#include "child.hpp"
+#include "baton/common/process_group.hpp"
 
 #include <boost/asio/use_awaitable.hpp>
 
@@ -20,7 +20,7 @@
 
 extern char** environ;
 
-namespace baton::cli {
+namespace baton {
 namespace {
 
 namespace asio = boost::asio;
@@ -36,8 +36,12 @@ std::string errno_text(int err) {
 // In the child, between fork and execvp: only async-signal-safe calls, since this process may have other
 // threads (Asio resolves names on one) whose locks fork copied in whatever state they were.
 [[noreturn]] void become_command(char* const* argv, char** envp, const sigset_t& mask, pid_t parent,
-                                 int report_fd) {
+                                 int report_fd, int output_fd) {
   ::setpgid(0, 0);
+  if (output_fd >= 0) {
+    ::dup2(output_fd, STDOUT_FILENO);
+    ::dup2(output_fd, STDERR_FILENO);
+  }
 #ifdef __linux__
   // If baton dies without stopping the command (SIGKILL, a crash), nobody renews the lease any more: the
   // command must not go on unguarded. This reaches the command only; its children need baton's kill(-pgid).
@@ -89,7 +93,7 @@ std::vector<int> open_descriptors() {
 
 group_child::group_child(const asio::any_io_executor& ex, const std::vector<std::string>& argv,
                          const std::vector<std::pair<std::string, std::string>>& env,
-                         const std::vector<int>& inherited) {
+                         const std::vector<int>& inherited, int output_fd) {
   // Everything the child needs is built before fork (see become_command).
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
@@ -124,7 +128,7 @@ group_child::group_child(const asio::any_io_executor& ex, const std::vector<std:
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid == 0) become_command(args.data(), envp.data(), old, parent, report[1]);
+  if (pid == 0) become_command(args.data(), envp.data(), old, parent, report[1], output_fd);
   const int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::close(report[1]);
@@ -211,4 +215,4 @@ bool group_child::group_alive() {
   return ::kill(-pid_, 0) == 0 || errno == EPERM;
 }
 
-}  // namespace baton::cli
+}  // namespace baton
