@@ -1,0 +1,566 @@
+#include "config.hpp"
+
+#include "baton/common/duration.hpp"
+#include "baton/common/log.hpp"
+#include "baton/error.hpp"
+
+#include <yaml-cpp/yaml.h>
+#include <boost/url/parse.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <span>
+
+namespace baton::agent {
+namespace {
+
+std::string format_error(const std::string& file, int line, int column, const std::string& key,
+                         const std::string& reason) {
+  std::string out;
+  if (!file.empty()) out = file;
+  if (line > 0) out += (out.empty() ? "" : ":") + std::to_string(line) + ":" + std::to_string(column);
+  if (!out.empty()) out += ": ";
+  if (!key.empty()) out += key + ": ";
+  return out + reason;
+}
+
+std::string quoted(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
+
+bool has_control(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+}
+
+// Validators shared by the file and the flags, so a value means the same wherever it is written. Each returns
+// the reason the value is refused, or an empty string.
+
+// The SDK's own checks, one field at a time, so its error is blamed on the field that was just set.
+std::string sdk_check(const std::function<void()>& validate) {
+  try {
+    validate();
+  } catch (const baton::exception& e) {
+    return e.diagnostic();
+  }
+  return {};
+}
+
+std::string check_server(const std::string& url) {
+  baton::client_config c;
+  c.server_url = url;
+  return sdk_check([&] { c.validate(); });
+}
+
+std::string check_identity(const std::string& identity) {
+  if (identity.empty()) return "must not be empty (leave it out for <hostname>:<pid>)";
+  // The SDK refuses only CR, LF and tab; the server refuses every control character in an owner.
+  if (has_control(identity)) return "must not contain control characters";
+  baton::client_config c;
+  c.identity = identity;
+  return sdk_check([&] { c.validate(); });
+}
+
+std::string check_listen(const std::string& s) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos) return "expected host:port, got " + quoted(s);
+  const auto host = std::string_view(s).substr(0, colon);
+  const auto port = std::string_view(s).substr(colon + 1);
+  if (host.empty()) return "no host in " + quoted(s) + " (0.0.0.0 listens on every IPv4 address)";
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return "expected [address]:port for IPv6, e.g. [::1]:7071";
+  } else if (host.find(':') != std::string_view::npos) {
+    return "an IPv6 address needs brackets: [::1]:7071";
+  }
+  if (has_control(host) || host.find(' ') != std::string_view::npos) return "bad host in " + quoted(s);
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || port.size() > 5 || ec != std::errc{} || end != port.data() + port.size() ||
+      value > 65535)
+    return "the port in " + quoted(s) + " must be a number from 0 to 65535";
+  return {};
+}
+
+std::string check_lock_key(const std::string& key) {
+  // The server's rule for keys (docs/protocol.md).
+  if (key.empty() || key.size() > 512 || has_control(key))
+    return "a lock key is 1-512 bytes without control characters";
+  return {};
+}
+
+std::string check_log_level(const std::string& level) {
+  baton::log::level ignored;
+  if (!baton::log::parse_level(level, ignored))
+    return "expected debug, info, warn or error, got " + quoted(level);
+  return {};
+}
+
+// Levenshtein distance, for "did you mean" on unknown keys.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_key_reason(std::string_view key, std::span<const std::string_view> allowed) {
+  std::string_view best;
+  std::size_t best_distance = key.size() <= 4 ? 1 : 2;  // further than this is a guess, not a typo
+  for (const auto candidate : allowed) {
+    const auto d = edit_distance(key, candidate);
+    if (d <= best_distance) best = candidate, best_distance = d;
+  }
+  if (!best.empty()) return "unknown key (did you mean " + std::string(best) + "?)";
+  std::string list;
+  for (const auto candidate : allowed)
+    list += (list.empty() ? "" : ", ") + std::string(candidate);
+  return "unknown key (expected one of: " + list + ")";
+}
+
+std::string kind_of(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return "a string";
+    default:
+      return "nothing";
+  }
+}
+
+std::string child(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+constexpr std::string_view top_keys[] = {"server",       "identity",       "listen",   "mode", "log_level",
+                                         "resign_token", "shutdown_grace", "election", "jobs"};
+constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
+constexpr std::string_view job_keys[] = {"name", "schedule", "timezone", "command", "shell",
+                                         "http", "timeout",  "grace",    "overlap", "misfire"};
+constexpr std::string_view http_keys[] = {"method", "url", "headers", "body"};
+
+// Reads typed values out of the YAML tree, failing with the node's position and key path. yaml-cpp's own
+// as<T>() is not used: it accepts YAML 1.1 spellings (`yes`, `on`) and its errors carry no key path.
+class reader {
+ public:
+  explicit reader(std::string_view file) : file_(file) {}
+
+  [[noreturn]] void fail(const YAML::Mark& at, const std::string& key, const std::string& reason) const {
+    if (at.is_null()) throw config_error(file_, 0, 0, key, reason);
+    throw config_error(file_, at.line + 1, at.column + 1, key, reason);
+  }
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& reason) const {
+    fail(at.Mark(), key, reason);
+  }
+  void check(const YAML::Node& at, const std::string& key, const std::string& reason) const {
+    if (!reason.empty()) fail(at, key, reason);
+  }
+
+  /// Calls `each(name, key, value)` for every entry of the mapping `map`, refusing non-mappings, non-string
+  /// keys and repeated keys (yaml-cpp would silently keep one of them).
+  void entries(
+      const YAML::Node& map, const std::string& path,
+      const std::function<void(const std::string&, const YAML::Node&, const YAML::Node&)>& each) const {
+    if (!map.IsMap()) fail(map, path, "expected a mapping, got " + kind_of(map));
+    std::vector<std::pair<std::string, int>> seen;
+    for (const auto& entry : map) {
+      const YAML::Node& key = entry.first;
+      if (!key.IsScalar()) fail(key, path, "keys must be strings, got " + kind_of(key));
+      const auto previous =
+          std::find_if(seen.begin(), seen.end(), [&](auto& s) { return s.first == key.Scalar(); });
+      if (previous != seen.end())
+        fail(key, child(path, key.Scalar()),
+             "duplicate key (first at line " + std::to_string(previous->second) + ")");
+      seen.emplace_back(key.Scalar(), key.Mark().line + 1);
+      // Pointed at the key: yaml-cpp places an empty value at the start of the next line.
+      if (entry.second.IsNull())
+        fail(key, child(path, key.Scalar()), "has no value (leave the key out for the default)");
+      each(key.Scalar(), key, entry.second);
+    }
+  }
+
+  /// Checks that `map` is a mapping whose keys are all in `allowed`.
+  void known_keys(const YAML::Node& map, const std::string& path,
+                  std::span<const std::string_view> allowed) const {
+    if (!map.IsMap()) fail(map, path, "expected a mapping, got " + kind_of(map));
+    for (const auto& entry : map) {
+      const YAML::Node& key = entry.first;
+      if (key.IsScalar() && std::find(allowed.begin(), allowed.end(), key.Scalar()) == allowed.end())
+        fail(key, child(path, key.Scalar()), unknown_key_reason(key.Scalar(), allowed));
+    }
+    entries(map, path, [](auto&, auto&, auto&) {});
+  }
+
+  std::string text(const YAML::Node& n, const std::string& path) const {
+    if (n.IsNull()) fail(n, path, "has no value (leave the key out for the default)");
+    if (!n.IsScalar()) fail(n, path, "expected a string, got " + kind_of(n));
+    return n.Scalar();
+  }
+
+  std::chrono::milliseconds duration(const YAML::Node& n, const std::string& path) const {
+    const auto s = text(n, path);
+    if (const auto d = baton::parse_duration(s)) return *d;
+    if (!s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); }))
+      fail(n, path, quoted(s) + " has no unit (write " + s + "s, " + s + "ms, " + s + "m or " + s + "h)");
+    fail(n, path, quoted(s) + " is not a duration (write e.g. 500ms, 10s, 2m or 1h30m)");
+  }
+
+  std::chrono::milliseconds positive_duration(const YAML::Node& n, const std::string& path) const {
+    const auto d = duration(n, path);
+    if (d.count() <= 0) fail(n, path, "must be positive (leave the key out for the default)");
+    return d;
+  }
+
+  bool boolean(const YAML::Node& n, const std::string& path) const {
+    const auto s = text(n, path);
+    // YAML 1.2 booleans only: `yes`/`no`/`on`/`off` are strings there, so they are refused, not guessed.
+    if (s == "true" || s == "True" || s == "TRUE") return true;
+    if (s == "false" || s == "False" || s == "FALSE") return false;
+    fail(n, path, "expected true or false, got " + quoted(s));
+  }
+
+  double number(const YAML::Node& n, const std::string& path) const {
+    const auto s = text(n, path);
+    double value = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || !std::isfinite(value))
+      fail(n, path, "expected a number, got " + quoted(s));
+    return value;
+  }
+
+  template <class E>
+  E choice(const YAML::Node& n, const std::string& path,
+           std::initializer_list<std::pair<std::string_view, E>> options) const {
+    const auto s = text(n, path);
+    std::string names;
+    for (const auto& [name, value] : options) {
+      if (s == name) return value;
+      names += (names.empty() ? "" : " or ") + std::string(name);
+    }
+    fail(n, path, "expected " + names + ", got " + quoted(s));
+  }
+
+ private:
+  std::string file_;
+};
+
+bool valid_job_name(std::string_view name) {
+  if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; });
+}
+
+// RFC 9110 token characters: what an HTTP method and a header name are made of.
+bool is_token(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+  });
+}
+
+// RFC 6750 b64token: what may follow `Bearer ` in an Authorization header.
+bool is_bearer_token(std::string_view s) {
+  const auto body_end = s.find_last_not_of('=');
+  if (body_end == std::string_view::npos) return false;
+  return std::all_of(s.begin(), s.begin() + body_end + 1,
+                     [](unsigned char c) { return std::isalnum(c) || std::strchr("-._~+/", c) != nullptr; });
+}
+
+std::string check_url(const std::string& url) {
+  const auto u = boost::urls::parse_absolute_uri(url);
+  if (!u) return quoted(url) + " is not an absolute URL (http://host[:port]/path)";
+  // The agent's HTTP client speaks plain HTTP only; refusing https here fails at start, not at the first run.
+  if (u->scheme() == "https") return quoted(url) + ": https:// is not supported yet";
+  if (u->scheme() != "http") return quoted(url) + " must start with http://";
+  if (!u->has_authority() || u->host().empty()) return quoted(url) + " has no host";
+  return {};
+}
+
+http_job read_http(const reader& r, const YAML::Node& node, const std::string& path) {
+  r.known_keys(node, path, http_keys);
+  http_job http;
+  if (const auto method = node["method"]) {
+    http.method = r.text(method, path + ".method");
+    std::transform(http.method.begin(), http.method.end(), http.method.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    if (!is_token(http.method))
+      r.fail(method, path + ".method", "expected an HTTP method such as GET or POST");
+  }
+  const auto url = node["url"];
+  if (!url) r.fail(node, path + ".url", "required key is missing");
+  http.url = r.text(url, path + ".url");
+  r.check(url, path + ".url", check_url(http.url));
+  if (const auto headers = node["headers"]) {
+    r.entries(headers, path + ".headers",
+              [&](const std::string& name, const YAML::Node& name_node, const YAML::Node& value) {
+                const auto key = path + ".headers." + name;
+                if (!is_token(name))
+                  r.fail(name_node, key, "a header name is letters, digits and !#$%&'*+-.^_`|~");
+                auto v = r.text(value, key);
+                // CR or LF would let a value start a header (or a request) of its own.
+                if (v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+                  r.fail(value, key, "a header value must not contain CR, LF or NUL");
+                http.headers.emplace_back(name, std::move(v));
+              });
+  }
+  if (const auto body = node["body"]) http.body = r.text(body, path + ".body");
+  return http;
+}
+
+std::vector<std::string> read_command(const reader& r, const YAML::Node& node, const std::string& path,
+                                      bool shell) {
+  std::vector<std::string> command;
+  if (node.IsScalar()) {
+    if (!shell)
+      r.fail(node, path,
+             "a string command needs shell: true; without a shell write a list: [\"/path/prog\", \"arg\"]");
+    command.push_back(node.Scalar());
+  } else if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      command.push_back(r.text(node[i], path + "[" + std::to_string(i) + "]"));
+  } else {
+    r.fail(node, path, "expected a list of strings, got " + kind_of(node));
+  }
+  if (command.empty()) r.fail(node, path, "the command is empty");
+  if (command.front().empty())
+    r.fail(node, path + "[0]", shell ? "the script is empty" : "the program is empty");
+  for (std::size_t i = 0; i < command.size(); ++i) {
+    // execve() takes C strings: a NUL would silently cut the argument short.
+    if (command[i].find('\0') != std::string::npos)
+      r.fail(node, path + "[" + std::to_string(i) + "]", "contains a NUL byte");
+  }
+  return command;
+}
+
+job_config read_job(const reader& r, const YAML::Node& node, const std::string& path) {
+  r.known_keys(node, path, job_keys);
+  job_config job;
+
+  const auto name = node["name"];
+  if (!name) r.fail(node, path + ".name", "required key is missing");
+  job.name = r.text(name, path + ".name");
+  if (!valid_job_name(job.name))
+    r.fail(name, path + ".name",
+           quoted(job.name) +
+               ": a job name is 1-64 characters of A-Z a-z 0-9 . _ - (and not . or ..), as it "
+               "becomes a lock key and an environment value");
+
+  if (const auto tz = node["timezone"]) {
+    job.timezone = r.text(tz, path + ".timezone");
+    // UTC is the one zone that needs no tz database, so a host without tzdata can still run UTC jobs.
+    if (job.timezone != "UTC") {
+      try {
+        job.tz = date::locate_zone(job.timezone);
+      } catch (const std::exception&) {
+        r.fail(tz, path + ".timezone",
+               "unknown time zone " + quoted(job.timezone) + " (IANA names, e.g. Europe/Kyiv)");
+      }
+    }
+  }
+
+  const auto sched = node["schedule"];
+  if (!sched) r.fail(node, path + ".schedule", "required key is missing");
+  const auto expression = r.text(sched, path + ".schedule");
+  try {
+    job.sched = schedule::parse(expression);
+  } catch (const cron_error& e) {
+    r.fail(sched, path + ".schedule", e.what());
+  }
+  // A schedule like `0 0 30 2 *` parses but would leave the job silently idle forever. The question has the
+  // same answer from any instant, so a fixed one keeps parsing free of the clock.
+  if (!job.sched.next_fire(std::chrono::sys_seconds{}, job.tz))
+    r.fail(sched, path + ".schedule", quoted(expression) + " never fires");
+
+  if (const auto shell = node["shell"]) job.shell = r.boolean(shell, path + ".shell");
+  const auto command = node["command"];
+  const auto http = node["http"];
+  if (command && http) r.fail(node, path, "has both command and http; a job runs exactly one of them");
+  if (!command && !http) r.fail(node, path, "needs a command or an http request");
+  if (command) job.command = read_command(r, command, path + ".command", job.shell);
+  if (http) {
+    if (job.shell) r.fail(node["shell"], path + ".shell", "applies to a command, not to an http job");
+    job.http = read_http(r, http, path + ".http");
+  }
+
+  if (const auto timeout = node["timeout"]) job.timeout = r.duration(timeout, path + ".timeout");
+  if (const auto grace = node["grace"]) job.grace = r.duration(grace, path + ".grace");
+  if (const auto overlap = node["overlap"])
+    job.overlap = r.choice<overlap_policy>(
+        overlap, path + ".overlap", {{"forbid", overlap_policy::forbid}, {"allow", overlap_policy::allow}});
+  if (const auto misfire = node["misfire"])
+    job.misfire = r.choice<misfire_policy>(
+        misfire, path + ".misfire", {{"skip", misfire_policy::skip}, {"run_once", misfire_policy::run_once}});
+  return job;
+}
+
+void read_election(const reader& r, const YAML::Node& node, agent_config& config) {
+  r.known_keys(node, "election", election_keys);
+  if (const auto key = node["key"]) {
+    config.election_key = r.text(key, "election.key");
+    r.check(key, "election.key", check_lock_key(config.election_key));
+  }
+  // The SDK owns the rules tying these together (lease_options::validate). They are applied one field at a
+  // time, in an order where each step only adds the field just read, so its error names that field.
+  auto& lease = config.election;
+  const auto validate_with = [&](const std::string& field, auto read) {
+    const auto n = node[field];
+    if (!n) return;
+    read(n, "election." + field);
+    r.check(n, "election." + field, sdk_check([&] { lease.validate(); }));
+  };
+  validate_with("ttl",
+                [&](const YAML::Node& n, const std::string& p) { lease.ttl = r.positive_duration(n, p); });
+  validate_with("jitter", [&](const YAML::Node& n, const std::string& p) { lease.jitter = r.number(n, p); });
+  validate_with("safety_margin", [&](const YAML::Node& n, const std::string& p) {
+    lease.safety_margin = r.positive_duration(n, p);
+  });
+  validate_with("renew_every", [&](const YAML::Node& n, const std::string& p) {
+    lease.renew_every = r.positive_duration(n, p);
+  });
+}
+
+// The flags that override the file (apply_overrides), each validated as its key in the file is.
+struct flag_target {
+  std::string_view flag;
+  std::string agent_config::*field;
+  std::string (*check)(const std::string&);
+};
+constexpr flag_target overridable[] = {
+    {"server", &agent_config::server, check_server},
+    {"identity", &agent_config::identity, check_identity},
+    {"listen", &agent_config::listen, check_listen},
+    {"election-key", &agent_config::election_key, check_lock_key},
+    {"log-level", &agent_config::log_level, check_log_level},
+};
+
+}  // namespace
+
+config_error::config_error(std::string file, int line, int column, std::string key, std::string reason)
+    : std::runtime_error(format_error(file, line, column, key, reason)),
+      file_(std::move(file)),
+      line_(line),
+      column_(column),
+      key_(std::move(key)),
+      reason_(std::move(reason)) {}
+
+agent_config parse_config(std::string_view yaml_text, std::string_view file_name) {
+  const reader r(file_name);
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    // The likeliest way to meet YAML aliases in this file is an unquoted schedule: `schedule: */5 * * * *`.
+    const bool alias = e.msg.find("alias") != std::string::npos || e.msg.find("anchor") != std::string::npos;
+    r.fail(e.mark, "", e.msg + (alias ? " (quote cron schedules: a bare * starts a YAML alias)" : ""));
+  }
+  // yaml-cpp's Load() reads the first document only; a second one is refused rather than ignored.
+  if (documents.size() > 1)
+    r.fail(documents[1], "", "a second YAML document; the configuration is one document");
+
+  agent_config config;
+  // An empty file (or only comments) is the default configuration: an agent with no jobs still elects a
+  // leader, which other processes can ask about.
+  if (documents.empty() || documents[0].IsNull()) return config;
+  const YAML::Node& root = documents[0];
+  if (!root.IsMap()) r.fail(root, "", "the configuration must be a mapping of keys, got " + kind_of(root));
+  r.known_keys(root, "", top_keys);
+
+  if (const auto n = root["server"]) {
+    config.server = r.text(n, "server");
+    r.check(n, "server", check_server(config.server));
+  }
+  if (const auto n = root["identity"]) {
+    config.identity = r.text(n, "identity");
+    r.check(n, "identity", check_identity(config.identity));
+  }
+  if (const auto n = root["listen"]) {
+    config.listen = r.text(n, "listen");
+    r.check(n, "listen", check_listen(config.listen));
+  }
+  if (const auto n = root["mode"])
+    config.mode =
+        r.choice<agent_mode>(n, "mode", {{"leader", agent_mode::leader}, {"per-job", agent_mode::per_job}});
+  if (const auto n = root["log_level"]) {
+    config.log_level = r.text(n, "log_level");
+    r.check(n, "log_level", check_log_level(config.log_level));
+  }
+  if (const auto n = root["resign_token"]) {
+    config.resign_token = r.text(n, "resign_token");
+    if (config.resign_token.empty())
+      r.fail(n, "resign_token", "must not be empty (leave it out for no token)");
+    if (!is_bearer_token(config.resign_token))
+      r.fail(n, "resign_token", "a bearer token is letters, digits and -._~+/ with optional trailing =");
+  }
+  if (const auto n = root["shutdown_grace"]) config.shutdown_grace = r.duration(n, "shutdown_grace");
+  if (const auto n = root["election"]) read_election(r, n, config);
+
+  if (const auto jobs = root["jobs"]) {
+    if (!jobs.IsSequence()) r.fail(jobs, "jobs", "expected a list of jobs, got " + kind_of(jobs));
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const auto path = "jobs[" + std::to_string(i) + "]";
+      auto job = read_job(r, jobs[i], path);
+      // Names are lock keys and log fields: two jobs with one name would share a lock and a history.
+      for (std::size_t j = 0; j < config.jobs.size(); ++j) {
+        if (config.jobs[j].name == job.name)
+          r.fail(jobs[i]["name"], path + ".name",
+                 "duplicate job name " + quoted(job.name) + " (also jobs[" + std::to_string(j) + "], line " +
+                     std::to_string(jobs[j]["name"].Mark().line + 1) + ")");
+      }
+      config.jobs.push_back(std::move(job));
+    }
+  }
+  return config;
+}
+
+agent_config load_config(const std::string& path) {
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) throw config_error(path, 0, 0, "", std::string("cannot open: ") + std::strerror(errno));
+  std::string text;
+  char buffer[8192];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0)
+    text.append(buffer, n);
+  // fopen() succeeds on a directory; the read is where EISDIR shows.
+  if (std::ferror(file.get()))
+    throw config_error(path, 0, 0, "", std::string("cannot read: ") + std::strerror(errno));
+  return parse_config(text, path);
+}
+
+void apply_overrides(agent_config& config, const std::map<std::string, std::string>& flags) {
+  agent_config next = config;  // all or nothing: a bad flag leaves the configuration as it was
+  for (const auto& [raw_name, value] : flags) {
+    const auto name =
+        std::string_view(raw_name).substr(std::min(raw_name.find_first_not_of('-'), raw_name.size()));
+    const auto flag = "--" + std::string(name);
+    const auto target = std::find_if(std::begin(overridable), std::end(overridable),
+                                     [&](const flag_target& t) { return t.flag == name; });
+    if (target == std::end(overridable))
+      throw config_error("", 0, 0, flag,
+                         "unknown flag (the file can be overridden by --server, --identity, --listen, "
+                         "--election-key, --log-level)");
+    if (value.empty()) continue;
+    if (const auto reason = target->check(value); !reason.empty()) throw config_error("", 0, 0, flag, reason);
+    next.*(target->field) = value;
+  }
+  config = std::move(next);
+}
+
+}  // namespace baton::agent

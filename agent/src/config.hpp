@@ -1,0 +1,129 @@
+#pragma once
+// baton-agent's configuration: the YAML file (docs/agent.md is the reference for every key), the command-line
+// flags that override it, and validation. Everything is checked once, at load, so a bad file is refused at
+// start (or by `baton-agent --check-config`) with the file, line, column and key of the mistake, rather than
+// failing hours later when a job first fires.
+
+#include "cron.hpp"
+
+#include "baton/config.hpp"
+
+#include <date/tz.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace baton::agent {
+
+/// A job that is one HTTP request per run.
+struct http_job {
+  /// Upper case (the file's value is upper-cased: `post` means `POST`).
+  std::string method = "POST";
+  /// `http://` or `https://` URL.
+  std::string url;
+  /// In the order the file lists them. Names are HTTP tokens; values have no CR, LF or NUL.
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+/// What to do with a slot that comes due while the previous run of the same job is still going.
+enum class overlap_policy { forbid, allow };
+/// What a newly elected leader does with a slot that passed just before it was elected.
+enum class misfire_policy { skip, run_once };
+
+struct job_config {
+  /// 1-64 characters of [A-Za-z0-9._-], not `.` or `..`: names become lock keys (`jobs/<name>`) and
+  /// environment values, so they are kept to characters that need no quoting anywhere. Unique in a file.
+  std::string name;
+  schedule sched;
+  /// IANA name, as written. `tz` is its zone, or nullptr for "UTC" (which then needs no tz database).
+  std::string timezone = "UTC";
+  const date::time_zone* tz = nullptr;
+  /// Exactly one of `command` and `http` is set.
+  /// Without `shell`: argv, run directly (no shell); never empty, argv[0] non-empty.
+  /// With `shell`: run as `/bin/sh -c command[0] command[1] ...`, so command[0] is the script and any further
+  /// items become its $0, $1, ... (a string in the file is a one-item command).
+  std::vector<std::string> command;
+  bool shell = false;
+  std::optional<http_job> http;
+  /// Bound on one run; 0 = unlimited.
+  std::chrono::milliseconds timeout{0};
+  /// A run being stopped (timeout, lease lost, shutdown) gets SIGTERM, then SIGKILL after `grace`.
+  std::chrono::milliseconds grace{5'000};
+  overlap_policy overlap = overlap_policy::forbid;
+  misfire_policy misfire = misfire_policy::skip;
+};
+
+/// leader: one replica wins the election key and runs every job. per_job: every replica schedules every job,
+/// and each run first takes the lock `jobs/<name>` for its duration, so runs of different jobs spread over
+/// the replicas.
+enum class agent_mode { leader, per_job };
+
+struct agent_config {
+  /// The lock server: `http://host:port`.
+  std::string server = "http://127.0.0.1:7070";
+  /// Owner prefix on the server; empty = `<hostname>:<pid>` (baton::default_identity()).
+  std::string identity;
+  /// The sidecar HTTP API's address: `host:port` or `[v6-address]:port`; port 0 picks a free port.
+  std::string listen = "127.0.0.1:7071";
+  std::string election_key = "baton-agent/leader";
+  /// The election lease in leader mode; each run's lease in per-job mode. renew_every and safety_margin are 0
+  /// when the file leaves them out, which the SDK reads as ttl/3 and ttl/10.
+  baton::lease_options election;
+  agent_mode mode = agent_mode::leader;
+  /// debug, info, warn or error (baton::log::parse_level accepts it).
+  std::string log_level = "info";
+  /// When set, POST /v1/resign requires `Authorization: Bearer <resign_token>`; empty = no token required.
+  std::string resign_token;
+  /// On SIGTERM/SIGINT: how long running jobs may go on finishing before they are stopped (as on timeout).
+  std::chrono::milliseconds shutdown_grace{20'000};
+  std::vector<job_config> jobs;
+};
+
+/// A configuration that cannot be used. what() is one line:
+///   `FILE:LINE:COLUMN: KEY: reason`, e.g.
+///   `agent.yaml:14:15: jobs[1].schedule: minute field: 61 is out of range 0-59`
+/// LINE and COLUMN are 1-based and left out (`FILE: KEY: reason`) when the mistake has no place in the file
+/// (an unreadable file); KEY is left out when there is none (YAML syntax errors). A flag's error is
+/// `--flag: reason`.
+class config_error : public std::runtime_error {
+ public:
+  config_error(std::string file, int line, int column, std::string key, std::string reason);
+
+  const std::string& file() const noexcept { return file_; }
+  /// 1-based; 0 when unknown.
+  int line() const noexcept { return line_; }
+  int column() const noexcept { return column_; }
+  /// The key path, as `jobs[1].schedule`, or `--server` for a flag; may be empty.
+  const std::string& key() const noexcept { return key_; }
+  const std::string& reason() const noexcept { return reason_; }
+
+ private:
+  std::string file_;
+  int line_;
+  int column_;
+  std::string key_;
+  std::string reason_;
+};
+
+/// Parses and validates a configuration; `file_name` is only used in error messages. Unknown keys, wrong
+/// types, bad values and a second YAML document are errors. Throws config_error. Pure (no clock, no I/O
+/// besides the tz database for non-UTC time zones); thread-safe.
+agent_config parse_config(std::string_view yaml_text, std::string_view file_name);
+
+/// Reads `path` and parse_config()s it. An unreadable file is a config_error naming it.
+agent_config load_config(const std::string& path);
+
+/// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key` and
+/// `log-level` (leading dashes allowed: `--server` works too). An empty value means the flag was not given.
+/// Each value is validated as the file's key is; an unknown flag name is an error too. Throws config_error
+/// (`--server: reason`), leaving `config` unchanged.
+void apply_overrides(agent_config& config, const std::map<std::string, std::string>& flags);
+
+}  // namespace baton::agent

@@ -1,0 +1,487 @@
+#define BOOST_TEST_MODULE agent_config
+#include <boost/test/unit_test.hpp>
+
+// baton-agent's configuration: every key read into its field, the defaults, every refusal with the file,
+// line, column and key path it names, and the flags that override the file. The configurations shipped in the
+// repository (the sample and the docs' example) are parsed too, so they cannot drift from the parser.
+
+#include "config.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace baton::agent;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What parse_config refuses `yaml` with (empty if it accepts it), as the file `t.yaml`.
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "t.yaml");
+  } catch (const config_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+// One job that is valid, lines 1-4, with `extra` appended at the job's indentation (from line 5).
+std::string job_with(const std::string& extra) {
+  return "jobs:\n"
+         "  - name: a\n"
+         "    schedule: \"* * * * *\"\n"
+         "    command: [x]\n" +
+         extra;
+}
+
+std::string http_job_with(const std::string& http_body) {
+  return "jobs:\n"
+         "  - name: a\n"
+         "    schedule: \"* * * * *\"\n"
+         "    http:\n" +
+         http_body;
+}
+
+const std::filesystem::path repo_root = std::filesystem::path(__FILE__).parent_path() / "../../..";
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  BOOST_REQUIRE_MESSAGE(in, "cannot open " << p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_field_is_read) {
+  const auto c = parse_config(R"(# every key, none at its default
+server: http://10.0.0.5:8080
+identity: node-1
+listen: "[::1]:9000"
+mode: per-job
+log_level: debug
+resign_token: s3cr3t-token==
+shutdown_grace: 45s
+election:
+  key: scheduler/leader
+  ttl: 15s
+  renew_every: 4s
+  jitter: 0.1
+  safety_margin: 2s
+jobs:
+  - name: heartbeat
+    schedule: "*/2 * * * * *"
+    command: ["/usr/local/bin/heartbeat", "--fast", ""]
+    timeout: 30s
+    grace: 1m
+    overlap: allow
+    misfire: run_once
+  - name: nightly-report
+    schedule: "0 3 * * *"
+    timezone: Europe/Kyiv
+    http:
+      method: put
+      url: "http://127.0.0.1:9000/reports?x=1"
+      headers: {X-Job: report, X-Second: "2"}
+      body: "{}"
+  - name: shell.job_1
+    schedule: "@hourly"
+    shell: true
+    command: "echo $BATON_JOB | logger"
+)",
+                              "full.yaml");
+  BOOST_TEST(c.server == "http://10.0.0.5:8080");
+  BOOST_TEST(c.identity == "node-1");
+  BOOST_TEST(c.listen == "[::1]:9000");
+  BOOST_TEST((c.mode == agent_mode::per_job));
+  BOOST_TEST(c.log_level == "debug");
+  BOOST_TEST(c.resign_token == "s3cr3t-token==");
+  BOOST_TEST(c.shutdown_grace.count() == 45'000);
+  BOOST_TEST(c.election_key == "scheduler/leader");
+  BOOST_TEST(c.election.ttl.count() == 15'000);
+  BOOST_TEST(c.election.renew_every.count() == 4'000);
+  BOOST_TEST(c.election.jitter == 0.1);
+  BOOST_TEST(c.election.safety_margin.count() == 2'000);
+  BOOST_REQUIRE(c.jobs.size() == 3u);
+
+  const auto& hb = c.jobs[0];
+  BOOST_TEST(hb.name == "heartbeat");
+  BOOST_TEST(hb.sched.text() == "*/2 * * * * *");
+  BOOST_TEST(hb.timezone == "UTC");
+  BOOST_TEST(hb.tz == nullptr);
+  BOOST_TEST(hb.command == (std::vector<std::string>{"/usr/local/bin/heartbeat", "--fast", ""}));
+  BOOST_TEST(!hb.shell);
+  BOOST_TEST(!hb.http.has_value());
+  BOOST_TEST(hb.timeout.count() == 30'000);
+  BOOST_TEST(hb.grace.count() == 60'000);
+  BOOST_TEST((hb.overlap == overlap_policy::allow));
+  BOOST_TEST((hb.misfire == misfire_policy::run_once));
+
+  const auto& report = c.jobs[1];
+  BOOST_TEST(report.timezone == "Europe/Kyiv");
+  BOOST_REQUIRE(report.tz != nullptr);
+  BOOST_TEST(report.tz->name() == "Europe/Kyiv");
+  BOOST_TEST(report.command.empty());
+  BOOST_REQUIRE(report.http.has_value());
+  BOOST_TEST(report.http->method == "PUT");
+  BOOST_TEST(report.http->url == "http://127.0.0.1:9000/reports?x=1");
+  BOOST_TEST((report.http->headers ==
+              std::vector<std::pair<std::string, std::string>>{{"X-Job", "report"}, {"X-Second", "2"}}));
+  BOOST_TEST(report.http->body == "{}");
+  // The schedule is evaluated in the job's zone: 03:00 in Kyiv (UTC+2 in January) is 01:00 UTC.
+  using namespace date;
+  const auto next = report.sched.next_fire(sys_days{2026_y / January / 10} + 12h, report.tz);
+  BOOST_REQUIRE(next.has_value());
+  BOOST_TEST((*next == sys_days{2026_y / January / 11} + 1h));
+
+  const auto& sh = c.jobs[2];
+  BOOST_TEST(sh.name == "shell.job_1");
+  BOOST_TEST(sh.shell);
+  BOOST_TEST(sh.command == (std::vector<std::string>{"echo $BATON_JOB | logger"}));
+}
+
+BOOST_AUTO_TEST_CASE(defaults_apply_to_every_key_left_out) {
+  const auto c = parse_config(job_with(""), "t.yaml");
+  const agent_config defaults;
+  BOOST_TEST(c.server == "http://127.0.0.1:7070");
+  BOOST_TEST(c.identity.empty());
+  BOOST_TEST(c.listen == "127.0.0.1:7071");
+  BOOST_TEST((c.mode == agent_mode::leader));
+  BOOST_TEST(c.log_level == "info");
+  BOOST_TEST(c.resign_token.empty());
+  BOOST_TEST(c.shutdown_grace.count() == 20'000);
+  BOOST_TEST(c.election_key == "baton-agent/leader");
+  BOOST_TEST(c.election.ttl.count() == 10'000);
+  BOOST_TEST(c.election.jitter == 0.2);
+  // Left at 0, which the SDK reads as ttl/3 and ttl/10.
+  BOOST_TEST(c.election.renew_every.count() == 0);
+  BOOST_TEST(c.election.safety_margin.count() == 0);
+  BOOST_TEST(c.election.effective_renew_every().count() == 3'333);
+  BOOST_TEST(c.election.effective_safety_margin().count() == 1'000);
+  BOOST_REQUIRE(c.jobs.size() == 1u);
+  const auto& j = c.jobs[0];
+  BOOST_TEST(j.timezone == "UTC");
+  BOOST_TEST(j.tz == nullptr);
+  BOOST_TEST(!j.shell);
+  BOOST_TEST(j.timeout.count() == 0);
+  BOOST_TEST(j.grace.count() == 5'000);
+  BOOST_TEST((j.overlap == overlap_policy::forbid));
+  BOOST_TEST((j.misfire == misfire_policy::skip));
+  BOOST_TEST(defaults.jobs.empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_file_is_the_default_configuration_without_jobs) {
+  for (const char* text : {"", "# only a comment\n", "---\n"}) {
+    const auto c = parse_config(text, "t.yaml");
+    BOOST_TEST(c.jobs.empty());
+    BOOST_TEST(c.server == "http://127.0.0.1:7070");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_issue_example_parses) {
+  const auto c = parse_config(R"(
+server: http://127.0.0.1:7070      # the lock server (an etcd:// URL comes later)
+identity: node-1                   # default: hostname:pid
+listen: 127.0.0.1:7071             # sidecar HTTP API
+election:
+  key: scheduler/leader
+  ttl: 10s
+  renew_every: 3s                  # default ttl/3
+  jitter: 0.2
+jobs:
+  - name: heartbeat
+    schedule: "*/2 * * * * *"      # 6 fields = with seconds; 5 fields = classic cron
+    command: ["/usr/local/bin/heartbeat", "--fast"]
+    timeout: 30s
+    grace: 5s                       # SIGTERM, then SIGKILL after grace
+  - name: nightly-report
+    schedule: "0 3 * * *"
+    timezone: Europe/Kyiv
+    http: {method: POST, url: "http://127.0.0.1:9000/reports", headers: {X-Job: report}, body: "{}"}
+)",
+                              "agent.yaml");
+  BOOST_REQUIRE(c.jobs.size() == 2u);
+  BOOST_TEST(c.jobs[1].http->headers.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(the_shipped_sample_and_the_docs_example_parse) {
+  const auto sample = load_config((repo_root / "deploy/agent/sample.yaml").string());
+  BOOST_TEST(sample.jobs.size() >= 2u);
+
+  // docs/agent.md: the first ```yaml block is the full example.
+  const auto doc = read_file(repo_root / "docs/agent.md");
+  const auto begin = doc.find("```yaml\n");
+  BOOST_REQUIRE(begin != std::string::npos);
+  const auto end = doc.find("```", begin + 8);
+  BOOST_REQUIRE(end != std::string::npos);
+  const auto example = parse_config(doc.substr(begin + 8, end - begin - 8), "docs/agent.md");
+  BOOST_TEST(example.jobs.size() >= 2u);
+}
+
+BOOST_AUTO_TEST_CASE(shell_commands) {
+  auto c = parse_config(job_with("    shell: true\n"), "t.yaml");
+  BOOST_TEST(c.jobs[0].shell);
+  BOOST_TEST(c.jobs[0].command == (std::vector<std::string>{"x"}));
+  // With a shell a list is `sh -c script $0 $1 ...`: kept as written.
+  c = parse_config(
+      "jobs:\n  - name: a\n    schedule: \"@daily\"\n    shell: true\n    command: ['echo \"$1\"', sh, "
+      "hello]\n",
+      "t.yaml");
+  BOOST_TEST(c.jobs[0].command == (std::vector<std::string>{"echo \"$1\"", "sh", "hello"}));
+}
+
+BOOST_AUTO_TEST_CASE(an_error_carries_its_parts) {
+  try {
+    parse_config(job_with("    timeout: soon\n"), "dir/agent.yaml");
+    BOOST_FAIL("accepted");
+  } catch (const config_error& e) {
+    BOOST_TEST(e.file() == "dir/agent.yaml");
+    BOOST_TEST(e.line() == 5);
+    BOOST_TEST(e.column() == 14);
+    BOOST_TEST(e.key() == "jobs[0].timeout");
+    BOOST_TEST(e.reason() == "\"soon\" is not a duration (write e.g. 500ms, 10s, 2m or 1h30m)");
+    BOOST_TEST(std::string(e.what()) ==
+               "dir/agent.yaml:5:14: jobs[0].timeout: \"soon\" is not a duration (write e.g. 500ms, 10s, 2m "
+               "or 1h30m)");
+  }
+}
+
+// Each row: a configuration and a part of the one-line error it must get, position and key path included.
+BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
+  struct row {
+    std::string yaml;
+    std::string expected;
+  };
+  const std::string long_name(65, 'n');
+  const std::vector<row> rows = {
+      // unknown keys, at every level, with a suggestion when one is close
+      {"servr: http://127.0.0.1:1\n", "t.yaml:1:1: servr: unknown key (did you mean server?)"},
+      {"colour: red\n", "t.yaml:1:1: colour: unknown key (expected one of: server, identity, listen, mode,"},
+      {job_with("    comand: [x]\n"), "t.yaml:5:5: jobs[0].comand: unknown key (did you mean command?)"},
+      {"election:\n  tll: 5s\n", "t.yaml:2:3: election.tll: unknown key (did you mean ttl?)"},
+      {"log-level: info\n", "t.yaml:1:1: log-level: unknown key (did you mean log_level?)"},
+      {http_job_with("      url: http://h/\n      header: {}\n"),
+       "t.yaml:6:7: jobs[0].http.header: unknown key (did you mean headers?)"},
+      // a key written twice
+      {"server: http://a:1\nserver: http://b:1\n", "t.yaml:2:1: server: duplicate key (first at line 1)"},
+      // YAML syntax, with yaml-cpp's position
+      {"jobs:\n  - name: [a\n", "t.yaml:3:1: end of sequence flow not found"},
+      {"election:\n  ttl: 1s\n bad: x\n", "t.yaml:3:2: end of map not found"},
+      {"a: b: c\n", "t.yaml:1:5: illegal map value"},
+      {"server: http://a:1\n---\nlisten: 127.0.0.1:1\n", "t.yaml:3:1: a second YAML document"},
+      {"- a\n- b\n", "t.yaml:1:1: the configuration must be a mapping of keys, got a list"},
+      // wrong types
+      {"server: {url: x}\n", "t.yaml:1:9: server: expected a string, got a mapping"},
+      {"identity:\n", "t.yaml:1:1: identity: has no value"},
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [x, ~]\n",
+       "t.yaml:4:18: jobs[0].command[1]: has no value"},
+      {"election: 5s\n", "t.yaml:1:11: election: expected a mapping, got a string"},
+      {"jobs: {a: 1}\n", "t.yaml:1:7: jobs: expected a list of jobs, got a mapping"},
+      {"jobs:\n  - heartbeat\n", "t.yaml:2:5: jobs[0]: expected a mapping, got a string"},
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [x, [y]]\n",
+       "t.yaml:4:18: jobs[0].command[1]: expected a string, got a list"},
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: {x: 1}\n",
+       "t.yaml:4:14: jobs[0].command: expected a list of strings, got a mapping"},
+      {http_job_with("      url: http://h/\n      body: {a: 1}\n"),
+       "t.yaml:6:13: jobs[0].http.body: expected a string, got a mapping"},
+      {http_job_with("      url: http://h/\n      headers: [a]\n"),
+       "t.yaml:6:16: jobs[0].http.headers: expected a mapping, got a list"},
+      // top-level values
+      {"server: ftp://h:1\n", "t.yaml:1:9: server: server_url \"ftp://h:1\" must start with http://"},
+      {"identity: \"\"\n", "t.yaml:1:11: identity: must not be empty"},
+      {"identity: \"node\\x01\"\n", "t.yaml:1:11: identity: must not contain control characters"},
+      {"listen: \"[::1]\"\n", "t.yaml:1:9: listen: expected [address]:port for IPv6"},
+      {"listen: 7071\n", "t.yaml:1:9: listen: expected host:port, got \"7071\""},
+      {"listen: \"::1:7071\"\n", "t.yaml:1:9: listen: an IPv6 address needs brackets"},
+      {"listen: 127.0.0.1:70000\n", "t.yaml:1:9: listen: the port in \"127.0.0.1:70000\" must be a number"},
+      {"listen: :7071\n", "t.yaml:1:9: listen: no host in \":7071\""},
+      {"mode: follower\n", "t.yaml:1:7: mode: expected leader or per-job, got \"follower\""},
+      {"log_level: verbose\n",
+       "t.yaml:1:12: log_level: expected debug, info, warn or error, got \"verbose\""},
+      {"resign_token: \"two words\"\n", "t.yaml:1:15: resign_token: a bearer token is"},
+      {"resign_token: \"\"\n", "t.yaml:1:15: resign_token: must not be empty"},
+      {"shutdown_grace: -1s\n", "t.yaml:1:17: shutdown_grace: \"-1s\" is not a duration"},
+      // election: durations and the SDK's lease rules, blamed on the key that breaks them
+      {"election:\n  ttl: 10\n",
+       "t.yaml:2:8: election.ttl: \"10\" has no unit (write 10s, 10ms, 10m or 10h)"},
+      {"election:\n  ttl: -10s\n", "t.yaml:2:8: election.ttl: \"-10s\" is not a duration"},
+      {"election:\n  ttl: 0s\n", "t.yaml:2:8: election.ttl: must be positive"},
+      {"election:\n  ttl: 1ms\n", "t.yaml:2:8: election.ttl: safety_margin must be below ttl"},
+      {"election:\n  jitter: 1.5\n", "t.yaml:2:11: election.jitter: jitter must be within [0, 1)"},
+      {"election:\n  jitter: lots\n", "t.yaml:2:11: election.jitter: expected a number, got \"lots\""},
+      {"election:\n  jitter: .nan\n", "t.yaml:2:11: election.jitter: expected a number"},
+      {"election:\n  ttl: 10s\n  safety_margin: 10s\n",
+       "t.yaml:3:18: election.safety_margin: safety_margin must be below ttl"},
+      {"election:\n  renew_every: 0s\n", "t.yaml:2:16: election.renew_every: must be positive"},
+      {"election:\n  ttl: 10s\n  renew_every: 9s\n",
+       "t.yaml:3:16: election.renew_every: renew_every (with jitter)"},
+      {"election:\n  key: \"\"\n", "t.yaml:2:8: election.key: a lock key is 1-512 bytes"},
+      // jobs: required keys, names
+      {"jobs:\n  - schedule: \"* * * * *\"\n    command: [x]\n",
+       "t.yaml:2:5: jobs[0].name: required key is missing"},
+      {"jobs:\n  - name: a\n    command: [x]\n", "t.yaml:2:5: jobs[0].schedule: required key is missing"},
+      {"jobs:\n  - name: a b\n    schedule: \"* * * * *\"\n    command: [x]\n",
+       "t.yaml:2:11: jobs[0].name: \"a b\": a job name is 1-64 characters"},
+      {"jobs:\n  - name: a/b\n    schedule: \"* * * * *\"\n    command: [x]\n",
+       "t.yaml:2:11: jobs[0].name: \"a/b\""},
+      {"jobs:\n  - name: ..\n    schedule: \"* * * * *\"\n    command: [x]\n",
+       "t.yaml:2:11: jobs[0].name: \"..\""},
+      {"jobs:\n  - name: " + long_name + "\n    schedule: \"* * * * *\"\n    command: [x]\n",
+       "t.yaml:2:11: jobs[0].name: \"" + long_name + "\""},
+      {job_with(
+           "  - name: b\n    schedule: \"@daily\"\n    command: [y]\n  - name: a\n    schedule: \"@daily\"\n"
+           "    command: [z]\n"),
+       "t.yaml:8:11: jobs[2].name: duplicate job name \"a\" (also jobs[0], line 2)"},
+      // jobs: schedules and zones
+      {"jobs:\n  - name: a\n    schedule: \"61 * * * *\"\n    command: [x]\n",
+       "t.yaml:3:15: jobs[0].schedule: minute"},
+      {"jobs:\n  - name: a\n    schedule: \"* * *\"\n    command: [x]\n",
+       "t.yaml:3:15: jobs[0].schedule: expected 5 or 6 fields, got 3"},
+      {"jobs:\n  - name: a\n    schedule: \"0 0 30 2 *\"\n    command: [x]\n",
+       "t.yaml:3:15: jobs[0].schedule: \"0 0 30 2 *\" never fires"},
+      {job_with("    timezone: Europe/Atlantis\n"),
+       "t.yaml:5:15: jobs[0].timezone: unknown time zone \"Europe/Atlantis\""},
+      // jobs: what runs
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n",
+       "t.yaml:2:5: jobs[0]: needs a command or an http request"},
+      {job_with("    http: {url: \"http://h/\"}\n"), "t.yaml:2:5: jobs[0]: has both command and http"},
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: []\n",
+       "t.yaml:4:14: jobs[0].command: the command is empty"},
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [\"\", x]\n",
+       "t.yaml:4:14: jobs[0].command[0]: the program is empty"},
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    shell: true\n    command: \"\"\n",
+       "t.yaml:5:14: jobs[0].command[0]: the script is empty"},
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: \"echo hi\"\n",
+       "t.yaml:4:14: jobs[0].command: a string command needs shell: true"},
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [\"a\\0b\"]\n",
+       "t.yaml:4:14: jobs[0].command[0]: contains a NUL byte"},
+      {job_with("    shell: yes\n"), "t.yaml:5:12: jobs[0].shell: expected true or false, got \"yes\""},
+      {job_with("    timeout: 30\n"), "t.yaml:5:14: jobs[0].timeout: \"30\" has no unit"},
+      {job_with("    grace: 5 s\n"), "t.yaml:5:12: jobs[0].grace: \"5 s\" is not a duration"},
+      {job_with("    overlap: queue\n"),
+       "t.yaml:5:14: jobs[0].overlap: expected forbid or allow, got \"queue\""},
+      {job_with("    misfire: always\n"),
+       "t.yaml:5:14: jobs[0].misfire: expected skip or run_once, got \"always\""},
+      // jobs: http
+      {http_job_with("      method: POST\n"), "t.yaml:5:7: jobs[0].http.url: required key is missing"},
+      {http_job_with("      url: ftp://h/\n"),
+       "t.yaml:5:12: jobs[0].http.url: \"ftp://h/\" must start with http://"},
+      {http_job_with("      url: https://h/\n"),
+       "t.yaml:5:12: jobs[0].http.url: \"https://h/\": https:// is not supported"},
+      {http_job_with("      url: reports\n"),
+       "t.yaml:5:12: jobs[0].http.url: \"reports\" is not an absolute URL"},
+      {http_job_with("      url: \"http:///x\"\n"),
+       "t.yaml:5:12: jobs[0].http.url: \"http:///x\" has no host"},
+      {http_job_with("      url: http://h/\n      method: \"P@ST\"\n"),
+       "t.yaml:6:15: jobs[0].http.method: expected an HTTP method"},
+      {http_job_with("      url: http://h/\n      headers: {\"Bad Name\": x}\n"),
+       "t.yaml:6:17: jobs[0].http.headers.Bad Name: a header name is"},
+      {http_job_with("      url: http://h/\n      headers: {X-A: \"a\\r\\nX-Injected: 1\"}\n"),
+       "t.yaml:6:22: jobs[0].http.headers.X-A: a header value must not contain CR, LF or NUL"},
+      {"jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    shell: true\n    http: {url: \"http://h/\"}\n",
+       "t.yaml:4:12: jobs[0].shell: applies to a command, not to an http job"},
+  };
+  for (const auto& r : rows) {
+    BOOST_TEST_CONTEXT("yaml:\n" << r.yaml) {
+      const auto got = error_of(r.yaml);
+      BOOST_TEST(got.find(r.expected) != std::string::npos,
+                 "expected \"" << r.expected << "\" in \"" << got << "\"");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unquoted_cron_expression_is_a_yaml_error_with_a_hint) {
+  // `*` starts a YAML alias, so an unquoted schedule is not even YAML; the error says what to do.
+  for (const char* expression : {"* * * * *", "*/5 * * * *"}) {
+    const auto got =
+        error_of(std::string("jobs:\n  - name: a\n    schedule: ") + expression + "\n    command: [x]\n");
+    BOOST_TEST(got.rfind("t.yaml:3:", 0) == 0u, got);
+    BOOST_TEST(got.find("(quote cron schedules: a bare * starts a YAML alias)") != std::string::npos, got);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(load_config_reads_the_file_and_names_an_unreadable_one) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("baton_test_config_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto good = (dir / "agent.yaml").string();
+  std::ofstream(good) << job_with("");
+  BOOST_TEST(load_config(good).jobs.size() == 1u);
+
+  const auto bad = (dir / "bad.yaml").string();
+  std::ofstream(bad) << "election:\n  ttl: 0s\n";
+  BOOST_CHECK_EXCEPTION(load_config(bad), config_error, [&](const config_error& e) {
+    return std::string(e.what()) ==
+           bad + ":2:8: election.ttl: must be positive (leave the key out for the default)";
+  });
+
+  const auto missing = (dir / "missing.yaml").string();
+  BOOST_CHECK_EXCEPTION(load_config(missing), config_error, [&](const config_error& e) {
+    return std::string(e.what()) == missing + ": cannot open: No such file or directory" && e.line() == 0;
+  });
+  BOOST_CHECK_EXCEPTION(load_config(dir.string()), config_error, [&](const config_error& e) {
+    return std::string(e.what()) == dir.string() + ": cannot read: Is a directory";
+  });
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(flags_override_the_file) {
+  auto c = parse_config(job_with(""), "t.yaml");
+  apply_overrides(c, {{"server", "http://10.1.1.1:7000"},
+                      {"identity", "pod-7"},
+                      {"--listen", "0.0.0.0:0"},
+                      {"election-key", "other/leader"},
+                      {"log-level", "warn"}});
+  BOOST_TEST(c.server == "http://10.1.1.1:7000");
+  BOOST_TEST(c.identity == "pod-7");
+  BOOST_TEST(c.listen == "0.0.0.0:0");
+  BOOST_TEST(c.election_key == "other/leader");
+  BOOST_TEST(c.log_level == "warn");
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_flag_value_is_a_flag_not_given) {
+  auto c = parse_config("server: http://a:1\nidentity: node-1\n", "t.yaml");
+  apply_overrides(
+      c, {{"server", ""}, {"identity", ""}, {"listen", ""}, {"election-key", ""}, {"log-level", ""}});
+  BOOST_TEST(c.server == "http://a:1");
+  BOOST_TEST(c.identity == "node-1");
+  BOOST_TEST(c.listen == "127.0.0.1:7071");
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_flag_is_refused_as_the_file_would_be_and_changes_nothing) {
+  struct row {
+    std::string flag, value, expected;
+  };
+  const std::vector<row> rows = {
+      {"server", "ftp://h:1", "--server: server_url \"ftp://h:1\" must start with http://"},
+      {"listen", "7071", "--listen: expected host:port, got \"7071\""},
+      {"log-level", "loud", "--log-level: expected debug, info, warn or error, got \"loud\""},
+      {"election-key", std::string("a\nb"), "--election-key: a lock key is 1-512 bytes"},
+      {"identity", std::string(201, 'i'), "--identity: identity must be at most 200 bytes"},
+      {"ttl", "5s", "--ttl: unknown flag"},
+  };
+  for (const auto& r : rows) {
+    BOOST_TEST_CONTEXT(r.flag << "=" << r.value) {
+      auto c = parse_config("", "t.yaml");
+      try {
+        apply_overrides(c, {{r.flag, r.value}});
+        BOOST_ERROR("accepted");
+      } catch (const config_error& e) {
+        BOOST_TEST(std::string(e.what()).find(r.expected) == 0u, e.what());
+        BOOST_TEST(e.line() == 0);
+      }
+    }
+  }
+  // All or nothing: --election-key is applied before --server is found bad, and is undone.
+  auto c = parse_config("", "t.yaml");
+  BOOST_CHECK_THROW(apply_overrides(c, {{"election-key", "other/leader"}, {"server", "ftp://h:1"}}),
+                    config_error);
+  BOOST_TEST(c.election_key == "baton-agent/leader");
+  BOOST_TEST(c.server == "http://127.0.0.1:7070");
+}
