@@ -1,0 +1,276 @@
+#include "agent.hpp"
+
+#include "baton/common/log.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <cstdio>
+
+namespace baton::agent {
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+using clock_type = std::chrono::steady_clock;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+client_config make_client_config(const agent_config& c) {
+  client_config cc;
+  cc.server_url = c.server;
+  cc.identity = c.identity;
+  return cc;
+}
+
+std::vector<scheduled_job> make_jobs(const agent_config& c) {
+  std::vector<scheduled_job> out;
+  for (const auto& j : c.jobs)
+    out.push_back({j.name, j.sched, j.tz, j.overlap == overlap_policy::allow, j.misfire == misfire_policy::run_once});
+  return out;
+}
+
+std::chrono::sys_seconds wall_now() {
+  return std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
+}
+
+}  // namespace
+
+agent_runtime::agent_runtime(asio::any_io_executor ex, agent_config config)
+    : ex_(ex),
+      config_(std::move(config)),
+      client_(ex, [&] {
+        auto cc = make_client_config(config_);
+        cc.on_event = [this](const lease_event& e) {
+          if (e.what == lease_event::kind::renewed) {
+            renews_.fetch_add(1);
+            last_renew_us_.store(e.latency.count());
+            std::lock_guard lk(metrics_mu_);
+            renew_seconds_sum_ += static_cast<double>(e.latency.count()) / 1e6;
+          }
+        };
+        return cc;
+      }()),
+      scheduler_(make_jobs(config_)),
+      control_(ex, asio::steady_timer::time_point::max()) {}
+
+agent_runtime::status agent_runtime::current() const { return {leader_.load(), token_.load()}; }
+
+void agent_runtime::shutdown() {
+  stopping_ = true;
+  control_.cancel();
+}
+
+bool agent_runtime::resign() {
+  if (!leader_.load()) return false;
+  resigning_ = true;
+  control_.cancel();
+  return true;
+}
+
+asio::awaitable<void> agent_runtime::sleep_or_wake(clock_type::duration d) {
+  asio::steady_timer t(ex_, d);
+  control_.expires_at(asio::steady_timer::time_point::max());
+  if (stopping_ || resigning_) co_return;
+  co_await (t.async_wait(use_tuple) || control_.async_wait(use_tuple));
+}
+
+void agent_runtime::record_run(const job_config& job, const run_result& r) {
+  std::lock_guard lk(metrics_mu_);
+  auto& s = job_stats_[job.name];
+  ++s.outcomes[std::string(to_string(r.outcome))];
+  s.duration_sum += std::chrono::duration<double>(r.duration).count();
+  ++s.duration_count;
+}
+
+void agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds slot, const lease& l) {
+  const job_config& job = config_.jobs[index];
+  auto control = std::make_shared<run_control>(ex_);
+  runs_.push_back(control);
+  auto it = std::prev(runs_.end());
+  run_context ctx{config_.election_key, l.token(), client_.identity(), slot, next_run_id_++};
+  scheduler_.run_started(index);
+  log::info("job_started", {{"job", job.name}, {"run", ctx.run_id}, {"slot", rfc3339(slot)}, {"token", ctx.token}});
+  asio::co_spawn(
+      ex_,
+      [this, index, ctx, control, it]() -> asio::awaitable<void> {
+        const job_config& job = config_.jobs[index];
+        auto r = co_await run_job(job, ctx, control);
+        scheduler_.run_finished(index);
+        runs_.erase(it);
+        record_run(job, r);
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count();
+        auto level = r.outcome == run_outcome::succeeded ? log::level::info : log::level::warn;
+        log::write(level, r.outcome == run_outcome::stopped ? "job_stopped" : "job_finished",
+                   {{"job", job.name},
+                    {"run", ctx.run_id},
+                    {"slot", rfc3339(ctx.slot)},
+                    {"token", ctx.token},
+                    {"outcome", to_string(r.outcome)},
+                    {"status", r.exit_status},
+                    {"duration_ms", ms},
+                    {"detail", r.detail}});
+      },
+      asio::detached);
+}
+
+asio::awaitable<void> agent_runtime::stop_all_runs(std::chrono::milliseconds let_finish) {
+  const auto give_up = clock_type::now() + let_finish;
+  while (!runs_.empty() && clock_type::now() < give_up) {
+    asio::steady_timer t(ex_, std::chrono::milliseconds(20));
+    co_await t.async_wait(use_tuple);
+  }
+  for (auto& r : runs_) r->stop();
+  // Each run stops its process group itself (TERM, then KILL after its grace); wait until all are gone.
+  while (!runs_.empty()) {
+    asio::steady_timer t(ex_, std::chrono::milliseconds(20));
+    co_await t.async_wait(use_tuple);
+  }
+}
+
+asio::awaitable<void> agent_runtime::lead(lease& l) {
+  for (auto& d : scheduler_.on_elected(wall_now(), std::chrono::duration_cast<std::chrono::seconds>(config_.election.ttl) +
+                                                       std::chrono::seconds(1))) {
+    if (d.what == slot_decision::kind::start) start_run(d.job, d.slot, l);
+  }
+  while (!stopping_ && !resigning_) {
+    for (auto& d : scheduler_.due(wall_now())) {
+      std::lock_guard lk(metrics_mu_);
+      job_stats_[config_.jobs[d.job].name].missed += d.missed;
+      if (d.what == slot_decision::kind::skip_overlap) {
+        ++job_stats_[config_.jobs[d.job].name].skipped_overlap;
+        log::info("job_skipped", {{"job", config_.jobs[d.job].name}, {"slot", rfc3339(d.slot)}, {"reason", "overlap"}});
+        continue;
+      }
+      if (!l.active()) co_return;  // never start a run without an active lease
+      start_run(d.job, d.slot, l);
+    }
+    // Sleep until the next slot, at most a second at a time so a wall-clock jump is noticed promptly.
+    auto next = scheduler_.next_due();
+    auto wait = std::chrono::milliseconds(1000);
+    if (next) {
+      auto until = *next - std::chrono::system_clock::now();
+      wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(until), std::chrono::milliseconds(1),
+                        wait);
+    }
+    co_await sleep_or_wake(wait);
+  }
+}
+
+asio::awaitable<void> agent_runtime::run() {
+  lease_options opts = config_.election;
+  int failures = 0;
+  while (!stopping_) {
+    std::optional<lease> l;
+    try {
+      control_.expires_at(asio::steady_timer::time_point::max());
+      auto r = co_await (baton::detail::capture(client_.acquire(config_.election_key, opts)) ||
+                         control_.async_wait(use_tuple));
+      if (r.index() == 1) continue;  // shutdown while campaigning
+      auto& got = std::get<0>(r);
+      if (got.error) std::rethrow_exception(got.error);
+      l.emplace(std::move(*got.value));
+      failures = 0;
+    } catch (const std::exception& e) {
+      log::warn("campaign_failed", {{"key", config_.election_key}, {"error", e.what()}});
+    }
+    if (!l) {
+      co_await sleep_or_wake(std::chrono::milliseconds(std::min(5000, 200 << std::min(failures++, 5))));
+      continue;
+    }
+    leader_ = true;
+    token_ = l->token();
+    elections_won_.fetch_add(1);
+    log::info("elected", {{"key", config_.election_key}, {"token", l->token()}, {"identity", client_.identity()}});
+
+    bool lost = false;
+    try {
+      co_await with_lease(*l, lead(*l));
+    } catch (const exception& e) {
+      lost = e.code() == error::lease_lost;
+    }
+    lost = lost || !l->active();  // lead() also returns when it finds the lease past its deadline
+    // Stop scheduling at once. On shutdown running jobs may finish within shutdown_grace while the lease is
+    // still held (renewal goes on); on loss or resign they are stopped now.
+    scheduler_.on_lost();
+    if (!lost && stopping_ && !runs_.empty()) {
+      log::info("draining_jobs", {{"running", runs_.size()}, {"grace_ms", config_.shutdown_grace.count()}});
+      try {
+        co_await with_lease(*l, stop_all_runs(config_.shutdown_grace));
+      } catch (const exception&) {
+        lost = true;  // the lease ended while the jobs finished: they are stopped below
+      }
+    }
+    leader_ = false;
+    co_await stop_all_runs();
+    if (lost || l->state() == lease_state::lost) {
+      leases_lost_.fetch_add(1);
+      log::warn("lost", {{"key", config_.election_key}, {"token", l->token()}, {"reason", l->loss_reason()}});
+      continue;
+    }
+    try {
+      co_await l->release();
+    } catch (const std::exception& e) {
+      log::warn("release_failed", {{"key", config_.election_key}, {"error", e.what()}});
+    }
+    log::info(stopping_ ? "released" : "resigned", {{"key", config_.election_key}, {"token", l->token()}});
+    if (resigning_) {
+      resigning_ = false;
+      // Let a standby take over: wait until someone else holds the lock (or a hold-off of two TTLs).
+      auto hold_off = std::chrono::duration_cast<milliseconds>(config_.election.ttl * 2);
+      co_await (client_.get_backend()->get(config_.election_key, wait_for_change{0, hold_off},
+                                           hold_off + client_.config().request_timeout) ||
+                control_.async_wait(use_tuple));
+    }
+  }
+}
+
+std::string agent_runtime::render_metrics() const {
+  std::string out;
+  char buf[256];
+  auto line = [&](const char* fmt, auto... args) {
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    out += buf;
+  };
+  out += "# HELP baton_agent_leader 1 while this agent leads.\n# TYPE baton_agent_leader gauge\n";
+  line("baton_agent_leader %d\n", leader_.load() ? 1 : 0);
+  out += "# HELP baton_agent_token Fencing token of the current leadership (0 when not leading).\n";
+  out += "# TYPE baton_agent_token gauge\n";
+  line("baton_agent_token %llu\n", static_cast<unsigned long long>(leader_.load() ? token_.load() : 0));
+  out += "# HELP baton_agent_elections_won_total Elections this agent won.\n";
+  out += "# TYPE baton_agent_elections_won_total counter\n";
+  line("baton_agent_elections_won_total %llu\n", static_cast<unsigned long long>(elections_won_.load()));
+  out += "# HELP baton_agent_leases_lost_total Leaderships that ended by losing the lease.\n";
+  out += "# TYPE baton_agent_leases_lost_total counter\n";
+  line("baton_agent_leases_lost_total %llu\n", static_cast<unsigned long long>(leases_lost_.load()));
+  std::lock_guard lk(metrics_mu_);
+  out += "# HELP baton_agent_renew_latency_seconds Round trip of confirmed renews.\n";
+  out += "# TYPE baton_agent_renew_latency_seconds summary\n";
+  line("baton_agent_renew_latency_seconds_sum %.6f\n", renew_seconds_sum_);
+  line("baton_agent_renew_latency_seconds_count %llu\n", static_cast<unsigned long long>(renews_.load()));
+  out += "# HELP baton_agent_job_runs_total Job runs by job and outcome.\n# TYPE baton_agent_job_runs_total counter\n";
+  for (const auto& [job, s] : job_stats_)
+    for (const auto& [outcome, n] : s.outcomes)
+      line("baton_agent_job_runs_total{job=\"%s\",outcome=\"%s\"} %llu\n", job.c_str(), outcome.c_str(),
+           static_cast<unsigned long long>(n));
+  out += "# HELP baton_agent_job_duration_seconds Duration of job runs.\n";
+  out += "# TYPE baton_agent_job_duration_seconds summary\n";
+  for (const auto& [job, s] : job_stats_) {
+    line("baton_agent_job_duration_seconds_sum{job=\"%s\"} %.6f\n", job.c_str(), s.duration_sum);
+    line("baton_agent_job_duration_seconds_count{job=\"%s\"} %llu\n", job.c_str(),
+         static_cast<unsigned long long>(s.duration_count));
+  }
+  out += "# HELP baton_agent_job_slots_skipped_total Slots not run, by job and reason.\n";
+  out += "# TYPE baton_agent_job_slots_skipped_total counter\n";
+  for (const auto& [job, s] : job_stats_) {
+    line("baton_agent_job_slots_skipped_total{job=\"%s\",reason=\"overlap\"} %llu\n", job.c_str(),
+         static_cast<unsigned long long>(s.skipped_overlap));
+    line("baton_agent_job_slots_skipped_total{job=\"%s\",reason=\"missed\"} %llu\n", job.c_str(),
+         static_cast<unsigned long long>(s.missed));
+  }
+  return out;
+}
+
+}  // namespace baton::agent

@@ -1,0 +1,85 @@
+#pragma once
+// The agent's runtime: campaigns for the election key with the SDK, schedules the jobs while it leads, runs
+// them with the lease's token, stops them the moment leadership is lost, and campaigns again.
+
+#include "config.hpp"
+#include "job_run.hpp"
+#include "scheduler.hpp"
+
+#include "baton/client.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace baton::agent {
+
+class agent_runtime {
+ public:
+  agent_runtime(boost::asio::any_io_executor ex, agent_config config);
+
+  /// Campaigns, leads, runs jobs, until shutdown(); then stops the jobs, releases the lease and returns.
+  boost::asio::awaitable<void> run();
+
+  /// SIGTERM: stop scheduling, stop running jobs (grace), release the lease, let run() return.
+  void shutdown();
+  /// Give up leadership (release the lease) and campaign again once another agent leads or after a hold-off.
+  /// Returns false when this agent does not lead.
+  bool resign();
+
+  struct status {
+    bool leader = false;
+    std::uint64_t token = 0;
+  };
+  status current() const;
+  const agent_config& config() const { return config_; }
+  const std::string& identity() const { return client_.identity(); }
+  client& lock_client() { return client_; }
+  std::string render_metrics() const;
+
+ private:
+  struct run_slot;
+  boost::asio::awaitable<void> lead(lease& l);
+  void start_run(std::size_t job, std::chrono::sys_seconds slot, const lease& l);
+  /// Stops every run in flight and waits until all are gone. With `let_finish`, runs first get that long to
+  /// end on their own (shutdown), while leadership is still held.
+  boost::asio::awaitable<void> stop_all_runs(std::chrono::milliseconds let_finish = {});
+  boost::asio::awaitable<void> sleep_or_wake(std::chrono::steady_clock::duration d);
+  void record_run(const job_config& job, const run_result& r);
+
+  boost::asio::any_io_executor ex_;
+  agent_config config_;
+  client client_;
+  scheduler scheduler_;
+  boost::asio::steady_timer control_;  // cancelled to wake run()/lead() on shutdown or resign
+  bool stopping_ = false;
+  bool resigning_ = false;
+  std::uint64_t next_run_id_ = 1;
+  std::list<std::shared_ptr<run_control>> runs_;  // runs in flight
+
+  // Read by the sidecar and metrics (same executor, but kept simple to read).
+  std::atomic<bool> leader_{false};
+  std::atomic<std::uint64_t> token_{0};
+  std::atomic<std::uint64_t> elections_won_{0}, leases_lost_{0};
+  mutable std::mutex metrics_mu_;
+  struct job_stats {
+    std::map<std::string, std::uint64_t> outcomes;
+    double duration_sum = 0;
+    std::uint64_t duration_count = 0;
+    std::uint64_t skipped_overlap = 0, missed = 0;
+  };
+  std::map<std::string, job_stats> job_stats_;
+  std::atomic<std::int64_t> last_renew_us_{0};
+  std::atomic<std::uint64_t> renews_{0};
+  double renew_seconds_sum_ = 0;
+};
+
+}  // namespace baton::agent

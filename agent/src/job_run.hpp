@@ -1,0 +1,65 @@
+#pragma once
+// One run of one job: a command in its own process group, or an HTTP request, carrying the lease's fencing
+// token. A run can be stopped at any moment (leadership lost, shutdown): a command gets SIGTERM on its whole
+// process group and SIGKILL after the job's grace; an HTTP request is aborted.
+
+#include "config.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace baton::agent {
+
+enum class run_outcome {
+  succeeded,     // exit 0, or an HTTP 2xx
+  failed,        // non-zero exit, non-2xx, or a transport error
+  timed_out,     // the job's timeout passed: stopped
+  stopped,       // leadership lost or the agent shut down: stopped
+  spawn_failed,  // the command could not be started
+};
+std::string_view to_string(run_outcome o);
+
+/// What a run needs to know about the lease it runs under.
+struct run_context {
+  std::string lock_key;
+  std::uint64_t token = 0;
+  std::string identity;
+  std::chrono::sys_seconds slot;
+  std::uint64_t run_id = 0;
+};
+
+struct run_result {
+  run_outcome outcome = run_outcome::failed;
+  int exit_status = -1;  // command: exit code or 128+signal; http: status code
+  std::chrono::steady_clock::duration duration{};
+  std::string detail;
+};
+
+/// A handle to stop a run from outside (the runtime keeps one per run in flight).
+class run_control {
+ public:
+  explicit run_control(const boost::asio::any_io_executor& ex);
+  /// Asks the run to stop (idempotent); the run reports `stopped`.
+  void stop();
+  bool stop_requested() const { return stop_requested_; }
+  boost::asio::steady_timer& wake() { return wake_; }
+
+ private:
+  bool stop_requested_ = false;
+  boost::asio::steady_timer wake_;
+};
+
+/// RFC 3339 in UTC, seconds precision: 2026-11-30T03:00:00Z.
+std::string rfc3339(std::chrono::sys_seconds t);
+
+/// Runs `job` once. Never throws for job failures; the outcome says what happened.
+boost::asio::awaitable<run_result> run_job(const job_config& job, const run_context& ctx,
+                                           std::shared_ptr<run_control> control);
+
+}  // namespace baton::agent

@@ -1,0 +1,76 @@
+#include "scheduler.hpp"
+
+namespace baton::agent {
+
+scheduler::scheduler(std::vector<scheduled_job> jobs) : jobs_(std::move(jobs)), state_(jobs_.size()) {}
+
+std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::seconds misfire_window) {
+  leading_ = true;
+  std::vector<slot_decision> out;
+  for (std::size_t i = 0; i < jobs_.size(); ++i) {
+    auto& s = state_[i];
+    s.next = jobs_[i].sched.next_fire(now, jobs_[i].tz);
+    if (!jobs_[i].run_missed_once) continue;
+    // The most recent slot at or before `now`: the first slot after (now - window) that is not after now.
+    auto candidate = jobs_[i].sched.next_fire(now - misfire_window - std::chrono::seconds(1), jobs_[i].tz);
+    std::optional<sys_seconds> latest;
+    while (candidate && *candidate <= now) {
+      latest = candidate;
+      candidate = jobs_[i].sched.next_fire(*candidate, jobs_[i].tz);
+    }
+    if (!latest) continue;
+    if (s.running > 0 && !jobs_[i].allow_overlap)
+      out.push_back({slot_decision::kind::skip_overlap, i, *latest, 0});
+    else
+      out.push_back({slot_decision::kind::start, i, *latest, 0});
+  }
+  return out;
+}
+
+void scheduler::on_lost() {
+  leading_ = false;
+  for (auto& s : state_) s.next.reset();
+}
+
+std::vector<slot_decision> scheduler::due(sys_seconds now) {
+  std::vector<slot_decision> out;
+  if (!leading_) return out;
+  for (std::size_t i = 0; i < jobs_.size(); ++i) {
+    auto& s = state_[i];
+    if (!s.next || *s.next > now) continue;
+    // Walk to the latest due slot; the ones before it are missed, not run (no backlog after a pause).
+    sys_seconds slot = *s.next;
+    std::uint64_t missed = 0;
+    auto following = jobs_[i].sched.next_fire(slot, jobs_[i].tz);
+    // Bounded: a schedule firing every second over a pause of a day is 86,400 steps; past the bound the rest
+    // of the gap is skipped in one jump (still no backlog, only the count is then a lower bound).
+    while (following && *following <= now) {
+      if (++missed > 1'000'000) {
+        following = jobs_[i].sched.next_fire(now, jobs_[i].tz);
+        break;
+      }
+      slot = *following;
+      following = jobs_[i].sched.next_fire(slot, jobs_[i].tz);
+    }
+    s.next = following;
+    auto kind = s.running > 0 && !jobs_[i].allow_overlap ? slot_decision::kind::skip_overlap
+                                                         : slot_decision::kind::start;
+    out.push_back({kind, i, slot, missed});
+  }
+  return out;
+}
+
+std::optional<sys_seconds> scheduler::next_due() const {
+  if (!leading_) return std::nullopt;
+  std::optional<sys_seconds> best;
+  for (const auto& s : state_)
+    if (s.next && (!best || *s.next < *best)) best = s.next;
+  return best;
+}
+
+void scheduler::run_started(std::size_t job) { ++state_.at(job).running; }
+void scheduler::run_finished(std::size_t job) {
+  if (state_.at(job).running > 0) --state_.at(job).running;
+}
+
+}  // namespace baton::agent

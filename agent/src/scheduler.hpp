@@ -1,0 +1,78 @@
+#pragma once
+// The job scheduler's decisions, with no clock, no processes and no network: given the jobs, the time and the
+// agent's leadership, which slots start now, which are skipped and when to look again. The agent's runtime
+// carries these decisions out; the unit tests drive them with explicit times.
+//
+// Rules (docs/agent.md):
+// - Slots are computed from each job's schedule and time zone; wall-clock time is what cron is about.
+// - Nothing starts unless the agent leads (on_elected .. on_lost).
+// - A run starts for the latest slot that is due; older slots that passed while the agent was busy or paused
+//   are not run one by one (no backlog), they are counted as missed.
+// - overlap forbid: a slot that comes due while the previous run of that job is still going is skipped.
+// - misfire run_once: on election, a job whose most recent slot lies within the misfire window before the
+//   election runs once at once (the previous leader may have died before running it); skip: it does not.
+
+#include "cron.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace baton::agent {
+
+using sys_seconds = std::chrono::sys_seconds;
+
+struct scheduled_job {
+  std::string name;
+  schedule sched;
+  const date::time_zone* tz = nullptr;
+  bool allow_overlap = false;
+  bool run_missed_once = false;
+};
+
+struct slot_decision {
+  enum class kind {
+    start,         // start a run of `job` for `slot`
+    skip_overlap,  // the slot came due while the previous run was still going (overlap: forbid)
+  };
+  kind what;
+  std::size_t job;
+  sys_seconds slot;
+  /// Slots of this job that passed without a run since the last decision (paused or late agent).
+  std::uint64_t missed = 0;
+};
+
+class scheduler {
+ public:
+  explicit scheduler(std::vector<scheduled_job> jobs);
+
+  /// Leadership starts at `now`. Returns the misfire runs to start at once.
+  std::vector<slot_decision> on_elected(sys_seconds now, std::chrono::seconds misfire_window);
+  /// Leadership ended: nothing is due any more until the next election.
+  void on_lost();
+  bool leading() const { return leading_; }
+
+  /// Everything due at `now` (slots ≤ now), in job order. Advances each job past `now`.
+  std::vector<slot_decision> due(sys_seconds now);
+  /// The earliest pending slot of any job (when to look again); empty when not leading or nothing can fire.
+  std::optional<sys_seconds> next_due() const;
+
+  void run_started(std::size_t job);
+  void run_finished(std::size_t job);
+  int running(std::size_t job) const { return state_.at(job).running; }
+  const scheduled_job& job(std::size_t i) const { return jobs_.at(i); }
+  std::size_t size() const { return jobs_.size(); }
+
+ private:
+  struct job_state {
+    std::optional<sys_seconds> next;  // next slot strictly after the last one considered
+    int running = 0;
+  };
+  std::vector<scheduled_job> jobs_;
+  std::vector<job_state> state_;
+  bool leading_ = false;
+};
+
+}  // namespace baton::agent

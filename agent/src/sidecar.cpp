@@ -1,0 +1,162 @@
+#include "sidecar.hpp"
+
+#include "baton/common/log.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+namespace baton::agent {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+http::response<http::string_body> reply(http::status s, const std::string& body, bool keep_alive,
+                                        std::string_view type = "application/json") {
+  http::response<http::string_body> res{s, 11};
+  res.set(http::field::server, "baton-agent");
+  res.set(http::field::content_type, type);
+  res.keep_alive(keep_alive);
+  res.body() = body;
+  res.prepare_payload();
+  return res;
+}
+
+std::string error_json(std::string_view code, std::string_view message) {
+  return json::serialize(json::object{{"error", code}, {"message", message}});
+}
+
+// Compares in time independent of where the strings differ, so the resign token cannot be guessed byte by
+// byte from response times (its length is not the secret).
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size() || b.empty()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+sidecar::sidecar(asio::any_io_executor ex, agent_runtime& agent) : ex_(ex), agent_(agent), acceptor_(ex) {}
+
+tcp::endpoint sidecar::bind(const std::string& listen) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("listen must be HOST:PORT, got \"" + listen + "\"");
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host == "localhost") host = "127.0.0.1";
+  tcp::endpoint ep(asio::ip::make_address(host), static_cast<unsigned short>(std::stoul(listen.substr(colon + 1))));
+  acceptor_.open(ep.protocol());
+  acceptor_.set_option(tcp::acceptor::reuse_address(true));
+  acceptor_.bind(ep);
+  acceptor_.listen();
+  return acceptor_.local_endpoint();
+}
+
+void sidecar::close() {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+}
+
+asio::awaitable<void> sidecar::serve() {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor_.async_accept(use_tuple);
+    if (ec) {
+      if (!acceptor_.is_open()) co_return;
+      continue;
+    }
+    asio::co_spawn(ex_, session(std::move(socket)), asio::detached);
+  }
+}
+
+asio::awaitable<void> sidecar::session(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(64 * 1024);
+    stream.expires_after(std::chrono::seconds(30));
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+    if (ec) {
+      if (ec != http::error::end_of_stream && ec != beast::error::timeout) {
+        auto res = reply(http::status::bad_request, error_json("bad_request", ec.message()), false);
+        co_await http::async_write(stream, res, use_tuple);
+      }
+      co_return;
+    }
+    auto& req = parser.get();
+    const bool ka = req.keep_alive();
+    std::string_view target = req.target();
+    auto path = target.substr(0, target.find('?'));
+    http::response<http::string_body> res;
+    auto method_is = [&](http::verb v) { return req.method() == v; };
+
+    if (path == "/v1/leader" && method_is(http::verb::get)) {
+      auto st = agent_.current();
+      json::object o{{"identity", agent_.identity()},
+                     {"is_leader", st.leader},
+                     {"key", agent_.config().election_key}};
+      if (st.leader) o["token"] = st.token;
+      else o["token"] = nullptr;
+      // The holder as the lock server reports it: the truth for everyone, not this agent's belief.
+      try {
+        auto holder = co_await agent_.lock_client().get(agent_.config().election_key);
+        if (holder) o["leader"] = holder->owner;
+        else o["leader"] = nullptr;
+        res = reply(http::status::ok, json::serialize(o), ka);
+      } catch (const std::exception& e) {
+        o["leader"] = nullptr;
+        o["error"] = e.what();
+        res = reply(http::status::ok, json::serialize(o), ka);
+      }
+    } else if (path == "/v1/resign" && method_is(http::verb::post)) {
+      const auto& token = agent_.config().resign_token;
+      std::string_view auth = req[http::field::authorization];
+      constexpr std::string_view bearer = "Bearer ";
+      bool authorized = token.empty() || (auth.substr(0, bearer.size()) == bearer &&
+                                          constant_time_equal(auth.substr(bearer.size()), token));
+      if (!authorized) {
+        res = reply(http::status::unauthorized, error_json("unauthorized", "a valid bearer token is required"), ka);
+        res.set(http::field::www_authenticate, "Bearer");
+      } else if (agent_.resign()) {
+        log::info("resign_requested", {});
+        res = reply(http::status::ok, R"({"resigned":true})", ka);
+      } else {
+        res = reply(http::status::conflict, error_json("not_leader", "this agent does not lead"), ka);
+      }
+    } else if (path == "/healthz" && method_is(http::verb::get)) {
+      res = reply(http::status::ok, R"({"status":"ok"})", ka);
+    } else if (path == "/readyz" && method_is(http::verb::get)) {
+      try {
+        co_await agent_.lock_client().get(agent_.config().election_key);
+        res = reply(http::status::ok, R"({"status":"ready"})", ka);
+      } catch (const std::exception& e) {
+        res = reply(http::status::service_unavailable, error_json("not_ready", e.what()), ka);
+      }
+    } else if (path == "/metrics" && method_is(http::verb::get)) {
+      res = reply(http::status::ok, agent_.render_metrics(), ka, "text/plain; version=0.0.4");
+    } else if (path == "/v1/leader" || path == "/v1/resign" || path == "/healthz" || path == "/readyz" ||
+               path == "/metrics") {
+      res = reply(http::status::method_not_allowed, error_json("method_not_allowed", "wrong method for this route"), ka);
+    } else {
+      res = reply(http::status::not_found, error_json("not_found", "no such route"), ka);
+    }
+    auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+    if (wec || !ka) co_return;
+  }
+}
+
+}  // namespace baton::agent

@@ -1,0 +1,31 @@
+#pragma once
+// The sidecar HTTP API beside the application (loopback by default):
+//   GET  /v1/leader  {"identity","is_leader","token","key","leader"}
+//   POST /v1/resign  give up leadership (Authorization: Bearer <resign_token> when one is configured)
+//   GET  /healthz    the agent runs
+//   GET  /readyz     the lock server answers
+//   GET  /metrics    Prometheus text
+
+#include "agent.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+namespace baton::agent {
+
+class sidecar {
+ public:
+  sidecar(boost::asio::any_io_executor ex, agent_runtime& agent);
+  /// Binds `host:port` (port 0 picks one); returns the bound endpoint. Throws on a bad address or bind error.
+  boost::asio::ip::tcp::endpoint bind(const std::string& listen);
+  boost::asio::awaitable<void> serve();
+  void close();
+
+ private:
+  boost::asio::awaitable<void> session(boost::asio::ip::tcp::socket socket);
+  boost::asio::any_io_executor ex_;
+  agent_runtime& agent_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+};
+
+}  // namespace baton::agent

@@ -1,0 +1,104 @@
+#define BOOST_TEST_MODULE scheduler
+#include <boost/test/unit_test.hpp>
+
+#include "scheduler.hpp"
+
+using namespace baton::agent;
+using namespace std::chrono_literals;
+using kind = slot_decision::kind;
+
+namespace {
+
+sys_seconds at(int h, int m, int s = 0) {
+  sys_seconds day = date::sys_days(date::year{2026} / 11 / 30);
+  return day + std::chrono::hours(h) + std::chrono::minutes(m) + std::chrono::seconds(s);
+}
+
+scheduled_job job(std::string name, std::string expr, bool overlap = false, bool missed_once = false) {
+  return scheduled_job{std::move(name), schedule::parse(expr), nullptr, overlap, missed_once};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(nothing_is_due_before_the_election) {
+  scheduler s({job("a", "* * * * *")});
+  BOOST_TEST(s.due(at(10, 5)).empty());
+  BOOST_TEST(!s.next_due().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(after_election_slots_start_when_due) {
+  scheduler s({job("every-minute", "* * * * *"), job("hourly", "0 * * * *")});
+  BOOST_TEST(s.on_elected(at(10, 5, 30), 60s).empty());
+  BOOST_TEST((*s.next_due() == at(10, 6)));
+  BOOST_TEST(s.due(at(10, 5, 59)).empty());
+  auto d = s.due(at(10, 6));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST((d[0].what == kind::start));
+  BOOST_TEST(d[0].job == 0u);
+  BOOST_TEST((d[0].slot == at(10, 6)));
+  BOOST_TEST(d[0].missed == 0u);
+  BOOST_TEST((*s.next_due() == at(10, 7)));
+}
+
+BOOST_AUTO_TEST_CASE(a_late_wakeup_runs_only_the_latest_slot_and_counts_the_missed_ones) {
+  scheduler s({job("a", "* * * * *")});
+  s.on_elected(at(10, 0, 30), 60s);
+  auto d = s.due(at(10, 4, 10));  // paused from 10:00:30 to 10:04:10: slots 10:01..10:04 passed
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST((d[0].slot == at(10, 4)));
+  BOOST_TEST(d[0].missed == 3u);
+  BOOST_TEST((*s.next_due() == at(10, 5)));
+}
+
+BOOST_AUTO_TEST_CASE(overlap_forbid_skips_a_slot_while_the_previous_run_is_going) {
+  scheduler s({job("forbid", "* * * * *"), job("allow", "* * * * *", true)});
+  s.on_elected(at(10, 0, 30), 60s);
+  auto first = s.due(at(10, 1));
+  BOOST_REQUIRE(first.size() == 2u);
+  s.run_started(0);
+  s.run_started(1);
+  auto second = s.due(at(10, 2));
+  BOOST_REQUIRE(second.size() == 2u);
+  BOOST_TEST((second[0].what == kind::skip_overlap));
+  BOOST_TEST((second[1].what == kind::start));
+  s.run_finished(0);
+  BOOST_TEST((s.due(at(10, 3))[0].what == kind::start));
+}
+
+BOOST_AUTO_TEST_CASE(misfire_run_once_runs_the_latest_slot_missed_during_the_failover) {
+  scheduler s({job("skip", "*/5 * * * *"), job("once", "*/5 * * * *", false, true)});
+  // The previous leader died; this agent is elected at 10:06:20, 80 s after the 10:05 slot.
+  auto d = s.on_elected(at(10, 6, 20), 120s);
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].job == 1u);
+  BOOST_TEST((d[0].slot == at(10, 5)));
+  BOOST_TEST((d[0].what == kind::start));
+  // Outside the window, nothing is run.
+  scheduler late({job("once", "*/5 * * * *", false, true)});
+  BOOST_TEST(late.on_elected(at(10, 9, 50), 120s).empty());
+}
+
+BOOST_AUTO_TEST_CASE(losing_leadership_stops_all_scheduling) {
+  scheduler s({job("a", "* * * * * *")});
+  s.on_elected(at(10, 0), 60s);
+  BOOST_TEST(!s.due(at(10, 0, 1)).empty());
+  s.on_lost();
+  BOOST_TEST(!s.leading());
+  BOOST_TEST(s.due(at(10, 0, 5)).empty());
+  BOOST_TEST(!s.next_due().has_value());
+  // Re-elected: scheduling resumes from the new election, with no backlog from the gap.
+  s.on_elected(at(10, 1), 60s);
+  auto d = s.due(at(10, 1, 1));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].missed == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(run_counts_never_go_negative) {
+  scheduler s({job("a", "* * * * *")});
+  s.run_finished(0);
+  BOOST_TEST(s.running(0) == 0);
+  s.run_started(0);
+  s.run_started(0);
+  s.run_finished(0);
+  BOOST_TEST(s.running(0) == 1);
+}
