@@ -85,6 +85,40 @@ void agent_runtime::record_run(const job_config& job, const run_result& r) {
   ++s.duration_count;
 }
 
+void agent_runtime::log_result(const job_config& job, const run_context& ctx, const run_result& r) {
+  record_run(job, r);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count();
+  auto level = r.outcome == run_outcome::succeeded ? log::level::info : log::level::warn;
+  log::write(level, r.outcome == run_outcome::stopped ? "job_stopped" : "job_finished",
+             {{"job", job.name},
+              {"run", ctx.run_id},
+              {"slot", rfc3339(ctx.slot)},
+              {"key", ctx.lock_key},
+              {"token", ctx.token},
+              {"outcome", to_string(r.outcome)},
+              {"status", r.exit_status},
+              {"duration_ms", ms},
+              {"detail", r.detail}});
+}
+
+asio::awaitable<run_result> agent_runtime::run_guarded(std::size_t index, run_context ctx,
+                                                       std::shared_ptr<run_control> control, lease* l) {
+  const job_config& job = config_.jobs[index];
+  if (!l) co_return co_await run_job(job, ctx, control);
+  // The watcher turns a lost lease into a graceful stop of the run, then waits for the run to finish.
+  auto watch = [l, control]() -> asio::awaitable<void> {
+    co_await l->wait_lost();
+    control->stop();
+    asio::steady_timer forever(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+    co_await forever.async_wait(use_tuple);
+  };
+  auto r = co_await (run_job(job, ctx, control) || baton::detail::capture(watch()));
+  if (r.index() == 0) co_return std::get<0>(std::move(r));
+  run_result stopped;
+  stopped.outcome = run_outcome::stopped;
+  co_return stopped;
+}
+
 void agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds slot, const lease& l) {
   const job_config& job = config_.jobs[index];
   auto control = std::make_shared<run_control>(ex_);
@@ -96,24 +130,86 @@ void agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds slot, 
   asio::co_spawn(
       ex_,
       [this, index, ctx, control, it]() -> asio::awaitable<void> {
-        const job_config& job = config_.jobs[index];
-        auto r = co_await run_job(job, ctx, control);
+        // Leader mode: a lost election lease stops every run through stop_all_runs().
+        auto r = co_await run_guarded(index, ctx, control, nullptr);
         scheduler_.run_finished(index);
         runs_.erase(it);
-        record_run(job, r);
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count();
-        auto level = r.outcome == run_outcome::succeeded ? log::level::info : log::level::warn;
-        log::write(level, r.outcome == run_outcome::stopped ? "job_stopped" : "job_finished",
-                   {{"job", job.name},
-                    {"run", ctx.run_id},
-                    {"slot", rfc3339(ctx.slot)},
-                    {"token", ctx.token},
-                    {"outcome", to_string(r.outcome)},
-                    {"status", r.exit_status},
-                    {"duration_ms", ms},
-                    {"detail", r.detail}});
+        log_result(config_.jobs[index], ctx, r);
       },
       asio::detached);
+}
+
+void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_seconds slot) {
+  auto control = std::make_shared<run_control>(ex_);
+  runs_.push_back(control);
+  auto it = std::prev(runs_.end());
+  scheduler_.run_started(index);
+  asio::co_spawn(
+      ex_,
+      [this, index, slot, control, it]() -> asio::awaitable<void> {
+        const job_config& job = config_.jobs[index];
+        const std::string key = "jobs/" + job.name;
+        std::optional<lease> l;
+        try {
+          auto got = co_await client_.try_acquire(key, config_.election);
+          if (got.acquired) l.emplace(std::move(*got.acquired));
+          else log::info("job_skipped", {{"job", job.name}, {"slot", rfc3339(slot)}, {"reason", "held"},
+                                         {"holder", got.holder.owner}});
+        } catch (const std::exception& e) {
+          log::warn("job_skipped", {{"job", job.name}, {"slot", rfc3339(slot)}, {"reason", "lock_error"},
+                                    {"error", e.what()}});
+        }
+        if (l && !control->stop_requested()) {
+          run_context ctx{key, l->token(), client_.identity(), slot, next_run_id_++};
+          log::info("job_started", {{"job", job.name}, {"run", ctx.run_id}, {"slot", rfc3339(slot)}, {"key", key},
+                                    {"token", ctx.token}});
+          auto r = co_await run_guarded(index, ctx, control, &*l);
+          log_result(job, ctx, r);
+          // Keep the slot's lock a while after a quick run, so a replica whose clock runs a little behind
+          // does not take the same slot again: until half the way to the next slot (at most half the TTL).
+          auto next = job.sched.next_fire(slot, job.tz);
+          auto hold = next ? std::min<std::chrono::system_clock::duration>((*next - slot) / 2, config_.election.ttl / 2)
+                           : std::chrono::system_clock::duration::zero();
+          auto hold_until = slot + hold;
+          while (l->active() && !control->stop_requested() && std::chrono::system_clock::now() < hold_until) {
+            asio::steady_timer t(ex_, std::chrono::milliseconds(50));
+            co_await t.async_wait(use_tuple);
+          }
+          if (l->active()) {
+            try {
+              co_await l->release();
+            } catch (const std::exception& e) {
+              log::warn("release_failed", {{"key", key}, {"error", e.what()}});
+            }
+          }
+        }
+        scheduler_.run_finished(index);
+        runs_.erase(it);
+      },
+      asio::detached);
+}
+
+asio::awaitable<void> agent_runtime::run_per_job() {
+  leader_ = false;
+  scheduler_.on_elected(wall_now(), std::chrono::seconds(0));  // every replica schedules; the locks decide
+  while (!stopping_) {
+    for (auto& d : scheduler_.due(wall_now())) {
+      if (d.what == slot_decision::kind::skip_overlap) {
+        std::lock_guard lk(metrics_mu_);
+        ++job_stats_[config_.jobs[d.job].name].skipped_overlap;
+        continue;
+      }
+      start_per_job_run(d.job, d.slot);
+    }
+    auto next = scheduler_.next_due();
+    auto wait = std::chrono::milliseconds(1000);
+    if (next)
+      wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(*next - std::chrono::system_clock::now()),
+                        std::chrono::milliseconds(1), wait);
+    co_await sleep_or_wake(wait);
+  }
+  scheduler_.on_lost();
+  co_await stop_all_runs(config_.shutdown_grace);
 }
 
 asio::awaitable<void> agent_runtime::stop_all_runs(std::chrono::milliseconds let_finish) {
@@ -160,6 +256,10 @@ asio::awaitable<void> agent_runtime::lead(lease& l) {
 }
 
 asio::awaitable<void> agent_runtime::run() {
+  if (config_.mode == agent_mode::per_job) {
+    co_await run_per_job();
+    co_return;
+  }
   lease_options opts = config_.election;
   int failures = 0;
   while (!stopping_) {

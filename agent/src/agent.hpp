@@ -49,6 +49,12 @@ class agent_runtime {
   struct run_slot;
   boost::asio::awaitable<void> lead(lease& l);
   void start_run(std::size_t job, std::chrono::sys_seconds slot, const lease& l);
+  boost::asio::awaitable<void> run_per_job();
+  void start_per_job_run(std::size_t job, std::chrono::sys_seconds slot);
+  /// Runs one job under `l`, stopping it gracefully (TERM, grace, KILL) if the lease is lost meanwhile.
+  boost::asio::awaitable<run_result> run_guarded(std::size_t job, run_context ctx, std::shared_ptr<run_control> control,
+                                                 lease* l);
+  void log_result(const job_config& job, const run_context& ctx, const run_result& r);
   /// Stops every run in flight and waits until all are gone. With `let_finish`, runs first get that long to
   /// end on their own (shutdown), while leadership is still held.
   boost::asio::awaitable<void> stop_all_runs(std::chrono::milliseconds let_finish = {});
