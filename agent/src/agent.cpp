@@ -292,6 +292,10 @@ asio::awaitable<void> agent_runtime::run() {
       lost = e.code() == error::lease_lost;
     }
     lost = lost || !l->active();  // lead() also returns when it finds the lease past its deadline
+    if (lost) {
+      leases_lost_.fetch_add(1);
+      log::warn("lost", {{"key", config_.election_key}, {"token", l->token()}, {"reason", l->loss_reason()}});
+    }
     // Stop scheduling at once. On shutdown running jobs may finish within shutdown_grace while the lease is
     // still held (renewal goes on); on loss or resign they are stopped now.
     scheduler_.on_lost();
@@ -305,11 +309,7 @@ asio::awaitable<void> agent_runtime::run() {
     }
     leader_ = false;
     co_await stop_all_runs();
-    if (lost || l->state() == lease_state::lost) {
-      leases_lost_.fetch_add(1);
-      log::warn("lost", {{"key", config_.election_key}, {"token", l->token()}, {"reason", l->loss_reason()}});
-      continue;
-    }
+    if (lost || l->state() == lease_state::lost) continue;  // campaign again, for a new token
     try {
       co_await l->release();
     } catch (const std::exception& e) {

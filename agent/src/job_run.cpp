@@ -138,6 +138,12 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
     result.outcome = *status == 0 ? run_outcome::succeeded : run_outcome::failed;
     child->signal_group(SIGKILL);
   }
+  // Reap what the KILL left (this process is a subreaper, so the command's orphans are ours): a zombie
+  // still counts as a process, and the group must be empty before the run reports it ended.
+  for (int i = 0; i < 500 && child->group_alive(); ++i) {
+    asio::steady_timer tick(ex, std::chrono::milliseconds(10));
+    co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
   result.exit_status = *status;
   result.duration = clock_type::now() - started;
   // Let the output pump drain what is left (bounded: the group is gone, the pipe closes).

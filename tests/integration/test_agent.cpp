@@ -1,0 +1,277 @@
+#define BOOST_TEST_MODULE agent
+#include <boost/test/unit_test.hpp>
+
+// batond, fenced-store and several baton-agents as real processes on loopback.
+
+#include "batond_fixture.hpp"
+
+#include <signal.h>
+
+#include <fstream>
+#include <set>
+#include <thread>
+
+using namespace baton::test;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct store_process {
+  std::unique_ptr<child_process> proc;
+  unsigned short port = 0;
+  store_process() {
+    proc = std::make_unique<child_process>(std::vector<std::string>{bin_path("fenced-store"), "--listen", "127.0.0.1:0"});
+    auto line = proc->read_line(30s);
+    port = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
+
+struct agent_process {
+  std::unique_ptr<child_process> proc;
+  unsigned short port = 0;
+  std::string identity;
+  agent_process(const std::filesystem::path& config, std::string id, const std::filesystem::path& log)
+      : identity(std::move(id)) {
+    proc = std::make_unique<child_process>(
+        std::vector<std::string>{bin_path("baton-agent"), "--config", config.string(), "--identity", identity},
+        log.string());
+    auto line = proc->read_line(30s);
+    BOOST_REQUIRE(line.rfind("baton-agent listening on ", 0) == 0);
+    port = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+  }
+  http_reply leader() const { return http_client(port, 10s).get("/v1/leader"); }
+};
+
+std::filesystem::path write_config(const temp_dir& dir, const std::string& name, const std::string& text) {
+  auto p = dir.path() / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::string base_config(const batond_process& server, const std::string& ttl, const std::string& jobs) {
+  return "server: " + server.url() + "\nlisten: 127.0.0.1:0\nshutdown_grace: 1s\nelection:\n  key: test/leader\n  ttl: " +
+         ttl + "\njobs:\n" + jobs;
+}
+
+// Polls until `pred` holds, at most `bound`.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::seconds bound = 30s) {
+  auto until = clock_type::now() + bound;
+  while (clock_type::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
+// Index of the agent whose sidecar says it leads, or -1; fails the test if more than one does.
+int leader_of(std::vector<std::unique_ptr<agent_process>>& agents) {
+  int found = -1, count = 0;
+  for (std::size_t i = 0; i < agents.size(); ++i) {
+    if (!agents[i] || !agents[i]->proc->running()) continue;
+    auto r = agents[i]->leader();
+    if (r.status == 200 && r.json.at("is_leader").as_bool()) {
+      found = static_cast<int>(i);
+      ++count;
+    }
+  }
+  BOOST_REQUIRE_MESSAGE(count <= 1, "two agents lead at once");
+  return found;
+}
+
+bool process_gone(int pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(one_leader_at_a_time_and_a_standby_takes_over_after_kill9) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(dir, "agent.yaml", base_config(server, "1s", "  []\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 3; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+  int leader = -1;
+  BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
+  auto first = agents[leader]->leader();
+  auto first_token = first.json.at("token").to_number<std::uint64_t>();
+  BOOST_TEST(std::string(first.json.at("leader").as_string()).rfind(agents[leader]->identity + "#", 0) == 0u);
+  // Every sidecar agrees on who leads (the lock server's answer).
+  for (auto& a : agents) BOOST_TEST(a->leader().json.at("leader") == first.json.at("leader"));
+  // Watch for a while: never two leaders.
+  for (int i = 0; i < 20; ++i) {
+    leader_of(agents);
+    std::this_thread::sleep_for(50ms);
+  }
+  agents[leader]->proc->signal(SIGKILL);
+  agents[leader]->proc->wait(30s);
+  agents[leader].reset();
+  int next = -1;
+  BOOST_REQUIRE(eventually([&] { return (next = leader_of(agents)) >= 0; }));
+  BOOST_TEST(agents[next]->leader().json.at("token").to_number<std::uint64_t>() > first_token);
+}
+
+BOOST_AUTO_TEST_CASE(a_paused_leaders_late_write_is_refused_by_the_fenced_store) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  store_process store;
+  // The job writes, takes 3 s (longer than the 1 s TTL), and writes again with the same token.
+  std::string put = "curl -s -o /dev/null -X PUT -H \"Fencing-Token: $BATON_FENCING_TOKEN\" --data \"$BATON_IDENTITY\" " +
+                    store.url() + "/items/report";
+  auto cfg = write_config(dir, "agent.yaml",
+                          base_config(server, "1s",
+                                      "  - name: writer\n    schedule: \"*/1 * * * * *\"\n    shell: true\n"
+                                      "    command: ['" + put + "; sleep 3; " + put + "']\n    grace: 1s\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+  int leader = -1;
+  BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
+  auto old_token = agents[leader]->leader().json.at("token").to_number<std::uint64_t>();
+  http_client store_client(store.port);
+  BOOST_REQUIRE(eventually([&] { return store_client.get("/items/report").status == 200; }));
+  // Freeze the leader agent (its job keeps running: it is a separate process group).
+  agents[leader]->proc->signal(SIGSTOP);
+  int other = 1 - leader;
+  BOOST_REQUIRE(eventually([&] {
+    auto r = agents[other]->leader();
+    return r.json.at("is_leader").as_bool();
+  }));
+  auto new_token = agents[other]->leader().json.at("token").to_number<std::uint64_t>();
+  BOOST_TEST(new_token > old_token);
+  // The stale job's second write carries the old token after the new leader wrote: refused.
+  BOOST_TEST(eventually([&] {
+    auto h = store_client.get("/history");
+    return h.body.find("\"token\":" + std::to_string(old_token) + ",\"accepted\":false") != std::string::npos;
+  }));
+  agents[leader]->proc->signal(SIGCONT);
+  BOOST_TEST(eventually([&] { return !agents[leader]->leader().json.at("is_leader").as_bool(); }));
+}
+
+BOOST_AUTO_TEST_CASE(running_jobs_are_killed_when_leadership_is_lost) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto pidfile = dir.path() / "pids";
+  auto cfg = write_config(
+      dir, "agent.yaml",
+      base_config(server, "1s",
+                  "  - name: long\n    schedule: \"*/1 * * * * *\"\n    shell: true\n"
+                  "    command: [\"sleep 1000 & echo $! >> " + pidfile.string() + "; echo $$ >> " + pidfile.string() +
+                      "; wait\"]\n    grace: 500ms\n"));
+  agent_process agent(cfg, "solo", dir.path() / "a.log");
+  BOOST_REQUIRE(eventually([&] {
+    std::ifstream in(pidfile);
+    std::string a, b;
+    return static_cast<bool>(in >> a >> b);
+  }));
+  std::vector<int> pids;
+  {
+    std::ifstream in(pidfile);
+    int p;
+    while (in >> p) pids.push_back(p);
+  }
+  // The lock server freezes: the agent cannot renew, declares the loss and stops its jobs' process groups.
+  server.process().signal(SIGSTOP);
+  bool all_gone = eventually([&] {
+    for (int p : pids)
+      if (!process_gone(p)) return false;
+    return true;
+  });
+  server.process().signal(SIGCONT);
+  BOOST_TEST(all_gone);
+  auto log_has = [&](const std::string& what) {
+    std::ifstream log(dir.path() / "a.log");
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    return text.find(what) != std::string::npos;
+  };
+  BOOST_TEST(eventually([&] { return log_has("event=lost"); }));
+  BOOST_TEST(eventually([&] { return log_has("outcome=stopped"); }));
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_releases_leadership_so_a_standby_takes_over_at_once) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(dir, "agent.yaml", base_config(server, "30s", "  []\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+  int leader = -1;
+  BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
+  auto started = clock_type::now();
+  agents[leader]->proc->signal(SIGTERM);
+  BOOST_TEST(agents[leader]->proc->wait(30s) == 0);
+  agents[leader].reset();
+  int next = -1;
+  BOOST_REQUIRE(eventually([&] { return (next = leader_of(agents)) >= 0; }));
+  // Far sooner than the 30 s TTL: the lease was released, not left to expire.
+  BOOST_TEST(std::chrono::duration<double>(clock_type::now() - started).count() < 6.0);
+}
+
+BOOST_AUTO_TEST_CASE(resign_needs_the_token_and_hands_leadership_over) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(dir, "agent.yaml", "resign_token: s3cret-token\n" + base_config(server, "30s", "  []\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+  int leader = -1;
+  BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
+  auto raw = [&](int i, const std::string& auth) {
+    return http_client::raw(agents[i]->port, "POST /v1/resign HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n" + auth +
+                                                 "Connection: close\r\n\r\n");
+  };
+  BOOST_TEST(raw(leader, "").status == 401);
+  BOOST_TEST(raw(leader, "Authorization: Bearer wrong\r\n").status == 401);
+  BOOST_TEST(raw(1 - leader, "Authorization: Bearer s3cret-token\r\n").status == 409);  // not the leader
+  BOOST_TEST(raw(leader, "Authorization: Bearer s3cret-token\r\n").status == 200);
+  BOOST_TEST(eventually([&] { return leader_of(agents) == 1 - leader; }));
+}
+
+BOOST_AUTO_TEST_CASE(per_job_mode_runs_each_slot_once_across_replicas) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto out = dir.path() / "slots";
+  auto cfg = write_config(dir, "agent.yaml",
+                          "mode: per-job\n" + base_config(server, "4s",
+                                                          "  - name: tick\n    schedule: \"*/1 * * * * *\"\n"
+                                                          "    shell: true\n    command: [\"echo $BATON_SCHEDULED_AT "
+                                                          "$BATON_FENCING_TOKEN >> " + out.string() + "\"]\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 3; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+  BOOST_REQUIRE(eventually([&] {
+    std::ifstream in(out);
+    int lines = 0;
+    for (std::string l; std::getline(in, l);) ++lines;
+    return lines >= 4;
+  }));
+  for (auto& a : agents) a->proc->signal(SIGTERM);
+  for (auto& a : agents) BOOST_TEST(a->proc->wait(30s) == 0);
+  std::ifstream in(out);
+  std::set<std::string> slots;
+  std::set<std::string> tokens;
+  int lines = 0;
+  for (std::string slot, token; in >> slot >> token; ++lines) {
+    slots.insert(slot);
+    tokens.insert(token);
+  }
+  BOOST_TEST(lines >= 4);
+  BOOST_TEST(slots.size() == static_cast<std::size_t>(lines));   // no slot ran twice
+  BOOST_TEST(tokens.size() == static_cast<std::size_t>(lines));  // each run had its own lease
+}
+
+BOOST_AUTO_TEST_CASE(check_config_accepts_a_good_file_and_names_the_line_of_a_bad_one) {
+  temp_dir dir;
+  auto good = write_config(dir, "good.yaml", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [\"/bin/true\"]\n");
+  auto bad = write_config(dir, "bad.yaml", "jobs:\n  - name: a\n    schedule: \"61 * * * *\"\n    command: [\"/bin/true\"]\n");
+  child_process ok({bin_path("baton-agent"), "--check-config", good.string()});
+  BOOST_TEST(ok.wait(30s) == 0);
+  child_process ko({bin_path("baton-agent"), "--check-config", bad.string()}, (dir.path() / "err").string());
+  BOOST_TEST(ko.wait(30s) == 2);
+  std::ifstream err(dir.path() / "err");
+  std::string line;
+  std::getline(err, line);
+  BOOST_TEST(line.find("bad.yaml:3:") != std::string::npos);
+  BOOST_TEST(line.find("jobs[0].schedule") != std::string::npos);
+}
