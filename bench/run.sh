@@ -72,8 +72,13 @@ stop_server() {
   server_pid=""
 }
 cleanup() {
+  local status=$?
   stop_server
-  rm -rf "$work"
+  if ((status == 0 || status == 3)); then
+    rm -rf "$work"
+  else
+    log "keeping $work for diagnosis (server data and output)"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -168,7 +173,14 @@ run_block() {
   elif ((status != 0)); then
     die "baton-loadgen failed with status $status against $target"
   fi
-  kill -0 "$server_pid" 2>/dev/null || die "$target exited during the run (output in $dir)"
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    local exit_status=0
+    wait "$server_pid" || exit_status=$?
+    server_pid=""
+    tail -20 "$dir/stderr" >&2
+    ((exit_status > 128)) && die "$target was killed by signal $((exit_status - 128)) during the run (output in $dir)"
+    die "$target exited with status $exit_status during the run (output in $dir)"
+  fi
   stop_server
 }
 
