@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 bash deploy/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release --target batond fenced-store baton-example-timeline baton-example-long-job
+cmake --build --preset release --target batond fenced-store baton-example-timeline baton-example-long-job \
+  baton-agent
 
 data_dir=$(mktemp -d /tmp/baton-demo.XXXXXX)
 out="$data_dir/batond.out"
@@ -124,4 +125,7 @@ job_pid=
 kill -CONT "$batond_pid"
 [[ $job_status -eq 3 ]] || { echo "demo: expected the job to stop on lease loss (exit 3), got $job_status" >&2; exit 1; }
 
-say "demo: the timeline played as documented in docs/protocol.md"
+printf '\n%s== Leader-elected cron with baton-agent (examples/agent-demo.sh) ==%s\n' "$bold" "$reset"
+bash examples/agent-demo.sh
+
+say "demo: every step played as documented in docs/protocol.md, docs/sdk.md and docs/agent.md"
