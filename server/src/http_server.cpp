@@ -83,7 +83,7 @@ struct http_server::impl {
     return w;
   }
 
-  asio::awaitable<response> handle(const request& req) {
+  asio::awaitable<response> handle(const request& req, route& counted_as) {
     const unsigned v = req.version();
     const bool ka = req.keep_alive() && !draining.load(std::memory_order_relaxed);
     auto error = [&](const api_error& e) {
@@ -93,6 +93,7 @@ struct http_server::impl {
     auto parsed = parse_target(req.target());
     if (auto* e = std::get_if<api_error>(&parsed)) co_return error(*e);
     const auto& t = std::get<lock_target>(parsed);
+    counted_as = route_of(t);
     if (req.method_string() != method_for(t.what)) {
       auto res = error({405, "method_not_allowed",
                         "use " + std::string(method_for(t.what)) + " for " + std::string(req.target())});
@@ -169,15 +170,12 @@ struct http_server::impl {
     co_return error({500, "internal", "unhandled route"});
   }
 
-  static route route_of(const request& req) {
-    auto parsed = parse_target(req.target());
-    auto* t = std::get_if<lock_target>(&parsed);
-    if (!t) return route::other;
-    switch (t->what) {
+  static route route_of(const lock_target& t) {
+    switch (t.what) {
       case lock_target::kind::acquire: return route::acquire;
       case lock_target::kind::renew: return route::renew;
       case lock_target::kind::release: return route::release;
-      case lock_target::kind::get: return t->wait_ms ? route::wait : route::get;
+      case lock_target::kind::get: return t.wait_ms ? route::wait : route::get;
       case lock_target::kind::healthz: return route::healthz;
       case lock_target::kind::metrics: return route::metrics;
     }
@@ -230,8 +228,9 @@ struct http_server::impl {
       auto started = clock::now();
       stream.expires_never();  // a long-poll may legitimately take up to a minute
       response res;
+      route r = route::other;
       try {
-        res = co_await handle(req);
+        res = co_await handle(req, r);
       } catch (const storage_unavailable& e) {
         res = make_response(http::status::service_unavailable, req.version(), false,
                             error_body("storage_unavailable", e.what()));
@@ -241,7 +240,6 @@ struct http_server::impl {
         res = make_response(http::status::internal_server_error, req.version(), false,
                             error_body("internal", e.what()));
       }
-      auto r = route_of(req);
       metrics.count_request(r, static_cast<int>(res.result_int()));
       if (r != route::wait) metrics.request_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
       if (draining.load()) res.keep_alive(false);
