@@ -6,6 +6,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "lease_opts.hpp"
 #include "fault_proxy.hpp"
 
 #include "baton/client.hpp"
@@ -32,14 +33,6 @@ client_config via(unsigned short port, milliseconds timeout = 500ms) {
   return c;
 }
 
-lease_options opts(milliseconds ttl, milliseconds every = 0ms, milliseconds margin = 0ms) {
-  lease_options o;
-  o.ttl = ttl;
-  o.renew_every = every;
-  o.safety_margin = margin;
-  return o;
-}
-
 std::uint64_t token_of(const http_reply& r) { return r.json.at("token").to_number<std::uint64_t>(); }
 
 }  // namespace
@@ -53,7 +46,7 @@ BOOST_AUTO_TEST_CASE(lost_acquire_reply_is_retried_with_the_same_owner_and_super
   auto direct = server.client();
   proxy.drop_responses(1, drop_style::hang);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await c.try_acquire("lost-reply", opts(30000ms));
+    auto r = co_await c.try_acquire("lost-reply", lease_opts(30000ms));
     BOOST_REQUIRE(r.acquired.has_value());
     lease& l = *r.acquired;
     BOOST_TEST(proxy.responses_dropped() == 1u);
@@ -81,7 +74,7 @@ BOOST_AUTO_TEST_CASE(lost_release_reply_is_retried_safely) {
   client c(ioc.get_executor(), via(proxy.port()));
   auto direct = server.client();
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("release-lost", opts(30000ms, 5000ms));
+    auto l = co_await c.acquire("release-lost", lease_opts(30000ms, 5000ms));
     proxy.drop_responses(1, drop_style::reset);
     auto outcome = co_await l.release();
     BOOST_TEST(proxy.responses_dropped() == 1u);
@@ -102,7 +95,7 @@ BOOST_AUTO_TEST_CASE(partitioned_holder_gives_up_before_the_server_expires_its_l
   auto direct = server.client();
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // ttl 3 s, renew every 500 ms, local deadline 1 s before the server's expiry.
-    auto l = co_await c.acquire("partitioned", opts(3000ms, 500ms, 1000ms));
+    auto l = co_await c.acquire("partitioned", lease_opts(3000ms, 500ms, 1000ms));
     proxy.set_blackhole(true);
     bool work_cancelled = false;
     try {
@@ -120,7 +113,7 @@ BOOST_AUTO_TEST_CASE(partitioned_holder_gives_up_before_the_server_expires_its_l
     BOOST_TEST(still.status == 200);
     BOOST_TEST(token_of(still) == l.token());
     // Once the server expires it, another client takes over with a newer token.
-    auto next = co_await other.acquire("partitioned", opts(30000ms));
+    auto next = co_await other.acquire("partitioned", lease_opts(30000ms));
     BOOST_TEST(next.token() > l.token());
     proxy.set_blackhole(false);
     // The stale holder's release cannot free the new holder's lock.
@@ -140,14 +133,14 @@ BOOST_AUTO_TEST_CASE(owner_that_vanishes_without_release_is_replaced_after_the_t
   client c(dying.get_executor(), via(server.port()));
   std::optional<lease> abandoned;
   run_coro(dying, [&]() -> asio::awaitable<void> {
-    abandoned.emplace(co_await c.acquire("vanished", opts(1000ms)));
+    abandoned.emplace(co_await c.acquire("vanished", lease_opts(1000ms)));
     vanished_token = abandoned->token();
   }());
   asio::io_context ioc;
   client successor(ioc.get_executor(), via(server.port(), 2000ms));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto started = clock_type::now();
-    auto l = co_await successor.acquire("vanished", opts(30000ms));
+    auto l = co_await successor.acquire("vanished", lease_opts(30000ms));
     BOOST_TEST(l.token() > vanished_token);
     BOOST_TEST(std::chrono::duration<double>(clock_type::now() - started).count() < 30.0);
     co_await l.release();
@@ -161,7 +154,7 @@ BOOST_AUTO_TEST_CASE(connection_resets_during_renewal_are_retried_and_the_lease_
   asio::io_context ioc;
   client c(ioc.get_executor(), via(proxy.port()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("resets", opts(3000ms, 200ms));
+    auto l = co_await c.acquire("resets", lease_opts(3000ms, 200ms));
     for (int i = 0; i < 5; ++i) {
       asio::steady_timer t(co_await asio::this_coro::executor, 150ms);
       co_await t.async_wait(asio::use_awaitable);

@@ -3,6 +3,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "lease_opts.hpp"
 
 #include "baton/client.hpp"
 
@@ -35,14 +36,6 @@ client_config config_for(const batond_process& s) {
   return c;
 }
 
-lease_options opts(milliseconds ttl, milliseconds every = 0ms, milliseconds margin = 0ms) {
-  lease_options o;
-  o.ttl = ttl;
-  o.renew_every = every;
-  o.safety_margin = margin;
-  return o;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(lease_is_renewed_while_held_and_released_on_request) {
@@ -51,7 +44,7 @@ BOOST_AUTO_TEST_CASE(lease_is_renewed_while_held_and_released_on_request) {
   asio::io_context ioc;
   client c(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await c.try_acquire("jobs/renewed", opts(600ms, 150ms));
+    auto r = co_await c.try_acquire("jobs/renewed", lease_opts(600ms, 150ms));
     BOOST_REQUIRE(r.acquired.has_value());
     lease& l = *r.acquired;
     BOOST_TEST(l.active());
@@ -81,14 +74,14 @@ BOOST_AUTO_TEST_CASE(try_acquire_of_a_held_lock_reports_the_holder) {
   client a(ioc.get_executor(), config_for(server));
   client b(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto ra = co_await a.try_acquire("k", opts(5000ms));
+    auto ra = co_await a.try_acquire("k", lease_opts(5000ms));
     BOOST_REQUIRE(ra.acquired.has_value());
-    auto rb = co_await b.try_acquire("k", opts(5000ms));
+    auto rb = co_await b.try_acquire("k", lease_opts(5000ms));
     BOOST_TEST(!rb.acquired.has_value());
     BOOST_TEST(rb.holder.owner == ra.acquired->owner());
     BOOST_TEST(rb.holder.token == ra.acquired->token());
     // Two acquisitions in one process never share an owner.
-    auto rc = co_await a.try_acquire("other", opts(5000ms));
+    auto rc = co_await a.try_acquire("other", lease_opts(5000ms));
     BOOST_TEST(rc.acquired->owner() != ra.acquired->owner());
     co_await ra.acquired->release();
     co_await rc.acquired->release();
@@ -105,7 +98,7 @@ BOOST_AUTO_TEST_CASE(two_clients_acquiring_at_once_get_exactly_one_lease) {
   std::vector<lease> held;
   for (auto& cl : clients)
     asio::co_spawn(ioc, [&, c = cl.get()]() -> asio::awaitable<void> {
-      auto r = co_await c->try_acquire("race", opts(5000ms));
+      auto r = co_await c->try_acquire("race", lease_opts(5000ms));
       if (r.acquired) {
         ++winners;
         held.push_back(std::move(*r.acquired));
@@ -124,12 +117,12 @@ BOOST_AUTO_TEST_CASE(acquire_waits_on_the_long_poll_and_takes_over_at_release) {
   client a(ioc.get_executor(), config_for(server));
   client b(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto first = co_await a.acquire("handover", opts(30000ms));
+    auto first = co_await a.acquire("handover", lease_opts(30000ms));
     std::optional<lease> second;
     auto started = clock_type::now();
     double waited = 0;
     asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
-      second.emplace(co_await b.acquire("handover", opts(30000ms)));
+      second.emplace(co_await b.acquire("handover", lease_opts(30000ms)));
       waited = std::chrono::duration<double>(clock_type::now() - started).count();
     }, asio::detached);
     co_await sleep_for(300ms);
@@ -150,9 +143,9 @@ BOOST_AUTO_TEST_CASE(acquire_with_a_wait_timeout_gives_up) {
   client a(ioc.get_executor(), config_for(server));
   client b(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto held = co_await a.acquire("busy", opts(30000ms));
+    auto held = co_await a.acquire("busy", lease_opts(30000ms));
     try {
-      co_await b.acquire("busy", opts(30000ms), 300ms);
+      co_await b.acquire("busy", lease_opts(30000ms), 300ms);
       BOOST_FAIL("acquire should have timed out");
     } catch (const exception& e) {
       BOOST_TEST((e.code() == error::wait_timeout));
@@ -172,7 +165,7 @@ BOOST_AUTO_TEST_CASE(server_paused_longer_than_the_ttl_makes_the_client_cancel_w
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     acquire_sent = clock_type::now();
     // ttl 2 s, renew every 400 ms, local deadline 1.5 s after the acquire was sent.
-    auto l = co_await c.acquire("paused", opts(2000ms, 400ms, 500ms));
+    auto l = co_await c.acquire("paused", lease_opts(2000ms, 400ms, 500ms));
     old_token = l.token();
     server.process().signal(SIGSTOP);  // the server freezes: no renew is answered
     try {
@@ -197,7 +190,7 @@ BOOST_AUTO_TEST_CASE(server_paused_longer_than_the_ttl_makes_the_client_cancel_w
   asio::io_context ioc2;
   client other(ioc2.get_executor(), config_for(server));
   run_coro(ioc2, [&]() -> asio::awaitable<void> {
-    auto l = co_await other.acquire("paused", opts(5000ms));
+    auto l = co_await other.acquire("paused", lease_opts(5000ms));
     BOOST_TEST(l.token() > old_token);
     co_await l.release();
   }());
@@ -210,7 +203,7 @@ BOOST_AUTO_TEST_CASE(destroying_an_active_lease_releases_it_in_the_background) {
   client c(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     {
-      auto l = co_await c.acquire("dropped", opts(60000ms));
+      auto l = co_await c.acquire("dropped", lease_opts(60000ms));
       BOOST_TEST(l.active());
     }
     bool freed = false;
@@ -229,7 +222,7 @@ BOOST_AUTO_TEST_CASE(lease_survives_a_server_restart_mid_lease) {
   asio::io_context ioc;
   client c(ioc.get_executor(), config_for(*server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("restarted", opts(4000ms, 300ms, 500ms));
+    auto l = co_await c.acquire("restarted", lease_opts(4000ms, 300ms, 500ms));
     BOOST_TEST(server->terminate() == 0);
     server = std::make_unique<batond_process>(dir.path(), std::vector<std::string>{}, port);
     co_await sleep_for(4000ms);  // a whole TTL: only renewals through the restart keep it
@@ -247,7 +240,7 @@ BOOST_AUTO_TEST_CASE(renew_refused_after_takeover_makes_the_lease_lost_at_once) 
   asio::io_context ioc;
   client c(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("stolen", opts(2000ms, 300ms));
+    auto l = co_await c.acquire("stolen", lease_opts(2000ms, 300ms));
     // Someone else releases it with the right owner+token (an operator, say) and another holder takes it.
     http_client raw(server.port());
     raw.post("/v1/locks/stolen/release",

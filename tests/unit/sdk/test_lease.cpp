@@ -6,6 +6,7 @@
 // the decisions out: cancellation of guarded work, retries, release mapping.
 
 #include "coro.hpp"
+#include "lease_opts.hpp"
 
 #include "baton/client.hpp"
 
@@ -22,6 +23,7 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using clock_type = std::chrono::steady_clock;
 using baton::test::run_coro;
+using baton::test::lease_opts;
 
 namespace {
 
@@ -118,14 +120,6 @@ struct fixture {
   }
 };
 
-lease_options opts(milliseconds ttl, milliseconds every, milliseconds margin = 0ms) {
-  lease_options o;
-  o.ttl = ttl;
-  o.renew_every = every;
-  o.safety_margin = margin;
-  return o;
-}
-
 // Guarded work: waits a minute unless cancelled; records when it saw the cancellation.
 asio::awaitable<void> long_work(std::optional<clock_type::time_point>& cancelled_at) {
   asio::steady_timer t(co_await asio::this_coro::executor, 60s);
@@ -139,7 +133,7 @@ BOOST_FIXTURE_TEST_CASE(guarded_work_is_cancelled_when_a_renew_is_refused, fixtu
   b->renew_default = mode::refuse;
   std::optional<clock_type::time_point> cancelled_at;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", opts(30'000ms, 100ms));
+    auto l = co_await c.acquire("k", lease_opts(30'000ms, 100ms));
     try {
       co_await with_lease(l, long_work(cancelled_at));
       BOOST_FAIL("expected lease_lost");
@@ -158,7 +152,7 @@ BOOST_FIXTURE_TEST_CASE(guarded_work_is_cancelled_at_the_deadline_when_nothing_a
   b->renew_default = mode::hang;
   std::optional<clock_type::time_point> cancelled_at;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", opts(600ms, 100ms, 100ms));
+    auto l = co_await c.acquire("k", lease_opts(600ms, 100ms, 100ms));
     auto deadline = l.deadline();
     BOOST_CHECK_THROW(co_await with_lease(l, long_work(cancelled_at)), exception);
     BOOST_TEST((l.state() == lease_state::lost));
@@ -173,7 +167,7 @@ BOOST_FIXTURE_TEST_CASE(guarded_work_is_cancelled_at_the_deadline_when_nothing_a
 BOOST_FIXTURE_TEST_CASE(transport_errors_are_retried_and_the_lease_survives, fixture) {
   b->renew_script = {mode::fail, mode::fail, mode::fail};
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", opts(3000ms, 100ms));
+    auto l = co_await c.acquire("k", lease_opts(3000ms, 100ms));
     asio::steady_timer t(co_await asio::this_coro::executor, 800ms);
     co_await t.async_wait(asio::use_awaitable);
     BOOST_TEST(l.active());
@@ -187,7 +181,7 @@ BOOST_FIXTURE_TEST_CASE(a_late_renew_success_does_not_revive_and_releases_in_the
   b->renew_default = mode::late_ok;
   b->late_by = 800ms;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", opts(500ms, 100ms, 100ms));  // deadline 400 ms after the acquire
+    auto l = co_await c.acquire("k", lease_opts(500ms, 100ms, 100ms));  // deadline 400 ms after the acquire
     co_await l.wait_lost();
     BOOST_TEST((l.state() == lease_state::lost));
     // The "renewed" answer arrives after the deadline: the lease stays lost and is handed back.
@@ -203,17 +197,17 @@ BOOST_FIXTURE_TEST_CASE(a_late_renew_success_does_not_revive_and_releases_in_the
 
 BOOST_FIXTURE_TEST_CASE(release_retries_transport_errors_and_maps_the_answer, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l1 = co_await c.acquire("a", opts(5000ms, 1000ms));
+    auto l1 = co_await c.acquire("a", lease_opts(5000ms, 1000ms));
     b->release_script = {mode::fail, mode::fail, mode::already_free};
     BOOST_TEST((co_await l1.release() == release_outcome::already_free));
     BOOST_TEST(b->release_calls == 3);
     BOOST_TEST((l1.state() == lease_state::released));
 
-    auto l2 = co_await c.acquire("b", opts(5000ms, 1000ms));
+    auto l2 = co_await c.acquire("b", lease_opts(5000ms, 1000ms));
     b->release_script = {mode::not_owner};
     BOOST_TEST((co_await l2.release() == release_outcome::not_owner));
 
-    auto l3 = co_await c.acquire("c", opts(5000ms, 1000ms));
+    auto l3 = co_await c.acquire("c", lease_opts(5000ms, 1000ms));
     b->release_script = {mode::fail, mode::fail, mode::fail, mode::fail, mode::fail};
     b->release_calls = 0;
     try {
@@ -230,7 +224,7 @@ BOOST_FIXTURE_TEST_CASE(release_retries_transport_errors_and_maps_the_answer, fi
 
 BOOST_FIXTURE_TEST_CASE(with_lease_returns_the_work_result_and_wait_lost_ends_on_release, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", opts(5000ms, 1000ms));
+    auto l = co_await c.acquire("k", lease_opts(5000ms, 1000ms));
     int v = co_await with_lease(l, []() -> asio::awaitable<int> { co_return 42; }());
     BOOST_TEST(v == 42);
     bool woke = false;
@@ -253,7 +247,7 @@ BOOST_FIXTURE_TEST_CASE(events_report_the_lease_lifecycle, fixture) {
   client watched(ioc.get_executor(), cfg, b);
   b->renew_script = {mode::fail, mode::ok, mode::refuse};
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await watched.acquire("k", opts(5000ms, 100ms));
+    auto l = co_await watched.acquire("k", lease_opts(5000ms, 100ms));
     co_await l.wait_lost();
   }());
   using k = lease_event::kind;
@@ -263,7 +257,7 @@ BOOST_FIXTURE_TEST_CASE(events_report_the_lease_lifecycle, fixture) {
 
 BOOST_FIXTURE_TEST_CASE(with_lease_rethrows_what_the_work_threw_at_once, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", opts(30'000ms, 10'000ms));
+    auto l = co_await c.acquire("k", lease_opts(30'000ms, 10'000ms));
     auto started = clock_type::now();
     try {
       co_await with_lease(l, []() -> asio::awaitable<void> {
