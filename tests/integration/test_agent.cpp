@@ -43,7 +43,16 @@ struct agent_process {
     BOOST_REQUIRE(line.rfind("baton-agent listening on ", 0) == 0);
     port = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
   }
-  http_reply leader() const { return http_client(port, 10s).get("/v1/leader"); }
+  // The sidecar's answer, or an empty reply (status 0) when it does not answer (the agent is stopping).
+  http_reply leader() const {
+    try {
+      return http_client(port, 10s).get("/v1/leader");
+    } catch (const std::exception&) {
+      http_reply none;
+      none.json = boost::json::object{{"is_leader", false}};
+      return none;
+    }
+  }
 };
 
 std::filesystem::path write_config(const temp_dir& dir, const std::string& name, const std::string& text) {
