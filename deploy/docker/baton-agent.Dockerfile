@@ -1,0 +1,45 @@
+# baton-agent, the leader-elected cron sidecar. Build from the repository root:
+#   docker build -f deploy/docker/baton-agent.Dockerfile -t baton/baton-agent:0.1.0 .
+# Run with a configuration file mounted at /etc/baton/agent.yaml (none is built in); flags after the image
+# name override the file (--identity, --server, --listen):
+#   docker run -d -v "$PWD/agent.yaml:/etc/baton/agent.yaml:ro" baton/baton-agent:0.1.0 --identity node-1
+# Command jobs run inside this image: /bin/sh, coreutils and curl are there; add what your jobs need.
+
+FROM debian:12 AS build
+WORKDIR /src
+COPY deploy/install-deps.sh deploy/install-deps.sh
+RUN bash deploy/install-deps.sh
+COPY CMakeLists.txt ./
+COPY cmake cmake
+COPY common common
+COPY sdk sdk
+COPY server server
+COPY agent agent
+COPY examples examples
+COPY bench bench
+# Ninja: install-deps.sh installs ninja-build, and make is not installed (no recommends).
+RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBATON_BUILD_TESTS=OFF \
+ && cmake --build build --target baton-agent
+
+FROM debian:12-slim
+# The shared libraries baton-agent links (ldd build/bin/baton-agent); tzdata for the jobs' time zones;
+# curl for the health check and for jobs.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      libboost-json1.81.0 libboost-url1.81.0 libyaml-cpp0.7 libdate-tz3 tzdata \
+      ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/*
+RUN groupadd --system --gid 10001 baton \
+ && useradd --system --uid 10001 --gid baton --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin baton
+COPY --from=build /src/build/bin/baton-agent /usr/local/bin/baton-agent
+USER baton:baton
+EXPOSE 7071
+# SIGTERM (the default): the agent stops starting runs, gives running jobs shutdown_grace, stops them and
+# releases its lease. The runtime's stop timeout must exceed shutdown_grace + the jobs' grace
+# (docker stop -t, compose stop_grace_period, Kubernetes terminationGracePeriodSeconds); docker's is 10s.
+STOPSIGNAL SIGTERM
+# Assumes the configuration's listen port is 7071; change this with it.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD curl -fsS -o /dev/null http://127.0.0.1:7071/healthz || exit 1
+ENTRYPOINT ["/usr/local/bin/baton-agent", "--config", "/etc/baton/agent.yaml"]

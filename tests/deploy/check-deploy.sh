@@ -1,0 +1,508 @@
+#!/usr/bin/env bash
+# Offline checks of the deployment files under deploy/ (docs/deploy.md): what can be verified without a
+# Docker engine, a Kubernetes cluster or a running systemd.
+#
+#   check-deploy.sh SOURCE_DIR BIN_DIR     (BIN_DIR holds the built baton-agent, batond and fenced-store)
+#
+# Needs python3 with PyYAML (Debian: python3-yaml). Uses ldd and dpkg, systemd-analyze and kubectl when
+# present and says which checks it skipped without them. Runs every check, prints one line per check
+# (ok/FAIL/skip) and exits 1 if any failed.
+set -euo pipefail
+
+if (($# != 2)); then
+  echo "usage: $0 SOURCE_DIR BIN_DIR" >&2
+  exit 2
+fi
+src=$(cd "$1" && pwd)
+bin=$(cd "$2" && pwd)
+
+if ! command -v python3 >/dev/null || ! python3 -c 'import yaml' 2>/dev/null; then
+  echo "check-deploy: FAIL: python3 with PyYAML is needed to parse the YAML files (Debian: python3-yaml)" >&2
+  exit 1
+fi
+for exe in baton-agent batond fenced-store; do
+  if [[ ! -x $bin/$exe ]]; then
+    echo "check-deploy: FAIL: $bin/$exe is missing: build it first (cmake --build --preset dev)" >&2
+    exit 1
+  fi
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+python3 - "$src" "$bin" "$work" <<'PY'
+import glob, json, os, re, shlex, shutil, subprocess, sys
+import yaml
+
+src, bin_dir, work = sys.argv[1:4]
+deploy = os.path.join(src, "deploy")
+failures = []
+
+def rel(path):
+    return os.path.relpath(path, src)
+
+def ok(msg):
+    print(f"ok: {msg}")
+
+def fail(msg):
+    failures.append(msg)
+    print(f"FAIL: {msg}")
+
+def skip(msg):
+    print(f"skip: {msg}")
+
+def run(argv, **kw):
+    return subprocess.run(argv, capture_output=True, text=True, **kw)
+
+def argv_of(value):
+    """A command given as a list or as one string (compose allows both)."""
+    return shlex.split(value) if isinstance(value, str) else [str(a) for a in value or []]
+
+def flag_value(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+# ---- durations and the agent's stop time ----------------------------------------------------------------
+
+def agent_seconds(text):
+    """An agent duration (docs/agent.md: 500ms, 10s, 1m30s) in seconds; compose's are written the same way."""
+    parts = re.findall(r"(\d+)(ms|s|m|h)", str(text))
+    if not parts or "".join(n + u for n, u in parts) != str(text):
+        raise ValueError(f"bad duration {text!r}")
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(int(n) * scale[u] for n, u in parts)
+
+def systemd_seconds(text):
+    """A systemd time span (40, 40s, 1min 30s) in seconds."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    parts = re.findall(r"(\d+)\s*(ms|s|sec|m|min|h)\b", text)
+    if not parts:
+        raise ValueError(f"bad time span {text!r}")
+    scale = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+    return sum(int(n) * scale[u] for n, u in parts)
+
+def check_stop_timeout(what, timeout, config):
+    """The supervisor's stop timeout must outlast the agent's own stop: shutdown_grace, then the largest job
+    grace (defaults 20s and 5s). Otherwise a job is SIGKILLed mid-shutdown and the lease is not released."""
+    config = config or {}
+    try:
+        grace = max([agent_seconds(j.get("grace", "5s")) for j in config.get("jobs") or []] or [0])
+        need = agent_seconds(config.get("shutdown_grace", "20s")) + grace
+    except ValueError as e:
+        fail(f"{what}: cannot compute the agent's stop time: {e}")
+        return
+    if timeout > need:
+        ok(f"{what}: stop timeout {timeout:g}s > shutdown_grace + job grace ({need:g}s)")
+    else:
+        fail(f"{what}: stop timeout {timeout:g}s does not exceed the agent's shutdown_grace + job grace "
+             f"({need:g}s): the agent would be killed before its jobs stop and its lease is released")
+
+# ---- the binaries' own checks ---------------------------------------------------------------------------
+
+def check_flags(argv, where):
+    """The binary (from BIN_DIR) knows every flag of a command line: with --help appended it parses them all
+    and exits 0, or names the unknown one and exits 2."""
+    r = run([os.path.join(bin_dir, os.path.basename(argv[0])), *argv[1:], "--help"], timeout=20)
+    if r.returncode == 0:
+        ok(f"{where}: {os.path.basename(argv[0])} accepts {' '.join(argv[1:])}")
+    else:
+        fail(f"{where}: {' '.join(argv)}: {(r.stderr or r.stdout).strip()[:300]}")
+
+def check_agent_config(path, flags=(), label=None):
+    r = run([os.path.join(bin_dir, "baton-agent"), "--check-config", path, *flags], timeout=20)
+    label = (label or rel(path)) + (" with " + " ".join(flags) if flags else "")
+    if r.returncode == 0:
+        ok(f"baton-agent --check-config {label}")
+    else:
+        fail(f"baton-agent --check-config {label}: {(r.stderr or r.stdout).strip()}")
+
+# ---- 1. YAML: every file parses; those neither compose nor Kubernetes are agent configurations -----------
+
+docs = {}  # path -> its YAML documents
+
+def is_k8s(path):
+    return path.startswith(os.path.join(deploy, "k8s") + os.sep)
+
+def is_compose(path):
+    return any(isinstance(d, dict) and "services" in d for d in docs.get(path, []))
+
+def check_yaml():
+    for path in sorted(glob.glob(os.path.join(deploy, "**", "*.y*ml"), recursive=True)):
+        try:
+            with open(path) as f:
+                docs[path] = [d for d in yaml.safe_load_all(f) if d is not None]
+            ok(f"YAML parses: {rel(path)}")
+        except yaml.YAMLError as e:
+            fail(f"YAML does not parse: {rel(path)}: {e}")
+    for path in docs:
+        if not is_k8s(path) and not is_compose(path):
+            check_agent_config(path)
+
+# ---- 2. Dockerfiles -------------------------------------------------------------------------------------
+
+images = {}  # Dockerfile path -> {"target", "entrypoint", "healthcheck"}
+slim_base = {"libc6", "libgcc-s1", "libstdc++6"}   # already in debian:12-slim
+sanitizer_runtime = re.compile(r"^lib(asan|ubsan|tsan|lsan)\d*$")
+
+def dockerfile_instructions(path):
+    """[(INSTRUCTION, arguments)], continuation lines joined, comments dropped."""
+    out, pending = [], ""
+    with open(path) as f:
+        for line in f:
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            if text.endswith("\\"):
+                pending += text[:-1] + " "
+                continue
+            word, _, rest = (pending + text).partition(" ")
+            pending = ""
+            out.append((word.upper(), rest.strip()))
+    return out
+
+def exec_form(text):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, list) else None
+
+def packages_of(libs):
+    """The Debian package of each library, in one dpkg call (it is slow to start). With merged /usr a file
+    is registered under /lib or /usr/lib, by its real name or its link's."""
+    candidates = {}
+    for lib in libs:
+        for c in (lib, os.path.realpath(lib)):
+            for p in (c, re.sub(r"^/lib/", "/usr/lib/", c), re.sub(r"^/usr/lib/", "/lib/", c)):
+                candidates.setdefault(p, lib)
+    owner = {}
+    for line in run(["dpkg", "-S", *candidates]).stdout.splitlines():
+        package, _, path = line.partition(": ")
+        if path in candidates:
+            owner.setdefault(candidates[path], package.split(":")[0])
+    return {owner.get(lib, f"<no package for {lib}>") for lib in libs}
+
+def configure_context(copies, cmake_args, cache={}):
+    """Configures a tree holding only the COPYed sources, as the image's build does; its build dir or None."""
+    key = (tuple(copies), tuple(cmake_args))
+    if key not in cache:
+        tree = os.path.join(work, f"context{len(cache)}")
+        for source, dest in copies:
+            to = os.path.normpath(os.path.join(tree, dest))
+            if os.path.isdir(os.path.join(src, source)):
+                shutil.copytree(os.path.join(src, source), to, dirs_exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(to), exist_ok=True)
+                shutil.copy2(os.path.join(src, source), to)
+        r = run(["cmake", "-S", tree, "-B", os.path.join(tree, "build"), *cmake_args])
+        cache[key] = (os.path.join(tree, "build") if r.returncode == 0 else None, r.stdout[-2000:] + r.stderr[-2000:])
+    return cache[key]
+
+def check_dockerfile(path):
+    name = rel(path)
+    ins = dockerfile_instructions(path)
+    froms = [a for i, a in ins if i == "FROM"]
+    if len(froms) < 2 or not froms[0].startswith("debian:12 ") or froms[-1].split()[0] != "debian:12-slim":
+        fail(f"{name}: expected a debian:12 build stage and a debian:12-slim runtime stage, got FROM {froms}")
+        return
+    final = max(k for k, (i, _) in enumerate(ins) if i == "FROM")
+    build, runtime = ins[:final], ins[final:]
+
+    # The build stage: its COPY sources exist, and configuring a tree of only those sources the way the
+    # stage does, then a dry run of its target, works (nothing the build reads is left out of the image).
+    workdir, copies = "/", []   # copies: (source in the repository, destination relative to WORKDIR)
+    for i, a in build:
+        if i == "WORKDIR":
+            workdir = a
+        if i == "COPY" and not a.startswith("--from"):
+            *sources, dest = shlex.split(a)
+            into_dir = dest.endswith("/") or len(sources) > 1
+            copies += [(s, os.path.join(dest, os.path.basename(s)) if into_dir else dest) for s in sources]
+    missing = [s for s, _ in copies if not os.path.exists(os.path.join(src, s))]
+    if missing:
+        fail(f"{name}: COPY sources missing from the repository: {missing}")
+    else:
+        ok(f"{name}: COPY sources exist ({len(copies)})")
+    runs = " && ".join(a for i, a in build if i == "RUN")
+    if "bash deploy/install-deps.sh" not in runs:
+        fail(f"{name}: the build stage does not run bash deploy/install-deps.sh")
+    configure = re.search(r"cmake -S \. -B build([^&]*)", runs)
+    target = re.search(r"cmake --build build --target (\S+)", runs)
+    if not configure or not target:
+        fail(f"{name}: no 'cmake -S . -B build ...' and 'cmake --build build --target X' in the build stage")
+        return
+    target = target.group(1)
+    if not missing:
+        build_dir, log = configure_context(copies, shlex.split(configure.group(1)))
+        if not build_dir:
+            fail(f"{name}: cmake cannot configure the COPYed sources:\n{log}")
+        else:
+            r = run(["cmake", "--build", build_dir, "--target", target, "--", "-n"])
+            if r.returncode == 0:
+                ok(f"{name}: target {target} exists and builds from the COPYed sources (dry run)")
+            else:
+                fail(f"{name}: target {target}: {(r.stderr or r.stdout).strip()[-500:]}")
+
+    # The runtime stage: runs the binary built above as a non-root user, with the libraries it links.
+    built = f"{workdir.rstrip('/')}/build/bin/{target}"
+    dest = next((c[2] for c in (shlex.split(a) for i, a in runtime if i == "COPY" and a.startswith("--from="))
+                 if c[1] == built), None)
+    entry = next((exec_form(a) for i, a in runtime if i == "ENTRYPOINT"), None)
+    if dest is None:
+        fail(f"{name}: the runtime stage does not COPY {built} from the build stage")
+    else:
+        dest += target if dest.endswith("/") else ""
+        if not entry or entry[0] != dest:
+            fail(f"{name}: ENTRYPOINT {entry} (exec form) does not run the copied binary {dest}")
+        else:
+            check_flags(entry, f"{name} ENTRYPOINT")
+    data_dir = flag_value(entry or [], "--data-dir")
+    if data_dir and not any(i == "VOLUME" and data_dir in a.split() for i, a in runtime):
+        fail(f"{name}: the data directory {data_dir} is not a VOLUME")
+    users = [a for i, a in runtime if i == "USER"]
+    if not users or users[-1].split(":")[0] in ("root", "0"):
+        fail(f"{name}: the runtime stage must switch to a non-root USER")
+    for required in ("EXPOSE", "HEALTHCHECK"):
+        if not any(i == required for i, _ in runtime):
+            fail(f"{name}: no {required} in the runtime stage")
+    healthcheck = next((a for i, a in runtime if i == "HEALTHCHECK"), "")
+    installed = set(re.findall(r"[a-z0-9][a-z0-9.+-]+", " ".join(a for i, a in runtime if i == "RUN")))
+    if "curl" in healthcheck and "curl" not in installed:
+        fail(f"{name}: the HEALTHCHECK uses curl, which the runtime stage does not install")
+    if shutil.which("ldd") and shutil.which("dpkg"):
+        libs = re.findall(r"=>\s+(/\S+)", run(["ldd", os.path.join(bin_dir, target)]).stdout)
+        needed = sorted(p for p in packages_of(libs) - slim_base if not sanitizer_runtime.match(p))
+        absent = [p for p in needed if p not in installed]
+        if absent:
+            fail(f"{name}: {target} links libraries from {absent}, which the runtime stage does not install")
+        else:
+            ok(f"{name}: the runtime stage installs the libraries {target} links ({', '.join(needed)})")
+    else:
+        skip(f"{name}: runtime libraries: ldd or dpkg not found")
+    images[path] = {"target": target, "entrypoint": entry or [], "healthcheck": bool(healthcheck)}
+
+def check_dockerfiles():
+    for path in sorted(glob.glob(os.path.join(deploy, "docker", "*.Dockerfile"))):
+        check_dockerfile(path)
+
+def agent_config_path():
+    """Where the agent image reads its configuration (its ENTRYPOINT's --config)."""
+    agent = next((d for d in images.values() if d["target"] == "baton-agent"), None)
+    return flag_value(agent["entrypoint"], "--config") if agent else None
+
+# ---- 3. compose -----------------------------------------------------------------------------------------
+
+def check_compose_file(path):
+    name, base = rel(path), os.path.dirname(path)
+    compose = docs[path][0]
+    services = compose.get("services") or {}
+
+    def dockerfile_of(spec):
+        b = spec.get("build")
+        if b is None:
+            return None, None
+        b = {"context": b} if isinstance(b, str) else b
+        context = os.path.normpath(os.path.join(base, b.get("context", ".")))
+        return context, os.path.normpath(os.path.join(context, b.get("dockerfile", "Dockerfile")))
+
+    for svc, spec in services.items():
+        where = f"{name}: {svc}"
+        context, dockerfile = dockerfile_of(spec)
+        if context and not os.path.isdir(context):
+            fail(f"{where}: build context {rel(context)} does not exist")
+        elif dockerfile and not os.path.isfile(dockerfile):
+            fail(f"{where}: Dockerfile {rel(dockerfile)} does not exist")
+        elif dockerfile:
+            ok(f"{where}: builds {rel(dockerfile)}")
+        mounts = {}
+        for v in spec.get("volumes") or []:
+            source, target = v.split(":")[:2] if isinstance(v, str) else (v.get("source"), v.get("target"))
+            if source.startswith((".", "/")):
+                host = os.path.normpath(os.path.join(base, source))
+                if os.path.exists(host):
+                    ok(f"{where}: mounts {rel(host)}")
+                    mounts[target] = host
+                else:
+                    fail(f"{where}: mounted file {source} does not exist")
+            elif source not in (compose.get("volumes") or {}):
+                fail(f"{where}: named volume {source} is not declared under volumes:")
+        for dep, cond in (spec.get("depends_on") or {}).items():
+            if dep not in services:
+                fail(f"{where}: depends on unknown service {dep}")
+            elif isinstance(cond, dict) and cond.get("condition") == "service_healthy":
+                image_check = images.get(dockerfile_of(services[dep])[1], {}).get("healthcheck", False)
+                if not services[dep].get("healthcheck") and not image_check:
+                    fail(f"{where}: waits for {dep} to be healthy, but {dep} has no healthcheck")
+        for port in spec.get("ports") or []:
+            if not str(port).startswith("127.0.0.1:"):
+                fail(f"{where}: port {port} is published on every host address; bind it to 127.0.0.1")
+        if images.get(dockerfile, {}).get("target") == "baton-agent":
+            config = mounts.get(agent_config_path())
+            if not config:
+                fail(f"{where}: no configuration file mounted at {agent_config_path()}")
+                continue
+            check_agent_config(config, argv_of(spec.get("command")))
+            with open(config) as f:
+                check_stop_timeout(f"{where} stop_grace_period",
+                                   agent_seconds(spec.get("stop_grace_period", "10s")), yaml.safe_load(f))
+
+def check_compose():
+    for path in [p for p in docs if is_compose(p)]:
+        check_compose_file(path)
+
+# ---- 4. Kubernetes --------------------------------------------------------------------------------------
+
+def check_pod(where, pod, configmaps, kustomized_images):
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    for c in pod.get("containers") or []:
+        cwhere = f"{where} container {c['name']}"
+        if c.get("image", "").rsplit(":", 1)[0] not in kustomized_images:
+            fail(f"{cwhere}: image {c.get('image')} has no entry under images: in deploy/k8s/kustomization.yaml")
+        env = {e["name"] for e in c.get("env") or []}
+        for ref in re.findall(r"\$\((\w+)\)", " ".join(argv_of(c.get("command")) + argv_of(c.get("args")))):
+            if ref not in env:
+                fail(f"{cwhere}: $({ref}) is used but not defined in env")
+        if "baton-agent" not in c.get("image", "") or c.get("command"):
+            continue
+        # The agent: its configuration is a ConfigMap key mounted where the image's ENTRYPOINT reads it, and
+        # passes --check-config with the container's arguments ($(VAR) given a pod-name-like value).
+        config_path, config_text = agent_config_path(), None
+        for m in c.get("volumeMounts") or []:
+            cm = volumes.get(m["name"], {}).get("configMap")
+            if cm and config_path and os.path.dirname(config_path) == m["mountPath"].rstrip("/"):
+                config_text = (configmaps.get(cm["name"], {}).get("data") or {}).get(os.path.basename(config_path))
+        if config_text is None:
+            fail(f"{cwhere}: no ConfigMap key mounted at {config_path}")
+            continue
+        copy = os.path.join(work, f"{c['name']}-{os.path.basename(config_path)}")
+        with open(copy, "w") as f:
+            f.write(config_text)
+        args = [re.sub(r"\$\(\w+\)", "example-app-5d8f7b9c4-x2x7q", a) for a in argv_of(c.get("args"))]
+        check_agent_config(copy, args, label=f"{where} ConfigMap key {os.path.basename(config_path)}")
+        check_stop_timeout(f"{where} terminationGracePeriodSeconds",
+                           pod.get("terminationGracePeriodSeconds", 30), yaml.safe_load(config_text))
+
+def check_kubernetes():
+    k8s = os.path.join(deploy, "k8s")
+    kustomization = os.path.join(k8s, "kustomization.yaml")
+    if not os.path.isdir(k8s):
+        return
+    k = (docs.get(kustomization) or [{}])[0]
+    listed = k.get("resources") or []
+    for resource in listed:
+        if not os.path.isfile(os.path.join(k8s, resource)):
+            fail(f"{rel(kustomization)}: resource {resource} does not exist")
+    manifests = sorted(p for p in docs if is_k8s(p) and p != kustomization)
+    unlisted = [rel(p) for p in manifests if os.path.relpath(p, k8s) not in listed]
+    if unlisted:
+        fail(f"{rel(kustomization)}: does not list {unlisted}")
+    else:
+        ok(f"{rel(kustomization)}: lists every manifest ({len(manifests)})")
+    objects = [(p, d) for p in manifests for d in docs[p]]
+    configmaps = {d["metadata"]["name"]: d for _, d in objects if d.get("kind") == "ConfigMap"}
+    for p, d in objects:
+        kind, oname = d.get("kind"), (d.get("metadata") or {}).get("name")
+        if not d.get("apiVersion") or not kind or not oname:
+            fail(f"{rel(p)}: an object without apiVersion, kind or metadata.name")
+            continue
+        if kind not in ("Deployment", "StatefulSet"):
+            continue
+        where = f"{rel(p)}: {kind}/{oname}"
+        if oname in ("batond", "fenced-store"):
+            if d["spec"].get("replicas") == 1:
+                ok(f"{where}: one replica")
+            else:
+                fail(f"{where}: must run exactly one replica (two would each keep their own tokens)")
+        check_pod(where, d["spec"]["template"]["spec"], configmaps, {i.get("name") for i in k.get("images") or []})
+    if shutil.which("kubectl"):
+        r = run(["kubectl", "kustomize", k8s])
+        if r.returncode == 0:
+            ok("kubectl kustomize deploy/k8s")
+        else:
+            fail(f"kubectl kustomize deploy/k8s: {r.stderr.strip()}")
+    else:
+        skip("kubectl kustomize deploy/k8s: kubectl not found")
+
+# ---- 5. systemd -----------------------------------------------------------------------------------------
+
+# Exposure ceilings (systemd-analyze security, 0-100 for 0.0-10.0): they keep the hardening from eroding.
+exposure_ceiling = {"batond.service": 20, "baton-agent.service": 40}
+
+def unit_values(path, key):
+    with open(path) as f:
+        return [line.split("=", 1)[1].strip() for line in f if line.startswith(key + "=")]
+
+def check_unit(path):
+    name = rel(path)
+    exec_start = shlex.split((unit_values(path, "ExecStart") or [""])[0])
+    if not exec_start:
+        fail(f"{name}: no ExecStart")
+        return
+    if os.path.isfile(os.path.join(bin_dir, os.path.basename(exec_start[0]))):
+        check_flags(exec_start, f"{name} ExecStart")
+    data_dir = flag_value(exec_start, "--data-dir")
+    if data_dir and data_dir not in ["/var/lib/" + d for v in unit_values(path, "StateDirectory") for d in v.split()]:
+        fail(f"{name}: the data directory {data_dir} is not a StateDirectory= (created, owned, writable)")
+    if os.path.basename(exec_start[0]) != "baton-agent":
+        return
+    if unit_values(path, "KillMode") != ["mixed"]:
+        fail(f"{name}: KillMode=mixed is needed so the agent stops its jobs before systemd kills what is left")
+    config, installed_as = os.path.join(os.path.dirname(path), "agent.yaml"), flag_value(exec_start, "--config")
+    if not os.path.isfile(config) or not installed_as:
+        fail(f"{name}: expected --config in ExecStart and a sample agent.yaml beside the unit")
+        return
+    flags = exec_start[1:]
+    del flags[flags.index("--config"):flags.index("--config") + 2]
+    check_agent_config(config, flags, label=f"{rel(config)} (installed as {installed_as})")
+    with open(config) as f:
+        check_stop_timeout(f"{name} TimeoutStopSec",
+                           systemd_seconds((unit_values(path, "TimeoutStopSec") or ["90"])[0]), yaml.safe_load(f))
+
+def check_systemd():
+    units = sorted(glob.glob(os.path.join(deploy, "systemd", "*.service")))
+    for path in units:
+        check_unit(path)
+    if not shutil.which("systemd-analyze"):
+        skip("systemd-analyze verify/security: systemd-analyze not found")
+        return
+    # The units run /usr/local/bin/...; pointed at the built binaries, verify checks everything else.
+    copies = []
+    for path in units:
+        copies.append(os.path.join(work, os.path.basename(path)))
+        with open(path) as f, open(copies[-1], "w") as out:
+            out.write(f.read().replace("/usr/local/bin/", bin_dir + "/"))
+    # verify exits 0 after unknown keys and bad values: any message counts as a failure.
+    r = run(["systemd-analyze", "verify", *copies])
+    messages = (r.stdout + r.stderr).strip()
+    if r.returncode != 0 or messages:
+        fail(f"systemd-analyze verify: {messages.replace(work + '/', '')}")
+    else:
+        ok(f"systemd-analyze verify {' '.join(rel(u) for u in units)}")
+    for copy in copies:
+        unit = os.path.basename(copy)
+        ceiling = exposure_ceiling.get(unit)
+        if ceiling is None:
+            fail(f"deploy/systemd/{unit}: no exposure ceiling in tests/deploy/check-deploy.sh")
+            continue
+        r = run(["systemd-analyze", "security", "--offline=yes", f"--threshold={ceiling}", copy])
+        level = re.search(r"exposure level for \S+: ([\d.]+)", r.stdout)
+        if not level:   # systemd before 250 has no --offline
+            skip(f"systemd-analyze security deploy/systemd/{unit}: {(r.stderr or r.stdout).strip()[:200]}")
+        elif r.returncode == 0:
+            ok(f"systemd-analyze security deploy/systemd/{unit}: exposure {level.group(1)} <= {ceiling / 10:g}")
+        else:
+            fail(f"systemd-analyze security deploy/systemd/{unit}: exposure {level.group(1)} above {ceiling / 10:g}")
+
+# A file shaped unlike what a check expects is a failure with its reason, and the other checks still run.
+for check in (check_yaml, check_dockerfiles, check_compose, check_kubernetes, check_systemd):
+    try:
+        check()
+    except Exception as e:
+        fail(f"{check.__name__}: {type(e).__name__}: {e}")
+
+if failures:
+    print(f"check-deploy: {len(failures)} failure(s)")
+    sys.exit(1)
+print("check-deploy: all checks passed")
+PY
