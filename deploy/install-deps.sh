@@ -4,8 +4,8 @@
 set -euo pipefail
 
 packages=(
-  # toolchain
-  g++ cmake ninja-build ccache pkg-config git
+  # toolchain (make too: a plain `cmake -S . -B build` uses the Makefile generator)
+  g++ cmake ninja-build make ccache pkg-config git
   # Boost 1.81 (the unversioned libboost-all-dev is 1.74, too old for us)
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libboost-test1.81-dev libboost-program-options1.81-dev
@@ -13,8 +13,8 @@ packages=(
   libssl-dev
   # baton-agent: YAML configuration, time zones (Howard Hinnant's date/tz over the system tz database)
   libyaml-cpp-dev libhowardhinnant-date-dev tzdata
-  # demo and tooling
-  curl procps iproute2
+  # demo and tooling; python3-yaml for the offline checks of the deployment files
+  curl procps iproute2 python3 python3-yaml
   # benchmarks: load generator and the etcd comparison
   wrk etcd-server etcd-client
 )
