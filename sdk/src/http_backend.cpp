@@ -1,22 +1,10 @@
-// The HTTP backend: docs/protocol.md over a pool of HTTP/1.1 keep-alive connections (Beast).
-// Beast stays in this file; public headers never see it.
+// The HTTP backend: docs/protocol.md over a pool of HTTP/1.1 keep-alive connections (http_transport).
 
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
+#include "http_transport.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
 #include <boost/json/object.hpp>
-#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/encode.hpp>
 #include <boost/url/parse.hpp>
@@ -26,43 +14,12 @@
 
 namespace baton {
 namespace {
+using detail::http_result;
+using detail::string_field;
+using detail::uint_field;
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 namespace json = boost::json;
-using tcp = asio::ip::tcp;
-using boost::system::error_code;
-using clock = std::chrono::steady_clock;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-
-struct connection {
-  explicit connection(const asio::any_io_executor& ex) : socket(ex) {}
-  tcp::socket socket;
-  beast::flat_buffer buffer;
-};
-
-struct http_result {
-  error_code ec;
-  std::string diagnostic;
-  int status = 0;
-  json::value body;
-};
-
-std::string string_field(const json::value& v, std::string_view name) {
-  if (!v.is_object()) return {};
-  auto* f = v.as_object().if_contains(name);
-  return f && f->is_string() ? std::string(f->as_string()) : std::string();
-}
-
-bool uint_field(const json::value& v, std::string_view name, std::uint64_t& out) {
-  if (!v.is_object()) return false;
-  auto* f = v.as_object().if_contains(name);
-  if (!f) return false;
-  error_code ec;
-  out = f->to_number<std::uint64_t>(ec);
-  return !ec;
-}
 
 // Maps a status the operation does not expect to an error, keeping the server's message.
 void unexpected(http_result& r) {
@@ -79,11 +36,12 @@ class http_backend final : public backend {
     auto u = boost::urls::parse_absolute_uri(config.server_url);
     if (!u || u->scheme() != "http" || u->host().empty())
       throw exception(error::invalid_config, "unsupported server URL \"" + config.server_url + "\"");
-    host_ = u->host_address();
-    if (u->host_type() == boost::urls::host_type::ipv6 && host_.size() > 2 && host_.front() == '[')
-      host_ = host_.substr(1, host_.size() - 2);
-    port_ = u->has_port() ? std::string(u->port()) : "80";
-    host_header_ = std::string(u->encoded_host_and_port());
+    std::string host = u->host_address();
+    if (u->host_type() == boost::urls::host_type::ipv6 && host.size() > 2 && host.front() == '[')
+      host = host.substr(1, host.size() - 2);
+    transport_ = std::make_unique<detail::http_transport>(
+        ex_, host, u->has_port() ? std::string(u->port()) : "80", std::string(u->encoded_host_and_port()),
+        config.max_idle_connections);
     base_path_ = std::string(u->encoded_path());
     while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
   }
@@ -91,7 +49,7 @@ class http_backend final : public backend {
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          milliseconds timeout) override {
     json::object body{{"owner", owner}, {"ttl_ms", ttl.count()}};
-    auto r = co_await roundtrip(http::verb::post, lock_path(key) + "/acquire", json::serialize(body), timeout);
+    auto r = co_await transport_->request("POST", lock_path(key) + "/acquire", json::serialize(body), timeout);
     acquire_reply out;
     if (!r.ec) {
       if (r.status == 200) {
@@ -116,7 +74,7 @@ class http_backend final : public backend {
   asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
                                      milliseconds timeout) override {
     json::object body{{"owner", owner}, {"token", token}, {"ttl_ms", ttl.count()}};
-    auto r = co_await roundtrip(http::verb::post, lock_path(key) + "/renew", json::serialize(body), timeout);
+    auto r = co_await transport_->request("POST", lock_path(key) + "/renew", json::serialize(body), timeout);
     renew_reply out;
     if (!r.ec) {
       if (r.status == 200) {
@@ -136,7 +94,7 @@ class http_backend final : public backend {
   asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
                                          milliseconds timeout) override {
     json::object body{{"owner", owner}, {"token", token}};
-    auto r = co_await roundtrip(http::verb::post, lock_path(key) + "/release", json::serialize(body), timeout);
+    auto r = co_await transport_->request("POST", lock_path(key) + "/release", json::serialize(body), timeout);
     release_reply out;
     if (!r.ec) {
       if (r.status == 200) {
@@ -160,7 +118,7 @@ class http_backend final : public backend {
     std::string target = lock_path(key);
     if (wait)
       target += "?wait_ms=" + std::to_string(wait->wait.count()) + "&token=" + std::to_string(wait->token);
-    auto r = co_await roundtrip(http::verb::get, target, {}, timeout);
+    auto r = co_await transport_->request("GET", target, {}, timeout);
     get_reply out;
     if (!r.ec) {
       if (r.status == 200) {
@@ -181,13 +139,7 @@ class http_backend final : public backend {
     co_return out;
   }
 
-  void close() override {
-    for (auto& c : idle_) {
-      error_code ignored;
-      c->socket.close(ignored);
-    }
-    idle_.clear();
-  }
+  void close() override { transport_->close(); }
 
  private:
   static void protocol(http_result& r, std::string what) {
@@ -200,93 +152,10 @@ class http_backend final : public backend {
     return base_path_ + "/v1/locks/" + boost::urls::encode(key, boost::urls::unreserved_chars);
   }
 
-  // One request/response on `c`, raced against the deadline. Cancellation of the caller reaches both.
-  asio::awaitable<error_code> exchange(connection& c, http::request<http::string_body>& req,
-                                       http::response<http::string_body>& res, clock::time_point deadline,
-                                       bool connect) {
-    using namespace asio::experimental::awaitable_operators;
-    asio::steady_timer timer(ex_, deadline);
-    auto work = [&]() -> asio::awaitable<error_code> {
-      if (connect) {
-        tcp::resolver resolver(ex_);
-        auto [rec, endpoints] = co_await resolver.async_resolve(host_, port_, use_tuple);
-        if (rec) co_return rec;
-        auto [cec, ep] = co_await asio::async_connect(c.socket, endpoints, use_tuple);
-        if (cec) co_return cec;
-        c.socket.set_option(tcp::no_delay(true), cec);
-      }
-      auto [wec, wn] = co_await http::async_write(c.socket, req, use_tuple);
-      if (wec) co_return wec;
-      auto [rec, rn] = co_await http::async_read(c.socket, c.buffer, res, use_tuple);
-      co_return rec;
-    };
-    auto result = co_await (work() || timer.async_wait(use_tuple));
-    if (result.index() == 1) co_return make_error_code(error::request_timeout);
-    co_return std::get<0>(result);
-  }
-
-  asio::awaitable<http_result> roundtrip(http::verb verb, std::string target, std::string body,
-                                         milliseconds timeout) {
-    http::request<http::string_body> req{verb, target, 11};
-    req.set(http::field::host, host_header_);
-    req.set(http::field::user_agent, "baton-sdk");
-    if (verb == http::verb::post) {
-      req.set(http::field::content_type, "application/json");
-      req.body() = std::move(body);
-    }
-    req.keep_alive(true);
-    req.prepare_payload();
-
-    const auto deadline = clock::now() + timeout;
-    http_result out;
-    // A pooled connection may have been closed by the server while idle; that failure says nothing about
-    // the server, so it gets one more try on a fresh connection (every protocol request is safe to repeat).
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      std::unique_ptr<connection> c;
-      bool fresh = idle_.empty();
-      if (fresh) {
-        c = std::make_unique<connection>(ex_);
-      } else {
-        c = std::move(idle_.back());
-        idle_.pop_back();
-      }
-      http::response<http::string_body> res;
-      res.body().reserve(256);
-      error_code ec = co_await exchange(*c, req, res, deadline, fresh);
-      if (ec) {
-        error_code ignored;
-        c->socket.close(ignored);
-        if (ec == asio::error::operation_aborted) {
-          out.ec = ec;  // the caller cancelled: report it as such, not as a server problem
-          co_return out;
-        }
-        if (!fresh && ec != error::request_timeout && attempt == 0) continue;
-        if (ec == error::request_timeout) {
-          out.ec = ec;
-          out.diagnostic = "no answer within " + std::to_string(timeout.count()) + " ms";
-        } else {
-          out.ec = error::connection_failed;
-          out.diagnostic = host_header_ + ": " + ec.message();
-        }
-        co_return out;
-      }
-      out.status = static_cast<int>(res.result_int());
-      error_code jec;
-      out.body = json::parse(res.body(), jec);
-      if (jec) {
-        out.ec = error::protocol_error;
-        out.diagnostic = "HTTP " + std::to_string(out.status) + " with a body that is not JSON";
-      }
-      if (res.keep_alive() && idle_.size() < config_.max_idle_connections) idle_.push_back(std::move(c));
-      co_return out;
-    }
-    co_return out;
-  }
-
   asio::any_io_executor ex_;
   client_config config_;
-  std::string host_, port_, host_header_, base_path_;
-  std::vector<std::unique_ptr<connection>> idle_;
+  std::string base_path_;
+  std::unique_ptr<detail::http_transport> transport_;
 };
 
 }  // namespace

@@ -1,0 +1,165 @@
+#include "http_transport.hpp"
+
+#include "baton/error.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/json/parse.hpp>
+
+namespace baton::detail {
+namespace {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+using clock = std::chrono::steady_clock;
+using milliseconds = std::chrono::milliseconds;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+using request_t = http::request<http::string_body>;
+using response_t = http::response<http::string_body>;
+}  // namespace
+
+struct http_transport::connection {
+  explicit connection(const asio::any_io_executor& ex) : socket(ex) {}
+  tcp::socket socket;
+  beast::flat_buffer buffer;
+};
+
+std::string string_field(const json::value& v, std::string_view name) {
+  if (!v.is_object()) return {};
+  auto* f = v.as_object().if_contains(name);
+  return f && f->is_string() ? std::string(f->as_string()) : std::string();
+}
+
+bool uint_field(const json::value& v, std::string_view name, std::uint64_t& out) {
+  if (!v.is_object()) return false;
+  auto* f = v.as_object().if_contains(name);
+  if (!f) return false;
+  if (f->is_string()) {
+    const auto& s = f->as_string();
+    if (s.empty()) return false;
+    std::uint64_t x = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9' || x > (UINT64_MAX - 9) / 10) return false;
+      x = x * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    out = x;
+    return true;
+  }
+  error_code ec;
+  out = f->to_number<std::uint64_t>(ec);
+  return !ec;
+}
+
+http_transport::http_transport(asio::any_io_executor ex, std::string host, std::string port, std::string host_header,
+                               std::size_t max_idle)
+    : ex_(std::move(ex)), host_(std::move(host)), port_(std::move(port)), host_header_(std::move(host_header)),
+      max_idle_(max_idle) {}
+
+http_transport::~http_transport() = default;
+
+void http_transport::close() {
+  for (auto& c : idle_) {
+    error_code ignored;
+    c->socket.close(ignored);
+  }
+  idle_.clear();
+}
+
+  // One request/response on `c`, raced against the deadline. Cancellation of the caller reaches both.
+asio::awaitable<error_code> http_transport::exchange(connection& c, void* req_ptr, void* res_ptr,
+                                                    clock::time_point deadline, bool connect) {
+  auto& req = *static_cast<request_t*>(req_ptr);
+  auto& res = *static_cast<response_t*>(res_ptr);
+    using namespace asio::experimental::awaitable_operators;
+    asio::steady_timer timer(ex_, deadline);
+    auto work = [&]() -> asio::awaitable<error_code> {
+      if (connect) {
+        tcp::resolver resolver(ex_);
+        auto [rec, endpoints] = co_await resolver.async_resolve(host_, port_, use_tuple);
+        if (rec) co_return rec;
+        auto [cec, ep] = co_await asio::async_connect(c.socket, endpoints, use_tuple);
+        if (cec) co_return cec;
+        c.socket.set_option(tcp::no_delay(true), cec);
+      }
+      auto [wec, wn] = co_await http::async_write(c.socket, req, use_tuple);
+      if (wec) co_return wec;
+      auto [rec, rn] = co_await http::async_read(c.socket, c.buffer, res, use_tuple);
+      co_return rec;
+    };
+    auto result = co_await (work() || timer.async_wait(use_tuple));
+    if (result.index() == 1) co_return make_error_code(error::request_timeout);
+    co_return std::get<0>(result);
+  }
+
+asio::awaitable<http_result> http_transport::request(std::string_view method, std::string target, std::string body,
+                                                    milliseconds timeout) {
+    const http::verb verb = http::string_to_verb(method);
+    request_t req{verb, target, 11};
+    req.set(http::field::host, host_header_);
+    req.set(http::field::user_agent, "baton-sdk");
+    if (verb == http::verb::post || !body.empty()) {
+      req.set(http::field::content_type, "application/json");
+      req.body() = std::move(body);
+    }
+    req.keep_alive(true);
+    req.prepare_payload();
+
+    const auto deadline = clock::now() + timeout;
+    http_result out;
+    // A pooled connection may have been closed by the server while idle; that failure says nothing about
+    // the server, so it gets one more try on a fresh connection (every protocol request is safe to repeat).
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::unique_ptr<connection> c;
+      bool fresh = idle_.empty();
+      if (fresh) {
+        c = std::make_unique<connection>(ex_);
+      } else {
+        c = std::move(idle_.back());
+        idle_.pop_back();
+      }
+      http::response<http::string_body> res;
+      res.body().reserve(256);
+      error_code ec = co_await exchange(*c, &req, &res, deadline, fresh);
+      if (ec) {
+        error_code ignored;
+        c->socket.close(ignored);
+        if (ec == asio::error::operation_aborted) {
+          out.ec = ec;  // the caller cancelled: report it as such, not as a server problem
+          co_return out;
+        }
+        if (!fresh && ec != error::request_timeout && attempt == 0) continue;
+        if (ec == error::request_timeout) {
+          out.ec = ec;
+          out.diagnostic = "no answer within " + std::to_string(timeout.count()) + " ms";
+        } else {
+          out.ec = error::connection_failed;
+          out.diagnostic = host_header_ + ": " + ec.message();
+        }
+        co_return out;
+      }
+      out.status = static_cast<int>(res.result_int());
+      error_code jec;
+      out.body = json::parse(res.body(), jec);
+      if (jec) {
+        out.ec = error::protocol_error;
+        out.diagnostic = "HTTP " + std::to_string(out.status) + " with a body that is not JSON";
+      }
+      if (res.keep_alive() && idle_.size() < max_idle_) idle_.push_back(std::move(c));
+      co_return out;
+    }
+    co_return out;
+  }
+
+
+}  // namespace baton::detail

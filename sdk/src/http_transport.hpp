@@ -1,0 +1,58 @@
+#pragma once
+// HTTP/1.1 keep-alive connections to one server (Beast), shared by the SDK's backends. Private to the SDK:
+// Beast never reaches a public header.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/value.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace baton::detail {
+
+/// One answer: ec is set for transport errors (connection_failed, request_timeout), a body that is not
+/// JSON (protocol_error), or cancellation (operation_aborted); otherwise status and body are the server's.
+struct http_result {
+  boost::system::error_code ec;
+  std::string diagnostic;
+  int status = 0;
+  boost::json::value body;
+};
+
+std::string string_field(const boost::json::value& v, std::string_view name);
+/// Reads an unsigned integer field written as a JSON number or, as etcd writes int64, a decimal string.
+bool uint_field(const boost::json::value& v, std::string_view name, std::uint64_t& out);
+
+class http_transport {
+ public:
+  http_transport(boost::asio::any_io_executor ex, std::string host, std::string port, std::string host_header,
+                 std::size_t max_idle);
+  ~http_transport();
+  http_transport(const http_transport&) = delete;
+  http_transport& operator=(const http_transport&) = delete;
+
+  /// One request (`body` sent as JSON when not empty or when POST), bounded by `timeout`, on a pooled
+  /// connection. A pooled connection the server closed while idle gets one retry on a fresh connection.
+  boost::asio::awaitable<http_result> request(std::string_view method, std::string target, std::string body,
+                                              std::chrono::milliseconds timeout);
+  void close();
+  const std::string& name() const { return host_header_; }
+
+ private:
+  struct connection;
+  boost::asio::awaitable<boost::system::error_code> exchange(connection& c, void* req, void* res,
+                                                             std::chrono::steady_clock::time_point deadline,
+                                                             bool connect);
+  boost::asio::any_io_executor ex_;
+  std::string host_, port_, host_header_;
+  std::size_t max_idle_;
+  std::vector<std::unique_ptr<connection>> idle_;
+};
+
+}  // namespace baton::detail
