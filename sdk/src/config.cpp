@@ -18,12 +18,17 @@ std::string default_identity() {
 }
 
 void client_config::validate() const {
-  auto u = boost::urls::parse_absolute_uri(server_url);
-  if (!u) invalid("server_url \"" + server_url + "\" is not a URL: " + u.error().message());
-  if (u->scheme() != "http" && u->scheme() != "https")
-    invalid("server_url \"" + server_url + "\" must start with http:// (https:// and etcd:// come later)");
-  if (u->scheme() == "https") invalid("server_url \"" + server_url + "\": https is not supported yet");
-  if (!u->has_authority() || u->host().empty()) invalid("server_url \"" + server_url + "\" has no host");
+  if (server_url.rfind("etcd://", 0) == 0) {
+    // etcd://host:port[,host:port...][/key/prefix/]: several members do not fit a URL authority, so the
+    // backend parses it; here only that it names something.
+    if (server_url.size() == 7 || server_url[7] == '/') invalid("server_url \"" + server_url + "\" names no etcd endpoint");
+  } else {
+    auto u = boost::urls::parse_absolute_uri(server_url);
+    if (!u) invalid("server_url \"" + server_url + "\" is not a URL: " + u.error().message());
+    if (u->scheme() != "http")
+      invalid("server_url \"" + server_url + "\" must start with http:// or etcd:// (https:// comes later)");
+    if (!u->has_authority() || u->host().empty()) invalid("server_url \"" + server_url + "\" has no host");
+  }
   if (request_timeout.count() <= 0) invalid("request_timeout must be positive");
   if (retry.initial_backoff.count() <= 0 || retry.max_backoff < retry.initial_backoff)
     invalid("retry backoff must be positive and max_backoff >= initial_backoff");

@@ -160,8 +160,11 @@ class http_backend final : public backend {
 
 }  // namespace
 
+std::shared_ptr<backend> make_etcd_backend(const asio::any_io_executor& ex, const client_config& config);
+
 std::shared_ptr<backend> make_backend(const asio::any_io_executor& ex, const client_config& config) {
   config.validate();
+  if (config.server_url.rfind("etcd://", 0) == 0) return make_etcd_backend(ex, config);
   return std::make_shared<http_backend>(ex, config);
 }
 

@@ -1,0 +1,350 @@
+// The etcd backend: Baton's lock semantics on etcd 3.4+ through its v3 JSON gateway (docs/sdk.md, etcd).
+//
+//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 → put with
+//              the lease; else read the holder". The fencing token is the key's create_revision: cluster-wide
+//              monotonic and durable across restarts and leader changes (lease IDs are not ordered).
+//   renew    = read the key (still ours: same create_revision and owner?) + /v3/lease/keepalive; an answer
+//              without TTL means the lease is gone.
+//   release  = txn "create_revision == token and value == owner → delete", then /v3/lease/revoke.
+//   wait     = bounded polling of the key.
+// Never /v3/lock or /v3/election: with lease 0 they make a hidden 60 s lease nobody renews, and 3.4's lock
+// can report success after the caller's lease expired while waiting.
+
+#include "baton/backend.hpp"
+#include "baton/error.hpp"
+#include "http_transport.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/detail/base64.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+namespace baton {
+namespace {
+namespace asio = boost::asio;
+namespace json = boost::json;
+namespace b64 = boost::beast::detail::base64;
+using detail::http_result;
+using detail::string_field;
+using detail::uint_field;
+using clock = std::chrono::steady_clock;
+
+std::string encode64(std::string_view s) {
+  std::string out(b64::encoded_size(s.size()), '\0');
+  out.resize(b64::encode(out.data(), s.data(), s.size()));
+  return out;
+}
+
+std::string decode64(std::string_view s) {
+  std::string out(b64::decoded_size(s.size()), '\0');
+  out.resize(b64::decode(out.data(), s.data(), s.size()).first);
+  return out;
+}
+
+const json::value* path(const json::value& v, std::initializer_list<std::string_view> keys) {
+  const json::value* cur = &v;
+  for (auto k : keys) {
+    if (!cur->is_object()) return nullptr;
+    cur = cur->as_object().if_contains(k);
+    if (!cur) return nullptr;
+  }
+  return cur;
+}
+
+// The first kv of the first response of a txn or of a range answer, if any.
+const json::value* first_kv(const json::value& body, bool in_txn) {
+  const json::value* kvs = nullptr;
+  if (in_txn) {
+    auto* responses = path(body, {"responses"});
+    if (!responses || !responses->is_array() || responses->as_array().empty()) return nullptr;
+    kvs = path(responses->as_array()[0], {"response_range", "kvs"});
+  } else {
+    kvs = path(body, {"kvs"});
+  }
+  if (!kvs || !kvs->is_array() || kvs->as_array().empty()) return nullptr;
+  return &kvs->as_array()[0];
+}
+
+struct etcd_endpoint {
+  std::string host, port;
+};
+
+class etcd_backend final : public backend {
+ public:
+  etcd_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)) {
+    // etcd://host:port[,host:port...][/key/prefix/]
+    std::string_view rest(config.server_url);
+    rest.remove_prefix(std::string_view("etcd://").size());
+    auto slash = rest.find('/');
+    std::string_view hosts = rest.substr(0, slash);
+    prefix_ = slash == std::string_view::npos ? "baton/locks/" : std::string(rest.substr(slash + 1));
+    if (prefix_.empty()) prefix_ = "baton/locks/";
+    while (!hosts.empty()) {
+      auto comma = hosts.find(',');
+      std::string_view one = hosts.substr(0, comma);
+      auto colon = one.rfind(':');
+      if (one.empty() || colon == std::string_view::npos || colon + 1 == one.size())
+        throw exception(error::invalid_config, "etcd endpoint \"" + std::string(one) + "\" must be host:port");
+      std::string host(one.substr(0, colon));
+      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+      endpoints_.push_back(std::make_unique<detail::http_transport>(ex_, host, std::string(one.substr(colon + 1)),
+                                                                    std::string(one), config.max_idle_connections));
+      probed_.push_back(false);
+      if (comma == std::string_view::npos) break;
+      hosts.remove_prefix(comma + 1);
+    }
+    if (endpoints_.empty()) throw exception(error::invalid_config, "etcd URL names no endpoint");
+  }
+
+  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                         milliseconds timeout) override {
+    const auto deadline = clock::now() + timeout;
+    acquire_reply out;
+    const std::string k = encode64(prefix_ + key), v = encode64(owner);
+    // Whole seconds, rounded up: etcd never ends the lease before the TTL the caller asked for.
+    const auto ttl_s = std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
+    json::object body1{{"TTL", std::to_string(ttl_s)}};
+    auto g = co_await call("/v3/lease/grant", body1, deadline);
+    std::uint64_t lease = 0;
+    if (!g.ec && !uint_field(g.body, "ID", lease)) protocol(g, "lease grant answer has no ID");
+    if (g.ec) co_return fail<acquire_reply>(g);
+
+    json::object txn{
+        {"compare", json::array{json::object{{"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
+        {"success", json::array{json::object{{"request_put", json::object{{"key", k}, {"value", v}, {"lease", std::to_string(lease)}}}}}},
+        {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
+    auto r = co_await call("/v3/kv/txn", txn, deadline);
+    if (r.ec) co_return fail<acquire_reply>(r);
+    if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
+      if (!uint_field(*path(r.body, {"header"}), "revision", out.token)) protocol(r, "txn answer has no revision");
+      if (r.ec) co_return fail<acquire_reply>(r);
+      co_return out;
+    }
+    const json::value* kv = first_kv(r.body, true);
+    std::uint64_t holder_rev = 0, holder_lease = 0;
+    std::string holder_owner;
+    if (kv) {
+      uint_field(*kv, "create_revision", holder_rev);
+      uint_field(*kv, "lease", holder_lease);
+      holder_owner = decode64(string_field(*kv, "value"));
+    }
+    if (kv && holder_owner == owner) {
+      // The same owner again (a retry after a lost reply): supersede with a new create_revision, as batond
+      // does. etcd refuses a delete and a put of one key in one txn, so: delete ours, then create anew; if
+      // someone else takes the key in between, they hold it and this try is refused.
+      json::object drop{
+          {"compare", json::array{json::object{{"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", std::to_string(holder_rev)}}}},
+          {"success", json::array{json::object{{"request_delete_range", json::object{{"key", k}}}}}}};
+      auto d = co_await call("/v3/kv/txn", drop, deadline);
+      if (d.ec) co_return fail<acquire_reply>(d);
+      co_await revoke(holder_lease, deadline);
+      auto s = co_await call("/v3/kv/txn", txn, deadline);
+      if (s.ec) co_return fail<acquire_reply>(s);
+      if (auto* ok = path(s.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
+        uint_field(*path(s.body, {"header"}), "revision", out.token);
+        co_return out;
+      }
+      kv = first_kv(s.body, true);
+      holder_owner.clear();
+      holder_rev = holder_lease = 0;
+      if (kv) {
+        uint_field(*kv, "create_revision", holder_rev);
+        uint_field(*kv, "lease", holder_lease);
+        holder_owner = decode64(string_field(*kv, "value"));
+      }
+    }
+    co_await revoke(lease, deadline);  // ours was never used
+    out.ec = error::held;
+    out.diagnostic = kv ? "the lock is held by another owner" : "the lock changed hands during the attempt";
+    out.holder.owner = holder_owner;
+    out.holder.token = holder_rev;
+    out.holder.ttl_remaining = co_await time_to_live(holder_lease, deadline);
+    co_return out;
+  }
+
+  asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token, milliseconds,
+                                     milliseconds timeout) override {
+    const auto deadline = clock::now() + timeout;
+    renew_reply out;
+    json::object body2{{"key", encode64(prefix_ + key)}};
+    auto r = co_await call("/v3/kv/range", body2, deadline);
+    if (r.ec) co_return fail<renew_reply>(r);
+    const json::value* kv = first_kv(r.body, false);
+    std::uint64_t rev = 0, lease = 0;
+    std::string holder;
+    if (kv) {
+      uint_field(*kv, "create_revision", rev);
+      uint_field(*kv, "lease", lease);
+      holder = decode64(string_field(*kv, "value"));
+    }
+    if (!kv) out.lost_reason = "not_held";
+    else if (holder != owner) out.lost_reason = "owner_mismatch";
+    else if (rev != token) out.lost_reason = "token_mismatch";
+    if (!out.lost_reason.empty()) {
+      out.ec = error::lease_lost;
+      out.diagnostic = "the key no longer carries this lease's create_revision";
+      co_return out;
+    }
+    json::object body3{{"ID", std::to_string(lease)}};
+    auto ka = co_await call("/v3/lease/keepalive", body3, deadline);
+    if (ka.ec) co_return fail<renew_reply>(ka);
+    std::uint64_t left = 0;
+    const json::value* result = path(ka.body, {"result"});
+    if (!result || !uint_field(*result, "TTL", left) || left == 0) {
+      out.ec = error::lease_lost;
+      out.lost_reason = "expired";
+      out.diagnostic = "etcd no longer has the lease";
+    }
+    co_return out;
+  }
+
+  asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
+                                         milliseconds timeout) override {
+    const auto deadline = clock::now() + timeout;
+    release_reply out;
+    const std::string k = encode64(prefix_ + key);
+    json::object txn{
+        {"compare", json::array{json::object{{"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", std::to_string(token)}},
+                                json::object{{"key", k}, {"target", "VALUE"}, {"result", "EQUAL"}, {"value", encode64(owner)}}}},
+        {"success", json::array{json::object{{"request_range", json::object{{"key", k}}}},
+                                json::object{{"request_delete_range", json::object{{"key", k}}}}}},
+        {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
+    auto r = co_await call("/v3/kv/txn", txn, deadline);
+    if (r.ec) co_return fail<release_reply>(r);
+    const json::value* kv = first_kv(r.body, true);
+    if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
+      std::uint64_t lease = 0;
+      if (kv) uint_field(*kv, "lease", lease);
+      co_await revoke(lease, deadline);
+      out.outcome = release_outcome::released;
+    } else {
+      out.outcome = kv ? release_outcome::not_owner : release_outcome::already_free;
+    }
+    co_return out;
+  }
+
+  asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait, milliseconds timeout) override {
+    const auto give_up = clock::now() + (wait ? wait->wait : milliseconds{0});
+    for (;;) {
+      const auto deadline = std::max(clock::now(), give_up) + timeout;
+      get_reply out;
+      json::object body4{{"key", encode64(prefix_ + key)}};
+      auto r = co_await call("/v3/kv/range", body4, deadline);
+      if (r.ec) co_return fail<get_reply>(r);
+      if (const json::value* kv = first_kv(r.body, false)) {
+        holder_info h;
+        std::uint64_t lease = 0;
+        uint_field(*kv, "create_revision", h.token);
+        uint_field(*kv, "lease", lease);
+        h.owner = decode64(string_field(*kv, "value"));
+        h.ttl_remaining = co_await time_to_live(lease, deadline);
+        out.holder = std::move(h);
+      }
+      std::uint64_t current = out.holder ? out.holder->token : 0;
+      if (!wait || current != wait->token || clock::now() >= give_up) co_return out;
+      // Bounded polling: a holder change is seen within one period.
+      asio::steady_timer t(ex_, std::min<clock::duration>(std::chrono::milliseconds(100), give_up - clock::now()));
+      co_await t.async_wait(asio::use_awaitable);
+    }
+  }
+
+  void close() override {
+    for (auto& e : endpoints_) e->close();
+  }
+
+ private:
+  template <class Reply>
+  static Reply fail(const http_result& r) {
+    Reply out;
+    out.ec = r.ec;
+    out.diagnostic = r.diagnostic;
+    return out;
+  }
+  static void protocol(http_result& r, std::string what) {
+    r.ec = error::protocol_error;
+    r.diagnostic = std::move(what);
+  }
+
+  asio::awaitable<void> revoke(std::uint64_t lease, clock::time_point deadline) {
+    if (lease == 0) co_return;
+    json::object body5{{"ID", std::to_string(lease)}};
+    co_await call("/v3/lease/revoke", body5, deadline);
+  }
+
+  asio::awaitable<milliseconds> time_to_live(std::uint64_t lease, clock::time_point deadline) {
+    if (lease == 0) co_return milliseconds{0};
+    json::object body6{{"ID", std::to_string(lease)}};
+    auto r = co_await call("/v3/lease/timetolive", body6, deadline);
+    std::uint64_t ttl = 0;
+    if (r.ec || !uint_field(r.body, "TTL", ttl)) co_return milliseconds{0};
+    co_return milliseconds(static_cast<std::int64_t>(ttl) * 1000);
+  }
+
+  // One gateway call on a healthy endpoint: a connection failure moves on to the next member (a request that
+  // may have been applied is safe to repeat: every operation above is conditional). The first call to each
+  // member probes /version and refuses etcd older than 3.4.
+  asio::awaitable<http_result> call(std::string_view target, const json::object& body, clock::time_point deadline) {
+    http_result r;
+    for (std::size_t tried = 0; tried < endpoints_.size(); ++tried) {
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
+      if (left.count() <= 0) {
+        r.ec = error::request_timeout;
+        r.diagnostic = "no answer from etcd in time";
+        co_return r;
+      }
+      auto& ep = *endpoints_[current_];
+      if (!probed_[current_]) {
+        auto v = co_await ep.request("GET", "/version", {}, left);
+        if (!v.ec && v.status == 200) {
+          std::string server = string_field(v.body, "etcdserver");
+          int major = 0, minor = 0;
+          if (std::sscanf(server.c_str(), "%d.%d", &major, &minor) != 2 || major < 3 || (major == 3 && minor < 4)) {
+            r.ec = error::invalid_config;
+            r.diagnostic = ep.name() + " runs etcd \"" + server + "\"; Baton needs etcd 3.4 or newer (v3 gateway /v3/)";
+            co_return r;
+          }
+          probed_[current_] = true;
+        } else if (v.ec == asio::error::operation_aborted) {
+          co_return v;
+        } else {
+          current_ = (current_ + 1) % endpoints_.size();
+          r = std::move(v);
+          continue;
+        }
+        left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
+      }
+      r = co_await ep.request("POST", std::string(target), json::serialize(body), left);
+      if (r.ec == error::connection_failed) {
+        probed_[current_] = false;
+        current_ = (current_ + 1) % endpoints_.size();
+        continue;
+      }
+      if (!r.ec && r.status != 200) {
+        std::string msg = string_field(r.body, "message");
+        if (msg.empty()) msg = string_field(r.body, "error");
+        r.ec = r.status == 503 ? make_error_code(error::storage_unavailable) : make_error_code(error::server_error);
+        r.diagnostic = "etcd " + ep.name() + " HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
+      }
+      co_return r;
+    }
+    if (!r.ec) r.ec = error::connection_failed;
+    co_return r;
+  }
+
+  asio::any_io_executor ex_;
+  std::string prefix_;
+  std::vector<std::unique_ptr<detail::http_transport>> endpoints_;
+  std::vector<bool> probed_;
+  std::size_t current_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<backend> make_etcd_backend(const asio::any_io_executor& ex, const client_config& config) {
+  return std::make_shared<etcd_backend>(ex, config);
+}
+
+}  // namespace baton

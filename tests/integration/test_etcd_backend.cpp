@@ -1,0 +1,172 @@
+#define BOOST_TEST_MODULE etcd_backend
+#include <boost/test/unit_test.hpp>
+
+// The SDK against a real etcd (Debian's etcd-server, one member on loopback) through its v3 JSON gateway.
+
+#include "batond_fixture.hpp"
+#include "coro.hpp"
+#include "lease_opts.hpp"
+
+#include "baton/client.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/detail/base64.hpp>
+
+#include <thread>
+
+using namespace baton;
+using namespace baton::test;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+unsigned short free_port() {
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+struct etcd_process {
+  temp_dir dir;
+  unsigned short client_port = free_port(), peer_port = free_port();
+  std::unique_ptr<child_process> proc;
+  etcd_process() {
+    std::string c = "http://127.0.0.1:" + std::to_string(client_port), p = "http://127.0.0.1:" + std::to_string(peer_port);
+    proc = std::make_unique<child_process>(
+        std::vector<std::string>{"/usr/bin/etcd", "--name", "t", "--data-dir", (dir.path() / "data").string(),
+                                 "--listen-client-urls", c, "--advertise-client-urls", c, "--listen-peer-urls", p,
+                                 "--initial-advertise-peer-urls", p, "--initial-cluster", "t=" + p},
+        (dir.path() / "etcd.log").string());
+    auto until = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      try {
+        if (http_client(client_port, 2s).get("/version").status == 200) break;
+      } catch (const std::exception&) {
+      }
+      BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < until, "etcd did not start");
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  std::string url() const { return "etcd://127.0.0.1:" + std::to_string(client_port); }
+};
+
+client_config config(const std::string& url) {
+  client_config c;
+  c.server_url = url;
+  c.identity = "etcd-test";
+  c.request_timeout = 2000ms;
+  return c;
+}
+
+asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(lease_lifecycle_on_etcd_with_create_revision_tokens) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(etcd.url()));
+  client b(ioc.get_executor(), config(etcd.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto ra = co_await a.try_acquire("jobs/report", lease_opts(2000ms, 500ms));
+    BOOST_REQUIRE(ra.acquired.has_value());
+    lease& l = *ra.acquired;
+    BOOST_TEST(l.token() > 0u);
+    auto rb = co_await b.try_acquire("jobs/report", lease_opts(2000ms, 500ms));
+    BOOST_TEST(!rb.acquired.has_value());
+    BOOST_TEST(rb.holder.owner == l.owner());
+    BOOST_TEST(rb.holder.token == l.token());
+    co_await sleep_for(5000ms);  // 2.5 TTLs: only keepalives hold it
+    BOOST_TEST(l.active());
+    BOOST_TEST(a.stats().renews >= 4u);
+    auto h = co_await b.get("jobs/report");
+    BOOST_REQUIRE(h.has_value());
+    BOOST_TEST(h->token == l.token());
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST(!(co_await b.get("jobs/report")).has_value());
+    BOOST_TEST((co_await l.release() == release_outcome::already_free));
+    auto next = co_await b.acquire("jobs/report", lease_opts(2000ms, 500ms));
+    BOOST_TEST(next.token() > l.token());  // create_revision only grows
+    co_await next.release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(waiting_acquirer_takes_over_when_the_holder_releases) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(etcd.url()));
+  client b(ioc.get_executor(), config(etcd.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto first = co_await a.acquire("handover", lease_opts(10000ms));
+    std::optional<lease> second;
+    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
+      second.emplace(co_await b.acquire("handover", lease_opts(10000ms)));
+    }, asio::detached);
+    co_await sleep_for(300ms);
+    BOOST_TEST(!second.has_value());
+    co_await first.release();
+    for (int i = 0; i < 200 && !second; ++i) co_await sleep_for(50ms);
+    BOOST_REQUIRE(second.has_value());
+    BOOST_TEST(second->token() > first.token());
+    co_await second->release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(revoked_etcd_lease_makes_the_sdk_lease_lost) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(etcd.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await a.acquire("revoked", lease_opts(5000ms, 300ms));
+    // Someone deletes the key behind our back: the next renew sees it is no longer ours.
+    std::string key = "baton/locks/revoked";
+    std::string k(boost::beast::detail::base64::encoded_size(key.size()), '\0');
+    k.resize(boost::beast::detail::base64::encode(k.data(), key.data(), key.size()));
+    http_client raw(etcd.client_port);
+    BOOST_TEST(raw.post("/v3/kv/deleterange", R"({"key":")" + k + R"("})").status == 200);
+    co_await l.wait_lost();
+    BOOST_TEST((l.state() == lease_state::lost));
+    BOOST_TEST(l.loss_reason().find("not_held") != std::string::npos);
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(same_owner_retry_supersedes_with_a_newer_create_revision) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(etcd.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto b = a.get_backend();
+    auto first = co_await b->acquire("retry", "owner-1", 5000ms, 2000ms);
+    BOOST_REQUIRE(!first.ec);
+    auto second = co_await b->acquire("retry", "owner-1", 5000ms, 2000ms);
+    BOOST_REQUIRE(!second.ec);
+    BOOST_TEST(second.token > first.token);
+    auto stale = co_await b->renew("retry", "owner-1", first.token, 5000ms, 2000ms);
+    BOOST_TEST(stale.lost_reason == "token_mismatch");
+    auto other = co_await b->acquire("retry", "owner-2", 5000ms, 2000ms);
+    BOOST_TEST((other.ec == error::held));
+    BOOST_TEST(other.holder.owner == "owner-1");
+    BOOST_TEST(other.holder.ttl_remaining.count() > 0);
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(a_dead_member_in_the_url_is_skipped) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config("etcd://127.0.0.1:" + std::to_string(free_port()) + ",127.0.0.1:" +
+                                      std::to_string(etcd.client_port)));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await a.acquire("multi", lease_opts(5000ms));
+    BOOST_TEST(l.active());
+    co_await l.release();
+  }());
+}
