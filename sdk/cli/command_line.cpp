@@ -41,6 +41,9 @@ commands:
       run CMD while holding the lock, renewing it all along; the moment the lease is lost, stop CMD's
       whole process group (SIGTERM, then SIGKILL after the grace period). CMD gets BATON_FENCING_TOKEN,
       BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment.
+  conformance
+      check the server against the protocol's guarantees (docs/protocol.md) on keys conformance/...;
+      prints one PASS/FAIL line per check and a summary
 
 options of every command:
   --server URL           lock server (default: $BATON_SERVER, else http://127.0.0.1:7070)
@@ -56,7 +59,7 @@ exit status:
   64   usage error: unknown command or option, missing argument, bad duration or number
   65   the server refused a value as malformed (a bad key, a TTL outside its bounds)
   69   the server could not be reached in time, or cannot store changes right now
-  70   the server's answer broke the protocol, or an internal error
+  70   the server's answer broke the protocol, or an internal error; conformance: a check failed
   71   exec: a system call failed (fork, pipe)
   75   not acquired: another owner holds the lock (or --wait-timeout passed); nothing on stdout
   76   lease lost: exec's lease ended before CMD did; renew: the server refused the renew
@@ -101,6 +104,12 @@ exits 76. SIGTERM, SIGINT or SIGHUP to baton stop the group the same way (a seco
 once), and baton exits with CMD's status. Processes CMD leaves behind in its group are stopped the same
 way before the lease is released. Exit status: CMD's (128+N for signal N) when it ran under a valid
 lease; 75 not acquired, 76 lease lost, 126/127 CMD not runnable/not found.)"},
+    {"conformance", "baton conformance [--server URL]",
+     R"(Checks the server's guarantees against docs/protocol.md from the outside, with raw HTTP requests on
+keys conformance/<random>/<check>: one winner among concurrent acquires, refusals, fencing tokens that
+only increase, conditional and idempotent release, expiry on time, long-poll wake-ups, errors for bad
+input. Prints `PASS  check` or `FAIL  check: reason` per check, then a summary. Takes a few seconds.
+Exit 0 when every check passed, 70 when any failed, 69 when the server cannot be reached.)"},
 };
 
 const command_spec* find_spec(std::string_view name) {
@@ -216,6 +225,7 @@ client_config client_settings(const po::variables_map& vm, const char* env_serve
 command build(std::string_view name, std::string key, const po::variables_map& vm,
               std::vector<std::string> cmd_argv) {
   if (name == "get") return get_command{std::move(key)};
+  if (name == "conformance") return conformance_command{};
   if (name == "release")
     return release_command{std::move(key), required_string(vm, "owner"), token_value(vm)};
   if (!vm.count("ttl")) usage_error("--ttl is required");
@@ -307,8 +317,10 @@ invocation parse_command_line(const std::vector<std::string>& args, const char* 
       keys.insert(keys.end(), after_dashes.begin(), after_dashes.end());
     if (name == "exec" && keys.size() > 1)
       usage_error("the command to run goes after --: baton exec KEY ... -- CMD [ARGS...]");
+    if (name == "conformance" && !keys.empty()) usage_error("takes no arguments, got \"" + keys.front() + "\"");
+    if (name == "conformance") keys.emplace_back();
     if (keys.size() > 1) usage_error("expected one KEY, got " + std::to_string(keys.size()) + " arguments");
-    if (keys.empty() || keys.front().empty()) usage_error("missing KEY");
+    if (name != "conformance" && (keys.empty() || keys.front().empty())) usage_error("missing KEY");
     if (name == "exec" && cmd_argv.empty())
       usage_error("missing the command to run: baton exec KEY ... -- CMD [ARGS...]");
     auto client = client_settings(vm, env_server);

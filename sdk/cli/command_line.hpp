@@ -55,8 +55,11 @@ struct exec_command {
   std::vector<std::string> argv;  // CMD and its arguments, never empty
 };
 
-using command =
-    std::variant<help_request, acquire_command, renew_command, release_command, get_command, exec_command>;
+/// Checks the server against docs/protocol.md (the server is the invocation's client.server_url).
+struct conformance_command {};
+
+using command = std::variant<help_request, acquire_command, renew_command, release_command, get_command,
+                             exec_command, conformance_command>;
 
 struct invocation {
   client_config client;  // server_url and request_timeout from the options; validated

@@ -1,6 +1,7 @@
 // baton: the command-line client of the Baton lock protocol (docs/cli.md).
 
 #include "command_line.hpp"
+#include "conformance.hpp"
 #include "exec_command.hpp"
 #include "exit_code.hpp"
 #include "lock_commands.hpp"
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
       std::cout << help->text << std::flush;
       return exit_code::ok;
     }
+    if (std::holds_alternative<conformance_command>(call.what))
+      return run_conformance(call.client.server_url, call.client.request_timeout);
     asio::io_context ioc;
     baton::client c(ioc.get_executor(), call.client);
     int code = exit_code::internal;

@@ -1,0 +1,268 @@
+// broken-lockd: a tiny in-memory lock server for the conformance tests. It follows docs/protocol.md except
+// for ONE deliberate bug chosen with --bug, which `baton conformance` must catch:
+//   release-by-key    release frees the lock whatever owner and token it names
+//   counter-restarts  the token counter restarts from 1 after each release (tokens stop increasing)
+//   no-expiry         leases never expire
+//   racy-acquire      acquire checks the key, then waits (a "disk write"), then takes it: races have winners
+//   none              no bug
+// Usage: broken-lockd --listen 127.0.0.1:0 --bug NAME; prints "broken-lockd listening on HOST:PORT".
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+#include <boost/url/parse.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using asio::ip::tcp;
+using steady = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+std::string bug;
+
+struct lease {
+  std::string owner;
+  std::int64_t token = 0;
+  steady::time_point expiry;
+};
+
+std::map<std::string, lease> locks;
+std::int64_t next_token = 1;
+
+lease* holder(const std::string& key) {
+  auto it = locks.find(key);
+  if (it == locks.end()) return nullptr;
+  if (bug != "no-expiry" && steady::now() >= it->second.expiry) {
+    locks.erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+struct answer {
+  http::status status;
+  json::object body;
+  std::string allow;
+};
+
+answer error(http::status st, const std::string& code, const std::string& message) {
+  return {st, {{"error", code}, {"message", message}}, {}};
+}
+
+// The JSON object of a request body, or nothing (and `err` set).
+bool field_string(const json::object& o, const char* name, std::string& out) {
+  auto* v = o.if_contains(name);
+  if (!v || !v->is_string() || v->get_string().empty()) return false;
+  out = std::string(v->get_string());
+  return true;
+}
+
+bool field_int(const json::object& o, const char* name, std::int64_t lo, std::int64_t hi, std::int64_t& out) {
+  auto* v = o.if_contains(name);
+  if (!v || !v->is_int64()) return false;
+  out = v->get_int64();
+  return out >= lo && out <= hi;
+}
+
+asio::awaitable<answer> acquire(const std::string& key, const json::object& o) {
+  std::string owner;
+  std::int64_t ttl = 0;
+  if (!field_string(o, "owner", owner) || !field_int(o, "ttl_ms", 100, 3'600'000, ttl))
+    co_return error(http::status::bad_request, "bad_request", "owner and ttl_ms (100..3600000) are required");
+  if (auto* h = holder(key); h && h->owner != owner) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(h->expiry - steady::now()).count();
+    co_return answer{http::status::conflict,
+                     {{"error", "held"}, {"message", "held"}, {"owner", h->owner}, {"token", h->token},
+                      {"ttl_remaining_ms", left < 0 ? 0 : left}},
+                     {}};
+  }
+  if (bug == "racy-acquire") {  // the check above and the write below are no longer one step
+    asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
+    co_await t.async_wait(asio::use_awaitable);
+  }
+  const auto token = next_token++;
+  locks[key] = lease{owner, token, steady::now() + std::chrono::milliseconds(ttl)};
+  co_return answer{http::status::ok, {{"key", key}, {"owner", owner}, {"token", token}, {"ttl_ms", ttl}}, {}};
+}
+
+answer renew(const std::string& key, const json::object& o) {
+  std::string owner;
+  std::int64_t token = 0, ttl = 0;
+  if (!field_string(o, "owner", owner) || !field_int(o, "token", 1, INT64_MAX, token) ||
+      !field_int(o, "ttl_ms", 100, 3'600'000, ttl))
+    return error(http::status::bad_request, "bad_request", "owner, token and ttl_ms are required");
+  auto lost = [](const char* reason) {
+    return answer{http::status::conflict, {{"error", "lost"}, {"reason", reason}, {"message", reason}}, {}};
+  };
+  auto* h = holder(key);
+  if (!h) return lost("not_held");
+  if (h->owner != owner) return lost("owner_mismatch");
+  if (h->token != token) return lost("token_mismatch");
+  h->expiry = steady::now() + std::chrono::milliseconds(ttl);
+  return {http::status::ok, {{"key", key}, {"owner", owner}, {"token", token}, {"ttl_ms", ttl}}, {}};
+}
+
+answer release(const std::string& key, const json::object& o) {
+  std::string owner;
+  std::int64_t token = 0;
+  if (!field_string(o, "owner", owner) || !field_int(o, "token", 1, INT64_MAX, token))
+    return error(http::status::bad_request, "bad_request", "owner and token are required");
+  auto* h = holder(key);
+  if (!h) return {http::status::ok, {{"released", true}, {"outcome", "already_free"}}, {}};
+  if (bug != "release-by-key" && (h->owner != owner || h->token != token))
+    return error(http::status::conflict, "not_owner", "another owner or token holds the lock");
+  locks.erase(key);
+  if (bug == "counter-restarts") next_token = 1;
+  return {http::status::ok, {{"released", true}, {"outcome", "released"}}, {}};
+}
+
+answer state_of(const std::string& key) {
+  auto* h = holder(key);
+  if (!h) return error(http::status::not_found, "not_held", "nobody holds the lock");
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(h->expiry - steady::now()).count();
+  return {http::status::ok,
+          {{"key", key}, {"owner", h->owner}, {"token", h->token}, {"ttl_remaining_ms", left < 0 ? 0 : left}},
+          {}};
+}
+
+// A long-poll that looks every 10 ms: enough for a test double.
+asio::awaitable<answer> get(const std::string& key, boost::urls::url_view url) {
+  auto wait_it = url.params().find("wait_ms");
+  if (wait_it == url.params().end()) co_return state_of(key);
+  std::int64_t wait_ms = 0, token = 0;
+  try {
+    wait_ms = std::min<std::int64_t>(std::stoll((*wait_it).value), 60'000);
+    if (auto t = url.params().find("token"); t != url.params().end()) token = std::stoll((*t).value);
+  } catch (const std::exception&) {
+    co_return error(http::status::bad_request, "bad_request", "bad wait_ms or token");
+  }
+  const auto until = steady::now() + std::chrono::milliseconds(wait_ms);
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  for (;;) {
+    auto* h = holder(key);
+    if ((h ? h->token : 0) != token || steady::now() >= until) co_return state_of(key);
+    t.expires_after(10ms);
+    co_await t.async_wait(asio::use_awaitable);
+  }
+}
+
+asio::awaitable<answer> route(const http::request<http::string_body>& req) {
+  auto parsed = boost::urls::parse_origin_form(req.target());
+  if (!parsed) co_return error(http::status::bad_request, "bad_request", "bad target");
+  auto url = *parsed;
+  std::vector<std::string> seg(url.segments().begin(), url.segments().end());
+  if (seg.size() == 1 && seg[0] == "healthz") {
+    if (req.method() != http::verb::get)
+      co_return answer{http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "GET"}}, "GET"};
+    co_return answer{http::status::ok, {{"status", "ok"}}, {}};
+  }
+  if (seg.size() < 3 || seg.size() > 4 || seg[0] != "v1" || seg[1] != "locks" || seg[2].empty())
+    co_return error(http::status::not_found, "not_found", "unknown route");
+  const auto& key = seg[2];
+  if (seg.size() == 3) {
+    if (req.method() != http::verb::get)
+      co_return answer{http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "GET"}}, "GET"};
+    co_return co_await get(key, url);
+  }
+  const auto& op = seg[3];
+  if (op != "acquire" && op != "renew" && op != "release")
+    co_return error(http::status::not_found, "not_found", "unknown route");
+  if (req.method() != http::verb::post)
+    co_return answer{http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "POST"}}, "POST"};
+  json::error_code ec;
+  auto v = json::parse(req.body(), ec);
+  if (ec || !v.is_object()) co_return error(http::status::bad_request, "bad_request", "body is not a JSON object");
+  if (op == "acquire") co_return co_await acquire(key, v.as_object());
+  if (op == "renew") co_return renew(key, v.as_object());
+  co_return release(key, v.as_object());
+}
+
+asio::awaitable<void> session(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(64 * 1024);
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    answer a;
+    bool close = false;
+    if (ec == http::error::body_limit) {
+      a = error(http::status::payload_too_large, "body_too_large", "body over 64 KiB");
+      close = true;
+    } else if (ec) {
+      co_return;
+    } else {
+      a = co_await route(parser.get());
+      close = !parser.get().keep_alive();
+    }
+    http::response<http::string_body> res{a.status, 11};
+    res.set(http::field::content_type, "application/json");
+    if (!a.allow.empty()) res.set(http::field::allow, a.allow);
+    res.body() = json::serialize(a.body);
+    res.keep_alive(!close);
+    res.prepare_payload();
+    auto [wec, wn] = co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+    if (wec || close) {
+      beast::error_code ignored;
+      stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      co_return;
+    }
+  }
+}
+
+asio::awaitable<void> serve(tcp::acceptor acceptor) {
+  for (;;) {
+    auto socket = co_await acceptor.async_accept(asio::use_awaitable);
+    asio::co_spawn(acceptor.get_executor(), session(std::move(socket)), asio::detached);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string listen = "127.0.0.1:0";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string opt = argv[i];
+    if (opt == "--listen") listen = argv[i + 1];
+    else if (opt == "--bug") bug = argv[i + 1];
+  }
+  if (bug != "release-by-key" && bug != "counter-restarts" && bug != "no-expiry" && bug != "racy-acquire" &&
+      bug != "none") {
+    std::cerr << "usage: broken-lockd --listen HOST:PORT --bug release-by-key|counter-restarts|no-expiry|"
+                 "racy-acquire|none\n";
+    return 64;
+  }
+  auto colon = listen.rfind(':');
+  asio::io_context ioc;
+  tcp::endpoint ep(asio::ip::make_address(listen.substr(0, colon)),
+                   static_cast<unsigned short>(std::stoi(listen.substr(colon + 1))));
+  tcp::acceptor acceptor(ioc, ep);
+  std::cout << "broken-lockd listening on " << acceptor.local_endpoint().address().to_string() << ":"
+            << acceptor.local_endpoint().port() << std::endl;
+  asio::co_spawn(ioc, serve(std::move(acceptor)), asio::detached);
+  ioc.run();
+}
