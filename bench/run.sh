@@ -32,8 +32,10 @@ out=${BENCH_OUT:-$root/build/release/bench}
 bin=$root/build/release/bin
 
 log() { echo "run.sh: $*" >&2; }
+keep_work=0
 die() {
   log "error: $*"
+  keep_work=1
   exit 1
 }
 
@@ -71,13 +73,14 @@ stop_server() {
   wait "$server_pid" 2>/dev/null || true
   server_pid=""
 }
+loadgen_pid=""
 cleanup() {
-  local status=$?
+  [[ -z $loadgen_pid ]] || kill "$loadgen_pid" 2>/dev/null || true
   stop_server
-  if ((status == 0 || status == 3)); then
-    rm -rf "$work"
-  else
+  if ((keep_work)); then
     log "keeping $work for diagnosis (server data and output)"
+  else
+    rm -rf "$work"
   fi
 }
 trap cleanup EXIT
@@ -165,8 +168,13 @@ run_block() {
   rm -rf "$dir"
   "start_$target" "$dir"
   log "$target pid=$server_pid $server_url conns=$conns"
+  # In the background so that an interrupt reaches the trap at once instead of after the block.
   "$bin/baton-loadgen" --target "$target" --url "$server_url" --conns "$conns" \
-    --seconds "$seconds" --warmup "$warmup" --server-pid "$server_pid" --json "$json" | tee "$text" || status=$?
+    --seconds "$seconds" --warmup "$warmup" --server-pid "$server_pid" --json "$json" >"$text" &
+  loadgen_pid=$!
+  wait "$loadgen_pid" || status=$?
+  loadgen_pid=""
+  cat "$text"
   # 3: measured, but some requests failed (the loadgen printed which); anything else is fatal.
   if ((status == 3)); then
     failed_requests=1
@@ -253,6 +261,7 @@ awk '
   END {
     print ""
     print "Goals at 64 connections:"
+    if (!(("batond", "acquire") in ops)) { print "- not measured (BENCH_CONNS has no 64 or batond was skipped)"; exit }
     printf "- acquire >= 40000/s with p99 <= 5 ms: %s/s, p99 %s ms: %s\n", ops["batond", "acquire"], p99["batond", "acquire"],
       verdict(ops["batond", "acquire"] >= 40000 && p99["batond", "acquire"] <= 5)
     printf "- release >= 40000/s with p99 <= 5 ms: %s/s, p99 %s ms: %s\n", ops["batond", "release"], p99["batond", "release"],
