@@ -34,6 +34,7 @@ void client_config::validate() const {
     invalid("retry backoff must be positive and max_backoff >= initial_backoff");
   if (retry.jitter < 0 || retry.jitter > 1) invalid("retry jitter must be within [0, 1]");
   if (retry.max_attempts < 1) invalid("retry max_attempts must be at least 1");
+  if (max_connections < 1) invalid("max_connections must be at least 1");
   if (identity.find_first_of("\r\n\t") != std::string::npos || identity.size() > 200)
     invalid("identity must be at most 200 bytes without control characters");
 }

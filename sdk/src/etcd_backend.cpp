@@ -91,7 +91,7 @@ class etcd_backend final : public backend {
       std::string host(one.substr(0, colon));
       if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
       endpoints_.push_back(std::make_unique<detail::http_transport>(ex_, host, std::string(one.substr(colon + 1)),
-                                                                    std::string(one), config.max_idle_connections));
+                                                                    std::string(one), config.max_idle_connections, config.max_connections));
       probed_.push_back(false);
       if (comma == std::string_view::npos) break;
       hosts.remove_prefix(comma + 1);

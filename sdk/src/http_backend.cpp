@@ -41,7 +41,7 @@ class http_backend final : public backend {
       host = host.substr(1, host.size() - 2);
     transport_ = std::make_unique<detail::http_transport>(
         ex_, host, u->has_port() ? std::string(u->port()) : "80", std::string(u->encoded_host_and_port()),
-        config.max_idle_connections);
+        config.max_idle_connections, config.max_connections);
     base_path_ = std::string(u->encoded_path());
     while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
   }

@@ -7,6 +7,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/read.hpp>
@@ -62,9 +63,9 @@ bool uint_field(const json::value& v, std::string_view name, std::uint64_t& out)
 }
 
 http_transport::http_transport(asio::any_io_executor ex, std::string host, std::string port, std::string host_header,
-                               std::size_t max_idle)
+                               std::size_t max_idle, std::size_t max_open)
     : ex_(std::move(ex)), host_(std::move(host)), port_(std::move(port)), host_header_(std::move(host_header)),
-      max_idle_(max_idle) {}
+      max_idle_(max_idle), max_open_(std::max<std::size_t>(1, max_open)) {}
 
 http_transport::~http_transport() = default;
 
@@ -72,8 +73,15 @@ void http_transport::close() {
   for (auto& c : idle_) {
     error_code ignored;
     c->socket.close(ignored);
+    --open_;
   }
   idle_.clear();
+  if (!waiting_.empty()) waiting_.front()->cancel();
+}
+
+void http_transport::released_one() {
+  --open_;
+  if (!waiting_.empty()) waiting_.front()->cancel();
 }
 
   // One request/response on `c`, raced against the deadline. Cancellation of the caller reaches both.
@@ -85,12 +93,24 @@ asio::awaitable<error_code> http_transport::exchange(connection& c, void* req_pt
     asio::steady_timer timer(ex_, deadline);
     auto work = [&]() -> asio::awaitable<error_code> {
       if (connect) {
-        tcp::resolver resolver(ex_);
-        auto [rec, endpoints] = co_await resolver.async_resolve(host_, port_, use_tuple);
-        if (rec) co_return rec;
-        auto [cec, ep] = co_await asio::async_connect(c.socket, endpoints, use_tuple);
-        if (cec) co_return cec;
-        c.socket.set_option(tcp::no_delay(true), cec);
+        // A literal address needs no resolver: name resolution runs on a thread of its own and cannot be
+        // cancelled, so it would let a request outlive its timeout.
+        error_code aec;
+        auto address = asio::ip::make_address(host_, aec);
+        unsigned long port_number = std::strtoul(port_.c_str(), nullptr, 10);
+        if (!aec && port_number > 0 && port_number <= 65535) {
+          auto [cec] = co_await c.socket.async_connect(tcp::endpoint(address, static_cast<unsigned short>(port_number)),
+                                                       use_tuple);
+          if (cec) co_return cec;
+        } else {
+          tcp::resolver resolver(ex_);
+          auto [rec, endpoints] = co_await resolver.async_resolve(host_, port_, use_tuple);
+          if (rec) co_return rec;
+          auto [cec, ep] = co_await asio::async_connect(c.socket, endpoints, use_tuple);
+          if (cec) co_return cec;
+        }
+        error_code ignored;
+        c.socket.set_option(tcp::no_delay(true), ignored);
       }
       auto [wec, wn] = co_await http::async_write(c.socket, req, use_tuple);
       if (wec) co_return wec;
@@ -120,10 +140,28 @@ asio::awaitable<http_result> http_transport::request(std::string_view method, st
     // A pooled connection may have been closed by the server while idle; that failure says nothing about
     // the server, so it gets one more try on a fresh connection (every protocol request is safe to repeat).
     for (int attempt = 0; attempt < 2; ++attempt) {
+      // Bounded: at most max_open_ connections at once. During an outage every retry would otherwise open
+      // one more socket, and a process holding thousands of leases would run out of descriptors.
+      while (idle_.empty() && open_ >= max_open_) {
+        asio::steady_timer slot(ex_, deadline);
+        auto it = waiting_.insert(waiting_.end(), &slot);
+        auto [wec] = co_await slot.async_wait(use_tuple);
+        waiting_.erase(it);
+        if (!wec) {
+          out.ec = error::request_timeout;
+          out.diagnostic = "no free connection to " + host_header_ + " within " + std::to_string(timeout.count()) + " ms";
+          co_return out;
+        }
+        if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {
+          out.ec = asio::error::operation_aborted;
+          co_return out;
+        }
+      }
       std::unique_ptr<connection> c;
       bool fresh = idle_.empty();
       if (fresh) {
         c = std::make_unique<connection>(ex_);
+        ++open_;
       } else {
         c = std::move(idle_.back());
         idle_.pop_back();
@@ -134,6 +172,7 @@ asio::awaitable<http_result> http_transport::request(std::string_view method, st
       if (ec) {
         error_code ignored;
         c->socket.close(ignored);
+        released_one();
         if (ec == asio::error::operation_aborted) {
           out.ec = ec;  // the caller cancelled: report it as such, not as a server problem
           co_return out;
@@ -155,7 +194,12 @@ asio::awaitable<http_result> http_transport::request(std::string_view method, st
         out.ec = error::protocol_error;
         out.diagnostic = "HTTP " + std::to_string(out.status) + " with a body that is not JSON";
       }
-      if (res.keep_alive() && idle_.size() < max_idle_) idle_.push_back(std::move(c));
+      if (res.keep_alive() && idle_.size() < max_idle_) {
+        idle_.push_back(std::move(c));
+        if (!waiting_.empty()) waiting_.front()->cancel();  // a waiter can take it
+      } else {
+        released_one();
+      }
       co_return out;
     }
     co_return out;

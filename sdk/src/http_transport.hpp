@@ -7,7 +7,10 @@
 #include <boost/json/value.hpp>
 #include <boost/system/error_code.hpp>
 
+#include <boost/asio/steady_timer.hpp>
+
 #include <chrono>
+#include <list>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,8 +34,10 @@ bool uint_field(const boost::json::value& v, std::string_view name, std::uint64_
 
 class http_transport {
  public:
+  /// At most `max_open` connections are open at once; a request that finds none free waits for one (within
+  /// its timeout).
   http_transport(boost::asio::any_io_executor ex, std::string host, std::string port, std::string host_header,
-                 std::size_t max_idle);
+                 std::size_t max_idle, std::size_t max_open);
   ~http_transport();
   http_transport(const http_transport&) = delete;
   http_transport& operator=(const http_transport&) = delete;
@@ -52,7 +57,11 @@ class http_transport {
   boost::asio::any_io_executor ex_;
   std::string host_, port_, host_header_;
   std::size_t max_idle_;
+  void released_one();
+  std::size_t max_open_;
+  std::size_t open_ = 0;
   std::vector<std::unique_ptr<connection>> idle_;
+  std::list<boost::asio::steady_timer*> waiting_;
 };
 
 }  // namespace baton::detail

@@ -12,6 +12,8 @@
 #include "baton/client.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -166,4 +168,39 @@ BOOST_AUTO_TEST_CASE(connection_resets_during_renewal_are_retried_and_the_lease_
     BOOST_TEST(c.stats().renews >= 3u);
     BOOST_TEST((co_await l.release() == release_outcome::released));
   }());
+}
+
+BOOST_AUTO_TEST_CASE(connections_stay_bounded_under_concurrency_and_during_an_outage) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  auto cfg = via(proxy.port(), 300ms);
+  cfg.max_connections = 2;
+  client c(ioc.get_executor(), cfg);
+  int answered = 0;
+  for (int i = 0; i < 20; ++i)
+    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+      co_await c.get("bounded");
+      ++answered;
+    }, asio::detached);
+  for (int i = 0; i < 600 && answered < 20; ++i) ioc.run_for(50ms);
+  BOOST_TEST(answered == 20);
+  BOOST_TEST(proxy.connections_accepted() <= 2u);
+  // An outage: requests time out and are retried, but never open more than the bound at once.
+  proxy.set_blackhole(true);
+  ioc.restart();  // the first phase ran the context out of work
+  int failed = 0;
+  for (int i = 0; i < 10; ++i)
+    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+      try {
+        co_await c.get("bounded");
+      } catch (const exception&) {
+        ++failed;
+      }
+    }, asio::detached);
+  for (int i = 0; i < 600 && failed < 10; ++i) ioc.run_for(50ms);
+  BOOST_TEST(failed == 10);
+  BOOST_TEST(proxy.connections_accepted() <= 2u + 4u * 10u);  // a timed-out connection is closed, then reopened
+  proxy.set_blackhole(false);
 }

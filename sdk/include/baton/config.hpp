@@ -47,6 +47,9 @@ struct client_config {
   std::string identity;
   /// Idle keep-alive connections kept open to the server.
   std::size_t max_idle_connections = 16;
+  /// Connections open at once (per server member); further requests wait for a free one within their
+  /// timeout. Bounds descriptors during an outage, when every retry would otherwise open a new connection.
+  std::size_t max_connections = 64;
   /// Called on the client's executor for every lease event; must not block. Optional.
   std::function<void(const lease_event&)> on_event;
 
