@@ -8,7 +8,6 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <cmath>
 
@@ -17,7 +16,6 @@ namespace asio = boost::asio;
 
 namespace detail {
 namespace {
-using namespace asio::experimental::awaitable_operators;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 std::chrono::microseconds since(clock::time_point t) {
@@ -58,20 +56,16 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     // Renew. The request may take at most until the local deadline: an answer after it is worthless.
     const auto sent = clock::now();
     auto budget = std::min<clock::duration>(cs.config.request_timeout, c->fsm.deadline() - sent);
-    // Raced against the deadline itself, so the loss is declared at that instant, not when the request's
-    // own (millisecond-rounded) timeout expires.
-    asio::steady_timer at_deadline(cs.ex, c->fsm.deadline());
-    auto raced = co_await (capture(cs.backend->renew(c->key, c->owner, c->token, c->options.ttl,
-                                                     std::chrono::ceil<milliseconds>(budget))) ||
-                           at_deadline.async_wait(use_tuple));
-    renew_reply r;
-    if (raced.index() == 1) {
-      r.ec = error::request_timeout;
-    } else {
-      auto& got = std::get<0>(raced);
-      if (got.error) std::rethrow_exception(got.error);
-      r = std::move(*got.value);
-    }
+    // The deadline is watched on its own while the request runs: the loss is declared at that instant (and
+    // guarded work cancelled), not when the request's own, millisecond-rounded, timeout expires. A "renewed"
+    // that still arrives afterwards finds the lease lost and hands it back below.
+    auto watch = std::make_shared<asio::steady_timer>(cs.ex, c->fsm.deadline());
+    watch->async_wait([c, watch](boost::system::error_code ec) {
+      if (!ec && c->fsm.poll(clock::now()) == lease_fsm::action::declare_lost) c->publish();
+    });
+    auto r = co_await cs.backend->renew(c->key, c->owner, c->token, c->options.ttl,
+                                        std::chrono::ceil<milliseconds>(budget));
+    watch->cancel();
     if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return;
     const auto now = clock::now();
     if (!r.ec) {
