@@ -593,25 +593,26 @@ int main(int argc, char** argv) {
   options o;
   std::string ops_text;
   po::options_description desc("baton-loadgen options");
-  desc.add_options()("help,h", "show this help")("target", po::value(&o.target_name)->default_value("batond"),
-                                                 "server dialect: batond or etcd")(
-      "url", po::value(&o.url)->required(), "server address, http://IP:PORT")(
-      "conns", po::value(&o.conns)->default_value(16),
-      "keep-alive connections, each with one request in flight")(
-      "threads", po::value(&o.threads)->default_value(1),
-      "load generator threads (connections are spread over them)")(
-      "ops", po::value(&ops_text)->default_value("acquire,renew,release,cycle"),
-      "operations to measure, in order; renew and release use the locks acquire left held")(
-      "seconds", po::value(&o.seconds)->default_value(5), "measured duration of each operation")(
-      "warmup", po::value(&o.warmup)->default_value(1), "unmeasured warm-up before each operation, seconds")(
-      "timeout", po::value(&o.timeout)->default_value(10),
-      "seconds past the end of a phase before a request counts as timed out")(
-      "ttl-ms", po::value(&o.target.ttl_ms)->default_value(3'600'000),
-      "lease TTL; long, so acquired locks stay held")(
-      "key-prefix", po::value(&o.target.key_prefix)->default_value("bench"), "first component of every key")(
-      "server-pid", po::value(&o.server_pid)->default_value(0),
-      "measure this process's CPU per operation (/proc/PID/stat)")(
-      "json", po::value(&o.json_path), "append one JSON object per operation to this file");
+  // One option per line reads better than the chained call clang-format would make of it.
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("target", po::value(&o.target_name)->default_value("batond"), "server dialect: batond or etcd")
+    ("url", po::value(&o.url)->required(), "server address, http://IP:PORT")
+    ("conns", po::value(&o.conns)->default_value(16), "keep-alive connections, each with one request in flight")
+    ("threads", po::value(&o.threads)->default_value(1), "load generator threads (connections are spread over them)")
+    ("ops", po::value(&ops_text)->default_value("acquire,renew,release,cycle"),
+     "operations to measure, in order; renew and release use the locks acquire left held")
+    ("seconds", po::value(&o.seconds)->default_value(5), "measured duration of each operation")
+    ("warmup", po::value(&o.warmup)->default_value(1), "unmeasured warm-up before each operation, seconds")
+    ("timeout", po::value(&o.timeout)->default_value(10),
+     "seconds past the end of a phase before a request counts as timed out")
+    ("ttl-ms", po::value(&o.target.ttl_ms)->default_value(3'600'000), "lease TTL; long, so acquired locks stay held")
+    ("key-prefix", po::value(&o.target.key_prefix)->default_value("bench"), "first component of every key")
+    ("server-pid", po::value(&o.server_pid)->default_value(0),
+     "measure this process's CPU per operation (/proc/PID/stat)")
+    ("json", po::value(&o.json_path), "append one JSON object per operation to this file");
+  // clang-format on
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
