@@ -52,7 +52,8 @@ class lock_service {
   boost::asio::awaitable<std::optional<lease_view>> wait(std::string_view key, std::uint64_t token,
                                                           milliseconds wait);
 
-  /// Removes expired leases, logs their expiry and wakes their waiters. Returns how many expired.
+  /// Removes expired leases, logs their expiry and wakes their waiters. Returns how many expired. Works in
+  /// steps of a few thousand hash buckets and lets requests in between, so a large table never stalls them.
   std::size_t sweep();
 
   /// Wakes every long-poll waiter and makes new ones answer at once (shutdown).
@@ -73,6 +74,7 @@ class lock_service {
   std::mutex mu_;
   lock_table table_;
   bool stopping_ = false;
+  std::size_t sweep_cursor_ = 0;
   std::unordered_map<std::string, std::vector<std::shared_ptr<waiter>>> waiters_;
 };
 

@@ -81,15 +81,20 @@ std::optional<lease_view> lock_table::get(std::string_view key, time_point now) 
 }
 
 std::vector<expired_lock> lock_table::expire(time_point now) {
+  std::size_t cursor = 0;
+  return expire_some(now, cursor, leases_.bucket_count());
+}
+
+std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& cursor, std::size_t max_buckets) {
   std::vector<expired_lock> out;
-  for (auto it = leases_.begin(); it != leases_.end();) {
-    if (expired(it->second, now)) {
-      out.push_back({it->first, it->second.token});
-      it = leases_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  const std::size_t buckets = leases_.bucket_count();
+  if (cursor >= buckets) cursor = 0;  // the table was rehashed since the last step
+  const std::size_t end = std::min(buckets, cursor + std::max<std::size_t>(1, max_buckets));
+  for (std::size_t b = cursor; b < end; ++b)
+    for (auto it = leases_.begin(b); it != leases_.end(b); ++it)
+      if (expired(it->second, now)) out.push_back({it->first, it->second.token});
+  for (const auto& e : out) leases_.erase(e.key);
+  cursor = end >= buckets ? 0 : end;
   return out;
 }
 

@@ -102,6 +102,10 @@ class lock_table {
 
   /// Removes every lease whose expiry is at or before `now` and returns them.
   std::vector<expired_lock> expire(time_point now);
+  /// The same for at most `max_buckets` hash buckets, starting at `cursor`, which it advances (0 again
+  /// once a pass over the table is complete). Lets the caller sweep a large table in short steps: expiry
+  /// itself is decided lazily on every access, so the sweep only frees memory and wakes no one late.
+  std::vector<expired_lock> expire_some(time_point now, std::size_t& cursor, std::size_t max_buckets);
 
   /// Recovery: installs a lease as held, valid for `ttl` from `now`, and raises the counter past its token.
   void restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl, time_point now);

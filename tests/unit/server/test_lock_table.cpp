@@ -189,3 +189,21 @@ BOOST_AUTO_TEST_CASE(observe_token_never_lowers_the_counter) {
   BOOST_TEST(t.last_token() == 10u);
   BOOST_TEST(as<acquire_granted>(t.acquire("k", "a", 1000ms, t0)).token == 11u);
 }
+
+BOOST_AUTO_TEST_CASE(expire_in_small_steps_removes_exactly_the_expired_leases_in_one_pass) {
+  lock_table t;
+  for (int i = 0; i < 1000; ++i)
+    t.acquire("k" + std::to_string(i), "o", i % 2 == 0 ? 100ms : 10s, t0);
+  std::size_t cursor = 0, removed = 0;
+  int steps = 0;
+  do {
+    auto gone = t.expire_some(t0 + 1s, cursor, 7);
+    for (const auto& g : gone) BOOST_TEST(std::stoi(g.key.substr(1)) % 2 == 0);
+    removed += gone.size();
+    ++steps;
+  } while (cursor != 0 && steps < 100000);
+  BOOST_TEST(removed == 500u);
+  BOOST_TEST(t.size() == 500u);
+  BOOST_TEST(steps > 1);  // it really went in steps
+  for (int i = 1; i < 1000; i += 2) BOOST_TEST(t.get("k" + std::to_string(i), t0 + 1s).has_value());
+}
