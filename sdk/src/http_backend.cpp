@@ -66,9 +66,7 @@ class http_backend final : public backend {
         unexpected(r);
       }
     }
-    out.ec = r.ec;
-    out.diagnostic = std::move(r.diagnostic);
-    co_return out;
+    co_return with_outcome(std::move(out), r);
   }
 
   asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
@@ -86,9 +84,7 @@ class http_backend final : public backend {
         unexpected(r);
       }
     }
-    out.ec = r.ec;
-    out.diagnostic = std::move(r.diagnostic);
-    co_return out;
+    co_return with_outcome(std::move(out), r);
   }
 
   asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
@@ -108,9 +104,7 @@ class http_backend final : public backend {
         unexpected(r);
       }
     }
-    out.ec = r.ec;
-    out.diagnostic = std::move(r.diagnostic);
-    co_return out;
+    co_return with_outcome(std::move(out), r);
   }
 
   asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
@@ -134,14 +128,20 @@ class http_backend final : public backend {
         unexpected(r);
       }
     }
-    out.ec = r.ec;
-    out.diagnostic = std::move(r.diagnostic);
-    co_return out;
+    co_return with_outcome(std::move(out), r);
   }
 
   void close() override { transport_->close(); }
 
  private:
+  // Every reply type carries the request's error and the server's message the same way.
+  template <class Reply>
+  static Reply with_outcome(Reply out, http_result& r) {
+    out.ec = r.ec;
+    out.diagnostic = std::move(r.diagnostic);
+    return out;
+  }
+
   static void protocol(http_result& r, std::string what) {
     r.ec = error::protocol_error;
     r.diagnostic = std::move(what);
