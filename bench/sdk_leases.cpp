@@ -10,6 +10,7 @@
 // Output: one `phase=... key=value ...` line per phase on stdout, then the targets met or missed. Exit status
 // 0 when all leases behaved (no loss in the steady window, every guarded work cancelled), 3 otherwise.
 
+#include "proc_usage.hpp"
 #include "latency_histogram.hpp"
 
 #include <baton/client.hpp>
@@ -82,39 +83,12 @@ double seconds_between(clock::time_point a, clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-double self_cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto s = [](const timeval& tv) {
-    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
-  };
-  return s(ru.ru_utime) + s(ru.ru_stime);
-}
-
-// utime + stime of another process (all its threads), from /proc/PID/stat; nothing if it is gone.
+// The shared /proc readers count microseconds; this program reports seconds.
+double self_cpu_seconds() { return self_cpu_micros() / 1e6; }
+double machine_busy_seconds() { return machine_busy_micros().value_or(0) / 1e6; }
 std::optional<double> process_cpu_seconds(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = text.rfind(')');  // the command name may contain spaces; the fields follow its ')'
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(text.substr(close + 2));
-  std::string skip;
-  for (int i = 3; i < 14; ++i)
-    fields >> skip;  // state .. cmajflt: fields 3-13
-  unsigned long long utime = 0, stime = 0;
-  if (!(fields >> utime >> stime)) return std::nullopt;
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// Busy time of the whole machine (every column of /proc/stat's "cpu" line but idle and iowait), seconds.
-double machine_busy_seconds() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  unsigned long long v[8] = {};
-  in >> cpu >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6] >> v[7];
-  const unsigned long long busy =
-      v[0] + v[1] + v[2] + v[5] + v[6] + v[7];  // user nice system irq softirq steal
-  return static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  auto us = process_cpu_micros(pid);
+  return us ? std::optional<double>(*us / 1e6) : std::nullopt;
 }
 
 std::size_t rss_bytes() {
