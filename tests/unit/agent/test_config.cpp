@@ -47,7 +47,8 @@ std::string http_job_with(const std::string& http_body) {
          http_body;
 }
 
-const std::filesystem::path repo_root = std::filesystem::path(__FILE__).parent_path() / "../../..";
+// The build passes the source tree; __FILE__ may be relative to the build directory (e.g. under ccache).
+const std::filesystem::path repo_root = BATON_SOURCE_DIR;
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p);
