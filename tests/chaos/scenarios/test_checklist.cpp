@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <latch>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -145,7 +146,45 @@ void send_and_lose_reply(fault_proxy& proxy, std::string_view target, std::strin
 // took no token, so B may retry as often as it likes: each retry is refused the same way while A holds the
 // lease. Only A has a token to write with. Recovery: when A releases, B's next retry is granted 2; A's late
 // write with 1 is refused once B has written with 2.
+// The same race then runs for real: two threads released together send their acquires to one batond, twenty
+// times on twenty keys. Each time exactly one wins, the other is told the winner and its token, and its
+// retry is refused again. Because refusals take no token, the winners' tokens are exactly 1, 2, ..., 20.
 BOOST_AUTO_TEST_CASE(s01_two_clients_acquire_at_once_exactly_one_wins_the_other_retries_safely) {
+  {
+    temp_dir dir;
+    batond_process server(dir.path());
+    http_client a(server.port(), 10s), b(server.port(), 10s);
+    for (int round = 1; round <= 20; ++round) {
+      const std::string target = "/v1/locks/race-" + std::to_string(round) + "/acquire";
+      http_reply ra, rb;
+      std::latch start(2);
+      std::thread ta([&] {
+        start.arrive_and_wait();
+        ra = a.post(target, acquire_body("A", 60000));
+      });
+      std::thread tb([&] {
+        start.arrive_and_wait();
+        rb = b.post(target, acquire_body("B", 60000));
+      });
+      ta.join();
+      tb.join();
+      BOOST_TEST_CONTEXT("round " << round) {
+        BOOST_REQUIRE((ra.status == 200) != (rb.status == 200));
+        const http_reply& won = ra.status == 200 ? ra : rb;
+        const http_reply& lost = ra.status == 200 ? rb : ra;
+        const std::string winner = ra.status == 200 ? "A" : "B";
+        const std::string loser = ra.status == 200 ? "B" : "A";
+        BOOST_TEST(token_of(won) == static_cast<std::uint64_t>(round));
+        BOOST_TEST(lost.status == 409);
+        BOOST_TEST(field(lost, "owner") == winner);
+        BOOST_TEST(token_of(lost) == token_of(won));
+        auto retry = (loser == "A" ? a : b).post(target, acquire_body(loser, 60000));
+        BOOST_TEST(retry.status == 409);
+        BOOST_TEST(token_of(retry) == token_of(won));
+      }
+    }
+  }
+
   world w;
   auto a = w.table.acquire(key, "A", 10s, w.now);
   auto b = w.table.acquire(key, "B", 10s, w.now);
