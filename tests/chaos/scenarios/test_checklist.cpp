@@ -653,9 +653,10 @@ BOOST_AUTO_TEST_CASE(s09_token_counter_recovers_from_torn_tail_and_from_kill9_du
 //    refuses it; nothing is revived;
 //  - two renews of one live lease whose answers come back in reverse order: the SDK's deadline only moves
 //    forward (counted from each send time) and stays before the server's expiry;
-//  - a duplicate of an old acquire, delivered after its lease was released: it grants a new token to an
-//    owner string nobody is using. It costs liveness (the key is held one TTL), never safety: nobody writes
-//    with that token, and the next grant after it is larger again;
+//  - a copy of an old acquire, delivered after its lease was released: it grants a new token to an owner
+//    string nobody is using. It costs liveness (the key is held one TTL), never safety: nobody writes with
+//    that token, and the next grant after it is larger again. Delivered while its acquisition still holds
+//    the key, the copy supersedes that lease: the holder's next renew is refused and its SDK stops;
 //  - a write with 1 delayed past B's write with 2: refused.
 // Recovery: nothing to repair; the TTL frees the ghost grant.
 BOOST_AUTO_TEST_CASE(s10_delayed_and_out_of_order_requests_cannot_undo_newer_state) {
@@ -706,4 +707,21 @@ BOOST_AUTO_TEST_CASE(s10_delayed_and_out_of_order_requests_cannot_undo_newer_sta
   BOOST_TEST(w.write(4, "C-1"));
   BOOST_TEST(!w.write(2, "B-3"));
   BOOST_TEST(!w.write(3, "ghost"));
+
+  // A late copy of C's acquire arrives while C still holds 4: it supersedes C's lease with 5. C's next renew
+  // is refused, its SDK stops, and the key is held by a lease nobody uses until its TTL ends.
+  lease_fsm c(lease_timing(10s, 3s, 1s), w.now, 1);
+  const time_point copy_arrives = w.now + 1s;
+  w.now = copy_arrives;
+  BOOST_TEST(w.acquire("C", 10s) == 5u);
+  EXPECT_OWNER(w, "C", 5u);
+  w.now = copy_arrives + 2s;
+  BOOST_TEST(w.renew("C", 4, 10s) == "token_mismatch");
+  c.on_renew_refused("token_mismatch");
+  BOOST_TEST((c.state() == lease_state::lost));
+  BOOST_TEST(w.acquire("D", 10s) == 0u);
+  w.now = copy_arrives + 10s;
+  BOOST_TEST(w.acquire("D", 10s) == 6u);
+  BOOST_TEST(w.write(6, "D-1"));
+  BOOST_TEST(!w.write(4, "C late"));
 }
