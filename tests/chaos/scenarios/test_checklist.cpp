@@ -17,10 +17,9 @@
 #include "fault_proxy.hpp"
 #include "item_store.hpp"
 #include "journal.hpp"
+#include "lock_requests.hpp"
 #include "lock_table.hpp"
 #include "wal_record.hpp"
-
-#include <boost/json/serialize.hpp>
 
 #include <atomic>
 #include <fstream>
@@ -31,15 +30,18 @@
 #include <variant>
 
 namespace srv = baton::server;
-namespace json = boost::json;
 using baton::lease_state;
 using baton::detail::lease_fsm;
+using baton::test::acquire_body;
 using baton::test::batond_process;
 using baton::test::drop_style;
 using baton::test::fault_proxy;
 using baton::test::http_client;
 using baton::test::http_reply;
+using baton::test::release_body;
+using baton::test::renew_body;
 using baton::test::temp_dir;
+using baton::test::token_of;
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 using time_point = std::chrono::steady_clock::time_point;
@@ -110,18 +112,6 @@ struct world {
     BOOST_TEST((w).token() == tok); \
   } while (0)
 
-std::string acquire_body(std::string_view owner, int ttl_ms) {
-  return json::serialize(json::object{{"owner", owner}, {"ttl_ms", ttl_ms}});
-}
-std::string renew_body(std::string_view owner, std::uint64_t token, int ttl_ms) {
-  return json::serialize(json::object{{"owner", owner}, {"token", token}, {"ttl_ms", ttl_ms}});
-}
-std::string release_body(std::string_view owner, std::uint64_t token) {
-  return json::serialize(json::object{{"owner", owner}, {"token", token}});
-}
-std::uint64_t token_of(const http_reply& r) {
-  return r.json.at("token").to_number<std::uint64_t>();
-}
 std::string field(const http_reply& r, const char* name) {
   return std::string(r.json.at(name).as_string());
 }
