@@ -499,11 +499,12 @@ BOOST_AUTO_TEST_CASE(s08_lock_service_restart_restores_leases_and_never_reissues
   lease_fsm a(lease_timing(60s, 20s, 6s), sent, 1);
   BOOST_TEST(w.write(1, "by A"));
 
-  const unsigned short old_port = server->port();
+  // A reaches the server through a proxy, whose port stays the test's own while batond is down.
+  fault_proxy to_old(server->port());
   server->kill9();
   server.reset();
   // Down: a renew gets no answer. The SDK keeps the lease and retries before its deadline.
-  BOOST_CHECK_THROW(http_client(old_port, 5s).post("/v1/locks/report/renew", renew_body("A", 1, 60000)),
+  BOOST_CHECK_THROW(http_client(to_old.port(), 5s).post("/v1/locks/report/renew", renew_body("A", 1, 60000)),
                     boost::system::system_error);
   const auto failed_at = std::chrono::steady_clock::now();
   a.on_renew_failed(failed_at);
