@@ -171,6 +171,33 @@ BOOST_AUTO_TEST_CASE(a_waiter_takes_over_promptly_when_the_holder_releases) {
   }());
 }
 
+BOOST_AUTO_TEST_CASE(a_waiter_watches_the_key_instead_of_polling_it) {
+  auto& cluster = shared_cluster();
+  proxied_members proxies(cluster);
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(cluster.url()));
+  client b(ioc.get_executor(), config(proxies.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto held = co_await a.acquire("watched", lease_opts(30000ms));
+    const auto started = clock_type::now();
+    const wait_for_change unchanged{held.token(), 3000ms};
+    auto r = co_await b.get_backend()->get("watched", unchanged, 10000ms);
+    const double waited = seconds_since(started);
+    std::size_t requests = 0;
+    for (auto& p : proxies.proxies)
+      requests += p->requests_forwarded();
+    BOOST_TEST_MESSAGE("3 s wait on a held etcd key: " << requests << " requests, " << waited << " s");
+    BOOST_TEST(!r.ec);
+    BOOST_REQUIRE(r.holder.has_value());
+    BOOST_TEST(r.holder->token == held.token());
+    BOOST_TEST(waited >= 3.0 - 0.01);  // nothing changed: the whole wait
+    BOOST_TEST(waited < 15.0);         // and bounded by it
+    // The version probe, two reads (each with the lease's TTL) and the watch: 100 ms polling would make ~60.
+    BOOST_TEST(requests <= 12u);
+    co_await held.release();
+  }());
+}
+
 BOOST_AUTO_TEST_CASE(acquire_with_a_wait_timeout_gives_up_while_an_etcd_lock_is_held) {
   auto& cluster = shared_cluster();
   asio::io_context ioc;
