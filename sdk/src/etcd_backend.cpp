@@ -1,9 +1,9 @@
 // The etcd backend: Baton's lock semantics on etcd 3.4+ through its v3 JSON gateway (docs/sdk.md, etcd).
 //
-//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 → put
-//   with
-//              the lease; else read the holder". The fencing token is the key's create_revision: cluster-wide
-//              monotonic and durable across restarts and leader changes (lease IDs are not ordered).
+//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 →
+//              put with the lease; else read the holder". The fencing token is the key's create_revision:
+//              cluster-wide monotonic and durable across restarts and leader changes (lease IDs are not
+//              ordered).
 //   renew    = read the key (still ours: same create_revision and owner?) + /v3/lease/keepalive; an answer
 //              without TTL means the lease is gone.
 //   release  = txn "create_revision == token and value == owner → delete", then /v3/lease/revoke.
@@ -33,6 +33,8 @@
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+
+#include <charconv>
 
 namespace baton {
 namespace {
@@ -331,11 +333,13 @@ class etcd_backend final : public backend {
     const etcd_endpoint& ep = hosts_[current_];
     tcp::socket socket(ex_);
     auto work = [&]() -> asio::awaitable<watch_end> {
+      // A literal address skips the resolver (which runs on a thread of its own and cannot be cancelled).
       boost::system::error_code ec;
       auto address = asio::ip::make_address(ep.host, ec);
-      if (!ec) {
-        auto [cec] = co_await socket.async_connect(
-            tcp::endpoint(address, static_cast<unsigned short>(std::stoul(ep.port))), use_tuple);
+      unsigned short port = 0;
+      const auto [end, pec] = std::from_chars(ep.port.data(), ep.port.data() + ep.port.size(), port);
+      if (!ec && pec == std::errc() && end == ep.port.data() + ep.port.size()) {
+        auto [cec] = co_await socket.async_connect(tcp::endpoint(address, port), use_tuple);
         if (cec) co_return watch_end::failed;
       } else {
         tcp::resolver resolver(ex_);
