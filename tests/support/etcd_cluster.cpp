@@ -11,15 +11,13 @@
 #include <thread>
 
 namespace baton::test {
-namespace {
-
-// A port the kernel just handed out on loopback; free again once the acceptor closes. etcd cannot be told to
-// pick its own peer port and report it, so this small race is accepted.
 unsigned short ephemeral_port() {
   boost::asio::io_context ioc;
   boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
   return a.local_endpoint().port();
 }
+
+namespace {
 
 std::uint64_t as_uint(const boost::json::value* v) {
   if (!v) return 0;

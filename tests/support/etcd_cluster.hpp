@@ -22,6 +22,10 @@ struct etcd_member_status {
   std::uint64_t raft_term = 0;
 };
 
+/// A loopback TCP port the kernel just handed out and that is free again (for servers that cannot pick their
+/// own and report it, like etcd; the small race with another process taking it is accepted).
+unsigned short ephemeral_port();
+
 class etcd_cluster {
  public:
   /// Starts `members` members and waits (at most `bound`) until every one reports the same leader.
