@@ -198,6 +198,52 @@ BOOST_AUTO_TEST_CASE(a_waiter_watches_the_key_instead_of_polling_it) {
   }());
 }
 
+BOOST_AUTO_TEST_CASE(a_waiter_whose_watch_cannot_connect_falls_back_to_polling_and_still_wakes) {
+  auto& cluster = shared_cluster();
+  proxied_members proxies(cluster);
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(cluster.url()));
+  client b(ioc.get_executor(), config(proxies.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto held = co_await a.acquire("unwatched", lease_opts(30000ms));
+    // Warm b's pooled connection, then refuse every new one: reads still pass, each watch is reset.
+    BOOST_REQUIRE((co_await b.get("unwatched")).has_value());
+    for (auto& p : proxies.proxies)
+      p->set_refuse(true);
+    std::optional<get_reply> woke;
+    clock_type::time_point woke_at;
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          const wait_for_change unchanged{held.token(), 20000ms};
+          woke.emplace(co_await b.get_backend()->get("unwatched", unchanged, 30000ms));
+          woke_at = clock_type::now();
+        },
+        asio::detached);
+    co_await sleep_for(1000ms);
+    BOOST_TEST(!woke.has_value());
+    const auto released_at = clock_type::now();
+    co_await held.release();
+    for (int i = 0; i < 600 && !woke; ++i)
+      co_await sleep_for(50ms);
+    BOOST_REQUIRE(woke.has_value());
+    const double delay = std::chrono::duration<double>(woke_at - released_at).count();
+    std::size_t refused = 0, requests = 0;
+    for (auto& p : proxies.proxies) {
+      refused += p->connections_refused();
+      requests += p->requests_forwarded();
+    }
+    BOOST_TEST_MESSAGE("watch refused " << refused << " times; polling woke the waiter " << delay * 1000
+                                        << " ms after the release (" << requests << " requests)");
+    BOOST_TEST(!woke->ec);
+    BOOST_TEST(!woke->holder.has_value());
+    BOOST_TEST(refused >= 1u);    // the watch was tried
+    BOOST_TEST(requests >= 12u);  // and the key was polled instead (a watch would need about 7)
+    // One 100 ms poll period plus a read on an idle machine; 5x that, and far below the 20 s wait.
+    BOOST_TEST(delay < 2.5);
+  }());
+}
+
 BOOST_AUTO_TEST_CASE(acquire_with_a_wait_timeout_gives_up_while_an_etcd_lock_is_held) {
   auto& cluster = shared_cluster();
   asio::io_context ioc;
