@@ -79,6 +79,7 @@ std::uint64_t stored_token(const etcd_cluster& cluster, const std::string& key) 
       if (!kvs) return 0;
       return std::stoull(std::string(kvs->as_array().at(0).at("create_revision").as_string()));
     } catch (const std::exception&) {
+      // this member is down or has no leader right now: ask the next one
     }
   }
   throw std::runtime_error("no etcd member answered");

@@ -11,6 +11,7 @@
 #include <thread>
 
 namespace baton::test {
+
 unsigned short ephemeral_port() {
   boost::asio::io_context ioc;
   boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});

@@ -39,7 +39,7 @@ class etcd_cluster {
   unsigned short client_port(std::size_t i) const { return members_[i].client_port; }
   /// `etcd://127.0.0.1:a,127.0.0.1:b,...` naming every member (running or not), in member order.
   std::string url() const;
-  /// The member's data directory and log file (kept across restarts).
+  /// The member's log file (etcd's stderr, appended to across restarts; removed with the cluster).
   std::filesystem::path log_path(std::size_t i) const;
 
   bool running(std::size_t i) const;
