@@ -86,18 +86,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A port nothing listens on now. etcd needs fixed ports; batond picks its own (--listen :0).
-free_port() {
-  local p
-  for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 30000))
-    if ! ss -Htln "sport = :$p" | grep -q .; then
-      echo "$p"
-      return 0
-    fi
-  done
-  die "no free port found"
-}
+# shellcheck source=bench/free_port.sh
+source bench/free_port.sh
 
 server_url=""
 start_batond() {

@@ -10,8 +10,8 @@
 // Output: one `phase=... key=value ...` line per phase on stdout, then the targets met or missed. Exit status
 // 0 when all leases behaved (no loss in the steady window, every guarded work cancelled), 3 otherwise.
 
-#include "proc_usage.hpp"
 #include "latency_histogram.hpp"
+#include "proc_usage.hpp"
 
 #include <baton/client.hpp>
 #include <baton/lease.hpp>
@@ -60,7 +60,10 @@ struct options {
   milliseconds seconds{60'000};  // the steady window
   std::size_t in_flight = 256;   // acquires at a time
   int server_pid = 0;
-  std::size_t cancel_sample = 0;  // guarded works in the cancellation phase; 0: every lease
+  std::vector<int> cpu_pids;           // the server's processes (several etcd members); default: server_pid
+  std::size_t cancel_sample = 0;       // guarded works in the cancellation phase; 0: every lease
+  milliseconds cycle_seconds{10'000};  // the acquire+release window; 0: skipped
+  std::size_t cycle_workers = 16;      // acquire+release loops at a time, each on its own key
 };
 
 // `15s`, `500ms`, `2m`: one integer and one unit (the agent's richer parser lives in baton::common, which
@@ -84,8 +87,12 @@ double seconds_between(clock::time_point a, clock::time_point b) {
 }
 
 // The shared /proc readers count microseconds; this program reports seconds.
-double self_cpu_seconds() { return self_cpu_micros() / 1e6; }
-double machine_busy_seconds() { return machine_busy_micros().value_or(0) / 1e6; }
+double self_cpu_seconds() {
+  return self_cpu_micros() / 1e6;
+}
+double machine_busy_seconds() {
+  return machine_busy_micros().value_or(0) / 1e6;
+}
 std::optional<double> process_cpu_seconds(int pid) {
   auto us = process_cpu_micros(pid);
   return us ? std::optional<double>(*us / 1e6) : std::nullopt;
@@ -128,13 +135,15 @@ struct usage_sample {
   client_stats stats;
 };
 
-usage_sample sample_usage(const client& c, int server_pid) {
+// The server's CPU is the sum over its processes (one batond, or every member of an etcd cluster).
+usage_sample sample_usage(const client& c, const std::vector<int>& server_pids) {
   usage_sample s;
   s.at = clock::now();
   s.connects = tcp_active_opens();
   s.self = self_cpu_seconds();
   s.machine = machine_busy_seconds();
-  if (server_pid) s.server = process_cpu_seconds(server_pid);
+  for (int pid : server_pids)
+    if (auto cpu = process_cpu_seconds(pid)) s.server = s.server.value_or(0) + *cpu;
   s.stats = c.stats();
   return s;
 }
@@ -255,6 +264,7 @@ class benchmark {
 
   asio::awaitable<int> run() {
     int status = 0;
+    if (o_.cycle_seconds.count() > 0) co_await measure_cycles();
     const std::size_t rss_before = rss_bytes(), heap_before = heap_bytes();
     co_await acquire_all();
 
@@ -269,9 +279,9 @@ class benchmark {
     co_await sleep_for(settle);
 
     events_.record_renew_latency = true;
-    const auto a = sample_usage(client_, o_.server_pid);
+    const auto a = sample_usage(client_, server_pids());
     co_await sleep_for(o_.seconds);
-    const auto b = sample_usage(client_, o_.server_pid);
+    const auto b = sample_usage(client_, server_pids());
     events_.record_renew_latency = false;
     const std::size_t rss_steady = rss_bytes(), heap_steady = heap_bytes();
 
@@ -287,16 +297,19 @@ class benchmark {
     const double heap_per_lease =
         static_cast<double>(heap_steady - heap_before) / static_cast<double>(o_.leases);
     const double cpu_per_renew_us = renews ? (b.self - a.self) * 1e6 / static_cast<double>(renews) : 0;
+    const double server_cpu_per_renew_us =
+        renews && server_cores >= 0 ? server_cores * wall * 1e6 / static_cast<double>(renews) : -1;
     std::printf(
         "phase=steady leases=%zu ttl_ms=%lld seconds=%.1f client_cores=%.4f client_cpu_per_renew_us=%.1f "
-        "server_cores=%.4f other_cores=%.3f renews=%llu renews_per_s=%.1f renew_retries=%llu losses=%llu "
+        "server_cores=%.4f server_cpu_per_renew_us=%.1f other_cores=%.3f renews=%llu renews_per_s=%.1f "
+        "renew_retries=%llu losses=%llu "
         "tcp_connects=%llu "
         "renew_p50_ms=%.3f renew_p99_ms=%.3f renew_max_ms=%.3f rss_before_kib=%zu rss_steady_kib=%zu "
         "rss_per_lease_bytes=%.0f heap_per_lease_bytes=%.0f\n",
         o_.leases, static_cast<long long>(o_.ttl.count()), wall, client_cores, cpu_per_renew_us, server_cores,
-        other_cores, static_cast<unsigned long long>(renews), static_cast<double>(renews) / wall,
-        static_cast<unsigned long long>(retries), static_cast<unsigned long long>(losses),
-        static_cast<unsigned long long>(b.connects - a.connects),
+        server_cpu_per_renew_us, other_cores, static_cast<unsigned long long>(renews),
+        static_cast<double>(renews) / wall, static_cast<unsigned long long>(retries),
+        static_cast<unsigned long long>(losses), static_cast<unsigned long long>(b.connects - a.connects),
         events_.renew_latency.quantile_micros(0.5) / 1000, events_.renew_latency.quantile_micros(0.99) / 1000,
         static_cast<double>(events_.renew_latency.max_micros()) / 1000, rss_before / 1024, rss_steady / 1024,
         rss_per_lease, heap_per_lease);
@@ -307,7 +320,7 @@ class benchmark {
     if (o_.server_pid) {
       cancel = co_await measure_cancellation(status);
     } else {
-      std::printf("phase=cancel skipped=\"no --server-pid: batond cannot be frozen\"\n");
+      std::printf("phase=cancel skipped=\"no --server-pid: the server cannot be frozen\"\n");
     }
 
     std::printf("targets: client_cores %.4f <= 0.10 %s; rss_per_lease %.0f B <= 4096 %s; losses %llu == 0 %s",
@@ -327,6 +340,45 @@ class benchmark {
     c.server_url = o_.server;
     c.on_event = [this](const lease_event& e) { events_.on_event(e); };
     return c;
+  }
+
+  std::vector<int> server_pids() const {
+    if (!o_.cpu_pids.empty()) return o_.cpu_pids;
+    if (o_.server_pid) return {o_.server_pid};
+    return {};
+  }
+
+  // Lease operations per second: `cycle_workers` loops, each acquiring and releasing its own key for the
+  // window (on etcd one acquire is a lease grant and a txn, one release a txn and a revoke; on batond one
+  // request each).
+  asio::awaitable<void> measure_cycles() {
+    lease_options lo;
+    lo.ttl = o_.ttl;
+    std::size_t cycles = 0;
+    latency_histogram cycle_latency;
+    const auto a = sample_usage(client_, server_pids());
+    const auto until = a.at + o_.cycle_seconds;
+    co_await run_all(o_.cycle_workers, [&](std::size_t w) -> asio::awaitable<void> {
+      const std::string key = "bench/sdk-cycles/" + std::to_string(::getpid()) + "/" + std::to_string(w);
+      while (clock::now() < until) {
+        const auto start = clock::now();
+        auto l = co_await client_.acquire(key, lo, milliseconds(30'000));
+        co_await l.release();
+        cycle_latency.record(static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start).count()));
+        ++cycles;
+      }
+    });
+    const auto b = sample_usage(client_, server_pids());
+    const double wall = seconds_between(a.at, b.at);
+    const double n = static_cast<double>(std::max<std::size_t>(cycles, 1));
+    const double server_us = a.server && b.server ? (*b.server - *a.server) * 1e6 / n : -1;
+    std::printf(
+        "phase=cycle workers=%zu seconds=%.1f cycles=%zu cycles_per_s=%.0f client_cpu_per_cycle_us=%.1f "
+        "server_cpu_per_cycle_us=%.1f cycle_p50_ms=%.3f cycle_p99_ms=%.3f\n",
+        o_.cycle_workers, wall, cycles, static_cast<double>(cycles) / wall, (b.self - a.self) * 1e6 / n,
+        server_us, cycle_latency.quantile_micros(0.5) / 1000, cycle_latency.quantile_micros(0.99) / 1000);
+    std::fflush(stdout);
   }
 
   std::string key_of(std::size_t i) const {
@@ -452,10 +504,11 @@ int main(int argc, char** argv) {
   namespace po = boost::program_options;
   using namespace baton::bench;
   options o;
-  std::string ttl_text, seconds_text;
+  std::string ttl_text, seconds_text, cycle_text, cpu_pids_text;
   po::options_description desc("baton-bench-sdk-leases options");
-  desc.add_options()("help,h", "show this help")("server", po::value(&o.server)->required(),
-                                                 "batond address, http://IP:PORT")(
+  desc.add_options()("help,h", "show this help")(
+      "server", po::value(&o.server)->required(),
+      "lock server URL: http://IP:PORT, or etcd://IP:PORT[,IP:PORT...]")(
       "leases", po::value(&o.leases)->default_value(o.leases), "leases held at once, each on its own key")(
       "ttl", po::value(&ttl_text)->default_value("15s"), "lease TTL (renewed every ttl/3 ± 20%)")(
       "seconds", po::value(&seconds_text)->default_value("60s"),
@@ -464,12 +517,18 @@ int main(int argc, char** argv) {
       "server-pid", po::value(&o.server_pid)->default_value(0),
       "batond's pid: its CPU is reported, and the cancellation phase freezes it (SIGSTOP, then SIGCONT)")(
       "cancel-sample", po::value(&o.cancel_sample)->default_value(0),
-      "leases whose guarded work is timed in the cancellation phase; 0: all");
+      "leases whose guarded work is timed in the cancellation phase; 0: all")(
+      "server-cpu-pids", po::value(&cpu_pids_text),
+      "comma-separated pids whose CPU is the server's (every etcd member); default: --server-pid")(
+      "cycle-seconds", po::value(&cycle_text)->default_value("10s"),
+      "length of the acquire+release window before the hold phase; 0: skipped")(
+      "cycle-workers", po::value(&o.cycle_workers)->default_value(o.cycle_workers),
+      "acquire+release loops at a time, each on its own key");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
     if (vm.count("help")) {
-      std::cout << "usage: baton-bench-sdk-leases --server http://IP:PORT [options]\n" << desc;
+      std::cout << "usage: baton-bench-sdk-leases --server URL [options]\n" << desc;
       return 0;
     }
     po::notify(vm);
@@ -478,6 +537,13 @@ int main(int argc, char** argv) {
     o.seconds = seconds_text.find_first_not_of("0123456789") == std::string::npos && !seconds_text.empty()
                     ? milliseconds(std::stoll(seconds_text) * 1000)
                     : parse_duration_flag("seconds", seconds_text);
+    o.cycle_seconds = cycle_text == "0" ? milliseconds{0} : parse_duration_flag("cycle-seconds", cycle_text);
+    for (std::size_t at = 0; at < cpu_pids_text.size();) {
+      const auto comma = std::min(cpu_pids_text.find(',', at), cpu_pids_text.size());
+      o.cpu_pids.push_back(std::stoi(cpu_pids_text.substr(at, comma - at)));
+      at = comma + 1;
+    }
+    if (o.cycle_workers < 1) throw std::invalid_argument("--cycle-workers must be at least 1");
     if (o.leases < 1) throw std::invalid_argument("--leases must be at least 1");
     if (o.in_flight < 1) throw std::invalid_argument("--in-flight must be at least 1");
     if (o.seconds.count() <= 0) throw std::invalid_argument("--seconds must be positive");

@@ -1,12 +1,14 @@
 // The etcd backend: Baton's lock semantics on etcd 3.4+ through its v3 JSON gateway (docs/sdk.md, etcd).
 //
-//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 → put with
-//              the lease; else read the holder". The fencing token is the key's create_revision: cluster-wide
-//              monotonic and durable across restarts and leader changes (lease IDs are not ordered).
+//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 →
+//              put with the lease; else read the holder". The fencing token is the key's create_revision:
+//              cluster-wide monotonic and durable across restarts and leader changes (lease IDs are not
+//              ordered).
 //   renew    = read the key (still ours: same create_revision and owner?) + /v3/lease/keepalive; an answer
 //              without TTL means the lease is gone.
 //   release  = txn "create_revision == token and value == owner → delete", then /v3/lease/revoke.
-//   wait     = bounded polling of the key.
+//   wait     = /v3/watch on the key from the revision after the read that found it held, on a connection of
+//              its own, so a waiter wakes at the delete; bounded polling (100 ms) when the watch fails.
 // Never /v3/lock or /v3/election: with lease 0 they make a hidden 60 s lease nobody renews, and 3.4's lock
 // can report success after the caller's lease expired while waiting.
 
@@ -15,18 +17,32 @@
 #include "http_transport.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detail/base64.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+
+#include <charconv>
 
 namespace baton {
 namespace {
 namespace asio = boost::asio;
 namespace json = boost::json;
 namespace b64 = boost::beast::detail::base64;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
 using detail::http_result;
 using detail::string_field;
 using detail::uint_field;
@@ -69,8 +85,11 @@ const json::value* first_kv(const json::value& body, bool in_txn) {
 }
 
 struct etcd_endpoint {
-  std::string host, port;
+  std::string host, port, name;
 };
+
+// How a watch on the key ended.
+enum class watch_end { changed, timed_out, failed, cancelled };
 
 class etcd_backend final : public backend {
  public:
@@ -87,11 +106,14 @@ class etcd_backend final : public backend {
       std::string_view one = hosts.substr(0, comma);
       auto colon = one.rfind(':');
       if (one.empty() || colon == std::string_view::npos || colon + 1 == one.size())
-        throw exception(error::invalid_config, "etcd endpoint \"" + std::string(one) + "\" must be host:port");
+        throw exception(error::invalid_config,
+                        "etcd endpoint \"" + std::string(one) + "\" must be host:port");
       std::string host(one.substr(0, colon));
       if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-      endpoints_.push_back(std::make_unique<detail::http_transport>(ex_, host, std::string(one.substr(colon + 1)),
-                                                                    std::string(one), config.max_idle_connections, config.max_connections));
+      endpoints_.push_back(std::make_unique<detail::http_transport>(
+          ex_, host, std::string(one.substr(colon + 1)), std::string(one), config.max_idle_connections,
+          config.max_connections));
+      hosts_.push_back({host, std::string(one.substr(colon + 1)), std::string(one)});
       probed_.push_back(false);
       if (comma == std::string_view::npos) break;
       hosts.remove_prefix(comma + 1);
@@ -113,13 +135,17 @@ class etcd_backend final : public backend {
     if (g.ec) co_return fail<acquire_reply>(g);
 
     json::object txn{
-        {"compare", json::array{json::object{{"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
-        {"success", json::array{json::object{{"request_put", json::object{{"key", k}, {"value", v}, {"lease", std::to_string(lease)}}}}}},
+        {"compare", json::array{json::object{
+                        {"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
+        {"success",
+         json::array{json::object{
+             {"request_put", json::object{{"key", k}, {"value", v}, {"lease", std::to_string(lease)}}}}}},
         {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
     auto r = co_await call("/v3/kv/txn", txn, deadline);
     if (r.ec) co_return fail<acquire_reply>(r);
     if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
-      if (!uint_field(*path(r.body, {"header"}), "revision", out.token)) protocol(r, "txn answer has no revision");
+      if (!uint_field(*path(r.body, {"header"}), "revision", out.token))
+        protocol(r, "txn answer has no revision");
       if (r.ec) co_return fail<acquire_reply>(r);
       co_return out;
     }
@@ -136,7 +162,10 @@ class etcd_backend final : public backend {
       // does. etcd refuses a delete and a put of one key in one txn, so: delete ours, then create anew; if
       // someone else takes the key in between, they hold it and this try is refused.
       json::object drop{
-          {"compare", json::array{json::object{{"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", std::to_string(holder_rev)}}}},
+          {"compare", json::array{json::object{{"key", k},
+                                               {"target", "CREATE"},
+                                               {"result", "EQUAL"},
+                                               {"create_revision", std::to_string(holder_rev)}}}},
           {"success", json::array{json::object{{"request_delete_range", json::object{{"key", k}}}}}}};
       auto d = co_await call("/v3/kv/txn", drop, deadline);
       if (d.ec) co_return fail<acquire_reply>(d);
@@ -180,9 +209,12 @@ class etcd_backend final : public backend {
       uint_field(*kv, "lease", lease);
       holder = decode64(string_field(*kv, "value"));
     }
-    if (!kv) out.lost_reason = "not_held";
-    else if (holder != owner) out.lost_reason = "owner_mismatch";
-    else if (rev != token) out.lost_reason = "token_mismatch";
+    if (!kv)
+      out.lost_reason = "not_held";
+    else if (holder != owner)
+      out.lost_reason = "owner_mismatch";
+    else if (rev != token)
+      out.lost_reason = "token_mismatch";
     if (!out.lost_reason.empty()) {
       out.ec = error::lease_lost;
       out.diagnostic = "the key no longer carries this lease's create_revision";
@@ -207,8 +239,13 @@ class etcd_backend final : public backend {
     release_reply out;
     const std::string k = encode64(prefix_ + key);
     json::object txn{
-        {"compare", json::array{json::object{{"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", std::to_string(token)}},
-                                json::object{{"key", k}, {"target", "VALUE"}, {"result", "EQUAL"}, {"value", encode64(owner)}}}},
+        {"compare",
+         json::array{
+             json::object{{"key", k},
+                          {"target", "CREATE"},
+                          {"result", "EQUAL"},
+                          {"create_revision", std::to_string(token)}},
+             json::object{{"key", k}, {"target", "VALUE"}, {"result", "EQUAL"}, {"value", encode64(owner)}}}},
         {"success", json::array{json::object{{"request_range", json::object{{"key", k}}}},
                                 json::object{{"request_delete_range", json::object{{"key", k}}}}}},
         {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
@@ -226,12 +263,14 @@ class etcd_backend final : public backend {
     co_return out;
   }
 
-  asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait, milliseconds timeout) override {
+  asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
+                                 milliseconds timeout) override {
     const auto give_up = clock::now() + (wait ? wait->wait : milliseconds{0});
+    const std::string k = encode64(prefix_ + key);
     for (;;) {
       const auto deadline = std::max(clock::now(), give_up) + timeout;
       get_reply out;
-      json::object body4{{"key", encode64(prefix_ + key)}};
+      json::object body4{{"key", k}};
       auto r = co_await call("/v3/kv/range", body4, deadline);
       if (r.ec) co_return fail<get_reply>(r);
       if (const json::value* kv = first_kv(r.body, false)) {
@@ -245,14 +284,30 @@ class etcd_backend final : public backend {
       }
       std::uint64_t current = out.holder ? out.holder->token : 0;
       if (!wait || current != wait->token || clock::now() >= give_up) co_return out;
-      // Bounded polling: a holder change is seen within one period.
-      asio::steady_timer t(ex_, std::min<clock::duration>(std::chrono::milliseconds(100), give_up - clock::now()));
+      // Watching from the revision after this read misses no change made since: the delete (release or
+      // expiry) wakes the waiter at once. Any event wakes it, and the read above decides again.
+      std::uint64_t seen = 0;
+      const json::value* header = path(r.body, {"header"});
+      if (header && uint_field(*header, "revision", seen)) {
+        auto w = co_await watch(k, seen + 1, give_up);
+        if (w == watch_end::cancelled) {
+          get_reply cancelled;
+          cancelled.ec = asio::error::operation_aborted;
+          cancelled.diagnostic = "the wait was cancelled";
+          co_return cancelled;
+        }
+        if (w != watch_end::failed) continue;
+      }
+      // The watch could not be set up or broke: bounded polling, a holder change is seen within one period.
+      asio::steady_timer t(ex_,
+                           std::min<clock::duration>(std::chrono::milliseconds(100), give_up - clock::now()));
       co_await t.async_wait(asio::use_awaitable);
     }
   }
 
   void close() override {
-    for (auto& e : endpoints_) e->close();
+    for (auto& e : endpoints_)
+      e->close();
   }
 
  private:
@@ -266,6 +321,77 @@ class etcd_backend final : public backend {
   static void protocol(http_result& r, std::string what) {
     r.ec = error::protocol_error;
     r.diagnostic = std::move(what);
+  }
+
+  // One watch on `k` from revision `from`, on a connection of its own to the current member (a watch is a
+  // stream that never ends, so it cannot share the pooled keep-alive connections). The gateway streams one
+  // JSON object per line in a chunked reply: first "created", then events. Ends at the first event, at
+  // `until`, or when the stream fails (the caller then polls).
+  asio::awaitable<watch_end> watch(const std::string& k, std::uint64_t from, clock::time_point until) {
+    using namespace asio::experimental::awaitable_operators;
+    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+    const etcd_endpoint& ep = hosts_[current_];
+    tcp::socket socket(ex_);
+    auto work = [&]() -> asio::awaitable<watch_end> {
+      // A literal address skips the resolver (which runs on a thread of its own and cannot be cancelled).
+      boost::system::error_code ec;
+      auto address = asio::ip::make_address(ep.host, ec);
+      unsigned short port = 0;
+      const auto [end, pec] = std::from_chars(ep.port.data(), ep.port.data() + ep.port.size(), port);
+      if (!ec && pec == std::errc() && end == ep.port.data() + ep.port.size()) {
+        auto [cec] = co_await socket.async_connect(tcp::endpoint(address, port), use_tuple);
+        if (cec) co_return watch_end::failed;
+      } else {
+        tcp::resolver resolver(ex_);
+        auto [rec, found] = co_await resolver.async_resolve(ep.host, ep.port, use_tuple);
+        if (rec) co_return watch_end::failed;
+        auto [cec, connected] = co_await asio::async_connect(socket, found, use_tuple);
+        if (cec) co_return watch_end::failed;
+      }
+      json::object create{
+          {"create_request", json::object{{"key", k}, {"start_revision", std::to_string(from)}}}};
+      http::request<http::string_body> req{http::verb::post, "/v3/watch", 11};
+      req.set(http::field::host, ep.name);
+      req.set(http::field::content_type, "application/json");
+      req.body() = json::serialize(create);
+      req.prepare_payload();
+      auto [wec, wn] = co_await http::async_write(socket, req, use_tuple);
+      if (wec) co_return watch_end::failed;
+      boost::beast::flat_buffer buffer;
+      http::response_parser<http::buffer_body> parser;
+      parser.body_limit(boost::none);  // the stream has no end
+      auto [hec, hn] = co_await http::async_read_header(socket, buffer, parser, use_tuple);
+      if (hec || parser.get().result_int() != 200) co_return watch_end::failed;
+      std::string pending;
+      char chunk[4096];
+      while (!parser.is_done()) {
+        parser.get().body().data = chunk;
+        parser.get().body().size = sizeof chunk;
+        auto [rec, rn] = co_await http::async_read_some(socket, buffer, parser, use_tuple);
+        if (rec && rec != http::error::need_buffer) co_return watch_end::failed;
+        pending.append(chunk, sizeof chunk - parser.get().body().size);
+        for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+          boost::system::error_code jec;
+          auto message = json::parse(std::string_view(pending).substr(0, nl), jec);
+          pending.erase(0, nl + 1);
+          const json::value* result = jec ? nullptr : path(message, {"result"});
+          if (!result) co_return watch_end::failed;  // an error object, or not JSON
+          if (auto* c = path(*result, {"canceled"}); c && c->is_bool() && c->as_bool())
+            co_return watch_end::failed;  // e.g. the start revision was compacted
+          if (auto* events = path(*result, {"events"});
+              events && events->is_array() && !events->as_array().empty())
+            co_return watch_end::changed;
+        }
+        if (pending.size() > (1u << 20)) co_return watch_end::failed;
+      }
+      co_return watch_end::failed;  // the member ended the stream
+    };
+    asio::steady_timer timer(ex_, until);
+    auto result = co_await (work() || timer.async_wait(use_tuple));
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
+      co_return watch_end::cancelled;
+    if (result.index() == 1) co_return watch_end::timed_out;
+    co_return std::get<0>(result);
   }
 
   asio::awaitable<void> revoke(std::uint64_t lease, clock::time_point deadline) {
@@ -286,7 +412,8 @@ class etcd_backend final : public backend {
   // One gateway call on a healthy endpoint: a connection failure moves on to the next member (a request that
   // may have been applied is safe to repeat: every operation above is conditional). The first call to each
   // member probes /version and refuses etcd older than 3.4.
-  asio::awaitable<http_result> call(std::string_view target, const json::object& body, clock::time_point deadline) {
+  asio::awaitable<http_result> call(std::string_view target, const json::object& body,
+                                    clock::time_point deadline) {
     http_result r;
     for (std::size_t tried = 0; tried < endpoints_.size(); ++tried) {
       auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
@@ -301,9 +428,11 @@ class etcd_backend final : public backend {
         if (!v.ec && v.status == 200) {
           std::string server = string_field(v.body, "etcdserver");
           int major = 0, minor = 0;
-          if (std::sscanf(server.c_str(), "%d.%d", &major, &minor) != 2 || major < 3 || (major == 3 && minor < 4)) {
+          if (std::sscanf(server.c_str(), "%d.%d", &major, &minor) != 2 || major < 3 ||
+              (major == 3 && minor < 4)) {
             r.ec = error::invalid_config;
-            r.diagnostic = ep.name() + " runs etcd \"" + server + "\"; Baton needs etcd 3.4 or newer (v3 gateway /v3/)";
+            r.diagnostic =
+                ep.name() + " runs etcd \"" + server + "\"; Baton needs etcd 3.4 or newer (v3 gateway /v3/)";
             co_return r;
           }
           probed_[current_] = true;
@@ -325,8 +454,10 @@ class etcd_backend final : public backend {
       if (!r.ec && r.status != 200) {
         std::string msg = string_field(r.body, "message");
         if (msg.empty()) msg = string_field(r.body, "error");
-        r.ec = r.status == 503 ? make_error_code(error::storage_unavailable) : make_error_code(error::server_error);
-        r.diagnostic = "etcd " + ep.name() + " HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
+        r.ec = r.status == 503 ? make_error_code(error::storage_unavailable)
+                               : make_error_code(error::server_error);
+        r.diagnostic =
+            "etcd " + ep.name() + " HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
       }
       co_return r;
     }
@@ -337,6 +468,7 @@ class etcd_backend final : public backend {
   asio::any_io_executor ex_;
   std::string prefix_;
   std::vector<std::unique_ptr<detail::http_transport>> endpoints_;
+  std::vector<etcd_endpoint> hosts_;
   std::vector<bool> probed_;
   std::size_t current_ = 0;
 };

@@ -1,10 +1,12 @@
 #define BOOST_TEST_MODULE etcd_backend
 #include <boost/test/unit_test.hpp>
 
-// The SDK against a real etcd (Debian's etcd-server, one member on loopback) through its v3 JSON gateway.
+// The SDK against a real etcd (Debian's etcd-server, one member on loopback) through its v3 JSON gateway;
+// test_etcd_cluster runs the scenarios against three members.
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "etcd_cluster.hpp"
 #include "lease_opts.hpp"
 
 #include "baton/client.hpp"
@@ -12,12 +14,9 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detail/base64.hpp>
-
-#include <thread>
 
 using namespace baton;
 using namespace baton::test;
@@ -25,36 +24,6 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
 namespace {
-
-unsigned short free_port() {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
-}
-
-struct etcd_process {
-  temp_dir dir;
-  unsigned short client_port = free_port(), peer_port = free_port();
-  std::unique_ptr<child_process> proc;
-  etcd_process() {
-    std::string c = "http://127.0.0.1:" + std::to_string(client_port), p = "http://127.0.0.1:" + std::to_string(peer_port);
-    proc = std::make_unique<child_process>(
-        std::vector<std::string>{"/usr/bin/etcd", "--name", "t", "--data-dir", (dir.path() / "data").string(),
-                                 "--listen-client-urls", c, "--advertise-client-urls", c, "--listen-peer-urls", p,
-                                 "--initial-advertise-peer-urls", p, "--initial-cluster", "t=" + p},
-        (dir.path() / "etcd.log").string());
-    auto until = std::chrono::steady_clock::now() + 60s;
-    for (;;) {
-      try {
-        if (http_client(client_port, 2s).get("/version").status == 200) break;
-      } catch (const std::exception&) {
-      }
-      BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < until, "etcd did not start");
-      std::this_thread::sleep_for(100ms);
-    }
-  }
-  std::string url() const { return "etcd://127.0.0.1:" + std::to_string(client_port); }
-};
 
 client_config config(const std::string& url) {
   client_config c;
@@ -72,7 +41,7 @@ asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(lease_lifecycle_on_etcd_with_create_revision_tokens) {
-  etcd_process etcd;
+  etcd_cluster etcd(1);
   asio::io_context ioc;
   client a(ioc.get_executor(), config(etcd.url()));
   client b(ioc.get_executor(), config(etcd.url()));
@@ -101,20 +70,24 @@ BOOST_AUTO_TEST_CASE(lease_lifecycle_on_etcd_with_create_revision_tokens) {
 }
 
 BOOST_AUTO_TEST_CASE(waiting_acquirer_takes_over_when_the_holder_releases) {
-  etcd_process etcd;
+  etcd_cluster etcd(1);
   asio::io_context ioc;
   client a(ioc.get_executor(), config(etcd.url()));
   client b(ioc.get_executor(), config(etcd.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto first = co_await a.acquire("handover", lease_opts(10000ms));
     std::optional<lease> second;
-    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
-      second.emplace(co_await b.acquire("handover", lease_opts(10000ms)));
-    }, asio::detached);
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          second.emplace(co_await b.acquire("handover", lease_opts(10000ms)));
+        },
+        asio::detached);
     co_await sleep_for(300ms);
     BOOST_TEST(!second.has_value());
     co_await first.release();
-    for (int i = 0; i < 200 && !second; ++i) co_await sleep_for(50ms);
+    for (int i = 0; i < 200 && !second; ++i)
+      co_await sleep_for(50ms);
     BOOST_REQUIRE(second.has_value());
     BOOST_TEST(second->token() > first.token());
     co_await second->release();
@@ -122,7 +95,7 @@ BOOST_AUTO_TEST_CASE(waiting_acquirer_takes_over_when_the_holder_releases) {
 }
 
 BOOST_AUTO_TEST_CASE(revoked_etcd_lease_makes_the_sdk_lease_lost) {
-  etcd_process etcd;
+  etcd_cluster etcd(1);
   asio::io_context ioc;
   client a(ioc.get_executor(), config(etcd.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
@@ -131,7 +104,7 @@ BOOST_AUTO_TEST_CASE(revoked_etcd_lease_makes_the_sdk_lease_lost) {
     std::string key = "baton/locks/revoked";
     std::string k(boost::beast::detail::base64::encoded_size(key.size()), '\0');
     k.resize(boost::beast::detail::base64::encode(k.data(), key.data(), key.size()));
-    http_client raw(etcd.client_port);
+    http_client raw(etcd.client_port(0));
     BOOST_TEST(raw.post("/v3/kv/deleterange", R"({"key":")" + k + R"("})").status == 200);
     co_await l.wait_lost();
     BOOST_TEST((l.state() == lease_state::lost));
@@ -140,7 +113,7 @@ BOOST_AUTO_TEST_CASE(revoked_etcd_lease_makes_the_sdk_lease_lost) {
 }
 
 BOOST_AUTO_TEST_CASE(same_owner_retry_supersedes_with_a_newer_create_revision) {
-  etcd_process etcd;
+  etcd_cluster etcd(1);
   asio::io_context ioc;
   client a(ioc.get_executor(), config(etcd.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
@@ -160,10 +133,10 @@ BOOST_AUTO_TEST_CASE(same_owner_retry_supersedes_with_a_newer_create_revision) {
 }
 
 BOOST_AUTO_TEST_CASE(a_dead_member_in_the_url_is_skipped) {
-  etcd_process etcd;
+  etcd_cluster etcd(1);
   asio::io_context ioc;
-  client a(ioc.get_executor(), config("etcd://127.0.0.1:" + std::to_string(free_port()) + ",127.0.0.1:" +
-                                      std::to_string(etcd.client_port)));
+  client a(ioc.get_executor(), config("etcd://127.0.0.1:" + std::to_string(ephemeral_port()) +
+                                      ",127.0.0.1:" + std::to_string(etcd.client_port(0))));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto l = co_await a.acquire("multi", lease_opts(5000ms));
     BOOST_TEST(l.active());
