@@ -13,6 +13,7 @@
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
 #include "http_transport.hpp"
+#include "tls_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -75,9 +76,12 @@ struct etcd_endpoint {
 class etcd_backend final : public backend {
  public:
   etcd_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)) {
-    // etcd://host:port[,host:port...][/key/prefix/]
+    // etcd://host:port[,host:port...][/key/prefix/], or etcds:// for TLS to every member (one CA set for all).
     std::string_view rest(config.server_url);
-    rest.remove_prefix(std::string_view("etcd://").size());
+    const bool tls = rest.rfind("etcds://", 0) == 0;
+    rest.remove_prefix(rest.find("://") + 3);
+    std::shared_ptr<asio::ssl::context> tls_context;
+    if (tls) tls_context = detail::make_client_tls_context(config.tls);
     auto slash = rest.find('/');
     std::string_view hosts = rest.substr(0, slash);
     prefix_ = slash == std::string_view::npos ? "baton/locks/" : std::string(rest.substr(slash + 1));
@@ -91,7 +95,8 @@ class etcd_backend final : public backend {
       std::string host(one.substr(0, colon));
       if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
       endpoints_.push_back(std::make_unique<detail::http_transport>(ex_, host, std::string(one.substr(colon + 1)),
-                                                                    std::string(one), config.max_idle_connections, config.max_connections));
+                                                                    std::string(one), config.max_idle_connections,
+                                                                    config.max_connections, tls_context));
       probed_.push_back(false);
       if (comma == std::string_view::npos) break;
       hosts.remove_prefix(comma + 1);
