@@ -15,8 +15,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/parse.hpp>
 
+#include <signal.h>
+
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 using namespace baton;
 using namespace baton::test;
@@ -341,4 +344,38 @@ BOOST_AUTO_TEST_CASE(cli_acquires_renews_and_releases_over_mutual_tls) {
       run_cli(scratch, {"get", "k", "--server", https_url(s.server), "--ca-file", "/nonexistent.pem"});
   BOOST_TEST(missing.code == 64);
   BOOST_TEST(contains(missing.err, "/nonexistent.pem"), missing.err);
+}
+
+BOOST_AUTO_TEST_CASE(agent_leads_through_a_mutual_tls_server) {
+  tls_server s(true);
+  temp_dir scratch;
+  const auto config_path = scratch.path() / "agent.yaml";
+  std::ofstream(config_path) << "server: " << https_url(s.server)
+                             << "\nlisten: 127.0.0.1:0\nshutdown_grace: 1s\n"
+                             << "election:\n  key: tls/leader\n  ttl: 5s\n"
+                             << "tls:\n  ca_file: " << pki().ca() << "\n  cert_file: " << pki().client_cert()
+                             << "\n  key_file: " << pki().client_key() << "\n";
+  child_process agent({bin_path("baton-agent"), "--config", config_path.string(), "--identity", "tls-agent"},
+                      (scratch.path() / "agent.log").string());
+  auto line = agent.read_line(30s);
+  BOOST_REQUIRE(line.rfind("baton-agent listening on ", 0) == 0);
+  const auto port = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+  bool leads = false;
+  for (auto until = std::chrono::steady_clock::now() + 30s;
+       !leads && std::chrono::steady_clock::now() < until;) {
+    try {
+      auto r = http_client(port, 10s).get("/v1/leader");
+      leads = r.status == 200 && r.json.at("is_leader").as_bool();
+    } catch (const std::exception&) {
+    }
+    if (!leads) std::this_thread::sleep_for(50ms);
+  }
+  BOOST_TEST(leads);
+  // The server agrees, asked over mutual TLS by the CLI.
+  auto held = run_cli(scratch, {"get", "tls/leader", "--server", https_url(s.server), "--ca-file", pki().ca(),
+                                "--cert", pki().client_cert(), "--key", pki().client_key()});
+  BOOST_TEST(held.code == 0, held.err);
+  BOOST_TEST(contains(held.out, "tls-agent#"), held.out);
+  agent.signal(SIGTERM);
+  BOOST_TEST(agent.wait(30s) == 0);
 }
