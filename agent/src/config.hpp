@@ -124,8 +124,9 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
 agent_config load_config(const std::string& path);
 
 /// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key`,
-/// `log-level`, `ca-file`, `cert` and `key` (leading dashes allowed: `--server` works too). An empty value means the flag was not given.
-/// Each value is validated as the file's key is; an unknown flag name is an error too. Throws config_error
+/// `log-level`, `ca-file`, `cert` and `key` (leading dashes allowed: `--server` works too). An empty value
+/// means the flag was not given. Each value is validated as the file's key is; an unknown flag name is an
+/// error too. Throws config_error
 /// (`--server: reason`), leaving `config` unchanged.
 void apply_overrides(agent_config& config, const std::map<std::string, std::string>& flags);
 

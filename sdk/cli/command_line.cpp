@@ -210,7 +210,8 @@ std::optional<milliseconds> wait_timeout_value(const po::variables_map& vm, bool
 
 // Options that take a value, so the search for the command word can skip that value.
 bool takes_value(std::string_view arg) {
-  return arg == "--server" || arg == "--request-timeout" || arg == "--ca-file" || arg == "--cert" || arg == "--key";
+  return arg == "--server" || arg == "--request-timeout" || arg == "--ca-file" || arg == "--cert" ||
+         arg == "--key";
 }
 
 client_config client_settings(const po::variables_map& vm, const char* env_server) {
@@ -227,7 +228,8 @@ client_config client_settings(const po::variables_map& vm, const char* env_serve
   if (vm.count("key")) c.tls.key_file = required_string(vm, "key");
   if (c.tls.cert_file.empty() != c.tls.key_file.empty()) usage_error("--cert and --key go together");
   if (!c.tls.empty() && !uses_tls(c.server_url))
-    usage_error("--ca-file, --cert and --key need an https:// or etcds:// server, got \"" + c.server_url + "\"");
+    usage_error("--ca-file, --cert and --key need an https:// or etcds:// server, got \"" + c.server_url +
+                "\"");
   try {
     c.validate();
   } catch (const exception& e) {

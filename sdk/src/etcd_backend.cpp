@@ -76,7 +76,8 @@ struct etcd_endpoint {
 class etcd_backend final : public backend {
  public:
   etcd_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)) {
-    // etcd://host:port[,host:port...][/key/prefix/], or etcds:// for TLS to every member (one CA set for all).
+    // etcd://host:port[,host:port...][/key/prefix/], or etcds:// for TLS to every member (one CA set for
+    // all).
     std::string_view rest(config.server_url);
     const bool tls = rest.rfind("etcds://", 0) == 0;
     rest.remove_prefix(rest.find("://") + 3);
@@ -94,9 +95,9 @@ class etcd_backend final : public backend {
         throw exception(error::invalid_config, "etcd endpoint \"" + std::string(one) + "\" must be host:port");
       std::string host(one.substr(0, colon));
       if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-      endpoints_.push_back(std::make_unique<detail::http_transport>(ex_, host, std::string(one.substr(colon + 1)),
-                                                                    std::string(one), config.max_idle_connections,
-                                                                    config.max_connections, tls_context));
+      endpoints_.push_back(std::make_unique<detail::http_transport>(
+          ex_, host, std::string(one.substr(colon + 1)), std::string(one), config.max_idle_connections,
+          config.max_connections, tls_context));
       probed_.push_back(false);
       if (comma == std::string_view::npos) break;
       hosts.remove_prefix(comma + 1);

@@ -70,10 +70,16 @@ bool uint_field(const json::value& v, std::string_view name, std::uint64_t& out)
   return !ec;
 }
 
-http_transport::http_transport(asio::any_io_executor ex, std::string host, std::string port, std::string host_header,
-                               std::size_t max_idle, std::size_t max_open, std::shared_ptr<asio::ssl::context> tls)
-    : ex_(std::move(ex)), tls_(std::move(tls)), host_(std::move(host)), port_(std::move(port)), host_header_(std::move(host_header)),
-      max_idle_(max_idle), max_open_(std::max<std::size_t>(1, max_open)) {}
+http_transport::http_transport(asio::any_io_executor ex, std::string host, std::string port,
+                               std::string host_header, std::size_t max_idle, std::size_t max_open,
+                               std::shared_ptr<asio::ssl::context> tls)
+    : ex_(std::move(ex)),
+      tls_(std::move(tls)),
+      host_(std::move(host)),
+      port_(std::move(port)),
+      host_header_(std::move(host_header)),
+      max_idle_(max_idle),
+      max_open_(std::max<std::size_t>(1, max_open)) {}
 
 http_transport::~http_transport() = default;
 

@@ -23,8 +23,9 @@ class context;
 
 namespace baton::detail {
 
-/// One answer: ec is set for transport errors (connection_failed, request_timeout, tls_failed), a body that is not
-/// JSON (protocol_error), or cancellation (operation_aborted); otherwise status and body are the server's.
+/// One answer: ec is set for transport errors (connection_failed, request_timeout, tls_failed), a body that
+/// is not JSON (protocol_error), or cancellation (operation_aborted); otherwise status and body are the
+/// server's.
 struct http_result {
   boost::system::error_code ec;
   std::string diagnostic;

@@ -8,17 +8,17 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -231,20 +231,23 @@ struct http_server::impl {
     const std::string peer = peer_of(stream.socket());
     beast::ssl_stream<beast::tcp_stream> tls(std::move(stream), *options.tls);
     auto& lowest = beast::get_lowest_layer(tls);
-    lowest.expires_after(options.read_timeout);  // a client that stalls the handshake is dropped like an idle one
+    lowest.expires_after(
+        options.read_timeout);  // a client that stalls the handshake is dropped like an idle one
     pos = w.idle.insert(w.idle.end(), &lowest);
     auto [hec, used] = co_await tls.async_handshake(asio::ssl::stream_base::server, buffer.data(), use_tuple);
     w.idle.erase(pos);
     if (hec) {
       const std::string verify = tls::verify_failure(tls.native_handle());
-      log::warn("tls_handshake_failed",
-                {{"peer", peer}, {"error", hec.message()}, {"client_certificate", verify.empty() ? "-" : verify}});
+      log::warn(
+          "tls_handshake_failed",
+          {{"peer", peer}, {"error", hec.message()}, {"client_certificate", verify.empty() ? "-" : verify}});
       // The alert is on its way; read what the client still sends for a moment so closing does not reset
       // the connection before the client has read why (a TLS 1.3 client learns of a refused certificate
       // only on its first read).
       beast::error_code ignored;
       lowest.socket().shutdown(tcp::socket::shutdown_send, ignored);
-      lowest.expires_after(std::min<std::chrono::milliseconds>(options.read_timeout, std::chrono::seconds(1)));
+      lowest.expires_after(
+          std::min<std::chrono::milliseconds>(options.read_timeout, std::chrono::seconds(1)));
       char scratch[512];
       for (;;) {
         auto [rec, rn] = co_await lowest.async_read_some(asio::buffer(scratch), use_tuple);
@@ -268,8 +271,9 @@ struct http_server::impl {
     auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
     if (ec) co_return;
     metrics.count_request(route::other, 400);
-    auto res = make_response(http::status::bad_request, parser.get().version(), false,
-                             error_body("tls_required", "this server accepts only TLS connections: use https://"));
+    auto res =
+        make_response(http::status::bad_request, parser.get().version(), false,
+                      error_body("tls_required", "this server accepts only TLS connections: use https://"));
     co_await http::async_write(stream, res, use_tuple);
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
