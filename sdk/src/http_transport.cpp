@@ -152,6 +152,14 @@ asio::awaitable<error_code> http_transport::exchange(connection& c, void* req_pt
         c.tls_failure = describe_tls_failure(c.tls->native_handle(), ec, host_header_, false);
         co_return make_error_code(error::tls_failed);
       }
+      // A server that refuses our client certificate after a TLS 1.3 handshake may close before we read its
+      // alert (a reset drops it). Still a connection failure (retried), but the message says what it may be.
+      if (c.tls && connect &&
+          (ec == asio::error::connection_reset || ec == asio::error::eof ||
+           ec == asio::ssl::error::stream_truncated))
+        c.tls_failure =
+            "the server closed the connection right after the TLS handshake; a server that "
+            "requires a client certificate does this when it refuses ours";
       co_return ec;
     };
     auto result = co_await (work() || timer.async_wait(use_tuple));
@@ -224,6 +232,7 @@ asio::awaitable<http_result> http_transport::request(std::string_view method, st
         } else {
           out.ec = error::connection_failed;
           out.diagnostic = host_header_ + ": " + ec.message();
+          if (!c->tls_failure.empty()) out.diagnostic += " (" + c->tls_failure + ")";
         }
         co_return out;
       }

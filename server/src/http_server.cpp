@@ -229,15 +229,16 @@ struct http_server::impl {
       co_return;
     }
     const std::string peer = peer_of(stream.socket());
-    beast::ssl_stream<beast::tcp_stream> tls(std::move(stream), *options.tls);
-    auto& lowest = beast::get_lowest_layer(tls);
-    lowest.expires_after(
-        options.read_timeout);  // a client that stalls the handshake is dropped like an idle one
+    beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), *options.tls);
+    auto& lowest = beast::get_lowest_layer(secure);
+    // A client that stalls the handshake is dropped like an idle one.
+    lowest.expires_after(options.read_timeout);
     pos = w.idle.insert(w.idle.end(), &lowest);
-    auto [hec, used] = co_await tls.async_handshake(asio::ssl::stream_base::server, buffer.data(), use_tuple);
+    auto [hec, used] =
+        co_await secure.async_handshake(asio::ssl::stream_base::server, buffer.data(), use_tuple);
     w.idle.erase(pos);
     if (hec) {
-      const std::string verify = tls::verify_failure(tls.native_handle());
+      const std::string verify = tls::verify_failure(secure.native_handle());
       log::warn(
           "tls_handshake_failed",
           {{"peer", peer}, {"error", hec.message()}, {"client_certificate", verify.empty() ? "-" : verify}});
@@ -256,11 +257,11 @@ struct http_server::impl {
       co_return;
     }
     buffer.consume(used);
-    co_await serve(tls, buffer, w);
+    co_await serve(secure, buffer, w);
     // close_notify, so the client can tell the end of the connection from a truncation; bounded, since a
     // client that never answers it must not hold the connection.
     lowest.expires_after(std::min<std::chrono::milliseconds>(options.read_timeout, std::chrono::seconds(1)));
-    co_await tls.async_shutdown(use_tuple);
+    co_await secure.async_shutdown(use_tuple);
   }
 
   // A plain HTTP request on a TLS port: one 400 answer that says so, then close.

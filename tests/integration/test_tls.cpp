@@ -8,6 +8,7 @@
 #include "coro.hpp"
 #include "lease_opts.hpp"
 #include "test_pki.hpp"
+#include "tls_files.hpp"
 
 #include "baton/client.hpp"
 
@@ -29,8 +30,7 @@ namespace asio = boost::asio;
 namespace {
 
 const test_pki& pki() {
-  static const test_pki instance;
-  return instance;
+  return test_pki::shared();
 }
 
 std::string https_url(const batond_process& p) {
@@ -48,16 +48,8 @@ client_config config(std::string url, tls_config tls = {}) {
   return c;
 }
 
-tls_config files(std::string ca, std::string cert = {}, std::string key = {}) {
-  tls_config t;
-  t.ca_file = std::move(ca);
-  t.cert_file = std::move(cert);
-  t.key_file = std::move(key);
-  return t;
-}
-
 tls_config trusting_ca() {
-  return files(pki().ca());
+  return tls_files(pki().ca());
 }
 
 // One try_acquire; the baton::exception it ends with, or nullopt when it succeeded.
@@ -97,41 +89,15 @@ struct tls_server {
   }
 };
 
-struct cli_result {
-  int code = -1;
-  std::string out, err;
-};
-
-cli_result run_cli(const temp_dir& scratch, std::vector<std::string> args) {
+finished_process run_cli(const temp_dir& scratch, std::vector<std::string> args) {
   static int runs = 0;
-  const auto err_path = (scratch.path() / ("cli-stderr-" + std::to_string(++runs))).string();
   args.insert(args.begin(), bin_path("baton"));
-  child_process p(std::move(args), err_path);
-  cli_result r;
-  try {
-    for (;;)
-      r.out += p.read_line(60s) + "\n";
-  } catch (const std::exception&) {
-  }
-  r.code = p.wait(60s);
-  std::ifstream in(err_path);
-  std::stringstream s;
-  s << in.rdbuf();
-  r.err = s.str();
-  return r;
+  return run_to_end(std::move(args), (scratch.path() / ("cli-stderr-" + std::to_string(++runs))).string());
 }
 
-cli_result run_curl(const temp_dir& scratch, std::vector<std::string> args) {
+finished_process run_curl(const temp_dir& scratch, std::vector<std::string> args) {
   args.insert(args.begin(), {"/usr/bin/curl", "-sS", "--max-time", "30"});
-  cli_result r;
-  child_process p(std::move(args), (scratch.path() / "curl-stderr").string());
-  try {
-    for (;;)
-      r.out += p.read_line(60s) + "\n";
-  } catch (const std::exception&) {
-  }
-  r.code = p.wait(60s);
-  return r;
+  return run_to_end(std::move(args), (scratch.path() / "curl-stderr").string());
 }
 
 }  // namespace
@@ -165,7 +131,7 @@ BOOST_AUTO_TEST_CASE(certificate_from_an_unknown_ca_is_refused_with_a_clear_erro
   BOOST_TEST((e->code() == error::tls_failed));
   BOOST_TEST(contains(e->diagnostic(), "is not trusted"), e->diagnostic());
   // Trusting another CA is no better.
-  e = try_acquire_error(config(https_url(s.server), files(pki().other_ca())));
+  e = try_acquire_error(config(https_url(s.server), tls_files(pki().other_ca())));
   BOOST_REQUIRE(e.has_value());
   BOOST_TEST((e->code() == error::tls_failed));
   BOOST_TEST(contains(e->diagnostic(), "is not trusted"), e->diagnostic());
@@ -221,31 +187,31 @@ BOOST_AUTO_TEST_CASE(mutual_tls_refuses_a_missing_or_foreign_client_certificate_
   BOOST_TEST((e->code() == error::tls_failed));
   BOOST_TEST(contains(e->diagnostic(), "refused the TLS connection"), e->diagnostic());
 
-  e = try_acquire_error(
-      config(https_url(s.server), files(pki().ca(), pki().other_client_cert(), pki().other_client_key())));
+  e = try_acquire_error(config(https_url(s.server),
+                               tls_files(pki().ca(), pki().other_client_cert(), pki().other_client_key())));
   BOOST_REQUIRE(e.has_value());
   BOOST_TEST((e->code() == error::tls_failed));
   BOOST_TEST(contains(e->diagnostic(), "refused the TLS connection"), e->diagnostic());
 
-  still_serves(s.server, files(pki().ca(), pki().client_cert(), pki().client_key()));
+  still_serves(s.server, tls_files(pki().ca(), pki().client_cert(), pki().client_key()));
 }
 
 BOOST_AUTO_TEST_CASE(unreadable_or_invalid_tls_files_are_configuration_errors_naming_the_file) {
   const std::string missing = "/nonexistent/ca.pem";
-  auto e = try_acquire_error(config("https://127.0.0.1:1", files(missing)));
+  auto e = try_acquire_error(config("https://127.0.0.1:1", tls_files(missing)));
   BOOST_REQUIRE(e.has_value());
   BOOST_TEST((e->code() == error::invalid_config));
   BOOST_TEST(contains(e->diagnostic(), "tls.ca_file \"" + missing + "\": cannot read"), e->diagnostic());
 
   // A key that is not the certificate's.
   e = try_acquire_error(
-      config("https://127.0.0.1:1", files(pki().ca(), pki().client_cert(), pki().server_key())));
+      config("https://127.0.0.1:1", tls_files(pki().ca(), pki().client_cert(), pki().server_key())));
   BOOST_REQUIRE(e.has_value());
   BOOST_TEST((e->code() == error::invalid_config));
   BOOST_TEST(contains(e->diagnostic(), "tls.key_file"), e->diagnostic());
 
   // Not PEM at all.
-  e = try_acquire_error(config("https://127.0.0.1:1", files(pki().file("server.ext"))));
+  e = try_acquire_error(config("https://127.0.0.1:1", tls_files(pki().file("server.ext"))));
   BOOST_REQUIRE(e.has_value());
   BOOST_TEST(contains(e->diagnostic(), "not a PEM"), e->diagnostic());
 
@@ -253,7 +219,7 @@ BOOST_AUTO_TEST_CASE(unreadable_or_invalid_tls_files_are_configuration_errors_na
   e = try_acquire_error(config("http://127.0.0.1:1", trusting_ca()));
   BOOST_REQUIRE(e.has_value());
   BOOST_TEST(contains(e->diagnostic(), "need an https://"), e->diagnostic());
-  e = try_acquire_error(config("https://127.0.0.1:1", files({}, pki().client_cert())));
+  e = try_acquire_error(config("https://127.0.0.1:1", tls_files({}, pki().client_cert())));
   BOOST_REQUIRE(e.has_value());
   BOOST_TEST(contains(e->diagnostic(), "go together"), e->diagnostic());
 }
@@ -264,15 +230,7 @@ BOOST_AUTO_TEST_CASE(batond_refuses_to_start_with_bad_tls_files) {
     std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir",
                                   data.path().string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    auto err = (data.path() / "stderr").string();
-    child_process p(argv, err);
-    cli_result r;
-    r.code = p.wait(60s);
-    std::ifstream in(err);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    r.err = ss.str();
-    return r;
+    return run_to_end(argv, (data.path() / "stderr").string());
   };
   auto r = start({"--tls-cert", "/nonexistent.pem", "--tls-key", pki().server_key()});
   BOOST_TEST(r.code == 2);

@@ -32,6 +32,12 @@ class test_pki {
 
   std::string file(const std::string& name) const { return (dir_.path() / name).string(); }
 
+  /// One PKI per test program, made on first use.
+  static const test_pki& shared() {
+    static const test_pki instance;
+    return instance;
+  }
+
  private:
   void run(const std::string& command) const;
   void make_ca(const std::string& name, const std::string& cn) const;
