@@ -76,8 +76,7 @@ struct etcd_endpoint {
 class etcd_backend final : public backend {
  public:
   etcd_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)) {
-    // etcd://host:port[,host:port...][/key/prefix/], or etcds:// for TLS to every member (one CA set for
-    // all).
+    // etcd://host:port[,host:port...][/key/prefix/]; etcds:// speaks TLS to every member, one tls_config.
     std::string_view rest(config.server_url);
     const bool tls = rest.rfind("etcds://", 0) == 0;
     rest.remove_prefix(rest.find("://") + 3);

@@ -42,10 +42,7 @@ class http_backend final : public backend {
     if (u->host_type() == boost::urls::host_type::ipv6 && host.size() > 2 && host.front() == '[')
       host = host.substr(1, host.size() - 2);
     transport_ = std::make_unique<detail::http_transport>(
-        ex_, host,
-        u->has_port() ? std::string(u->port())
-        : https       ? "443"
-                      : "80",
+        ex_, host, u->has_port() ? std::string(u->port()) : std::string(https ? "443" : "80"),
         std::string(u->encoded_host_and_port()), config.max_idle_connections, config.max_connections,
         https ? detail::make_client_tls_context(config.tls) : nullptr);
     base_path_ = std::string(u->encoded_path());

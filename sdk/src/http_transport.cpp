@@ -40,7 +40,8 @@ struct http_transport::connection {
   /// Over `socket`, for https:// and etcds://.
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
   beast::flat_buffer buffer;
-  /// Why the last exchange failed at the TLS layer (error::tls_failed), for the caller's diagnostic.
+  /// Why the last exchange failed at the TLS layer (error::tls_failed), or what a connection failure right
+  /// after the handshake may mean; for the caller's diagnostic.
   std::string tls_failure;
 };
 
