@@ -9,8 +9,8 @@ packages=(
   # Boost 1.81 (the unversioned libboost-all-dev is 1.74, too old for us)
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libboost-test1.81-dev libboost-program-options1.81-dev
-  # TLS
-  libssl-dev
+  # TLS (openssl: the tests make a throwaway CA and certificates at run time)
+  libssl-dev openssl
   # baton-agent: YAML configuration, time zones (Howard Hinnant's date/tz over the system tz database)
   libyaml-cpp-dev libhowardhinnant-date-dev tzdata
   # demo and tooling; python3-yaml for the offline checks of the deployment files

@@ -21,6 +21,7 @@ namespace {
 client_config make_client_config(const agent_config& c) {
   client_config cc;
   cc.server_url = c.server;
+  cc.tls = c.tls;
   cc.identity = c.identity;
   return cc;
 }

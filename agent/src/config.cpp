@@ -18,6 +18,8 @@
 #include <memory>
 #include <span>
 
+#include <unistd.h>
+
 namespace baton::agent {
 namespace {
 
@@ -56,6 +58,22 @@ std::string check_server(const std::string& url) {
   baton::client_config c;
   c.server_url = url;
   return sdk_check([&] { c.validate(); });
+}
+
+// A TLS file must be there when the agent starts, not when it first connects.
+std::string check_readable_file(const std::string& path) {
+  if (path.empty()) return "must not be empty (leave it out)";
+  if (::access(path.c_str(), R_OK) != 0) return quoted(path) + ": cannot read: " + std::strerror(errno);
+  return {};
+}
+
+// Settings that only make sense together: certificates need a TLS server URL, a client certificate its key.
+std::string check_tls_combination(const agent_config& c) {
+  if (c.tls.empty()) return {};
+  if (!baton::uses_tls(c.server))
+    return "certificates need an https:// or etcds:// server, and server is " + quoted(c.server);
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) return "cert_file and key_file go together";
+  return {};
 }
 
 std::string check_identity(const std::string& identity) {
@@ -152,7 +170,8 @@ std::string child(const std::string& path, std::string_view key) {
 }
 
 constexpr std::string_view top_keys[] = {"server",       "identity",       "listen",   "mode", "log_level",
-                                         "resign_token", "shutdown_grace", "election", "jobs"};
+                                         "resign_token", "shutdown_grace", "election", "jobs", "tls"};
+constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
 constexpr std::string_view job_keys[] = {"name", "schedule", "timezone", "command", "shell",
                                          "http", "timeout",  "grace",    "overlap", "misfire"};
@@ -437,18 +456,36 @@ void read_election(const reader& r, const YAML::Node& node, agent_config& config
   });
 }
 
+void read_tls(const reader& r, const YAML::Node& node, agent_config& config) {
+  r.known_keys(node, "tls", tls_keys);
+  const std::pair<std::string_view, std::string baton::tls_config::*> files[] = {
+      {"ca_file", &baton::tls_config::ca_file},
+      {"cert_file", &baton::tls_config::cert_file},
+      {"key_file", &baton::tls_config::key_file}};
+  for (const auto& [key, field] : files) {
+    if (const auto n = node[std::string(key)]) {
+      const auto path = child("tls", key);
+      config.tls.*field = r.text(n, path);
+      r.check(n, path, check_readable_file(config.tls.*field));
+    }
+  }
+}
+
 // The flags that override the file (apply_overrides), each validated as its key in the file is.
 struct flag_target {
   std::string_view flag;
-  std::string agent_config::*field;
+  std::string& (*field)(agent_config&);
   std::string (*check)(const std::string&);
 };
 constexpr flag_target overridable[] = {
-    {"server", &agent_config::server, check_server},
-    {"identity", &agent_config::identity, check_identity},
-    {"listen", &agent_config::listen, check_listen},
-    {"election-key", &agent_config::election_key, check_lock_key},
-    {"log-level", &agent_config::log_level, check_log_level},
+    {"server", [](agent_config& c) -> std::string& { return c.server; }, check_server},
+    {"identity", [](agent_config& c) -> std::string& { return c.identity; }, check_identity},
+    {"listen", [](agent_config& c) -> std::string& { return c.listen; }, check_listen},
+    {"election-key", [](agent_config& c) -> std::string& { return c.election_key; }, check_lock_key},
+    {"log-level", [](agent_config& c) -> std::string& { return c.log_level; }, check_log_level},
+    {"ca-file", [](agent_config& c) -> std::string& { return c.tls.ca_file; }, check_readable_file},
+    {"cert", [](agent_config& c) -> std::string& { return c.tls.cert_file; }, check_readable_file},
+    {"key", [](agent_config& c) -> std::string& { return c.tls.key_file; }, check_readable_file},
 };
 
 }  // namespace
@@ -511,6 +548,10 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
   }
   if (const auto n = root["shutdown_grace"]) config.shutdown_grace = r.duration(n, "shutdown_grace");
   if (const auto n = root["election"]) read_election(r, n, config);
+  if (const auto n = root["tls"]) {
+    read_tls(r, n, config);
+    r.check(n, "tls", check_tls_combination(config));
+  }
 
   if (const auto jobs = root["jobs"]) {
     if (!jobs.IsSequence()) r.fail(jobs, "jobs", "expected a list of jobs, got " + kind_of(jobs));
@@ -555,11 +596,13 @@ void apply_overrides(agent_config& config, const std::map<std::string, std::stri
     if (target == std::end(overridable))
       throw config_error("", 0, 0, flag,
                          "unknown flag (the file can be overridden by --server, --identity, --listen, "
-                         "--election-key, --log-level)");
+                         "--election-key, --log-level, --ca-file, --cert, --key)");
     if (value.empty()) continue;
     if (const auto reason = target->check(value); !reason.empty()) throw config_error("", 0, 0, flag, reason);
-    next.*(target->field) = value;
+    target->field(next) = value;
   }
+  if (const auto reason = check_tls_combination(next); !reason.empty())
+    throw config_error("", 0, 0, "--ca-file/--cert/--key", reason);
   config = std::move(next);
 }
 

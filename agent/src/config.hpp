@@ -66,8 +66,11 @@ struct job_config {
 enum class agent_mode { leader, per_job };
 
 struct agent_config {
-  /// The lock server: `http://host:port`.
+  /// The lock server: `http://host:port`, `https://host:port`, `etcd://...` or `etcds://...`.
   std::string server = "http://127.0.0.1:7070";
+  /// YAML `tls: {ca_file, cert_file, key_file}`, flags --ca-file, --cert, --key: certificates for an
+  /// https:// or etcds:// server (baton::tls_config). Each file must be readable when the file is loaded.
+  baton::tls_config tls;
   /// Owner prefix on the server; empty = `<hostname>:<pid>` (baton::default_identity()).
   std::string identity;
   /// The sidecar HTTP API's address: `host:port` or `[v6-address]:port`; port 0 picks a free port.
@@ -113,16 +116,17 @@ class config_error : public std::runtime_error {
 };
 
 /// Parses and validates a configuration; `file_name` is only used in error messages. Unknown keys, wrong
-/// types, bad values and a second YAML document are errors. Throws config_error. Pure (no clock, no I/O
-/// besides the tz database for non-UTC time zones); thread-safe.
+/// types, bad values and a second YAML document are errors. Throws config_error. No clock; the only I/O is
+/// the tz database for non-UTC time zones and checking that the `tls` files can be opened; thread-safe.
 agent_config parse_config(std::string_view yaml_text, std::string_view file_name);
 
 /// Reads `path` and parse_config()s it. An unreadable file is a config_error naming it.
 agent_config load_config(const std::string& path);
 
-/// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key` and
-/// `log-level` (leading dashes allowed: `--server` works too). An empty value means the flag was not given.
-/// Each value is validated as the file's key is; an unknown flag name is an error too. Throws config_error
+/// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key`,
+/// `log-level`, `ca-file`, `cert` and `key` (leading dashes allowed: `--server` works too). An empty value
+/// means the flag was not given. Each value is validated as the file's key is; an unknown flag name is an
+/// error too. Throws config_error
 /// (`--server: reason`), leaving `config` unchanged.
 void apply_overrides(agent_config& config, const std::map<std::string, std::string>& flags);
 

@@ -27,6 +27,7 @@ namespace {
 constexpr const char* usage =
     "usage: baton-agent --config FILE [--server URL] [--identity ID] [--listen HOST:PORT]\n"
     "                   [--election-key KEY] [--log-level debug|info|warn|error]\n"
+    "                   [--ca-file FILE] [--cert FILE --key FILE]\n"
     "       baton-agent --check-config FILE\n";
 
 }  // namespace
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
     if (flag == "--config") config_path = value;
     else if (flag == "--check-config") check_path = value;
     else if (flag == "--server" || flag == "--identity" || flag == "--listen" || flag == "--election-key" ||
-             flag == "--log-level")
+             flag == "--log-level" || flag == "--ca-file" || flag == "--cert" || flag == "--key")
       overrides[flag.substr(2)] = value;
     else {
       std::fprintf(stderr, "baton-agent: unknown flag %s\n%s", flag.c_str(), usage);

@@ -27,7 +27,7 @@ FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libboost-json1.81.0 libboost-url1.81.0 libyaml-cpp0.7 libdate-tz3 tzdata \
-      ca-certificates curl \
+      libssl3 ca-certificates curl \
  && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 baton \
  && useradd --system --uid 10001 --gid baton --no-create-home --home-dir /nonexistent \

@@ -1,7 +1,10 @@
 # batond, the lock server. Build from the repository root (the context must be the checkout):
 #   docker build -f deploy/docker/batond.Dockerfile -t baton/batond:0.1.0 .
-# Run (the data directory is a volume; keep the port private, batond has no TLS or auth yet):
+# Run (the data directory is a volume; keep the port private, batond has no authentication yet):
 #   docker run -d --name batond -v batond-data:/var/lib/baton -p 127.0.0.1:7070:7070 baton/batond:0.1.0
+# With TLS (docs/security.md): mount the certificate and add the flags; the health check tries both schemes.
+#   docker run ... -v /etc/baton/tls:/etc/baton/tls:ro baton/batond:0.1.0 \
+#     --tls-cert /etc/baton/tls/batond.pem --tls-key /etc/baton/tls/batond.key
 # Extra batond flags go after the image name (--threads 4); --listen and --data-dir are fixed here.
 
 FROM debian:12 AS build
@@ -24,11 +27,11 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBATON_BUILD_TESTS=
  && cmake --build build --target batond
 
 FROM debian:12-slim
-# The shared libraries batond links (ldd build/bin/batond), and curl for the health check.
+# The shared libraries batond links (ldd build/bin/batond; libssl3 for TLS), and curl for the health check.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libboost-json1.81.0 libboost-url1.81.0 libboost-program-options1.81.0 \
-      ca-certificates curl \
+      libssl3 ca-certificates curl \
  && rm -rf /var/lib/apt/lists/*
 # A fixed uid/gid so volume ownership and Kubernetes' runAsUser/fsGroup (10001) agree. The data directory is
 # created and owned here before VOLUME: a new named volume starts as a copy of it, owned by baton.
@@ -42,7 +45,8 @@ EXPOSE 7070
 # docker stop sends SIGTERM (the default): batond stops accepting, answers in-flight requests, flushes its log.
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
-  CMD curl -fsS -o /dev/null http://127.0.0.1:7070/healthz || exit 1
+  CMD curl -fsS -o /dev/null http://127.0.0.1:7070/healthz \
+   || curl -fsSk -o /dev/null https://127.0.0.1:7070/healthz || exit 1
 # 0.0.0.0: inside a container loopback is the container's own, so other containers and the published port
 # reach batond only on the container's interface. batond's own default stays 127.0.0.1.
 ENTRYPOINT ["/usr/local/bin/batond", "--listen", "0.0.0.0:7070", "--data-dir", "/var/lib/baton"]

@@ -48,6 +48,9 @@ commands:
 options of every command:
   --server URL           lock server (default: $BATON_SERVER, else http://127.0.0.1:7070)
   --request-timeout D    bound on one request's round trip (default 2s)
+  --ca-file FILE         https:// and etcds://: trust the CAs in this PEM file instead of the system store
+  --cert FILE            client certificate (PEM) for servers that require mutual TLS; needs --key
+  --key FILE             private key (PEM) of --cert
   -h [ --help ]          this help; after a command, that command's help
   --version              baton's version
 
@@ -129,6 +132,11 @@ po::options_description common_options() {
       "lock server (default: $BATON_SERVER, else http://127.0.0.1:7070)");
   add("request-timeout", po::value<std::string>()->value_name("D"),
       "bound on one request's round trip (default 2s)");
+  add("ca-file", po::value<std::string>()->value_name("FILE"),
+      "https:// and etcds://: trust the CAs in this PEM file instead of the system store");
+  add("cert", po::value<std::string>()->value_name("FILE"),
+      "client certificate (PEM) for servers that require mutual TLS; needs --key");
+  add("key", po::value<std::string>()->value_name("FILE"), "private key (PEM) of --cert");
   add("help,h", "this help");
   return d;
 }
@@ -202,7 +210,8 @@ std::optional<milliseconds> wait_timeout_value(const po::variables_map& vm, bool
 
 // Options that take a value, so the search for the command word can skip that value.
 bool takes_value(std::string_view arg) {
-  return arg == "--server" || arg == "--request-timeout";
+  return arg == "--server" || arg == "--request-timeout" || arg == "--ca-file" || arg == "--cert" ||
+         arg == "--key";
 }
 
 client_config client_settings(const po::variables_map& vm, const char* env_server) {
@@ -214,6 +223,13 @@ client_config client_settings(const po::variables_map& vm, const char* env_serve
   else
     c.server_url = default_server;
   if (vm.count("request-timeout")) c.request_timeout = positive_duration(vm, "request-timeout");
+  if (vm.count("ca-file")) c.tls.ca_file = required_string(vm, "ca-file");
+  if (vm.count("cert")) c.tls.cert_file = required_string(vm, "cert");
+  if (vm.count("key")) c.tls.key_file = required_string(vm, "key");
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) usage_error("--cert and --key go together");
+  if (!c.tls.empty() && !uses_tls(c.server_url))
+    usage_error("--ca-file, --cert and --key need an https:// or etcds:// server, got \"" + c.server_url +
+                "\"");
   try {
     c.validate();
   } catch (const exception& e) {
@@ -291,9 +307,9 @@ invocation parse_command_line(const std::vector<std::string>& args, const char* 
 
   po::options_description all;
   all.add(command_options(name)).add(common_options());
-  all.add_options()("key", po::value<std::vector<std::string>>());
+  all.add_options()("positional-arguments", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
-  positional.add("key", -1);
+  positional.add("positional-arguments", -1);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(rest)
@@ -309,7 +325,7 @@ invocation parse_command_line(const std::vector<std::string>& args, const char* 
   if (vm.count("help")) return {client_config{}, help_request{command_help(*spec)}};
   try {
     std::vector<std::string> keys;
-    if (vm.count("key")) keys = vm["key"].as<std::vector<std::string>>();
+    if (vm.count("positional-arguments")) keys = vm["positional-arguments"].as<std::vector<std::string>>();
     std::vector<std::string> cmd_argv;
     if (name == "exec")
       cmd_argv = std::move(after_dashes);

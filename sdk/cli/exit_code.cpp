@@ -21,6 +21,8 @@ int exit_code_for(const boost::system::error_code& ec) {
       return exit_code::refused_request;
     case error::invalid_config:
       return exit_code::usage;
+    case error::tls_failed:  // the server could not be used: its certificate, or ours, was refused
+      return exit_code::unavailable;
     default:
       return exit_code::internal;
   }

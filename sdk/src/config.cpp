@@ -17,18 +17,28 @@ std::string default_identity() {
   return std::string(host) + ":" + std::to_string(::getpid());
 }
 
+bool uses_tls(std::string_view server_url) {
+  return server_url.rfind("https://", 0) == 0 || server_url.rfind("etcds://", 0) == 0;
+}
+
 void client_config::validate() const {
-  if (server_url.rfind("etcd://", 0) == 0) {
+  if (server_url.rfind("etcd://", 0) == 0 || server_url.rfind("etcds://", 0) == 0) {
     // etcd://host:port[,host:port...][/key/prefix/]: several members do not fit a URL authority, so the
     // backend parses it; here only that it names something.
-    if (server_url.size() == 7 || server_url[7] == '/') invalid("server_url \"" + server_url + "\" names no etcd endpoint");
+    const auto start = server_url.find("://") + 3;
+    if (server_url.size() == start || server_url[start] == '/')
+      invalid("server_url \"" + server_url + "\" names no etcd endpoint");
   } else {
     auto u = boost::urls::parse_absolute_uri(server_url);
     if (!u) invalid("server_url \"" + server_url + "\" is not a URL: " + u.error().message());
-    if (u->scheme() != "http")
-      invalid("server_url \"" + server_url + "\" must start with http:// or etcd:// (https:// comes later)");
+    if (u->scheme() != "http" && u->scheme() != "https")
+      invalid("server_url \"" + server_url + "\" must start with http://, https://, etcd:// or etcds://");
     if (!u->has_authority() || u->host().empty()) invalid("server_url \"" + server_url + "\" has no host");
   }
+  // Certificates with a plain URL would look like protection that is not there.
+  if (!tls.empty() && !uses_tls(server_url))
+    invalid("tls settings need an https:// or etcds:// server_url, got \"" + server_url + "\"");
+  if (tls.cert_file.empty() != tls.key_file.empty()) invalid("tls.cert_file and tls.key_file go together");
   if (request_timeout.count() <= 0) invalid("request_timeout must be positive");
   if (retry.initial_backoff.count() <= 0 || retry.max_backoff < retry.initial_backoff)
     invalid("retry backoff must be positive and max_backoff >= initial_backoff");

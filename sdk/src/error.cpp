@@ -23,6 +23,7 @@ class category final : public boost::system::error_category {
       case error::protocol_error: return "the lock server's answer does not follow the protocol";
       case error::invalid_config: return "invalid configuration";
       case error::released: return "the lease was released";
+      case error::tls_failed: return "TLS connection to the lock server failed";
     }
     return "unknown baton error";
   }

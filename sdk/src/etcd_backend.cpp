@@ -15,6 +15,7 @@
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
 #include "http_transport.hpp"
+#include "tls_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
@@ -94,9 +95,13 @@ enum class watch_end { changed, timed_out, failed, cancelled };
 class etcd_backend final : public backend {
  public:
   etcd_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)) {
-    // etcd://host:port[,host:port...][/key/prefix/]
+    // etcd://host:port[,host:port...][/key/prefix/]; etcds:// speaks TLS to every member, one tls_config.
     std::string_view rest(config.server_url);
-    rest.remove_prefix(std::string_view("etcd://").size());
+    const bool tls = rest.rfind("etcds://", 0) == 0;
+    rest.remove_prefix(rest.find("://") + 3);
+    std::shared_ptr<asio::ssl::context> tls_context;
+    if (tls) tls_context = detail::make_client_tls_context(config.tls);
+    tls_ = tls;
     auto slash = rest.find('/');
     std::string_view hosts = rest.substr(0, slash);
     prefix_ = slash == std::string_view::npos ? "baton/locks/" : std::string(rest.substr(slash + 1));
@@ -112,7 +117,7 @@ class etcd_backend final : public backend {
       if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
       endpoints_.push_back(std::make_unique<detail::http_transport>(
           ex_, host, std::string(one.substr(colon + 1)), std::string(one), config.max_idle_connections,
-          config.max_connections));
+          config.max_connections, tls_context));
       hosts_.push_back({host, std::string(one.substr(colon + 1)), std::string(one)});
       probed_.push_back(false);
       if (comma == std::string_view::npos) break;
@@ -288,7 +293,8 @@ class etcd_backend final : public backend {
       // expiry) wakes the waiter at once. Any event wakes it, and the read above decides again.
       std::uint64_t seen = 0;
       const json::value* header = path(r.body, {"header"});
-      if (header && uint_field(*header, "revision", seen)) {
+      // The watch connection is plain TCP: over etcds:// waiters poll (the same bound, more requests).
+      if (!tls_ && header && uint_field(*header, "revision", seen)) {
         auto w = co_await watch(k, seen + 1, give_up);
         if (w == watch_end::cancelled) {
           get_reply cancelled;
@@ -471,6 +477,7 @@ class etcd_backend final : public backend {
   std::vector<etcd_endpoint> hosts_;
   std::vector<bool> probed_;
   std::size_t current_ = 0;
+  bool tls_ = false;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
 #include "http_transport.hpp"
+#include "tls_context.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -34,14 +35,16 @@ class http_backend final : public backend {
  public:
   http_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)), config_(config) {
     auto u = boost::urls::parse_absolute_uri(config.server_url);
-    if (!u || u->scheme() != "http" || u->host().empty())
+    if (!u || (u->scheme() != "http" && u->scheme() != "https") || u->host().empty())
       throw exception(error::invalid_config, "unsupported server URL \"" + config.server_url + "\"");
+    const bool https = u->scheme() == "https";
     std::string host = u->host_address();
     if (u->host_type() == boost::urls::host_type::ipv6 && host.size() > 2 && host.front() == '[')
       host = host.substr(1, host.size() - 2);
     transport_ = std::make_unique<detail::http_transport>(
-        ex_, host, u->has_port() ? std::string(u->port()) : "80", std::string(u->encoded_host_and_port()),
-        config.max_idle_connections, config.max_connections);
+        ex_, host, u->has_port() ? std::string(u->port()) : std::string(https ? "443" : "80"),
+        std::string(u->encoded_host_and_port()), config.max_idle_connections, config.max_connections,
+        https ? detail::make_client_tls_context(config.tls) : nullptr);
     base_path_ = std::string(u->encoded_path());
     while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
   }
@@ -164,7 +167,8 @@ std::shared_ptr<backend> make_etcd_backend(const asio::any_io_executor& ex, cons
 
 std::shared_ptr<backend> make_backend(const asio::any_io_executor& ex, const client_config& config) {
   config.validate();
-  if (config.server_url.rfind("etcd://", 0) == 0) return make_etcd_backend(ex, config);
+  if (config.server_url.rfind("etcd://", 0) == 0 || config.server_url.rfind("etcds://", 0) == 0)
+    return make_etcd_backend(ex, config);
   return std::make_shared<http_backend>(ex, config);
 }
 

@@ -1,11 +1,15 @@
 #include "http_transport.hpp"
 
 #include "baton/error.hpp"
+#include "tls_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -33,7 +37,12 @@ using response_t = http::response<http::string_body>;
 struct http_transport::connection {
   explicit connection(const asio::any_io_executor& ex) : socket(ex) {}
   tcp::socket socket;
+  /// Over `socket`, for https:// and etcds://.
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
   beast::flat_buffer buffer;
+  /// Why the last exchange failed at the TLS layer (error::tls_failed), or what a connection failure right
+  /// after the handshake may mean; for the caller's diagnostic.
+  std::string tls_failure;
 };
 
 std::string string_field(const json::value& v, std::string_view name) {
@@ -62,10 +71,16 @@ bool uint_field(const json::value& v, std::string_view name, std::uint64_t& out)
   return !ec;
 }
 
-http_transport::http_transport(asio::any_io_executor ex, std::string host, std::string port, std::string host_header,
-                               std::size_t max_idle, std::size_t max_open)
-    : ex_(std::move(ex)), host_(std::move(host)), port_(std::move(port)), host_header_(std::move(host_header)),
-      max_idle_(max_idle), max_open_(std::max<std::size_t>(1, max_open)) {}
+http_transport::http_transport(asio::any_io_executor ex, std::string host, std::string port,
+                               std::string host_header, std::size_t max_idle, std::size_t max_open,
+                               std::shared_ptr<asio::ssl::context> tls)
+    : ex_(std::move(ex)),
+      tls_(std::move(tls)),
+      host_(std::move(host)),
+      port_(std::move(port)),
+      host_header_(std::move(host_header)),
+      max_idle_(max_idle),
+      max_open_(std::max<std::size_t>(1, max_open)) {}
 
 http_transport::~http_transport() = default;
 
@@ -111,11 +126,42 @@ asio::awaitable<error_code> http_transport::exchange(connection& c, void* req_pt
         }
         error_code ignored;
         c.socket.set_option(tcp::no_delay(true), ignored);
+        if (tls_) {
+          c.tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(c.socket, *tls_);
+          set_expected_host(c.tls->native_handle(), host_);
+          auto [hec] = co_await c.tls->async_handshake(asio::ssl::stream_base::client, use_tuple);
+          if (hec) {
+            c.tls_failure = describe_tls_failure(c.tls->native_handle(), hec, host_header_, true);
+            co_return make_error_code(error::tls_failed);
+          }
+        }
       }
-      auto [wec, wn] = co_await http::async_write(c.socket, req, use_tuple);
-      if (wec) co_return wec;
-      auto [rec, rn] = co_await http::async_read(c.socket, c.buffer, res, use_tuple);
-      co_return rec;
+      auto round_trip = [&](auto& stream) -> asio::awaitable<error_code> {
+        auto [wec, wn] = co_await http::async_write(stream, req, use_tuple);
+        if (wec) co_return wec;
+        auto [rec, rn] = co_await http::async_read(stream, c.buffer, res, use_tuple);
+        co_return rec;
+      };
+      error_code ec;
+      if (c.tls)
+        ec = co_await round_trip(*c.tls);
+      else
+        ec = co_await round_trip(c.socket);
+      // After the handshake a TLS error is the server refusing us (TLS 1.3 sends the verdict on our client
+      // certificate only then); a truncated stream is a connection that broke, as on plain TCP.
+      if (c.tls && connect && is_tls_error(ec) && ec != asio::ssl::error::stream_truncated) {
+        c.tls_failure = describe_tls_failure(c.tls->native_handle(), ec, host_header_, false);
+        co_return make_error_code(error::tls_failed);
+      }
+      // A server that refuses our client certificate after a TLS 1.3 handshake may close before we read its
+      // alert (a reset drops it). Still a connection failure (retried), but the message says what it may be.
+      if (c.tls && connect &&
+          (ec == asio::error::connection_reset || ec == asio::error::eof ||
+           ec == asio::ssl::error::stream_truncated))
+        c.tls_failure =
+            "the server closed the connection right after the TLS handshake; a server that "
+            "requires a client certificate does this when it refuses ours";
+      co_return ec;
     };
     auto result = co_await (work() || timer.async_wait(use_tuple));
     if (result.index() == 1) co_return make_error_code(error::request_timeout);
@@ -181,9 +227,13 @@ asio::awaitable<http_result> http_transport::request(std::string_view method, st
         if (ec == error::request_timeout) {
           out.ec = ec;
           out.diagnostic = "no answer within " + std::to_string(timeout.count()) + " ms";
+        } else if (ec == error::tls_failed) {
+          out.ec = ec;
+          out.diagnostic = std::move(c->tls_failure);
         } else {
           out.ec = error::connection_failed;
           out.diagnostic = host_header_ + ": " + ec.message();
+          if (!c->tls_failure.empty()) out.diagnostic += " (" + c->tls_failure + ")";
         }
         co_return out;
       }

@@ -17,10 +17,15 @@
 #include <string_view>
 #include <vector>
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace baton::detail {
 
-/// One answer: ec is set for transport errors (connection_failed, request_timeout), a body that is not
-/// JSON (protocol_error), or cancellation (operation_aborted); otherwise status and body are the server's.
+/// One answer: ec is set for transport errors (connection_failed, request_timeout, tls_failed), a body that
+/// is not JSON (protocol_error), or cancellation (operation_aborted); otherwise status and body are the
+/// server's.
 struct http_result {
   boost::system::error_code ec;
   std::string diagnostic;
@@ -35,9 +40,10 @@ bool uint_field(const boost::json::value& v, std::string_view name, std::uint64_
 class http_transport {
  public:
   /// At most `max_open` connections are open at once; a request that finds none free waits for one (within
-  /// its timeout).
+  /// its timeout). With `tls` (make_client_tls_context()), every connection is TLS, verified for `host`.
   http_transport(boost::asio::any_io_executor ex, std::string host, std::string port, std::string host_header,
-                 std::size_t max_idle, std::size_t max_open);
+                 std::size_t max_idle, std::size_t max_open,
+                 std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
   ~http_transport();
   http_transport(const http_transport&) = delete;
   http_transport& operator=(const http_transport&) = delete;
@@ -55,6 +61,7 @@ class http_transport {
                                                              std::chrono::steady_clock::time_point deadline,
                                                              bool connect);
   boost::asio::any_io_executor ex_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;
   std::string host_, port_, host_header_;
   std::size_t max_idle_;
   void released_one();

@@ -1,20 +1,24 @@
 #include "http_server.hpp"
 
 #include "baton/common/log.hpp"
+#include "baton/common/tls_files.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -182,6 +186,14 @@ struct http_server::impl {
     return route::other;
   }
 
+  static std::string peer_of(const tcp::socket& socket) {
+    beast::error_code ec;
+    auto ep = socket.remote_endpoint(ec);
+    if (ec) return "unknown";
+    auto a = ep.address().to_string();
+    return (ep.address().is_v6() ? "[" + a + "]" : a) + ":" + std::to_string(ep.port());
+  }
+
   asio::awaitable<void> session(tcp::socket socket, worker& w) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
@@ -195,13 +207,91 @@ struct http_server::impl {
       }
     } close_guard{*this};
 
+    if (!options.tls) {
+      co_await serve(stream, buffer, w);
+      beast::error_code ignored;
+      stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      co_return;
+    }
+    co_await serve_tls(std::move(stream), buffer, w);
+  }
+
+  asio::awaitable<void> serve_tls(beast::tcp_stream stream, beast::flat_buffer& buffer, worker& w) {
+    // The first bytes tell a TLS ClientHello from a plain HTTP request, so a client with an http:// URL gets
+    // an answer it can show instead of a reset connection. Both waits count as idle: drain closes them.
+    stream.expires_after(options.read_timeout);
+    auto pos = w.idle.insert(w.idle.end(), &stream);
+    auto [dec, is_tls] = co_await beast::async_detect_ssl(stream, buffer, use_tuple);
+    w.idle.erase(pos);
+    if (dec) co_return;
+    if (!is_tls) {
+      co_await refuse_plain_http(stream, buffer);
+      co_return;
+    }
+    const std::string peer = peer_of(stream.socket());
+    beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), *options.tls);
+    auto& lowest = beast::get_lowest_layer(secure);
+    // A client that stalls the handshake is dropped like an idle one.
+    lowest.expires_after(options.read_timeout);
+    pos = w.idle.insert(w.idle.end(), &lowest);
+    auto [hec, used] =
+        co_await secure.async_handshake(asio::ssl::stream_base::server, buffer.data(), use_tuple);
+    w.idle.erase(pos);
+    if (hec) {
+      const std::string verify = tls::verify_failure(secure.native_handle());
+      log::warn(
+          "tls_handshake_failed",
+          {{"peer", peer}, {"error", hec.message()}, {"client_certificate", verify.empty() ? "-" : verify}});
+      // The alert is on its way; read what the client still sends for a moment so closing does not reset
+      // the connection before the client has read why (a TLS 1.3 client learns of a refused certificate
+      // only on its first read).
+      beast::error_code ignored;
+      lowest.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      lowest.expires_after(
+          std::min<std::chrono::milliseconds>(options.read_timeout, std::chrono::seconds(1)));
+      char scratch[512];
+      for (;;) {
+        auto [rec, rn] = co_await lowest.async_read_some(asio::buffer(scratch), use_tuple);
+        if (rec) break;
+      }
+      co_return;
+    }
+    buffer.consume(used);
+    co_await serve(secure, buffer, w);
+    // close_notify, so the client can tell the end of the connection from a truncation; bounded, since a
+    // client that never answers it must not hold the connection.
+    lowest.expires_after(std::min<std::chrono::milliseconds>(options.read_timeout, std::chrono::seconds(1)));
+    co_await secure.async_shutdown(use_tuple);
+  }
+
+  // A plain HTTP request on a TLS port: one 400 answer that says so, then close.
+  asio::awaitable<void> refuse_plain_http(beast::tcp_stream& stream, beast::flat_buffer& buffer) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(max_body_bytes);
+    parser.header_limit(16 * 1024);
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+    if (ec) co_return;
+    metrics.count_request(route::other, 400);
+    auto res =
+        make_response(http::status::bad_request, parser.get().version(), false,
+                      error_body("tls_required", "this server accepts only TLS connections: use https://"));
+    co_await http::async_write(stream, res, use_tuple);
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  // Requests on one connection until it closes, fails, times out or the server drains. `Stream` is the TCP
+  // stream or the TLS stream over it.
+  template <class Stream>
+  asio::awaitable<void> serve(Stream& stream, beast::flat_buffer& buffer, worker& w) {
+    auto& lowest = beast::get_lowest_layer(stream);
     for (;;) {
       if (draining.load()) break;
       http::request_parser<http::string_body> parser;
       parser.body_limit(max_body_bytes);
       parser.header_limit(16 * 1024);
-      stream.expires_after(options.read_timeout);
-      auto pos = w.idle.insert(w.idle.end(), &stream);
+      lowest.expires_after(options.read_timeout);
+      auto pos = w.idle.insert(w.idle.end(), &lowest);
       auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
       w.idle.erase(pos);
       if (ec) {
@@ -218,7 +308,7 @@ struct http_server::impl {
           metrics.count_request(route::other, answer->status);
           auto res = make_response(static_cast<http::status>(answer->status), 11, false,
                                    error_body(answer->code, answer->message));
-          stream.expires_after(options.read_timeout);
+          lowest.expires_after(options.read_timeout);
           co_await http::async_write(stream, res, use_tuple);
         }
         break;  // end of stream, timeout, reset or an error already answered: close
@@ -226,7 +316,7 @@ struct http_server::impl {
 
       request& req = parser.get();
       auto started = clock::now();
-      stream.expires_never();  // a long-poll may legitimately take up to a minute
+      lowest.expires_never();  // a long-poll may legitimately take up to a minute
       response res;
       route r = route::other;
       try {
@@ -243,12 +333,10 @@ struct http_server::impl {
       metrics.count_request(r, static_cast<int>(res.result_int()));
       if (r != route::wait) metrics.request_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
       if (draining.load()) res.keep_alive(false);
-      stream.expires_after(options.read_timeout);
+      lowest.expires_after(options.read_timeout);
       auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
       if (wec || !res.keep_alive()) break;
     }
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
 
   asio::awaitable<void> accept_loop() {

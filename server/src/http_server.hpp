@@ -6,6 +6,7 @@
 #include "lock_service.hpp"
 #include "metrics.hpp"
 #include "protocol.hpp"
+#include "tls.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 
@@ -25,6 +26,9 @@ struct http_options {
   /// How often expired leases are swept (the lazy check makes expiry exact; the sweep frees memory and
   /// logs the expiry).
   std::chrono::milliseconds sweep_interval{1'000};
+  /// When set, every connection must speak TLS (make_server_tls_context()); the handshake is bounded by
+  /// read_timeout. A plain HTTP request gets a 400 `tls_required` answer. Null: plain HTTP.
+  std::shared_ptr<boost::asio::ssl::context> tls;
 };
 
 class http_server {

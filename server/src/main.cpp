@@ -4,6 +4,7 @@
 #include "http_server.hpp"
 #include "journal.hpp"
 #include "lock_service.hpp"
+#include "tls.hpp"
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/program_options.hpp>
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   std::int64_t min_ttl = 0, max_ttl = 0, read_timeout = 0;
   std::uint64_t compact_bytes = 0;
   unsigned threads = 0;
+  tls_files tls;
 
   po::options_description opts("batond options");
   opts.add_options()
@@ -59,7 +61,10 @@ int main(int argc, char** argv) {
     ("threads", po::value(&threads)->default_value(std::max(1u, std::thread::hardware_concurrency())), "worker threads")
     ("read-timeout-ms", po::value(&read_timeout)->default_value(30'000), "disconnect a client that sends no complete request for this long")
     ("compact-bytes", po::value(&compact_bytes)->default_value(64ull << 20), "compact the log once it grows past this size")
-    ("log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error");
+    ("log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error")
+    ("tls-cert", po::value(&tls.cert_file), "serve HTTPS only, with this PEM certificate chain (needs --tls-key)")
+    ("tls-key", po::value(&tls.key_file), "PEM private key of --tls-cert")
+    ("tls-client-ca", po::value(&tls.client_ca_file), "mutual TLS: require a client certificate issued by a CA in this PEM bundle");
 
   try {
     po::variables_map vm;
@@ -78,12 +83,18 @@ int main(int argc, char** argv) {
     if (max_ttl < min_ttl) throw std::invalid_argument("--max-ttl-ms must be at least --min-ttl-ms");
     if (read_timeout < 1) throw std::invalid_argument("--read-timeout-ms must be at least 1");
     if (threads < 1) throw std::invalid_argument("--threads must be at least 1");
+    if (vm.count("tls-cert") != vm.count("tls-key"))
+      throw std::invalid_argument("--tls-cert and --tls-key go together");
+    if (vm.count("tls-client-ca") && !vm.count("tls-cert"))
+      throw std::invalid_argument("--tls-client-ca needs --tls-cert and --tls-key");
 
     http_options http;
     http.listen = parse_listen(listen);
     http.threads = threads;
     http.ttl = {std::chrono::milliseconds(min_ttl), std::chrono::milliseconds(max_ttl)};
     http.read_timeout = std::chrono::milliseconds(read_timeout);
+    // Certificates are read before the journal is opened, so a bad file stops batond before it does anything.
+    if (vm.count("tls-cert")) http.tls = make_server_tls_context(tls);
 
     // Block the stop signals in every thread; the signal_set in run() receives them.
     ::signal(SIGPIPE, SIG_IGN);
@@ -107,7 +118,9 @@ int main(int argc, char** argv) {
     std::string where = bound.address().is_v6() ? "[" + bound.address().to_string() + "]" : bound.address().to_string();
     std::printf("batond listening on %s:%u\n", where.c_str(), bound.port());
     std::fflush(stdout);
-    baton::log::info("listening", {{"address", where + ":" + std::to_string(bound.port())}, {"threads", threads}});
+    baton::log::info("listening", {{"address", where + ":" + std::to_string(bound.port())},
+                                   {"threads", threads},
+                                   {"tls", !http.tls ? "off" : tls.client_ca_file.empty() ? "on" : "mutual"}});
     server.run();
     log.stop();
     baton::log::info("stopped", {{"durable_lsn", log.durable()}});

@@ -8,10 +8,29 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 namespace baton::test {
+
+finished_process run_to_end(std::vector<std::string> argv, const std::string& stderr_path,
+                            std::chrono::milliseconds bound) {
+  child_process p(std::move(argv), stderr_path);
+  finished_process r;
+  try {
+    for (;;)
+      r.out += p.read_line(bound) + "\n";  // until the end of output
+  } catch (const std::exception&) {
+  }
+  r.code = p.wait(bound);
+  std::ifstream in(stderr_path);
+  std::stringstream s;
+  s << in.rdbuf();
+  r.err = s.str();
+  return r;
+}
 
 child_process::child_process(std::vector<std::string> argv, std::string stderr_path) {
   int fds[2];

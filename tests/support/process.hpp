@@ -33,4 +33,15 @@ class child_process {
   std::string buffered_;
 };
 
+/// What a process that ran to its end wrote and returned.
+struct finished_process {
+  int code = -1;    // exit status (128+signal), -1 when it did not end within the bound
+  std::string out;  // all of stdout
+  std::string err;  // all of stderr
+};
+
+/// Runs argv to its end (at most `bound`), with stderr kept in the file `stderr_path`.
+finished_process run_to_end(std::vector<std::string> argv, const std::string& stderr_path,
+                            std::chrono::milliseconds bound = std::chrono::seconds(60));
+
 }  // namespace baton::test

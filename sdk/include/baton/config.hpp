@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace baton {
 
@@ -36,9 +37,26 @@ struct lease_event {
   std::string_view reason;
 };
 
+/// TLS settings for `https://` and `etcds://` servers. The server's certificate is always verified: against
+/// `ca_file` when given, else the system's CA store; and it must name the host of the URL (DNS name or IP
+/// address). Files are read when the client is created.
+struct tls_config {
+  /// PEM bundle of the CAs to trust instead of the system store. Empty: the system store.
+  std::string ca_file;
+  /// Client certificate chain (PEM) for servers that require mutual TLS; needs key_file. Empty: none.
+  std::string cert_file;
+  /// Private key (PEM) of cert_file.
+  std::string key_file;
+
+  bool empty() const { return ca_file.empty() && cert_file.empty() && key_file.empty(); }
+};
+
 struct client_config {
-  /// The lock server: `http://host:port`.
+  /// The lock server: `http://host:port` or `https://host:port`; for etcd, `etcd://host:port[,host:port...]`
+  /// or, over TLS, `etcds://...` (docs/sdk.md).
   std::string server_url = "http://127.0.0.1:7070";
+  /// Certificates for https:// and etcds:// (setting them with a plain URL is an error).
+  tls_config tls{};
   /// Bound on one request's round trip (connect included). Long-polls get this on top of their wait.
   milliseconds request_timeout{2'000};
   retry_policy retry{};
@@ -78,5 +96,8 @@ struct lease_options {
 
 /// `<hostname>:<pid>`.
 std::string default_identity();
+
+/// True for the URL schemes that speak TLS: `https://` and `etcds://`.
+bool uses_tls(std::string_view server_url);
 
 }  // namespace baton

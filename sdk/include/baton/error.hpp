@@ -26,6 +26,8 @@ enum class error {
   protocol_error,       // the server's answer does not follow the protocol
   invalid_config,       // a bad URL, option or argument
   released,             // the lease was already released
+  tls_failed,           // TLS refused: untrusted certificate, host name mismatch, client certificate refused,
+                        // or a server that does not speak TLS. Not transient: retrying does not fix it
 };
 
 const boost::system::error_category& error_category() noexcept;

@@ -486,3 +486,55 @@ BOOST_AUTO_TEST_CASE(a_bad_flag_is_refused_as_the_file_would_be_and_changes_noth
   BOOST_TEST(c.election_key == "baton-agent/leader");
   BOOST_TEST(c.server == "http://127.0.0.1:7070");
 }
+
+BOOST_AUTO_TEST_CASE(tls_files_are_read_checked_and_overridable) {
+  char ca_path[] = "/tmp/baton-config-ca-XXXXXX";
+  const int fd = ::mkstemp(ca_path);
+  BOOST_REQUIRE(fd >= 0);
+  ::close(fd);
+  const std::string ca = ca_path;
+  auto c = parse_config("server: https://batond:7443\ntls:\n  ca_file: " + ca + "\n  cert_file: " + ca +
+                            "\n  key_file: " + ca + "\n",
+                        "t.yaml");
+  BOOST_TEST(c.tls.ca_file == ca);
+  BOOST_TEST(c.tls.cert_file == ca);
+  BOOST_TEST(c.tls.key_file == ca);
+
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"server: https://b:1\ntls:\n  ca_file: /nonexistent/ca.pem\n",
+       "t.yaml:3:12: tls.ca_file: \"/nonexistent/ca.pem\": cannot read: No such file or directory"},
+      {"server: https://b:1\ntls:\n  ca_fil: x\n",
+       "t.yaml:3:3: tls.ca_fil: unknown key (did you mean ca_file?)"},
+      {"server: http://b:1\ntls:\n  ca_file: " + ca + "\n",
+       "t.yaml:3:3: tls: certificates need an https:// or etcds:// server"},
+      {"server: https://b:1\ntls:\n  cert_file: " + ca + "\n",
+       "t.yaml:3:3: tls: cert_file and key_file go together"},
+      {"server: https://b:1\ntls: " + ca + "\n", "t.yaml:2:6: tls: expected a mapping, got a string"},
+  };
+  for (const auto& [yaml, expected] : rows) {
+    BOOST_TEST_CONTEXT(yaml) {
+      BOOST_TEST(error_of(yaml).find(expected) == 0u, error_of(yaml));
+    }
+  }
+
+  // Flags: the same checks, and all or nothing.
+  auto f = parse_config("server: https://b:1\n", "t.yaml");
+  apply_overrides(f, {{"ca-file", ca}, {"--cert", ca}, {"key", ca}});
+  BOOST_TEST(f.tls.ca_file == ca);
+  BOOST_TEST(f.tls.key_file == ca);
+  auto g = parse_config("", "t.yaml");
+  try {
+    apply_overrides(g, {{"ca-file", ca}});
+    BOOST_ERROR("a CA file with an http:// server was accepted");
+  } catch (const config_error& e) {
+    BOOST_TEST(std::string(e.what()).find("certificates need an https://") != std::string::npos, e.what());
+    BOOST_TEST(g.tls.ca_file.empty());
+  }
+  try {
+    apply_overrides(f, {{"cert", "/nonexistent.pem"}});
+    BOOST_ERROR("an unreadable certificate was accepted");
+  } catch (const config_error& e) {
+    BOOST_TEST(std::string(e.what()).find("--cert: \"/nonexistent.pem\": cannot read") == 0u, e.what());
+  }
+  ::unlink(ca_path);
+}

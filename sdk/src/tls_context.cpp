@@ -1,0 +1,76 @@
+#include "tls_context.hpp"
+
+#include "baton/common/tls_files.hpp"
+#include "baton/error.hpp"
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <stdexcept>
+
+namespace baton::detail {
+namespace ssl = boost::asio::ssl;
+
+std::shared_ptr<ssl::context> make_client_tls_context(const tls_config& tls) {
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  try {
+    ctx->set_options(ssl::context::default_workarounds | ssl::context::no_compression);
+    baton::tls::set_modern_protocols(*ctx);
+    if (tls.ca_file.empty()) {
+      boost::system::error_code ec;
+      ctx->set_default_verify_paths(ec);
+      if (ec) throw std::invalid_argument("cannot load the system CA store: " + ec.message());
+    } else {
+      baton::tls::load_trusted_cas(*ctx, tls.ca_file, "tls.ca_file");
+    }
+    if (!tls.cert_file.empty())
+      baton::tls::load_identity(*ctx, tls.cert_file, "tls.cert_file", tls.key_file, "tls.key_file");
+  } catch (const std::invalid_argument& e) {
+    throw exception(error::invalid_config, e.what());
+  }
+  ctx->set_verify_mode(ssl::verify_peer);
+  return ctx;
+}
+
+void set_expected_host(void* handle, const std::string& host) {
+  auto* s = static_cast<SSL*>(handle);
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(host, ec);
+  // OpenSSL's own checks (rather than a verify callback) leave the reason in the verify result, so a
+  // mismatch is reported as a mismatch and not as a generic "certificate verify failed".
+  if (!ec) {
+    ::X509_VERIFY_PARAM_set1_ip_asc(::SSL_get0_param(s), host.c_str());
+  } else {
+    ::SSL_set_tlsext_host_name(s, host.c_str());
+    ::SSL_set1_host(s, host.c_str());
+  }
+}
+
+bool is_tls_error(const boost::system::error_code& ec) {
+  return ec.category() == boost::asio::error::get_ssl_category() ||
+         ec.category() == ssl::error::get_stream_category();
+}
+
+std::string describe_tls_failure(void* ssl, const boost::system::error_code& ec, const std::string& server,
+                                 bool during_handshake) {
+  if (const std::string why = baton::tls::verify_failure(ssl); !why.empty()) {
+    if (baton::tls::verify_failed_on_name(ssl))
+      return "the TLS certificate of " + server + " is not valid for this host name (" + why + ")";
+    return "the TLS certificate of " + server + " is not trusted: " + why +
+           " (trusted CAs: tls.ca_file, or the system store when it is not set)";
+  }
+  std::string reason = ec.message();
+  if (reason.find("alert") != std::string::npos)
+    return "the server " + server + " refused the TLS connection: " + reason +
+           " (a server that requires a client certificate refuses a missing or unknown one)";
+  if (during_handshake)
+    return "TLS handshake with " + server + " failed: " + reason +
+           " (does the server speak TLS on this port?)";
+  return "TLS error with " + server + ": " + reason;
+}
+
+}  // namespace baton::detail

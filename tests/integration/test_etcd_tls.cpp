@@ -1,0 +1,154 @@
+#define BOOST_TEST_MODULE etcd_tls
+#include <boost/test/unit_test.hpp>
+
+// The SDK's etcd backend over TLS (etcds://) against a real etcd serving its client port with a certificate
+// made at test time, with and without client certificate authentication.
+
+#include "batond_fixture.hpp"
+#include "coro.hpp"
+#include "lease_opts.hpp"
+#include "test_pki.hpp"
+#include "tls_files.hpp"
+
+#include "baton/client.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <thread>
+
+using namespace baton;
+using namespace baton::test;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+const test_pki& pki() {
+  return test_pki::shared();
+}
+
+unsigned short free_port() {
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+client_config config(const std::string& url, tls_config tls) {
+  client_config c;
+  c.server_url = url;
+  c.tls = std::move(tls);
+  c.identity = "etcd-tls-test";
+  c.request_timeout = 5000ms;
+  c.retry.max_attempts = 1;
+  return c;
+}
+
+// A get through the SDK; the error it ends with, if any.
+std::optional<exception> get_error(const client_config& cfg) {
+  asio::io_context ioc;
+  std::optional<exception> failure;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    try {
+      client c(ioc.get_executor(), cfg);
+      co_await c.get("probe");
+    } catch (const exception& e) {
+      failure = e;
+    }
+  }());
+  return failure;
+}
+
+struct etcd_tls_process {
+  temp_dir dir;
+  unsigned short client_port = free_port(), peer_port = free_port();
+  std::unique_ptr<child_process> proc;
+  explicit etcd_tls_process(bool client_cert_auth) {
+    std::string c = "https://127.0.0.1:" + std::to_string(client_port),
+                p = "http://127.0.0.1:" + std::to_string(peer_port);
+    std::vector<std::string> argv{"/usr/bin/etcd",
+                                  "--name",
+                                  "t",
+                                  "--data-dir",
+                                  (dir.path() / "data").string(),
+                                  "--listen-client-urls",
+                                  c,
+                                  "--advertise-client-urls",
+                                  c,
+                                  "--listen-peer-urls",
+                                  p,
+                                  "--initial-advertise-peer-urls",
+                                  p,
+                                  "--initial-cluster",
+                                  "t=" + p,
+                                  "--cert-file",
+                                  pki().server_cert(),
+                                  "--key-file",
+                                  pki().server_key()};
+    if (client_cert_auth) {
+      argv.insert(argv.end(), {"--client-cert-auth", "--trusted-ca-file", pki().ca()});
+    }
+    proc = std::make_unique<child_process>(argv, (dir.path() / "etcd.log").string());
+    // Ready once the SDK (with the right certificates) gets an answer.
+    const auto ready = config(url(), tls_files(pki().ca(), pki().client_cert(), pki().client_key()));
+    auto until = std::chrono::steady_clock::now() + 60s;
+    while (get_error(ready)) {
+      BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < until, "etcd did not start");
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+  std::string url() const { return "etcds://127.0.0.1:" + std::to_string(client_port); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(lease_lifecycle_on_etcd_over_tls) {
+  etcd_tls_process etcd(false);
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(etcd.url(), tls_files(pki().ca())));
+  client b(ioc.get_executor(), config(etcd.url(), tls_files(pki().ca())));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto ra = co_await a.try_acquire("tls/report", lease_opts(2000ms, 500ms));
+    BOOST_REQUIRE(ra.acquired.has_value());
+    auto rb = co_await b.try_acquire("tls/report", lease_opts(2000ms, 500ms));
+    BOOST_TEST(!rb.acquired.has_value());
+    BOOST_TEST(rb.holder.token == ra.acquired->token());
+    asio::steady_timer t(ioc, 3000ms);  // 1.5 TTLs: only keepalives over TLS hold it
+    co_await t.async_wait(asio::use_awaitable);
+    BOOST_TEST(ra.acquired->active());
+    BOOST_TEST(a.stats().renews >= 3u);
+    BOOST_TEST((co_await ra.acquired->release() == release_outcome::released));
+    BOOST_TEST(!(co_await b.get("tls/report")).has_value());
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(etcd_over_tls_refuses_an_untrusted_server_and_plain_etcd_urls) {
+  etcd_tls_process etcd(false);
+  auto e = get_error(config(etcd.url(), tls_files(pki().other_ca())));
+  BOOST_REQUIRE(e.has_value());
+  BOOST_TEST((e->code() == error::tls_failed));
+  BOOST_TEST(e->diagnostic().find("is not trusted") != std::string::npos, e->diagnostic());
+  // etcd:// (plain) to a TLS port: no answer that makes sense, and an error rather than a hang.
+  e = get_error(config("etcd://127.0.0.1:" + std::to_string(etcd.client_port), {}));
+  BOOST_TEST(e.has_value());
+}
+
+// etcd closes at once when it refuses a client certificate: the client reads its alert (tls_failed) or, when
+// the close overtakes the alert, a reset (connection_failed) whose message says what it likely was.
+void refused_for_its_certificate(const std::optional<exception>& e) {
+  BOOST_REQUIRE(e.has_value());
+  if (e->code() == error::tls_failed) return;
+  BOOST_TEST((e->code() == error::connection_failed), e->what());
+  BOOST_TEST(e->diagnostic().find("client certificate") != std::string::npos, e->diagnostic());
+}
+
+BOOST_AUTO_TEST_CASE(etcd_with_client_certificate_auth_needs_our_certificate) {
+  etcd_tls_process etcd(true);
+  refused_for_its_certificate(get_error(config(etcd.url(), tls_files(pki().ca()))));
+  refused_for_its_certificate(get_error(
+      config(etcd.url(), tls_files(pki().ca(), pki().other_client_cert(), pki().other_client_key()))));
+  auto e = get_error(config(etcd.url(), tls_files(pki().ca(), pki().client_cert(), pki().client_key())));
+  BOOST_TEST(!e.has_value(), (e ? e->what() : std::string()));
+}
