@@ -22,6 +22,7 @@ client_config make_client_config(const agent_config& c) {
   client_config cc;
   cc.server_url = c.server;
   cc.identity = c.identity;
+  cc.bearer_token = c.server_token;
   return cc;
 }
 

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   try {
     cfg = load_config(config_path);
     apply_overrides(cfg, overrides);
+    load_server_token(cfg, config_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "baton-agent: %s\n", e.what());
     return 2;

@@ -21,6 +21,9 @@ int exit_code_for(const boost::system::error_code& ec) {
       return exit_code::refused_request;
     case error::invalid_config:
       return exit_code::usage;
+    case error::unauthorized:
+    case error::forbidden:
+      return exit_code::access_denied;
     default:
       return exit_code::internal;
   }

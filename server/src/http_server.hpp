@@ -3,6 +3,7 @@
 // connections spread across the workers. Everything protocol-specific is in protocol.* and lock_service.*;
 // this layer only reads requests, routes them and writes answers.
 
+#include "auth.hpp"
 #include "lock_service.hpp"
 #include "metrics.hpp"
 #include "protocol.hpp"
@@ -25,6 +26,9 @@ struct http_options {
   /// How often expired leases are swept (the lazy check makes expiry exact; the sweep frees memory and
   /// logs the expiry).
   std::chrono::milliseconds sweep_interval{1'000};
+  /// Bearer-token authentication (docs/security.md); null: every request is served without a token.
+  /// SIGHUP reloads it.
+  std::shared_ptr<auth::token_store> tokens;
 };
 
 class http_server {

@@ -26,6 +26,8 @@ enum class error {
   protocol_error,       // the server's answer does not follow the protocol
   invalid_config,       // a bad URL, option or argument
   released,             // the lease was already released
+  unauthorized,         // the server wants a valid bearer token (401): none was given or it is not known
+  forbidden,            // the token is valid but may not use this key, or only read it (403)
 };
 
 const boost::system::error_category& error_category() noexcept;
