@@ -2,6 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "batond_fixture.hpp"
+#include "eventually.hpp"
+#include "protocol_bodies.hpp"
 
 #include <openssl/evp.h>
 #include <boost/json/serialize.hpp>
@@ -47,25 +49,6 @@ std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds bound = event_bound) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
-
-std::string acquire_body(std::string_view owner, int ttl_ms) {
-  return json::serialize(json::object{{"owner", owner}, {"ttl_ms", ttl_ms}});
-}
-std::string renew_body(std::string_view owner, std::uint64_t token, int ttl_ms) {
-  return json::serialize(json::object{{"owner", owner}, {"token", token}, {"ttl_ms", ttl_ms}});
-}
-std::string release_body(std::string_view owner, std::uint64_t token) {
-  return json::serialize(json::object{{"owner", owner}, {"token", token}});
-}
 std::uint64_t token_of(const http_reply& r) {
   return r.json.at("token").to_number<std::uint64_t>();
 }
