@@ -27,7 +27,7 @@ FROM debian:12-slim
 # The shared libraries batond links (ldd build/bin/batond), and curl for the health check.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libboost-json1.81.0 libboost-url1.81.0 libboost-program-options1.81.0 \
+      libboost-json1.81.0 libboost-url1.81.0 libboost-program-options1.81.0 libssl3 \
       ca-certificates curl \
  && rm -rf /var/lib/apt/lists/*
 # A fixed uid/gid so volume ownership and Kubernetes' runAsUser/fsGroup (10001) agree. The data directory is
