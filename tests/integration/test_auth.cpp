@@ -3,7 +3,7 @@
 
 #include "batond_fixture.hpp"
 #include "eventually.hpp"
-#include "protocol_bodies.hpp"
+#include "lock_requests.hpp"
 
 #include <openssl/evp.h>
 #include <boost/json/serialize.hpp>
@@ -49,9 +49,6 @@ std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
-std::uint64_t token_of(const http_reply& r) {
-  return r.json.at("token").to_number<std::uint64_t>();
-}
 std::string str(const http_reply& r, const char* field) {
   return std::string(r.json.at(field).as_string());
 }

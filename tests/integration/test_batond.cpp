@@ -2,7 +2,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include "batond_fixture.hpp"
-#include "protocol_bodies.hpp"
 
 #include <boost/json/serialize.hpp>
 
@@ -18,6 +17,15 @@ namespace json = boost::json;
 
 namespace {
 
+std::string acquire_body(std::string_view owner, int ttl_ms) {
+  return json::serialize(json::object{{"owner", owner}, {"ttl_ms", ttl_ms}});
+}
+std::string renew_body(std::string_view owner, std::uint64_t token, int ttl_ms) {
+  return json::serialize(json::object{{"owner", owner}, {"token", token}, {"ttl_ms", ttl_ms}});
+}
+std::string release_body(std::string_view owner, std::uint64_t token) {
+  return json::serialize(json::object{{"owner", owner}, {"token", token}});
+}
 std::uint64_t token_of(const http_reply& r) { return r.json.at("token").to_number<std::uint64_t>(); }
 std::string str(const http_reply& r, const char* field) { return std::string(r.json.at(field).as_string()); }
 

@@ -1,8 +1,10 @@
 #pragma once
-// Test helper: the JSON request bodies of docs/protocol.md.
+// Test helper: the JSON bodies of batond's lock requests (docs/protocol.md) and the token of an answer, for
+// tests that speak the protocol directly through http_client.
+
+#include "http_client.hpp"
 
 #include <boost/json/serialize.hpp>
-#include <boost/json/value.hpp>
 
 #include <cstdint>
 #include <string>
@@ -18,6 +20,10 @@ inline std::string renew_body(std::string_view owner, std::uint64_t token, int t
 }
 inline std::string release_body(std::string_view owner, std::uint64_t token) {
   return boost::json::serialize(boost::json::object{{"owner", owner}, {"token", token}});
+}
+/// The "token" field of an acquire or renew answer, or of a `held` refusal.
+inline std::uint64_t token_of(const http_reply& r) {
+  return r.json.at("token").to_number<std::uint64_t>();
 }
 
 }  // namespace baton::test
