@@ -358,9 +358,11 @@ BOOST_AUTO_TEST_CASE(cli_sends_the_token_from_a_file_or_the_environment) {
 BOOST_AUTO_TEST_CASE(agent_with_token_file_leads_and_one_without_cannot) {
   auth_fixture f(hash_of("agent-token") + " agent rw:test/\n" + hash_of("viewer-token") + " viewer ro:*\n");
   write_file(f.scratch.path() / "agent.token", "agent-token\n");
-  const std::string base = "server: " + f.server->url() +
-                           "\nlisten: 127.0.0.1:0\nshutdown_grace: 1s\nelection:\n  key: test/leader\n  ttl: 30s\n";
-  write_file(f.scratch.path() / "with.yaml", "token_file: " + (f.scratch.path() / "agent.token").string() + "\n" + base);
+  const std::string base =
+      "server: " + f.server->url() +
+      "\nlisten: 127.0.0.1:0\nshutdown_grace: 1s\nelection:\n  key: test/leader\n  ttl: 30s\n";
+  write_file(f.scratch.path() / "with.yaml",
+             "token_file: " + (f.scratch.path() / "agent.token").string() + "\n" + base);
   write_file(f.scratch.path() / "without.yaml", base);
   auto start = [&](const std::string& config, const std::string& id) {
     auto p = std::make_unique<child_process>(
