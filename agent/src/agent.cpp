@@ -23,6 +23,7 @@ client_config make_client_config(const agent_config& c) {
   cc.server_url = c.server;
   cc.tls = c.tls;
   cc.identity = c.identity;
+  cc.bearer_token = c.server_token;
   return cc;
 }
 

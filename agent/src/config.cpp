@@ -2,6 +2,7 @@
 
 #include "baton/common/duration.hpp"
 #include "baton/common/log.hpp"
+#include "baton/common/token_file.hpp"
 #include "baton/error.hpp"
 
 #include <yaml-cpp/yaml.h>
@@ -170,7 +171,8 @@ std::string child(const std::string& path, std::string_view key) {
 }
 
 constexpr std::string_view top_keys[] = {"server",       "identity",       "listen",   "mode", "log_level",
-                                         "resign_token", "shutdown_grace", "election", "jobs", "tls"};
+                                         "resign_token", "shutdown_grace", "election", "jobs", "tls",
+                                         "token_file"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
 constexpr std::string_view job_keys[] = {"name", "schedule", "timezone", "command", "shell",
@@ -546,6 +548,10 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     if (!is_bearer_token(config.resign_token))
       r.fail(n, "resign_token", "a bearer token is letters, digits and -._~+/ with optional trailing =");
   }
+  if (const auto n = root["token_file"]) {
+    config.token_file = r.text(n, "token_file");
+    if (config.token_file.empty()) r.fail(n, "token_file", "must not be empty (leave it out for no token)");
+  }
   if (const auto n = root["shutdown_grace"]) config.shutdown_grace = r.duration(n, "shutdown_grace");
   if (const auto n = root["election"]) read_election(r, n, config);
   if (const auto n = root["tls"]) {
@@ -583,6 +589,15 @@ agent_config load_config(const std::string& path) {
   if (std::ferror(file.get()))
     throw config_error(path, 0, 0, "", std::string("cannot read: ") + std::strerror(errno));
   return parse_config(text, path);
+}
+
+void load_server_token(agent_config& config, const std::string& config_path) {
+  if (config.token_file.empty()) return;
+  try {
+    config.server_token = read_token_file(config.token_file);
+  } catch (const token_file_error& e) {
+    throw config_error(config_path, 0, 0, "token_file", config.token_file + ": " + e.what());
+  }
 }
 
 void apply_overrides(agent_config& config, const std::map<std::string, std::string>& flags) {

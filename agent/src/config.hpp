@@ -82,6 +82,12 @@ struct agent_config {
   agent_mode mode = agent_mode::leader;
   /// debug, info, warn or error (baton::log::parse_level accepts it).
   std::string log_level = "info";
+  /// A file holding the bearer token the agent sends to batond (docs/security.md); empty: no token. A
+  /// relative path is taken from the agent's working directory.
+  std::string token_file;
+  /// The token read from token_file by load_server_token() (parse_config() does no I/O).
+  /// A secret: never logged.
+  std::string server_token;
   /// When set, POST /v1/resign requires `Authorization: Bearer <resign_token>`; empty = no token required.
   std::string resign_token;
   /// On SIGTERM/SIGINT: how long running jobs may go on finishing before they are stopped (as on timeout).
@@ -122,6 +128,11 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
 
 /// Reads `path` and parse_config()s it. An unreadable file is a config_error naming it.
 agent_config load_config(const std::string& path);
+
+/// Reads token_file (when set) into server_token: trimmed, one word. Kept apart from load_config() so that
+/// --check-config checks a file without needing the secret, which may exist only where the agent runs.
+/// Throws config_error on `token_file` (naming `config_path`), never quoting the token.
+void load_server_token(agent_config& config, const std::string& config_path);
 
 /// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key`,
 /// `log-level`, `ca-file`, `cert` and `key` (leading dashes allowed: `--server` works too). An empty value

@@ -30,6 +30,17 @@ constexpr const char* usage =
     "                   [--ca-file FILE] [--cert FILE --key FILE]\n"
     "       baton-agent --check-config FILE\n";
 
+// The server URL as logged: the credentials of an etcd URL (etcd://user:password@...) are left out.
+std::string loggable_url(const std::string& url) {
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const auto start = scheme + 3;
+  const auto end = url.find('/', start);
+  const auto at = url.rfind('@', end == std::string::npos ? std::string::npos : end);
+  if (at == std::string::npos || at < start) return url;
+  return url.substr(0, start) + "***@" + url.substr(at + 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,6 +86,7 @@ int main(int argc, char** argv) {
   try {
     cfg = load_config(config_path);
     apply_overrides(cfg, overrides);
+    load_server_token(cfg, config_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "baton-agent: %s\n", e.what());
     return 2;
@@ -93,11 +105,12 @@ int main(int argc, char** argv) {
     auto bound = api.bind(cfg.listen);
     std::printf("baton-agent listening on %s:%u\n", bound.address().to_string().c_str(), bound.port());
     std::fflush(stdout);
-    baton::log::info("started", {{"identity", agent.identity()},
-                                 {"server", cfg.server},
-                                 {"key", cfg.election_key},
-                                 {"jobs", cfg.jobs.size()},
-                                 {"listen", bound.address().to_string() + ":" + std::to_string(bound.port())}});
+    baton::log::info("started",
+                     {{"identity", agent.identity()},
+                      {"server", loggable_url(cfg.server)},
+                      {"key", cfg.election_key},
+                      {"jobs", cfg.jobs.size()},
+                      {"listen", bound.address().to_string() + ":" + std::to_string(bound.port())}});
     asio::signal_set signals(ioc, SIGTERM, SIGINT);
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
       if (ec) return;

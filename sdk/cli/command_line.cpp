@@ -1,6 +1,7 @@
 #include "command_line.hpp"
 
 #include "baton/common/duration.hpp"
+#include "baton/common/token_file.hpp"
 #include "baton/error.hpp"
 #include "exit_code.hpp"
 
@@ -51,6 +52,7 @@ options of every command:
   --ca-file FILE         https:// and etcds://: trust the CAs in this PEM file instead of the system store
   --cert FILE            client certificate (PEM) for servers that require mutual TLS; needs --key
   --key FILE             private key (PEM) of --cert
+  --token-file FILE      bearer token for batond, read from FILE (default: $BATON_TOKEN, else none)
   -h [ --help ]          this help; after a command, that command's help
   --version              baton's version
 
@@ -67,6 +69,7 @@ exit status:
   75   not acquired: another owner holds the lock (or --wait-timeout passed); nothing on stdout
   76   lease lost: exec's lease ended before CMD did; renew: the server refused the renew
   77   release refused: another owner or a newer token holds the lock
+  78   access denied: no valid bearer token (401), or the token may not do this on this key (403)
   126  exec: CMD could not be run
   127  exec: CMD was not found
 
@@ -137,6 +140,8 @@ po::options_description common_options() {
   add("cert", po::value<std::string>()->value_name("FILE"),
       "client certificate (PEM) for servers that require mutual TLS; needs --key");
   add("key", po::value<std::string>()->value_name("FILE"), "private key (PEM) of --cert");
+  add("token-file", po::value<std::string>()->value_name("FILE"),
+      "bearer token for batond, read from FILE (default: $BATON_TOKEN, else none)");
   add("help,h", "this help");
   return d;
 }
@@ -211,10 +216,18 @@ std::optional<milliseconds> wait_timeout_value(const po::variables_map& vm, bool
 // Options that take a value, so the search for the command word can skip that value.
 bool takes_value(std::string_view arg) {
   return arg == "--server" || arg == "--request-timeout" || arg == "--ca-file" || arg == "--cert" ||
-         arg == "--key";
+         arg == "--key" || arg == "--token-file";
 }
 
-client_config client_settings(const po::variables_map& vm, const char* env_server) {
+// A token is one word of visible characters; the message never repeats it.
+std::string checked_token(std::string token, const std::string& source) {
+  for (unsigned char c : token)
+    if (c <= 0x20 || c == 0x7f)
+      usage_error(source + " must hold one token without spaces or control characters");
+  return token;
+}
+
+client_config client_settings(const po::variables_map& vm, const char* env_server, const char* env_token) {
   client_config c;
   if (vm.count("server"))
     c.server_url = vm["server"].as<std::string>();
@@ -230,6 +243,9 @@ client_config client_settings(const po::variables_map& vm, const char* env_serve
   if (!c.tls.empty() && !uses_tls(c.server_url))
     usage_error("--ca-file, --cert and --key need an https:// or etcds:// server, got \"" + c.server_url +
                 "\"");
+  // --token-file wins over $BATON_TOKEN; main() reads the file (parsing stays free of I/O).
+  if (!vm.count("token-file") && env_token && *env_token)
+    c.bearer_token = checked_token(env_token, "$BATON_TOKEN");
   try {
     c.validate();
   } catch (const exception& e) {
@@ -272,7 +288,8 @@ command build(std::string_view name, std::string key, const po::variables_map& v
 
 }  // namespace
 
-invocation parse_command_line(const std::vector<std::string>& args, const char* env_server) {
+invocation parse_command_line(const std::vector<std::string>& args, const char* env_server,
+                              const char* env_token) {
   // Options may stand before or after the command word (`baton --server U get k` = `baton get k --server U`):
   // find the word, then parse everything else with that command's options.
   std::size_t at = 0;
@@ -284,10 +301,10 @@ invocation parse_command_line(const std::vector<std::string>& args, const char* 
                                   args.begin() + static_cast<std::ptrdiff_t>(std::min(at, args.size())));
   if (at >= args.size()) {
     if (std::find(before.begin(), before.end(), "--version") != before.end())
-      return {client_config{}, help_request{"baton " BATON_VERSION "\n"}};
+      return {client_config{}, help_request{"baton " BATON_VERSION "\n"}, std::nullopt};
     if (std::find_if(before.begin(), before.end(), [](auto& a) { return a == "-h" || a == "--help"; }) !=
         before.end())
-      return {client_config{}, help_request{top_usage}};
+      return {client_config{}, help_request{top_usage}, std::nullopt};
     if (before.empty()) usage_error("missing command (see baton --help)");
     usage_error("unknown option " + before.front() + " (see baton --help)");
   }
@@ -322,7 +339,7 @@ invocation parse_command_line(const std::vector<std::string>& args, const char* 
   } catch (const po::error& e) {
     usage_error(name + ": " + e.what() + " (see baton " + name + " --help)");
   }
-  if (vm.count("help")) return {client_config{}, help_request{command_help(*spec)}};
+  if (vm.count("help")) return {client_config{}, help_request{command_help(*spec)}, std::nullopt};
   try {
     std::vector<std::string> keys;
     if (vm.count("positional-arguments")) keys = vm["positional-arguments"].as<std::vector<std::string>>();
@@ -339,10 +356,23 @@ invocation parse_command_line(const std::vector<std::string>& args, const char* 
     if (name != "conformance" && (keys.empty() || keys.front().empty())) usage_error("missing KEY");
     if (name == "exec" && cmd_argv.empty())
       usage_error("missing the command to run: baton exec KEY ... -- CMD [ARGS...]");
-    auto client = client_settings(vm, env_server);
-    return {std::move(client), build(name, keys.front(), vm, std::move(cmd_argv))};
+    auto client = client_settings(vm, env_server, env_token);
+    invocation call{std::move(client), build(name, keys.front(), vm, std::move(cmd_argv)), std::nullopt};
+    if (vm.count("token-file")) {
+      call.token_file = vm["token-file"].as<std::string>();
+      if (call.token_file->empty()) usage_error("--token-file must name a file");
+    }
+    return call;
   } catch (const cli_error& e) {
     usage_error(name + ": " + e.what() + " (see baton " + name + " --help)");
+  }
+}
+
+std::string token_from_file(const std::string& path) {
+  try {
+    return read_token_file(path);
+  } catch (const token_file_error& e) {
+    throw cli_error(exit_code::usage, "--token-file " + path + ": " + e.what());
   }
 }
 

@@ -62,12 +62,20 @@ using command = std::variant<help_request, acquire_command, renew_command, relea
                              exec_command, conformance_command>;
 
 struct invocation {
-  client_config client;  // server_url and request_timeout from the options; validated
+  client_config client;  // server_url, request_timeout and bearer_token from the options; validated
   command what;
+  /// --token-file: the caller reads it (token_from_file) into client.bearer_token.
+  std::optional<std::string> token_file;
 };
 
 /// Parses `args` (argv without the program name). `env_server` is $BATON_SERVER (null when unset); --server
 /// wins over it. Throws cli_error(exit_code::usage) with a one-line message for anything it cannot accept.
-invocation parse_command_line(const std::vector<std::string>& args, const char* env_server);
+/// `env_token` is $BATON_TOKEN (null when unset); --token-file wins over it.
+invocation parse_command_line(const std::vector<std::string>& args, const char* env_server,
+                              const char* env_token = nullptr);
+
+/// The bearer token in `path` (baton::read_token_file). Throws cli_error(exit_code::usage) when the file
+/// cannot be read, is empty, or holds more than one word; the message never contains the token.
+std::string token_from_file(const std::string& path);
 
 }  // namespace baton::cli

@@ -23,6 +23,9 @@ int exit_code_for(const boost::system::error_code& ec) {
       return exit_code::usage;
     case error::tls_failed:  // the server could not be used: its certificate, or ours, was refused
       return exit_code::unavailable;
+    case error::unauthorized:
+    case error::forbidden:
+      return exit_code::access_denied;
     default:
       return exit_code::internal;
   }

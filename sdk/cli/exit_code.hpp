@@ -20,6 +20,7 @@ constexpr int os_error = 71;         // EX_OSERR: fork, pipe or another system c
 constexpr int not_acquired = 75;     // EX_TEMPFAIL: the lock is held by someone else (or the wait timed out)
 constexpr int lease_lost = 76;       // the lease ended before the command did (or a renew was refused)
 constexpr int not_owner = 77;        // release refused: another owner or a newer token holds the lock
+constexpr int access_denied = 78;    // EX_CONFIG: no valid token (401) or the token may not do this (403)
 constexpr int cannot_execute = 126;  // exec: CMD exists but could not be run (as in sh, env, timeout)
 constexpr int command_not_found = 127;  // exec: CMD was not found
 }  // namespace exit_code

@@ -43,8 +43,9 @@ asio::awaitable<int> dispatch(baton::client& c, const command& what) {
 
 int main(int argc, char** argv) {
   try {
-    auto call =
-        parse_command_line(std::vector<std::string>(argv + 1, argv + argc), std::getenv("BATON_SERVER"));
+    auto call = parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
+                                   std::getenv("BATON_SERVER"), std::getenv("BATON_TOKEN"));
+    if (call.token_file) call.client.bearer_token = token_from_file(*call.token_file);
     if (auto* help = std::get_if<help_request>(&call.what)) {
       std::cout << help->text << std::flush;
       return exit_code::ok;

@@ -45,6 +45,9 @@ void client_config::validate() const {
   if (retry.jitter < 0 || retry.jitter > 1) invalid("retry jitter must be within [0, 1]");
   if (retry.max_attempts < 1) invalid("retry max_attempts must be at least 1");
   if (max_connections < 1) invalid("max_connections must be at least 1");
+  // Checked without echoing the value: a token never appears in an error message.
+  for (unsigned char c : bearer_token)
+    if (c <= 0x20 || c == 0x7f) invalid("bearer_token must not contain spaces or control characters");
   if (identity.find_first_of("\r\n\t") != std::string::npos || identity.size() > 200)
     invalid("identity must be at most 200 bytes without control characters");
 }

@@ -24,6 +24,8 @@ class category final : public boost::system::error_category {
       case error::invalid_config: return "invalid configuration";
       case error::released: return "the lease was released";
       case error::tls_failed: return "TLS connection to the lock server failed";
+      case error::unauthorized: return "the lock server refused the bearer token (missing or not valid)";
+      case error::forbidden: return "the bearer token does not allow this operation on this key";
     }
     return "unknown baton error";
   }

@@ -104,6 +104,16 @@ class etcd_backend final : public backend {
     tls_ = tls;
     auto slash = rest.find('/');
     std::string_view hosts = rest.substr(0, slash);
+    // etcd's own authentication: etcd://user:password@host:port,... (the password holds no '@', ',' or '/').
+    if (auto at = hosts.rfind('@'); at != std::string_view::npos) {
+      std::string_view userinfo = hosts.substr(0, at);
+      auto colon = userinfo.find(':');
+      if (colon == std::string_view::npos || colon == 0)
+        throw exception(error::invalid_config, "etcd URL credentials must be user:password@");
+      user_ = std::string(userinfo.substr(0, colon));
+      password_ = std::string(userinfo.substr(colon + 1));
+      hosts.remove_prefix(at + 1);
+    }
     prefix_ = slash == std::string_view::npos ? "baton/locks/" : std::string(rest.substr(slash + 1));
     if (prefix_.empty()) prefix_ = "baton/locks/";
     while (!hosts.empty()) {
@@ -120,6 +130,7 @@ class etcd_backend final : public backend {
           config.max_connections, tls_context));
       hosts_.push_back({host, std::string(one.substr(colon + 1)), std::string(one)});
       probed_.push_back(false);
+      authenticated_.push_back(false);
       if (comma == std::string_view::npos) break;
       hosts.remove_prefix(comma + 1);
     }
@@ -451,19 +462,39 @@ class etcd_backend final : public backend {
         }
         left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
       }
-      r = co_await ep.request("POST", std::string(target), json::serialize(body), left);
+      // etcd's simple auth tokens belong to the member that issued them and expire when idle: each member
+      // gets its own, and a request refused with "invalid auth token" authenticates again once.
+      for (int attempt = 0;; ++attempt) {
+        if (!user_.empty() && !authenticated_[current_]) {
+          auto a = co_await authenticate(ep, deadline);
+          if (a.ec) {
+            r = std::move(a);
+            break;
+          }
+          authenticated_[current_] = true;
+        }
+        left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
+        r = co_await ep.request("POST", std::string(target), json::serialize(body), left);
+        if (r.ec || r.status != 401 || user_.empty() || attempt > 0) break;
+        authenticated_[current_] = false;
+      }
       if (r.ec == error::connection_failed) {
         probed_[current_] = false;
+        authenticated_[current_] = false;
         current_ = (current_ + 1) % endpoints_.size();
         continue;
       }
+      if (r.ec) co_return r;
       if (!r.ec && r.status != 200) {
         std::string msg = string_field(r.body, "message");
         if (msg.empty()) msg = string_field(r.body, "error");
-        r.ec = r.status == 503 ? make_error_code(error::storage_unavailable)
-                               : make_error_code(error::server_error);
-        r.diagnostic =
-            "etcd " + ep.name() + " HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
+        // etcd with authentication on answers a request without credentials 400 "user name is empty".
+        const bool no_credentials = msg.find("user name is empty") != std::string::npos;
+        r.ec = r.status == 503                     ? make_error_code(error::storage_unavailable)
+               : r.status == 401 || no_credentials ? make_error_code(error::unauthorized)
+               : r.status == 403                   ? make_error_code(error::forbidden)
+                                                   : make_error_code(error::server_error);
+        r.diagnostic = "etcd " + ep.name() + " HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
       }
       co_return r;
     }
@@ -471,7 +502,29 @@ class etcd_backend final : public backend {
     co_return r;
   }
 
+  // POST /v3/auth/authenticate; on success every later request to `ep` carries the token. The password
+  // never appears in a diagnostic.
+  asio::awaitable<http_result> authenticate(detail::http_transport& ep, clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
+    ep.set_authorization({});  // etcd checks a stale token before the password
+    json::object body{{"name", user_}, {"password", password_}};
+    auto a = co_await ep.request("POST", "/v3/auth/authenticate", json::serialize(body), left);
+    if (a.ec) co_return a;
+    std::string token = string_field(a.body, "token");
+    if (a.status != 200 || token.empty()) {
+      std::string msg = string_field(a.body, "message");
+      a.ec = error::unauthorized;
+      a.diagnostic =
+          "etcd " + ep.name() + " refused user \"" + user_ + "\"" + (msg.empty() ? "" : ": " + msg);
+      co_return a;
+    }
+    ep.set_authorization(std::move(token));
+    co_return a;
+  }
+
   asio::any_io_executor ex_;
+  std::string user_, password_;  // empty user: etcd without authentication
+  std::vector<bool> authenticated_;
   std::string prefix_;
   std::vector<std::unique_ptr<detail::http_transport>> endpoints_;
   std::vector<etcd_endpoint> hosts_;

@@ -26,6 +26,8 @@ namespace json = boost::json;
 void unexpected(http_result& r) {
   std::string msg = string_field(r.body, "message");
   if (r.status == 400) r.ec = error::bad_request;
+  else if (r.status == 401) r.ec = error::unauthorized;
+  else if (r.status == 403) r.ec = error::forbidden;
   else if (r.status == 503) r.ec = error::storage_unavailable;
   else r.ec = error::server_error;
   r.diagnostic = "HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
@@ -45,6 +47,7 @@ class http_backend final : public backend {
         ex_, host, u->has_port() ? std::string(u->port()) : std::string(https ? "443" : "80"),
         std::string(u->encoded_host_and_port()), config.max_idle_connections, config.max_connections,
         https ? detail::make_client_tls_context(config.tls) : nullptr);
+    if (!config.bearer_token.empty()) transport_->set_authorization("Bearer " + config.bearer_token);
     base_path_ = std::string(u->encoded_path());
     while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
   }

@@ -174,6 +174,7 @@ asio::awaitable<http_result> http_transport::request(std::string_view method, st
     request_t req{verb, target, 11};
     req.set(http::field::host, host_header_);
     req.set(http::field::user_agent, "baton-sdk");
+    if (!authorization_.empty()) req.set(http::field::authorization, authorization_);
     if (verb == http::verb::post || !body.empty()) {
       req.set(http::field::content_type, "application/json");
       req.body() = std::move(body);

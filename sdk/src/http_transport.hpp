@@ -52,6 +52,8 @@ class http_transport {
   /// connection. A pooled connection the server closed while idle gets one retry on a fresh connection.
   boost::asio::awaitable<http_result> request(std::string_view method, std::string target, std::string body,
                                               std::chrono::milliseconds timeout);
+  /// Sends `value` as the Authorization header of every request (empty: none).
+  void set_authorization(std::string value) { authorization_ = std::move(value); }
   void close();
   const std::string& name() const { return host_header_; }
 
@@ -63,6 +65,7 @@ class http_transport {
   boost::asio::any_io_executor ex_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
   std::string host_, port_, host_header_;
+  std::string authorization_;
   std::size_t max_idle_;
   void released_one();
   std::size_t max_open_;

@@ -23,6 +23,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <atomic>
+#include <functional>
 #include <list>
 #include <thread>
 #include <vector>
@@ -51,11 +52,12 @@ response make_response(http::status status, unsigned version, bool keep_alive, s
   return res;
 }
 
-std::string lease_body(std::string_view key, std::string_view owner, std::uint64_t token, std::string_view ttl_name,
-                       std::int64_t ttl) {
+std::string lease_body(std::string_view key, std::string_view owner, std::uint64_t token,
+                       std::string_view ttl_name, std::int64_t ttl, std::string_view client = {}) {
   json::object o;
   o["key"] = key;
   o["owner"] = owner;
+  if (!client.empty()) o["client"] = client;
   o["token"] = token;
   o[ttl_name] = ttl;
   return json::serialize(o);
@@ -95,6 +97,26 @@ struct http_server::impl {
     };
 
     auto parsed = parse_target(req.target());
+    std::string client;  // the authenticated name; empty without authentication
+    if (options.tokens) {
+      auto* target = std::get_if<lock_target>(&parsed);
+      if (target) counted_as = route_of(*target);
+      auto table = options.tokens->current();
+      auto authorization = req[http::field::authorization];
+      auto d = target ? auth::authorize(*table, authorization, *target)
+                      : auth::authenticate(*table, authorization);
+      if (auto* e = std::get_if<api_error>(&d)) {
+        auto res = error(*e);
+        if (e->status == 401)
+          res.set(http::field::www_authenticate, authorization.empty()
+                                                     ? R"(Bearer realm="batond")"
+                                                     : R"(Bearer realm="batond", error="invalid_token")");
+        log::debug("auth_refused",
+                   {{"status", e->status}, {"target", std::string(req.target())}, {"reason", e->message}});
+        co_return res;
+      }
+      client = std::move(std::get<std::string>(d));
+    }
     if (auto* e = std::get_if<api_error>(&parsed)) co_return error(*e);
     const auto& t = std::get<lock_target>(parsed);
     counted_as = route_of(t);
@@ -114,7 +136,7 @@ struct http_server::impl {
         auto body = parse_acquire(req.body(), options.ttl);
         if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
         auto& r = std::get<acquire_request>(body);
-        auto result = co_await service.acquire(t.key, r.owner, r.ttl);
+        auto result = co_await service.acquire(t.key, r.owner, r.ttl, client);
         if (auto* g = std::get_if<acquire_granted>(&result)) {
           log::debug("acquire", {{"key", t.key}, {"owner", r.owner}, {"token", g->token}});
           co_return make_response(http::status::ok, v, ka, lease_body(t.key, r.owner, g->token, "ttl_ms", r.ttl.count()));
@@ -124,6 +146,7 @@ struct http_server::impl {
         o["error"] = "held";
         o["message"] = "the lock is held by another owner";
         o["owner"] = h.owner;
+        if (!h.client.empty()) o["client"] = h.client;
         o["token"] = h.token;
         o["ttl_remaining_ms"] = h.remaining.count();
         co_return make_response(http::status::conflict, v, ka, json::serialize(o));
@@ -132,7 +155,7 @@ struct http_server::impl {
         auto body = parse_renew(req.body(), options.ttl);
         if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
         auto& r = std::get<renew_request>(body);
-        auto result = co_await service.renew(t.key, r.owner, r.token, r.ttl);
+        auto result = co_await service.renew(t.key, r.owner, r.token, r.ttl, client);
         if (std::holds_alternative<renew_ok>(result))
           co_return make_response(http::status::ok, v, ka, lease_body(t.key, r.owner, r.token, "ttl_ms", r.ttl.count()));
         auto reason = std::get<renew_refused>(result).reason;
@@ -151,7 +174,7 @@ struct http_server::impl {
         auto body = parse_release(req.body());
         if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
         auto& r = std::get<release_request>(body);
-        auto result = co_await service.release(t.key, r.owner, r.token);
+        auto result = co_await service.release(t.key, r.owner, r.token, client);
         if (result.outcome == release_outcome::not_owner)
           co_return error({409, "not_owner", "the lock is held by another owner or token; nothing changed"});
         co_return make_response(http::status::ok, v, ka,
@@ -168,7 +191,8 @@ struct http_server::impl {
         }
         if (!view) co_return error({404, "not_held", "the lock is not held"});
         co_return make_response(http::status::ok, v, ka,
-                                lease_body(t.key, view->owner, view->token, "ttl_remaining_ms", view->remaining.count()));
+                                lease_body(t.key, view->owner, view->token, "ttl_remaining_ms",
+                                           view->remaining.count(), view->client));
       }
     }
     co_return error({500, "internal", "unhandled route"});
@@ -405,6 +429,22 @@ void http_server::run() {
   auto& m = *impl_;
   auto& main_ioc = m.workers[0]->ioc;
   asio::signal_set signals(main_ioc, SIGINT, SIGTERM);
+  asio::signal_set hangup(main_ioc, SIGHUP);
+  std::function<void()> await_hangup = [&] {
+    hangup.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      if (!m.options.tokens) {
+        log::info("sighup_ignored", {{"reason", "no --tokens-file"}});
+      } else if (auto failed = m.options.tokens->reload()) {
+        log::error("tokens_reload_failed", {{"error", *failed}, {"kept", "previous tokens"}});
+      } else {
+        log::info("tokens_reloaded", {{"file", m.options.tokens->path()},
+                                      {"clients", m.options.tokens->current()->clients.size()}});
+      }
+      await_hangup();
+    });
+  };
+  await_hangup();
   signals.async_wait([&m](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     log::info("shutdown", {{"signal", sig}});

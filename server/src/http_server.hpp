@@ -3,6 +3,7 @@
 // connections spread across the workers. Everything protocol-specific is in protocol.* and lock_service.*;
 // this layer only reads requests, routes them and writes answers.
 
+#include "auth.hpp"
 #include "lock_service.hpp"
 #include "metrics.hpp"
 #include "protocol.hpp"
@@ -29,6 +30,10 @@ struct http_options {
   /// When set, every connection must speak TLS (make_server_tls_context()); the handshake is bounded by
   /// read_timeout. A plain HTTP request gets a 400 `tls_required` answer. Null: plain HTTP.
   std::shared_ptr<boost::asio::ssl::context> tls;
+
+  /// Bearer-token authentication (docs/security.md); null: every request is served without a token.
+  /// SIGHUP reloads it.
+  std::shared_ptr<auth::token_store> tokens;
 };
 
 class http_server {

@@ -88,7 +88,7 @@ bool parse_wal_name(const std::string& name, std::uint64_t& generation) {
 void replay_record(lock_table& table, const wal_record& r, time_point now) {
   switch (r.type) {
     case record_type::acquire:
-      table.restore(r.key, r.owner, r.token, milliseconds(r.ttl_ms), now);
+      table.restore(r.key, r.owner, r.token, milliseconds(r.ttl_ms), now, r.client);
       break;
     case record_type::release:
     case record_type::expire:
@@ -217,10 +217,10 @@ void journal::start(snapshot_source source) {
   writer_ = std::thread([this] { run(); });
 }
 
-std::uint64_t journal::append(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
-                              std::string_view owner) {
+std::uint64_t journal::append(record_type type, std::uint64_t token, std::uint64_t ttl_ms,
+                              std::string_view key, std::string_view owner, std::string_view client) {
   std::lock_guard lk(mu_);
-  encode_record(type, token, ttl_ms, key, owner, pending_);
+  encode_record(type, token, ttl_ms, key, owner, pending_, client);
   ++pending_records_;
   std::uint64_t lsn = ++last_lsn_;
   if (pending_records_ == 1) cv_.notify_one();
@@ -378,7 +378,7 @@ void journal::compact() {
   encode_record(record_type::snapshot_header, last_token, next, {}, {}, data);
   for (const auto& e : entries)
     encode_record(record_type::acquire, e.token, static_cast<std::uint64_t>(e.restore_ttl.count()), e.key,
-                  e.owner, data);
+                  e.owner, data, e.client);
   encode_record(record_type::snapshot_end, entries.size(), 0, {}, {}, data);
 
   auto tmp = options_.dir / "snapshot.tmp";

@@ -40,15 +40,17 @@ void lock_service::notify_locked(std::string_view key) {
 }
 
 asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std::string_view owner,
-                                                      milliseconds ttl) {
+                                                      milliseconds ttl, std::string_view client) {
   acquire_result result;
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
-    if (journal_.failed()) throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    result = table_.acquire(key, owner, ttl, clock::now());
+    if (journal_.failed())
+      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    result = table_.acquire(key, owner, ttl, clock::now(), client);
     if (auto* g = std::get_if<acquire_granted>(&result)) {
-      lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(ttl.count()), key, owner);
+      lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(ttl.count()), key,
+                            owner, client);
       if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
       notify_locked(key);
     } else {
@@ -64,13 +66,15 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
 }
 
 asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::string_view owner,
-                                                  std::uint64_t token, milliseconds ttl) {
+                                                  std::uint64_t token, milliseconds ttl,
+                                                  std::string_view client) {
   renew_result result;
   std::uint64_t lsn = 0;
   {
     std::lock_guard lk(mu_);
-    if (journal_.failed()) throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    result = table_.renew(key, owner, token, ttl, clock::now());
+    if (journal_.failed())
+      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    result = table_.renew(key, owner, token, ttl, clock::now(), client);
     if (auto* ok = std::get_if<renew_ok>(&result); ok && ok->restore_ttl_grew)
       lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), key);
   }
@@ -83,13 +87,14 @@ asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::str
 }
 
 asio::awaitable<release_result> lock_service::release(std::string_view key, std::string_view owner,
-                                                      std::uint64_t token) {
+                                                      std::uint64_t token, std::string_view client) {
   release_result result;
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
-    if (journal_.failed()) throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    result = table_.release(key, owner, token, clock::now());
+    if (journal_.failed())
+      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    result = table_.release(key, owner, token, clock::now(), client);
     if (result.removed_token != 0) {
       auto type = result.outcome == release_outcome::released ? record_type::release : record_type::expire;
       lsn = journal_.append(type, result.removed_token, 0, key);

@@ -40,11 +40,14 @@ class lock_service {
   /// Connects the journal's compaction to this table (call once, before serving).
   journal::snapshot_source snapshot_source();
 
-  boost::asio::awaitable<acquire_result> acquire(std::string_view key, std::string_view owner, milliseconds ttl);
-  boost::asio::awaitable<renew_result> renew(std::string_view key, std::string_view owner, std::uint64_t token,
-                                             milliseconds ttl);
+  // `client` is the authenticated name of the caller (empty without authentication); see lock_table.
+  boost::asio::awaitable<acquire_result> acquire(std::string_view key, std::string_view owner,
+                                                 milliseconds ttl, std::string_view client = {});
+  boost::asio::awaitable<renew_result> renew(std::string_view key, std::string_view owner,
+                                             std::uint64_t token, milliseconds ttl,
+                                             std::string_view client = {});
   boost::asio::awaitable<release_result> release(std::string_view key, std::string_view owner,
-                                                 std::uint64_t token);
+                                                 std::uint64_t token, std::string_view client = {});
   boost::asio::awaitable<std::optional<lease_view>> get(std::string_view key);
 
   /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or after `wait`.

@@ -17,38 +17,40 @@ std::string_view to_string(lost_reason r) {
 namespace {
 lease_view view_of(const lease_record& r, time_point now) {
   auto remaining = std::chrono::ceil<milliseconds>(r.expires - now);
-  return lease_view{r.owner, r.token, r.expires, std::max(remaining, milliseconds{0})};
+  return lease_view{r.owner, r.client, r.token, r.expires, std::max(remaining, milliseconds{0})};
 }
 }  // namespace
 
 acquire_result lock_table::acquire(std::string_view key, std::string_view owner, milliseconds ttl,
-                                   time_point now) {
+                                   time_point now, std::string_view client) {
   auto it = leases_.find(key);
   std::uint64_t replaced = 0;
   if (it != leases_.end()) {
     lease_record& r = it->second;
-    if (!expired(r, now) && r.owner != owner) return acquire_refused{view_of(r, now)};
+    if (!expired(r, now) && !held_by(r, owner, client)) return acquire_refused{view_of(r, now)};
     // Expired, or the same owner acquiring again (a retry after a lost reply): supersede with a new token.
     replaced = r.token;
     r.owner.assign(owner);
+    r.client.assign(client);
     r.token = ++last_token_;
     r.expires = now + ttl;
     r.restore_ttl = ttl;
     return acquire_granted{r.token, replaced};
   }
   std::uint64_t token = ++last_token_;
-  leases_.emplace(std::string(key), lease_record{std::string(owner), token, now + ttl, ttl});
+  leases_.emplace(std::string(key),
+                  lease_record{std::string(owner), std::string(client), token, now + ttl, ttl});
   return acquire_granted{token, 0};
 }
 
 renew_result lock_table::renew(std::string_view key, std::string_view owner, std::uint64_t token,
-                               milliseconds ttl, time_point now) {
+                               milliseconds ttl, time_point now, std::string_view client) {
   auto it = leases_.find(key);
   if (it == leases_.end()) return renew_refused{lost_reason::not_held};
   lease_record& r = it->second;
-  bool same = r.owner == owner && r.token == token;
+  bool same = held_by(r, owner, client) && r.token == token;
   if (expired(r, now)) return renew_refused{same ? lost_reason::expired : lost_reason::not_held};
-  if (r.owner != owner) return renew_refused{lost_reason::owner_mismatch};
+  if (!held_by(r, owner, client)) return renew_refused{lost_reason::owner_mismatch};
   if (r.token != token) return renew_refused{lost_reason::token_mismatch};
   r.expires = now + ttl;
   bool grew = ttl > r.restore_ttl;
@@ -57,18 +59,18 @@ renew_result lock_table::renew(std::string_view key, std::string_view owner, std
 }
 
 release_result lock_table::release(std::string_view key, std::string_view owner, std::uint64_t token,
-                                   time_point now) {
+                                   time_point now, std::string_view client) {
   auto it = leases_.find(key);
   if (it == leases_.end()) return {release_outcome::already_free, 0};
   lease_record& r = it->second;
   if (expired(r, now)) {
     // Expired counts as free whoever held it; drop the record now rather than at the next sweep.
     std::uint64_t removed = r.token;
-    bool mine = r.owner == owner && r.token == token;
+    bool mine = held_by(r, owner, client) && r.token == token;
     leases_.erase(it);
     return {mine ? release_outcome::released : release_outcome::already_free, removed};
   }
-  if (r.owner != owner || r.token != token) return {release_outcome::not_owner, 0};
+  if (!held_by(r, owner, client) || r.token != token) return {release_outcome::not_owner, 0};
   std::uint64_t removed = r.token;
   leases_.erase(it);
   return {release_outcome::released, removed};
@@ -99,12 +101,12 @@ std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& c
 }
 
 void lock_table::restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
-                         time_point now) {
+                         time_point now, std::string client) {
   observe_token(token);
   auto& r = leases_[std::move(key)];
   // A later record for the same key always carries a larger token; never let an older one win.
   if (r.token > token) return;
-  r = lease_record{std::move(owner), token, now + ttl, ttl};
+  r = lease_record{std::move(owner), std::move(client), token, now + ttl, ttl};
 }
 
 void lock_table::forget(std::string_view key, std::uint64_t token) {
@@ -126,7 +128,8 @@ void lock_table::observe_token(std::uint64_t token) { last_token_ = std::max(las
 std::vector<snapshot_entry> lock_table::snapshot() const {
   std::vector<snapshot_entry> out;
   out.reserve(leases_.size());
-  for (const auto& [key, r] : leases_) out.push_back({key, r.owner, r.token, r.restore_ttl});
+  for (const auto& [key, r] : leases_)
+    out.push_back({key, r.owner, r.token, r.restore_ttl, r.client});
   return out;
 }
 

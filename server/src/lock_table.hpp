@@ -21,6 +21,9 @@ using std::chrono::milliseconds;
 /// A held lock as the table records it.
 struct lease_record {
   std::string owner;
+  /// The authenticated client that took the lease (empty without authentication). Part of the holder's
+  /// identity: only the same client with the same owner string may renew, release or re-acquire it.
+  std::string client;
   std::uint64_t token = 0;
   time_point expires{};
   /// The longest TTL ever granted to this lease (acquire or renew). After a restart the lease is restored
@@ -31,6 +34,7 @@ struct lease_record {
 /// What a reader sees of a held lock.
 struct lease_view {
   std::string owner;
+  std::string client;
   std::uint64_t token = 0;
   time_point expires{};
   milliseconds remaining{0};
@@ -82,20 +86,27 @@ struct snapshot_entry {
   std::string owner;
   std::uint64_t token;
   milliseconds restore_ttl;
+  std::string client{};
 };
 
 class lock_table {
  public:
-  /// Grants the lock unless an unexpired lease of another owner holds it. A grant always takes a new token,
+  // A holder is the pair (client, owner): `client` is the authenticated name of the caller (empty without
+  // authentication). The same owner string sent by another client is another owner.
+
+  /// Grants the lock unless an unexpired lease of another holder holds it. A grant always takes a new token,
   /// strictly larger than every token this table has issued or restored.
-  acquire_result acquire(std::string_view key, std::string_view owner, milliseconds ttl, time_point now);
+  acquire_result acquire(std::string_view key, std::string_view owner, milliseconds ttl, time_point now,
+                         std::string_view client = {});
 
-  /// Extends the lease to now + ttl, only for the current owner with the current token on an unexpired lease.
+  /// Extends the lease to now + ttl, only for the current holder with the current token on an unexpired
+  /// lease.
   renew_result renew(std::string_view key, std::string_view owner, std::uint64_t token, milliseconds ttl,
-                     time_point now);
+                     time_point now, std::string_view client = {});
 
-  /// Frees the lock on an exact owner+token match; an expired or absent lock counts as already free.
-  release_result release(std::string_view key, std::string_view owner, std::uint64_t token, time_point now);
+  /// Frees the lock on an exact holder+token match; an expired or absent lock counts as already free.
+  release_result release(std::string_view key, std::string_view owner, std::uint64_t token, time_point now,
+                         std::string_view client = {});
 
   /// The unexpired holder of `key`, if any.
   std::optional<lease_view> get(std::string_view key, time_point now) const;
@@ -108,7 +119,8 @@ class lock_table {
   std::vector<expired_lock> expire_some(time_point now, std::size_t& cursor, std::size_t max_buckets);
 
   /// Recovery: installs a lease as held, valid for `ttl` from `now`, and raises the counter past its token.
-  void restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl, time_point now);
+  void restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl, time_point now,
+               std::string client = {});
   /// Recovery: forgets a lease (a logged release or expiry) if it still has that token.
   void forget(std::string_view key, std::uint64_t token);
   /// Recovery: raises the TTL a lease is restored with.
@@ -129,6 +141,9 @@ class lock_table {
   using map_type = std::unordered_map<std::string, lease_record, string_hash, std::equal_to<>>;
 
   static bool expired(const lease_record& r, time_point now) { return now >= r.expires; }
+  static bool held_by(const lease_record& r, std::string_view owner, std::string_view client) {
+    return r.owner == owner && r.client == client;
+  }
 
   map_type leases_;
   std::uint64_t last_token_ = 0;

@@ -45,7 +45,7 @@ asio::ip::tcp::endpoint parse_listen(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen, data_dir, level_name;
+  std::string listen, data_dir, level_name, tokens_file;
   std::int64_t min_ttl = 0, max_ttl = 0, read_timeout = 0;
   std::uint64_t compact_bytes = 0;
   unsigned threads = 0;
@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
     ("log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error")
     ("tls-cert", po::value(&tls.cert_file), "serve HTTPS only, with this PEM certificate chain (needs --tls-key)")
     ("tls-key", po::value(&tls.key_file), "PEM private key of --tls-cert")
-    ("tls-client-ca", po::value(&tls.client_ca_file), "mutual TLS: require a client certificate issued by a CA in this PEM bundle");
+    ("tls-client-ca", po::value(&tls.client_ca_file), "mutual TLS: require a client certificate issued by a CA in this PEM bundle")
+    ("tokens-file", po::value(&tokens_file), "require bearer tokens listed in this file (docs/security.md); SIGHUP reloads it");
 
   try {
     po::variables_map vm;
@@ -95,6 +96,24 @@ int main(int argc, char** argv) {
     http.read_timeout = std::chrono::milliseconds(read_timeout);
     // Certificates are read before the journal is opened, so a bad file stops batond before it does anything.
     if (vm.count("tls-cert")) http.tls = make_server_tls_context(tls);
+    if (vm.count("tokens-file")) {
+      if (tokens_file.empty()) throw std::invalid_argument("--tokens-file must name a file");
+      try {
+        http.tokens = std::make_shared<auth::token_store>(tokens_file);
+      } catch (const auth::tokens_file_error& e) {
+        throw std::invalid_argument(e.what());
+      }
+      auto clients = http.tokens->current()->clients.size();
+      baton::log::info("tokens_loaded", {{"file", tokens_file}, {"clients", clients}});
+      if (clients == 0)
+        baton::log::warn("tokens_file_empty",
+                         {{"file", tokens_file}, {"effect", "every request but /healthz is refused"}});
+    } else if (!http.listen.address().is_loopback()) {
+      baton::log::warn("no_authentication", {{"address", http.listen.address().to_string()},
+                                             {"reason",
+                                              "listening beyond loopback without --tokens-file: anyone who "
+                                              "can reach the port can take, release and read every lock"}});
+    }
 
     // Block the stop signals in every thread; the signal_set in run() receives them.
     ::signal(SIGPIPE, SIG_IGN);

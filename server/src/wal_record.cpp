@@ -42,7 +42,7 @@ std::uint32_t crc32c(std::string_view data) {
 }
 
 void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
-                   std::string_view owner, std::string& out) {
+                   std::string_view owner, std::string& out, std::string_view client) {
   std::size_t start = out.size();
   out.append(record_header_size, '\0');
   out.push_back(static_cast<char>(type));
@@ -52,6 +52,10 @@ void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, 
   out.append(key);
   put_u32(out, static_cast<std::uint32_t>(owner.size()));
   out.append(owner);
+  if (!client.empty()) {
+    put_u32(out, static_cast<std::uint32_t>(client.size()));
+    out.append(client);
+  }
   std::string_view payload(out.data() + start + record_header_size, out.size() - start - record_header_size);
   std::uint32_t len = static_cast<std::uint32_t>(payload.size());
   std::uint32_t crc = crc32c(payload);
@@ -62,7 +66,7 @@ void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, 
 }
 
 void encode_record(const wal_record& r, std::string& out) {
-  encode_record(r.type, r.token, r.ttl_ms, r.key, r.owner, out);
+  encode_record(r.type, r.token, r.ttl_ms, r.key, r.owner, out, r.client);
 }
 
 std::optional<wal_record> decode_record(std::string_view in, std::size_t& consumed) {
@@ -86,8 +90,16 @@ std::optional<wal_record> decode_record(std::string_view in, std::size_t& consum
   if (payload.size() < fixed + key_len + 4) return std::nullopt;
   r.key.assign(p + fixed, key_len);
   std::uint32_t owner_len = get_u32(p + fixed + key_len);
-  if (payload.size() != fixed + key_len + 4 + owner_len) return std::nullopt;
+  const std::size_t owner_end = fixed + key_len + 4 + std::size_t{owner_len};
+  if (payload.size() < owner_end) return std::nullopt;
   r.owner.assign(p + fixed + key_len + 4, owner_len);
+  if (payload.size() != owner_end) {
+    // The optional client field; it is never written empty.
+    if (payload.size() < owner_end + 4) return std::nullopt;
+    std::uint32_t client_len = get_u32(p + owner_end);
+    if (client_len == 0 || payload.size() != owner_end + 4 + std::size_t{client_len}) return std::nullopt;
+    r.client.assign(p + owner_end + 4, client_len);
+  }
   consumed = record_header_size + len;
   return r;
 }

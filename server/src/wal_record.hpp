@@ -3,6 +3,11 @@
 //
 //   record  = u32 payload_len | u32 crc32c(payload) | payload          (little-endian)
 //   payload = u8 type | u64 token | u64 ttl_ms | u32 key_len | key | u32 owner_len | owner
+//             [ | u32 client_len | client ]
+//
+// The client field (the authenticated name a lease is bound to, docs/security.md) is written only when it
+// is not empty, so a server without a tokens file writes exactly the original format, and a record without
+// it decodes with an empty client.
 //
 // A reader stops at the first record whose length or checksum does not match: that is a torn write
 // from a crash and everything after it was never acknowledged.
@@ -29,6 +34,7 @@ struct wal_record {
   std::uint64_t ttl_ms = 0;
   std::string key;
   std::string owner;
+  std::string client{};  // empty: no client name (the original format)
 
   friend bool operator==(const wal_record&, const wal_record&) = default;
 };
@@ -41,7 +47,7 @@ inline constexpr std::uint32_t max_payload_size = 1u << 20;
 /// Appends the encoded record to `out`.
 void encode_record(const wal_record& r, std::string& out);
 void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
-                   std::string_view owner, std::string& out);
+                   std::string_view owner, std::string& out, std::string_view client = {});
 
 /// Decodes the record at the front of `in`. Returns the record and sets `consumed`, or nullopt when `in`
 /// does not start with a whole, valid record (truncated, bad checksum, unknown type).

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "batond_fixture.hpp"
+#include "eventually.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -51,16 +52,6 @@ std::string read_file(const std::filesystem::path& p) {
 
 std::size_t line_count(const std::string& text) {
   return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds bound = event_bound) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
 }
 
 // Gone, or a zombie nobody has reaped yet: either way it no longer runs.

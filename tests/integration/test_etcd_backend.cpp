@@ -143,3 +143,51 @@ BOOST_AUTO_TEST_CASE(a_dead_member_in_the_url_is_skipped) {
     co_await l.release();
   }());
 }
+
+BOOST_AUTO_TEST_CASE(etcd_auth_takes_user_and_password_from_the_url_and_authenticates_again_after_expiry) {
+  etcd_cluster etcd(1, std::chrono::seconds(30), {"--auth-token-ttl", "2"});  // simple tokens idle for 2 s expire
+  http_client admin(etcd.client_port(0));
+  const std::pair<const char*, const char*> setup[] = {
+      {"/v3/auth/user/add", R"({"name":"root","password":"rootpw"})"},
+      {"/v3/auth/role/add", R"({"name":"root"})"},
+      {"/v3/auth/user/grant", R"({"user":"root","role":"root"})"},
+      {"/v3/auth/enable", "{}"},
+  };
+  for (const auto& [target, body] : setup)
+    BOOST_REQUIRE_EQUAL(admin.post(target, body).status, 200);
+  auto first = admin.post("/v3/auth/authenticate", R"({"name":"root","password":"rootpw"})");
+  BOOST_REQUIRE_EQUAL(first.status, 200);
+  const std::string stale_token(first.json.at("token").as_string());
+
+  const std::string member = "127.0.0.1:" + std::to_string(etcd.client_port(0));
+  asio::io_context ioc;
+  client good(ioc.get_executor(), config("etcd://root:rootpw@" + member));
+  client none(ioc.get_executor(), config(etcd.url()));
+  client wrong(ioc.get_executor(), config("etcd://root:not-the-password@" + member));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await good.acquire("jobs/auth", lease_opts(3000ms, 1000ms));
+    BOOST_TEST(l.token() > 0u);
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+    co_await sleep_for(5000ms);  // 2.5 token TTLs without a request: the client's token has expired
+    BOOST_TEST(!(co_await good.get("jobs/auth")).has_value());  // authenticated again
+    auto again = co_await good.acquire("jobs/auth", lease_opts(3000ms, 1000ms));
+    BOOST_TEST(again.token() > l.token());
+    co_await again.release();
+    for (client* c : {&none, &wrong}) {
+      boost::system::error_code ec;
+      std::string diagnostic;
+      try {
+        co_await c->get("jobs/auth");
+      } catch (const baton::exception& e) {
+        ec = e.code();
+        diagnostic = e.diagnostic();
+      }
+      BOOST_TEST((ec == error::unauthorized), ec.message() << ": " << diagnostic);
+      BOOST_TEST(diagnostic.find("not-the-password") == std::string::npos);
+    }
+  }());
+  // The token taken at the start did expire: the second acquire above needed a fresh one.
+  http_client raw(etcd.client_port(0));
+  raw.set_authorization(stale_token);
+  BOOST_TEST(raw.post("/v3/kv/range", R"({"key":"YQ=="})").status == 401);
+}

@@ -24,9 +24,10 @@ class temp_dir {
 
 class batond_process {
  public:
-  /// Starts batond on 127.0.0.1:0 with `data_dir` and waits for "batond listening on ...".
+  /// Starts batond on 127.0.0.1:0 with `data_dir` and waits for "batond listening on ...". Its stderr
+  /// (the log) is inherited, or written to `stderr_path` when given.
   explicit batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args = {},
-                          unsigned short port = 0);
+                          unsigned short port = 0, std::string stderr_path = {});
   ~batond_process();
 
   unsigned short port() const { return port_; }

@@ -29,7 +29,8 @@ std::uint64_t as_uint(const boost::json::value* v) {
 
 }  // namespace
 
-etcd_cluster::etcd_cluster(std::size_t members, std::chrono::seconds bound) {
+etcd_cluster::etcd_cluster(std::size_t members, std::chrono::seconds bound, std::vector<std::string> extra_args)
+    : extra_args_(std::move(extra_args)) {
   members_.resize(members);
   for (std::size_t i = 0; i < members; ++i) {
     auto& m = members_[i];
@@ -74,13 +75,13 @@ void etcd_cluster::start(std::size_t i) {
   const std::string c = "http://127.0.0.1:" + std::to_string(m.client_port);
   const std::string p = "http://127.0.0.1:" + std::to_string(m.peer_port);
   // On a restart etcd ignores the --initial-* flags and rejoins from its data directory.
-  m.proc = std::make_unique<child_process>(
-      std::vector<std::string>{"/usr/bin/etcd", "--name", m.name, "--data-dir",
-                               (dir_.path() / m.name).string(), "--listen-client-urls", c,
-                               "--advertise-client-urls", c, "--listen-peer-urls", p,
-                               "--initial-advertise-peer-urls", p, "--initial-cluster", initial_cluster_,
-                               "--initial-cluster-token", "baton-test", "--initial-cluster-state", "new"},
-      log_path(i).string());
+  std::vector<std::string> argv{"/usr/bin/etcd", "--name", m.name, "--data-dir",
+                                (dir_.path() / m.name).string(), "--listen-client-urls", c,
+                                "--advertise-client-urls", c, "--listen-peer-urls", p,
+                                "--initial-advertise-peer-urls", p, "--initial-cluster", initial_cluster_,
+                                "--initial-cluster-token", "baton-test", "--initial-cluster-state", "new"};
+  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+  m.proc = std::make_unique<child_process>(argv, log_path(i).string());
 }
 
 void etcd_cluster::stop(std::size_t i) {

@@ -29,8 +29,10 @@ unsigned short ephemeral_port();
 class etcd_cluster {
  public:
   /// Starts `members` members and waits (at most `bound`) until every one reports the same leader.
-  /// Throws std::runtime_error when the cluster does not form in time.
-  explicit etcd_cluster(std::size_t members = 3, std::chrono::seconds bound = std::chrono::seconds(30));
+  /// `extra_args` are added to every member's command line. Throws std::runtime_error when the cluster does
+  /// not form in time.
+  explicit etcd_cluster(std::size_t members = 3, std::chrono::seconds bound = std::chrono::seconds(30),
+                        std::vector<std::string> extra_args = {});
   ~etcd_cluster();
   etcd_cluster(const etcd_cluster&) = delete;
   etcd_cluster& operator=(const etcd_cluster&) = delete;
@@ -71,6 +73,7 @@ class etcd_cluster {
   };
   temp_dir dir_;
   std::string initial_cluster_;
+  std::vector<std::string> extra_args_;
   std::vector<member> members_;
 };
 

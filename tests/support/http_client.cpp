@@ -27,6 +27,7 @@ http_reply to_reply(http::response<http::string_body>& res) {
   r.content_type = std::string(res[http::field::content_type]);
   r.body = res.body();
   r.keep_alive = res.keep_alive();
+  r.www_authenticate = std::string(res[http::field::www_authenticate]);
   boost::system::error_code ec;
   auto v = boost::json::parse(r.body, ec);
   if (!ec) r.json = std::move(v);
@@ -41,6 +42,7 @@ struct http_client::impl {
   boost::beast::flat_buffer buffer;
   unsigned short port;
   std::chrono::milliseconds timeout;
+  std::string authorization;
 
   void connect() {
     stream.emplace(ioc);
@@ -73,6 +75,7 @@ http_client::~http_client() = default;
 http_reply http_client::request(std::string_view method, std::string_view target, std::string_view body) {
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   req.set(http::field::host, "127.0.0.1");
+  if (!impl_->authorization.empty()) req.set(http::field::authorization, impl_->authorization);
   if (!body.empty() || method == "POST") {
     req.set(http::field::content_type, "application/json");
     req.body() = std::string(body);
@@ -97,6 +100,10 @@ http_reply http_client::request(std::string_view method, std::string_view target
       if (attempt > 0 || !reused || timed_out) throw;
     }
   }
+}
+
+void http_client::set_authorization(std::string value) {
+  impl_->authorization = std::move(value);
 }
 
 http_reply http_client::raw(unsigned short port, std::string_view bytes, std::chrono::milliseconds timeout) {

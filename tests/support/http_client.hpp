@@ -15,6 +15,7 @@ struct http_reply {
   std::string body;
   boost::json::value json;  // null when the body is not JSON
   bool keep_alive = true;
+  std::string www_authenticate;  // the WWW-Authenticate header, empty when absent
 };
 
 class http_client {
@@ -25,6 +26,8 @@ class http_client {
   http_reply request(std::string_view method, std::string_view target, std::string_view body = {});
   http_reply get(std::string_view target) { return request("GET", target); }
   http_reply post(std::string_view target, std::string_view body) { return request("POST", target, body); }
+  /// Sends `Authorization: <value>` with every later request (empty: no such header).
+  void set_authorization(std::string value);
 
   /// Sends raw bytes on a fresh connection and returns what the server answered (for malformed requests).
   static http_reply raw(unsigned short port, std::string_view bytes,

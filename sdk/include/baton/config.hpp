@@ -68,6 +68,10 @@ struct client_config {
   /// Connections open at once (per server member); further requests wait for a free one within their
   /// timeout. Bounds descriptors during an outage, when every retry would otherwise open a new connection.
   std::size_t max_connections = 64;
+  /// Bearer token sent as `Authorization: Bearer <token>` with every request to batond (docs/security.md);
+  /// empty: none. A secret: the SDK never logs it or puts it in an error message. Not used by the etcd
+  /// backend, which takes etcd's own credentials from the URL.
+  std::string bearer_token;
   /// Called on the client's executor for every lease event; must not block. Optional.
   std::function<void(const lease_event&)> on_event;
 

@@ -28,6 +28,8 @@ enum class error {
   released,             // the lease was already released
   tls_failed,           // TLS refused: untrusted certificate, host name mismatch, client certificate refused,
                         // or a server that does not speak TLS. Not transient: retrying does not fix it
+  unauthorized,         // the server wants a valid bearer token (401): none was given or it is not known
+  forbidden,            // the token is valid but may not use this key, or only read it (403)
 };
 
 const boost::system::error_category& error_category() noexcept;

@@ -538,3 +538,42 @@ BOOST_AUTO_TEST_CASE(tls_files_are_read_checked_and_overridable) {
   }
   ::unlink(ca_path);
 }
+
+BOOST_AUTO_TEST_CASE(token_file_is_read_trimmed_by_load_server_token_and_never_quoted) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("baton_test_token_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto token = (dir / "agent.token").string();
+  const auto cfg_path = (dir / "agent.yaml").string();
+  std::ofstream(cfg_path) << "token_file: " + token + "\n";
+
+  // parse_config and load_config do no I/O for it: --check-config needs no secret.
+  auto c = load_config(cfg_path);
+  BOOST_TEST(c.token_file == token);
+  BOOST_TEST(c.server_token.empty());
+
+  std::ofstream(token) << "\n  s3cret-value\r\n";
+  load_server_token(c, cfg_path);
+  BOOST_TEST(c.server_token == "s3cret-value");
+
+  auto refused = [&](const std::string& content, const std::string& reason) {
+    std::ofstream(token, std::ios::trunc) << content;
+    auto d = load_config(cfg_path);
+    BOOST_CHECK_EXCEPTION(load_server_token(d, cfg_path), config_error, [&](const config_error& e) {
+      const std::string what = e.what();
+      BOOST_TEST(what.find("two") == std::string::npos);
+      return what == cfg_path + ": token_file: " + token + ": " + reason && e.key() == "token_file";
+    });
+  };
+  refused(" \n", "the file is empty");
+  refused("two words\n", "must hold one token without spaces or control characters");
+  std::filesystem::remove(token);
+  auto d = load_config(cfg_path);
+  BOOST_CHECK_EXCEPTION(load_server_token(d, cfg_path), config_error, [&](const config_error& e) {
+    return std::string(e.what()) ==
+           cfg_path + ": token_file: " + token + ": cannot open: No such file or directory";
+  });
+  BOOST_TEST(error_of("token_file: \"\"\n").find("t.yaml:1:13: token_file: must not be empty") == 0u);
+  BOOST_TEST(parse_config("", "t.yaml").token_file.empty());
+  std::filesystem::remove_all(dir);
+}

@@ -236,3 +236,118 @@ BOOST_AUTO_TEST_CASE(a_corrupt_snapshot_refuses_to_start) {
   journal j(journal_options{dir.path()});
   BOOST_CHECK_THROW(j.open(table, t0), std::runtime_error);
 }
+
+BOOST_AUTO_TEST_CASE(a_record_without_client_keeps_the_original_format_and_one_with_a_client_round_trips) {
+  // The original payload, written by hand: type, token, ttl, key and owner, nothing after them.
+  auto le = [](std::string& out, std::uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i)
+      out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  std::string payload;
+  payload.push_back(static_cast<char>(record_type::acquire));
+  le(payload, 7, 8);
+  le(payload, 5000, 8);
+  le(payload, 3, 4);
+  payload += "a/b";
+  le(payload, 4, 4);
+  payload += "host";
+  std::string old_format;
+  le(old_format, payload.size(), 4);
+  le(old_format, crc32c(payload), 4);
+  old_format += payload;
+
+  std::string encoded;
+  encode_record(wal_record{record_type::acquire, 7, 5000, "a/b", "host"}, encoded);
+  BOOST_TEST(encoded == old_format);  // a server without tokens writes exactly what older servers wrote
+  std::size_t used = 0;
+  auto old_back = decode_record(old_format, used);
+  BOOST_REQUIRE(old_back.has_value());
+  BOOST_TEST(old_back->client.empty());
+  BOOST_TEST(old_back->owner == "host");
+
+  wal_record bound{record_type::acquire, 8, 5000, "a/b", "host", "alpha"};
+  std::string with_client;
+  encode_record(bound, with_client);
+  BOOST_TEST(with_client.size() == old_format.size() + 4 + 5);
+  auto back = decode_record(with_client, used);
+  BOOST_REQUIRE(back.has_value());
+  BOOST_TEST((*back == bound));
+  BOOST_TEST(used == with_client.size());
+  for (std::size_t n = 0; n < with_client.size(); ++n)
+    BOOST_TEST(!decode_record(std::string_view(with_client).substr(0, n), used));
+
+  // A client section that does not add up is corruption: a zero length (never written), a length past the
+  // payload, or bytes too few for a length.
+  auto reframed = [&](std::string p) {
+    std::string r;
+    le(r, p.size(), 4);
+    le(r, crc32c(p), 4);
+    return r + p;
+  };
+  std::string zero = payload;
+  le(zero, 0, 4);
+  BOOST_TEST(!decode_record(reframed(zero), used));
+  std::string too_long = payload;
+  le(too_long, 9, 4);
+  too_long += "alpha";
+  BOOST_TEST(!decode_record(reframed(too_long), used));
+  BOOST_TEST(!decode_record(reframed(payload + "xy"), used));
+}
+
+BOOST_AUTO_TEST_CASE(recovery_keeps_the_client_binding_from_old_and_new_records_in_log_and_snapshot) {
+  temp_dir dir;
+  {
+    lock_table table;
+    journal j(journal_options{dir.path()});
+    j.open(table, t0);
+    j.start({});
+    j.append(record_type::acquire, 1, 60000, "old", "o");           // written before authentication
+    j.append(record_type::acquire, 2, 60000, "new", "o", "alpha");  // bound to client alpha
+    j.stop();
+  }
+  auto check = [](lock_table& table, time_point now) {
+    BOOST_TEST(table.get("old", now)->client.empty());
+    BOOST_TEST(table.get("new", now)->client == "alpha");
+    // Same owner string and token from another client (or from no client) are another holder.
+    BOOST_TEST((std::get<renew_refused>(table.renew("new", "o", 2, 60s, now, "beta")).reason ==
+                lost_reason::owner_mismatch));
+    BOOST_TEST((std::get<renew_refused>(table.renew("new", "o", 2, 60s, now)).reason ==
+                lost_reason::owner_mismatch));
+    BOOST_TEST(std::holds_alternative<renew_ok>(table.renew("new", "o", 2, 60s, now, "alpha")));
+  };
+  std::vector<snapshot_entry> entries;
+  {
+    lock_table table;
+    journal j(journal_options{dir.path()});
+    j.open(table, t0);
+    check(table, t0);
+    entries = table.snapshot();
+  }
+  // The snapshot carries the client too.
+  {
+    lock_table table;
+    std::mutex mu;
+    journal j(journal_options{dir.path(), /*compact_bytes=*/256});
+    j.open(table, t0);
+    j.start([&] {
+      std::lock_guard lk(mu);
+      j.mark_cut();
+      return std::pair{table.last_token(), table.snapshot()};
+    });
+    for (int i = 0; i < 40; ++i) {
+      std::lock_guard lk(mu);
+      auto g = std::get<acquire_granted>(table.acquire("churn", "x", 1s, t0, "gamma"));
+      j.append(record_type::acquire, g.token, 1000, "churn", "x", "gamma");
+      table.release("churn", "x", g.token, t0, "gamma");
+      j.append(record_type::release, g.token, 0, "churn");
+    }
+    j.stop();
+  }
+  BOOST_TEST(fs::exists(dir.path() / "snapshot"));
+  BOOST_TEST(!fs::exists(wal_file(dir.path(), 0)));
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  auto stats = j.open(table, t0);
+  BOOST_TEST(stats.generation > 0u);
+  check(table, t0);
+}

@@ -207,3 +207,39 @@ BOOST_AUTO_TEST_CASE(expire_in_small_steps_removes_exactly_the_expired_leases_in
   BOOST_TEST(steps > 1);  // it really went in steps
   for (int i = 1; i < 1000; i += 2) BOOST_TEST(t.get("k" + std::to_string(i), t0 + 1s).has_value());
 }
+
+BOOST_AUTO_TEST_CASE(a_lease_is_bound_to_its_client_as_well_as_its_owner_string) {
+  lock_table t;
+  auto a = as<acquire_granted>(t.acquire("k", "host:1", 1000ms, t0, "alpha"));
+  BOOST_TEST(t.get("k", t0)->client == "alpha");
+  // Another client sending the same owner string is another holder: refused everywhere, nothing changes.
+  auto held = as<acquire_refused>(t.acquire("k", "host:1", 1000ms, t0, "beta"));
+  BOOST_TEST(held.holder.client == "alpha");
+  BOOST_TEST(held.holder.token == a.token);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "host:1", a.token, 1000ms, t0, "beta")).reason ==
+             lost_reason::owner_mismatch);
+  BOOST_TEST((t.release("k", "host:1", a.token, t0, "beta").outcome == release_outcome::not_owner));
+  // ... and so is a request without a client (a server that dropped authentication).
+  BOOST_TEST(as<renew_refused>(t.renew("k", "host:1", a.token, 1000ms, t0)).reason ==
+             lost_reason::owner_mismatch);
+  BOOST_TEST(t.get("k", t0)->token == a.token);
+  // The holder itself: a same-owner re-acquire supersedes, renew and release work.
+  auto again = as<acquire_granted>(t.acquire("k", "host:1", 1000ms, t0, "alpha"));
+  BOOST_TEST(again.replaced_token == a.token);
+  BOOST_TEST(std::holds_alternative<renew_ok>(t.renew("k", "host:1", again.token, 1000ms, t0, "alpha")));
+  BOOST_TEST((t.release("k", "host:1", again.token, t0, "alpha").outcome == release_outcome::released));
+}
+
+BOOST_AUTO_TEST_CASE(an_expired_lease_of_one_client_is_free_for_another) {
+  lock_table t;
+  auto a = as<acquire_granted>(t.acquire("k", "o", 1000ms, t0, "alpha"));
+  const auto later = t0 + 1000ms;
+  BOOST_TEST(as<renew_refused>(t.renew("k", "o", a.token, 1000ms, later, "beta")).reason ==
+             lost_reason::not_held);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "o", a.token, 1000ms, later, "alpha")).reason ==
+             lost_reason::expired);
+  auto b = as<acquire_granted>(t.acquire("k", "o", 1000ms, later, "beta"));
+  BOOST_TEST(b.replaced_token == a.token);
+  BOOST_TEST(t.get("k", later)->client == "beta");
+  BOOST_TEST(t.snapshot().front().client == "beta");
+}
