@@ -124,6 +124,7 @@ struct worker {
   event_log& log;
   baton::client& client;
   store_endpoint store;
+  const baton::lease*& current;  // the lease held now, for the renew events
   std::mt19937_64 rng;
   bool stopping = false;
 
@@ -154,7 +155,7 @@ struct worker {
     const std::string key =
         opt.keys[static_cast<std::size_t>(uniform(0, static_cast<long>(opt.keys.size()) - 1))];
     baton::lease_options lo;
-    lo.ttl = milliseconds(opt.ttl_ms);
+    lo.ttl = milliseconds(opt.ttl_ms);  // the other options keep their defaults, as in main's copy
     const auto sent = now_us();
     log.emit("acquire_req", {{"key", key}});
     std::optional<baton::lease> held;
@@ -177,6 +178,7 @@ struct worker {
       co_return;
     }
     baton::lease& l = *held;
+    current = &l;
     log.emit(
         "acquire_granted",
         {{"key", key}, {"sent", sent}, {"token", l.token()}, {"ttl_ms", opt.ttl_ms}, {"owner", l.owner()}});
@@ -215,6 +217,7 @@ struct worker {
     } catch (const std::exception& e) {
       failure = e.what();
     }
+    current = nullptr;
     if (!outcome.empty())
       log.emit("released",
                {{"key", key}, {"token", l.token()}, {"sent", release_sent}, {"outcome", outcome}});
@@ -286,21 +289,30 @@ int main(int argc, char** argv) {
     cfg.server_url = opt.server;
     cfg.identity = opt.id;
     cfg.request_timeout = milliseconds(opt.request_timeout_ms);
-    cfg.on_event = [&log](const baton::lease_event& e) {
+    const baton::lease* current = nullptr;
+    baton::lease_options lease_opts;
+    lease_opts.ttl = milliseconds(opt.ttl_ms);
+    cfg.on_event = [&](const baton::lease_event& e) {
       using kind = baton::lease_event::kind;
       if (e.what == kind::renewed) {
-        // The renew was sent one round trip ago: the server's new expiry is at least that instant + ttl.
-        log.emit("renewed", {{"key", e.key}, {"token", e.token}, {"sent", now_us() - e.latency.count()}});
+        // The server's new expiry is at least (when the renew was sent) + ttl. The lease's local deadline is
+        // exactly that instant - safety margin (lease_fsm::on_renew_ok), so this is the renew's send time
+        // without any delay between the reply and this callback; the round trip is the fallback.
+        std::int64_t sent = now_us() - e.latency.count();
+        if (current && current->token() == e.token) {
+          auto since_epoch =
+              current->deadline().time_since_epoch() + lease_opts.effective_safety_margin() - lease_opts.ttl;
+          sent = std::chrono::duration_cast<std::chrono::microseconds>(since_epoch).count();
+        }
+        log.emit("renewed", {{"key", e.key}, {"token", e.token}, {"sent", sent}});
       } else if (e.what == kind::lost) {
         log.emit("lost", {{"key", e.key}, {"token", e.token}, {"reason", e.reason}});
       }
     };
     baton::client client(ioc.get_executor(), cfg);
-    worker w{opt,
-             log,
-             client,
-             {std::string(store_url->host()), std::string(store_url->port())},
-             std::mt19937_64(opt.seed)};
+    worker w{opt,     log,
+             client,  {std::string(store_url->host()), std::string(store_url->port())},
+             current, std::mt19937_64(opt.seed)};
     asio::signal_set signals(ioc, SIGTERM, SIGINT);
     signals.async_wait([&](const boost::system::error_code& ec, int) {
       if (!ec) w.stopping = true;
