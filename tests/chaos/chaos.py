@@ -108,6 +108,7 @@ class Proxy(Child):
     def __init__(self, bin_dir, upstream, out, name, listen="127.0.0.1"):
         super().__init__([os.path.join(bin_dir, "fault-proxy"), "--upstream-port", str(upstream), "--listen",
                           listen], os.path.join(out, name + ".log"), stdin=True)
+        self.name = name
         self.port = self.listening_port()
 
     def command(self, text):
@@ -412,12 +413,17 @@ class Run:
     def run_faults(self):
         a = self.args
         kinds = [f for f in a.faults if f not in self.skipped]
-        end = time.monotonic() + a.duration
+        start = time.monotonic()
+        end, report_at, injected = start + a.duration, start + 60, 0
         while time.monotonic() < end:
+            if time.monotonic() >= report_at:
+                print(f"chaos: {time.monotonic() - start:.0f}s, {injected} faults injected", flush=True)
+                report_at += 60
             time.sleep(self.rng.uniform(0.2, 1.5))
             if not kinds or time.monotonic() >= end:
                 continue
             self.inject(self.rng.choice(kinds))
+            injected += 1
             for w in self.workers:
                 if w.proc.poll() is not None:
                     raise RuntimeError(f"worker {w.name} exited early (status {w.proc.returncode}); see {w.name}.log")
@@ -428,6 +434,9 @@ class Run:
 
     def heal(self):
         for p in self.proxies:
+            stats = json.loads(p.command("stats"))
+            self.log.emit("proxy_stats", name=p.name, **stats)
+            print(f"chaos: {p.name}: {' '.join(f'{k}={v}' for k, v in stats.items())}", flush=True)
             for cmd in ("delay 0", "drop-replies 0 hang", "drop-requests 0", "duplicate 0 0", "blackhole off"):
                 p.command(cmd)
         if self.netns:
