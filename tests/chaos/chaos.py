@@ -14,6 +14,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,9 @@ ALL_FAULTS = [
 ROOT_FAULTS = {"partition": "needs root for ip netns and a veth pair",
                "disk_full": "needs root to mount a tmpfs"}
 SERVER_FAULTS = {"pause_server", "kill_server", "kill_server_in_commit", "disk_full"}
-TTL_MS = 1000
+# Faults that speak batond's own API or need its small data directory.
+BATOND_ONLY_FAULTS = {"kill_server_in_commit": "its acquire burst speaks batond's API",
+                      "disk_full": "etcd preallocates 64 MB log segments; the tmpfs is for batond"}
 
 
 def now_us():
@@ -58,10 +61,13 @@ class EventLog:
 class Child:
     """A process whose stdout lines can be read with a timeout."""
 
-    def __init__(self, argv, stderr_path, stdin=False):
+    def __init__(self, argv, stderr_path, stdin=False, read_stdout=True):
         self.argv = argv
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.PIPE if stdin else None,
-                                     stderr=open(stderr_path, "ab"), start_new_session=True)
+        log = open(stderr_path, "ab")
+        # A pipe nobody reads would stop the process once full: unread stdout goes to the log.
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE if read_stdout else log,
+                                     stdin=subprocess.PIPE if stdin else None, stderr=log, start_new_session=True)
+        log.close()
         self.buf = b""
 
     def read_line(self, timeout=10.0):
@@ -153,6 +159,8 @@ class Run:
         self.mount = None
         self.data_dir = os.path.join(self.out, "data")
         self.keys = [f"k{i}" for i in range(args.keys)]
+        # etcd grants no lease shorter than 1.5 election timeouts (2 s by default): ask for what it gives.
+        self.ttl_ms = 2000 if args.server == "etcd" else 1000
         self.burst_round = 0
         self.disk_refusals = []
 
@@ -181,8 +189,32 @@ class Run:
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         return f"{net}.1"
 
+    def free_port(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def start_etcd(self):
+        """One etcd member on fixed loopback ports (etcd listens with SO_REUSEADDR, so a restart keeps them)."""
+        if not self.server_port:
+            self.server_port, self.peer_port = self.free_port(), self.free_port()
+        c, p = f"http://127.0.0.1:{self.server_port}", f"http://127.0.0.1:{self.peer_port}"
+        argv = ["etcd", "--name", "chaos", "--data-dir", os.path.join(self.out, "etcd-data"),
+                "--listen-client-urls", c, "--advertise-client-urls", c, "--listen-peer-urls", p,
+                "--initial-advertise-peer-urls", p, "--initial-cluster", "chaos=" + p]
+        self.server = Child(argv, os.path.join(self.out, "server.log"), read_stdout=False)
+        deadline = time.monotonic() + 60
+        while http_json(self.server_port, "GET", "/version", timeout=2)[0] != 200:
+            if time.monotonic() > deadline or self.server.proc.poll() is not None:
+                raise RuntimeError("etcd did not start; see server.log")
+            time.sleep(0.1)
+
     def start_server(self):
         a = self.args
+        if a.server == "etcd":
+            self.start_etcd()
+            self.log.emit("server_start", pid=self.server.proc.pid, port=self.server_port)
+            return
         if a.server == "batond":
             os.makedirs(self.data_dir, exist_ok=True)
             argv = [os.path.join(self.bin, "batond"), "--listen", "127.0.0.1:0", "--data-dir", self.data_dir,
@@ -197,9 +229,13 @@ class Run:
                 p.command(f"upstream {self.server_port}")
 
     def kill_server(self):
+        # A server that already died on its own (say, on the full disk) is recorded as such.
+        exited = self.server.proc.poll()
         self.server.signal(signal.SIGKILL)
         self.server.proc.wait()
-        self.log.emit("server_kill", pid=self.server.proc.pid)
+        self.log.emit("server_kill", pid=self.server.proc.pid, exited_before=exited)
+        if exited is not None:
+            print(f"chaos: the server had exited by itself (status {exited}) before it was killed", flush=True)
 
     def start(self):
         a = self.args
@@ -207,8 +243,10 @@ class Run:
         for f in a.faults:
             if f in ROOT_FAULTS and os.geteuid() != 0:
                 self.skipped[f] = ROOT_FAULTS[f]
-            if f in SERVER_FAULTS and a.server != "batond":
-                self.skipped[f] = "the server under test is not batond"
+            if f in SERVER_FAULTS and a.server.startswith("broken-lockd"):
+                self.skipped[f] = "broken-lockd keeps no state to crash or fill"
+            if f in BATOND_ONLY_FAULTS and a.server == "etcd":
+                self.skipped[f] = BATOND_ONLY_FAULTS[f]
         if "disk_full" in a.faults and "disk_full" not in self.skipped:
             self.setup_tmpfs()
         store_argv = [os.path.join(self.bin, "fenced-store"), "--listen", "127.0.0.1:0", "--threads", "2",
@@ -231,20 +269,21 @@ class Run:
                 self.proxies.append(p)
         for i in range(a.workers):
             name = f"w{i}"
-            server_url, store_url, prefix = (f"http://127.0.0.1:{proxy.port}", f"http://127.0.0.1:{self.store_port}", [])
+            scheme = "etcd" if a.server == "etcd" else "http"
+            server_url, store_url, prefix = (f"{scheme}://127.0.0.1:{proxy.port}", f"http://127.0.0.1:{self.store_port}", [])
             if ns_addr and i == a.workers - 1:
                 sp = next(p for p in self.proxies if p.role == "server" and p is not proxy)
                 tp = next(p for p in self.proxies if p.role == "store")
-                server_url, store_url = f"http://{ns_addr}:{sp.port}", f"http://{ns_addr}:{tp.port}"
+                server_url, store_url = f"{scheme}://{ns_addr}:{sp.port}", f"http://{ns_addr}:{tp.port}"
                 prefix = ["ip", "netns", "exec", self.netns[0]]
                 name = f"w{i}-netns"
             argv = prefix + [os.path.join(self.bin, "chaos-worker"), "--id", name, "--server", server_url,
                              "--store", store_url, "--keys", ",".join(self.keys), "--events",
                              os.path.join(self.out, name + ".jsonl"), "--seed", str(a.seed * 1000 + i),
-                             "--ttl-ms", str(TTL_MS)]
+                             "--ttl-ms", str(self.ttl_ms)]
             if a.unsafe_worker:
                 argv.append("--ignore-loss")
-            w = Child(argv, os.path.join(self.out, name + ".log"))
+            w = Child(argv, os.path.join(self.out, name + ".log"), read_stdout=False)
             w.name = name
             self.workers.append(w)
 
@@ -353,13 +392,13 @@ class Run:
             self.log.emit("fault", kind=kind)
             p.command("reset")
         elif kind == "pause_worker":
-            w, hold = self.worker_mid_write(), r.uniform(0.2, 3 * TTL_MS / 1000)
+            w, hold = self.worker_mid_write(), r.uniform(0.2, 3 * self.ttl_ms / 1000)
             self.log.emit("fault", kind=kind, worker=w.name, seconds=hold)
             w.signal(signal.SIGSTOP)
             time.sleep(hold)
             w.signal(signal.SIGCONT)
         elif kind == "pause_server":
-            hold = r.uniform(0.1, 2 * TTL_MS / 1000)
+            hold = r.uniform(0.1, 2 * self.ttl_ms / 1000)
             self.log.emit("fault", kind=kind, seconds=hold)
             self.server.signal(signal.SIGSTOP)
             time.sleep(hold)
@@ -482,7 +521,8 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--keys", type=int, default=3, help="contended keys")
     ap.add_argument("--faults", default=",".join(ALL_FAULTS), help="comma-separated fault kinds, or none")
-    ap.add_argument("--server", default="batond", help="batond, or broken-lockd:BUG (checker self-test)")
+    ap.add_argument("--server", default="batond",
+                    help="batond, etcd (one member, through the SDK's etcd backend), or broken-lockd:BUG (self-test)")
     ap.add_argument("--unsafe-worker", action="store_true", help="workers ignore loss (checker self-test)")
     ap.add_argument("--unsafe-store", action="store_true", help="the store skips its token check (self-test)")
     ap.add_argument("--expect-violation", help="pass exactly when the checker finds this kind (self-test)")
@@ -498,8 +538,8 @@ def main():
     for f in a.faults:
         if f not in ALL_FAULTS:
             ap.error(f"unknown fault {f!r}; known: {', '.join(ALL_FAULTS)}")
-    if a.server != "batond" and not a.server.startswith("broken-lockd:"):
-        ap.error("--server must be batond or broken-lockd:BUG")
+    if a.server not in ("batond", "etcd") and not a.server.startswith("broken-lockd:"):
+        ap.error("--server must be batond, etcd or broken-lockd:BUG")
     a.bin_dir = os.path.abspath(os.path.join(a.build_dir, "bin"))
     a.out = a.out or tempfile.mkdtemp(prefix="baton-chaos-")
     os.makedirs(a.out, exist_ok=True)
@@ -517,7 +557,7 @@ def main():
                      skipped=run.skipped)
         run.run_faults()
         run.heal()
-        time.sleep(2 * TTL_MS / 1000)  # let the workers finish their leases on a healed network
+        time.sleep(2 * run.ttl_ms / 1000)  # let the workers finish their leases on a healed network
         for w in run.workers:
             w.stop(15)
         run.collect_store_history()
