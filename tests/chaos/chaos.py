@@ -209,6 +209,12 @@ class Run:
                 raise RuntimeError("etcd did not start; see server.log")
             time.sleep(0.1)
 
+    def remove_netns(self):
+        if self.netns:
+            subprocess.run(["ip", "netns", "del", self.netns[0]], check=False, stderr=subprocess.DEVNULL)
+            subprocess.run(["ip", "link", "del", self.netns[1]], check=False, stderr=subprocess.DEVNULL)
+            self.netns = None
+
     def start_server(self):
         a = self.args
         if a.server == "etcd":
@@ -248,7 +254,11 @@ class Run:
             if f in BATOND_ONLY_FAULTS and a.server == "etcd":
                 self.skipped[f] = BATOND_ONLY_FAULTS[f]
         if "disk_full" in a.faults and "disk_full" not in self.skipped:
-            self.setup_tmpfs()
+            try:
+                self.setup_tmpfs()
+            except (subprocess.CalledProcessError, OSError) as e:
+                # Root without the right to mount (a restricted container): skip the fault, not the run.
+                self.skipped["disk_full"] = f"cannot mount a tmpfs: {e}"
         store_argv = [os.path.join(self.bin, "fenced-store"), "--listen", "127.0.0.1:0", "--threads", "2",
                       "--history-limit", "100000000"]
         if a.unsafe_store:
@@ -262,7 +272,12 @@ class Run:
         self.main_proxy = proxy
         ns_addr = None
         if "partition" in a.faults and "partition" not in self.skipped:
-            ns_addr = self.setup_netns()
+            try:
+                ns_addr = self.setup_netns()
+            except (subprocess.CalledProcessError, OSError) as e:
+                self.skipped["partition"] = f"cannot create a network namespace and veth pair: {e}"
+                self.remove_netns()
+        if "partition" in a.faults and "partition" not in self.skipped:
             for role, port in (("server", self.server_port), ("store", self.store_port)):
                 p = Proxy(self.bin, port, self.out, "ns-proxy-" + role, listen=ns_addr)
                 p.role = role
@@ -506,9 +521,7 @@ class Run:
         for c in self.workers + [self.server, self.store] + self.proxies:
             if c:
                 c.stop(5)
-        if self.netns:
-            subprocess.run(["ip", "netns", "del", self.netns[0]], check=False, stderr=subprocess.DEVNULL)
-            subprocess.run(["ip", "link", "del", self.netns[1]], check=False, stderr=subprocess.DEVNULL)
+        self.remove_netns()
         if self.mount:
             subprocess.run(["umount", "-l", self.mount], check=False)
 
