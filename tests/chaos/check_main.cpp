@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       std::cout << "... " << result.violations.size() - max_shown << " more violations not shown\n";
     for (const auto& [kind, n] : by_kind)
       std::cout << "violations of " << kind << ": " << n << "\n";
-    std::cout << summary_line(result, seed) << std::endl;
+    std::cout << workload_line(result) << "\n" << summary_line(result, seed) << std::endl;
     if (!expect.empty()) {
       if (by_kind.count(expect)) {
         std::cout << "expected violation " << expect << " found: the checker catches it" << std::endl;

@@ -114,7 +114,11 @@ check_result check_history(std::vector<event>& events) {
     if (e.ev == "fault") ++r.faults[e.kind.empty() ? "unknown" : e.kind];
     if (e.ev == "server_kill") kills.push_back(e.t);
 
+    if (e.ev == "store_write") ++(e.accepted ? r.writes_accepted : r.writes_rejected);
+    if (e.ev == "lost") ++r.losses;
+
     if (e.ev == "acquire_granted") {
+      ++r.leases;
       // Property 1, part 2: no token is granted twice, to any key.
       auto [it, fresh] = grant_of_token.emplace(e.token, i);
       if (!fresh)
@@ -245,6 +249,12 @@ std::string describe(const violation& v, const std::vector<event>& events) {
     o << (evidence ? "  > " : "    ") << json::serialize(events[j].raw) << "\n";
   }
   return o.str();
+}
+
+std::string workload_line(const check_result& r) {
+  return "leases=" + std::to_string(r.leases) + " lost=" + std::to_string(r.losses) +
+         " writes_accepted=" + std::to_string(r.writes_accepted) +
+         " writes_rejected=" + std::to_string(r.writes_rejected);
 }
 
 std::string summary_line(const check_result& r, const std::string& seed) {

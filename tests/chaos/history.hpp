@@ -52,6 +52,10 @@ struct violation {
 struct check_result {
   std::vector<violation> violations;
   std::size_t ops = 0;                        // acquire attempts + write chunks + releases
+  std::size_t leases = 0;                     // acquires granted
+  std::size_t losses = 0;                     // leases the SDK reported lost
+  std::size_t writes_accepted = 0;            // by the store
+  std::size_t writes_rejected = 0;            // by the store: stale tokens the fence stopped
   std::map<std::string, std::size_t> faults;  // injected faults by kind
   std::size_t faults_total() const;
 };
@@ -61,6 +65,9 @@ check_result check_history(std::vector<event>& events);
 
 /// One violation with the events of the same key around its evidence, for people.
 std::string describe(const violation& v, const std::vector<event>& events);
+
+/// `leases=N lost=N writes_accepted=N writes_rejected=N`: what the faults did to the workload.
+std::string workload_line(const check_result& r);
 
 /// `ops=N faults=N (kind=n ...) violations=N seed=S`.
 std::string summary_line(const check_result& r, const std::string& seed);

@@ -73,6 +73,7 @@ BOOST_AUTO_TEST_CASE(a_correct_history_has_no_violation_and_is_counted) {
   BOOST_TEST(r.ops == 6u);  // 3 acquires, 1 write, 2 releases
   BOOST_TEST(r.faults_total() == 1u);
   BOOST_TEST(summary_line(r, "42") == "ops=6 faults=1 (kill_server=1) violations=0 seed=42");
+  BOOST_TEST(workload_line(r) == "leases=3 lost=0 writes_accepted=2 writes_rejected=1");
 }
 
 BOOST_AUTO_TEST_CASE(a_smaller_token_granted_after_a_larger_one_is_reported) {
