@@ -341,8 +341,9 @@ class Run:
             t.start()
         return threads
 
-    def probe_burst(self, granted):
-        """After a restart, every acknowledged burst lease must still be held: another owner is refused."""
+    def probe_burst(self, granted, src="burst"):
+        """After a restart, every acknowledged lease in `granted` must still be held: another owner is refused.
+        The lease is released afterwards, as `src` (the source that recorded its grant)."""
         for key, owner, token in granted:
             sent = now_us()
             self.log.emit("acquire_req", src="probe", key=key)
@@ -355,12 +356,12 @@ class Run:
                               holder_token=body.get("token", 0))
             else:
                 self.log.emit("acquire_failed", src="probe", key=key, sent=sent, error=str(status))
-            self.log.emit("release_req", src="burst", key=key, token=token)
+            self.log.emit("release_req", src=src, key=key, token=token)
             rsent = now_us()
             status, body = http_json(self.server_port, "POST", f"/v1/locks/{key}/release",
                                      {"owner": owner, "token": token})
             if status == 200:
-                self.log.emit("released", src="burst", key=key, token=token, sent=rsent,
+                self.log.emit("released", src=src, key=key, token=token, sent=rsent,
                               outcome=body.get("outcome", "released"))
 
     def restart_server(self, down_s):
@@ -451,9 +452,12 @@ class Run:
             self.log.emit("acquire_req", src="runner", key=key)
             status, body = http_json(self.server_port, "POST", f"/v1/locks/{key}/acquire",
                                      {"owner": "runner", "ttl_ms": 30000})
+            stored = []
             if status == 200:
+                # The write fitted in a page the log file already had: stored, so it must survive the restart.
                 self.log.emit("acquire_granted", src="runner", key=key, sent=sent, token=body["token"],
                               ttl_ms=30000)
+                stored.append((key, "runner", body["token"]))
             else:
                 self.log.emit("acquire_failed", src="runner", key=key, sent=sent, status=status,
                               error=body if isinstance(body, str) else body.get("message", ""))
@@ -461,6 +465,7 @@ class Run:
             os.unlink(filler)
             # A failed write poisons batond for good (journal.cpp): only a restart recovers it.
             self.restart_server(0)
+            self.probe_burst(stored, src="runner")
         else:
             raise ValueError(kind)
 
