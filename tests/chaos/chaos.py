@@ -556,6 +556,8 @@ def main():
     for f in a.faults:
         if f not in ALL_FAULTS:
             ap.error(f"unknown fault {f!r}; known: {', '.join(ALL_FAULTS)}")
+    if a.workers < 1 or a.keys < 1 or a.duration < 0:
+        ap.error("--workers and --keys must be at least 1, --duration not negative")
     if a.server not in ("batond", "etcd") and not a.server.startswith("broken-lockd:"):
         ap.error("--server must be batond, etcd or broken-lockd:BUG")
     a.bin_dir = os.path.abspath(os.path.join(a.build_dir, "bin"))
@@ -582,8 +584,10 @@ def main():
         failed = False
     finally:
         run.cleanup()
-    for status, body in run.disk_refusals:
-        print(f"chaos: full disk: batond answered {status}: {body}", flush=True)
+    if run.disk_refusals:
+        status, body = run.disk_refusals[-1]
+        print(f"chaos: full disk: {len(run.disk_refusals)} acquires refused; the last answer: {status} {body}",
+              flush=True)
     files = sorted(os.path.join(a.out, f) for f in os.listdir(a.out) if f.endswith(".jsonl"))
     argv = [os.path.join(a.bin_dir, "chaos-check"), "--seed", str(a.seed)]
     if a.expect_violation:
