@@ -4,7 +4,9 @@ namespace fenced_store {
 
 put_result item_store::put(std::string_view resource, const std::string& key, std::string value,
                            std::uint64_t token) {
-  auto r = fence_.apply(resource, token, [&] {
+  // A fence that never rejects: the token is above every token there can be.
+  const std::uint64_t fence_token = unsafe_skip_token_check_ ? UINT64_MAX : token;
+  auto r = fence_.apply(resource, fence_token, [&] {
     std::uint64_t version = 0;
     {
       // Several resources may guard the same key, so the items need their own lock besides the fence's.
@@ -18,7 +20,7 @@ put_result item_store::put(std::string_view resource, const std::string& key, st
     return version;
   });
   if (r.rejected()) record(key, resource, token, false, r.highest_token);
-  return put_result{r.applied(), r.highest_token, r.value.value_or(0)};
+  return put_result{r.applied(), r.applied() ? token : r.highest_token, r.value.value_or(0)};
 }
 
 std::optional<item> item_store::get(const std::string& key) const {

@@ -46,7 +46,10 @@ struct history_entry {
 class item_store {
  public:
   /// Keeps at most `history_limit` history entries, dropping the oldest beyond that (0: keep none).
-  explicit item_store(std::size_t history_limit) : history_limit_(history_limit) {}
+  /// `unsafe_skip_token_check` makes put() accept every write whatever its token: a deliberately broken
+  /// resource, used only to show that the chaos checker catches the stale writes it lets through.
+  explicit item_store(std::size_t history_limit, bool unsafe_skip_token_check = false)
+      : history_limit_(history_limit), unsafe_skip_token_check_(unsafe_skip_token_check) {}
 
   /// Stores `value` under `key` if `token` is not lower than the highest token accepted for `resource`.
   /// The check, the write and the history entry of an accepted write happen under the resource's fence lock,
@@ -74,6 +77,7 @@ class item_store {
   std::deque<history_entry> history_;
   std::size_t history_limit_;
   std::uint64_t history_dropped_ = 0;
+  bool unsafe_skip_token_check_;
 };
 
 }  // namespace fenced_store

@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
   unsigned threads = 0;
   std::size_t history_limit = 0;
   std::int64_t read_timeout_ms = 0;
+  bool unsafe = false;
 
   po::options_description opts("fenced-store options");
   opts.add_options()("help,h", "show this help")("listen",
@@ -156,7 +157,9 @@ int main(int argc, char** argv) {
                         "write attempts kept for GET /history (oldest dropped first)")(
       "read-timeout-ms", po::value(&read_timeout_ms)->default_value(30'000),
       "disconnect a client that sends no complete request for this long")(
-      "log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error");
+      "log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error")(
+      "unsafe-skip-token-check", po::bool_switch(&unsafe),
+      "UNSAFE, for testing checkers only: accept every write whatever its token");
 
   try {
     po::variables_map vm;
@@ -176,7 +179,9 @@ int main(int argc, char** argv) {
 
     ::signal(SIGPIPE, SIG_IGN);
 
-    item_store store(history_limit);
+    item_store store(history_limit, unsafe);
+    if (unsafe)
+      baton::log::warn("unsafe_mode", {{"detail", "token check disabled: stale writes are accepted"}});
     asio::io_context ioc(static_cast<int>(threads));
     server srv{store, ioc, std::chrono::milliseconds(read_timeout_ms)};
     // The acceptor and the signal handler share a strand, so closing the acceptor never races the accept

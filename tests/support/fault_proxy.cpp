@@ -188,6 +188,9 @@ struct fault_proxy::impl {
   std::mutex drops_mutex;
   std::array<int, 2> drops_pending{};                 // guarded by drops_mutex
   drop_style response_drop_style = drop_style::hang;  // guarded by drops_mutex
+  int duplicates_pending = 0;                         // guarded by drops_mutex
+  std::chrono::milliseconds duplicate_delay{0};       // guarded by drops_mutex
+  std::atomic<std::size_t> duplicated{0};
 
   std::atomic<std::size_t> accepted{0};
   std::atomic<std::size_t> refused{0};
@@ -196,7 +199,7 @@ struct fault_proxy::impl {
   std::array<std::atomic<std::size_t>, 2> forwarded{};
   std::array<std::atomic<std::size_t>, 2> dropped{};
 
-  unsigned short upstream_port = 0;
+  std::atomic<unsigned short> upstream_port{0};
   unsigned short port = 0;
   // Proxy thread only. Declared before the io_context: connections still owned by coroutine frames are
   // destroyed with it and unregister themselves here.
@@ -214,7 +217,16 @@ struct fault_proxy::impl {
     return d == to_client ? response_drop_style : drop_style::hang;
   }
 
+  // The delay of a duplicate of the request that just completed, when one is due.
+  std::optional<std::chrono::milliseconds> take_duplicate() {
+    std::lock_guard lock(drops_mutex);
+    if (duplicates_pending <= 0) return std::nullopt;
+    --duplicates_pending;
+    return duplicate_delay;
+  }
+
   static asio::awaitable<void> accept_loop(impl& self);
+  static asio::awaitable<void> replay(impl& self, std::string request, std::chrono::milliseconds delay);
 };
 
 // One client connection and its upstream connection. All state is touched on the proxy's thread only.
@@ -231,8 +243,9 @@ struct fault_proxy::impl::connection {
                                      http_framer(http_framer::kind::response)};
   // The fault of the message now passing in each direction, when it is being swallowed.
   std::array<std::optional<drop_style>, 2> swallowing;
-  bool hung = false;    // a swallowed message left the connection silent for good
-  bool closed = false;  // reset or closed by the proxy: the pumps stop
+  std::string request_bytes;  // the request now passing upstream, for duplicate_requests
+  bool hung = false;          // a swallowed message left the connection silent for good
+  bool closed = false;        // reset or closed by the proxy: the pumps stop
 
   tcp::socket& source(direction d) { return d == to_upstream ? client : upstream; }
   tcp::socket& sink(direction d) { return d == to_upstream ? upstream : client; }
@@ -271,11 +284,19 @@ struct fault_proxy::impl::connection {
       }
       const bool forward = !hung && !partitioned && !swallowing[d];
       if (forward) out.append(piece);
+      if (d == to_upstream && !framer.opaque()) {
+        if (seg.starts_message) request_bytes.clear();
+        if (forward) request_bytes.append(piece);
+      }
       if (seg.ends_message) {
         if (swallowing[d]) {
           reset_client = end_swallowed(d);
         } else if (forward) {
           ++proxy.forwarded[d];
+          if (d == to_upstream) {
+            if (auto delay = proxy.take_duplicate())
+              asio::co_spawn(client.get_executor(), impl::replay(proxy, request_bytes, *delay), rethrow);
+          }
         }
       }
     }
@@ -284,7 +305,7 @@ struct fault_proxy::impl::connection {
 
   static asio::awaitable<void> run(std::shared_ptr<connection> self) {
     auto [ec] = co_await self->upstream.async_connect(
-        {asio::ip::address_v4::loopback(), self->proxy.upstream_port}, use_tuple);
+        {asio::ip::address_v4::loopback(), self->proxy.upstream_port.load()}, use_tuple);
     if (self->closed) co_return;
     // Nothing listens upstream: the client sees its connection reset, as a server crash would look.
     if (ec) {
@@ -344,6 +365,29 @@ struct fault_proxy::impl::connection {
   }
 };
 
+asio::awaitable<void> fault_proxy::impl::replay(impl& self, std::string request,
+                                                std::chrono::milliseconds delay) {
+  asio::steady_timer timer(self.ioc);
+  if (delay.count() > 0) {
+    timer.expires_after(delay);
+    co_await timer.async_wait(use_tuple);
+  }
+  tcp::socket s(self.ioc);
+  auto [ec] =
+      co_await s.async_connect({asio::ip::address_v4::loopback(), self.upstream_port.load()}, use_tuple);
+  if (ec) co_return;  // the server is down: the copy is lost, as it would be on a network
+  auto [write_ec, written] = co_await asio::async_write(s, asio::buffer(request), use_tuple);
+  if (write_ec) co_return;
+  ++self.duplicated;
+  // Half-close so the server ends the connection after its reply, which nobody reads but the proxy.
+  s.shutdown(tcp::socket::shutdown_send, ec);
+  std::array<char, 4096> sink;
+  for (;;) {
+    auto [read_ec, n] = co_await s.async_read_some(asio::buffer(sink), use_tuple);
+    if (read_ec) break;
+  }
+}
+
 asio::awaitable<void> fault_proxy::impl::accept_loop(impl& self) {
   asio::steady_timer backoff(self.ioc);
   for (;;) {
@@ -366,9 +410,10 @@ asio::awaitable<void> fault_proxy::impl::accept_loop(impl& self) {
   }
 }
 
-fault_proxy::fault_proxy(unsigned short upstream_port) : impl_(std::make_unique<impl>()) {
+fault_proxy::fault_proxy(unsigned short upstream_port, const std::string& listen_address)
+    : impl_(std::make_unique<impl>()) {
   impl_->upstream_port = upstream_port;
-  tcp::endpoint listen_on(asio::ip::address_v4::loopback(), 0);
+  tcp::endpoint listen_on(asio::ip::make_address(listen_address), 0);
   impl_->acceptor.open(listen_on.protocol());
   impl_->acceptor.bind(listen_on);
   impl_->acceptor.listen();
@@ -386,6 +431,20 @@ fault_proxy::~fault_proxy() {
 
 unsigned short fault_proxy::port() const {
   return impl_->port;
+}
+
+void fault_proxy::set_upstream_port(unsigned short p) {
+  impl_->upstream_port = p;
+}
+
+void fault_proxy::duplicate_requests(int n, std::chrono::milliseconds delay) {
+  std::lock_guard lock(impl_->drops_mutex);
+  impl_->duplicates_pending = std::max(0, n);
+  impl_->duplicate_delay = std::max(std::chrono::milliseconds(0), delay);
+}
+
+std::size_t fault_proxy::requests_duplicated() const {
+  return impl_->duplicated;
 }
 
 void fault_proxy::set_delay(std::chrono::milliseconds d) {

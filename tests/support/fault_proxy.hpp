@@ -55,17 +55,17 @@ enum class drop_style {
   reset,  // the proxy resets the client's connection (RST) once the whole reply has been swallowed
 };
 
-/// A proxy from 127.0.0.1:port() to 127.0.0.1:upstream_port. Each accepted connection gets its own
-/// upstream connection; bytes flow unchanged until a fault is configured. Runs its own io_context on its own
-/// thread. Every member function is thread-safe and may be called from any thread except the proxy's own.
-/// Faults apply from the next chunk read after the call returns; chunks already being written are not
-/// recalled. Counters only grow.
+/// A proxy from `listen_address`:port() (default 127.0.0.1) to 127.0.0.1:upstream_port. Each accepted
+/// connection gets its own upstream connection; bytes flow unchanged until a fault is configured. Runs its
+/// own io_context on its own thread. Every member function is thread-safe and may be called from any thread
+/// except the proxy's own. Faults apply from the next chunk read after the call returns; chunks already being
+/// written are not recalled. Counters only grow.
 class fault_proxy {
  public:
   /// Listens on 127.0.0.1 on an ephemeral port and starts the proxy's thread. Throws on failure to listen.
   /// Nothing is checked about the upstream until a client connects; if connecting to it then fails, the
   /// client's connection is reset.
-  explicit fault_proxy(unsigned short upstream_port);
+  explicit fault_proxy(unsigned short upstream_port, const std::string& listen_address = "127.0.0.1");
   /// Closes every connection and the listener, stops the thread and joins it.
   ~fault_proxy();
   fault_proxy(const fault_proxy&) = delete;
@@ -73,6 +73,10 @@ class fault_proxy {
 
   /// The port clients connect to.
   unsigned short port() const;
+
+  /// Connections accepted from now on go to 127.0.0.1:`p` (a restarted server on a new port); open ones
+  /// keep their upstream.
+  void set_upstream_port(unsigned short p);
 
   // ---- Faults
 
@@ -99,6 +103,12 @@ class fault_proxy {
   /// with the server afterwards; use a fresh connection once the partition ends.
   void set_blackhole(bool on);
 
+  /// Sends a copy of each of the next `n` complete requests (across all connections) to the upstream again,
+  /// `delay` after the original was forwarded, on a fresh connection whose reply is read and discarded: a
+  /// retransmitted request, and with a delay one that arrives after later requests (reordered). The
+  /// original is forwarded unchanged. Replaces any duplications still pending; `n <= 0` cancels them.
+  void duplicate_requests(int n, std::chrono::milliseconds delay);
+
   /// While on, new connections are accepted and immediately reset (RST); open connections are unaffected.
   void set_refuse(bool on);
 
@@ -119,6 +129,8 @@ class fault_proxy {
   /// Replies swallowed by drop_responses (counted when their first byte arrives, so the server has
   /// already applied the request).
   std::size_t responses_dropped() const;
+  /// Copies sent by duplicate_requests (counted when the copy is written to the upstream).
+  std::size_t requests_duplicated() const;
   /// Bytes discarded by the blackhole, in either direction.
   std::size_t bytes_blackholed() const;
 

@@ -300,3 +300,31 @@ BOOST_FIXTURE_TEST_CASE(refuse_resets_new_connections_and_spares_open_ones, prox
   BOOST_TEST(fresh.get("/healthz").status == 200);
   BOOST_TEST(proxy.connections_accepted() == 3u);
 }
+
+BOOST_FIXTURE_TEST_CASE(a_delayed_duplicate_request_reaches_the_server_after_later_requests, proxied_batond) {
+  proxy.duplicate_requests(1, 300ms);
+  http_client c(proxy.port());
+  auto first = c.post("/v1/locks/k/acquire", acquire_body("a", 30000));
+  BOOST_REQUIRE(first.status == 200);
+  const auto token = token_of(first);
+  // Released before the copy of the acquire arrives: the copy then takes the free lock again.
+  auto release = json::serialize(json::object{{"owner", "a"}, {"token", token}});
+  BOOST_TEST(c.post("/v1/locks/k/release", release).status == 200);
+
+  BOOST_REQUIRE(eventually([&] { return proxy.requests_duplicated() == 1; }));
+  BOOST_REQUIRE(eventually([&] { return direct.get("/v1/locks/k").status == 200; }));
+  auto now_held = direct.get("/v1/locks/k");
+  BOOST_TEST(now_held.json.at("owner").as_string() == "a");
+  BOOST_TEST(token_of(now_held) > token);
+  BOOST_TEST(proxy.requests_forwarded() == 2u);  // the copy is not counted as forwarded
+}
+
+BOOST_FIXTURE_TEST_CASE(new_connections_follow_a_changed_upstream_port, proxied_batond) {
+  temp_dir other_dir;
+  batond_process other(other_dir.path());
+  BOOST_TEST(other.client().post("/v1/locks/only-here/acquire", acquire_body("a", 30000)).status == 200);
+
+  proxy.set_upstream_port(other.port());
+  http_client fresh(proxy.port());
+  BOOST_TEST(fresh.get("/v1/locks/only-here").status == 200);
+}

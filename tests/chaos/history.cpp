@@ -1,0 +1,272 @@
+#include "history.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+namespace baton::chaos {
+namespace json = boost::json;
+
+namespace {
+
+std::int64_t get_int(const json::object& o, std::string_view k) {
+  auto* v = o.if_contains(k);
+  if (!v) return 0;
+  if (v->is_int64()) return v->as_int64();
+  if (v->is_uint64()) return static_cast<std::int64_t>(v->as_uint64());
+  return 0;
+}
+
+std::string get_string(const json::object& o, std::string_view k) {
+  auto* v = o.if_contains(k);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+event to_event(json::object o) {
+  event e;
+  e.t = get_int(o, "t");
+  e.src = get_string(o, "src");
+  e.ev = get_string(o, "ev");
+  e.key = get_string(o, "key");
+  e.token = static_cast<std::uint64_t>(get_int(o, "token"));
+  e.sent = get_int(o, "sent");
+  e.ttl_ms = get_int(o, "ttl_ms");
+  e.holder_token = static_cast<std::uint64_t>(get_int(o, "holder_token"));
+  auto* acc = o.if_contains("accepted");
+  e.accepted = acc && acc->is_bool() && acc->as_bool();
+  e.outcome = get_string(o, "outcome");
+  e.kind = get_string(o, "kind");
+  e.raw = std::move(o);
+  return e;
+}
+
+std::string token_text(const event& e) {
+  return e.key + "/" + std::to_string(e.token);
+}
+
+// A lease as the server must have seen it: certainly valid on [from, until) by the server's clock.
+struct lease_span {
+  std::string key;
+  std::uint64_t token = 0;
+  std::int64_t from = 0;
+  std::int64_t until = 0;
+  std::size_t grant = 0;  // index of acquire_granted
+  std::size_t end = 0;    // index of the event that bounds `until`
+};
+
+}  // namespace
+
+std::vector<event> parse_events(std::istream& in, const std::string& name) {
+  std::vector<event> out;
+  std::string line, bad;
+  std::size_t number = 0, bad_number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (!bad.empty())
+      throw std::invalid_argument(name + ":" + std::to_string(bad_number) + ": not a JSON object: " + bad);
+    boost::system::error_code ec;
+    auto v = json::parse(line, ec);
+    if (ec || !v.is_object() || !v.as_object().contains("t") || !v.as_object().contains("ev")) {
+      bad = line.substr(0, 120);
+      bad_number = number;
+      continue;
+    }
+    out.push_back(to_event(std::move(v.as_object())));
+  }
+  return out;
+}
+
+std::size_t check_result::faults_total() const {
+  std::size_t n = 0;
+  for (const auto& [kind, count] : faults)
+    n += count;
+  return n;
+}
+
+check_result check_history(std::vector<event>& events) {
+  std::stable_sort(events.begin(), events.end(), [](const event& a, const event& b) { return a.t < b.t; });
+  check_result r;
+  auto report = [&](std::string kind, std::string message, std::vector<std::size_t> evidence) {
+    r.violations.push_back({std::move(kind), std::move(message), std::move(evidence)});
+  };
+
+  std::vector<std::int64_t> kills;
+  // (src, key, token) identifies one acquisition: owner strings are unique per acquisition.
+  using lease_id = std::tuple<std::string, std::string, std::uint64_t>;
+  std::map<lease_id, lease_span> spans;
+  std::map<lease_id, std::size_t> lost_at;
+  std::map<std::pair<std::string, std::uint64_t>, std::size_t> release_acked;  // (key, token) → released
+  std::map<std::string, std::uint64_t> store_highest;
+  std::map<std::string, std::size_t> store_highest_at;
+  std::map<std::string, std::vector<std::size_t>> grants_by_key;
+  std::map<std::uint64_t, std::size_t> grant_of_token;
+
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const event& e = events[i];
+    const lease_id id{e.src, e.key, e.token};
+    if (e.ev == "acquire_req" || e.ev == "write_start" || e.ev == "release_req") ++r.ops;
+    if (e.ev == "fault") ++r.faults[e.kind.empty() ? "unknown" : e.kind];
+    if (e.ev == "server_kill") kills.push_back(e.t);
+
+    if (e.ev == "store_write") ++(e.accepted ? r.writes_accepted : r.writes_rejected);
+    if (e.ev == "lost") ++r.losses;
+
+    if (e.ev == "acquire_granted") {
+      ++r.leases;
+      // Property 1, part 2: no token is granted twice, to any key.
+      auto [it, fresh] = grant_of_token.emplace(e.token, i);
+      if (!fresh)
+        report("token_granted_twice", "token " + std::to_string(e.token) + " was granted twice",
+               {it->second, i});
+      grants_by_key[e.key].push_back(i);
+      spans[id] = lease_span{e.key, e.token, e.t, e.sent + e.ttl_ms * 1000, i, i};
+    } else if (e.ev == "renewed") {
+      if (auto it = spans.find(id); it != spans.end()) {
+        const auto& g = events[it->second.grant];
+        // Only renews before the lease was released can extend it; a release ends it for good.
+        if (it->second.end == it->second.grant || events[it->second.end].ev == "renewed") {
+          std::int64_t until = e.sent + g.ttl_ms * 1000;
+          if (until > it->second.until) {
+            it->second.until = until;
+            it->second.end = i;
+          }
+        }
+      }
+    } else if (e.ev == "release_req") {
+      if (auto it = spans.find(id); it != spans.end() && e.t < it->second.until) {
+        it->second.until = e.t;
+        it->second.end = i;
+      }
+    } else if (e.ev == "released") {
+      if (e.outcome == "released" || e.outcome == "already_free")
+        release_acked.emplace(std::pair{e.key, e.token}, i);
+    } else if (e.ev == "acquire_refused") {
+      // Property 5, releases: a holder named after its release was acknowledged came back from the dead.
+      auto it = release_acked.find({e.key, e.holder_token});
+      if (e.holder_token != 0 && it != release_acked.end() && events[it->second].t < e.sent)
+        report("lost_release",
+               "the server named " + e.key + "/" + std::to_string(e.holder_token) +
+                   " as holder after its release was acknowledged (" + events[it->second].outcome + ")",
+               {it->second, i});
+    } else if (e.ev == "lost") {
+      lost_at.emplace(id, i);
+    } else if (e.ev == "write_start") {
+      // Property 4: the SDK said the lease was gone, and the worker still started a write under it.
+      if (auto it = lost_at.find(id); it != lost_at.end())
+        report("write_after_loss",
+               e.src + " started a write with " + token_text(e) + " after its SDK reported the lease lost",
+               {it->second, i});
+    } else if (e.ev == "store_write" && e.accepted) {
+      // Property 2: per resource, accepted tokens never go down.
+      auto& highest = store_highest[e.key];
+      if (e.token < highest)
+        report(
+            "stale_write_accepted",
+            "the store accepted " + token_text(e) + " after it had accepted token " + std::to_string(highest),
+            {store_highest_at[e.key], i});
+      if (e.token >= highest) {
+        highest = e.token;
+        store_highest_at[e.key] = i;
+      }
+    }
+  }
+
+  auto kill_between = [&](std::int64_t a, std::int64_t b) {
+    auto it = std::upper_bound(kills.begin(), kills.end(), a);
+    return it != kills.end() && *it < b;
+  };
+
+  // Property 1, part 1: per key, a grant certainly decided after another (its request was sent after the
+  // other's reply arrived) carries a larger token.
+  for (auto& [key, idx] : grants_by_key) {
+    std::vector<std::size_t> by_recv = idx, by_sent = idx;
+    std::sort(by_sent.begin(), by_sent.end(),
+              [&](auto a, auto b) { return events[a].sent < events[b].sent; });
+    std::size_t p = 0, best = SIZE_MAX;
+    for (auto cur : by_sent) {
+      while (p < by_recv.size() && events[by_recv[p]].t < events[cur].sent) {
+        if (best == SIZE_MAX || events[by_recv[p]].token > events[best].token) best = by_recv[p];
+        ++p;
+      }
+      if (best != SIZE_MAX && events[cur].token < events[best].token)
+        report("token_not_increasing",
+               "token " + std::to_string(events[cur].token) + " of " + key + " was granted after token " +
+                   std::to_string(events[best].token) +
+                   (kill_between(events[best].t, events[cur].sent) ? " (a server restart lies between them)"
+                                                                   : ""),
+               {best, cur});
+    }
+  }
+
+  // Property 3 (and 5 for acquires): per key, the certain-validity spans of two leases never overlap. An
+  // overlap across a server crash means the crash lost an acknowledged acquire.
+  std::map<std::string, std::vector<const lease_span*>> by_key;
+  for (const auto& [id, s] : spans)
+    if (s.until > s.from) by_key[s.key].push_back(&s);
+  for (auto& [key, list] : by_key) {
+    std::sort(list.begin(), list.end(), [](auto* a, auto* b) { return a->from < b->from; });
+    const lease_span* longest = nullptr;
+    for (auto* s : list) {
+      if (longest && s->from < longest->until && s->token != longest->token) {
+        const bool crash = kill_between(longest->from, s->from);
+        report(crash ? "lost_acquire" : "overlapping_leases",
+               key + "/" + std::to_string(s->token) + " was granted while " + key + "/" +
+                   std::to_string(longest->token) + " was still valid by the server's clock" +
+                   (crash ? " (its acquire was acknowledged before a server crash)" : ""),
+               {longest->grant, longest->end, s->grant});
+      }
+      if (!longest || s->until > longest->until) longest = s;
+    }
+  }
+  return r;
+}
+
+std::string describe(const violation& v, const std::vector<event>& events) {
+  std::ostringstream o;
+  o << "VIOLATION " << v.kind << ": " << v.message << "\n";
+  std::set<std::size_t> shown;
+  std::set<std::string> keys;
+  for (auto i : v.events)
+    keys.insert(events[i].key);
+  // The evidence, and up to three events of the same keys (or of the runner) on either side of each.
+  for (auto i : v.events) {
+    int before = 0;
+    for (std::size_t j = i; j-- > 0 && before < 3;)
+      if (keys.count(events[j].key) || events[j].src == "runner") shown.insert(j), ++before;
+    shown.insert(i);
+    int after = 0;
+    for (std::size_t j = i + 1; j < events.size() && after < 3; ++j)
+      if (keys.count(events[j].key) || events[j].src == "runner") shown.insert(j), ++after;
+  }
+  for (auto j : shown) {
+    bool evidence = std::find(v.events.begin(), v.events.end(), j) != v.events.end();
+    o << (evidence ? "  > " : "    ") << json::serialize(events[j].raw) << "\n";
+  }
+  return o.str();
+}
+
+std::string workload_line(const check_result& r) {
+  return "leases=" + std::to_string(r.leases) + " lost=" + std::to_string(r.losses) +
+         " writes_accepted=" + std::to_string(r.writes_accepted) +
+         " writes_rejected=" + std::to_string(r.writes_rejected);
+}
+
+std::string summary_line(const check_result& r, const std::string& seed) {
+  std::ostringstream o;
+  o << "ops=" << r.ops << " faults=" << r.faults_total() << " (";
+  bool first = true;
+  for (const auto& [kind, n] : r.faults) {
+    o << (first ? "" : " ") << kind << "=" << n;
+    first = false;
+  }
+  o << ") violations=" << r.violations.size() << " seed=" << seed;
+  return o.str();
+}
+
+}  // namespace baton::chaos

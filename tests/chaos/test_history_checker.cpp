@@ -1,0 +1,170 @@
+#define BOOST_TEST_MODULE history_checker
+#include <boost/test/unit_test.hpp>
+
+#include "history.hpp"
+
+#include <sstream>
+
+using namespace baton::chaos;
+
+namespace {
+
+// Times in these histories are in ms for readability; events store µs.
+constexpr std::int64_t ms = 1000;
+
+std::vector<event> parse(const std::string& text) {
+  std::istringstream in(text);
+  return parse_events(in, "test");
+}
+
+std::string line(std::int64_t t_ms, const std::string& src, const std::string& ev,
+                 const std::string& more = "") {
+  return R"({"t":)" + std::to_string(t_ms * ms) + R"(,"src":")" + src + R"(","ev":")" + ev + "\"" +
+         (more.empty() ? "" : "," + more) + "}\n";
+}
+
+std::string grant(std::int64_t sent, std::int64_t recv, const std::string& src, const std::string& key,
+                  std::uint64_t token, std::int64_t ttl_ms = 1000) {
+  return line(sent, src, "acquire_req", R"("key":")" + key + "\"") +
+         line(recv, src, "acquire_granted",
+              R"("key":")" + key + R"(","token":)" + std::to_string(token) + R"(,"sent":)" +
+                  std::to_string(sent * ms) + R"(,"ttl_ms":)" + std::to_string(ttl_ms));
+}
+
+std::string release(std::int64_t sent, std::int64_t recv, const std::string& src, const std::string& key,
+                    std::uint64_t token, const std::string& outcome = "released") {
+  const std::string k = R"("key":")" + key + R"(","token":)" + std::to_string(token);
+  return line(sent, src, "release_req", k) +
+         line(recv, src, "released",
+              k + R"(,"outcome":")" + outcome + R"(","sent":)" + std::to_string(sent * ms));
+}
+
+std::string store(std::int64_t t, const std::string& key, std::uint64_t token, bool accepted) {
+  return line(t, "store", "store_write",
+              R"("key":")" + key + R"(","token":)" + std::to_string(token) + R"(,"accepted":)" +
+                  (accepted ? "true" : "false"));
+}
+
+check_result check(const std::string& text) {
+  auto events = parse(text);
+  return check_history(events);
+}
+
+std::size_t count(const check_result& r, const std::string& kind) {
+  std::size_t n = 0;
+  for (const auto& v : r.violations)
+    n += v.kind == kind;
+  return n;
+}
+
+// Two workers taking turns on one key, with stale writes rejected: the history of a correct system.
+const std::string clean = grant(0, 2, "w1", "k", 5) + line(3, "w1", "write_start", R"("key":"k","token":5)") +
+                          store(4, "k", 5, true) + release(10, 12, "w1", "k", 5) +
+                          grant(11, 14, "w2", "k", 6) + store(15, "k", 6, true) + store(16, "k", 5, false) +
+                          line(20, "runner", "fault", R"("kind":"kill_server")") +
+                          line(21, "runner", "server_kill") + line(22, "runner", "server_start") +
+                          release(30, 31, "w2", "k", 6) + grant(40, 41, "w1", "k", 9);
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_correct_history_has_no_violation_and_is_counted) {
+  auto r = check(clean);
+  BOOST_TEST(r.violations.empty());
+  BOOST_TEST(r.ops == 6u);  // 3 acquires, 1 write, 2 releases
+  BOOST_TEST(r.faults_total() == 1u);
+  BOOST_TEST(summary_line(r, "42") == "ops=6 faults=1 (kill_server=1) violations=0 seed=42");
+  BOOST_TEST(workload_line(r) == "leases=3 lost=0 writes_accepted=2 writes_rejected=1");
+}
+
+BOOST_AUTO_TEST_CASE(a_smaller_token_granted_after_a_larger_one_is_reported) {
+  auto r = check(grant(0, 2, "w1", "k", 5) + release(3, 4, "w1", "k", 5) + grant(5, 6, "w2", "k", 3));
+  BOOST_TEST(count(r, "token_not_increasing") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_grants_of_unknown_order_are_not_judged_by_token_order) {
+  // The two requests overlap in time: the server may have decided token 3's grant first.
+  auto r = check(grant(0, 10, "w1", "k", 5, 1) + grant(1, 11, "w2", "k", 3, 1));
+  BOOST_TEST(count(r, "token_not_increasing") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(one_token_granted_twice_is_reported_even_on_different_keys) {
+  auto r = check(grant(0, 1, "w1", "a", 7) + grant(5, 6, "w2", "b", 7));
+  BOOST_TEST(count(r, "token_granted_twice") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_store_accepting_a_lower_token_after_a_higher_one_is_reported) {
+  BOOST_TEST(count(check(store(1, "k", 6, true) + store(2, "k", 5, true)), "stale_write_accepted") == 1u);
+  BOOST_TEST(count(check(store(1, "k", 6, true) + store(2, "k", 5, false)), "stale_write_accepted") == 0u);
+  // Equal tokens (chunks of one lease) and other resources are fine.
+  BOOST_TEST(
+      check(store(1, "k", 6, true) + store(2, "k", 6, true) + store(3, "j", 2, true)).violations.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_while_another_lease_is_certainly_valid_is_reported) {
+  // w1's lease runs at least until 0 + 1000 ms; w2 gets the key at 500 ms without a release.
+  auto r = check(grant(0, 2, "w1", "k", 5) + grant(498, 500, "w2", "k", 6));
+  BOOST_TEST(count(r, "overlapping_leases") == 1u);
+  BOOST_TEST(count(r, "lost_acquire") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_after_the_lower_bound_of_expiry_is_not_judged) {
+  // At 1200 ms w1's lease may have expired (its renew is unknown): nothing certain.
+  BOOST_TEST(check(grant(0, 2, "w1", "k", 5) + grant(1199, 1200, "w2", "k", 6)).violations.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_confirmed_renew_extends_the_certain_lease) {
+  auto renewed = line(701, "w1", "renewed", R"("key":"k","token":5,"sent":)" + std::to_string(700 * ms));
+  auto r = check(grant(0, 2, "w1", "k", 5) + renewed + grant(1199, 1200, "w2", "k", 6));
+  BOOST_TEST(count(r, "overlapping_leases") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_release_ends_the_lease_when_it_is_sent) {
+  BOOST_TEST(
+      check(grant(0, 2, "w1", "k", 5) + release(100, 130, "w1", "k", 5) + grant(110, 120, "w2", "k", 6))
+          .violations.empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_overlap_across_a_server_crash_is_a_lost_acquire) {
+  auto r = check(grant(0, 2, "w1", "k", 5) + line(100, "runner", "server_kill") +
+                 line(150, "runner", "server_start") + grant(198, 200, "w2", "k", 6));
+  BOOST_TEST(count(r, "lost_acquire") == 1u);
+  BOOST_TEST(count(r, "overlapping_leases") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_write_started_after_the_sdk_reported_loss_is_reported) {
+  const std::string lost = line(600, "w1", "lost", R"("key":"k","token":5,"reason":"deadline")");
+  const std::string write = line(700, "w1", "write_start", R"("key":"k","token":5)");
+  BOOST_TEST(count(check(grant(0, 2, "w1", "k", 5) + lost + write), "write_after_loss") == 1u);
+  // Before the loss is fine, and so is another worker's or another token's write.
+  BOOST_TEST(check(grant(0, 2, "w1", "k", 5) + line(500, "w1", "write_start", R"("key":"k","token":5)") +
+                   lost + line(700, "w2", "write_start", R"("key":"k","token":5)"))
+                 .violations.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_holder_named_after_its_acknowledged_release_is_a_lost_release) {
+  auto refused = [](std::int64_t sent) {
+    return line(sent + 1, "w2", "acquire_refused",
+                R"("key":"k","holder_token":5,"sent":)" + std::to_string(sent * ms));
+  };
+  BOOST_TEST(count(check(grant(0, 2, "w1", "k", 5) + release(10, 12, "w1", "k", 5) + refused(20)),
+                   "lost_release") == 1u);
+  // A refusal whose request left before the release was acknowledged may predate the release.
+  BOOST_TEST(
+      check(grant(0, 2, "w1", "k", 5) + refused(11) + release(10, 12, "w1", "k", 5)).violations.empty());
+}
+
+BOOST_AUTO_TEST_CASE(each_violation_is_shown_with_its_evidence) {
+  auto events = parse(grant(0, 2, "w1", "k", 5) + grant(498, 500, "w2", "k", 6));
+  auto r = check_history(events);
+  BOOST_REQUIRE(r.violations.size() == 1u);
+  auto text = describe(r.violations[0], events);
+  BOOST_TEST(text.find("VIOLATION overlapping_leases") == 0u);
+  BOOST_TEST(text.find("  > {\"t\":2000") != std::string::npos);
+  BOOST_TEST(text.find("  > {\"t\":500000") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_line_is_an_error_unless_it_is_the_torn_last_line) {
+  BOOST_CHECK_THROW(parse("{\"t\":1,\"ev\":\"x\"}\nnot json\n{\"t\":2,\"ev\":\"x\"}\n"),
+                    std::invalid_argument);
+  BOOST_TEST(parse("{\"t\":1,\"ev\":\"x\"}\n\n{\"t\":2,\"ev\":\"x\"}\n{\"t\":3,\"e").size() == 2u);
+}

@@ -1,0 +1,340 @@
+// chaos-worker: one client of the chaos run (docs/reliability.md). It loops: try to acquire one of a few
+// contended keys, write to fenced-store with the lease's token (sometimes a long write of several chunks
+// that straddles renews), release. It records every step as one JSON line with a CLOCK_MONOTONIC timestamp
+// in microseconds, which the history checker (chaos-check) reads.
+//
+//   chaos-worker --id NAME --server URL --store URL --keys a,b,c --events FILE [--seed N] [--ttl-ms N]
+//                [--request-timeout-ms N] [--ignore-loss]
+//
+// Safe mode writes inside baton::with_lease and checks lease.active() before each chunk: a chunk is never
+// started once the SDK says the lease is gone. --ignore-loss is the deliberately unsafe worker of the
+// checker's self-test: it writes every planned chunk whatever the lease's state. SIGTERM or SIGINT: finish
+// the current lease (release it) and exit 0.
+
+#include <baton/client.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/url/parse.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One JSON line per event, flushed at once: a worker killed mid-run leaves whole lines behind.
+class event_log {
+ public:
+  event_log(const std::string& path, std::string src) : src_(std::move(src)) {
+    file_ = std::fopen(path.c_str(), "a");
+    if (!file_) throw std::runtime_error("cannot open " + path);
+  }
+  ~event_log() { std::fclose(file_); }
+  event_log(const event_log&) = delete;
+  event_log& operator=(const event_log&) = delete;
+
+  void emit(std::string_view ev, json::object fields) {
+    fields["t"] = now_us();
+    fields["src"] = src_;
+    fields["ev"] = ev;
+    auto line = json::serialize(fields);
+    std::fprintf(file_, "%s\n", line.c_str());
+    std::fflush(file_);
+  }
+
+ private:
+  std::string src_;
+  std::FILE* file_;
+};
+
+struct options {
+  std::string id, server, store, events;
+  std::vector<std::string> keys;
+  std::uint64_t seed = 1;
+  long ttl_ms = 1000;
+  long request_timeout_ms = 400;
+  bool ignore_loss = false;
+};
+
+struct store_endpoint {
+  std::string host, port;
+};
+
+// PUT /items/{key} with the token, fenced per key; returns the HTTP status, or -1 when the store could not
+// be reached in time (the write may or may not have happened: the store's own history says which).
+asio::awaitable<int> put_item(const store_endpoint& at, const std::string& key, std::uint64_t token,
+                              std::string value, milliseconds timeout) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::ip::tcp::resolver resolver(ex);
+  auto [rec, results] = co_await resolver.async_resolve(at.host, at.port, use_tuple);
+  if (rec) co_return -1;
+  beast::tcp_stream stream(ex);
+  stream.expires_after(timeout);
+  auto [cec, ep] = co_await stream.async_connect(results, use_tuple);
+  if (cec) co_return -1;
+  http::request<http::string_body> req{http::verb::put, "/items/" + key, 11};
+  req.set(http::field::host, at.host);
+  req.set("Fencing-Token", std::to_string(token));
+  req.set("Fencing-Resource", key);
+  req.body() = std::move(value);
+  req.prepare_payload();
+  auto [wec, wn] = co_await http::async_write(stream, req, use_tuple);
+  if (wec) co_return -1;
+  beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  auto [ec, n] = co_await http::async_read(stream, buf, res, use_tuple);
+  if (ec) co_return -1;
+  beast::error_code ignored;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  co_return static_cast<int>(res.result_int());
+}
+
+struct worker {
+  const options& opt;
+  event_log& log;
+  baton::client& client;
+  store_endpoint store;
+  const baton::lease*& current;  // the lease held now, for the renew events
+  std::mt19937_64 rng;
+  bool stopping = false;
+
+  long uniform(long lo, long hi) { return std::uniform_int_distribution<long>(lo, hi)(rng); }
+
+  asio::awaitable<void> sleep(milliseconds d) {
+    asio::steady_timer t(co_await asio::this_coro::executor, d);
+    co_await t.async_wait(use_tuple);
+  }
+
+  // The chunks of one write. In safe mode a chunk starts only while the SDK says the lease is active.
+  asio::awaitable<void> write_chunks(const baton::lease& l, int chunks, milliseconds gap) {
+    for (int i = 0; i < chunks; ++i) {
+      if (!opt.ignore_loss && !l.active()) {
+        log.emit("write_skipped", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}});
+        co_return;
+      }
+      log.emit("write_start", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}, {"chunks", chunks}});
+      int status = co_await put_item(store, l.key(), l.token(),
+                                     opt.id + ":" + std::to_string(l.token()) + ":" + std::to_string(i),
+                                     milliseconds(opt.request_timeout_ms));
+      log.emit("write_done", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}, {"status", status}});
+      if (i + 1 < chunks) co_await sleep(gap);
+    }
+  }
+
+  asio::awaitable<void> one_round() {
+    const std::string key =
+        opt.keys[static_cast<std::size_t>(uniform(0, static_cast<long>(opt.keys.size()) - 1))];
+    baton::lease_options lo;
+    lo.ttl = milliseconds(opt.ttl_ms);  // the other options keep their defaults, as in main's copy
+    const auto sent = now_us();
+    log.emit("acquire_req", {{"key", key}});
+    std::optional<baton::lease> held;
+    std::string failure;
+    try {
+      auto r = co_await client.try_acquire(key, lo);
+      if (!r.acquired) {
+        log.emit(
+            "acquire_refused",
+            {{"key", key}, {"sent", sent}, {"holder_token", r.holder.token}, {"holder", r.holder.owner}});
+      } else {
+        held.emplace(std::move(*r.acquired));
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty()) log.emit("acquire_failed", {{"key", key}, {"sent", sent}, {"error", failure}});
+    if (!held) {
+      co_await sleep(milliseconds(uniform(10, 120)));
+      co_return;
+    }
+    baton::lease& l = *held;
+    current = &l;
+    log.emit(
+        "acquire_granted",
+        {{"key", key}, {"sent", sent}, {"token", l.token()}, {"ttl_ms", opt.ttl_ms}, {"owner", l.owner()}});
+
+    // A third of the writes are long: several chunks spread over more than one renew period.
+    const bool long_write = uniform(0, 2) == 0;
+    const int chunks = long_write ? static_cast<int>(uniform(3, 7)) : static_cast<int>(uniform(1, 2));
+    const milliseconds gap(long_write ? uniform(opt.ttl_ms / 6, opt.ttl_ms / 3) : uniform(0, 20));
+    std::string aborted;
+    try {
+      if (opt.ignore_loss)
+        co_await write_chunks(l, chunks, gap);
+      else
+        co_await baton::with_lease(l, write_chunks(l, chunks, gap));
+    } catch (const std::exception& e) {
+      aborted = e.what();
+    }
+    if (!aborted.empty())
+      log.emit("write_aborted", {{"key", key}, {"token", l.token()}, {"reason", aborted}});
+
+    const auto release_sent = now_us();
+    log.emit("release_req", {{"key", key}, {"token", l.token()}});
+    std::string outcome;
+    try {
+      switch (co_await l.release()) {
+        case baton::release_outcome::released:
+          outcome = "released";
+          break;
+        case baton::release_outcome::already_free:
+          outcome = "already_free";
+          break;
+        case baton::release_outcome::not_owner:
+          outcome = "not_owner";
+          break;
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    current = nullptr;
+    if (!outcome.empty())
+      log.emit("released",
+               {{"key", key}, {"token", l.token()}, {"sent", release_sent}, {"outcome", outcome}});
+    else
+      log.emit("release_failed", {{"key", key}, {"token", l.token()}, {"error", failure}});
+    co_await sleep(milliseconds(uniform(0, 40)));
+  }
+
+  asio::awaitable<void> run() {
+    while (!stopping)
+      co_await one_round();
+  }
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    auto comma = s.find(',', start);
+    out.push_back(s.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options opt;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string flag = argv[i];
+      if (flag == "--ignore-loss") {
+        opt.ignore_loss = true;
+        continue;
+      }
+      if (i + 1 >= argc) throw std::invalid_argument("missing value for " + flag);
+      std::string value = argv[++i];
+      if (flag == "--id")
+        opt.id = value;
+      else if (flag == "--server")
+        opt.server = value;
+      else if (flag == "--store")
+        opt.store = value;
+      else if (flag == "--events")
+        opt.events = value;
+      else if (flag == "--keys")
+        opt.keys = split(value);
+      else if (flag == "--seed")
+        opt.seed = std::stoull(value);
+      else if (flag == "--ttl-ms")
+        opt.ttl_ms = std::stol(value);
+      else if (flag == "--request-timeout-ms")
+        opt.request_timeout_ms = std::stol(value);
+      else
+        throw std::invalid_argument("unknown option " + flag);
+    }
+    if (opt.id.empty() || opt.server.empty() || opt.store.empty() || opt.events.empty() || opt.keys.empty())
+      throw std::invalid_argument("--id, --server, --store, --keys and --events are required");
+    if (opt.ttl_ms < 100 || opt.request_timeout_ms < 1)
+      throw std::invalid_argument("--ttl-ms must be >= 100");
+    auto store_url = boost::urls::parse_absolute_uri(opt.store);
+    if (!store_url) throw std::invalid_argument("--store must be http://HOST:PORT");
+
+    event_log log(opt.events, opt.id);
+    asio::io_context ioc;
+    baton::client_config cfg;
+    cfg.server_url = opt.server;
+    cfg.identity = opt.id;
+    cfg.request_timeout = milliseconds(opt.request_timeout_ms);
+    const baton::lease* current = nullptr;
+    baton::lease_options lease_opts;
+    lease_opts.ttl = milliseconds(opt.ttl_ms);
+    cfg.on_event = [&](const baton::lease_event& e) {
+      using kind = baton::lease_event::kind;
+      if (e.what == kind::renewed) {
+        // The server's new expiry is at least (when the renew was sent) + ttl. The lease's local deadline is
+        // exactly that instant - safety margin (lease_fsm::on_renew_ok), so this is the renew's send time
+        // without any delay between the reply and this callback; the round trip is the fallback.
+        std::int64_t sent = now_us() - e.latency.count();
+        if (current && current->token() == e.token) {
+          auto since_epoch =
+              current->deadline().time_since_epoch() + lease_opts.effective_safety_margin() - lease_opts.ttl;
+          sent = std::chrono::duration_cast<std::chrono::microseconds>(since_epoch).count();
+        }
+        log.emit("renewed", {{"key", e.key}, {"token", e.token}, {"sent", sent}});
+      } else if (e.what == kind::lost) {
+        log.emit("lost", {{"key", e.key}, {"token", e.token}, {"reason", e.reason}});
+      }
+    };
+    baton::client client(ioc.get_executor(), cfg);
+    worker w{opt,     log,
+             client,  {std::string(store_url->host()), std::string(store_url->port())},
+             current, std::mt19937_64(opt.seed)};
+    asio::signal_set signals(ioc, SIGTERM, SIGINT);
+    signals.async_wait([&](const boost::system::error_code& ec, int) {
+      if (!ec) w.stopping = true;
+    });
+    log.emit("worker_start",
+             {{"pid", static_cast<std::int64_t>(::getpid())}, {"ignore_loss", opt.ignore_loss}});
+    asio::co_spawn(ioc, w.run(), [&](std::exception_ptr e) {
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          log.emit("worker_error", {{"error", ex.what()}});
+        }
+      }
+      signals.cancel();
+      ioc.stop();
+    });
+    ioc.run();
+    log.emit("worker_stop", {});
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "chaos-worker: %s\n", e.what());
+    return 2;
+  }
+}
