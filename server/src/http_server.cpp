@@ -18,7 +18,9 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <array>
 #include <atomic>
+#include <cstdio>
 #include <list>
 #include <thread>
 #include <vector>
@@ -72,10 +74,17 @@ struct http_server::impl {
   tcp::acceptor acceptor;
   std::atomic<bool> draining{false};
   std::atomic<std::int64_t> open_connections{0};
+  rate_limiter rate{options.limits.rate_per_second, options.limits.rate_burst};
+  // Connections past max_connections being answered 503; past this many more they are closed unanswered, so
+  // a connection flood costs a bounded amount of work.
+  static constexpr std::int64_t max_refusing = 64;
+  std::atomic<std::int64_t> refusing{0};
 
   impl(http_options o, lock_service& s, server_metrics& m)
       : options(std::move(o)), service(s), metrics(m), workers(make_workers(options.threads)),
-        acceptor(workers[0]->ioc) {}
+        acceptor(workers[0]->ioc) {
+    service.set_waiter_limits(options.limits.max_waiters_per_key, options.limits.max_waiters);
+  }
 
   static std::vector<std::unique_ptr<worker>> make_workers(unsigned n) {
     std::vector<std::unique_ptr<worker>> w;
@@ -170,6 +179,12 @@ struct http_server::impl {
     co_return error({500, "internal", "unhandled route"});
   }
 
+  std::string rate_text() const {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", options.limits.rate_per_second);
+    return text;
+  }
+
   static route route_of(const lock_target& t) {
     switch (t.what) {
       case lock_target::kind::acquire: return route::acquire;
@@ -182,10 +197,37 @@ struct http_server::impl {
     return route::other;
   }
 
+  // Answers a connection past the limit with 503 without reading its request, then waits (briefly) for the
+  // client to finish sending and close, so the answer is not lost to a reset.
+  asio::awaitable<void> refuse_connection(tcp::socket socket) {
+    struct counted {
+      impl& self;
+      ~counted() { self.refusing.fetch_sub(1); }
+    } guard{*this};
+    beast::tcp_stream stream(std::move(socket));
+    auto res = make_response(http::status::service_unavailable, 11, false,
+                             error_body("too_many_connections",
+                                        "the server has " + std::to_string(options.limits.max_connections) +
+                                            " open connections, its limit; retry later"));
+    res.set(http::field::retry_after, "1");
+    metrics.count_request(route::other, 503);
+    stream.expires_after(std::chrono::seconds(1));
+    auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+    if (wec) co_return;
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    std::array<char, 4096> sink;
+    for (;;) {
+      auto [rec, rn] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
+      if (rec) break;
+    }
+  }
+
   asio::awaitable<void> session(tcp::socket socket, worker& w) {
+    boost::system::error_code peer_ec;
+    const std::string client = socket.remote_endpoint(peer_ec).address().to_string();
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
-    open_connections.fetch_add(1);
     metrics.connections.fetch_add(1, std::memory_order_relaxed);
     struct closer {
       impl& self;
@@ -198,8 +240,8 @@ struct http_server::impl {
     for (;;) {
       if (draining.load()) break;
       http::request_parser<http::string_body> parser;
-      parser.body_limit(max_body_bytes);
-      parser.header_limit(16 * 1024);
+      parser.body_limit(options.limits.max_body_bytes);
+      parser.header_limit(static_cast<std::uint32_t>(options.limits.max_header_bytes));
       stream.expires_after(options.read_timeout);
       auto pos = w.idle.insert(w.idle.end(), &stream);
       auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
@@ -207,10 +249,13 @@ struct http_server::impl {
       if (ec) {
         std::optional<api_error> answer;
         if (ec == http::error::body_limit)
-          answer = api_error{413, "body_too_large",
-                             "request body exceeds " + std::to_string(max_body_bytes) + " bytes"};
+          answer =
+              api_error{413, "body_too_large",
+                        "request body exceeds " + std::to_string(options.limits.max_body_bytes) + " bytes"};
         else if (ec == http::error::header_limit)
-          answer = api_error{431, "header_too_large", "request header exceeds 16384 bytes"};
+          answer = api_error{
+              431, "header_too_large",
+              "request header exceeds " + std::to_string(options.limits.max_header_bytes) + " bytes"};
         else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
                  ec != http::error::end_of_stream && ec != http::error::partial_message)
           answer = api_error{400, "bad_request", "malformed HTTP request: " + ec.message()};
@@ -230,7 +275,19 @@ struct http_server::impl {
       response res;
       route r = route::other;
       try {
-        res = co_await handle(req, r);
+        if (auto wait = rate.admit(client, started)) {
+          res = make_response(
+              http::status::too_many_requests, req.version(), req.keep_alive(),
+              error_body("rate_limited",
+                         "more than " + rate_text() + " requests per second from this client; retry later"));
+          res.set(http::field::retry_after, retry_after_seconds(*wait));
+        } else {
+          res = co_await handle(req, r);
+        }
+      } catch (const waiters_exhausted& e) {
+        res = make_response(http::status::service_unavailable, req.version(), req.keep_alive(),
+                            error_body("too_many_waiters", std::string(e.what()) + "; retry later"));
+        res.set(http::field::retry_after, "1");
       } catch (const storage_unavailable& e) {
         res = make_response(http::status::service_unavailable, req.version(), false,
                             error_body("storage_unavailable", e.what()));
@@ -266,6 +323,17 @@ struct http_server::impl {
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
+      if (open_connections.load() >= static_cast<std::int64_t>(options.limits.max_connections)) {
+        if (refusing.fetch_add(1) < max_refusing) {
+          asio::co_spawn(w.ioc, refuse_connection(std::move(socket)), asio::detached);
+        } else {
+          refusing.fetch_sub(1);
+          socket.close(ec);
+        }
+        continue;
+      }
+      // Counted here, not in the session, so a burst of accepts cannot overshoot the limit.
+      open_connections.fetch_add(1);
       asio::co_spawn(w.ioc, session(std::move(socket), w), asio::detached);
     }
   }

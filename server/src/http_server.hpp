@@ -3,6 +3,7 @@
 // connections spread across the workers. Everything protocol-specific is in protocol.* and lock_service.*;
 // this layer only reads requests, routes them and writes answers.
 
+#include "limits.hpp"
 #include "lock_service.hpp"
 #include "metrics.hpp"
 #include "protocol.hpp"
@@ -25,6 +26,8 @@ struct http_options {
   /// How often expired leases are swept (the lazy check makes expiry exact; the sweep frees memory and
   /// logs the expiry).
   std::chrono::milliseconds sweep_interval{1'000};
+  /// Connection, size, rate and waiter limits (docs/security.md, "Limits").
+  limits_options limits;
 };
 
 class http_server {

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   std::int64_t min_ttl = 0, max_ttl = 0, read_timeout = 0;
   std::uint64_t compact_bytes = 0;
   unsigned threads = 0;
+  limits_options limits;
 
   po::options_description opts("batond options");
   opts.add_options()
@@ -59,7 +60,14 @@ int main(int argc, char** argv) {
     ("threads", po::value(&threads)->default_value(std::max(1u, std::thread::hardware_concurrency())), "worker threads")
     ("read-timeout-ms", po::value(&read_timeout)->default_value(30'000), "disconnect a client that sends no complete request for this long")
     ("compact-bytes", po::value(&compact_bytes)->default_value(64ull << 20), "compact the log once it grows past this size")
-    ("log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error");
+    ("log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error")
+    ("max-connections", po::value(&limits.max_connections)->default_value(limits.max_connections), "open client connections at once; past it: 503 and close")
+    ("max-header-bytes", po::value(&limits.max_header_bytes)->default_value(limits.max_header_bytes), "request line and headers; past it: 431")
+    ("max-body-bytes", po::value(&limits.max_body_bytes)->default_value(limits.max_body_bytes), "request body; past it: 413")
+    ("rate-limit", po::value(&limits.rate_per_second)->default_value(limits.rate_per_second), "requests per second per client address, 0 = off; past it: 429")
+    ("rate-burst", po::value(&limits.rate_burst)->default_value(limits.rate_burst), "requests a client may send at once above --rate-limit (0: the rate, at least 1)")
+    ("max-waiters-per-key", po::value(&limits.max_waiters_per_key)->default_value(limits.max_waiters_per_key), "long-poll waiters on one key; past it: 503")
+    ("max-waiters", po::value(&limits.max_waiters)->default_value(limits.max_waiters), "long-poll waiters in total; past it: 503");
 
   try {
     po::variables_map vm;
@@ -78,12 +86,14 @@ int main(int argc, char** argv) {
     if (max_ttl < min_ttl) throw std::invalid_argument("--max-ttl-ms must be at least --min-ttl-ms");
     if (read_timeout < 1) throw std::invalid_argument("--read-timeout-ms must be at least 1");
     if (threads < 1) throw std::invalid_argument("--threads must be at least 1");
+    validate(limits);
 
     http_options http;
     http.listen = parse_listen(listen);
     http.threads = threads;
     http.ttl = {std::chrono::milliseconds(min_ttl), std::chrono::milliseconds(max_ttl)};
     http.read_timeout = std::chrono::milliseconds(read_timeout);
+    http.limits = limits;
 
     // Block the stop signals in every thread; the signal_set in run() receives them.
     ::signal(SIGPIPE, SIG_IGN);

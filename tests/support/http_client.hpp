@@ -15,6 +15,7 @@ struct http_reply {
   std::string body;
   boost::json::value json;  // null when the body is not JSON
   bool keep_alive = true;
+  std::string retry_after;  // the Retry-After header, empty when absent
 };
 
 class http_client {
