@@ -1,6 +1,7 @@
 // The etcd backend: Baton's lock semantics on etcd 3.4+ through its v3 JSON gateway (docs/sdk.md, etcd).
 //
-//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 → put with
+//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 → put
+//   with
 //              the lease; else read the holder". The fencing token is the key's create_revision: cluster-wide
 //              monotonic and durable across restarts and leader changes (lease IDs are not ordered).
 //   renew    = read the key (still ours: same create_revision and owner?) + /v3/lease/keepalive; an answer
@@ -52,6 +53,13 @@ const json::value* path(const json::value& v, std::initializer_list<std::string_
     if (!cur) return nullptr;
   }
   return cur;
+}
+
+// The revision in a txn answer's header, which becomes the fencing token; false when it is missing (an
+// answer without it must not be taken for a grant with token 0).
+bool header_revision(const json::value& body, std::uint64_t& out) {
+  const json::value* header = path(body, {"header"});
+  return header && uint_field(*header, "revision", out) && out != 0;
 }
 
 // The first kv of the first response of a txn or of a range answer, if any.
@@ -119,7 +127,7 @@ class etcd_backend final : public backend {
     auto r = co_await call("/v3/kv/txn", txn, deadline);
     if (r.ec) co_return fail<acquire_reply>(r);
     if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
-      if (!uint_field(*path(r.body, {"header"}), "revision", out.token)) protocol(r, "txn answer has no revision");
+      if (!header_revision(r.body, out.token)) protocol(r, "txn answer has no revision");
       if (r.ec) co_return fail<acquire_reply>(r);
       co_return out;
     }
@@ -144,7 +152,10 @@ class etcd_backend final : public backend {
       auto s = co_await call("/v3/kv/txn", txn, deadline);
       if (s.ec) co_return fail<acquire_reply>(s);
       if (auto* ok = path(s.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
-        uint_field(*path(s.body, {"header"}), "revision", out.token);
+        if (!header_revision(s.body, out.token)) {
+          protocol(s, "txn answer has no revision");
+          co_return fail<acquire_reply>(s);
+        }
         co_return out;
       }
       kv = first_kv(s.body, true);
