@@ -47,7 +47,9 @@ std::string http_job_with(const std::string& http_body) {
          http_body;
 }
 
-const std::filesystem::path repo_root = std::filesystem::path(__FILE__).parent_path() / "../../..";
+// From the build system: __FILE__ may be relative to the compiler's directory (ccache's base_dir), which is not
+// the directory the test runs in.
+const std::filesystem::path repo_root = BATON_SOURCE_DIR;
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p);
