@@ -1,7 +1,6 @@
 // The etcd backend: Baton's lock semantics on etcd 3.4+ through its v3 JSON gateway (docs/sdk.md, etcd).
 //
-//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 → put
-//   with
+//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 → put with
 //              the lease; else read the holder". The fencing token is the key's create_revision: cluster-wide
 //              monotonic and durable across restarts and leader changes (lease IDs are not ordered).
 //   renew    = read the key (still ours: same create_revision and owner?) + /v3/lease/keepalive; an answer
