@@ -11,6 +11,8 @@ packages=(
   libboost-test1.81-dev libboost-program-options1.81-dev
   # TLS (openssl: the tests make a throwaway CA and certificates at run time)
   libssl-dev openssl
+  # fuzzing: clang with libFuzzer and the sanitizer runtimes (the `fuzz` preset)
+  clang-14 libclang-rt-14-dev
   # baton-agent: YAML configuration, time zones (Howard Hinnant's date/tz over the system tz database)
   libyaml-cpp-dev libhowardhinnant-date-dev tzdata
   # demo and tooling; python3-yaml for the offline checks of the deployment files

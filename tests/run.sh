@@ -1,10 +1,31 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds (Debug), runs every test with CTest.
-# Exits non-zero on any failure.
+# The test command, and all that CI checks (.ci/run calls it). Installs what is missing, then:
+#  1. builds the `dev` preset (Debug) and runs every test with CTest;
+#  2. builds the `asan` preset (AddressSanitizer + UndefinedBehaviorSanitizer) and runs every test again;
+#  3. builds the libFuzzer targets (`fuzz` preset, clang) and runs each for a short time from its seed corpus
+#     (tests/fuzz/run.sh; BATON_FUZZ_SECONDS per target, default 20).
+# Exits non-zero on any failure. `bash tests/run.sh --quick` stops after step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+quick=0
+if [[ ${1:-} == --quick ]]; then quick=1; fi
 
 bash deploy/install-deps.sh
 cmake --preset dev
 cmake --build --preset dev
 ctest --preset dev
+if ((quick)); then exit 0; fi
+
+# A sanitizer report fails the test that triggers it (UBSan only prints by default); batond and the other
+# processes the tests start inherit this.
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+cmake --preset asan
+cmake --build --preset asan
+# test_deploy_files compares the binaries' shared libraries with the Docker runtime images, which ship the
+# release build; the sanitizer build links differently, so that check runs in the dev suite only.
+ctest --preset asan -E '^test_deploy_files$'
+
+cmake --preset fuzz
+cmake --build --preset fuzz
+bash tests/fuzz/run.sh "${BATON_FUZZ_SECONDS:-20}"

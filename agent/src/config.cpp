@@ -5,6 +5,7 @@
 #include "baton/common/token_file.hpp"
 #include "baton/error.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 #include <boost/url/parse.hpp>
 
@@ -17,7 +18,9 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -500,19 +503,67 @@ config_error::config_error(std::string file, int line, int column, std::string k
       key_(std::move(key)),
       reason_(std::move(reason)) {}
 
+namespace {
+
+// Counts the documents of a stream and notes where the second one's content starts. yaml-cpp 0.7's LoadAll
+// never returns on some malformed streams (a stray `,` yields empty document after empty document without
+// consuming input, allocating all the while), so parse_config reads at most two documents this way and then
+// loads the first with Load().
+class document_counter final : public YAML::EventHandler {
+ public:
+  int documents = 0;
+  std::optional<YAML::Mark> second_at;
+
+  void OnDocumentStart(const YAML::Mark& m) override {
+    if (++documents == 2) second_start_ = m;
+  }
+  void OnDocumentEnd() override {
+    if (documents == 2 && !second_at) second_at = second_start_;
+  }
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { node(m); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { node(m); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override {
+    node(m);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    node(m);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    node(m);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void node(const YAML::Mark& m) {
+    if (documents == 2 && !second_at) second_at = m;
+  }
+  YAML::Mark second_start_;
+};
+
+}  // namespace
+
 agent_config parse_config(std::string_view yaml_text, std::string_view file_name) {
   const reader r(file_name);
   std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(std::string(yaml_text));
+    std::istringstream in{std::string(yaml_text)};
+    YAML::Parser parser(in);
+    document_counter counter;
+    while (counter.documents < 2 && parser.HandleNextDocument(counter)) {
+    }
+    // yaml-cpp's Load() reads the first document only; a second one is refused rather than ignored.
+    if (counter.documents > 1)
+      r.fail(counter.second_at.value_or(YAML::Mark{}), "",
+             "a second YAML document; the configuration is one document");
+    if (counter.documents == 1) documents.push_back(YAML::Load(std::string(yaml_text)));
   } catch (const YAML::Exception& e) {
     // The likeliest way to meet YAML aliases in this file is an unquoted schedule: `schedule: */5 * * * *`.
     const bool alias = e.msg.find("alias") != std::string::npos || e.msg.find("anchor") != std::string::npos;
     r.fail(e.mark, "", e.msg + (alias ? " (quote cron schedules: a bare * starts a YAML alias)" : ""));
   }
-  // yaml-cpp's Load() reads the first document only; a second one is refused rather than ignored.
-  if (documents.size() > 1)
-    r.fail(documents[1], "", "a second YAML document; the configuration is one document");
 
   agent_config config;
   // An empty file (or only comments) is the default configuration: an agent with no jobs still elects a

@@ -71,6 +71,13 @@ const json::value* path(const json::value& v, std::initializer_list<std::string_
   return cur;
 }
 
+// The revision in a txn answer's header, which becomes the fencing token; false when it is missing (an
+// answer without it must not be taken for a grant with token 0).
+bool header_revision(const json::value& body, std::uint64_t& out) {
+  const json::value* header = path(body, {"header"});
+  return header && uint_field(*header, "revision", out) && out != 0;
+}
+
 // The first kv of the first response of a txn or of a range answer, if any.
 const json::value* first_kv(const json::value& body, bool in_txn) {
   const json::value* kvs = nullptr;
@@ -160,8 +167,7 @@ class etcd_backend final : public backend {
     auto r = co_await call("/v3/kv/txn", txn, deadline);
     if (r.ec) co_return fail<acquire_reply>(r);
     if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
-      if (!uint_field(*path(r.body, {"header"}), "revision", out.token))
-        protocol(r, "txn answer has no revision");
+      if (!header_revision(r.body, out.token)) protocol(r, "txn answer has no revision");
       if (r.ec) co_return fail<acquire_reply>(r);
       co_return out;
     }
@@ -189,7 +195,10 @@ class etcd_backend final : public backend {
       auto s = co_await call("/v3/kv/txn", txn, deadline);
       if (s.ec) co_return fail<acquire_reply>(s);
       if (auto* ok = path(s.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
-        uint_field(*path(s.body, {"header"}), "revision", out.token);
+        if (!header_revision(s.body, out.token)) {
+          protocol(s, "txn answer has no revision");
+          co_return fail<acquire_reply>(s);
+        }
         co_return out;
       }
       kv = first_kv(s.body, true);

@@ -22,7 +22,9 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <array>
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <list>
 #include <thread>
@@ -78,14 +80,25 @@ struct http_server::impl {
   tcp::acceptor acceptor;
   std::atomic<bool> draining{false};
   std::atomic<std::int64_t> open_connections{0};
+  rate_limiter rate{options.limits.rate_per_second, options.limits.rate_burst};
+  // Connections past max_connections being answered 503; past this many more they are closed unanswered, so
+  // a connection flood costs a bounded amount of work.
+  static constexpr std::int64_t max_refusing = 64;
+  std::atomic<std::int64_t> refusing{0};
 
   impl(http_options o, lock_service& s, server_metrics& m)
-      : options(std::move(o)), service(s), metrics(m), workers(make_workers(options.threads)),
-        acceptor(workers[0]->ioc) {}
+      : options(std::move(o)),
+        service(s),
+        metrics(m),
+        workers(make_workers(options.threads)),
+        acceptor(workers[0]->ioc) {
+    service.set_waiter_limits(options.limits.max_waiters_per_key, options.limits.max_waiters);
+  }
 
   static std::vector<std::unique_ptr<worker>> make_workers(unsigned n) {
     std::vector<std::unique_ptr<worker>> w;
-    for (unsigned i = 0; i < std::max(1u, n); ++i) w.push_back(std::make_unique<worker>());
+    for (unsigned i = 0; i < std::max(1u, n); ++i)
+      w.push_back(std::make_unique<worker>());
     return w;
   }
 
@@ -139,7 +152,8 @@ struct http_server::impl {
         auto result = co_await service.acquire(t.key, r.owner, r.ttl, client);
         if (auto* g = std::get_if<acquire_granted>(&result)) {
           log::debug("acquire", {{"key", t.key}, {"owner", r.owner}, {"token", g->token}});
-          co_return make_response(http::status::ok, v, ka, lease_body(t.key, r.owner, g->token, "ttl_ms", r.ttl.count()));
+          co_return make_response(http::status::ok, v, ka,
+                                  lease_body(t.key, r.owner, g->token, "ttl_ms", r.ttl.count()));
         }
         const auto& h = std::get<acquire_refused>(result).holder;
         json::object o;
@@ -157,16 +171,25 @@ struct http_server::impl {
         auto& r = std::get<renew_request>(body);
         auto result = co_await service.renew(t.key, r.owner, r.token, r.ttl, client);
         if (std::holds_alternative<renew_ok>(result))
-          co_return make_response(http::status::ok, v, ka, lease_body(t.key, r.owner, r.token, "ttl_ms", r.ttl.count()));
+          co_return make_response(http::status::ok, v, ka,
+                                  lease_body(t.key, r.owner, r.token, "ttl_ms", r.ttl.count()));
         auto reason = std::get<renew_refused>(result).reason;
         json::object o;
         o["error"] = "lost";
         o["reason"] = to_string(reason);
         switch (reason) {
-          case lost_reason::not_held: o["message"] = "the lock is not held"; break;
-          case lost_reason::owner_mismatch: o["message"] = "the lock is held by another owner"; break;
-          case lost_reason::token_mismatch: o["message"] = "the lock is held with a newer token"; break;
-          case lost_reason::expired: o["message"] = "the lease expired before this renew arrived"; break;
+          case lost_reason::not_held:
+            o["message"] = "the lock is not held";
+            break;
+          case lost_reason::owner_mismatch:
+            o["message"] = "the lock is held by another owner";
+            break;
+          case lost_reason::token_mismatch:
+            o["message"] = "the lock is held with a newer token";
+            break;
+          case lost_reason::expired:
+            o["message"] = "the lease expired before this renew arrived";
+            break;
         }
         co_return make_response(http::status::conflict, v, ka, json::serialize(o));
       }
@@ -198,14 +221,26 @@ struct http_server::impl {
     co_return error({500, "internal", "unhandled route"});
   }
 
+  std::string rate_text() const {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", options.limits.rate_per_second);
+    return text;
+  }
+
   static route route_of(const lock_target& t) {
     switch (t.what) {
-      case lock_target::kind::acquire: return route::acquire;
-      case lock_target::kind::renew: return route::renew;
-      case lock_target::kind::release: return route::release;
-      case lock_target::kind::get: return t.wait_ms ? route::wait : route::get;
-      case lock_target::kind::healthz: return route::healthz;
-      case lock_target::kind::metrics: return route::metrics;
+      case lock_target::kind::acquire:
+        return route::acquire;
+      case lock_target::kind::renew:
+        return route::renew;
+      case lock_target::kind::release:
+        return route::release;
+      case lock_target::kind::get:
+        return t.wait_ms ? route::wait : route::get;
+      case lock_target::kind::healthz:
+        return route::healthz;
+      case lock_target::kind::metrics:
+        return route::metrics;
     }
     return route::other;
   }
@@ -218,10 +253,37 @@ struct http_server::impl {
     return (ep.address().is_v6() ? "[" + a + "]" : a) + ":" + std::to_string(ep.port());
   }
 
+  // Answers a connection past the limit with 503 without reading its request, then waits (briefly) for the
+  // client to finish sending and close, so the answer is not lost to a reset.
+  asio::awaitable<void> refuse_connection(tcp::socket socket) {
+    struct counted {
+      impl& self;
+      ~counted() { self.refusing.fetch_sub(1); }
+    } guard{*this};
+    beast::tcp_stream stream(std::move(socket));
+    auto res = make_response(http::status::service_unavailable, 11, false,
+                             error_body("too_many_connections",
+                                        "the server has " + std::to_string(options.limits.max_connections) +
+                                            " open connections, its limit; retry later"));
+    res.set(http::field::retry_after, "1");
+    metrics.count_request(route::other, 503);
+    stream.expires_after(std::chrono::seconds(1));
+    auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+    if (wec) co_return;
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    std::array<char, 4096> sink;
+    for (;;) {
+      auto [rec, rn] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
+      if (rec) break;
+    }
+  }
+
   asio::awaitable<void> session(tcp::socket socket, worker& w) {
+    boost::system::error_code peer_ec;
+    const std::string client = socket.remote_endpoint(peer_ec).address().to_string();
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
-    open_connections.fetch_add(1);
     metrics.connections.fetch_add(1, std::memory_order_relaxed);
     struct closer {
       impl& self;
@@ -232,15 +294,16 @@ struct http_server::impl {
     } close_guard{*this};
 
     if (!options.tls) {
-      co_await serve(stream, buffer, w);
+      co_await serve(stream, buffer, w, client);
       beast::error_code ignored;
       stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
       co_return;
     }
-    co_await serve_tls(std::move(stream), buffer, w);
+    co_await serve_tls(std::move(stream), buffer, w, client);
   }
 
-  asio::awaitable<void> serve_tls(beast::tcp_stream stream, beast::flat_buffer& buffer, worker& w) {
+  asio::awaitable<void> serve_tls(beast::tcp_stream stream, beast::flat_buffer& buffer, worker& w,
+                                  const std::string& client) {
     // The first bytes tell a TLS ClientHello from a plain HTTP request, so a client with an http:// URL gets
     // an answer it can show instead of a reset connection. Both waits count as idle: drain closes them.
     stream.expires_after(options.read_timeout);
@@ -281,7 +344,7 @@ struct http_server::impl {
       co_return;
     }
     buffer.consume(used);
-    co_await serve(secure, buffer, w);
+    co_await serve(secure, buffer, w, client);
     // close_notify, so the client can tell the end of the connection from a truncation; bounded, since a
     // client that never answers it must not hold the connection.
     lowest.expires_after(std::min<std::chrono::milliseconds>(options.read_timeout, std::chrono::seconds(1)));
@@ -291,8 +354,8 @@ struct http_server::impl {
   // A plain HTTP request on a TLS port: one 400 answer that says so, then close.
   asio::awaitable<void> refuse_plain_http(beast::tcp_stream& stream, beast::flat_buffer& buffer) {
     http::request_parser<http::string_body> parser;
-    parser.body_limit(max_body_bytes);
-    parser.header_limit(16 * 1024);
+    parser.body_limit(options.limits.max_body_bytes);
+    parser.header_limit(static_cast<std::uint32_t>(options.limits.max_header_bytes));
     auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
     if (ec) co_return;
     metrics.count_request(route::other, 400);
@@ -305,15 +368,16 @@ struct http_server::impl {
   }
 
   // Requests on one connection until it closes, fails, times out or the server drains. `Stream` is the TCP
-  // stream or the TLS stream over it.
+  // stream or the TLS stream over it. `client` is the peer's address, the key of its request rate.
   template <class Stream>
-  asio::awaitable<void> serve(Stream& stream, beast::flat_buffer& buffer, worker& w) {
+  asio::awaitable<void> serve(Stream& stream, beast::flat_buffer& buffer, worker& w,
+                              const std::string& client) {
     auto& lowest = beast::get_lowest_layer(stream);
     for (;;) {
       if (draining.load()) break;
       http::request_parser<http::string_body> parser;
-      parser.body_limit(max_body_bytes);
-      parser.header_limit(16 * 1024);
+      parser.body_limit(options.limits.max_body_bytes);
+      parser.header_limit(static_cast<std::uint32_t>(options.limits.max_header_bytes));
       lowest.expires_after(options.read_timeout);
       auto pos = w.idle.insert(w.idle.end(), &lowest);
       auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
@@ -321,10 +385,13 @@ struct http_server::impl {
       if (ec) {
         std::optional<api_error> answer;
         if (ec == http::error::body_limit)
-          answer = api_error{413, "body_too_large",
-                             "request body exceeds " + std::to_string(max_body_bytes) + " bytes"};
+          answer =
+              api_error{413, "body_too_large",
+                        "request body exceeds " + std::to_string(options.limits.max_body_bytes) + " bytes"};
         else if (ec == http::error::header_limit)
-          answer = api_error{431, "header_too_large", "request header exceeds 16384 bytes"};
+          answer = api_error{
+              431, "header_too_large",
+              "request header exceeds " + std::to_string(options.limits.max_header_bytes) + " bytes"};
         else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
                  ec != http::error::end_of_stream && ec != http::error::partial_message)
           answer = api_error{400, "bad_request", "malformed HTTP request: " + ec.message()};
@@ -344,7 +411,19 @@ struct http_server::impl {
       response res;
       route r = route::other;
       try {
-        res = co_await handle(req, r);
+        if (auto wait = rate.admit(client, started)) {
+          res = make_response(
+              http::status::too_many_requests, req.version(), req.keep_alive(),
+              error_body("rate_limited",
+                         "more than " + rate_text() + " requests per second from this client; retry later"));
+          res.set(http::field::retry_after, retry_after_seconds(*wait));
+        } else {
+          res = co_await handle(req, r);
+        }
+      } catch (const waiters_exhausted& e) {
+        res = make_response(http::status::service_unavailable, req.version(), req.keep_alive(),
+                            error_body("too_many_waiters", std::string(e.what()) + "; retry later"));
+        res.set(http::field::retry_after, "1");
       } catch (const storage_unavailable& e) {
         res = make_response(http::status::service_unavailable, req.version(), false,
                             error_body("storage_unavailable", e.what()));
@@ -355,7 +434,8 @@ struct http_server::impl {
                             error_body("internal", e.what()));
       }
       metrics.count_request(r, static_cast<int>(res.result_int()));
-      if (r != route::wait) metrics.request_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
+      if (r != route::wait)
+        metrics.request_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
       if (draining.load()) res.keep_alive(false);
       lowest.expires_after(options.read_timeout);
       auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
@@ -378,6 +458,17 @@ struct http_server::impl {
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
+      if (open_connections.load() >= static_cast<std::int64_t>(options.limits.max_connections)) {
+        if (refusing.fetch_add(1) < max_refusing) {
+          asio::co_spawn(w.ioc, refuse_connection(std::move(socket)), asio::detached);
+        } else {
+          refusing.fetch_sub(1);
+          socket.close(ec);
+        }
+        continue;
+      }
+      // Counted here, not in the session, so a burst of accepts cannot overshoot the limit.
+      open_connections.fetch_add(1);
       asio::co_spawn(w.ioc, session(std::move(socket), w), asio::detached);
     }
   }
@@ -399,7 +490,8 @@ struct http_server::impl {
     // Idle keep-alive connections have nothing in flight: close them on their own threads.
     for (auto& w : workers)
       asio::post(w->ioc, [wp = w.get()] {
-        for (auto* s : wp->idle) s->cancel();
+        for (auto* s : wp->idle)
+          s->cancel();
       });
     asio::steady_timer t(workers[0]->ioc);
     auto give_up = clock::now() + options.drain_timeout;
@@ -407,7 +499,8 @@ struct http_server::impl {
       t.expires_after(std::chrono::milliseconds(10));
       co_await t.async_wait(use_tuple);
     }
-    for (auto& w : workers) w->ioc.stop();
+    for (auto& w : workers)
+      w->ioc.stop();
   }
 };
 
@@ -455,11 +548,14 @@ void http_server::run() {
 
   // Keep every worker's run() alive until drain() stops it, even while it has no connection.
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
-  for (auto& w : m.workers) guards.push_back(asio::make_work_guard(w->ioc));
+  for (auto& w : m.workers)
+    guards.push_back(asio::make_work_guard(w->ioc));
   std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < m.workers.size(); ++i) threads.emplace_back([&m, i] { m.workers[i]->ioc.run(); });
+  for (std::size_t i = 1; i < m.workers.size(); ++i)
+    threads.emplace_back([&m, i] { m.workers[i]->ioc.run(); });
   main_ioc.run();
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
 }
 
 }  // namespace baton::server

@@ -4,6 +4,7 @@
 // this layer only reads requests, routes them and writes answers.
 
 #include "auth.hpp"
+#include "limits.hpp"
 #include "lock_service.hpp"
 #include "metrics.hpp"
 #include "protocol.hpp"
@@ -34,6 +35,9 @@ struct http_options {
   /// Bearer-token authentication (docs/security.md); null: every request is served without a token.
   /// SIGHUP reloads it.
   std::shared_ptr<auth::token_store> tokens;
+
+  /// Connection, size, rate and waiter limits (docs/security.md, "Limits").
+  limits_options limits;
 };
 
 class http_server {

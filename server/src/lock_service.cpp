@@ -128,10 +128,39 @@ asio::awaitable<std::optional<lease_view>> lock_service::get(std::string_view ke
   co_return view;
 }
 
+void lock_service::set_waiter_limits(std::size_t per_key, std::size_t total) {
+  std::lock_guard lk(mu_);
+  max_waiters_per_key_ = per_key;
+  max_waiters_ = total;
+}
+
 asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view key, std::uint64_t token,
                                                               milliseconds wait) {
   auto ex = co_await asio::this_coro::executor;
   const time_point deadline = clock::now() + wait;
+  {
+    std::lock_guard lk(mu_);
+    auto& on_key = waiting_per_key_[std::string(key)];
+    if (waiting_ >= max_waiters_ || on_key >= max_waiters_per_key_) {
+      std::string why = waiting_ >= max_waiters_
+                            ? "the server has " + std::to_string(waiting_) + " long-poll waiters, its limit"
+                            : "this key has " + std::to_string(on_key) + " long-poll waiters, its limit";
+      if (on_key == 0) waiting_per_key_.erase(std::string(key));
+      throw waiters_exhausted(why);
+    }
+    ++waiting_;
+    ++on_key;
+  }
+  struct admission {
+    lock_service& self;
+    std::string key;
+    ~admission() {
+      std::lock_guard lk(self.mu_);
+      --self.waiting_;
+      auto it = self.waiting_per_key_.find(key);
+      if (--it->second == 0) self.waiting_per_key_.erase(it);
+    }
+  } admitted{*this, std::string(key)};
   auto w = std::make_shared<waiter>(ex);
   metrics_.waiters.fetch_add(1, std::memory_order_relaxed);
   struct gauge_guard {

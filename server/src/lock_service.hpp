@@ -17,6 +17,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -27,6 +28,12 @@ namespace baton::server {
 
 /// Thrown when the journal cannot store a change; the request is answered 503.
 struct storage_unavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Thrown by wait() when the key, or the server, has as many long-poll waiters as allowed; the request is
+/// answered 503 `too_many_waiters` with Retry-After.
+struct waiters_exhausted : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -50,8 +57,12 @@ class lock_service {
                                                  std::uint64_t token, std::string_view client = {});
   boost::asio::awaitable<std::optional<lease_view>> get(std::string_view key);
 
+  /// Caps long-poll waiters per key and in total (call before serving; defaults: unlimited).
+  void set_waiter_limits(std::size_t per_key, std::size_t total);
+
   /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or after `wait`.
-  /// Must run on a single-threaded executor (each batond worker thread has its own io_context).
+  /// Must run on a single-threaded executor (each batond worker thread has its own io_context). Throws
+  /// waiters_exhausted, before waiting, when a waiter limit is reached.
   boost::asio::awaitable<std::optional<lease_view>> wait(std::string_view key, std::uint64_t token,
                                                           milliseconds wait);
 
@@ -79,6 +90,11 @@ class lock_service {
   bool stopping_ = false;
   std::size_t sweep_cursor_ = 0;
   std::unordered_map<std::string, std::vector<std::shared_ptr<waiter>>> waiters_;
+  // Admitted long-polls, counted from admission to answer (a woken waiter briefly leaves waiters_).
+  std::size_t max_waiters_per_key_ = SIZE_MAX;
+  std::size_t max_waiters_ = SIZE_MAX;
+  std::size_t waiting_ = 0;
+  std::unordered_map<std::string, std::size_t> waiting_per_key_;
 };
 
 }  // namespace baton::server

@@ -20,6 +20,38 @@ bool has_control_chars(std::string_view s) {
   return false;
 }
 
+// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF). Keys travel back
+// to clients inside JSON strings, which can only carry valid UTF-8.
+bool valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the allowed range of the second byte
+    if (c < 0x80)
+      n = 0;
+    else if (c >= 0xc2 && c <= 0xdf)
+      n = 1;
+    else if (c >= 0xe0 && c <= 0xef) {
+      n = 2;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 3;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else
+      return false;
+    if (s.size() - i - 1 < n) return false;
+    for (std::size_t k = 1; k <= n; ++k) {
+      auto b = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
 // Parses the body as a JSON object; unknown fields are ignored.
 std::variant<json::object, api_error> parse_object(std::string_view body) {
   if (body.empty()) return bad_request("request body is empty; expected a JSON object");
@@ -143,6 +175,7 @@ std::variant<lock_target, api_error> parse_target(std::string_view target) {
   if (t.key.empty() || t.key.size() > max_key_bytes)
     return bad_request("key must be 1 to " + std::to_string(max_key_bytes) + " bytes after percent-decoding");
   if (has_control_chars(t.key)) return bad_request("key must not contain control characters");
+  if (!valid_utf8(t.key)) return bad_request("key must be valid UTF-8 after percent-decoding");
 
   if (parts.size() == 4) {
     if (parts[3] == "acquire") t.what = lock_target::kind::acquire;

@@ -28,7 +28,6 @@ struct ttl_bounds {
 
 inline constexpr std::size_t max_key_bytes = 512;
 inline constexpr std::size_t max_owner_bytes = 256;
-inline constexpr std::size_t max_body_bytes = 64 * 1024;
 inline constexpr std::uint64_t max_wait_ms = 60'000;
 
 struct acquire_request {

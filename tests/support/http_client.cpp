@@ -28,6 +28,7 @@ http_reply to_reply(http::response<http::string_body>& res) {
   r.body = res.body();
   r.keep_alive = res.keep_alive();
   r.www_authenticate = std::string(res[http::field::www_authenticate]);
+  r.retry_after = std::string(res[http::field::retry_after]);
   boost::system::error_code ec;
   auto v = boost::json::parse(r.body, ec);
   if (!ec) r.json = std::move(v);

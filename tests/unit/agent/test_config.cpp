@@ -276,6 +276,9 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
       {"election:\n  ttl: 1s\n bad: x\n", "t.yaml:3:2: end of map not found"},
       {"a: b: c\n", "t.yaml:1:5: illegal map value"},
       {"server: http://a:1\n---\nlisten: 127.0.0.1:1\n", "t.yaml:3:1: a second YAML document"},
+      // yaml-cpp's LoadAll never returns on these (found by fuzz_agent_config)
+      {",", "t.yaml:1:1: a second YAML document"},
+      {",server: http://a:1\n", "t.yaml:1:1: a second YAML document"},
       {"- a\n- b\n", "t.yaml:1:1: the configuration must be a mapping of keys, got a list"},
       // wrong types
       {"server: {url: x}\n", "t.yaml:1:9: server: expected a string, got a mapping"},

@@ -54,6 +54,14 @@ BOOST_AUTO_TEST_CASE(bad_keys_and_unknown_routes_are_refused) {
   BOOST_TEST(target_err("/v1/locks/a%01b/acquire").status == 400);
   BOOST_TEST(target_err("/v1/locks/" + std::string(513, 'k') + "/acquire").status == 400);
   BOOST_TEST(target_ok("/v1/locks/" + std::string(512, 'k') + "/acquire").key.size() == 512u);
+  // Keys travel back in JSON strings: they must be valid UTF-8 (no stray, overlong or surrogate forms).
+  BOOST_TEST(target_err("/v1/locks/%FF/acquire").status == 400);
+  BOOST_TEST(target_err("/v1/locks/caf%C3/acquire").status == 400);
+  BOOST_TEST(target_err("/v1/locks/%C0%AF/acquire").status == 400);
+  BOOST_TEST(target_err("/v1/locks/%ED%A0%80/acquire").status == 400);
+  BOOST_TEST(target_err("/v1/locks/%F4%90%80%80/acquire").status == 400);
+  BOOST_TEST(target_ok("/v1/locks/%F0%9F%94%92/acquire").key == "\xF0\x9F\x94\x92");
+  BOOST_TEST(target_ok("/v1/locks/%E2%82%AC").key == "\xE2\x82\xAC");
   BOOST_TEST(target_err("/v1/locks/k/steal").status == 404);
   BOOST_TEST(target_err("/v2/locks/k/acquire").status == 404);
   BOOST_TEST(target_err("/").status == 404);

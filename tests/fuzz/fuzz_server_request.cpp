@@ -1,0 +1,124 @@
+// libFuzzer target: batond's request path without sockets. The bytes are one HTTP request, parsed by Beast
+// with batond's default limits, then routed and decoded as http_server does (protocol.cpp). Besides "no
+// crash", it checks what the protocol promises: a decoded request is within docs/protocol.md's bounds, a key
+// can be echoed back in JSON, and every refusal is a JSON error with a 4xx status.
+
+#include "limits.hpp"
+#include "protocol.hpp"
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/string.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace http = boost::beast::http;
+namespace json = boost::json;
+using namespace baton::server;
+
+namespace {
+
+void require(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "invariant broken: %s\n", what);
+    std::abort();
+  }
+}
+
+bool has_control_chars(std::string_view s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+void check_error(const api_error& e) {
+  require(e.status >= 400 && e.status < 500, "a decoding error is a 4xx");
+  boost::system::error_code ec;
+  auto v = json::parse(error_body(e.code, e.message), ec);
+  require(!ec && v.is_object() && v.as_object().contains("error"), "an error body is a JSON object");
+}
+
+void check_text(std::string_view s, std::size_t max, const char* what) {
+  require(!s.empty() && s.size() <= max && !has_control_chars(s), what);
+  // Echoed back to clients in JSON: it must survive a round trip.
+  boost::system::error_code ec;
+  auto v = json::parse(json::serialize(json::string(s)), ec);
+  require(!ec && v.is_string() && v.as_string() == s, "a decoded string round-trips through JSON");
+}
+
+// `v` must outlive the pointer: pass a named variable, never a temporary.
+template <class R>
+const R* decoded(const std::variant<R, api_error>& v) {
+  if (auto* e = std::get_if<api_error>(&v)) {
+    check_error(*e);
+    return nullptr;
+  }
+  return &std::get<R>(v);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const limits_options limits;
+  const ttl_bounds bounds;
+  http::request_parser<http::string_body> parser;
+  parser.eager(true);
+  parser.body_limit(limits.max_body_bytes);
+  parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+  boost::beast::error_code ec;
+  boost::asio::const_buffer in(data, size);
+  while (!parser.is_done() && in.size() > 0) {
+    std::size_t used = parser.put(in, ec);
+    in += used;
+    if (ec == http::error::need_more) {
+      ec = {};
+      if (used == 0) break;
+      continue;
+    }
+    if (ec) return 0;
+  }
+  if (!parser.is_done()) {
+    parser.put_eof(ec);
+    if (ec || !parser.is_done()) return 0;
+  }
+  const auto& req = parser.get();
+  require(req.body().size() <= limits.max_body_bytes, "the body limit holds");
+
+  const auto target = parse_target(req.target());
+  const auto* t = decoded(target);
+  if (!t) return 0;
+  require(method_for(t->what) == "GET" || method_for(t->what) == "POST", "a route has a method");
+  if (t->what == lock_target::kind::healthz || t->what == lock_target::kind::metrics) return 0;
+  check_text(t->key, max_key_bytes, "a key is 1-512 bytes without control characters");
+  if (t->wait_ms) require(*t->wait_ms <= max_wait_ms, "wait_ms is clamped");
+
+  switch (t->what) {
+    case lock_target::kind::acquire:
+      if (const auto v = parse_acquire(req.body(), bounds); auto* r = decoded(v)) {
+        check_text(r->owner, max_owner_bytes, "an owner is 1-256 bytes without control characters");
+        require(r->ttl >= bounds.min && r->ttl <= bounds.max, "ttl within bounds");
+      }
+      break;
+    case lock_target::kind::renew:
+      if (const auto v = parse_renew(req.body(), bounds); auto* r = decoded(v)) {
+        check_text(r->owner, max_owner_bytes, "an owner is 1-256 bytes without control characters");
+        require(r->token >= 1 && r->token <= static_cast<std::uint64_t>(INT64_MAX), "token in range");
+        require(r->ttl >= bounds.min && r->ttl <= bounds.max, "ttl within bounds");
+      }
+      break;
+    case lock_target::kind::release:
+      if (const auto v = parse_release(req.body()); auto* r = decoded(v)) {
+        check_text(r->owner, max_owner_bytes, "an owner is 1-256 bytes without control characters");
+        require(r->token >= 1 && r->token <= static_cast<std::uint64_t>(INT64_MAX), "token in range");
+      }
+      break;
+    default:
+      break;
+  }
+  return 0;
+}

@@ -1,0 +1,151 @@
+#define BOOST_TEST_MODULE batond_limits
+#include <boost/test/unit_test.hpp>
+
+// Each limit of docs/security.md ("Limits") against a real batond started with a low value: the answer is the
+// documented status with a JSON error (and Retry-After where the client may retry), and the server keeps
+// serving.
+
+#include "batond_fixture.hpp"
+
+#include <boost/json/serialize.hpp>
+
+#include <thread>
+
+using namespace baton::test;
+using namespace std::chrono_literals;
+namespace json = boost::json;
+
+namespace {
+
+std::string str(const http_reply& r, const char* field) {
+  return r.json.is_object() && r.json.as_object().contains(field) && r.json.at(field).is_string()
+             ? std::string(r.json.at(field).as_string())
+             : std::string();
+}
+
+std::string acquire_body(std::string_view owner) {
+  return json::serialize(json::object{{"owner", owner}, {"ttl_ms", 60000}});
+}
+
+// Polls the baton_waiters gauge until it reads `n` (bounded).
+void wait_for_waiters(http_client& c, int n) {
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  const std::string line = "baton_waiters " + std::to_string(n) + "\n";
+  while (c.get("/metrics").body.find(line) == std::string::npos) {
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "waiters never reached " << n);
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(
+    a_connection_past_max_connections_gets_503_with_retry_after_and_a_freed_slot_serves_again) {
+  temp_dir dir;
+  batond_process server(dir.path(), {"--max-connections", "2", "--threads", "1"});
+  auto a = std::make_unique<http_client>(server.port());
+  http_client b(server.port());
+  BOOST_REQUIRE(a->get("/healthz").status == 200);
+  BOOST_REQUIRE(b.get("/healthz").status == 200);
+
+  auto refused = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  BOOST_TEST(refused.status == 503);
+  BOOST_TEST(str(refused, "error") == "too_many_connections");
+  BOOST_TEST(refused.retry_after == "1");
+  BOOST_TEST(!refused.keep_alive);
+
+  a.reset();  // frees a slot once the server sees the close
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  int status = 0;
+  while ((status = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").status) !=
+         200) {
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                          "slot never freed, last status " << status);
+    std::this_thread::sleep_for(20ms);
+  }
+  BOOST_TEST(b.get("/healthz").status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(headers_and_bodies_past_their_limits_get_431_and_413) {
+  temp_dir dir;
+  batond_process server(dir.path(), {"--max-header-bytes", "2048", "--max-body-bytes", "1024"});
+  auto big_header = http_client::raw(
+      server.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(4096, 'p') + "\r\n\r\n");
+  BOOST_TEST(big_header.status == 431);
+  BOOST_TEST(str(big_header, "error") == "header_too_large");
+  BOOST_TEST(str(big_header, "message").find("2048") != std::string::npos);
+
+  std::string body = R"({"owner":")" + std::string(2000, 'o') + R"(","ttl_ms":1000})";
+  auto big_body =
+      http_client::raw(server.port(), "POST /v1/locks/k/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                          std::to_string(body.size()) + "\r\n\r\n" + body);
+  BOOST_TEST(big_body.status == 413);
+  BOOST_TEST(str(big_body, "error") == "body_too_large");
+
+  // Just under the limits is served.
+  auto c = server.client();
+  auto ok = c.request("GET", "/v1/locks/" + std::string(1500, 'k'));
+  BOOST_TEST(ok.status == 400);  // the key is too long for the protocol, but the header was read
+  BOOST_TEST(str(ok, "error") == "bad_request");
+  BOOST_TEST(c.post("/v1/locks/k/acquire", acquire_body(std::string(900, 'o'))).status ==
+             400);  // owner > 256
+  BOOST_TEST(c.post("/v1/locks/k/acquire", acquire_body("o")).status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(a_client_over_its_rate_gets_429_with_retry_after) {
+  temp_dir dir;
+  // One token every 10 s and a burst of 3: the fourth quick request is refused whatever the machine's speed.
+  batond_process server(dir.path(), {"--rate-limit", "0.1", "--rate-burst", "3"});
+  auto c = server.client();
+  for (int i = 0; i < 3; ++i)
+    BOOST_REQUIRE(c.get("/v1/locks/k").status == 404);
+  auto refused = c.get("/v1/locks/k");
+  BOOST_TEST(refused.status == 429);
+  BOOST_TEST(str(refused, "error") == "rate_limited");
+  BOOST_REQUIRE(!refused.retry_after.empty());
+  int after = std::stoi(refused.retry_after);
+  BOOST_TEST(after >= 1);
+  BOOST_TEST(after <= 10);
+  BOOST_TEST(refused.keep_alive);  // the connection stays usable
+  BOOST_TEST(c.get("/healthz").status == 429);
+}
+
+BOOST_AUTO_TEST_CASE(long_polls_past_the_per_key_and_total_waiter_limits_get_503_with_retry_after) {
+  temp_dir dir;
+  batond_process server(dir.path(), {"--max-waiters-per-key", "2", "--max-waiters", "3"});
+  auto c = server.client();
+  std::vector<int> answers(3, 0);
+  std::vector<std::jthread> waiters;  // joined even when a check fails (bounded by wait_ms)
+  auto start_waiter = [&](int i, std::string key) {
+    waiters.emplace_back([&, i, key] {
+      http_client w(server.port());
+      answers[i] = w.get("/v1/locks/" + key + "?wait_ms=30000&token=0").status;
+    });
+  };
+  start_waiter(0, "a");
+  start_waiter(1, "a");
+  wait_for_waiters(c, 2);
+
+  auto per_key = c.get("/v1/locks/a?wait_ms=30000&token=0");
+  BOOST_TEST(per_key.status == 503);
+  BOOST_TEST(str(per_key, "error") == "too_many_waiters");
+  BOOST_TEST(per_key.retry_after == "1");
+  BOOST_TEST(c.get("/v1/locks/a").status == 404);  // a plain GET is not a waiter
+
+  start_waiter(2, "b");
+  wait_for_waiters(c, 3);
+  auto total = c.get("/v1/locks/c?wait_ms=30000&token=0");
+  BOOST_TEST(total.status == 503);
+  BOOST_TEST(str(total, "error") == "too_many_waiters");
+
+  // Acquiring the keys wakes the waiters; their slots are free again.
+  BOOST_TEST(c.post("/v1/locks/a/acquire", acquire_body("o")).status == 200);
+  BOOST_TEST(c.post("/v1/locks/b/acquire", acquire_body("o")).status == 200);
+  for (auto& t : waiters)
+    t.join();
+  for (int s : answers)
+    BOOST_TEST(s == 200);
+  wait_for_waiters(c, 0);
+  auto again = c.get("/v1/locks/c?wait_ms=100&token=0");
+  BOOST_TEST(again.status == 404);
+}
