@@ -53,40 +53,29 @@ int main(int argc, char** argv) {
   limits_options limits;
 
   po::options_description opts("batond options");
-  opts.add_options()("help,h", "show this help")("listen",
-                                                 po::value(&listen)->default_value("127.0.0.1:7070"),
-                                                 "address to serve on, HOST:PORT (port 0 picks a free one)")(
-      "data-dir", po::value(&data_dir), "directory for the write-ahead log and snapshots (required)")(
-      "min-ttl-ms", po::value(&min_ttl)->default_value(100), "smallest lease TTL a client may ask for")(
-      "max-ttl-ms", po::value(&max_ttl)->default_value(3'600'000), "largest lease TTL a client may ask for")(
-      "threads", po::value(&threads)->default_value(std::max(1u, std::thread::hardware_concurrency())),
-      "worker threads")("read-timeout-ms", po::value(&read_timeout)->default_value(30'000),
-                        "disconnect a client that sends no complete request for this long")(
-      "compact-bytes", po::value(&compact_bytes)->default_value(64ull << 20),
-      "compact the log once it grows past this size")(
-      "log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error")(
-      "tls-cert", po::value(&tls.cert_file),
-      "serve HTTPS only, with this PEM certificate chain (needs --tls-key)")(
-      "tls-key", po::value(&tls.key_file), "PEM private key of --tls-cert")(
-      "tls-client-ca", po::value(&tls.client_ca_file),
-      "mutual TLS: require a client certificate issued by a CA in this PEM bundle")(
-      "tokens-file", po::value(&tokens_file),
-      "require bearer tokens listed in this file (docs/security.md); SIGHUP reloads it")(
-      "max-connections", po::value(&limits.max_connections)->default_value(limits.max_connections),
-      "open client connections at once; past it: 503 and close")(
-      "max-header-bytes", po::value(&limits.max_header_bytes)->default_value(limits.max_header_bytes),
-      "request line and headers; past it: 431")(
-      "max-body-bytes", po::value(&limits.max_body_bytes)->default_value(limits.max_body_bytes),
-      "request body; past it: 413")("rate-limit",
-                                    po::value(&limits.rate_per_second)->default_value(limits.rate_per_second),
-                                    "requests per second per client address, 0 = off; past it: 429")(
-      "rate-burst", po::value(&limits.rate_burst)->default_value(limits.rate_burst),
-      "requests a client may send at once above --rate-limit (0: the rate, at least 1)")(
-      "max-waiters-per-key",
-      po::value(&limits.max_waiters_per_key)->default_value(limits.max_waiters_per_key),
-      "long-poll waiters on one key; past it: 503")(
-      "max-waiters", po::value(&limits.max_waiters)->default_value(limits.max_waiters),
-      "long-poll waiters in total; past it: 503");
+  // clang-format off
+  opts.add_options()
+    ("help,h", "show this help")
+    ("listen", po::value(&listen)->default_value("127.0.0.1:7070"), "address to serve on, HOST:PORT (port 0 picks a free one)")
+    ("data-dir", po::value(&data_dir), "directory for the write-ahead log and snapshots (required)")
+    ("min-ttl-ms", po::value(&min_ttl)->default_value(100), "smallest lease TTL a client may ask for")
+    ("max-ttl-ms", po::value(&max_ttl)->default_value(3'600'000), "largest lease TTL a client may ask for")
+    ("threads", po::value(&threads)->default_value(std::max(1u, std::thread::hardware_concurrency())), "worker threads")
+    ("read-timeout-ms", po::value(&read_timeout)->default_value(30'000), "disconnect a client that sends no complete request for this long")
+    ("compact-bytes", po::value(&compact_bytes)->default_value(64ull << 20), "compact the log once it grows past this size")
+    ("log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error")
+    ("tls-cert", po::value(&tls.cert_file), "serve HTTPS only, with this PEM certificate chain (needs --tls-key)")
+    ("tls-key", po::value(&tls.key_file), "PEM private key of --tls-cert")
+    ("tls-client-ca", po::value(&tls.client_ca_file), "mutual TLS: require a client certificate issued by a CA in this PEM bundle")
+    ("tokens-file", po::value(&tokens_file), "require bearer tokens listed in this file (docs/security.md); SIGHUP reloads it")
+    ("max-connections", po::value(&limits.max_connections)->default_value(limits.max_connections), "open client connections at once; past it: 503 and close")
+    ("max-header-bytes", po::value(&limits.max_header_bytes)->default_value(limits.max_header_bytes), "request line and headers; past it: 431")
+    ("max-body-bytes", po::value(&limits.max_body_bytes)->default_value(limits.max_body_bytes), "request body; past it: 413")
+    ("rate-limit", po::value(&limits.rate_per_second)->default_value(limits.rate_per_second), "requests per second per client address, 0 = off; past it: 429")
+    ("rate-burst", po::value(&limits.rate_burst)->default_value(limits.rate_burst), "requests a client may send at once above --rate-limit (0: the rate, at least 1)")
+    ("max-waiters-per-key", po::value(&limits.max_waiters_per_key)->default_value(limits.max_waiters_per_key), "long-poll waiters on one key; past it: 503")
+    ("max-waiters", po::value(&limits.max_waiters)->default_value(limits.max_waiters), "long-poll waiters in total; past it: 503");
+  // clang-format on
 
   try {
     po::variables_map vm;
