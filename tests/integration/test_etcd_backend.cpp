@@ -33,11 +33,6 @@ client_config config(const std::string& url) {
   return c;
 }
 
-asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(lease_lifecycle_on_etcd_with_create_revision_tokens) {
@@ -145,7 +140,8 @@ BOOST_AUTO_TEST_CASE(a_dead_member_in_the_url_is_skipped) {
 }
 
 BOOST_AUTO_TEST_CASE(etcd_auth_takes_user_and_password_from_the_url_and_authenticates_again_after_expiry) {
-  etcd_cluster etcd(1, std::chrono::seconds(30), {"--auth-token-ttl", "2"});  // simple tokens idle for 2 s expire
+  etcd_cluster etcd(1, std::chrono::seconds(30),
+                    {"--auth-token-ttl", "2"});  // simple tokens idle for 2 s expire
   http_client admin(etcd.client_port(0));
   const std::pair<const char*, const char*> setup[] = {
       {"/v3/auth/user/add", R"({"name":"root","password":"rootpw"})"},

@@ -51,11 +51,6 @@ client_config config(const std::string& url) {
   return c;
 }
 
-asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }

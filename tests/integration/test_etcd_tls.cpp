@@ -6,6 +6,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "etcd_cluster.hpp"
 #include "lease_opts.hpp"
 #include "test_pki.hpp"
 #include "tls_files.hpp"
@@ -28,12 +29,6 @@ namespace {
 
 const test_pki& pki() {
   return test_pki::shared();
-}
-
-unsigned short free_port() {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
 }
 
 client_config config(const std::string& url, tls_config tls) {
@@ -63,7 +58,7 @@ std::optional<exception> get_error(const client_config& cfg) {
 
 struct etcd_tls_process {
   temp_dir dir;
-  unsigned short client_port = free_port(), peer_port = free_port();
+  unsigned short client_port = ephemeral_port(), peer_port = ephemeral_port();
   std::unique_ptr<child_process> proc;
   explicit etcd_tls_process(bool client_cert_auth) {
     std::string c = "https://127.0.0.1:" + std::to_string(client_port),

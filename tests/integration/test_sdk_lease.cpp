@@ -23,11 +23,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-asio::awaitable<void> sleep_for(clock_type::duration d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
 client_config config_for(const batond_process& s) {
   client_config c;
   c.server_url = s.url();
@@ -93,19 +88,24 @@ BOOST_AUTO_TEST_CASE(two_clients_acquiring_at_once_get_exactly_one_lease) {
   batond_process server(dir.path());
   asio::io_context ioc;
   std::vector<std::unique_ptr<client>> clients;
-  for (int i = 0; i < 8; ++i) clients.push_back(std::make_unique<client>(ioc.get_executor(), config_for(server)));
+  for (int i = 0; i < 8; ++i)
+    clients.push_back(std::make_unique<client>(ioc.get_executor(), config_for(server)));
   int winners = 0, done = 0;
   std::vector<lease> held;
   for (auto& cl : clients)
-    asio::co_spawn(ioc, [&, c = cl.get()]() -> asio::awaitable<void> {
-      auto r = co_await c->try_acquire("race", lease_opts(5000ms));
-      if (r.acquired) {
-        ++winners;
-        held.push_back(std::move(*r.acquired));
-      }
-      ++done;
-    }, asio::detached);
-  for (int i = 0; i < 600 && done < 8; ++i) ioc.run_for(50ms);
+    asio::co_spawn(
+        ioc,
+        [&, c = cl.get()]() -> asio::awaitable<void> {
+          auto r = co_await c->try_acquire("race", lease_opts(5000ms));
+          if (r.acquired) {
+            ++winners;
+            held.push_back(std::move(*r.acquired));
+          }
+          ++done;
+        },
+        asio::detached);
+  for (int i = 0; i < 600 && done < 8; ++i)
+    ioc.run_for(50ms);
   BOOST_TEST(done == 8);
   BOOST_TEST(winners == 1);
 }
@@ -121,14 +121,18 @@ BOOST_AUTO_TEST_CASE(acquire_waits_on_the_long_poll_and_takes_over_at_release) {
     std::optional<lease> second;
     auto started = clock_type::now();
     double waited = 0;
-    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
-      second.emplace(co_await b.acquire("handover", lease_opts(30000ms)));
-      waited = std::chrono::duration<double>(clock_type::now() - started).count();
-    }, asio::detached);
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          second.emplace(co_await b.acquire("handover", lease_opts(30000ms)));
+          waited = std::chrono::duration<double>(clock_type::now() - started).count();
+        },
+        asio::detached);
     co_await sleep_for(300ms);
     BOOST_TEST(!second.has_value());
     co_await first.release();
-    for (int i = 0; i < 200 && !second; ++i) co_await sleep_for(50ms);
+    for (int i = 0; i < 200 && !second; ++i)
+      co_await sleep_for(50ms);
     BOOST_REQUIRE(second.has_value());
     BOOST_TEST(second->token() > first.token());
     BOOST_TEST(waited < 6.0);  // far below the 30 s TTL: the release woke it

@@ -1,9 +1,13 @@
 #pragma once
 // Test helper: runs a coroutine on an io_context to completion, within a bound, rethrowing its exception.
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <exception>
@@ -26,6 +30,12 @@ inline void run_coro(boost::asio::io_context& ioc, boost::asio::awaitable<void> 
   }
   if (!done) throw std::runtime_error("coroutine did not finish within the test's bound");
   if (failure) std::rethrow_exception(failure);
+}
+
+/// Waits `d` on the calling coroutine's executor (never throws on cancellation: it just returns early).
+inline boost::asio::awaitable<void> sleep_for(std::chrono::steady_clock::duration d) {
+  boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, d);
+  co_await t.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
 }
 
 }  // namespace baton::test
