@@ -1,11 +1,15 @@
 #include "protocol.hpp"
 
-#include <boost/json/parse.hpp>
+#include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+#include <boost/json/value_stack.hpp>
 #include <boost/url/parse.hpp>
 
 #include <charconv>
+#include <optional>
+#include <unordered_set>
+#include <vector>
 
 namespace baton::server {
 namespace json = boost::json;
@@ -52,12 +56,99 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-// Parses the body as a JSON object; unknown fields are ignored.
+// A basic_parser handler that builds the value as json::parse does and stops at the first object that
+// names a member twice. Boost.JSON 1.81 keeps the last of duplicate members without a word, and RFC 8259
+// leaves their meaning to each reader: {"owner":"a","owner":"b"} would be owner b to batond while a proxy, a
+// log or another server in front of it may read owner a. Refusing the body leaves only one reading.
+struct unique_members_handler {
+  static constexpr std::size_t max_object_size = json::object::max_size();
+  static constexpr std::size_t max_array_size = json::array::max_size();
+  static constexpr std::size_t max_key_size = json::string::max_size();
+  static constexpr std::size_t max_string_size = json::string::max_size();
+
+  json::value_stack st;
+  std::vector<std::unordered_set<std::string>> names;  // the member names seen, one set per open object
+  std::string key;                                     // the current name, while it arrives in parts
+  std::optional<std::string> duplicate;                // the first repeated name, once found
+
+  bool on_document_begin(boost::system::error_code&) { return true; }
+  bool on_document_end(boost::system::error_code&) { return true; }
+  bool on_object_begin(boost::system::error_code&) {
+    names.emplace_back();
+    return true;
+  }
+  bool on_object_end(std::size_t n, boost::system::error_code&) {
+    names.pop_back();
+    st.push_object(n);
+    return true;
+  }
+  bool on_array_begin(boost::system::error_code&) { return true; }
+  bool on_array_end(std::size_t n, boost::system::error_code&) {
+    st.push_array(n);
+    return true;
+  }
+  bool on_key_part(json::string_view s, std::size_t, boost::system::error_code&) {
+    key.append(s.data(), s.size());
+    st.push_chars(s);
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, boost::system::error_code& ec) {
+    key.append(s.data(), s.size());
+    // Names are compared after unescaping, so "owner" and "\u006fwner" are the same member.
+    if (!names.back().insert(key).second) {
+      duplicate = std::move(key);
+      ec = boost::system::errc::make_error_code(boost::system::errc::invalid_argument);
+      return false;
+    }
+    key.clear();
+    st.push_key(s);
+    return true;
+  }
+  bool on_string_part(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_string(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_string(s);
+    return true;
+  }
+  bool on_number_part(json::string_view, boost::system::error_code&) { return true; }
+  bool on_int64(std::int64_t i, json::string_view, boost::system::error_code&) {
+    st.push_int64(i);
+    return true;
+  }
+  bool on_uint64(std::uint64_t u, json::string_view, boost::system::error_code&) {
+    st.push_uint64(u);
+    return true;
+  }
+  bool on_double(double d, json::string_view, boost::system::error_code&) {
+    st.push_double(d);
+    return true;
+  }
+  bool on_bool(bool b, boost::system::error_code&) {
+    st.push_bool(b);
+    return true;
+  }
+  bool on_null(boost::system::error_code&) {
+    st.push_null();
+    return true;
+  }
+  bool on_comment_part(json::string_view, boost::system::error_code&) { return true; }
+  bool on_comment(json::string_view, boost::system::error_code&) { return true; }
+};
+
+// Parses the body as a JSON object; unknown fields are ignored, a member named twice in any object is not.
 std::variant<json::object, api_error> parse_object(std::string_view body) {
   if (body.empty()) return bad_request("request body is empty; expected a JSON object");
+  json::basic_parser<unique_members_handler> p(json::parse_options{});
+  p.handler().st.reset();
   boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
+  const std::size_t used = p.write_some(false, body.data(), body.size(), ec);
+  if (auto& name = p.handler().duplicate)
+    return bad_request("request body names the field \"" + *name + "\" more than once");
+  if (!ec && used < body.size()) ec = json::error::extra_data;
   if (ec) return bad_request("request body is not valid JSON: " + ec.message());
+  json::value v = p.handler().st.release();
   if (!v.is_object()) return bad_request("request body must be a JSON object");
   return std::move(v.as_object());
 }

@@ -24,6 +24,11 @@ api_error err(const R& r) {
   BOOST_REQUIRE(std::holds_alternative<api_error>(r));
   return std::get<api_error>(r);
 }
+using any_request = std::variant<acquire_request, renew_request, release_request, api_error>;
+template <class R>
+any_request to_any(std::variant<R, api_error> r) {
+  return std::visit([](auto&& x) -> any_request { return std::move(x); }, std::move(r));
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(targets_route_to_operations_and_decode_the_key) {
@@ -98,6 +103,52 @@ BOOST_AUTO_TEST_CASE(renew_and_release_require_a_positive_integer_token) {
   BOOST_TEST(rel.token == 18446744073709551u);
   BOOST_TEST(err(parse_release(R"({"owner":"w","token":18446744073709551615})")).status == 400);
   BOOST_TEST(err(parse_release(R"({"owner":"w","token":"1"})")).status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(a_field_named_twice_is_refused_whichever_copy_would_win) {
+  // Every route that takes a body. Last-one-wins would make the first two acquires owner "b".
+  std::vector<std::pair<std::string, any_request>> cases;
+  auto add = [&](std::string body, std::string field, auto parse) { cases.emplace_back(field, parse(body)); };
+  auto acquire = [](const std::string& b) { return to_any(parse_acquire(b, bounds)); };
+  auto renew = [](const std::string& b) { return to_any(parse_renew(b, bounds)); };
+  auto release = [](const std::string& b) { return to_any(parse_release(b)); };
+  add(R"({"key":"k","owner":"a","owner":"b","ttl_ms":1000})", "owner", acquire);
+  add(R"({"owner":"a","ttl_ms":1000,"owner":"b"})", "owner", acquire);
+  add(R"({"owner":"a","ttl_ms":1000,"ttl_ms":1000})", "ttl_ms", acquire);
+  add(R"({"owner":"a","token":1,"token":2,"ttl_ms":1000})", "token", renew);
+  add(R"({"owner":"a","owner":"a","token":1,"ttl_ms":1000})", "owner", renew);
+  add(R"({"owner":"a","token":1,"ttl_ms":500,"ttl_ms":60000})", "ttl_ms", renew);
+  add(R"({"owner":"a","token":1,"token":2})", "token", release);
+  add(R"({"owner":"b","owner":"a","token":1})", "owner", release);
+  // Compared after unescaping: the same name spelt two ways is still the same member.
+  add(R"({"owner":"a","\u006fwner":"b","ttl_ms":1000})", "owner", acquire);
+  // In fields batond ignores, and in nested objects, too: the body has no single meaning either way.
+  add(R"({"owner":"a","ttl_ms":1000,"extra":1,"extra":2})", "extra", acquire);
+  add(R"({"owner":"a","token":1,"meta":{"x":1,"x":2}})", "x", release);
+  add(R"({"owner":"a","token":1,"ttl_ms":1000,"list":[{"y":1},{"y":2,"y":3}]})", "y", renew);
+  for (const auto& [field, result] : cases) {
+    auto e = err(result);
+    BOOST_TEST(e.status == 400);
+    BOOST_TEST(e.code == "bad_request");
+    BOOST_TEST(e.message.find("\"" + field + "\"") != std::string::npos, e.message);
+    BOOST_TEST(e.message.find("more than once") != std::string::npos, e.message);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_same_name_in_different_objects_is_not_a_duplicate) {
+  auto ok = std::get<acquire_request>(parse_acquire(
+      R"({"owner":"w","ttl_ms":1000,"a":{"owner":"x","ttl_ms":5},"b":[{"k":1},{"k":2}]})", bounds));
+  BOOST_TEST(ok.owner == "w");
+  BOOST_TEST(ok.ttl.count() == 1000);
+  // A name that arrives in several parts (escapes split it) is compared whole.
+  auto r = std::get<release_request>(parse_release(R"({"own\u0065r":"w","token":3,"owne":1,"ownerx":2})"));
+  BOOST_TEST(r.owner == "w");
+  BOOST_TEST(r.token == 3u);
+  // Malformed JSON is still reported as such.
+  BOOST_TEST(err(parse_release(R"({"owner":"w","token":3} x)")).message.find("not valid JSON") !=
+             std::string::npos);
+  BOOST_TEST(err(parse_release(R"({"owner":"w","token":3)")).message.find("not valid JSON") !=
+             std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(error_body_is_json_with_code_and_message) {
