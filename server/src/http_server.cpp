@@ -79,6 +79,7 @@ struct http_server::impl {
   std::vector<std::unique_ptr<worker>> workers;
   tcp::acceptor acceptor;
   std::atomic<bool> draining{false};
+  std::atomic<bool> drain_started{false};
   std::atomic<std::int64_t> open_connections{0};
   rate_limiter rate{options.limits.rate_per_second, options.limits.rate_burst};
   // Connections past max_connections being answered 503; past this many more they are closed unanswered, so
@@ -142,6 +143,14 @@ struct http_server::impl {
 
     switch (t.what) {
       case lock_target::kind::healthz:
+        // Unhealthy from the moment the log fails until batond has exited (fail-stop, docs/design.md).
+        if (!service.storage_healthy()) {
+          json::object o;
+          o["status"] = "storage_failed";
+          o["error"] = "storage_failed";
+          o["message"] = service.storage_failure();
+          co_return make_response(http::status::service_unavailable, v, false, json::serialize(o));
+        }
         co_return make_response(http::status::ok, v, ka, R"({"status":"ok"})");
       case lock_target::kind::metrics:
         co_return make_response(http::status::ok, v, ka, metrics.render(), "text/plain; version=0.0.4");
@@ -179,16 +188,13 @@ struct http_server::impl {
         o["reason"] = to_string(reason);
         switch (reason) {
           case lost_reason::not_held:
-            o["message"] = "the lock is not held";
+            o["message"] = "the lock is not held (it is free, or its lease expired)";
             break;
           case lost_reason::owner_mismatch:
             o["message"] = "the lock is held by another owner";
             break;
           case lost_reason::token_mismatch:
             o["message"] = "the lock is held with a newer token";
-            break;
-          case lost_reason::expired:
-            o["message"] = "the lease expired before this renew arrived";
             break;
         }
         co_return make_response(http::status::conflict, v, ka, json::serialize(o));
@@ -482,7 +488,13 @@ struct http_server::impl {
     }
   }
 
-  asio::awaitable<void> drain() {
+  // Starts drain() once, whoever asks first (a signal, or a storage failure). Thread-safe.
+  void begin_drain(std::chrono::milliseconds timeout) {
+    if (drain_started.exchange(true)) return;
+    asio::co_spawn(workers[0]->ioc, drain(timeout), asio::detached);
+  }
+
+  asio::awaitable<void> drain(std::chrono::milliseconds timeout) {
     draining.store(true);
     beast::error_code ignored;
     acceptor.close(ignored);
@@ -494,7 +506,7 @@ struct http_server::impl {
           s->cancel();
       });
     asio::steady_timer t(workers[0]->ioc);
-    auto give_up = clock::now() + options.drain_timeout;
+    auto give_up = clock::now() + timeout;
     while (open_connections.load() > 0 && clock::now() < give_up) {
       t.expires_after(std::chrono::milliseconds(10));
       co_await t.async_wait(use_tuple);
@@ -516,6 +528,10 @@ tcp::endpoint http_server::bind() {
   a.bind(impl_->options.listen);
   a.listen(asio::socket_base::max_listen_connections);
   return a.local_endpoint();
+}
+
+void http_server::stop(std::chrono::milliseconds drain_timeout) {
+  impl_->begin_drain(drain_timeout);
 }
 
 void http_server::run() {
@@ -541,7 +557,7 @@ void http_server::run() {
   signals.async_wait([&m](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     log::info("shutdown", {{"signal", sig}});
-    asio::co_spawn(m.workers[0]->ioc, m.drain(), asio::detached);
+    m.begin_drain(m.options.drain_timeout);
   });
   asio::co_spawn(main_ioc, m.accept_loop(), asio::detached);
   asio::co_spawn(main_ioc, m.sweep_loop(), asio::detached);

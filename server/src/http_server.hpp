@@ -48,8 +48,13 @@ class http_server {
   /// Binds and listens; returns the bound endpoint (the real port when port 0 was asked for).
   boost::asio::ip::tcp::endpoint bind();
 
-  /// Serves until SIGTERM or SIGINT, then stops accepting, answers in-flight requests and returns.
+  /// Serves until SIGTERM or SIGINT (or stop()), then stops accepting, answers in-flight requests and
+  /// returns.
   void run();
+
+  /// Makes run() return as a signal would, waiting at most `drain_timeout` for requests in flight.
+  /// Thread-safe; the first call (or signal) wins.
+  void stop(std::chrono::milliseconds drain_timeout);
 
  private:
   struct impl;

@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace baton::server {
@@ -18,7 +20,13 @@ namespace errc = boost::system::errc;
 
 namespace {
 
-std::string errno_text(int err) { return std::strerror(err); }
+// The smallest encoded record: framing, type, token, ttl and two empty strings. A damaged stretch of N
+// bytes can have held at most N / min_record_bytes records, hence at most that many grants.
+constexpr std::uint64_t min_record_bytes = record_header_size + 1 + 8 + 8 + 4 + 4;
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 [[noreturn]] void fail(const std::string& what, int err) {
   throw std::runtime_error(what + ": " + errno_text(err));
@@ -49,6 +57,21 @@ void fsync_dir(const fs::path& dir) {
   ::close(fd);
 }
 
+// Creates `dir` and any missing parent, making each new entry durable in its parent: a data directory
+// that vanishes in a power cut would take the whole log with it.
+void create_data_dir(const fs::path& dir) {
+  std::vector<fs::path> missing;
+  for (fs::path p = fs::absolute(dir); !p.empty() && !fs::exists(p); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("create data directory " + dir.string() + ": " + ec.message());
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it)
+    fsync_dir(it->parent_path());
+}
+
 std::string read_file(const fs::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("open " + path.string(), errno);
@@ -75,15 +98,166 @@ bool parse_wal_name(const std::string& name, std::uint64_t& generation) {
   generation = 0;
   for (char c : name.substr(4, 16)) {
     int v;
-    if (c >= '0' && c <= '9') v = c - '0';
-    else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
-    else return false;
+    if (c >= '0' && c <= '9')
+      v = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      v = c - 'a' + 10;
+    else
+      return false;
     generation = generation * 16 + static_cast<std::uint64_t>(v);
   }
   return true;
 }
 
+fs::path wal_path_in(const fs::path& dir, std::uint64_t generation) {
+  char name[32];
+  std::snprintf(name, sizeof name, "wal-%016" PRIx64 ".log", generation);
+  return dir / name;
+}
+
+// The logs in `dir`, oldest first.
+std::vector<std::pair<std::uint64_t, fs::path>> list_logs(const fs::path& dir) {
+  std::vector<std::pair<std::uint64_t, fs::path>> logs;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::uint64_t g;
+    if (parse_wal_name(entry.path().filename().string(), g)) logs.emplace_back(g, entry.path());
+  }
+  std::sort(logs.begin(), logs.end());
+  return logs;
+}
+
+// Reads the snapshot, if any, into `table`; returns its generation (0 without one). A snapshot is only
+// ever installed by rename after fsync, so any defect in it is real damage: refuse rather than guess which
+// tokens were issued.
+std::uint64_t load_snapshot(const fs::path& dir, lock_table& table, time_point now, std::uint64_t& entries) {
+  auto path = dir / "snapshot";
+  entries = 0;
+  if (!fs::exists(path)) return 0;
+  std::string data = read_file(path);
+  std::string_view in(data);
+  std::size_t used = 0;
+  auto damaged = [&](const char* why) { return journal_damaged(path, data.size() - in.size(), why); };
+  auto header = decode_record(in, used);
+  if (!header || header->type != record_type::snapshot_header) throw damaged("bad snapshot header");
+  in.remove_prefix(used);
+  for (;;) {
+    auto r = decode_record(in, used);
+    if (!r) throw damaged(in.empty() ? "snapshot has no end record" : "bad snapshot record");
+    if (r->type == record_type::snapshot_end) {
+      if (r->token != entries) throw damaged("snapshot entry count does not match");
+      break;
+    }
+    if (r->type != record_type::acquire) throw damaged("unexpected record type in snapshot");
+    in.remove_prefix(used);
+    replay_record(table, *r, now);
+    ++entries;
+  }
+  table.observe_token(header->token);
+  return header->ttl_ms;
+}
+
+// Replays whole records from the front of `data`; returns how many bytes they span (the rest, if any,
+// starts with a record that does not decode).
+std::size_t replay_valid_prefix(std::string_view data, lock_table& table, time_point now,
+                                std::uint64_t& records) {
+  std::size_t offset = 0;
+  while (offset < data.size()) {
+    std::size_t used = 0;
+    auto r = decode_record(data.substr(offset), used);
+    if (!r) break;
+    replay_record(table, *r, now);
+    ++records;
+    offset += used;
+  }
+  return offset;
+}
+
+// The first offset at or after `from` where a whole valid record starts.
+std::optional<std::size_t> next_valid_record(std::string_view data, std::size_t from) {
+  for (std::size_t at = from; at + min_record_bytes <= data.size(); ++at) {
+    std::size_t used = 0;
+    if (decode_record(data.substr(at), used)) return at;
+  }
+  return std::nullopt;
+}
+
+std::string encode_snapshot(std::uint64_t generation, std::uint64_t last_token,
+                            const std::vector<snapshot_entry>& entries) {
+  std::string data;
+  encode_record(record_type::snapshot_header, last_token, generation, {}, {}, data);
+  for (const auto& e : entries)
+    encode_record(record_type::acquire, e.token, static_cast<std::uint64_t>(e.restore_ttl.count()), e.key,
+                  e.owner, data, e.client);
+  encode_record(record_type::snapshot_end, entries.size(), 0, {}, {}, data);
+  return data;
+}
+
+// Writes `data` to `path` and fsyncs it (not yet durable in the directory).
+void write_durably(const fs::path& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("open " + path.string(), errno);
+  int err = 0;
+  if (!write_all(fd, data.data(), data.size(), err)) {
+    ::close(fd);
+    fail("write " + path.string(), err);
+  }
+  if (::fsync(fd) != 0) {
+    err = errno;
+    ::close(fd);
+    fail("fsync " + path.string(), err);
+  }
+  ::close(fd);
+}
+
+void rename_durably(const fs::path& from, const fs::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) fail("rename " + from.string() + " to " + to.string(), errno);
+  fsync_dir(to.parent_path());
+}
+
+int lock_data_dir(const fs::path& dir) {
+  // One server per data directory: a second one would hand out the same tokens.
+  auto lock_path = dir / "LOCK";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) fail("open " + lock_path.string(), errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      throw std::runtime_error("data directory " + dir.string() + " is in use by another batond");
+    fail("lock " + lock_path.string(), err);
+  }
+  return fd;
+}
+
+// Checks that the logs form one unbroken run starting at the snapshot's generation (logs older than the
+// snapshot are covered by it and dropped from the list; the caller deletes them).
+void check_log_sequence(const fs::path& dir, std::uint64_t snapshot_generation,
+                        std::vector<std::pair<std::uint64_t, fs::path>>& logs,
+                        std::vector<fs::path>* covered) {
+  auto first_kept =
+      std::find_if(logs.begin(), logs.end(), [&](const auto& l) { return l.first >= snapshot_generation; });
+  if (covered)
+    for (auto it = logs.begin(); it != first_kept; ++it)
+      covered->push_back(it->second);
+  logs.erase(logs.begin(), first_kept);
+  std::uint64_t expect = snapshot_generation;
+  for (const auto& [g, path] : logs) {
+    // The snapshot of generation S is installed only once log S exists, log G + 1 is created only once
+    // log G is complete, and no log but the first one (0) exists without a snapshot: a gap means a file
+    // was removed by hand.
+    if (g != expect)
+      throw std::runtime_error("log " + wal_path_in(dir, expect).string() + " is missing (found " +
+                               path.filename().string() + "); refusing to guess what it held");
+    expect = g + 1;
+  }
+}
+
 }  // namespace
+
+journal_damaged::journal_damaged(fs::path f, std::uint64_t at, std::string why)
+    : std::runtime_error(f.string() + " is damaged at byte offset " + std::to_string(at) + " (" + why + ")"),
+      file(std::move(f)),
+      offset(at) {}
 
 void replay_record(lock_table& table, const wal_record& r, time_point now) {
   switch (r.type) {
@@ -113,108 +287,64 @@ journal::~journal() {
 }
 
 fs::path journal::wal_path(std::uint64_t generation) const {
-  char name[32];
-  std::snprintf(name, sizeof name, "wal-%016" PRIx64 ".log", generation);
-  return options_.dir / name;
+  return wal_path_in(options_.dir, generation);
 }
 
 recovery_stats journal::open(lock_table& table, time_point now) {
+  create_data_dir(options_.dir);
+  lock_fd_ = lock_data_dir(options_.dir);
   std::error_code ec;
-  fs::create_directories(options_.dir, ec);
-  if (ec) throw std::runtime_error("create data directory " + options_.dir.string() + ": " + ec.message());
-
-  // One server per data directory: a second one would hand out the same tokens.
-  auto lock_path = options_.dir / "LOCK";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) fail("open " + lock_path.string(), errno);
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK)
-      throw std::runtime_error("data directory " + options_.dir.string() + " is in use by another batond");
-    fail("lock " + lock_path.string(), errno);
-  }
+  fs::remove(options_.dir / "snapshot.tmp", ec);  // a compaction cut short by a crash
 
   recovery_stats stats;
-  auto snapshot_path = options_.dir / "snapshot";
-  if (fs::exists(snapshot_path)) {
-    // A snapshot is only ever installed by rename after fsync, so any defect in it is real corruption:
-    // refuse to start rather than guess which tokens were issued.
-    std::string data = read_file(snapshot_path);
-    std::string_view in(data);
-    std::size_t used = 0;
-    auto header = decode_record(in, used);
-    if (!header || header->type != record_type::snapshot_header)
-      throw std::runtime_error("snapshot " + snapshot_path.string() + " is corrupt (bad header)");
-    in.remove_prefix(used);
-    stats.generation = header->ttl_ms;
-    bool ended = false;
-    while (!in.empty()) {
-      auto r = decode_record(in, used);
-      if (!r) throw std::runtime_error("snapshot " + snapshot_path.string() + " is corrupt (bad record)");
-      in.remove_prefix(used);
-      if (r->type == record_type::snapshot_end) {
-        if (r->token != stats.snapshot_entries)
-          throw std::runtime_error("snapshot " + snapshot_path.string() + " is corrupt (entry count)");
-        ended = true;
-        break;
-      }
-      if (r->type != record_type::acquire)
-        throw std::runtime_error("snapshot " + snapshot_path.string() + " is corrupt (record type)");
-      replay_record(table, *r, now);
-      ++stats.snapshot_entries;
-    }
-    if (!ended) throw std::runtime_error("snapshot " + snapshot_path.string() + " is corrupt (no end)");
-    table.observe_token(header->token);
-  }
-  generation_ = stats.generation;
+  stats.generation = load_snapshot(options_.dir, table, now, stats.snapshot_entries);
 
-  // Logs of older generations are covered by the snapshot; a newer one cannot exist, since a generation's
-  // log is only created after its snapshot is durable.
-  for (const auto& entry : fs::directory_iterator(options_.dir)) {
-    std::uint64_t g;
-    if (!parse_wal_name(entry.path().filename().string(), g)) continue;
-    if (g < generation_) {
-      fs::remove(entry.path(), ec);
-    } else if (g > generation_) {
-      throw std::runtime_error("log " + entry.path().string() + " is newer than the snapshot; refusing to guess");
-    }
-  }
+  auto logs = list_logs(options_.dir);
+  std::vector<fs::path> covered;
+  check_log_sequence(options_.dir, stats.generation, logs, &covered);
+  for (const auto& p : covered)
+    fs::remove(p, ec);  // a crash between snapshot install and their removal
 
-  auto path = wal_path(generation_);
-  bool existed = fs::exists(path);
-  if (existed) {
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    const auto& path = logs[i].second;
     std::string data = read_file(path);
-    std::string_view in(data);
-    std::size_t offset = 0;
-    while (offset < data.size()) {
-      std::size_t used = 0;
-      auto r = decode_record(in.substr(offset), used);
-      if (!r) break;
-      replay_record(table, *r, now);
-      ++stats.records;
-      offset += used;
+    std::size_t valid = replay_valid_prefix(data, table, now, stats.records);
+    bool last = i + 1 == logs.size();
+    if (valid < data.size()) {
+      // Only the last write of the last log may be incomplete: it was never acknowledged (answers wait for
+      // fsync), so cutting it loses nothing a client was told. Anything else (a bad record in an older,
+      // complete log, or one with valid records after it) is damage to acknowledged data.
+      if (!last) throw journal_damaged(path, valid, "a record does not decode in a complete log");
+      if (auto next = next_valid_record(data, valid + 1))
+        throw journal_damaged(
+            path, valid, "a record does not decode and a valid one follows at byte " + std::to_string(*next));
+      stats.torn_bytes = data.size() - valid;
+      log::warn("wal_torn_tail", {{"file", path.string()}, {"offset", valid}, {"bytes", stats.torn_bytes}});
+      if (::truncate(path.c_str(), static_cast<off_t>(valid)) != 0) fail("truncate " + path.string(), errno);
     }
-    if (offset < data.size()) {
-      // A torn tail: the write of the last batch was cut by a crash. It was never acknowledged (answers
-      // wait for fsync), so cutting it off loses nothing a client was told; it must go before new appends.
-      stats.torn_bytes = data.size() - offset;
-      log::warn("wal_torn_tail", {{"file", path.string()}, {"offset", offset}, {"bytes", stats.torn_bytes}});
-      if (::truncate(path.c_str(), static_cast<off_t>(offset)) != 0) fail("truncate " + path.string(), errno);
+    if (last) {
+      generation_ = logs[i].first;
+      file_size_ = valid;
     }
-    file_size_ = offset;
   }
+  stats.log_files = logs.size();
+
+  bool existed = !logs.empty();
+  if (!existed) generation_ = stats.generation;
+  auto path = wal_path(generation_);
   wal_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (wal_fd_ < 0) fail("open " + path.string(), errno);
   if (::fsync(wal_fd_) != 0) fail("fsync " + path.string(), errno);
-  if (!existed) fsync_dir(options_.dir);
+  if (!existed || !covered.empty()) fsync_dir(options_.dir);
 
   stats.restored_leases = table.size();
   stats.last_token = table.last_token();
   return stats;
 }
 
-void journal::start(snapshot_source source) {
-  snapshot_source_ = std::move(source);
-  writer_ = std::thread([this] { run(); });
+void journal::start() {
+  writer_ = std::thread([this] { run_writer(); });
+  compactor_ = std::thread([this] { run_compactor(); });
 }
 
 std::uint64_t journal::append(record_type type, std::uint64_t token, std::uint64_t ttl_ms,
@@ -225,13 +355,6 @@ std::uint64_t journal::append(record_type type, std::uint64_t token, std::uint64
   std::uint64_t lsn = ++last_lsn_;
   if (pending_records_ == 1) cv_.notify_one();
   return lsn;
-}
-
-void journal::mark_cut() {
-  std::lock_guard lk(mu_);
-  cut_offset_ = pending_.size();
-  cut_lsn_ = last_lsn_;
-  cut_marked_ = true;
 }
 
 std::uint64_t journal::last_appended() const {
@@ -249,6 +372,11 @@ bool journal::failed() const {
   return failed_;
 }
 
+std::uint64_t journal::compactions() const {
+  std::lock_guard lk(mu_);
+  return compactions_;
+}
+
 std::string journal::failure_message() const {
   std::lock_guard lk(mu_);
   return failure_;
@@ -261,7 +389,7 @@ void journal::enqueue_waiter(std::uint64_t lsn, waiter h) {
     std::lock_guard lk(mu_);
     if (lsn <= durable_lsn_) {
       ready.push_back(std::move(h));
-    } else if (failed_ || stopping_) {
+    } else if (failed_ || writer_done_) {
       ec = errc::make_error_code(errc::io_error);
       ready.push_back(std::move(h));
     } else {
@@ -277,31 +405,39 @@ void journal::complete_waiters(std::vector<waiter>& ready, boost::system::error_
   ready.clear();
 }
 
-void journal::poison(const std::string& what, int err) {
+void journal::poison(const std::string& message) {
   std::vector<waiter> ready;
+  bool first = false;
   {
     std::lock_guard lk(mu_);
     if (!failed_) {
       failed_ = true;
-      failure_ = what + ": " + errno_text(err);
+      first = true;
+      failure_ = message;
     }
-    for (auto& [lsn, h] : waiters_) ready.push_back(std::move(h));
+    for (auto& [lsn, h] : waiters_)
+      ready.push_back(std::move(h));
     waiters_.clear();
   }
-  if (metrics_) metrics_->storage_errors.fetch_add(1, std::memory_order_relaxed);
-  log::error("wal_failed", {{"what", what}, {"error", errno_text(err)}});
+  cv_.notify_all();
+  compact_cv_.notify_all();
+  if (metrics_) {
+    metrics_->storage_errors.fetch_add(1, std::memory_order_relaxed);
+    metrics_->storage_healthy.store(0, std::memory_order_relaxed);
+  }
   complete_waiters(ready, errc::make_error_code(errc::io_error));
+  if (first && on_failure_) on_failure_(message);
 }
 
 bool journal::write_batch(const std::string& batch, std::uint64_t up_to_lsn, std::size_t records) {
   auto started = clock::now();
   int err = 0;
   if (!write_all(wal_fd_, batch.data(), batch.size(), err)) {
-    poison("write " + wal_path(generation_).string(), err);
+    poison("write " + wal_path(generation_).string() + ": " + errno_text(err));
     return false;
   }
   if (::fdatasync(wal_fd_) != 0) {
-    poison("fdatasync " + wal_path(generation_).string(), errno);
+    poison("fdatasync " + wal_path(generation_).string() + ": " + errno_text(errno));
     return false;
   }
   file_size_ += batch.size();
@@ -314,21 +450,22 @@ bool journal::write_batch(const std::string& batch, std::uint64_t up_to_lsn, std
     std::lock_guard lk(mu_);
     durable_lsn_ = std::max(durable_lsn_, up_to_lsn);
     auto end = waiters_.upper_bound(durable_lsn_);
-    for (auto it = waiters_.begin(); it != end; ++it) ready.push_back(std::move(it->second));
+    for (auto it = waiters_.begin(); it != end; ++it)
+      ready.push_back(std::move(it->second));
     waiters_.erase(waiters_.begin(), end);
   }
   complete_waiters(ready, {});
   return true;
 }
 
-void journal::run() {
+void journal::run_writer() {
   std::string batch;
   for (;;) {
     std::size_t records;
     std::uint64_t up_to;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return !pending_.empty() || stopping_; });
+      cv_.wait(lk, [&] { return !pending_.empty() || stopping_ || failed_; });
       if (pending_.empty() || failed_) break;  // stopping with nothing left, or poisoned
       batch.clear();
       batch.swap(pending_);  // keeps both buffers' capacity alive across batches
@@ -337,88 +474,193 @@ void journal::run() {
       up_to = last_lsn_;
     }
     if (!write_batch(batch, up_to, records)) break;
-    if (file_size_ > options_.compact_bytes && snapshot_source_) {
-      try {
-        compact();
-      } catch (const std::exception& e) {
-        poison(std::string("compaction: ") + e.what(), EIO);
-        break;
-      }
-    }
+    if (file_size_ > options_.compact_bytes && !cut()) break;
   }
-  // Whatever is still waiting can never become durable through this writer.
+  end_writing();
+}
+
+void journal::end_writing() {
+  // Whatever is still waiting can never become durable: no writer will run again.
   std::vector<waiter> ready;
   {
     std::lock_guard lk(mu_);
-    for (auto& [lsn, h] : waiters_) ready.push_back(std::move(h));
+    writer_done_ = true;
+    for (auto& [lsn, h] : waiters_)
+      ready.push_back(std::move(h));
     waiters_.clear();
   }
+  compact_cv_.notify_all();
   complete_waiters(ready, errc::make_error_code(errc::io_error));
 }
 
-void journal::compact() {
-  auto started = clock::now();
-  auto [last_token, entries] = snapshot_source_();  // calls mark_cut() atomically with the table snapshot
-  std::string head;
-  std::uint64_t head_lsn;
-  std::size_t head_records = 0;
+bool journal::cut() {
   {
     std::lock_guard lk(mu_);
-    if (!cut_marked_) throw std::runtime_error("snapshot source did not mark the cut");
-    head = pending_.substr(0, cut_offset_);
-    pending_.erase(0, cut_offset_);
-    head_lsn = cut_lsn_;
-    cut_marked_ = false;
+    if (compacting_) return true;  // the previous cut is still being compacted; this log just grows
   }
-  // Records up to the cut belong to the old generation: make them durable there first.
-  if (!head.empty() && !write_batch(head, head_lsn, head_records)) throw std::runtime_error("write failed");
-
+  // Everything written so far to the current log is durable (write_batch fsynced it): it is complete, and
+  // the compactor may read it while appends go to the next generation.
   std::uint64_t next = generation_ + 1;
-  std::string data;
-  encode_record(record_type::snapshot_header, last_token, next, {}, {}, data);
-  for (const auto& e : entries)
-    encode_record(record_type::acquire, e.token, static_cast<std::uint64_t>(e.restore_ttl.count()), e.key,
-                  e.owner, data, e.client);
-  encode_record(record_type::snapshot_end, entries.size(), 0, {}, {}, data);
-
-  auto tmp = options_.dir / "snapshot.tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("open " + tmp.string(), errno);
-  int err = 0;
-  if (!write_all(fd, data.data(), data.size(), err) || ::fsync(fd) != 0) {
-    if (err == 0) err = errno;
-    ::close(fd);
-    fail("write " + tmp.string(), err);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), (options_.dir / "snapshot").c_str()) != 0) fail("rename snapshot", errno);
-  fsync_dir(options_.dir);
-
   auto path = wal_path(next);
-  int new_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (new_fd < 0) fail("open " + path.string(), errno);
-  fsync_dir(options_.dir);
-  auto old_path = wal_path(generation_);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    poison("open " + path.string() + ": " + errno_text(errno));
+    return false;
+  }
+  try {
+    fsync_dir(options_.dir);
+  } catch (const std::exception& e) {
+    ::close(fd);
+    poison(e.what());
+    return false;
+  }
   ::close(wal_fd_);
-  wal_fd_ = new_fd;
+  wal_fd_ = fd;
   generation_ = next;
   file_size_ = 0;
-  std::error_code ec;
-  fs::remove(old_path, ec);
-  log::info("wal_compacted", {{"generation", generation_},
-                              {"entries", entries.size()},
-                              {"snapshot_bytes", data.size()},
-                              {"ms", std::chrono::duration_cast<milliseconds>(clock::now() - started).count()}});
+  {
+    std::lock_guard lk(mu_);
+    compacting_ = true;
+    compact_up_to_ = next;
+  }
+  compact_cv_.notify_one();
+  return true;
+}
+
+void journal::run_compactor() {
+  for (;;) {
+    std::uint64_t up_to;
+    {
+      std::unique_lock lk(mu_);
+      compact_cv_.wait(lk, [&] { return compact_up_to_ != 0 || writer_done_ || failed_; });
+      if (compact_up_to_ == 0 || failed_) return;
+      up_to = compact_up_to_;
+      compact_up_to_ = 0;
+    }
+    try {
+      compact(up_to);
+    } catch (const std::exception& e) {
+      poison(std::string("compaction: ") + e.what());
+      return;
+    }
+    std::lock_guard lk(mu_);
+    compacting_ = false;
+    ++compactions_;
+  }
+}
+
+void journal::compact(std::uint64_t up_to_generation) {
+  auto started = clock::now();
+  // Rebuild the table as of the cut from the files alone: they are complete and no longer written.
+  lock_table table;
+  std::uint64_t entries = 0, records = 0;
+  const time_point now{};  // expiry instants do not matter here, only tokens and restore TTLs
+  std::uint64_t from = load_snapshot(options_.dir, table, now, entries);
+  for (std::uint64_t g = from; g < up_to_generation; ++g) {
+    auto path = wal_path(g);
+    std::string data = read_file(path);
+    if (replay_valid_prefix(data, table, now, records) != data.size())
+      throw std::runtime_error(path.string() + " no longer decodes after it was written and fsynced");
+  }
+  std::string data = encode_snapshot(up_to_generation, table.last_token(), table.snapshot());
+  auto tmp = options_.dir / "snapshot.tmp";
+  write_durably(tmp, data);
+  rename_durably(tmp, options_.dir / "snapshot");
+  for (std::uint64_t g = from; g < up_to_generation; ++g) {
+    std::error_code ec;
+    fs::remove(wal_path(g), ec);
+  }
+  log::info("wal_compacted",
+            {{"generation", up_to_generation},
+             {"entries", table.size()},
+             {"records", records},
+             {"snapshot_bytes", data.size()},
+             {"ms", std::chrono::duration_cast<milliseconds>(clock::now() - started).count()}});
 }
 
 void journal::stop() {
   {
     std::lock_guard lk(mu_);
-    if (stopping_ && !writer_.joinable()) return;
     stopping_ = true;
   }
   cv_.notify_all();
   if (writer_.joinable()) writer_.join();
+  end_writing();  // also when the writer never started
+  if (compactor_.joinable()) compactor_.join();
+}
+
+repair_report repair_data_dir(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw std::runtime_error("data directory " + dir.string() + " does not exist");
+  int lock_fd = lock_data_dir(dir);
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } lock_guard{lock_fd};
+  std::error_code ec;
+  fs::remove(dir / "snapshot.tmp", ec);
+
+  repair_report report;
+  lock_table table;
+  const time_point now{};
+  std::uint64_t entries = 0, records = 0;
+  std::uint64_t from = load_snapshot(dir, table, now, entries);  // a damaged snapshot is not repaired here
+  auto logs = list_logs(dir);
+  check_log_sequence(dir, from, logs, nullptr);
+
+  // Replay every valid record, resynchronising after each damaged stretch. Grants are logged in token
+  // order, so the tokens a lost stretch held lie above every token before it; each lost grant took at
+  // least min_record_bytes.
+  std::uint64_t lost_grants_bound = 0;
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    const auto& path = logs[i].second;
+    std::string data = read_file(path);
+    std::string_view in(data);
+    std::size_t offset = replay_valid_prefix(in, table, now, records);
+    bool last = i + 1 == logs.size();
+    if (offset == data.size()) continue;
+    auto next = next_valid_record(in, offset + 1);
+    if (!next && last) continue;  // a torn tail: the next start cuts it, nothing acknowledged was there
+    repair_report::damage d{path, offset, 0, 0};
+    while (offset < data.size()) {
+      std::size_t resume = next ? *next : data.size();
+      d.lost_bytes += resume - offset;
+      std::uint64_t before = records;
+      offset = resume + replay_valid_prefix(in.substr(resume), table, now, records);
+      d.records_after += records - before;
+      if (offset < data.size()) next = next_valid_record(in, offset + 1);
+    }
+    lost_grants_bound += (d.lost_bytes + min_record_bytes - 1) / min_record_bytes;
+    report.damaged.push_back(d);
+  }
+  report.last_token_seen = table.last_token();
+  report.restored_leases = table.size();
+  if (report.damaged.empty()) {
+    report.token_floor = table.last_token();
+    return report;
+  }
+  report.token_floor = report.last_token_seen + lost_grants_bound;
+  table.observe_token(report.token_floor);
+
+  // Install a snapshot of everything recovered as a new generation with an empty log. The damaged logs are
+  // first kept under another name (a hard link, so a crash before the snapshot's rename leaves the
+  // directory as it was); the rename then makes every older log obsolete.
+  report.generation = (logs.empty() ? from : logs.back().first) + 1;
+  write_durably(dir / "snapshot.tmp",
+                encode_snapshot(report.generation, table.last_token(), table.snapshot()));
+  write_durably(wal_path_in(dir, report.generation), {});
+  for (const auto& d : report.damaged) {
+    auto kept = d.file;
+    kept += ".damaged";
+    fs::remove(kept, ec);
+    if (::link(d.file.c_str(), kept.c_str()) != 0)
+      fail("link " + d.file.string() + " to " + kept.string(), errno);
+  }
+  fsync_dir(dir);
+  rename_durably(dir / "snapshot.tmp", dir / "snapshot");
+  for (const auto& [g, path] : logs)
+    fs::remove(path, ec);
+  fsync_dir(dir);
+  return report;
 }
 
 }  // namespace baton::server

@@ -1,20 +1,27 @@
 #pragma once
-// The durable store of batond: a write-ahead log with group commit, snapshots and compaction.
+// The durable store of batond: a write-ahead log with group commit, snapshots and background compaction.
 //
 // Appends go to an in-memory batch; one writer thread writes each batch with a single write(2) and
 // fdatasync(2), then completes every waiter whose record the batch covered. Concurrent requests therefore
-// share one fsync. When the log grows past `compact_bytes`, the writer takes a snapshot of the lock table
-// (through the snapshot source, atomically with a cut of the log), writes it with write-fsync-rename and
-// starts a new log generation.
+// share one fsync.
+//
+// Compaction never touches the lock table or the service's mutex. When the current log grows past
+// `compact_bytes`, the writer thread *cuts* it between two batches: it creates the next generation's log
+// and appends there from then on. A separate compactor thread then rebuilds the table as of the cut from
+// the files alone (the last snapshot plus the complete, fsynced logs before the cut), writes it as the new
+// snapshot (write, fsync, rename, fsync the directory) and deletes the logs it covers. Group commit goes on
+// meanwhile; a crash at any point leaves either the old snapshot with every log after it, or the new one.
 //
 // Files in the data directory:
 //   LOCK                     flock()ed while a batond owns the directory
-//   snapshot                 the lock table at the start of generation G (absent before the first compaction)
-//   wal-<G as 16 hex>.log    records since that snapshot
+//   snapshot                 the lock table at the start of generation S (absent before the first compaction)
+//   wal-<G as 16 hex>.log    records of generation G; recovery replays every G >= S in order
+//   snapshot.tmp             a snapshot being written (removed at start-up)
+//   wal-<G>.log.damaged      a damaged log kept by `batond repair` as evidence (never read)
 //
-// Any write or fsync failure poisons the journal: nothing more is acknowledged until a restart recovers
-// from what is on disk. After a failed fsync the kernel may have dropped the dirty pages, so retrying
-// would risk acknowledging data that is not stored.
+// Any write, fsync or rename failure poisons the journal: nothing more is acknowledged, waiters fail, and
+// the failure callback runs once so the server can stop (fail-stop, docs/design.md). After a failed fsync
+// the kernel may have dropped the dirty pages, so retrying would risk acknowledging data that is not stored.
 
 #include "lock_table.hpp"
 #include "metrics.hpp"
@@ -23,9 +30,9 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
-#include <boost/asio/system_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <condition_variable>
@@ -34,25 +41,61 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
 namespace baton::server {
 
+/// Bounds of `compact_bytes` (and of batond's --compact-bytes).
+inline constexpr std::uint64_t min_compact_bytes = 4096;
+inline constexpr std::uint64_t max_compact_bytes = 1ull << 40;
+
 struct journal_options {
   std::filesystem::path dir;
-  /// Compact once the current log file is larger than this.
+  /// Cut the current log (and compact in the background) once it is larger than this.
   std::uint64_t compact_bytes = 64ull << 20;
 };
 
 struct recovery_stats {
-  std::uint64_t generation = 0;
+  std::uint64_t generation = 0;  // of the snapshot (0: none)
   std::uint64_t snapshot_entries = 0;
+  std::uint64_t log_files = 0;
   std::uint64_t records = 0;
-  std::uint64_t torn_bytes = 0;  // bytes of an incomplete last record, cut off
+  std::uint64_t torn_bytes = 0;  // bytes of an incomplete last write, cut off the last log
   std::uint64_t restored_leases = 0;
   std::uint64_t last_token = 0;
 };
+
+/// A log holds a record that does not decode, and it is not a torn tail: valid records follow it, or it is
+/// not the last log. Records after it were acknowledged, so replay cannot stop there; batond refuses to
+/// start and keeps the file as it is (`batond repair` may then cut it).
+struct journal_damaged : std::runtime_error {
+  journal_damaged(std::filesystem::path f, std::uint64_t at, std::string why);
+  std::filesystem::path file;
+  std::uint64_t offset;
+};
+
+/// What `repair_data_dir` did.
+struct repair_report {
+  struct damage {
+    std::filesystem::path file;
+    std::uint64_t offset = 0;         // first damaged byte
+    std::uint64_t lost_bytes = 0;     // bytes in which no valid record was found
+    std::uint64_t records_after = 0;  // valid records found after the damage and replayed
+  };
+  std::vector<damage> damaged;  // empty: nothing to repair
+  std::uint64_t last_token_seen = 0;
+  std::uint64_t token_floor = 0;  // the next grant is larger than this
+  std::uint64_t restored_leases = 0;
+  std::uint64_t generation = 0;  // of the snapshot written
+};
+
+/// Offline repair of a data directory whose log is damaged (batond must not be running: the directory is
+/// locked). Replays every valid record, including those after a damaged stretch, raises the token counter
+/// above any token the lost bytes could have held (docs/design.md, "Repair"), writes that as a new snapshot
+/// and keeps each damaged log as `<name>.damaged`. Throws std::runtime_error when it cannot.
+repair_report repair_data_dir(const std::filesystem::path& dir);
 
 /// Applies one log record to the table during recovery (pure; exposed for tests).
 void replay_record(lock_table& table, const wal_record& r, time_point now);
@@ -60,9 +103,6 @@ void replay_record(lock_table& table, const wal_record& r, time_point now);
 class journal {
  public:
   using handler_type = boost::asio::any_completion_handler<void(boost::system::error_code)>;
-  /// Called by the writer thread to compact: must, atomically with respect to appends, call `mark_cut()`
-  /// and return the table's snapshot and last issued token.
-  using snapshot_source = std::function<std::pair<std::uint64_t, std::vector<snapshot_entry>>()>;
 
   journal(journal_options options, server_metrics* metrics = nullptr);
   ~journal();
@@ -70,23 +110,27 @@ class journal {
   journal& operator=(const journal&) = delete;
 
   /// Locks the data directory, recovers `table` from it (leases restored as valid for their TTL from
-  /// `now`) and opens the log for appending. Throws std::runtime_error with a readable message.
+  /// `now`) and opens the log for appending. Throws journal_damaged for a damaged log, std::runtime_error
+  /// with a readable message for anything else.
   recovery_stats open(lock_table& table, time_point now);
 
-  /// Starts the writer thread.
-  void start(snapshot_source source);
+  /// Called once, from the writer or compactor thread, when the journal fails (the text says what failed).
+  /// Set it before start().
+  void on_failure(std::function<void(const std::string&)> callback) { on_failure_ = std::move(callback); }
+
+  /// Starts the writer and compactor threads.
+  void start();
 
   /// Queues a record; returns its log sequence number. Thread-safe. Callers that need the order of records
   /// to match the order of their effects call it while holding the lock that serialises those effects.
   std::uint64_t append(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
                        std::string_view owner = {}, std::string_view client = {});
 
-  /// Marks the current end of the queued records as the end of the generation being compacted.
-  void mark_cut();
-
   std::uint64_t last_appended() const;
   std::uint64_t durable() const;
   bool failed() const;
+  /// Compactions completed since start (tests, metrics).
+  std::uint64_t compactions() const;
 
   /// Completes with no error once record `lsn` (and all before it) is on disk, or with an error if the
   /// journal failed. The handler runs on its associated executor. Thread-safe.
@@ -101,7 +145,8 @@ class journal {
         token);
   }
 
-  /// Writes everything queued, stops the writer thread and fails any remaining waiter. Idempotent.
+  /// Writes everything queued, lets a running compaction finish, stops both threads and fails any
+  /// remaining waiter. Idempotent.
   void stop();
 
   /// The error that poisoned the journal, as text (empty when healthy).
@@ -113,36 +158,42 @@ class journal {
     handler_type handler;
   };
   void enqueue_waiter(std::uint64_t lsn, waiter w);
-  void run();
+  void run_writer();
+  void end_writing();
+  void run_compactor();
   bool write_batch(const std::string& batch, std::uint64_t up_to_lsn, std::size_t records);
-  void compact();
+  bool cut();
+  void compact(std::uint64_t up_to_generation);
   static void complete_waiters(std::vector<waiter>& ready, boost::system::error_code ec);
-  void poison(const std::string& what, int err);
+  void poison(const std::string& message);
   std::filesystem::path wal_path(std::uint64_t generation) const;
 
   journal_options options_;
   server_metrics* metrics_;
-  snapshot_source snapshot_source_;
+  std::function<void(const std::string&)> on_failure_;
 
   int lock_fd_ = -1;
-  int wal_fd_ = -1;
-  std::uint64_t generation_ = 0;
-  std::uint64_t file_size_ = 0;
+  int wal_fd_ = -1;               // writer thread only (after open)
+  std::uint64_t generation_ = 0;  // of the log being appended to; writer thread only
+  std::uint64_t file_size_ = 0;   // writer thread only
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;          // writer: records queued, or stopping
+  std::condition_variable compact_cv_;  // compactor: a cut to compact, or stopping
   std::string pending_;
   std::size_t pending_records_ = 0;
-  std::size_t cut_offset_ = 0;
-  std::uint64_t cut_lsn_ = 0;
-  bool cut_marked_ = false;
   std::uint64_t last_lsn_ = 0;
   std::uint64_t durable_lsn_ = 0;
   bool stopping_ = false;
+  bool writer_done_ = false;
   bool failed_ = false;
   std::string failure_;
+  std::uint64_t compact_up_to_ = 0;  // a cut waiting for the compactor: the first generation it keeps
+  bool compacting_ = false;          // a cut was made and its snapshot is not installed yet
+  std::uint64_t compactions_ = 0;
   std::multimap<std::uint64_t, waiter> waiters_;
   std::thread writer_;
+  std::thread compactor_;
 };
 
 }  // namespace baton::server

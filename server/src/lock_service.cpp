@@ -12,14 +12,6 @@ namespace asio = boost::asio;
 
 lock_service::lock_service(journal& j, server_metrics& metrics) : journal_(j), metrics_(metrics) {}
 
-journal::snapshot_source lock_service::snapshot_source() {
-  return [this] {
-    std::lock_guard lk(mu_);
-    journal_.mark_cut();
-    return std::pair{table_.last_token(), table_.snapshot()};
-  };
-}
-
 asio::awaitable<void> lock_service::wait_durable(std::uint64_t lsn) {
   if (journal_.durable() >= lsn) co_return;
   auto [ec] = co_await journal_.async_wait_durable(lsn, asio::as_tuple(asio::use_awaitable));
@@ -35,7 +27,8 @@ void lock_service::notify_locked(std::string_view key) {
   if (waiters_.empty()) return;
   auto it = waiters_.find(std::string(key));
   if (it == waiters_.end()) return;
-  for (auto& w : it->second) wake(w);
+  for (auto& w : it->second)
+    wake(w);
   waiters_.erase(it);
 }
 
@@ -51,6 +44,7 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
     if (auto* g = std::get_if<acquire_granted>(&result)) {
       lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(ttl.count()), key,
                             owner, client);
+      table_.mark_logged(key, g->token, lsn);
       if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
       notify_locked(key);
     } else {
@@ -75,10 +69,20 @@ asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::str
     if (journal_.failed())
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
     result = table_.renew(key, owner, token, ttl, clock::now(), client);
-    if (auto* ok = std::get_if<renew_ok>(&result); ok && ok->restore_ttl_grew)
-      lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), key);
+    if (auto* ok = std::get_if<renew_ok>(&result)) {
+      // Success rests on the lease's own records: a same-TTL retry of a renew whose extend is still in
+      // flight must wait for it too, or a crash could restore the lease with the shorter TTL.
+      lsn = ok->log_seq;
+      if (ok->restore_ttl_grew) {
+        lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), key);
+        table_.mark_logged(key, token, lsn);
+      }
+    } else {
+      // A refusal reports the key free or held by another, which may rest on any record still pending.
+      lsn = journal_.last_appended();
+    }
   }
-  if (lsn != 0) co_await wait_durable(lsn);
+  co_await wait_durable(lsn);
   if (std::holds_alternative<renew_ok>(result))
     metrics_.renew_ok.fetch_add(1, std::memory_order_relaxed);
   else
@@ -107,11 +111,15 @@ asio::awaitable<release_result> lock_service::release(std::string_view key, std:
   }
   co_await wait_durable(lsn);
   switch (result.outcome) {
-    case release_outcome::released: metrics_.release_released.fetch_add(1, std::memory_order_relaxed); break;
+    case release_outcome::released:
+      metrics_.release_released.fetch_add(1, std::memory_order_relaxed);
+      break;
     case release_outcome::already_free:
       metrics_.release_already_free.fetch_add(1, std::memory_order_relaxed);
       break;
-    case release_outcome::not_owner: metrics_.release_not_owner.fetch_add(1, std::memory_order_relaxed); break;
+    case release_outcome::not_owner:
+      metrics_.release_not_owner.fetch_add(1, std::memory_order_relaxed);
+      break;
   }
   co_return result;
 }
@@ -207,7 +215,8 @@ std::size_t lock_service::sweep() {
     auto expired = table_.expire_some(clock::now(), sweep_cursor_, buckets_per_step);
     pass_done = sweep_cursor_ == 0;
     for (const auto& e : expired) {
-      // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is safe.
+      // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is
+      // safe.
       if (!journal_.failed()) journal_.append(record_type::expire, e.token, 0, e.key);
       notify_locked(e.key);
     }
@@ -222,7 +231,8 @@ void lock_service::wake_all() {
   std::lock_guard lk(mu_);
   stopping_ = true;
   for (auto& [key, list] : waiters_)
-    for (auto& w : list) wake(w);
+    for (auto& w : list)
+      wake(w);
   waiters_.clear();
 }
 

@@ -2,10 +2,11 @@
 // The lock service: the lock table made durable and shared between threads.
 //
 // One mutex serialises every table operation together with the append of its log record, so the log's
-// order is the order of effects (per-key linearizability). Answers that report a change (a grant, a
-// release) or that read state another request may have changed wait until the log is durable up to that
-// point: nothing is ever acknowledged that a crash could take back. Renew changes no durable state (unless
-// the TTL grows) and is answered from memory.
+// order is the order of effects (per-key linearizability). No answer, success or refusal, reports a state
+// that a crash could roll back: each waits until the log is durable up to the last record that state rests
+// on. For most answers that is simply the last record appended; a successful renew needs only its own
+// lease's records (its acquire, and the extend of any renew that raised its TTL), so a renew is answered
+// from memory when nothing about the lease is pending.
 //
 // Long-poll waiters park on a timer of their own executor; a change to their key cancels the timer.
 
@@ -44,8 +45,9 @@ class lock_service {
   /// The table, for recovery before the service starts serving.
   lock_table& table() { return table_; }
 
-  /// Connects the journal's compaction to this table (call once, before serving).
-  journal::snapshot_source snapshot_source();
+  /// False once the journal has failed: nothing can be acknowledged any more (batond then exits).
+  bool storage_healthy() const { return !journal_.failed(); }
+  std::string storage_failure() const { return journal_.failure_message(); }
 
   // `client` is the authenticated name of the caller (empty without authentication); see lock_table.
   boost::asio::awaitable<acquire_result> acquire(std::string_view key, std::string_view owner,
@@ -64,7 +66,7 @@ class lock_service {
   /// Must run on a single-threaded executor (each batond worker thread has its own io_context). Throws
   /// waiters_exhausted, before waiting, when a waiter limit is reached.
   boost::asio::awaitable<std::optional<lease_view>> wait(std::string_view key, std::uint64_t token,
-                                                          milliseconds wait);
+                                                         milliseconds wait);
 
   /// Removes expired leases, logs their expiry and wakes their waiters. Returns how many expired. Works in
   /// steps of a few thousand hash buckets and lets requests in between, so a large table never stalls them.

@@ -9,9 +9,15 @@ std::string_view to_string(lost_reason r) {
     case lost_reason::not_held: return "not_held";
     case lost_reason::owner_mismatch: return "owner_mismatch";
     case lost_reason::token_mismatch: return "token_mismatch";
-    case lost_reason::expired: return "expired";
   }
   return "not_held";
+}
+
+time_point deadline_after(time_point now, milliseconds ttl) {
+  if (ttl <= milliseconds{0}) return now;
+  const auto room = time_point::max() - now;
+  if (std::chrono::duration_cast<milliseconds>(room) <= ttl) return time_point::max();
+  return now + ttl;
 }
 
 namespace {
@@ -33,13 +39,14 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     r.owner.assign(owner);
     r.client.assign(client);
     r.token = ++last_token_;
-    r.expires = now + ttl;
+    r.expires = deadline_after(now, ttl);
     r.restore_ttl = ttl;
+    r.log_seq = 0;
     return acquire_granted{r.token, replaced};
   }
   std::uint64_t token = ++last_token_;
-  leases_.emplace(std::string(key),
-                  lease_record{std::string(owner), std::string(client), token, now + ttl, ttl});
+  leases_.emplace(std::string(key), lease_record{std::string(owner), std::string(client), token,
+                                                 deadline_after(now, ttl), ttl});
   return acquire_granted{token, 0};
 }
 
@@ -48,14 +55,13 @@ renew_result lock_table::renew(std::string_view key, std::string_view owner, std
   auto it = leases_.find(key);
   if (it == leases_.end()) return renew_refused{lost_reason::not_held};
   lease_record& r = it->second;
-  bool same = held_by(r, owner, client) && r.token == token;
-  if (expired(r, now)) return renew_refused{same ? lost_reason::expired : lost_reason::not_held};
+  if (expired(r, now)) return renew_refused{lost_reason::not_held};
   if (!held_by(r, owner, client)) return renew_refused{lost_reason::owner_mismatch};
   if (r.token != token) return renew_refused{lost_reason::token_mismatch};
-  r.expires = now + ttl;
+  r.expires = deadline_after(now, ttl);
   bool grew = ttl > r.restore_ttl;
   if (grew) r.restore_ttl = ttl;
-  return renew_ok{grew};
+  return renew_ok{grew, r.log_seq};
 }
 
 release_result lock_table::release(std::string_view key, std::string_view owner, std::uint64_t token,
@@ -64,16 +70,20 @@ release_result lock_table::release(std::string_view key, std::string_view owner,
   if (it == leases_.end()) return {release_outcome::already_free, 0};
   lease_record& r = it->second;
   if (expired(r, now)) {
-    // Expired counts as free whoever held it; drop the record now rather than at the next sweep.
+    // Expired counts as free whoever held it, exactly as after the sweep; drop the record now.
     std::uint64_t removed = r.token;
-    bool mine = held_by(r, owner, client) && r.token == token;
     leases_.erase(it);
-    return {mine ? release_outcome::released : release_outcome::already_free, removed};
+    return {release_outcome::already_free, removed};
   }
   if (!held_by(r, owner, client) || r.token != token) return {release_outcome::not_owner, 0};
   std::uint64_t removed = r.token;
   leases_.erase(it);
   return {release_outcome::released, removed};
+}
+
+void lock_table::mark_logged(std::string_view key, std::uint64_t token, std::uint64_t seq) {
+  auto it = leases_.find(key);
+  if (it != leases_.end() && it->second.token == token) it->second.log_seq = seq;
 }
 
 std::optional<lease_view> lock_table::get(std::string_view key, time_point now) const {
@@ -87,7 +97,8 @@ std::vector<expired_lock> lock_table::expire(time_point now) {
   return expire_some(now, cursor, leases_.bucket_count());
 }
 
-std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& cursor, std::size_t max_buckets) {
+std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& cursor,
+                                                  std::size_t max_buckets) {
   std::vector<expired_lock> out;
   const std::size_t buckets = leases_.bucket_count();
   if (cursor >= buckets) cursor = 0;  // the table was rehashed since the last step
@@ -95,7 +106,8 @@ std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& c
   for (std::size_t b = cursor; b < end; ++b)
     for (auto it = leases_.begin(b); it != leases_.end(b); ++it)
       if (expired(it->second, now)) out.push_back({it->first, it->second.token});
-  for (const auto& e : out) leases_.erase(e.key);
+  for (const auto& e : out)
+    leases_.erase(e.key);
   cursor = end >= buckets ? 0 : end;
   return out;
 }
@@ -106,7 +118,7 @@ void lock_table::restore(std::string key, std::string owner, std::uint64_t token
   auto& r = leases_[std::move(key)];
   // A later record for the same key always carries a larger token; never let an older one win.
   if (r.token > token) return;
-  r = lease_record{std::move(owner), std::move(client), token, now + ttl, ttl};
+  r = lease_record{std::move(owner), std::move(client), token, deadline_after(now, ttl), ttl};
 }
 
 void lock_table::forget(std::string_view key, std::uint64_t token) {
@@ -120,10 +132,12 @@ void lock_table::raise_restore_ttl(std::string_view key, std::uint64_t token, mi
   auto it = leases_.find(key);
   if (it == leases_.end() || it->second.token != token || ttl <= it->second.restore_ttl) return;
   it->second.restore_ttl = ttl;
-  it->second.expires = std::max(it->second.expires, now + ttl);
+  it->second.expires = std::max(it->second.expires, deadline_after(now, ttl));
 }
 
-void lock_table::observe_token(std::uint64_t token) { last_token_ = std::max(last_token_, token); }
+void lock_table::observe_token(std::uint64_t token) {
+  last_token_ = std::max(last_token_, token);
+}
 
 std::vector<snapshot_entry> lock_table::snapshot() const {
   std::vector<snapshot_entry> out;

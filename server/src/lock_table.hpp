@@ -29,7 +29,14 @@ struct lease_record {
   /// The longest TTL ever granted to this lease (acquire or renew). After a restart the lease is restored
   /// for this long, counted from the restart, so the server never ends a lease before its holder may.
   milliseconds restore_ttl{0};
+  /// Log position of the last record this lease's state rests on (its acquire, or the extend that raised
+  /// restore_ttl); set by the caller through mark_logged(). An answer about the lease waits until the log
+  /// is durable up to here, so a renew is memory-only exactly when nothing about the lease is pending.
+  std::uint64_t log_seq = 0;
 };
+
+/// `now + ttl`, saturated at the clock's largest time point (a huge TTL must not overflow).
+time_point deadline_after(time_point now, milliseconds ttl);
 
 /// What a reader sees of a held lock.
 struct lease_view {
@@ -50,13 +57,18 @@ struct acquire_refused {
 };
 using acquire_result = std::variant<acquire_granted, acquire_refused>;
 
-enum class lost_reason { not_held, owner_mismatch, token_mismatch, expired };
+/// Why a renew was refused. A lease past its expiry is exactly like an absent one (not_held): the answer
+/// never depends on whether the expiry sweep has removed it yet.
+enum class lost_reason { not_held, owner_mismatch, token_mismatch };
 std::string_view to_string(lost_reason r);
 
 struct renew_ok {
   /// True when the TTL grew beyond any granted before: the new restore TTL must be logged before the
   /// answer, or a restart could end the lease earlier than the holder expects.
   bool restore_ttl_grew = false;
+  /// The lease's log_seq before this renew: the answer must wait until it is durable too (an earlier
+  /// renew's extend record may still be in flight).
+  std::uint64_t log_seq = 0;
 };
 struct renew_refused {
   lost_reason reason;
@@ -64,9 +76,10 @@ struct renew_refused {
 using renew_result = std::variant<renew_ok, renew_refused>;
 
 enum class release_outcome {
-  released,       // this owner+token held it; it is free now
-  already_free,   // nobody held it (or the lease had expired): a retry after a lost reply lands here
-  not_owner,      // another owner or token holds it: nothing changed
+  released,      // this owner+token held it; it is free now
+  already_free,  // nobody held it, or its lease had expired (whoever held it): a retry after a lost
+                 // reply lands here
+  not_owner,     // another owner or token holds it: nothing changed
 };
 struct release_result {
   release_outcome outcome;
@@ -104,9 +117,13 @@ class lock_table {
   renew_result renew(std::string_view key, std::string_view owner, std::uint64_t token, milliseconds ttl,
                      time_point now, std::string_view client = {});
 
-  /// Frees the lock on an exact holder+token match; an expired or absent lock counts as already free.
+  /// Frees the lock on an exact holder+token match; an expired or absent lock counts as already free
+  /// (an expired record is removed, and removed_token says so).
   release_result release(std::string_view key, std::string_view owner, std::uint64_t token, time_point now,
                          std::string_view client = {});
+
+  /// Records that the log position `seq` holds the latest record about the lease `key` has with `token`.
+  void mark_logged(std::string_view key, std::uint64_t token, std::uint64_t seq);
 
   /// The unexpired holder of `key`, if any.
   std::optional<lease_view> get(std::string_view key, time_point now) const;

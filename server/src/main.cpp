@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 namespace po = boost::program_options;
@@ -42,9 +43,75 @@ asio::ip::tcp::endpoint parse_listen(const std::string& text) {
   return {addr, static_cast<unsigned short>(port)};
 }
 
+// Exit statuses beyond 0 (stopped cleanly), 1 (could not start) and 2 (bad usage); docs/design.md.
+constexpr int exit_data_damaged = 65;    // a log or snapshot is damaged: see `batond repair`
+constexpr int exit_storage_failed = 74;  // a write, fsync or rename of the log failed while serving
+
+// A lease TTL above this is refused at start-up: a year is far beyond any lease, and far below where a
+// deadline could overflow the clock.
+constexpr std::int64_t max_ttl_limit_ms = 365LL * 24 * 3600 * 1000;
+
+// The storage failure's own log line says what failed; answering what is in flight takes little time.
+constexpr std::chrono::milliseconds storage_failure_drain{2'000};
+
+int repair_main(int argc, char** argv) {
+  std::string data_dir;
+  po::options_description opts("batond repair options");
+  opts.add_options()("help,h", "show this help")("data-dir", po::value(&data_dir),
+                                                 "data directory to repair (required)");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, opts), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << "usage: batond repair --data-dir DIR\n"
+                 "Cuts the damaged stretches out of a stopped batond's log, keeps each damaged log as\n"
+                 "<name>.damaged, and raises the token counter above any token the lost bytes could hold.\n"
+              << opts;
+    return 0;
+  }
+  if (data_dir.empty()) throw std::invalid_argument("--data-dir is required");
+  auto report = repair_data_dir(data_dir);
+  if (report.damaged.empty()) {
+    std::printf("batond repair: %s has no damaged log; nothing changed (last token %llu)\n", data_dir.c_str(),
+                static_cast<unsigned long long>(report.last_token_seen));
+    return 0;
+  }
+  for (const auto& d : report.damaged)
+    std::printf(
+        "damaged: file=%s offset=%llu lost_bytes=%llu valid_records_after=%llu (kept as %s.damaged)\n",
+        d.file.c_str(), static_cast<unsigned long long>(d.offset),
+        static_cast<unsigned long long>(d.lost_bytes), static_cast<unsigned long long>(d.records_after),
+        d.file.filename().c_str());
+  std::printf(
+      "repaired: restored_leases=%llu last_token_seen=%llu token_floor=%llu generation=%llu\n"
+      "Leases granted or extended in the lost bytes are gone: their holders may still act, and only "
+      "the fencing tokens (the next grant is above %llu) keep their writes from landing after a new "
+      "holder's.\n",
+      static_cast<unsigned long long>(report.restored_leases),
+      static_cast<unsigned long long>(report.last_token_seen),
+      static_cast<unsigned long long>(report.token_floor), static_cast<unsigned long long>(report.generation),
+      static_cast<unsigned long long>(report.token_floor));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "repair") {
+    try {
+      return repair_main(argc - 1, argv + 1);
+    } catch (const po::error& e) {
+      std::fprintf(stderr, "batond repair: %s (see batond repair --help)\n", e.what());
+      return 2;
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "batond repair: %s\n", e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "batond repair: %s\n", e.what());
+      return 1;
+    }
+  }
+
   std::string listen, data_dir, level_name, tokens_file;
   std::int64_t min_ttl = 0, max_ttl = 0, read_timeout = 0;
   std::uint64_t compact_bytes = 0;
@@ -82,7 +149,9 @@ int main(int argc, char** argv) {
     po::store(po::parse_command_line(argc, argv, opts), vm);
     po::notify(vm);
     if (vm.count("help")) {
-      std::cout << "usage: batond --data-dir DIR [options]\n" << opts;
+      std::cout << "usage: batond --data-dir DIR [options]\n"
+                   "       batond repair --data-dir DIR   (a damaged log; see batond repair --help)\n"
+                << opts;
       return 0;
     }
     if (data_dir.empty()) throw std::invalid_argument("--data-dir is required");
@@ -92,6 +161,13 @@ int main(int argc, char** argv) {
     baton::log::set_level(lvl);
     if (min_ttl < 1) throw std::invalid_argument("--min-ttl-ms must be at least 1");
     if (max_ttl < min_ttl) throw std::invalid_argument("--max-ttl-ms must be at least --min-ttl-ms");
+    if (max_ttl > max_ttl_limit_ms)
+      throw std::invalid_argument("--max-ttl-ms must be at most " + std::to_string(max_ttl_limit_ms) +
+                                  " (365 days), got " + std::to_string(max_ttl));
+    if (compact_bytes < min_compact_bytes || compact_bytes > max_compact_bytes)
+      throw std::invalid_argument("--compact-bytes must be " + std::to_string(min_compact_bytes) + " to " +
+                                  std::to_string(max_compact_bytes) + ", got " +
+                                  std::to_string(compact_bytes));
     if (read_timeout < 1) throw std::invalid_argument("--read-timeout-ms must be at least 1");
     if (threads < 1) throw std::invalid_argument("--threads must be at least 1");
     if (vm.count("tls-cert") != vm.count("tls-key"))
@@ -142,9 +218,19 @@ int main(int argc, char** argv) {
                                    {"torn_bytes", stats.torn_bytes},
                                    {"restored_leases", stats.restored_leases},
                                    {"last_token", stats.last_token}});
-    log.start(service.snapshot_source());
-
     http_server server(http, service, metrics);
+    // Fail-stop: after a failed write or fsync nothing more can be acknowledged, and retrying could
+    // acknowledge what the kernel already dropped. Answer what is in flight (503), exit with a status of its
+    // own, and let the supervisor's restart recover from what is on disk.
+    log.on_failure([&server](const std::string& what) {
+      baton::log::error("storage_failed", {{"error", what},
+                                           {"action",
+                                            "answering requests in flight with 503, then exiting with "
+                                            "status 74; a restart recovers from the log"}});
+      server.stop(storage_failure_drain);
+    });
+    log.start();
+
     auto bound = server.bind();
     std::string where =
         bound.address().is_v6() ? "[" + bound.address().to_string() + "]" : bound.address().to_string();
@@ -157,6 +243,10 @@ int main(int argc, char** argv) {
                                                                         : "mutual"}});
     server.run();
     log.stop();
+    if (log.failed()) {
+      baton::log::error("exiting", {{"status", exit_storage_failed}, {"error", log.failure_message()}});
+      return exit_storage_failed;
+    }
     baton::log::info("stopped", {{"durable_lsn", log.durable()}});
     return 0;
   } catch (const po::error& e) {
@@ -165,6 +255,12 @@ int main(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "batond: %s\n", e.what());
     return 2;
+  } catch (const journal_damaged& e) {
+    std::fprintf(stderr,
+                 "batond: %s; refusing to start and leaving the file as it is (batond repair --data-dir DIR "
+                 "cuts it: docs/design.md, \"Repair\")\n",
+                 e.what());
+    return exit_data_damaged;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "batond: %s\n", e.what());
     return 1;

@@ -104,6 +104,9 @@ std::string server_metrics::render() const {
   gauge("baton_connections", "Open client connections.", "gauge", connections.load(std::memory_order_relaxed));
   gauge("baton_storage_errors_total", "Write-ahead log write or fsync failures.", "counter",
         static_cast<long long>(storage_errors.load(std::memory_order_relaxed)));
+  gauge("baton_storage_healthy",
+        "1 while the write-ahead log accepts writes; 0 after a storage failure (batond exits with status 74).",
+        "gauge", storage_healthy.load(std::memory_order_relaxed));
 
   out += "# HELP baton_wal_fsync_batch_records Records made durable by one fsync (group commit size).\n";
   out += "# TYPE baton_wal_fsync_batch_records histogram\n";

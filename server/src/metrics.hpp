@@ -45,6 +45,8 @@ struct server_metrics {
   std::atomic<std::int64_t> waiters{0};
   std::atomic<std::int64_t> connections{0};
   std::atomic<std::uint64_t> storage_errors{0};
+  /// 1 while the log accepts writes; 0 once a write, fsync or rename failed (batond then exits).
+  std::atomic<int> storage_healthy{1};
 
   // The write-ahead log.
   histogram fsync_batch_records;

@@ -552,7 +552,7 @@ BOOST_AUTO_TEST_CASE(s09_token_counter_recovers_from_torn_tail_and_from_kill9_du
       srv::lock_table table;
       srv::journal j(srv::journal_options{dir.path()});
       j.open(table, t0);
-      j.start({});
+      j.start();
       for (const char* owner : {"A", "B"}) {
         auto g = std::get<srv::acquire_granted>(table.acquire(key, owner, 10s, t0));
         j.append(srv::record_type::acquire, g.token, 10000, key, owner);

@@ -35,8 +35,9 @@ void write_records(const fs::path& dir, const std::vector<wal_record>& records) 
   lock_table table;
   journal j(journal_options{dir});
   j.open(table, t0);
-  j.start({});
-  for (const auto& r : records) j.append(r.type, r.token, r.ttl_ms, r.key, r.owner);
+  j.start();
+  for (const auto& r : records)
+    j.append(r.type, r.token, r.ttl_ms, r.key, r.owner);
   j.stop();
   BOOST_TEST(j.durable() == records.size());
 }
@@ -57,7 +58,8 @@ BOOST_AUTO_TEST_CASE(decode_refuses_truncated_corrupt_and_unknown_records) {
   std::string buf;
   encode_record(wal_record{record_type::release, 5, 0, "k", ""}, buf);
   std::size_t used = 0;
-  for (std::size_t n = 0; n < buf.size(); ++n) BOOST_TEST(!decode_record(std::string_view(buf).substr(0, n), used));
+  for (std::size_t n = 0; n < buf.size(); ++n)
+    BOOST_TEST(!decode_record(std::string_view(buf).substr(0, n), used));
   std::string flipped = buf;
   flipped.back() ^= 0x01;
   BOOST_TEST(!decode_record(flipped, used));
@@ -95,7 +97,8 @@ BOOST_AUTO_TEST_CASE(recovery_restores_held_leases_and_the_token_counter) {
 
 BOOST_AUTO_TEST_CASE(torn_last_record_is_cut_off_and_the_counter_recovers_from_the_rest) {
   temp_dir dir;
-  write_records(dir.path(), {{record_type::acquire, 1, 1000, "a", "o"}, {record_type::acquire, 2, 1000, "b", "o"}});
+  write_records(dir.path(),
+                {{record_type::acquire, 1, 1000, "a", "o"}, {record_type::acquire, 2, 1000, "b", "o"}});
   // A crash in the middle of writing the next batch leaves half a record behind.
   std::string partial;
   encode_record(wal_record{record_type::acquire, 3, 1000, "c", "o"}, partial);
@@ -113,7 +116,7 @@ BOOST_AUTO_TEST_CASE(torn_last_record_is_cut_off_and_the_counter_recovers_from_t
     BOOST_TEST(stats.last_token == 2u);
     BOOST_TEST(fs::file_size(wal_file(dir.path())) == good_size);
     // New appends after recovery land after the last good record and are readable next time.
-    j.start({});
+    j.start();
     j.append(record_type::acquire, table.last_token() + 1, 1000, "d", "o");
     j.stop();
   }
@@ -126,25 +129,158 @@ BOOST_AUTO_TEST_CASE(torn_last_record_is_cut_off_and_the_counter_recovers_from_t
   BOOST_TEST(table.get("d", t0).has_value());
 }
 
-BOOST_AUTO_TEST_CASE(a_corrupt_record_in_the_middle_stops_replay_there) {
+namespace {
+// Five acquires of keys k0..k4 (tokens 1..5); returns the byte offset where each record starts.
+std::vector<std::uint64_t> write_five(const fs::path& dir) {
+  std::vector<wal_record> records;
+  std::vector<std::uint64_t> offsets;
+  std::string encoded;
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    records.push_back({record_type::acquire, i + 1, 60000, "k" + std::to_string(i), "o"});
+    offsets.push_back(encoded.size());
+    encode_record(records.back(), encoded);
+  }
+  write_records(dir, records);
+  return offsets;
+}
+
+void flip_bit(const std::string& path, std::uint64_t offset) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  BOOST_REQUIRE(fd >= 0);
+  char c;
+  BOOST_REQUIRE(::pread(fd, &c, 1, static_cast<off_t>(offset)) == 1);
+  c ^= 0x10;
+  BOOST_REQUIRE(::pwrite(fd, &c, 1, static_cast<off_t>(offset)) == 1);
+  ::close(fd);
+}
+
+std::string contents(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+}  // namespace
+
+// A damaged record with valid ones after it is not a torn write: the records after it were acknowledged.
+// Recovery refuses, names the file and offset, and leaves the file exactly as it was.
+BOOST_AUTO_TEST_CASE(a_damaged_record_in_the_middle_refuses_to_start_and_keeps_the_file) {
   temp_dir dir;
-  write_records(dir.path(), {{record_type::acquire, 1, 1000, "a", "o"}, {record_type::acquire, 2, 1000, "b", "o"}});
+  auto offsets = write_five(dir.path());
+  flip_bit(wal_file(dir.path()), offsets[1] + record_header_size + 3);  // inside record 1's token
+  const auto before = contents(wal_file(dir.path()));
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  try {
+    j.open(table, t0);
+    BOOST_FAIL("open() accepted a log with a damaged record in the middle");
+  } catch (const journal_damaged& e) {
+    BOOST_TEST(e.offset == offsets[1]);
+    BOOST_TEST(e.file == fs::path(wal_file(dir.path())));
+    BOOST_TEST(std::string(e.what()).find(std::to_string(offsets[1])) != std::string::npos);
+  }
+  BOOST_TEST((contents(wal_file(dir.path())) == before));
+}
+
+BOOST_AUTO_TEST_CASE(a_damaged_last_record_is_a_torn_tail_and_is_cut) {
+  temp_dir dir;
+  auto offsets = write_five(dir.path());
+  flip_bit(wal_file(dir.path()), offsets[4] + record_header_size + 3);
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  auto stats = j.open(table, t0);
+  BOOST_TEST(stats.records == 4u);
+  BOOST_TEST(stats.torn_bytes > 0u);
+  BOOST_TEST(stats.last_token == 4u);
+  BOOST_TEST(fs::file_size(wal_file(dir.path())) == offsets[4]);
+}
+
+// Repair cuts the damage out, keeps the evidence, replays the valid records after it, and raises the
+// counter above any token the lost bytes could have held: no token is ever issued twice.
+BOOST_AUTO_TEST_CASE(repair_cuts_the_damage_keeps_it_and_raises_the_token_floor) {
+  temp_dir dir;
+  auto offsets = write_five(dir.path());
+  flip_bit(wal_file(dir.path()), offsets[1] + record_header_size + 3);
+  const auto damaged = contents(wal_file(dir.path()));
+
+  auto report = repair_data_dir(dir.path());
+  BOOST_REQUIRE(report.damaged.size() == 1u);
+  BOOST_TEST(report.damaged[0].offset == offsets[1]);
+  BOOST_TEST(report.damaged[0].lost_bytes == offsets[2] - offsets[1]);
+  BOOST_TEST(report.damaged[0].records_after == 3u);
+  BOOST_TEST(report.last_token_seen == 5u);
+  BOOST_TEST(report.token_floor >= 5u + 1u);  // record 1 may have been a grant
+  BOOST_TEST(report.restored_leases == 4u);   // k0, k2, k3, k4
+  BOOST_TEST((contents(wal_file(dir.path()) + ".damaged") == damaged));
+
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  auto stats = j.open(table, t0);
+  BOOST_TEST(stats.last_token == report.token_floor);
+  for (const char* k : {"k0", "k2", "k3", "k4"})
+    BOOST_TEST(table.get(k, t0).has_value());
+  auto g = std::get<acquire_granted>(table.acquire("k1", "new", 1s, t0));
+  BOOST_TEST(g.token > report.token_floor);
+  BOOST_TEST(repair_data_dir(dir.path()).damaged.empty());  // a second repair finds nothing
+}
+
+BOOST_AUTO_TEST_CASE(repair_refuses_a_directory_in_use) {
+  temp_dir dir;
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  j.open(table, t0);
+  BOOST_CHECK_THROW(repair_data_dir(dir.path()), std::runtime_error);
+}
+
+// The state a crash leaves between a cut and the new snapshot's install: the old snapshot (none here) and
+// two logs. Recovery replays both in order.
+BOOST_AUTO_TEST_CASE(recovery_replays_every_log_after_the_snapshot_in_order) {
+  temp_dir dir;
+  write_records(dir.path(),
+                {{record_type::acquire, 1, 60000, "a", "o"}, {record_type::acquire, 2, 60000, "b", "o"}});
   {
-    // Flip one byte of the second record's payload.
-    int fd = ::open(wal_file(dir.path()).c_str(), O_RDWR);
-    auto size = fs::file_size(wal_file(dir.path()));
-    char c;
-    BOOST_REQUIRE(::pread(fd, &c, 1, static_cast<off_t>(size - 2)) == 1);
-    c ^= 0x40;
-    BOOST_REQUIRE(::pwrite(fd, &c, 1, static_cast<off_t>(size - 2)) == 1);
-    ::close(fd);
+    std::string next;
+    encode_record(wal_record{record_type::release, 1, 0, "a", ""}, next);
+    encode_record(wal_record{record_type::acquire, 3, 60000, "c", "o"}, next);
+    std::ofstream f(wal_file(dir.path(), 1), std::ios::binary);
+    f << next;
   }
   lock_table table;
   journal j(journal_options{dir.path()});
   auto stats = j.open(table, t0);
-  BOOST_TEST(stats.records == 1u);
-  BOOST_TEST(stats.torn_bytes > 0u);
-  BOOST_TEST(stats.last_token == 1u);
+  BOOST_TEST(stats.log_files == 2u);
+  BOOST_TEST(stats.records == 4u);
+  BOOST_TEST(stats.last_token == 3u);
+  BOOST_TEST(!table.get("a", t0).has_value());
+  BOOST_TEST(table.get("b", t0).has_value());
+  BOOST_TEST(table.get("c", t0).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_damaged_record_in_an_older_complete_log_refuses_to_start) {
+  temp_dir dir;
+  auto offsets = write_five(dir.path());
+  { std::ofstream f(wal_file(dir.path(), 1), std::ios::binary); }
+  flip_bit(wal_file(dir.path()), offsets[4] + record_header_size + 3);  // the last record of log 0
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  BOOST_CHECK_THROW(j.open(table, t0), journal_damaged);
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_log_refuses_to_start) {
+  temp_dir dir;
+  write_records(dir.path(), {{record_type::acquire, 1, 60000, "a", "o"}});
+  fs::rename(wal_file(dir.path(), 0), wal_file(dir.path(), 2));
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  BOOST_CHECK_THROW(j.open(table, t0), std::runtime_error);
+}
+
+BOOST_AUTO_TEST_CASE(open_creates_missing_parent_directories) {
+  temp_dir dir;
+  auto nested = dir.path() / "a" / "b" / "data";
+  lock_table table;
+  journal j(journal_options{nested});
+  j.open(table, t0);
+  BOOST_TEST(fs::is_directory(nested));
+  BOOST_TEST(fs::exists(wal_file(nested)));
 }
 
 BOOST_AUTO_TEST_CASE(waiters_complete_once_their_record_is_durable) {
@@ -152,12 +288,13 @@ BOOST_AUTO_TEST_CASE(waiters_complete_once_their_record_is_durable) {
   lock_table table;
   journal j(journal_options{dir.path()});
   j.open(table, t0);
-  j.start({});
+  j.start();
   boost::asio::io_context ioc;
   auto work = boost::asio::make_work_guard(ioc);  // keeps run_for() waiting while completions are pending
   std::vector<std::uint64_t> completed;
   for (int i = 0; i < 100; ++i) {
-    auto lsn = j.append(record_type::acquire, static_cast<std::uint64_t>(i + 1), 1000, "k" + std::to_string(i), "o");
+    auto lsn =
+        j.append(record_type::acquire, static_cast<std::uint64_t>(i + 1), 1000, "k" + std::to_string(i), "o");
     j.async_wait_durable(lsn, boost::asio::bind_executor(ioc, [&, lsn](boost::system::error_code ec) {
                            BOOST_TEST(!ec);
                            BOOST_TEST(j.durable() >= lsn);
@@ -165,7 +302,8 @@ BOOST_AUTO_TEST_CASE(waiters_complete_once_their_record_is_durable) {
                          }));
   }
   // Bounded: 100 records need at most 100 fsyncs.
-  for (int spins = 0; completed.size() < 100 && spins < 3000; ++spins) ioc.run_for(10ms);
+  for (int spins = 0; completed.size() < 100 && spins < 3000; ++spins)
+    ioc.run_for(10ms);
   BOOST_TEST(completed.size() == 100u);
   j.stop();
 }
@@ -179,11 +317,7 @@ BOOST_AUTO_TEST_CASE(compaction_writes_a_snapshot_and_recovery_uses_it) {
     std::mutex mu;
     journal j(journal_options{dir.path(), /*compact_bytes=*/4096});
     j.open(table, t0);
-    j.start([&] {
-      std::lock_guard lk(mu);
-      j.mark_cut();
-      return std::pair{table.last_token(), table.snapshot()};
-    });
+    j.start();
     // Churn: many acquires and releases, so the log passes the compaction size several times.
     for (int i = 0; i < 2000; ++i) {
       std::lock_guard lk(mu);
@@ -300,7 +434,7 @@ BOOST_AUTO_TEST_CASE(recovery_keeps_the_client_binding_from_old_and_new_records_
     lock_table table;
     journal j(journal_options{dir.path()});
     j.open(table, t0);
-    j.start({});
+    j.start();
     j.append(record_type::acquire, 1, 60000, "old", "o");           // written before authentication
     j.append(record_type::acquire, 2, 60000, "new", "o", "alpha");  // bound to client alpha
     j.stop();
@@ -329,11 +463,7 @@ BOOST_AUTO_TEST_CASE(recovery_keeps_the_client_binding_from_old_and_new_records_
     std::mutex mu;
     journal j(journal_options{dir.path(), /*compact_bytes=*/256});
     j.open(table, t0);
-    j.start([&] {
-      std::lock_guard lk(mu);
-      j.mark_cut();
-      return std::pair{table.last_token(), table.snapshot()};
-    });
+    j.start();
     for (int i = 0; i < 40; ++i) {
       std::lock_guard lk(mu);
       auto g = std::get<acquire_granted>(table.acquire("churn", "x", 1s, t0, "gamma"));

@@ -1,13 +1,17 @@
 #define BOOST_TEST_MODULE lock_table
 #include <boost/test/unit_test.hpp>
 
+#include <limits>
+
 #include "lock_table.hpp"
 
 using namespace baton::server;
 using namespace std::chrono_literals;
 
 namespace baton::server {
-std::ostream& operator<<(std::ostream& os, lost_reason r) { return os << to_string(r); }
+std::ostream& operator<<(std::ostream& os, lost_reason r) {
+  return os << to_string(r);
+}
 }  // namespace baton::server
 
 namespace {
@@ -46,7 +50,8 @@ BOOST_AUTO_TEST_CASE(same_owner_reacquiring_gets_a_larger_token_and_supersedes_t
   auto g = as<acquire_granted>(t.acquire("k", "a", 1000ms, t0 + 10ms));
   BOOST_TEST(g.token == 2u);
   BOOST_TEST(g.replaced_token == 1u);
-  BOOST_TEST(as<renew_refused>(t.renew("k", "a", 1, 1000ms, t0 + 20ms)).reason == lost_reason::token_mismatch);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", 1, 1000ms, t0 + 20ms)).reason ==
+             lost_reason::token_mismatch);
   BOOST_TEST(std::holds_alternative<renew_ok>(t.renew("k", "a", 2, 1000ms, t0 + 20ms)));
 }
 
@@ -73,13 +78,57 @@ BOOST_AUTO_TEST_CASE(renew_extends_only_for_current_owner_and_token) {
   BOOST_TEST(!t.get("k", t0 + 1900ms).has_value());
 }
 
-BOOST_AUTO_TEST_CASE(renew_after_expiry_is_refused_as_expired_and_does_not_revive) {
+BOOST_AUTO_TEST_CASE(renew_after_expiry_is_refused_as_not_held_and_does_not_revive) {
   lock_table t;
   t.acquire("k", "a", 1000ms, t0);
-  BOOST_TEST(as<renew_refused>(t.renew("k", "a", 1, 1000ms, t0 + 1000ms)).reason == lost_reason::expired);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", 1, 1000ms, t0 + 1000ms)).reason == lost_reason::not_held);
   BOOST_TEST(!t.get("k", t0 + 1000ms).has_value());
-  // Someone else's renew of an expired lease is simply "not held".
   BOOST_TEST(as<renew_refused>(t.renew("k", "b", 1, 1000ms, t0 + 1000ms)).reason == lost_reason::not_held);
+}
+
+// The answers about an expired lease depend only on its expiry time: the same before the sweep removed its
+// record as after.
+BOOST_AUTO_TEST_CASE(answers_about_an_expired_lease_are_the_same_before_and_after_the_sweep) {
+  for (bool swept : {false, true}) {
+    BOOST_TEST_CONTEXT("swept " << swept) {
+      lock_table t;
+      t.acquire("k", "a", 1000ms, t0);
+      t.acquire("r", "a", 1000ms, t0);
+      if (swept) BOOST_TEST(t.expire(t0 + 1000ms).size() == 2u);
+      BOOST_TEST(as<renew_refused>(t.renew("k", "a", 1, 1000ms, t0 + 1000ms)).reason ==
+                 lost_reason::not_held);
+      BOOST_TEST((t.release("r", "a", 2, t0 + 1000ms).outcome == release_outcome::already_free));
+      BOOST_TEST(!t.get("k", t0 + 1000ms).has_value());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_huge_ttl_saturates_the_deadline_instead_of_overflowing) {
+  lock_table t;
+  const milliseconds huge{std::numeric_limits<std::int64_t>::max() / 2};  // far past the clock's range
+  t.acquire("k", "a", huge, t0);
+  auto v = t.get("k", t0 + std::chrono::hours(24 * 365 * 100));
+  BOOST_REQUIRE(v.has_value());
+  BOOST_TEST((v->expires == time_point::max()));
+  BOOST_TEST(std::holds_alternative<renew_ok>(t.renew("k", "a", 1, huge, t0 + 1s)));
+  // A second owner never gets it: the saturated deadline does not wrap into the past.
+  BOOST_TEST(std::holds_alternative<acquire_refused>(t.acquire("k", "b", 1000ms, t0 + 2s)));
+  BOOST_TEST((deadline_after(time_point::max() - 1s, 2s) == time_point::max()));
+  BOOST_TEST((deadline_after(t0, 5s) == t0 + 5s));
+  t.restore("r", "a", 9, huge, t0);
+  BOOST_TEST((t.get("r", t0)->expires == time_point::max()));
+}
+
+BOOST_AUTO_TEST_CASE(renew_reports_the_log_position_its_lease_rests_on) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  BOOST_TEST(as<renew_ok>(t.renew("k", "a", 1, 1000ms, t0)).log_seq == 0u);
+  t.mark_logged("k", 1, 41);
+  BOOST_TEST(as<renew_ok>(t.renew("k", "a", 1, 1000ms, t0)).log_seq == 41u);
+  t.mark_logged("k", 7, 99);  // another token's record: not this lease's
+  BOOST_TEST(as<renew_ok>(t.renew("k", "a", 1, 1000ms, t0)).log_seq == 41u);
+  t.acquire("k", "a", 1000ms, t0);  // a same-owner re-acquire is a new lease with no record yet
+  BOOST_TEST(as<renew_ok>(t.renew("k", "a", 2, 1000ms, t0)).log_seq == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(renew_with_a_longer_ttl_reports_that_the_restore_ttl_grew) {
@@ -114,7 +163,7 @@ BOOST_AUTO_TEST_CASE(release_is_idempotent_and_treats_expired_as_free) {
 
   t.acquire("e", "a", 1000ms, t0);  // token 2
   auto mine_expired = t.release("e", "a", 2, t0 + 2s);
-  BOOST_TEST((mine_expired.outcome == release_outcome::released));
+  BOOST_TEST((mine_expired.outcome == release_outcome::already_free));
   BOOST_TEST(mine_expired.removed_token == 2u);
 
   t.acquire("f", "a", 1000ms, t0);  // token 3
@@ -198,14 +247,16 @@ BOOST_AUTO_TEST_CASE(expire_in_small_steps_removes_exactly_the_expired_leases_in
   int steps = 0;
   do {
     auto gone = t.expire_some(t0 + 1s, cursor, 7);
-    for (const auto& g : gone) BOOST_TEST(std::stoi(g.key.substr(1)) % 2 == 0);
+    for (const auto& g : gone)
+      BOOST_TEST(std::stoi(g.key.substr(1)) % 2 == 0);
     removed += gone.size();
     ++steps;
   } while (cursor != 0 && steps < 100000);
   BOOST_TEST(removed == 500u);
   BOOST_TEST(t.size() == 500u);
   BOOST_TEST(steps > 1);  // it really went in steps
-  for (int i = 1; i < 1000; i += 2) BOOST_TEST(t.get("k" + std::to_string(i), t0 + 1s).has_value());
+  for (int i = 1; i < 1000; i += 2)
+    BOOST_TEST(t.get("k" + std::to_string(i), t0 + 1s).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(a_lease_is_bound_to_its_client_as_well_as_its_owner_string) {
@@ -237,7 +288,7 @@ BOOST_AUTO_TEST_CASE(an_expired_lease_of_one_client_is_free_for_another) {
   BOOST_TEST(as<renew_refused>(t.renew("k", "o", a.token, 1000ms, later, "beta")).reason ==
              lost_reason::not_held);
   BOOST_TEST(as<renew_refused>(t.renew("k", "o", a.token, 1000ms, later, "alpha")).reason ==
-             lost_reason::expired);
+             lost_reason::not_held);
   auto b = as<acquire_granted>(t.acquire("k", "o", 1000ms, later, "beta"));
   BOOST_TEST(b.replaced_token == a.token);
   BOOST_TEST(t.get("k", later)->client == "beta");

@@ -1,0 +1,142 @@
+#define BOOST_TEST_MODULE lock_service
+#include <boost/test/unit_test.hpp>
+
+// The lock service over a real journal whose writer has not started yet: nothing appended becomes durable
+// until the test starts it. That is a stalled disk with no timing involved, so "not answered" is exact.
+
+#include "batond_fixture.hpp"
+#include "journal.hpp"
+#include "lock_service.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <optional>
+
+using namespace baton::server;
+using baton::test::temp_dir;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+// Starts `op` on the io_context and keeps its result once it completes.
+template <class T>
+struct pending {
+  std::optional<T> result;
+  std::exception_ptr error;
+  bool done = false;
+};
+
+template <class T>
+std::shared_ptr<pending<T>> start(asio::io_context& ioc, asio::awaitable<T> op) {
+  auto p = std::make_shared<pending<T>>();
+  asio::co_spawn(ioc, std::move(op), [p](std::exception_ptr e, T v) {
+    p->done = true;
+    p->error = e;
+    if (!e) p->result = std::move(v);
+  });
+  return p;
+}
+
+// Runs ready handlers (and whatever completes within `d`).
+void settle(asio::io_context& ioc, std::chrono::milliseconds d = 100ms) {
+  ioc.restart();
+  ioc.run_for(d);
+}
+
+template <class T>
+void wait_done(asio::io_context& ioc, const std::shared_ptr<pending<T>>& p) {
+  for (int i = 0; i < 500 && !p->done; ++i)
+    settle(ioc, 20ms);  // bounded: 10 s
+  BOOST_REQUIRE(p->done);
+}
+
+struct fixture {
+  temp_dir dir;
+  server_metrics metrics;
+  journal log{journal_options{dir.path()}, &metrics};
+  lock_service service{log, metrics};
+  asio::io_context ioc;
+
+  // A lease already durable (as after a restart): `a` holds k with token 1 for 1 s.
+  fixture() {
+    log.open(service.table(), clock::now());
+    service.table().restore("k", "a", 1, 1000ms, clock::now());
+  }
+};
+
+}  // namespace
+
+// Defect: renew R1 raised the TTL and waits for its extend record; its retry R2 with the same TTL saw no
+// increase and was answered at once. A crash then restored the lease with the old, short TTL while its
+// holder had been told 60 s.
+BOOST_FIXTURE_TEST_CASE(a_same_ttl_retry_waits_for_the_earlier_renews_extend_record, fixture) {
+  auto r1 = start(ioc, service.renew("k", "a", 1, 60'000ms));
+  settle(ioc);
+  BOOST_TEST(!r1->done);
+  auto r2 = start(ioc, service.renew("k", "a", 1, 60'000ms));
+  settle(ioc);
+  BOOST_TEST(!r2->done);  // answering now would report a state a crash could roll back
+
+  log.start();
+  wait_done(ioc, r1);
+  wait_done(ioc, r2);
+  BOOST_TEST(std::holds_alternative<renew_ok>(*r2->result));
+  BOOST_TEST(log.durable() >= 1u);
+}
+
+// With nothing about the lease pending, a renew that does not raise the TTL is answered from memory, even
+// while the disk is stalled for another key.
+BOOST_FIXTURE_TEST_CASE(a_renew_with_nothing_pending_for_its_lease_is_answered_from_memory, fixture) {
+  service.table().restore("other", "b", 2, 1000ms, clock::now());
+  auto other = start(ioc, service.renew("other", "b", 2, 60'000ms));  // pending extend for another key
+  auto r = start(ioc, service.renew("k", "a", 1, 1000ms));
+  settle(ioc);
+  BOOST_TEST(r->done);
+  BOOST_TEST(std::holds_alternative<renew_ok>(*r->result));
+  BOOST_TEST(!other->done);
+  log.start();
+  wait_done(ioc, other);
+}
+
+// A refusal is an answer too: "not held" after a release that is not durable yet would be rolled back by a
+// crash (the lease comes back).
+BOOST_FIXTURE_TEST_CASE(a_renew_refusal_waits_for_the_release_it_reports, fixture) {
+  auto rel = start(ioc, service.release("k", "a", 1));
+  settle(ioc);
+  BOOST_TEST(!rel->done);
+  auto renew = start(ioc, service.renew("k", "a", 1, 1000ms));
+  settle(ioc);
+  BOOST_TEST(!renew->done);
+  log.start();
+  wait_done(ioc, rel);
+  wait_done(ioc, renew);
+  BOOST_TEST((std::get<renew_refused>(*renew->result).reason == lost_reason::not_held));
+}
+
+// A same-owner re-acquire whose record is pending: the new lease's renew waits for that acquire.
+BOOST_FIXTURE_TEST_CASE(a_renew_of_a_lease_whose_grant_is_pending_waits_for_the_grant, fixture) {
+  auto again = start(ioc, service.acquire("k", "a", 1000ms));
+  settle(ioc);
+  BOOST_TEST(!again->done);
+  std::uint64_t token = service.table().last_token();
+  BOOST_TEST(token == 2u);
+  auto renew = start(ioc, service.renew("k", "a", token, 1000ms));
+  settle(ioc);
+  BOOST_TEST(!renew->done);
+  log.start();
+  wait_done(ioc, again);
+  wait_done(ioc, renew);
+  BOOST_TEST(std::holds_alternative<renew_ok>(*renew->result));
+}
+
+// A failed journal answers every route with storage_unavailable and reports itself unhealthy.
+BOOST_FIXTURE_TEST_CASE(a_stopped_journal_fails_pending_answers_instead_of_acknowledging, fixture) {
+  auto r1 = start(ioc, service.renew("k", "a", 1, 60'000ms));
+  settle(ioc);
+  log.stop();  // the writer never ran: the extend can never become durable
+  wait_done(ioc, r1);
+  BOOST_REQUIRE(r1->error);
+  BOOST_CHECK_THROW(std::rethrow_exception(r1->error), storage_unavailable);
+}
