@@ -266,10 +266,10 @@ BOOST_AUTO_TEST_CASE(s03_renew_after_expiry_is_refused_and_a_late_confirmation_d
     BOOST_TEST((a.poll(w.now) == lease_fsm::action::declare_lost));
     BOOST_TEST((a.state() == lease_state::lost));
     EXPECT_OWNER(w, "", 0u);
-    BOOST_TEST(w.renew("A", 1, 9s) == "expired");
-    BOOST_TEST(w.renew("A", 1, 9s) == "expired");  // the retry: same answer, still not revived
+    BOOST_TEST(w.renew("A", 1, 9s) == "not_held");  // an expired lease is answered as an absent one
+    BOOST_TEST(w.renew("A", 1, 9s) == "not_held");  // the retry: same answer, still not revived
     EXPECT_OWNER(w, "", 0u);
-    a.on_renew_refused("expired");  // a refusal after the loss changes nothing
+    a.on_renew_refused("not_held");  // a refusal after the loss changes nothing
     BOOST_TEST((a.state() == lease_state::lost));
 
     // Recovery: a new acquisition, a new token.

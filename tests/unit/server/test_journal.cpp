@@ -211,14 +211,15 @@ BOOST_AUTO_TEST_CASE(repair_cuts_the_damage_keeps_it_and_raises_the_token_floor)
   BOOST_TEST(report.restored_leases == 4u);   // k0, k2, k3, k4
   BOOST_TEST((contents(wal_file(dir.path()) + ".damaged") == damaged));
 
-  lock_table table;
-  journal j(journal_options{dir.path()});
-  auto stats = j.open(table, t0);
-  BOOST_TEST(stats.last_token == report.token_floor);
-  for (const char* k : {"k0", "k2", "k3", "k4"})
-    BOOST_TEST(table.get(k, t0).has_value());
-  auto g = std::get<acquire_granted>(table.acquire("k1", "new", 1s, t0));
-  BOOST_TEST(g.token > report.token_floor);
+  {
+    lock_table table;
+    journal j(journal_options{dir.path()});
+    auto stats = j.open(table, t0);
+    BOOST_TEST(stats.last_token == report.token_floor);
+    for (const char* k : {"k0", "k2", "k3", "k4"}) BOOST_TEST(table.get(k, t0).has_value());
+    auto g = std::get<acquire_granted>(table.acquire("k1", "new", 1s, t0));
+    BOOST_TEST(g.token > report.token_floor);
+  }
   BOOST_TEST(repair_data_dir(dir.path()).damaged.empty());  // a second repair finds nothing
 }
 
