@@ -101,14 +101,17 @@ asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
       // Refusals go to stderr only: a script that forgets to check the status must not find the holder's
       // token on stdout and write with it.
       if (!cmd.wait) throw cli_error(exit_code::not_acquired, held_by(cmd.key, r.holder));
-      failures = 0;
       const auto left = std::chrono::ceil<milliseconds>(give_up - clock::now());
       if (left.count() <= 0)
         throw cli_error(exit_code::not_acquired, "gave up waiting: " + held_by(cmd.key, r.holder));
       // The server answers the long-poll the moment the holder releases or its lease expires.
       const auto wait = std::clamp(left, milliseconds{1}, milliseconds{30'000});
       auto g = co_await b.get(cmd.key, wait_for_change{r.holder.token, wait}, wait + config.request_timeout);
-      if (!g.ec) continue;
+      if (!g.ec) {
+        failures = 0;
+        continue;
+      }
+      // A failed long-poll (too_many_waiters included) backs off, growing while it keeps failing.
       r.ec = g.ec;
       r.diagnostic = std::move(g.diagnostic);
     }

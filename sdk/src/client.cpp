@@ -82,8 +82,9 @@ client::~client() {
 asio::awaitable<acquire_result> client::try_acquire(std::string key, lease_options options) {
   options.validate();
   auto& s = *impl_->shared;
-  // One owner string for this acquisition and all its retries: a retry after a lost reply is then the same
-  // owner to the server, which grants it a newer token instead of refusing it as "held".
+  // One owner string for this acquisition and all its retries: a retry after a lost reply, or after a 503
+  // storage_unavailable (which may come after the grant reached the server), is then the same owner to the
+  // server, which grants it a newer token instead of refusing it as "held".
   const std::string owner = s.identity + "#" + random_suffix(s.rng);
   for (int attempt = 1;; ++attempt) {
     std::optional<lease> got;
@@ -104,22 +105,33 @@ asio::awaitable<lease> client::acquire(std::string key, lease_options options,
   const std::string owner = s.identity + "#" + random_suffix(s.rng);
   const auto give_up = wait_timeout ? clock::now() + *wait_timeout : clock::time_point::max();
   int failures = 0;
+  std::string unsure;  // why the last acquire's outcome is unknown, if it is
   for (;;) {
     if (co_await cancelled()) throw boost::system::system_error(asio::error::operation_aborted);
-    if (clock::now() >= give_up) throw exception(error::wait_timeout, "lock \"" + key + "\" still held");
+    if (clock::now() >= give_up)
+      throw exception(error::wait_timeout,
+                      unsure.empty()
+                          ? "lock \"" + key + "\" still held"
+                          : "the last acquire of \"" + key + "\" got no definite answer (" + unsure +
+                                "); it may have been granted, and is then held until its TTL passes");
     std::optional<lease> got;
     auto r = co_await impl_->try_once(key, owner, options, got);
     if (got) co_return std::move(*got);
     if (r.ec == asio::error::operation_aborted) throw boost::system::system_error(r.ec);
+    unsure = r.ec == error::held ? std::string() : as_acquire_error(r.ec).message();
     if (r.ec == error::held) {
-      failures = 0;
       // Wait on the server's long-poll: it answers the moment the holder releases or its lease expires.
       auto left = std::chrono::duration_cast<milliseconds>(give_up - clock::now());
       auto wait = std::clamp(left, milliseconds{1}, milliseconds{30'000});
       auto g = co_await s.backend->get(key, wait_for_change{r.holder.token, wait}, wait + s.config.request_timeout);
       if (g.ec == asio::error::operation_aborted) throw boost::system::system_error(g.ec);
-      if (!g.ec) continue;
-      r.ec = g.ec;  // the long-poll failed: back off like any failed try
+      if (!g.ec) {
+        failures = 0;
+        continue;
+      }
+      // The long-poll failed (too_many_waiters included): back off like any failed try. The "held" answer
+      // does not reset the backoff, so a server out of waiter slots sees this client less and less often.
+      r.ec = g.ec;
       r.diagnostic = g.diagnostic;
     }
     if (!is_transient(r.ec)) throw exception(as_acquire_error(r.ec), r.diagnostic);

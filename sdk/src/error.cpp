@@ -18,7 +18,8 @@ class category final : public boost::system::error_category {
       case error::wait_timeout: return "gave up waiting for the lock";
       case error::connection_failed: return "connection to the lock server failed";
       case error::bad_request: return "the lock server refused the request as malformed";
-      case error::storage_unavailable: return "the lock server cannot store changes right now";
+      case error::storage_unavailable:
+        return "the lock server could not store the change (it may still take effect)";
       case error::server_error: return "unexpected answer from the lock server";
       case error::protocol_error: return "the lock server's answer does not follow the protocol";
       case error::invalid_config: return "invalid configuration";
@@ -26,6 +27,7 @@ class category final : public boost::system::error_category {
       case error::tls_failed: return "TLS connection to the lock server failed";
       case error::unauthorized: return "the lock server refused the bearer token (missing or not valid)";
       case error::forbidden: return "the bearer token does not allow this operation on this key";
+      case error::server_busy: return "the lock server is at a limit (rate, connections or waiters)";
     }
     return "unknown baton error";
   }
@@ -47,6 +49,7 @@ bool is_transient(const boost::system::error_code& ec) noexcept {
     case error::request_timeout:
     case error::connection_failed:
     case error::storage_unavailable:
+    case error::server_busy:
     case error::server_error: return true;
     default: return false;
   }

@@ -25,9 +25,15 @@ namespace json = boost::json;
 // Maps a status the operation does not expect to an error, keeping the server's message.
 void unexpected(http_result& r) {
   std::string msg = string_field(r.body, "message");
+  const std::string code = string_field(r.body, "error");
+  // A limit refuses before anything changes. Any other 503 (storage_unavailable, or one from a proxy) may
+  // come after the change reached the server: its outcome is unknown, which storage_unavailable says.
+  const bool at_limit =
+      r.status == 429 || (r.status == 503 && (code == "too_many_waiters" || code == "too_many_connections"));
   if (r.status == 400) r.ec = error::bad_request;
   else if (r.status == 401) r.ec = error::unauthorized;
   else if (r.status == 403) r.ec = error::forbidden;
+  else if (at_limit) r.ec = error::server_busy;
   else if (r.status == 503) r.ec = error::storage_unavailable;
   else r.ec = error::server_error;
   r.diagnostic = "HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);

@@ -22,7 +22,9 @@ std::chrono::microseconds since(clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - t);
 }
 
-// Release with retries on transport errors; the protocol makes every retry safe.
+// Release with retries on transport errors and 503s; the protocol makes every retry safe. A release whose
+// reply was lost, or answered 503 storage_unavailable, may have freed the lock: the retry then finds it
+// already_free.
 asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> c) {
   auto& cs = *c->client;
   release_reply r;
@@ -87,7 +89,9 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       c->publish();
       co_return;
     } else {
-      // No answer (or a server error): the lease may still be ours. Retry while time remains.
+      // No definite answer (no reply, a 503 storage_unavailable, another server error): the server may or
+      // may not have extended its lease, so the local deadline stays where the last confirmed renew put it
+      // and the lease may still be ours. Retry while time remains.
       c->fsm.on_renew_failed(now);
       cs.renew_retries.fetch_add(1, std::memory_order_relaxed);
       std::string why = r.ec == error::request_timeout ? "renew_timeout" : r.ec.message();

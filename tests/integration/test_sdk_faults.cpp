@@ -37,6 +37,17 @@ client_config via(unsigned short port, milliseconds timeout = 500ms) {
 
 std::uint64_t token_of(const http_reply& r) { return r.json.at("token").to_number<std::uint64_t>(); }
 
+// An error answer as batond writes it (Retry-After, connection closed). Sent by the proxy in place of the
+// real reply after the server applied the request: with 503 storage_unavailable, exactly the case of a log
+// record that reached the page cache before the write failed, so the change may be there after a restart.
+std::string error_reply(const std::string& code, int status = 503) {
+  const std::string body = R"({"error":")" + code + R"(","message":"refused by the test"})";
+  std::string head = "HTTP/1.1 " + std::to_string(status) + " Refused\r\nContent-Type: application/json\r\n";
+  head +=
+      "Retry-After: 1\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  return head + body;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(lost_acquire_reply_is_retried_with_the_same_owner_and_supersedes) {
@@ -203,4 +214,108 @@ BOOST_AUTO_TEST_CASE(connections_stay_bounded_under_concurrency_and_during_an_ou
   BOOST_TEST(failed == 10);
   BOOST_TEST(proxy.connections_accepted() <= 2u + 4u * 10u);  // a timed-out connection is closed, then reopened
   proxy.set_blackhole(false);
+}
+
+// ---- 503 storage_unavailable after the change was applied: the outcome is unknown to the client, as after a
+// lost reply. Each test fails if the SDK took the 503 for a definite refusal.
+
+BOOST_AUTO_TEST_CASE(acquire_answered_503_after_the_grant_is_retried_with_the_same_owner_and_supersedes) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), via(proxy.port()));
+  auto direct = server.client();
+  proxy.replace_responses(1, error_reply("storage_unavailable"));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await c.try_acquire("acquire-503", lease_opts(30000ms));
+    BOOST_REQUIRE(r.acquired.has_value());
+    lease& l = *r.acquired;
+    BOOST_TEST(proxy.responses_replaced() == 1u);
+    // The server granted the request answered 503; the retry, by the same owner, got a newer token.
+    auto held = direct.get("/v1/locks/acquire-503");
+    BOOST_TEST(held.json.at("owner").as_string() == l.owner());
+    BOOST_TEST(token_of(held) == l.token());
+    BOOST_TEST(l.token() >= 2u);
+    // The token of the grant answered 503 is superseded.
+    auto superseded = R"({"owner":")" + l.owner() + R"(","token":)" + std::to_string(l.token() - 1) + "}";
+    BOOST_TEST(direct.post("/v1/locks/acquire-503/release", superseded).status == 409);
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(release_answered_503_after_it_freed_the_lock_is_retried_and_finds_it_free) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), via(proxy.port()));
+  auto direct = server.client();
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("release-503", lease_opts(30000ms, 5000ms));
+    proxy.replace_responses(1, error_reply("storage_unavailable"));
+    auto outcome = co_await l.release();
+    BOOST_TEST(proxy.responses_replaced() == 1u);
+    BOOST_TEST((outcome == release_outcome::already_free));
+    BOOST_TEST((l.state() == lease_state::released));
+    BOOST_TEST(direct.get("/v1/locks/release-503").status == 404);
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(
+    renew_answered_503_after_the_server_extended_the_lease_does_not_extend_the_local_deadline) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), via(proxy.port()));
+  auto direct = server.client();
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    // ttl 3 s, renew every 200 ms: the local deadline is 2.7 s after the acquire was sent.
+    auto l = co_await c.acquire("renew-503", lease_opts(3000ms, 200ms));
+    const auto acquired_deadline = l.deadline();
+    proxy.replace_responses(1000, error_reply("storage_unavailable"));
+    for (int i = 0; i < 100 && proxy.responses_replaced() < 3; ++i)
+      co_await sleep_for(20ms);
+    BOOST_REQUIRE(proxy.responses_replaced() >= 3u);
+    // The server applied those renews; the client, told 503, counts none of them.
+    BOOST_TEST(c.stats().renews == 0u);
+    BOOST_TEST(c.stats().renew_retries >= 3u);
+    BOOST_TEST((l.deadline() == acquired_deadline));
+    BOOST_TEST(l.active());
+    auto held = direct.get("/v1/locks/renew-503");
+    BOOST_TEST(token_of(held) == l.token());
+    proxy.replace_responses(0, {});
+    for (int i = 0; i < 100 && c.stats().renews == 0; ++i)
+      co_await sleep_for(20ms);
+    BOOST_TEST(c.stats().renews >= 1u);
+    BOOST_TEST((l.deadline() > acquired_deadline));
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(limit_answers_are_server_busy_and_other_503s_storage_unavailable) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), via(proxy.port()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto& b = *c.get_backend();
+    struct refusal {
+      std::string code;
+      int status;
+      error expected;
+    };
+    for (const auto& r : {refusal{"too_many_waiters", 503, error::server_busy},
+                          refusal{"too_many_connections", 503, error::server_busy},
+                          refusal{"rate_limited", 429, error::server_busy},
+                          refusal{"storage_unavailable", 503, error::storage_unavailable},
+                          refusal{"something_new", 503, error::storage_unavailable}}) {
+      proxy.replace_responses(1, error_reply(r.code, r.status));
+      auto g = co_await b.get("busy", wait_for_change{0, 100ms}, 2000ms);
+      BOOST_TEST((g.ec == r.expected), r.code);
+      BOOST_TEST(is_transient(g.ec));
+    }
+  }());
 }

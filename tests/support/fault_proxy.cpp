@@ -190,7 +190,10 @@ struct fault_proxy::impl {
   drop_style response_drop_style = drop_style::hang;  // guarded by drops_mutex
   int duplicates_pending = 0;                         // guarded by drops_mutex
   std::chrono::milliseconds duplicate_delay{0};       // guarded by drops_mutex
+  int replacements_pending = 0;                       // guarded by drops_mutex
+  std::string replacement;                            // guarded by drops_mutex
   std::atomic<std::size_t> duplicated{0};
+  std::atomic<std::size_t> replaced{0};
 
   std::atomic<std::size_t> accepted{0};
   std::atomic<std::size_t> refused{0};
@@ -215,6 +218,14 @@ struct fault_proxy::impl {
     --drops_pending[d];
     ++dropped[d];
     return d == to_client ? response_drop_style : drop_style::hang;
+  }
+
+  // The reply to send instead of the one starting now, when one is due.
+  std::optional<std::string> take_replacement() {
+    std::lock_guard lock(drops_mutex);
+    if (replacements_pending <= 0) return std::nullopt;
+    --replacements_pending;
+    return replacement;
   }
 
   // The delay of a duplicate of the request that just completed, when one is due.
@@ -243,6 +254,7 @@ struct fault_proxy::impl::connection {
                                      http_framer(http_framer::kind::response)};
   // The fault of the message now passing in each direction, when it is being swallowed.
   std::array<std::optional<drop_style>, 2> swallowing;
+  std::optional<std::string> replacing;  // what the client gets instead of the reply now passing
   std::string request_bytes;  // the request now passing upstream, for duplicate_requests
   bool hung = false;          // a swallowed message left the connection silent for good
   bool closed = false;        // reset or closed by the proxy: the pumps stop
@@ -279,10 +291,13 @@ struct fault_proxy::impl::connection {
       // Every byte goes through the framer, forwarded or not, so message boundaries stay right across faults.
       if (framer.opaque()) {
         swallowing[d].reset();  // not HTTP: only the whole-connection faults apply
+        if (d == to_client) replacing.reset();
       } else if (seg.starts_message && !hung && !partitioned) {
         swallowing[d] = proxy.take_drop(d);
+        if (d == to_client && !swallowing[d]) replacing = proxy.take_replacement();
       }
-      const bool forward = !hung && !partitioned && !swallowing[d];
+      const bool replaced = d == to_client && replacing;
+      const bool forward = !hung && !partitioned && !swallowing[d] && !replaced;
       if (forward) out.append(piece);
       if (d == to_upstream && !framer.opaque()) {
         if (seg.starts_message) request_bytes.clear();
@@ -291,6 +306,12 @@ struct fault_proxy::impl::connection {
       if (seg.ends_message) {
         if (swallowing[d]) {
           reset_client = end_swallowed(d);
+        } else if (replaced) {
+          if (!hung && !partitioned) {
+            out.append(*replacing);
+            ++proxy.replaced;
+          }
+          replacing.reset();
         } else if (forward) {
           ++proxy.forwarded[d];
           if (d == to_upstream) {
@@ -457,6 +478,12 @@ void fault_proxy::drop_responses(int n, drop_style style) {
   impl_->response_drop_style = style;
 }
 
+void fault_proxy::replace_responses(int n, std::string reply) {
+  std::lock_guard lock(impl_->drops_mutex);
+  impl_->replacements_pending = std::max(0, n);
+  impl_->replacement = std::move(reply);
+}
+
 void fault_proxy::drop_requests(int n) {
   std::lock_guard lock(impl_->drops_mutex);
   impl_->drops_pending[to_upstream] = std::max(0, n);
@@ -504,6 +531,9 @@ std::size_t fault_proxy::requests_dropped() const {
 }
 std::size_t fault_proxy::responses_dropped() const {
   return impl_->dropped[to_client];
+}
+std::size_t fault_proxy::responses_replaced() const {
+  return impl_->replaced;
 }
 std::size_t fault_proxy::bytes_blackholed() const {
   return impl_->blackholed;

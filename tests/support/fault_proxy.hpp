@@ -90,6 +90,14 @@ class fault_proxy {
   /// passed on) or reset (RST to the client). Replaces any drops still pending; `n <= 0` cancels them.
   void drop_responses(int n, drop_style style);
 
+  /// Sends `reply`, a complete HTTP/1.1 response, to the client in place of each of the next `n` replies
+  /// from the upstream (across all connections): the server received and applied the request, the client
+  /// hears something else, such as a 503 that leaves it unsure whether the change was made. A reply is
+  /// replaced once it is complete (batond frames every reply by Content-Length); one the server cuts short
+  /// is lost without a replacement. drop_responses takes precedence. Replaces any replacements still
+  /// pending; `n <= 0` cancels them.
+  void replace_responses(int n, std::string reply);
+
   /// Swallows the next `n` requests from clients (across all connections): the server never sees them, and
   /// the connection hangs as with drop_style::hang. Replaces any drops still pending; `n <= 0` cancels them.
   void drop_requests(int n);
@@ -129,6 +137,9 @@ class fault_proxy {
   /// Replies swallowed by drop_responses (counted when their first byte arrives, so the server has
   /// already applied the request).
   std::size_t responses_dropped() const;
+  /// Replies replaced by replace_responses (counted when the replaced reply is complete, so the server has
+  /// applied the request).
+  std::size_t responses_replaced() const;
   /// Copies sent by duplicate_requests (counted when the copy is written to the upstream).
   std::size_t requests_duplicated() const;
   /// Bytes discarded by the blackhole, in either direction.

@@ -56,14 +56,18 @@ class client {
   client(const client&) = delete;
   client& operator=(const client&) = delete;
 
-  /// One try: the lease, or the holder if the lock is held. Transport errors are retried with jittered
-  /// backoff (same owner string, so a retry after a lost reply is recognised by the server) up to
-  /// retry_policy.max_attempts, then thrown as baton::exception. Throws error::invalid_config for bad options.
+  /// One try: the lease, or the holder if the lock is held. Transport errors and 503s are retried with
+  /// jittered backoff (same owner string, so a retry after a lost reply or a 503 storage_unavailable, which
+  /// may both follow a grant, is recognised by the server and supersedes it) up to retry_policy.max_attempts,
+  /// then thrown as baton::exception. Such an error means "outcome unknown", not "not acquired": the server
+  /// may hold the lock for this try's owner until the TTL passes. Throws error::invalid_config for bad
+  /// options.
   boost::asio::awaitable<acquire_result> try_acquire(std::string key, lease_options options = {});
 
   /// Acquires, waiting as long as it takes: between tries it long-polls the lock, so it wakes the moment the
-  /// holder releases or its lease expires; transport errors are retried with jittered backoff. With
-  /// `wait_timeout`, gives up with baton::exception(error::wait_timeout). Cancellable (terminal): throws
+  /// holder releases or its lease expires; transport errors and 503s are retried with jittered backoff, with
+  /// the same owner string. With `wait_timeout`, gives up with baton::exception(error::wait_timeout) (its
+  /// diagnostic says when the last try's outcome was unknown). Cancellable (terminal): throws
   /// operation_aborted.
   boost::asio::awaitable<lease> acquire(std::string key, lease_options options = {},
                                         std::optional<milliseconds> wait_timeout = std::nullopt);

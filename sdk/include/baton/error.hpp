@@ -21,7 +21,9 @@ enum class error {
   wait_timeout,         // acquire-and-wait gave up at its wait deadline
   connection_failed,    // could not connect, or the connection broke mid-request
   bad_request,          // the server refused the request as malformed (400): a caller bug
-  storage_unavailable,  // the server could not make the change durable (503): retry later
+  storage_unavailable,  // 503 storage_unavailable: the server could not make the change durable. Like a lost
+                        // reply, the outcome is unknown (the change may surface, after a restart for one);
+                        // the SDK retries the same request
   server_error,         // the server answered with an unexpected status
   protocol_error,       // the server's answer does not follow the protocol
   invalid_config,       // a bad URL, option or argument
@@ -30,6 +32,8 @@ enum class error {
                         // or a server that does not speak TLS. Not transient: retrying does not fix it
   unauthorized,         // the server wants a valid bearer token (401): none was given or it is not known
   forbidden,            // the token is valid but may not use this key, or only read it (403)
+  server_busy,          // the server is at a limit (429 rate_limited, 503 too_many_waiters or
+                        // too_many_connections): it changed nothing; retry later
 };
 
 const boost::system::error_category& error_category() noexcept;
@@ -38,8 +42,10 @@ inline boost::system::error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), error_category()};
 }
 
-/// True for errors where the request may not have reached the server or its answer was lost, so a retry is
-/// the right reaction (every protocol request is safe to retry).
+/// True for errors where the request may not have reached the server, its answer was lost, or the server
+/// could not act on it for now (a 503 or 429), so a retry is the right reaction (every protocol request is
+/// safe to retry). After such an error the request's outcome may be unknown: an acquire may have been
+/// granted, a renew may have extended the lease, a release may have freed the lock.
 bool is_transient(const boost::system::error_code& ec) noexcept;
 
 /// The exception the SDK's coroutines throw: the error code plus the server's message, if any.

@@ -17,6 +17,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <deque>
+#include <vector>
 
 using namespace baton;
 using namespace std::chrono_literals;
@@ -27,7 +28,16 @@ using baton::test::lease_opts;
 
 namespace {
 
-enum class mode { ok, refuse, hang, fail, late_ok, already_free, not_owner };
+// unavailable: a 503 storage_unavailable, which leaves the request's outcome unknown. held: acquire refused.
+enum class mode { ok, refuse, hang, fail, late_ok, already_free, not_owner, unavailable, held };
+
+// The next mode of a script, or the default once the script has run out.
+mode next(std::deque<mode>& script, mode fallback) {
+  if (script.empty()) return fallback;
+  mode m = script.front();
+  script.pop_front();
+  return m;
+}
 
 class scripted_backend final : public backend {
  public:
@@ -36,26 +46,42 @@ class scripted_backend final : public backend {
   std::deque<mode> renew_script;  // consumed per call; when empty, renew_default
   mode renew_default = mode::ok;
   std::deque<mode> release_script;
-  int renew_calls = 0, release_calls = 0;
+  std::deque<mode> acquire_script;
+  mode acquire_default = mode::ok;
+  boost::system::error_code get_error;  // what every long-poll answers
+  int renew_calls = 0, release_calls = 0, get_calls = 0;
+  std::vector<std::string> acquire_owners;  // the owner of each acquire request, in order
   clock_type::duration late_by = 0ms;
 
-  asio::awaitable<acquire_reply> acquire(std::string, std::string, milliseconds, milliseconds) override {
+  asio::awaitable<acquire_reply> acquire(std::string, std::string owner, milliseconds,
+                                         milliseconds) override {
+    acquire_owners.push_back(owner);
     acquire_reply r;
+    // Every request reaches the server and takes a token, even one whose answer is a 503.
     r.token = ++tokens_;
+    switch (next(acquire_script, acquire_default)) {
+      case mode::unavailable:
+        r.ec = error::storage_unavailable;
+        break;
+      case mode::held:
+        r.ec = error::held;
+        r.holder = {"someone-else", 1, 10s};
+        break;
+      default:
+        break;
+    }
     co_return r;
   }
 
   asio::awaitable<renew_reply> renew(std::string, std::string, std::uint64_t, milliseconds,
                                      milliseconds timeout) override {
     ++renew_calls;
-    mode m = renew_default;
-    if (!renew_script.empty()) {
-      m = renew_script.front();
-      renew_script.pop_front();
-    }
     renew_reply r;
-    switch (m) {
+    switch (next(renew_script, renew_default)) {
       case mode::ok: break;
+      case mode::unavailable:
+        r.ec = error::storage_unavailable;
+        break;
       case mode::refuse:
         r.ec = error::lease_lost;
         r.lost_reason = "token_mismatch";
@@ -83,20 +109,20 @@ class scripted_backend final : public backend {
 
   asio::awaitable<release_reply> release(std::string, std::string, std::uint64_t, milliseconds) override {
     ++release_calls;
-    mode m = mode::ok;
-    if (!release_script.empty()) {
-      m = release_script.front();
-      release_script.pop_front();
-    }
+    mode m = next(release_script, mode::ok);
     release_reply r;
     if (m == mode::fail) r.ec = error::connection_failed;
+    if (m == mode::unavailable) r.ec = error::storage_unavailable;
     if (m == mode::already_free) r.outcome = release_outcome::already_free;
     if (m == mode::not_owner) r.outcome = release_outcome::not_owner;
     co_return r;
   }
 
   asio::awaitable<get_reply> get(std::string, std::optional<wait_for_change>, milliseconds) override {
-    co_return get_reply{};
+    ++get_calls;
+    get_reply r;
+    r.ec = get_error;
+    co_return r;
   }
   void close() override {}
 
@@ -273,4 +299,117 @@ BOOST_FIXTURE_TEST_CASE(with_lease_rethrows_what_the_work_threw_at_once, fixture
     BOOST_TEST(l.active());
     co_await l.release();
   }());
+}
+
+// ---- 503 storage_unavailable: the outcome is unknown, as after a lost reply. Each test fails if the SDK
+// took the 503 for a definite refusal (acquire or release given up at once, the lease declared lost) or, for
+// a renew, for a success.
+
+BOOST_FIXTURE_TEST_CASE(acquire_answered_storage_unavailable_is_retried_with_the_same_owner, fixture) {
+  b->acquire_script = {mode::unavailable, mode::unavailable};
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await c.try_acquire("k", lease_opts(5000ms, 1000ms));
+    BOOST_REQUIRE(r.acquired.has_value());
+    // The server may have granted the first two; the third, by the same owner, superseded them.
+    BOOST_TEST(b->acquire_owners.size() == 3u);
+    for (const auto& owner : b->acquire_owners)
+      BOOST_TEST(owner == r.acquired->owner());
+    BOOST_TEST(r.acquired->token() == 3u);
+    co_await r.acquired->release();
+
+    b->acquire_owners.clear();
+    b->acquire_script = {mode::unavailable};
+    auto l = co_await c.acquire("k2", lease_opts(5000ms, 1000ms));
+    BOOST_TEST(b->acquire_owners.size() == 2u);
+    for (const auto& owner : b->acquire_owners)
+      BOOST_TEST(owner == l.owner());
+    co_await l.release();
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(acquire_given_up_after_storage_unavailable_reports_an_unknown_outcome, fixture) {
+  b->acquire_default = mode::unavailable;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    // Not "held" (that would say someone else has it) and no lease: an error a caller must not read as
+    // "nothing was granted".
+    try {
+      co_await c.try_acquire("k", lease_opts(5000ms, 1000ms));
+      BOOST_FAIL("expected storage_unavailable");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::storage_unavailable));
+      BOOST_TEST(is_transient(e.code()));
+    }
+    BOOST_TEST(b->acquire_owners.size() == 4u);  // retry_policy.max_attempts, one owner throughout
+    BOOST_TEST(b->acquire_owners.front() == b->acquire_owners.back());
+    try {
+      co_await c.acquire("k", lease_opts(5000ms, 1000ms), 300ms);
+      BOOST_FAIL("expected wait_timeout");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::wait_timeout));
+      BOOST_TEST(e.diagnostic().find("no definite answer") != std::string::npos, e.diagnostic());
+      BOOST_TEST(e.diagnostic().find("may have been granted") != std::string::npos, e.diagnostic());
+    }
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(renew_answered_storage_unavailable_keeps_the_deadline_and_is_retried, fixture) {
+  b->renew_default = mode::unavailable;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", lease_opts(3000ms, 100ms));
+    const auto acquired_deadline = l.deadline();
+    co_await baton::test::sleep_for(600ms);
+    // Several renews went out and may have extended the server's lease; none counts locally.
+    BOOST_TEST(b->renew_calls >= 2);
+    BOOST_TEST(c.stats().renew_retries == static_cast<std::uint64_t>(b->renew_calls));
+    BOOST_TEST(c.stats().renews == 0u);
+    BOOST_TEST((l.deadline() == acquired_deadline));
+    BOOST_TEST(l.active());  // not lost either: the server did not refuse
+    // Once the server answers again, a confirmed renew moves the deadline.
+    b->renew_default = mode::ok;
+    co_await baton::test::sleep_for(600ms);
+    BOOST_TEST(c.stats().renews >= 1u);
+    BOOST_TEST((l.deadline() > acquired_deadline));
+    co_await l.release();
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(renews_answered_storage_unavailable_until_the_deadline_lose_the_lease_there,
+                        fixture) {
+  b->renew_default = mode::unavailable;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", lease_opts(600ms, 100ms, 100ms));
+    const auto deadline = l.deadline();
+    co_await l.wait_lost();
+    BOOST_TEST((clock_type::now() >= deadline));  // not at the first 503: it refused nothing
+    BOOST_TEST(l.loss_reason().find("deadline") != std::string::npos, l.loss_reason());
+    BOOST_TEST(c.stats().renews == 0u);
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(release_answered_storage_unavailable_is_retried, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", lease_opts(5000ms, 1000ms));
+    // The first release may have freed the lock: its retry then finds it free.
+    b->release_script = {mode::unavailable, mode::already_free};
+    BOOST_TEST((co_await l.release() == release_outcome::already_free));
+    BOOST_TEST(b->release_calls == 2);
+    BOOST_TEST((l.state() == lease_state::released));
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_waiter_refused_long_polls_backs_off_more_and_more, fixture) {
+  b->acquire_default = mode::held;
+  b->get_error = error::server_busy;  // 503 too_many_waiters
+  auto cfg = make_config();
+  cfg.retry.initial_backoff = 10ms;
+  cfg.retry.max_backoff = 400ms;
+  client waiter(ioc.get_executor(), cfg, b);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    BOOST_CHECK_THROW(co_await waiter.acquire("k", lease_opts(5000ms, 1000ms), 1500ms), exception);
+  }());
+  // Backoff 10, 20, 40 ... 400 ms: about ten tries in 1.5 s. Restarting it at 10 ms after every "held"
+  // would make it about two hundred.
+  BOOST_TEST(b->get_calls >= 3);
+  BOOST_TEST(b->get_calls <= 20);
+  BOOST_TEST(b->acquire_owners.size() == static_cast<std::size_t>(b->get_calls));
 }

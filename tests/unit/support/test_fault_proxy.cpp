@@ -226,6 +226,29 @@ BOOST_FIXTURE_TEST_CASE(swallowed_reply_with_reset_gives_the_client_a_connection
   BOOST_TEST(direct.get("/v1/locks/k").status == 200);
 }
 
+BOOST_FIXTURE_TEST_CASE(replaced_reply_is_what_the_client_hears_though_the_server_applied_the_request,
+                        proxied_batond) {
+  const std::string body = R"({"error":"from_proxy"})";
+  const std::string reply =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+      body;
+  proxy.replace_responses(1, reply);
+  strict_client c(proxy.port(), 30s);
+  auto r = c.request(http::verb::post, "/v1/locks/k/acquire", acquire_body("a", 30000));
+  BOOST_TEST(r.status == 503);
+  BOOST_TEST(r.json.at("error").as_string() == "from_proxy");
+  BOOST_TEST(proxy.responses_replaced() == 1u);
+  auto held = direct.get("/v1/locks/k");
+  BOOST_TEST(held.status == 200);
+  BOOST_TEST(held.json.at("owner").as_string() == "a");
+
+  // Only one reply was to be replaced: the next one on the same connection is the server's own.
+  auto again = c.request(http::verb::get, "/v1/locks/k");
+  BOOST_TEST(again.status == 200);
+  BOOST_TEST(token_of(again) == token_of(held));
+  BOOST_TEST(proxy.responses_replaced() == 1u);
+}
+
 BOOST_FIXTURE_TEST_CASE(swallowed_request_never_reaches_the_server, proxied_batond) {
   proxy.drop_requests(1);
   strict_client c(proxy.port(), 500ms);
