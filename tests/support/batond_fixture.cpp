@@ -11,7 +11,10 @@
 
 namespace baton::test {
 
-std::string bin_path(const std::string& name) { return std::string(BATON_BIN_DIR) + "/" + name; }
+std::string bin_path(const std::string& name) {
+  const char* other = std::getenv("BATON_TEST_BIN_DIR");
+  return std::string(other && *other ? other : BATON_BIN_DIR) + "/" + name;
+}
 
 temp_dir::temp_dir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "baton-test-XXXXXX").string();
@@ -25,12 +28,13 @@ temp_dir::~temp_dir() {
 }
 
 batond_process::batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args,
-                               unsigned short port, std::string stderr_path) {
+                               unsigned short port, std::string stderr_path,
+                               std::vector<std::string> extra_env) {
   std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:" + std::to_string(port),
                                 "--data-dir", data_dir.string(),
                                 "--log-level", "warn"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  proc_ = std::make_unique<child_process>(std::move(argv), std::move(stderr_path));
+  proc_ = std::make_unique<child_process>(std::move(argv), std::move(stderr_path), std::move(extra_env));
   std::string line = proc_->read_line(std::chrono::seconds(30));
   const std::string prefix = "batond listening on ";
   if (line.rfind(prefix, 0) != 0) throw std::runtime_error("unexpected first line from batond: " + line);

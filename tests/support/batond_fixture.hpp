@@ -25,9 +25,11 @@ class temp_dir {
 class batond_process {
  public:
   /// Starts batond on 127.0.0.1:0 with `data_dir` and waits for "batond listening on ...". Its stderr
-  /// (the log) is inherited, or written to `stderr_path` when given.
+  /// (the log) is inherited, or written to `stderr_path` when given. `extra_env` (`NAME=value` entries) is
+  /// added to its environment.
   explicit batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args = {},
-                          unsigned short port = 0, std::string stderr_path = {});
+                          unsigned short port = 0, std::string stderr_path = {},
+                          std::vector<std::string> extra_env = {});
   ~batond_process();
 
   unsigned short port() const { return port_; }
@@ -45,7 +47,8 @@ class batond_process {
   unsigned short port_ = 0;
 };
 
-/// Path of a built executable (tests run with the build directory's bin/ known at compile time).
+/// Path of a built executable: in the build directory's bin/, known at compile time, or in the directory
+/// named by the environment variable BATON_TEST_BIN_DIR (to run the tests against another build).
 std::string bin_path(const std::string& name);
 
 }  // namespace baton::test

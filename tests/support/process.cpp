@@ -32,7 +32,27 @@ finished_process run_to_end(std::vector<std::string> argv, const std::string& st
   return r;
 }
 
-child_process::child_process(std::vector<std::string> argv, std::string stderr_path) {
+child_process::child_process(std::vector<std::string> argv, std::string stderr_path,
+                             std::vector<std::string> extra_env) {
+  // The environment is built before fork: only async-signal-safe calls are allowed in the child of a
+  // process that may have other threads.
+  std::vector<std::string> env = std::move(extra_env);
+  for (char** e = environ; *e; ++e) {
+    std::string_view var(*e);
+    auto name = var.substr(0, var.find('=') + 1);
+    bool replaced = false;
+    for (const auto& x : env)
+      replaced = replaced || x.rfind(name, 0) == 0;
+    if (!replaced) env.emplace_back(var);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> args;
+  for (auto& a : argv)
+    args.push_back(a.data());
+  args.push_back(nullptr);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
   pid_ = ::fork();
@@ -43,10 +63,7 @@ child_process::child_process(std::vector<std::string> argv, std::string stderr_p
       int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (err >= 0) ::dup2(err, STDERR_FILENO);
     }
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
+    ::execve(args[0], args.data(), envp.data());
     std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
     ::_exit(127);
   }

@@ -10,8 +10,10 @@ namespace baton::test {
 class child_process {
  public:
   /// Starts argv[0] with the given arguments; stdout is a pipe readable through read_line(), stderr is
-  /// inherited (or sent to `stderr_path` when given). Throws on failure.
-  explicit child_process(std::vector<std::string> argv, std::string stderr_path = {});
+  /// inherited (or sent to `stderr_path` when given). The environment is this process's, with each
+  /// `NAME=value` of `extra_env` added or replacing the variable of that name. Throws on failure.
+  explicit child_process(std::vector<std::string> argv, std::string stderr_path = {},
+                         std::vector<std::string> extra_env = {});
   ~child_process();
   child_process(const child_process&) = delete;
   child_process& operator=(const child_process&) = delete;

@@ -1,0 +1,392 @@
+// batond on a sick disk: a real batond process with the storage fault injector (tests/faultfs) preloaded,
+// or with its log damaged while it is stopped. Each test is one failure of docs/reliability.md's "Storage
+// faults": a disk that stalls under a renew, an fsync or a write that fails, a crash around the snapshot's
+// rename, a flipped bit in the middle of the log, a torn tail.
+#define BOOST_TEST_MODULE batond_storage
+#include <boost/test/unit_test.hpp>
+
+#include "batond_fixture.hpp"
+#include "lock_requests.hpp"
+#include "storage_faults.hpp"
+#include "wal_file.hpp"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+using namespace baton::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Bounds are about five times what a loaded two-core machine under the sanitizers needs.
+constexpr auto exit_bound = 30s;
+constexpr auto answer_bound = 20s;
+
+std::string str(const http_reply& r, const char* field) {
+  return std::string(r.json.at(field).as_string());
+}
+
+std::unique_ptr<batond_process> start(const fs::path& data_dir, const storage_faults& faults,
+                                      std::vector<std::string> args = {}, const fs::path& log = {}) {
+  return std::make_unique<batond_process>(data_dir, std::move(args), 0, log.string(), faults.environment());
+}
+
+// One request on its own connection and thread, for requests that must stay unanswered for a while.
+class background_request {
+ public:
+  background_request(unsigned short port, std::string target, std::string body)
+      : thread_([this, port, target = std::move(target), body = std::move(body)] {
+          try {
+            http_client c(port, 60s);
+            status_ = c.post(target, body).status;
+          } catch (const std::exception&) {
+            status_ = 0;  // no answer: the connection broke (the server was killed) or timed out
+          }
+        }) {}
+  ~background_request() { thread_.join(); }
+  background_request(const background_request&) = delete;
+  background_request& operator=(const background_request&) = delete;
+
+  /// The answer's status; -1 while there is none, 0 if the connection ended without one.
+  int status() const { return status_.load(); }
+
+  /// Waits up to `bound` for the request to end; returns status().
+  int wait(std::chrono::milliseconds bound) const {
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    while (status() < 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    return status();
+  }
+
+ private:
+  std::atomic<int> status_{-1};
+  std::thread thread_;
+};
+
+// GET /healthz on a fresh connection: its status, or 0 when nothing answers (the process has gone).
+int healthz(unsigned short port) {
+  try {
+    http_client c(port, 5s);
+    return c.get("/healthz").status;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// Whether `text` holds the number `n` as a whole number (not as part of a longer one).
+bool mentions_number(const std::string& text, std::size_t n) {
+  const std::string digits = std::to_string(n);
+  for (auto at = text.find(digits); at != std::string::npos; at = text.find(digits, at + 1)) {
+    bool starts = at == 0 || !std::isdigit(static_cast<unsigned char>(text[at - 1]));
+    auto end = at + digits.size();
+    bool ends = end == text.size() || !std::isdigit(static_cast<unsigned char>(text[end]));
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+// Acquires `key` for `owner` with a long TTL; returns the token.
+std::uint64_t hold(http_client& c, const std::string& key, const std::string& owner = "keeper") {
+  auto r = c.post("/v1/locks/" + key + "/acquire", acquire_body(owner, 600000));
+  BOOST_REQUIRE_MESSAGE(r.status == 200, "acquire " << key << ": " << r.status << " " << r.body);
+  return token_of(r);
+}
+
+// After a restart: each acknowledged lease is still held by its owner with its token, and another owner
+// is refused.
+void expect_held(http_client& c, const std::map<std::string, std::uint64_t>& held) {
+  for (const auto& [key, token] : held) {
+    auto g = c.get("/v1/locks/" + key);
+    BOOST_TEST_REQUIRE(g.status == 200, key << " is no longer held");
+    BOOST_TEST(token_of(g) == token);
+    BOOST_TEST(str(g, "owner") == "keeper");
+    BOOST_TEST(c.post("/v1/locks/" + key + "/acquire", acquire_body("intruder", 1000)).status == 409);
+  }
+}
+
+std::uint64_t highest_of(const std::map<std::string, std::uint64_t>& held) {
+  std::uint64_t h = 0;
+  for (const auto& [key, token] : held)
+    h = std::max(h, token);
+  return h;
+}
+
+}  // namespace
+
+// The issue's defect 1 as it happened: the renew that raised the TTL waits for its log record on a stalled
+// disk, and its retry must wait too; whatever was acknowledged before the crash holds after it.
+BOOST_AUTO_TEST_CASE(a_renew_retried_during_a_disk_stall_is_not_answered_before_its_ttl_is_durable) {
+  temp_dir dir;
+  storage_faults faults(dir.path());
+  auto server = start(dir.path(), faults);
+  auto c = server->client();
+  auto a = c.post("/v1/locks/k/acquire", acquire_body("A", 1000));
+  BOOST_REQUIRE(a.status == 200);
+  const auto token = token_of(a);
+
+  faults.set("stall");
+  const auto renew = renew_body("A", token, 60000);
+  background_request first(server->port(), "/v1/locks/k/renew", renew);
+  std::this_thread::sleep_for(300ms);
+  // The retry after a timeout, same TTL. (Should it overtake the first, it raises the TTL itself and the
+  // first becomes the retry: the same two requests either way.)
+  background_request retry(server->port(), "/v1/locks/k/renew", renew);
+  std::this_thread::sleep_for(1500ms);
+  BOOST_TEST(first.status() == -1, "the renew raising the TTL was answered while its record was stalled");
+  BOOST_TEST(retry.status() == -1, "the retried renew was answered while the TTL it needs was stalled");
+
+  server->kill9();
+  const bool acknowledged = first.wait(answer_bound) == 200 || retry.wait(answer_bound) == 200;
+  faults.set("none");
+  server = start(dir.path(), faults);
+  auto after = server->client();
+  if (acknowledged) {
+    // A was told it holds the lock for 60 s: nobody may take it 1 s later.
+    std::this_thread::sleep_for(1500ms);
+    auto g = after.get("/v1/locks/k");
+    BOOST_TEST_REQUIRE(g.status == 200, "the lease A was told it holds for 60 s is gone after the restart");
+    BOOST_TEST(token_of(g) == token);
+    BOOST_TEST(g.json.at("ttl_remaining_ms").as_int64() > 5000);
+    BOOST_TEST(after.post("/v1/locks/k/acquire", acquire_body("B", 1000)).status == 409);
+  } else {
+    // A was told 1 s, long past: B gets the key once the restored lease ends, with a newer token.
+    auto deadline = std::chrono::steady_clock::now() + answer_bound;
+    http_reply b;
+    do {
+      std::this_thread::sleep_for(50ms);
+      b = after.post("/v1/locks/k/acquire", acquire_body("B", 1000));
+    } while (b.status == 409 && std::chrono::steady_clock::now() < deadline);
+    BOOST_TEST_REQUIRE(b.status == 200);
+    BOOST_TEST(token_of(b) > token);
+  }
+}
+
+// The same renews, but the disk recovers before the crash: both are answered once the record is durable,
+// and the restart restores the raised TTL.
+BOOST_AUTO_TEST_CASE(a_ttl_raised_during_a_stall_survives_a_crash_once_acknowledged) {
+  temp_dir dir;
+  storage_faults faults(dir.path());
+  auto server = start(dir.path(), faults);
+  auto c = server->client();
+  auto a = c.post("/v1/locks/k/acquire", acquire_body("A", 1000));
+  BOOST_REQUIRE(a.status == 200);
+  const auto token = token_of(a);
+
+  faults.set("stall");
+  const auto renew = renew_body("A", token, 60000);
+  background_request first(server->port(), "/v1/locks/k/renew", renew);
+  std::this_thread::sleep_for(300ms);
+  background_request retry(server->port(), "/v1/locks/k/renew", renew);
+  std::this_thread::sleep_for(1500ms);
+  BOOST_TEST(first.status() == -1);
+  BOOST_TEST(retry.status() == -1, "the retried renew was answered while the TTL it needs was stalled");
+
+  faults.set("none");
+  BOOST_TEST(first.wait(answer_bound) == 200);
+  BOOST_TEST(retry.wait(answer_bound) == 200);
+  server->kill9();
+  server = start(dir.path(), faults);
+  auto after = server->client();
+  std::this_thread::sleep_for(1500ms);  // past the TTL the acquire gave
+  auto g = after.get("/v1/locks/k");
+  BOOST_TEST_REQUIRE(g.status == 200);
+  BOOST_TEST(token_of(g) == token);
+  BOOST_TEST(g.json.at("ttl_remaining_ms").as_int64() > 5000);
+  BOOST_TEST(after.post("/v1/locks/k/acquire", acquire_body("B", 1000)).status == 409);
+}
+
+namespace {
+
+// Defect 3: a failed write or fsync must not leave batond up and refusing everything while /healthz says
+// 200. It answers 503 storage_unavailable, stops with status 74, and a restart recovers from the log.
+void storage_failure_stops_batond_and_a_restart_recovers(const std::string& mode) {
+  temp_dir dir, logs;
+  storage_faults faults(dir.path());
+  const auto log = logs.path() / "batond.log";
+  auto server = start(dir.path(), faults, {}, log);
+  auto c = server->client();
+  std::map<std::string, std::uint64_t> held;
+  for (int i = 0; i < 3; ++i)
+    held["held-" + std::to_string(i)] = hold(c, "held-" + std::to_string(i));
+
+  faults.set(mode);
+  auto failed = c.post("/v1/locks/doomed/acquire", acquire_body("doomed", 600000));
+  BOOST_TEST(failed.status == 503);
+  BOOST_TEST_REQUIRE(failed.json.is_object(), "not JSON: " << failed.body);
+  BOOST_TEST(str(failed, "error") == "storage_unavailable");
+  const int health = healthz(server->port());
+  BOOST_TEST((health == 503 || health == 0), "/healthz answered " << health << " after a storage failure");
+  const int code = server->process().wait(exit_bound);
+  BOOST_TEST(code == 74,
+             "batond did not exit with 74 after the failure (status " << code << ", -1: still up)");
+  if (code == -1) server->kill9();
+  BOOST_TEST(count_of(file_bytes(log), "event=storage_failed") == 1u);
+
+  faults.set("none");
+  server = start(dir.path(), faults);
+  auto after = server->client();
+  expect_held(after, held);
+  // The doomed acquire was not acknowledged: it may or may not have reached the disk, but no token may
+  // come back.
+  std::uint64_t highest = highest_of(held);
+  if (auto g = after.get("/v1/locks/doomed"); g.status == 200) highest = std::max(highest, token_of(g));
+  BOOST_TEST(hold(after, "after-the-failure") > highest);
+  BOOST_TEST(server->terminate() == 0);
+}
+
+// A crash in the middle of compaction, just before or just after the snapshot's rename.
+void crash_around_the_snapshot_rename_keeps_every_acknowledged_lease(const std::string& mode) {
+  temp_dir dir;
+  storage_faults faults(dir.path());
+  const std::vector<std::string> args{"--compact-bytes", "4096"};
+  auto server = start(dir.path(), faults, args);
+  faults.set(mode);
+  std::map<std::string, std::uint64_t> held;
+  {
+    http_client c(server->port(), 10s);
+    // About a hundred acquire records fill 4 KiB; the first compaction kills the process.
+    for (int i = 0; i < 5000 && server->process().running(); ++i) {
+      const std::string key = "snap-" + std::to_string(i);
+      http_reply r;
+      try {
+        r = c.post("/v1/locks/" + key + "/acquire", acquire_body("keeper", 600000));
+      } catch (const std::exception&) {
+        break;  // killed under the request: not acknowledged
+      }
+      if (r.status == 200) held[key] = token_of(r);
+    }
+  }
+  BOOST_TEST(server->process().wait(exit_bound) == 128 + SIGKILL);
+  BOOST_TEST(!held.empty());
+  if (mode == "kill-after-rename") BOOST_TEST(fs::exists(dir.path() / "snapshot"));
+  if (mode == "kill-before-rename") BOOST_TEST(fs::exists(dir.path() / "snapshot.tmp"));
+
+  faults.set("none");
+  server = start(dir.path(), faults, args);
+  auto c = server->client();
+  expect_held(c, held);
+  auto highest = highest_of(held);
+  // The recovered server goes on compacting; a clean restart after that still has everything.
+  for (int i = 0; i < 200; ++i) {
+    auto key = "more-" + std::to_string(i);
+    held[key] = hold(c, key);
+    BOOST_TEST(held[key] > highest);
+    highest = held[key];
+  }
+  BOOST_TEST(server->terminate() == 0);
+  server = start(dir.path(), faults, args);
+  auto last = server->client();
+  expect_held(last, held);
+  BOOST_TEST(hold(last, "after-the-crash") > highest);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_failed_fsync_stops_batond_with_status_74_and_a_restart_recovers) {
+  storage_failure_stops_batond_and_a_restart_recovers("eio-fsync");
+}
+
+BOOST_AUTO_TEST_CASE(a_full_disk_stops_batond_with_status_74_and_a_restart_recovers) {
+  storage_failure_stops_batond_and_a_restart_recovers("enospc");
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_just_before_the_snapshot_rename_loses_no_acknowledged_lease) {
+  crash_around_the_snapshot_rename_keeps_every_acknowledged_lease("kill-before-rename");
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_just_after_the_snapshot_rename_loses_no_acknowledged_lease) {
+  crash_around_the_snapshot_rename_keeps_every_acknowledged_lease("kill-after-rename");
+}
+
+// Defect 2: one damaged record with acknowledged records after it must not be cut off silently like a torn
+// tail. batond refuses to start and says where; `batond repair` cuts the log and raises the token floor.
+BOOST_AUTO_TEST_CASE(a_damaged_record_in_the_middle_of_the_log_stops_batond_until_repaired) {
+  temp_dir dir, logs;
+  std::map<std::string, std::uint64_t> held;
+  {
+    batond_process server(dir.path());
+    auto c = server.client();
+    for (int i = 0; i < 5; ++i)
+      held["rec-" + std::to_string(i)] = hold(c, "rec-" + std::to_string(i));
+    server.kill9();  // stopped as it was: every record is in the log, none compacted away
+  }
+  const auto wal = newest_wal(dir.path());
+  const auto frames = wal_frames(wal);
+  BOOST_REQUIRE(frames.size() >= 5u);
+  const auto& victim = frames[1];
+  flip_bit(wal, victim.offset + 8 + (victim.size - 8) / 2, 3);  // inside the payload: the checksum fails
+  const auto damaged = file_bytes(wal);
+
+  const auto err = logs.path() / "start.log";
+  child_process p({bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", dir.path().string()},
+                  err.string());
+  std::string first_line;
+  try {
+    first_line = p.read_line(exit_bound);
+  } catch (const std::exception&) {
+    // stdout closed without a line: it exited, as it should
+  }
+  BOOST_TEST(first_line.empty(), "batond started on a damaged log: " << first_line);
+  if (!first_line.empty()) p.signal(SIGKILL);
+  BOOST_TEST(p.wait(exit_bound) == 65);
+  // One line names the file and the damaged record's offset.
+  std::istringstream lines(file_bytes(err));
+  bool named = false;
+  for (std::string line; std::getline(lines, line);)
+    named = named ||
+            (line.find(wal.filename().string()) != std::string::npos && mentions_number(line, victim.offset));
+  BOOST_TEST(named, "no line of batond's stderr names " << wal.filename() << " and offset " << victim.offset
+                                                        << ":\n"
+                                                        << file_bytes(err));
+  BOOST_TEST(file_bytes(wal) == damaged, "batond changed the damaged log");
+
+  auto repair = run_to_end({bin_path("batond"), "repair", "--data-dir", dir.path().string()},
+                           (logs.path() / "repair.log").string(), exit_bound);
+  BOOST_TEST(repair.code == 0, "batond repair: " << repair.code << "\n" << repair.err);
+
+  batond_process server(dir.path());
+  auto c = server.client();
+  // The records after the damage are gone, but not the tokens they issued.
+  BOOST_TEST(hold(c, "after-the-repair") > highest_of(held));
+}
+
+// A torn tail, the last write cut short by a crash, was never acknowledged: it is cut off silently.
+BOOST_AUTO_TEST_CASE(a_torn_tail_is_cut_and_every_acknowledged_lease_is_kept) {
+  temp_dir dir;
+  std::map<std::string, std::uint64_t> held;
+  {
+    batond_process server(dir.path());
+    auto c = server.client();
+    for (int i = 0; i < 3; ++i)
+      held["torn-" + std::to_string(i)] = hold(c, "torn-" + std::to_string(i));
+    server.kill9();
+  }
+  const auto wal = newest_wal(dir.path());
+  const auto frames = wal_frames(wal);
+  BOOST_REQUIRE(!frames.empty());
+  const auto bytes = file_bytes(wal);
+  const auto& last = frames.back();
+  {
+    std::ofstream out(wal, std::ios::binary | std::ios::app);
+    out << bytes.substr(last.offset, 8 + (last.size - 8) / 2);  // a header promising more than follows
+  }
+  batond_process server(dir.path());
+  auto c = server.client();
+  expect_held(c, held);
+  BOOST_TEST(hold(c, "after-the-tear") > highest_of(held));
+}
