@@ -286,6 +286,10 @@ BOOST_AUTO_TEST_CASE(bad_inputs_get_json_errors_and_the_server_keeps_serving) {
       {"POST", "/v1/locks/k/renew", R"({"owner":"o","token":-1,"ttl_ms":1000})", 400, "bad_request"},
       {"POST", "/v1/locks/k/release", R"({"owner":"o"})", 400, "bad_request"},
       {"POST", "/v1/locks/precious/release", R"({"owner":"owner","token":0})", 400, "bad_request"},
+      // Read as "last one wins" this would be the holder's own release; it must change nothing.
+      {"POST", "/v1/locks/precious/release",
+       R"({"owner":"intruder","owner":"owner","token":)" + std::to_string(token_of(held)) + "}", 400,
+       "bad_request"},
       {"POST", "/v1/locks/" + long_key + "/acquire", R"({"owner":"o","ttl_ms":1000})", 400, "bad_request"},
       {"POST", "/v1/locks//acquire", R"({"owner":"o","ttl_ms":1000})", 400, "bad_request"},
       {"POST", "/v1/locks/a%0Ab/acquire", R"({"owner":"o","ttl_ms":1000})", 400, "bad_request"},
