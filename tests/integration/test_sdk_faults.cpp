@@ -40,8 +40,9 @@ std::uint64_t token_of(const http_reply& r) { return r.json.at("token").to_numbe
 // An error answer as batond writes it (Retry-After, connection closed). Sent by the proxy in place of the
 // real reply after the server applied the request: with 503 storage_unavailable, exactly the case of a log
 // record that reached the page cache before the write failed, so the change may be there after a restart.
-std::string error_reply(const std::string& code, int status = 503) {
-  const std::string body = R"({"error":")" + code + R"(","message":"refused by the test"})";
+// `fields` are more members for the body, each followed by a comma.
+std::string error_reply(const std::string& code, int status = 503, const std::string& fields = {}) {
+  const std::string body = R"({"error":")" + code + R"(",)" + fields + R"("message":"refused by the test"})";
   std::string head = "HTTP/1.1 " + std::to_string(status) + " Refused\r\nContent-Type: application/json\r\n";
   head +=
       "Retry-After: 1\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
@@ -317,5 +318,24 @@ BOOST_AUTO_TEST_CASE(limit_answers_are_server_busy_and_other_503s_storage_unavai
       BOOST_TEST((g.ec == r.expected), r.code);
       BOOST_TEST(is_transient(g.ec));
     }
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(renew_refused_with_the_older_reason_expired_ends_the_lease) {
+  // batond answers a renew of an expired lease with not_held; older servers said "expired", and a client
+  // must still take that as the end of its lease.
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), via(proxy.port()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("renew-expired", lease_opts(30000ms, 200ms));
+    proxy.replace_responses(1, error_reply("lost", 409, R"("reason":"expired",)"));
+    co_await l.wait_lost();
+    BOOST_TEST(proxy.responses_replaced() == 1u);
+    BOOST_TEST((l.state() == lease_state::lost));
+    BOOST_TEST(l.loss_reason().find("expired") != std::string::npos, l.loss_reason());
+    BOOST_TEST(c.stats().losses == 1u);
   }());
 }
