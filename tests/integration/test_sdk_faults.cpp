@@ -49,44 +49,42 @@ std::string error_reply(const std::string& code, int status = 503, const std::st
   return head + body;
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(lost_acquire_reply_is_retried_with_the_same_owner_and_supersedes) {
+// batond behind a fault proxy, and a client that reaches it through the proxy.
+struct through_proxy {
   temp_dir dir;
-  batond_process server(dir.path());
-  fault_proxy proxy(server.port());
+  batond_process server{dir.path()};
+  fault_proxy proxy{server.port()};
   asio::io_context ioc;
-  client c(ioc.get_executor(), via(proxy.port()));
-  auto direct = server.client();
-  proxy.drop_responses(1, drop_style::hang);
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await c.try_acquire("lost-reply", lease_opts(30000ms));
-    BOOST_REQUIRE(r.acquired.has_value());
-    lease& l = *r.acquired;
-    BOOST_TEST(proxy.responses_dropped() == 1u);
-    // The server granted the lost request too; the retry, by the same owner, got a newer token.
-    auto held = direct.get("/v1/locks/lost-reply");
-    BOOST_TEST(held.json.at("owner").as_string() == l.owner());
-    BOOST_TEST(token_of(held) == l.token());
-    BOOST_TEST(l.token() >= 2u);
-    // The token of the lost reply is superseded: it can neither renew nor release.
-    auto old = std::to_string(l.token() - 1);
-    BOOST_TEST(direct.post("/v1/locks/lost-reply/renew",
-                           R"({"owner":")" + l.owner() + R"(","token":)" + old + R"(,"ttl_ms":30000})")
-                   .status == 409);
-    BOOST_TEST(direct.post("/v1/locks/lost-reply/release", R"({"owner":")" + l.owner() + R"(","token":)" + old + "}")
-                   .status == 409);
-    BOOST_TEST((co_await l.release() == release_outcome::released));
-  }());
+  client c{ioc.get_executor(), via(proxy.port())};
+  http_client direct = server.client();  // bypasses the proxy: what the server really holds
+};
+
+// The caller's fault hides the answer to the first acquire, which the server granted. The SDK's retry, by the
+// same owner, must hold the lock with a newer token, and the hidden grant's token must be superseded: it can
+// neither renew nor release.
+asio::awaitable<void> retried_acquire_supersedes_the_hidden_grant(through_proxy& f, std::string key) {
+  auto r = co_await f.c.try_acquire(key, lease_opts(30000ms));
+  BOOST_REQUIRE(r.acquired.has_value());
+  lease& l = *r.acquired;
+  auto held = f.direct.get("/v1/locks/" + key);
+  BOOST_TEST(held.json.at("owner").as_string() == l.owner());
+  BOOST_TEST(token_of(held) == l.token());
+  BOOST_TEST(l.token() >= 2u);
+  const std::string hidden = R"({"owner":")" + l.owner() + R"(","token":)" + std::to_string(l.token() - 1);
+  BOOST_TEST(f.direct.post("/v1/locks/" + key + "/renew", hidden + R"(,"ttl_ms":30000})").status == 409);
+  BOOST_TEST(f.direct.post("/v1/locks/" + key + "/release", hidden + "}").status == 409);
+  BOOST_TEST((co_await l.release() == release_outcome::released));
 }
 
-BOOST_AUTO_TEST_CASE(lost_release_reply_is_retried_safely) {
-  temp_dir dir;
-  batond_process server(dir.path());
-  fault_proxy proxy(server.port());
-  asio::io_context ioc;
-  client c(ioc.get_executor(), via(proxy.port()));
-  auto direct = server.client();
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(lost_acquire_reply_is_retried_with_the_same_owner_and_supersedes, through_proxy) {
+  proxy.drop_responses(1, drop_style::hang);
+  run_coro(ioc, retried_acquire_supersedes_the_hidden_grant(*this, "lost-reply"));
+  BOOST_TEST(proxy.responses_dropped() == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(lost_release_reply_is_retried_safely, through_proxy) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto l = co_await c.acquire("release-lost", lease_opts(30000ms, 5000ms));
     proxy.drop_responses(1, drop_style::reset);
@@ -99,14 +97,8 @@ BOOST_AUTO_TEST_CASE(lost_release_reply_is_retried_safely) {
   }());
 }
 
-BOOST_AUTO_TEST_CASE(partitioned_holder_gives_up_before_the_server_expires_its_lease) {
-  temp_dir dir;
-  batond_process server(dir.path());
-  fault_proxy proxy(server.port());
-  asio::io_context ioc;
-  client c(ioc.get_executor(), via(proxy.port()));
+BOOST_FIXTURE_TEST_CASE(partitioned_holder_gives_up_before_the_server_expires_its_lease, through_proxy) {
   client other(ioc.get_executor(), via(server.port(), 2000ms));
-  auto direct = server.client();
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // ttl 3 s, renew every 500 ms, local deadline 1 s before the server's expiry.
     auto l = co_await c.acquire("partitioned", lease_opts(3000ms, 500ms, 1000ms));
@@ -161,12 +153,7 @@ BOOST_AUTO_TEST_CASE(owner_that_vanishes_without_release_is_replaced_after_the_t
   }());
 }
 
-BOOST_AUTO_TEST_CASE(connection_resets_during_renewal_are_retried_and_the_lease_survives) {
-  temp_dir dir;
-  batond_process server(dir.path());
-  fault_proxy proxy(server.port());
-  asio::io_context ioc;
-  client c(ioc.get_executor(), via(proxy.port()));
+BOOST_FIXTURE_TEST_CASE(connection_resets_during_renewal_are_retried_and_the_lease_survives, through_proxy) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto l = co_await c.acquire("resets", lease_opts(3000ms, 200ms));
     for (int i = 0; i < 5; ++i) {
@@ -220,38 +207,15 @@ BOOST_AUTO_TEST_CASE(connections_stay_bounded_under_concurrency_and_during_an_ou
 // ---- 503 storage_unavailable after the change was applied: the outcome is unknown to the client, as after a
 // lost reply. Each test fails if the SDK took the 503 for a definite refusal.
 
-BOOST_AUTO_TEST_CASE(acquire_answered_503_after_the_grant_is_retried_with_the_same_owner_and_supersedes) {
-  temp_dir dir;
-  batond_process server(dir.path());
-  fault_proxy proxy(server.port());
-  asio::io_context ioc;
-  client c(ioc.get_executor(), via(proxy.port()));
-  auto direct = server.client();
+BOOST_FIXTURE_TEST_CASE(acquire_answered_503_after_the_grant_is_retried_with_the_same_owner_and_supersedes,
+                        through_proxy) {
   proxy.replace_responses(1, error_reply("storage_unavailable"));
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await c.try_acquire("acquire-503", lease_opts(30000ms));
-    BOOST_REQUIRE(r.acquired.has_value());
-    lease& l = *r.acquired;
-    BOOST_TEST(proxy.responses_replaced() == 1u);
-    // The server granted the request answered 503; the retry, by the same owner, got a newer token.
-    auto held = direct.get("/v1/locks/acquire-503");
-    BOOST_TEST(held.json.at("owner").as_string() == l.owner());
-    BOOST_TEST(token_of(held) == l.token());
-    BOOST_TEST(l.token() >= 2u);
-    // The token of the grant answered 503 is superseded.
-    auto superseded = R"({"owner":")" + l.owner() + R"(","token":)" + std::to_string(l.token() - 1) + "}";
-    BOOST_TEST(direct.post("/v1/locks/acquire-503/release", superseded).status == 409);
-    BOOST_TEST((co_await l.release() == release_outcome::released));
-  }());
+  run_coro(ioc, retried_acquire_supersedes_the_hidden_grant(*this, "acquire-503"));
+  BOOST_TEST(proxy.responses_replaced() == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(release_answered_503_after_it_freed_the_lock_is_retried_and_finds_it_free) {
-  temp_dir dir;
-  batond_process server(dir.path());
-  fault_proxy proxy(server.port());
-  asio::io_context ioc;
-  client c(ioc.get_executor(), via(proxy.port()));
-  auto direct = server.client();
+BOOST_FIXTURE_TEST_CASE(release_answered_503_after_it_freed_the_lock_is_retried_and_finds_it_free,
+                        through_proxy) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto l = co_await c.acquire("release-503", lease_opts(30000ms, 5000ms));
     proxy.replace_responses(1, error_reply("storage_unavailable"));
@@ -263,14 +227,9 @@ BOOST_AUTO_TEST_CASE(release_answered_503_after_it_freed_the_lock_is_retried_and
   }());
 }
 
-BOOST_AUTO_TEST_CASE(
-    renew_answered_503_after_the_server_extended_the_lease_does_not_extend_the_local_deadline) {
-  temp_dir dir;
-  batond_process server(dir.path());
-  fault_proxy proxy(server.port());
-  asio::io_context ioc;
-  client c(ioc.get_executor(), via(proxy.port()));
-  auto direct = server.client();
+BOOST_FIXTURE_TEST_CASE(
+    renew_answered_503_after_the_server_extended_the_lease_does_not_extend_the_local_deadline,
+    through_proxy) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // ttl 3 s, renew every 200 ms: the local deadline is 2.7 s after the acquire was sent.
     auto l = co_await c.acquire("renew-503", lease_opts(3000ms, 200ms));
@@ -295,12 +254,7 @@ BOOST_AUTO_TEST_CASE(
   }());
 }
 
-BOOST_AUTO_TEST_CASE(limit_answers_are_server_busy_and_other_503s_storage_unavailable) {
-  temp_dir dir;
-  batond_process server(dir.path());
-  fault_proxy proxy(server.port());
-  asio::io_context ioc;
-  client c(ioc.get_executor(), via(proxy.port()));
+BOOST_FIXTURE_TEST_CASE(limit_answers_are_server_busy_and_other_503s_storage_unavailable, through_proxy) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto& b = *c.get_backend();
     struct refusal {
@@ -321,14 +275,9 @@ BOOST_AUTO_TEST_CASE(limit_answers_are_server_busy_and_other_503s_storage_unavai
   }());
 }
 
-BOOST_AUTO_TEST_CASE(renew_refused_with_the_older_reason_expired_ends_the_lease) {
+BOOST_FIXTURE_TEST_CASE(renew_refused_with_the_older_reason_expired_ends_the_lease, through_proxy) {
   // batond answers a renew of an expired lease with not_held; older servers said "expired", and a client
   // must still take that as the end of its lease.
-  temp_dir dir;
-  batond_process server(dir.path());
-  fault_proxy proxy(server.port());
-  asio::io_context ioc;
-  client c(ioc.get_executor(), via(proxy.port()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto l = co_await c.acquire("renew-expired", lease_opts(30000ms, 200ms));
     proxy.replace_responses(1, error_reply("lost", 409, R"("reason":"expired",)"));
