@@ -24,13 +24,23 @@ import time
 ALL_FAULTS = [
     "delay", "drop_replies", "drop_requests", "duplicate", "reorder", "reset", "pause_worker", "pause_server",
     "kill_server", "kill_server_in_commit", "partition", "disk_full",
+    "disk_stall", "fsync_eio", "disk_enospc", "kill_in_snapshot", "bitflip",
 ]
 ROOT_FAULTS = {"partition": "needs root for ip netns and a veth pair",
                "disk_full": "needs root to mount a tmpfs"}
-SERVER_FAULTS = {"pause_server", "kill_server", "kill_server_in_commit", "disk_full"}
+# Faults of batond's data directory through the storage fault injector (tests/faultfs), preloaded into batond.
+FAULTFS_FAULTS = {"disk_stall", "fsync_eio", "disk_enospc", "kill_in_snapshot"}
+STORAGE_FAULTS = FAULTFS_FAULTS | {"bitflip"}
+SERVER_FAULTS = {"pause_server", "kill_server", "kill_server_in_commit", "disk_full"} | STORAGE_FAULTS
 # Faults that speak batond's own API or need its small data directory.
 BATOND_ONLY_FAULTS = {"kill_server_in_commit": "its acquire burst speaks batond's API",
-                      "disk_full": "etcd preallocates 64 MB log segments; the tmpfs is for batond"}
+                      "disk_full": "etcd preallocates 64 MB log segments; the tmpfs is for batond",
+                      **{f: "it injects faults into batond's log and snapshot" for f in STORAGE_FAULTS}}
+# batond's exit statuses (docs/design.md): a write, fsync or rename of its files failed; its log is damaged.
+EXIT_STORAGE_FAILED, EXIT_DATA_DAMAGED = 74, 65
+# How long batond may take to exit after a storage failure, or to refuse a damaged log (a sanitizer build on
+# a loaded machine starts in a few seconds; this is several times that).
+EXIT_BOUND_S = 20
 
 
 def now_us():
@@ -61,12 +71,13 @@ class EventLog:
 class Child:
     """A process whose stdout lines can be read with a timeout."""
 
-    def __init__(self, argv, stderr_path, stdin=False, read_stdout=True):
+    def __init__(self, argv, stderr_path, stdin=False, read_stdout=True, env=None):
         self.argv = argv
         log = open(stderr_path, "ab")
         # A pipe nobody reads would stop the process once full: unread stdout goes to the log.
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE if read_stdout else log,
-                                     stdin=subprocess.PIPE if stdin else None, stderr=log, start_new_session=True)
+                                     stdin=subprocess.PIPE if stdin else None, stderr=log, start_new_session=True,
+                                     env=env)
         log.close()
         self.buf = b""
 
@@ -85,8 +96,8 @@ class Child:
         line, self.buf = self.buf.split(b"\n", 1)
         return line.decode()
 
-    def listening_port(self):
-        line = self.read_line()
+    def listening_port(self, timeout=10.0):
+        line = self.read_line(timeout)
         m = re.search(r"listening on .*:(\d+)$", line)
         if not m:
             raise RuntimeError(f"{self.argv[0]}: unexpected first line {line!r}")
@@ -126,6 +137,36 @@ class Proxy(Child):
         return answer
 
 
+def wal_frames(path):
+    """The whole records of a batond log as (offset, size) pairs, up to the first incomplete one. A record is
+    u32 payload_len | u32 crc32c | payload, little-endian (server/src/wal_record.hpp); checksums are not
+    verified."""
+    with open(path, "rb") as f:
+        data = f.read()
+    frames, at = [], 0
+    while len(data) - at >= 8:
+        size = 8 + int.from_bytes(data[at:at + 4], "little")
+        if len(data) - at < size:
+            break
+        frames.append((at, size))
+        at += size
+    return frames
+
+
+def newest_wal(data_dir):
+    """The log of the newest generation (wal-<16 hex digits>.log, which sort like the generations), or None."""
+    logs = sorted(f for f in os.listdir(data_dir) if re.fullmatch(r"wal-[0-9a-f]{16}\.log", f))
+    return os.path.join(data_dir, logs[-1]) if logs else None
+
+
+def flip_bit(path, offset, bit):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([byte ^ (1 << bit)]))
+
+
 def http_json(port, method, path, body=None, timeout=3.0, host="127.0.0.1"):
     """One request on a fresh connection: (status, parsed body), or (None, reason) on a transport error."""
     try:
@@ -163,6 +204,10 @@ class Run:
         self.ttl_ms = 2000 if args.server == "etcd" else 1000
         self.burst_round = 0
         self.disk_refusals = []
+        self.storage = {"exits_74": 0, "refusals_65": 0, "stall_kills": 0, "snapshot_kills": 0,
+                        "snapshot_probed": 0, "no_compaction": 0}
+        self.faultfs_control = os.path.join(self.out, "faultfs.control")
+        self.server_env = None  # batond's environment: the injector's preload when a storage fault is on
 
     # ---- setup
 
@@ -215,32 +260,37 @@ class Run:
             subprocess.run(["ip", "link", "del", self.netns[1]], check=False, stderr=subprocess.DEVNULL)
             self.netns = None
 
-    def start_server(self):
+    def server_argv(self):
         a = self.args
-        if a.server == "etcd":
+        if a.server == "batond":
+            os.makedirs(self.data_dir, exist_ok=True)
+            # Small enough that the acquire bursts of kill_in_snapshot reach a compaction within a second.
+            return [a.batond, "--listen", "127.0.0.1:0", "--data-dir", self.data_dir, "--threads", "2",
+                    "--compact-bytes", str(16 * 1024)]
+        return [os.path.join(self.bin, "broken-lockd"), "--listen", "127.0.0.1:0", "--bug", a.server.split(":")[1]]
+
+    def start_server(self):
+        if self.args.server == "etcd":
             self.start_etcd()
             self.log.emit("server_start", pid=self.server.proc.pid, port=self.server_port)
             return
-        if a.server == "batond":
-            os.makedirs(self.data_dir, exist_ok=True)
-            argv = [os.path.join(self.bin, "batond"), "--listen", "127.0.0.1:0", "--data-dir", self.data_dir,
-                    "--threads", "2", "--compact-bytes", str(512 * 1024)]
-        else:
-            argv = [os.path.join(self.bin, "broken-lockd"), "--listen", "127.0.0.1:0", "--bug", a.server.split(":")[1]]
-        self.server = Child(argv, os.path.join(self.out, "server.log"))
-        self.server_port = self.server.listening_port()
-        self.log.emit("server_start", pid=self.server.proc.pid, port=self.server_port)
+        self.server = Child(self.server_argv(), os.path.join(self.out, "server.log"), env=self.server_env)
+        self.server_started(self.server.listening_port())
+
+    def server_started(self, port):
+        self.server_port = port
+        self.log.emit("server_start", pid=self.server.proc.pid, port=port)
         for p in self.proxies:
             if p.role == "server":
-                p.command(f"upstream {self.server_port}")
+                p.command(f"upstream {port}")
 
-    def kill_server(self):
+    def kill_server(self, may_have_exited=False):
         # A server that already died on its own (say, on the full disk) is recorded as such.
         exited = self.server.proc.poll()
         self.server.signal(signal.SIGKILL)
         self.server.proc.wait()
         self.log.emit("server_kill", pid=self.server.proc.pid, exited_before=exited)
-        if exited is not None:
+        if exited is not None and not may_have_exited:
             print(f"chaos: the server had exited by itself (status {exited}) before it was killed", flush=True)
 
     def start(self):
@@ -259,6 +309,8 @@ class Run:
             except (subprocess.CalledProcessError, OSError) as e:
                 # Root without the right to mount (a restricted container): skip the fault, not the run.
                 self.skipped["disk_full"] = f"cannot mount a tmpfs: {e}"
+        if any(f in FAULTFS_FAULTS and f not in self.skipped for f in a.faults):
+            self.setup_faultfs()
         store_argv = [os.path.join(self.bin, "fenced-store"), "--listen", "127.0.0.1:0", "--threads", "2",
                       "--history-limit", "100000000"]
         if a.unsafe_store:
@@ -298,6 +350,11 @@ class Run:
                              "--ttl-ms", str(self.ttl_ms)]
             if a.unsafe_worker:
                 argv.append("--ignore-loss")
+            elif a.server == "batond" and i % 2 == 0:
+                # Every other worker raises its lease's TTL tenfold with a renew in half its rounds (batond's
+                # extend record, which a disk stall can catch); such leases are held for seconds, so not all
+                # workers do. etcd leases keep the TTL they were granted with; broken-lockd has no disk.
+                argv += ["--raise-ttl-ms", str(10 * self.ttl_ms)]
             w = Child(argv, os.path.join(self.out, name + ".log"), read_stdout=False)
             w.name = name
             self.workers.append(w)
@@ -319,12 +376,13 @@ class Run:
                 pass
         return self.rng.choice(busy or self.workers)
 
-    def burst(self, count, results):
-        """`count` concurrent acquires straight to batond (each its own connection): a group commit in flight."""
+    def burst(self, count, results, pad=0):
+        """`count` concurrent acquires straight to batond (each its own connection): a group commit in flight.
+        `pad` more bytes in each owner make the log records larger."""
         self.burst_round += 1
 
         def one(i):
-            key, owner = f"burst-{self.burst_round}-{i}", f"burst-{self.burst_round}-{i}"
+            key, owner = f"burst-{self.burst_round}-{i}", f"burst-{self.burst_round}-{i}" + "-" * pad
             sent = now_us()
             self.log.emit("acquire_req", src="burst", key=key)
             status, body = http_json(self.server_port, "POST", f"/v1/locks/{key}/acquire",
@@ -364,9 +422,144 @@ class Run:
                 self.log.emit("released", src=src, key=key, token=token, sent=rsent,
                               outcome=body.get("outcome", "released"))
 
-    def restart_server(self, down_s):
-        self.kill_server()
+    def restart_server(self, down_s, may_have_exited=False):
+        self.kill_server(may_have_exited)
         time.sleep(down_s)
+        self.start_server()
+
+    # ---- storage faults
+
+    def setup_faultfs(self):
+        lib = os.path.join(self.args.build_dir, "lib", "libbaton-faultfs.so")
+        if not os.path.exists(lib):
+            raise RuntimeError(f"{lib} is missing: build the baton_faultfs target")
+        self.set_storage_fault("none")
+        env = dict(os.environ)
+        asan = env.get("ASAN_OPTIONS", "")
+        env.update(LD_PRELOAD=os.path.abspath(lib), BATON_FAULTFS_DIR=os.path.abspath(self.data_dir),
+                   BATON_FAULTFS_CONTROL=self.faultfs_control,
+                   # The preload comes before a sanitizer build's runtime, which otherwise refuses to start.
+                   ASAN_OPTIONS=(asan + ":" if asan else "") + "verify_asan_link_order=0")
+        os.makedirs(self.data_dir, exist_ok=True)  # the injector resolves it when batond starts
+        self.server_env = env
+
+    def set_storage_fault(self, mode):
+        """The injector's mode (tests/faultfs/faultfs.cpp): batond's next write, fsync or rename obeys it."""
+        tmp = self.faultfs_control + ".next"
+        with open(tmp, "w") as f:
+            f.write(mode + "\n")
+        os.replace(tmp, self.faultfs_control)
+
+    def wait_server_exit(self, bound, watch_healthz=False):
+        """Waits up to `bound` s for batond to exit by itself: (status or -1, /healthz 200s meanwhile)."""
+        deadline, healthz_ok = time.monotonic() + bound, 0
+        while self.server.proc.poll() is None and time.monotonic() < deadline:
+            if watch_healthz and http_json(self.server_port, "GET", "/healthz", timeout=1)[0] == 200:
+                healthz_ok += 1
+            time.sleep(0.1)
+        status = self.server.proc.poll()
+        return (-1 if status is None else status), healthz_ok
+
+    def storage_failure(self, kind):
+        """A write or fsync of the log fails: batond must answer 503, stop with status 74, and recover from its
+        log when restarted. Before the fix it stayed up refusing every change while /healthz said 200."""
+        mode = {"fsync_eio": "eio-fsync", "disk_enospc": "enospc"}[kind]
+        self.log.emit("fault", kind=kind, mode=mode)
+        self.set_storage_fault(mode)
+        # What a client sees: the runner's own acquire (the workers' requests may hit the failure first).
+        key, sent = f"storage-{now_us()}", now_us()
+        self.log.emit("acquire_req", src="runner", key=key)
+        status, body = http_json(self.server_port, "POST", f"/v1/locks/{key}/acquire",
+                                 {"owner": "runner", "ttl_ms": 30000})
+        stored = []
+        if status == 200:
+            self.log.emit("acquire_granted", src="runner", key=key, sent=sent, token=body["token"], ttl_ms=30000)
+            stored.append((key, "runner", body["token"]))
+        else:
+            self.log.emit("acquire_failed", src="runner", key=key, sent=sent, status=status,
+                          error=body if isinstance(body, str) else body.get("error", ""))
+        code, healthz_ok = self.wait_server_exit(EXIT_BOUND_S, watch_healthz=True)
+        self.log.emit("server_exit", cause=kind, status=code, expected=EXIT_STORAGE_FAILED, healthz_ok=healthz_ok)
+        self.storage["exits_74"] += code == EXIT_STORAGE_FAILED
+        self.set_storage_fault("none")
+        self.restart_server(self.rng.uniform(0, 0.5), may_have_exited=True)
+        self.probe_burst(stored, src="runner")
+
+    def disk_stall(self):
+        """Every write and fsync of the data directory blocks for 0.5-4 s; in half the stalls batond is killed
+        before the disk comes back, so whatever was stalled is lost: nothing of it may have been acknowledged."""
+        hold, crash, down = self.rng.uniform(0.5, 4), self.rng.random() < 0.5, self.rng.uniform(0, 1)
+        self.log.emit("fault", kind="disk_stall", seconds=hold, kill=crash)
+        self.set_storage_fault("stall")
+        time.sleep(hold)
+        if crash:
+            self.kill_server()
+            self.storage["stall_kills"] += 1
+        self.set_storage_fault("none")
+        if crash:
+            time.sleep(down)
+            self.start_server()
+
+    def kill_in_snapshot(self):
+        """batond dies just before or just after it renames a new snapshot into place; acquire bursts with
+        large records drive it to compact. Every acquire acknowledged before must survive the restart."""
+        mode = self.rng.choice(["kill-before-rename", "kill-after-rename"])
+        self.log.emit("fault", kind="kill_in_snapshot", mode=mode)
+        self.set_storage_fault(mode)
+        granted, deadline = [], time.monotonic() + EXIT_BOUND_S
+        while self.server.proc.poll() is None and time.monotonic() < deadline:
+            for t in self.burst(16, granted, pad=200):
+                t.join()
+        died = self.server.proc.poll() is not None
+        self.storage["snapshot_kills"] += died
+        self.storage["no_compaction"] += not died
+        self.set_storage_fault("none")
+        self.restart_server(self.rng.uniform(0, 0.5), may_have_exited=True)
+        self.storage["snapshot_probed"] += len(granted)
+        self.probe_burst(granted)
+
+    def bitflip(self):
+        """batond stopped, one bit of a record followed by others flipped: it must refuse to start (65) and
+        leave the file as it is. The bit is then flipped back, and batond starts on its intact log. Before the
+        fix it started, cutting the log at the damaged record and every acknowledged record after it."""
+        self.kill_server()
+        wal = newest_wal(self.data_dir)
+        frames = wal_frames(wal) if wal else []
+        if len(frames) < 2:
+            self.log.emit("fault", kind="bitflip", skipped="fewer than two records in the log")
+            self.start_server()
+            return
+        index = self.rng.randrange(len(frames) - 1)
+        at, size = frames[index]
+        offset, bit = at + 8 + self.rng.randrange(size - 8), self.rng.randrange(8)
+        self.log.emit("fault", kind="bitflip", file=os.path.basename(wal), record=index, record_offset=at,
+                      offset=offset, bit=bit)
+        with open(wal, "rb") as f:
+            intact = f.read()
+        flip_bit(wal, offset, bit)
+        with open(wal, "rb") as f:
+            damaged = f.read()
+        self.server = Child(self.server_argv(), os.path.join(self.out, "server.log"), env=self.server_env)
+        try:
+            port = self.server.listening_port(timeout=EXIT_BOUND_S)
+        except RuntimeError:  # no listening line: it exited, as it should, or hangs
+            code = self.wait_server_exit(EXIT_BOUND_S)[0]
+            if code == -1:
+                self.kill_server(may_have_exited=True)
+        else:
+            code = -1
+            self.server_started(port)
+        with open(wal, "rb") as f:
+            changed = f.read() != damaged
+        self.log.emit("server_exit", cause="bitflip", status=code, expected=EXIT_DATA_DAMAGED, log_changed=changed)
+        if self.server.proc.poll() is None:
+            # Serving on what it kept of the log: the damage is done, and the run goes on with it.
+            print(f"chaos: bitflip: batond started on a log damaged at {os.path.basename(wal)} offset {at}",
+                  flush=True)
+            return
+        self.storage["refusals_65"] += code == EXIT_DATA_DAMAGED
+        with open(wal, "wb") as f:
+            f.write(intact)
         self.start_server()
 
     def fill_disk(self):
@@ -463,9 +656,18 @@ class Run:
                               error=body if isinstance(body, str) else body.get("message", ""))
                 self.disk_refusals.append((status, body))
             os.unlink(filler)
-            # A failed write poisons batond for good (journal.cpp): only a restart recovers it.
-            self.restart_server(0)
+            # batond stops (status 74) once a write fails, if the acquire or a worker's request made it write:
+            # only a restart recovers it. (Before the fail-stop it stayed up, refusing every change.)
+            self.restart_server(0, may_have_exited=True)
             self.probe_burst(stored, src="runner")
+        elif kind == "disk_stall":
+            self.disk_stall()
+        elif kind in ("fsync_eio", "disk_enospc"):
+            self.storage_failure(kind)
+        elif kind == "kill_in_snapshot":
+            self.kill_in_snapshot()
+        elif kind == "bitflip":
+            self.bitflip()
         else:
             raise ValueError(kind)
 
@@ -500,6 +702,8 @@ class Run:
                 p.command(cmd)
         if self.netns:
             subprocess.run(["ip", "link", "set", self.netns[1], "up"], check=False)
+        if self.server_env:
+            self.set_storage_fault("none")
         for c in [self.server] + self.workers:
             if c:
                 c.signal(signal.SIGCONT)
@@ -545,6 +749,8 @@ def main():
     ap.add_argument("--unsafe-store", action="store_true", help="the store skips its token check (self-test)")
     ap.add_argument("--expect-violation", help="pass exactly when the checker finds this kind (self-test)")
     ap.add_argument("--build-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "dev"))
+    ap.add_argument("--batond", help="the batond executable to test (default: the build directory's); the other "
+                    "processes and the storage fault injector still come from --build-dir")
     ap.add_argument("--out", help="where histories and logs go (default: a new directory under /tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the output directory even when the run passes")
     a = ap.parse_args()
@@ -561,6 +767,7 @@ def main():
     if a.server not in ("batond", "etcd") and not a.server.startswith("broken-lockd:"):
         ap.error("--server must be batond, etcd or broken-lockd:BUG")
     a.bin_dir = os.path.abspath(os.path.join(a.build_dir, "bin"))
+    a.batond = os.path.abspath(a.batond or os.path.join(a.bin_dir, "batond"))
     a.out = a.out or tempfile.mkdtemp(prefix="baton-chaos-")
     os.makedirs(a.out, exist_ok=True)
     print(f"chaos: seed={a.seed} duration={a.duration:g}s workers={a.workers} keys={a.keys} out={a.out}", flush=True)
@@ -588,6 +795,8 @@ def main():
         status, body = run.disk_refusals[-1]
         print(f"chaos: full disk: {len(run.disk_refusals)} acquires refused; the last answer: {status} {body}",
               flush=True)
+    if any(f in STORAGE_FAULTS for f in a.faults):
+        print("chaos: storage: " + " ".join(f"{k}={v}" for k, v in run.storage.items()), flush=True)
     files = sorted(os.path.join(a.out, f) for f in os.listdir(a.out) if f.endswith(".jsonl"))
     argv = [os.path.join(a.bin_dir, "chaos-check"), "--seed", str(a.seed)]
     if a.expect_violation:

@@ -22,6 +22,11 @@ std::int64_t get_int(const json::object& o, std::string_view k) {
   return 0;
 }
 
+bool get_bool(const json::object& o, std::string_view k) {
+  auto* v = o.if_contains(k);
+  return v && v->is_bool() && v->as_bool();
+}
+
 std::string get_string(const json::object& o, std::string_view k) {
   auto* v = o.if_contains(k);
   return v && v->is_string() ? std::string(v->as_string()) : std::string();
@@ -37,8 +42,7 @@ event to_event(json::object o) {
   e.sent = get_int(o, "sent");
   e.ttl_ms = get_int(o, "ttl_ms");
   e.holder_token = static_cast<std::uint64_t>(get_int(o, "holder_token"));
-  auto* acc = o.if_contains("accepted");
-  e.accepted = acc && acc->is_bool() && acc->as_bool();
+  e.accepted = get_bool(o, "accepted");
   e.outcome = get_string(o, "outcome");
   e.kind = get_string(o, "kind");
   e.raw = std::move(o);
@@ -57,6 +61,7 @@ struct lease_span {
   std::int64_t until = 0;
   std::size_t grant = 0;  // index of acquire_granted
   std::size_t end = 0;    // index of the event that bounds `until`
+  std::size_t renew = 0;  // index of the renew that extended it furthest (0: none)
 };
 
 }  // namespace
@@ -125,16 +130,17 @@ check_result check_history(std::vector<event>& events) {
         report("token_granted_twice", "token " + std::to_string(e.token) + " was granted twice",
                {it->second, i});
       grants_by_key[e.key].push_back(i);
-      spans[id] = lease_span{e.key, e.token, e.t, e.sent + e.ttl_ms * 1000, i, i};
+      spans[id] = lease_span{e.key, e.token, e.t, e.sent + e.ttl_ms * 1000, i, i, 0};
     } else if (e.ev == "renewed") {
       if (auto it = spans.find(id); it != spans.end()) {
         const auto& g = events[it->second.grant];
-        // Only renews before the lease was released can extend it; a release ends it for good.
+        // Only renews before the lease was released can extend it; a release ends it for good. A renew
+        // names its TTL when it is not the grant's (a client raising its lease's TTL).
         if (it->second.end == it->second.grant || events[it->second.end].ev == "renewed") {
-          std::int64_t until = e.sent + g.ttl_ms * 1000;
+          std::int64_t until = e.sent + (e.ttl_ms > 0 ? e.ttl_ms : g.ttl_ms) * 1000;
           if (until > it->second.until) {
             it->second.until = until;
-            it->second.end = i;
+            it->second.end = it->second.renew = i;
           }
         }
       }
@@ -162,6 +168,24 @@ check_result check_history(std::vector<event>& events) {
         report("write_after_loss",
                e.src + " started a write with " + token_text(e) + " after its SDK reported the lease lost",
                {it->second, i});
+    } else if (e.ev == "server_exit") {
+      // Property 6: batond's answer to a storage fault, as the runner saw it. `status` is the exit status
+      // (-1: still running when the runner gave up waiting), `expected` what the contract says.
+      const auto status = get_int(e.raw, "status");
+      const auto expected = get_int(e.raw, "expected");
+      const auto healthz_ok = get_int(e.raw, "healthz_ok");
+      const bool damaged = get_string(e.raw, "cause") == "bitflip";
+      const bool log_changed = get_bool(e.raw, "log_changed");
+      if (status != expected || healthz_ok > 0 || log_changed) {
+        std::string what = status == -1 ? std::string(damaged ? "started on it" : "kept running")
+                                        : "exited with status " + std::to_string(status);
+        if (healthz_ok > 0) what += ", /healthz answered 200 " + std::to_string(healthz_ok) + " times after";
+        if (log_changed) what += ", and changed the damaged log";
+        report(damaged ? "damaged_log_accepted" : "wedged_on_storage_failure",
+               "after " + get_string(e.raw, "cause") + " batond " + what + " (expected exit status " +
+                   std::to_string(expected) + ")",
+               {i});
+      }
     } else if (e.ev == "store_write" && e.accepted) {
       // Property 2: per resource, accepted tokens never go down.
       auto& highest = store_highest[e.key];
@@ -214,12 +238,21 @@ check_result check_history(std::vector<event>& events) {
     const lease_span* longest = nullptr;
     for (auto* s : list) {
       if (longest && s->from < longest->until && s->token != longest->token) {
+        // Across a crash, an overlap the grant alone explains is a lost acquire; one that only a renew
+        // explains is a renew acknowledged before its TTL was durable: overlapping leases.
+        const auto& g = events[longest->grant];
         const bool crash = kill_between(longest->from, s->from);
-        report(crash ? "lost_acquire" : "overlapping_leases",
+        const bool acquire_lost = crash && s->from < std::min(longest->until, g.sent + g.ttl_ms * 1000);
+        std::vector<std::size_t> evidence{longest->grant};
+        if (longest->renew != 0 && longest->renew != longest->end) evidence.push_back(longest->renew);
+        evidence.insert(evidence.end(), {longest->end, s->grant});
+        report(acquire_lost ? "lost_acquire" : "overlapping_leases",
                key + "/" + std::to_string(s->token) + " was granted while " + key + "/" +
                    std::to_string(longest->token) + " was still valid by the server's clock" +
-                   (crash ? " (its acquire was acknowledged before a server crash)" : ""),
-               {longest->grant, longest->end, s->grant});
+                   (acquire_lost ? " (its acquire was acknowledged before a server crash)"
+                    : crash      ? " (the renew that extended it was acknowledged before a server crash)"
+                                 : ""),
+               std::move(evidence));
       }
       if (!longest || s->until > longest->until) longest = s;
     }

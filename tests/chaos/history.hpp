@@ -1,13 +1,16 @@
 #pragma once
 // The history checker of the chaos run (docs/reliability.md): reads the events that workers, fenced-store
 // and the runner recorded, all stamped with the host's CLOCK_MONOTONIC in microseconds, and verifies the
-// five safety properties. Pure: no files, no clock; chaos-check is its command-line front end.
+// five safety properties, and batond's answer to storage faults. Pure: no files, no clock; chaos-check is
+// its command-line front end.
 //
 // Server-side times are never logged by the server; they are bounded from the client's side instead. A
 // request sent at s and answered at r was decided by the server at some instant in [s, r], and the server
 // decides expiry on the same CLOCK_MONOTONIC. So a lease granted (or renewed) by a request sent at s with
 // TTL t is valid by the server's clock at least until s + t, and it is certainly valid from the moment its
 // grant was received. Every check uses only such certain facts: a reported violation is a real one.
+// Property 6 is the exception: how batond met a storage fault is observed by the runner and recorded as a
+// fact (`server_exit`: the exit status it saw, the one expected, 200s from /healthz after the failure).
 
 #include <boost/json/object.hpp>
 
@@ -43,6 +46,7 @@ std::vector<event> parse_events(std::istream& in, const std::string& name);
 /// Violation kinds, one or two per property:
 ///   1 token_not_increasing, token_granted_twice   2 stale_write_accepted   3 overlapping_leases
 ///   4 write_after_loss   5 lost_acquire, lost_release
+///   6 wedged_on_storage_failure, damaged_log_accepted (from the runner's `server_exit` events)
 struct violation {
   std::string kind;
   std::string message;

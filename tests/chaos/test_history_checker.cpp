@@ -131,6 +131,44 @@ BOOST_AUTO_TEST_CASE(an_overlap_across_a_server_crash_is_a_lost_acquire) {
   BOOST_TEST(count(r, "overlapping_leases") == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_renew_with_its_own_ttl_extends_the_certain_lease_by_that_ttl) {
+  // Granted for 1 s, renewed at 300 ms for 10 s: w2's grant at 5 s overlaps; at 11 s it does not.
+  auto raised =
+      line(301, "w1", "renewed", R"("key":"k","token":5,"ttl_ms":10000,"sent":)" + std::to_string(300 * ms));
+  BOOST_TEST(count(check(grant(0, 2, "w1", "k", 5) + raised + grant(4999, 5000, "w2", "k", 6)),
+                   "overlapping_leases") == 1u);
+  BOOST_TEST(
+      check(grant(0, 2, "w1", "k", 5) + raised + grant(10999, 11000, "w2", "k", 6)).violations.empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_overlap_across_a_crash_that_only_a_raised_renew_explains_is_overlapping_leases) {
+  // The acquire's own second ended before the restart; the renew acknowledged for 10 s did not survive.
+  auto raised =
+      line(301, "w1", "renewed", R"("key":"k","token":5,"ttl_ms":10000,"sent":)" + std::to_string(300 * ms));
+  auto r = check(grant(0, 2, "w1", "k", 5) + raised + line(1500, "runner", "server_kill") +
+                 line(1600, "runner", "server_start") + grant(2699, 2700, "w2", "k", 6));
+  BOOST_TEST(count(r, "overlapping_leases") == 1u);
+  BOOST_TEST(count(r, "lost_acquire") == 0u);
+  BOOST_TEST(r.violations.at(0).message.find("renew") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_storage_fault_batond_did_not_stop_on_is_reported) {
+  auto exit = [](const std::string& fields) { return line(100, "runner", "server_exit", fields); };
+  BOOST_TEST(
+      check(exit(R"("cause":"fsync_eio","status":74,"expected":74,"healthz_ok":0)")).violations.empty());
+  BOOST_TEST(count(check(exit(R"("cause":"fsync_eio","status":-1,"expected":74,"healthz_ok":12)")),
+                   "wedged_on_storage_failure") == 1u);
+  // Exiting is not enough: /healthz must not call a failed server healthy meanwhile.
+  BOOST_TEST(count(check(exit(R"("cause":"disk_enospc","status":74,"expected":74,"healthz_ok":1)")),
+                   "wedged_on_storage_failure") == 1u);
+  BOOST_TEST(
+      check(exit(R"("cause":"bitflip","status":65,"expected":65,"log_changed":false)")).violations.empty());
+  BOOST_TEST(count(check(exit(R"("cause":"bitflip","status":-1,"expected":65,"log_changed":true)")),
+                   "damaged_log_accepted") == 1u);
+  BOOST_TEST(count(check(exit(R"("cause":"bitflip","status":65,"expected":65,"log_changed":true)")),
+                   "damaged_log_accepted") == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_write_started_after_the_sdk_reported_loss_is_reported) {
   const std::string lost = line(600, "w1", "lost", R"("key":"k","token":5,"reason":"deadline")");
   const std::string write = line(700, "w1", "write_start", R"("key":"k","token":5)");

@@ -4,12 +4,18 @@
 // in microseconds, which the history checker (chaos-check) reads.
 //
 //   chaos-worker --id NAME --server URL --store URL --keys a,b,c --events FILE [--seed N] [--ttl-ms N]
-//                [--request-timeout-ms N] [--ignore-loss]
+//                [--request-timeout-ms N] [--raise-ttl-ms N] [--ignore-loss]
 //
 // Safe mode writes inside baton::with_lease and checks lease.active() before each chunk: a chunk is never
 // started once the SDK says the lease is gone. --ignore-loss is the deliberately unsafe worker of the
 // checker's self-test: it writes every planned chunk whatever the lease's state. SIGTERM or SIGINT: finish
 // the current lease (release it) and exit 0.
+//
+// With --raise-ttl-ms N, half the rounds raise their lease's TTL, which the SDK never does (it renews with
+// the TTL it acquired with): they speak the protocol through the SDK's backend, acquire with --ttl-ms,
+// renew with it a few times, then renew with N, the renew batond must make durable before it answers.
+// Such a renew is retried after a timeout with the same TTL until the local deadline passes, as the SDK
+// retries; a retry answered before the raised TTL is on disk is how a crash gives the lock away early.
 
 #include <baton/client.hpp>
 
@@ -29,6 +35,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -83,6 +90,7 @@ struct options {
   std::uint64_t seed = 1;
   long ttl_ms = 1000;
   long request_timeout_ms = 400;
+  long raise_ttl_ms = 0;  // 0: no rounds raise the TTL
   bool ignore_loss = false;
 };
 
@@ -127,6 +135,7 @@ struct worker {
   const baton::lease*& current;  // the lease held now, for the renew events
   std::mt19937_64 rng;
   bool stopping = false;
+  std::uint64_t raising_rounds = 0;
 
   long uniform(long lo, long hi) { return std::uniform_int_distribution<long>(lo, hi)(rng); }
 
@@ -226,9 +235,134 @@ struct worker {
     co_await sleep(milliseconds(uniform(0, 40)));
   }
 
+  // A lease held through the protocol (raising_round): its TTL now and when the renew that set it was sent;
+  // its local deadline is then, as the SDK's, sent + ttl - ttl / 10.
+  struct raw_lease {
+    std::string key, owner;
+    std::uint64_t token = 0;
+    long ttl_ms = 0;
+    std::int64_t confirmed_sent = 0;
+    std::int64_t deadline() const { return confirmed_sent + (ttl_ms - ttl_ms / 10) * 1000; }
+  };
+
+  // Renews `l` with `ttl_ms`, retried after transport errors, timeouts and 503s (with the same TTL) until
+  // an answer or the local deadline. Returns false once the lease is lost.
+  asio::awaitable<bool> renew(raw_lease& l, long ttl_ms) {
+    auto& b = *client.get_backend();
+    milliseconds backoff(50);
+    for (;;) {
+      if (now_us() >= l.deadline()) {
+        log.emit("lost", {{"key", l.key}, {"token", l.token}, {"reason", "deadline"}});
+        co_return false;
+      }
+      const auto sent = now_us();
+      auto r = co_await b.renew(l.key, l.owner, l.token, milliseconds(ttl_ms),
+                                milliseconds(opt.request_timeout_ms));
+      if (!r.ec) {
+        l.ttl_ms = ttl_ms;
+        l.confirmed_sent = sent;
+        log.emit("renewed", {{"key", l.key}, {"token", l.token}, {"sent", sent}, {"ttl_ms", ttl_ms}});
+        co_return true;
+      }
+      if (r.ec == baton::error::lease_lost) {
+        log.emit("lost", {{"key", l.key}, {"token", l.token}, {"reason", r.lost_reason}});
+        co_return false;
+      }
+      co_await sleep(milliseconds(uniform(backoff.count() / 2, backoff.count())));
+      backoff = std::min(backoff * 2, milliseconds(opt.ttl_ms / 4));
+    }
+  }
+
+  asio::awaitable<void> raising_round() {
+    auto& b = *client.get_backend();
+    raw_lease l;
+    l.key = opt.keys[static_cast<std::size_t>(uniform(0, static_cast<long>(opt.keys.size()) - 1))];
+    l.owner = opt.id + "#raise-" + std::to_string(++raising_rounds);
+    const auto sent = now_us();
+    const milliseconds timeout(opt.request_timeout_ms);
+    log.emit("acquire_req", {{"key", l.key}});
+    auto a = co_await b.acquire(l.key, l.owner, milliseconds(opt.ttl_ms), timeout);
+    if (a.ec == baton::error::held) {
+      log.emit(
+          "acquire_refused",
+          {{"key", l.key}, {"sent", sent}, {"holder_token", a.holder.token}, {"holder", a.holder.owner}});
+    } else if (a.ec) {
+      // Unknown outcome: a grant nobody knows of ends with its TTL.
+      log.emit("acquire_failed",
+               {{"key", l.key}, {"sent", sent}, {"error", a.ec.message() + " " + a.diagnostic}});
+    }
+    if (a.ec) {
+      co_await sleep(milliseconds(uniform(10, 120)));
+      co_return;
+    }
+    l.token = a.token;
+    l.ttl_ms = opt.ttl_ms;
+    l.confirmed_sent = sent;
+    log.emit(
+        "acquire_granted",
+        {{"key", l.key}, {"sent", sent}, {"token", l.token}, {"ttl_ms", opt.ttl_ms}, {"owner", l.owner}});
+
+    // Renewed every third of its TTL, raised after 0-4 renews, held 2-6 TTLs (of --ttl-ms) after the raise,
+    // written to in chunks meanwhile. A lease held when a disk stall begins often raises its TTL during the
+    // stall, and is still held when batond, killed in the stall, comes back.
+    const long raise_after = uniform(0, 4);
+    const long hold_after_raise_ms = uniform(2, 6) * opt.ttl_ms;
+    std::int64_t hold_until = std::numeric_limits<std::int64_t>::max();
+    int renews = 0, chunk = 0;
+    bool held = true;
+    while (held && now_us() < hold_until && !stopping) {
+      const std::int64_t next_renew = l.confirmed_sent + l.ttl_ms * 1000 / 3;
+      if (now_us() >= next_renew) {
+        const bool raise = renews++ == raise_after;
+        held = co_await renew(l, renews > raise_after ? opt.raise_ttl_ms : opt.ttl_ms);
+        if (held && raise) hold_until = now_us() + hold_after_raise_ms * 1000;
+        continue;
+      }
+      if (now_us() >= l.deadline()) {
+        log.emit("write_skipped", {{"key", l.key}, {"token", l.token}, {"chunk", chunk}});
+      } else {
+        log.emit("write_start", {{"key", l.key}, {"token", l.token}, {"chunk", chunk}});
+        int status =
+            co_await put_item(store, l.key, l.token,
+                              opt.id + ":" + std::to_string(l.token) + ":" + std::to_string(chunk), timeout);
+        log.emit("write_done", {{"key", l.key}, {"token", l.token}, {"chunk", chunk}, {"status", status}});
+        ++chunk;
+      }
+      const std::int64_t wake =
+          std::min(next_renew, now_us() + uniform(opt.ttl_ms / 6, opt.ttl_ms / 3) * 1000);
+      co_await sleep(milliseconds(std::max<std::int64_t>(0, (wake - now_us()) / 1000)));
+    }
+
+    // Released whatever happened: conditional on owner and token, so harmless if someone else holds it.
+    const auto release_sent = now_us();
+    log.emit("release_req", {{"key", l.key}, {"token", l.token}});
+    std::string outcome, failure;
+    for (int attempt = 0; attempt < 4 && outcome.empty(); ++attempt) {
+      auto r = co_await b.release(l.key, l.owner, l.token, timeout);
+      if (r.ec) {
+        failure = r.ec.message();
+        co_await sleep(milliseconds(50 << attempt));
+        continue;
+      }
+      outcome = r.outcome == baton::release_outcome::released       ? "released"
+                : r.outcome == baton::release_outcome::already_free ? "already_free"
+                                                                    : "not_owner";
+    }
+    if (!outcome.empty())
+      log.emit("released",
+               {{"key", l.key}, {"token", l.token}, {"sent", release_sent}, {"outcome", outcome}});
+    else
+      log.emit("release_failed", {{"key", l.key}, {"token", l.token}, {"error", failure}});
+    co_await sleep(milliseconds(uniform(0, 40)));
+  }
+
   asio::awaitable<void> run() {
-    while (!stopping)
-      co_await one_round();
+    while (!stopping) {
+      if (opt.raise_ttl_ms > 0 && uniform(0, 1) == 0)
+        co_await raising_round();
+      else
+        co_await one_round();
+    }
   }
 };
 
@@ -273,6 +407,8 @@ int main(int argc, char** argv) {
         opt.ttl_ms = std::stol(value);
       else if (flag == "--request-timeout-ms")
         opt.request_timeout_ms = std::stol(value);
+      else if (flag == "--raise-ttl-ms")
+        opt.raise_ttl_ms = std::stol(value);
       else
         throw std::invalid_argument("unknown option " + flag);
     }
@@ -280,6 +416,8 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--id, --server, --store, --keys and --events are required");
     if (opt.ttl_ms < 100 || opt.request_timeout_ms < 1)
       throw std::invalid_argument("--ttl-ms must be >= 100");
+    if (opt.raise_ttl_ms != 0 && opt.raise_ttl_ms <= opt.ttl_ms)
+      throw std::invalid_argument("--raise-ttl-ms must be larger than --ttl-ms");
     auto store_url = boost::urls::parse_absolute_uri(opt.store);
     if (!store_url) throw std::invalid_argument("--store must be http://HOST:PORT");
 
