@@ -304,6 +304,10 @@ schedule schedule::parse(std::string_view expression) {
   return out;
 }
 
+bool schedule::is_interval() const {
+  return fields_ && (fields_->every || fields_->every_hour);
+}
+
 std::optional<sys_seconds> schedule::next_fire(sys_seconds after, const date::time_zone* tz) const {
   if (!fields_ || fields_->never) return std::nullopt;
   const fields& f = *fields_;

@@ -48,6 +48,11 @@ class schedule {
   std::optional<std::chrono::sys_seconds> next_fire(std::chrono::sys_seconds after,
                                                     const date::time_zone* tz = nullptr) const;
 
+  /// True when the slots are an interval rather than times of day: `@every`, or an hour field that matches
+  /// every hour (`*/15 * * * *`, `@hourly`). Such a schedule follows the wall clock through a repeated hour
+  /// or a backward clock step (its slots come again); a time-of-day schedule does not run a slot twice.
+  bool is_interval() const;
+
   /// The expression as written.
   const std::string& text() const { return text_; }
 

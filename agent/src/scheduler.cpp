@@ -6,6 +6,7 @@ scheduler::scheduler(std::vector<scheduled_job> jobs) : jobs_(std::move(jobs)), 
 
 std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::seconds misfire_window) {
   leading_ = true;
+  last_now_ = now;
   std::vector<slot_decision> out;
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
     auto& s = state_[i];
@@ -29,12 +30,22 @@ std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::s
 
 void scheduler::on_lost() {
   leading_ = false;
-  for (auto& s : state_) s.next.reset();
+  last_now_.reset();
+  for (auto& s : state_)
+    s.next.reset();
 }
 
 std::vector<slot_decision> scheduler::due(sys_seconds now) {
   std::vector<slot_decision> out;
   if (!leading_) return out;
+  if (last_now_ && now < *last_now_) {
+    // The wall clock went back. `next` lies after the old time and would hold each job until the clock
+    // catches up again.
+    const bool reset = *last_now_ - now > max_unrepeated_step;
+    for (std::size_t i = 0; i < jobs_.size(); ++i)
+      if (reset || jobs_[i].sched.is_interval()) state_[i].next = jobs_[i].sched.next_fire(now, jobs_[i].tz);
+  }
+  last_now_ = now;
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
     auto& s = state_[i];
     if (!s.next || *s.next > now) continue;
@@ -68,7 +79,9 @@ std::optional<sys_seconds> scheduler::next_due() const {
   return best;
 }
 
-void scheduler::run_started(std::size_t job) { ++state_.at(job).running; }
+void scheduler::run_started(std::size_t job) {
+  ++state_.at(job).running;
+}
 void scheduler::run_finished(std::size_t job) {
   if (state_.at(job).running > 0) --state_.at(job).running;
 }

@@ -11,6 +11,11 @@
 // - overlap forbid: a slot that comes due while the previous run of that job is still going is skipped.
 // - misfire run_once: on election, a job whose most recent slot lies within the misfire window before the
 //   election runs once at once (the previous leader may have died before running it); skip: it does not.
+// - A backward wall-clock step (a time-sync correction, an operator's `date -s`) is noticed by the next
+//   due(): interval schedules follow the clock from the new time, so their slots come again rather than
+//   pausing for the length of the step; time-of-day schedules do not run a slot twice, as across a
+//   daylight-saving repeat (docs/cron.md), unless the step is longer than max_unrepeated_step, which is taken
+//   as a reset of the clock, after which every job follows the clock.
 
 #include "cron.hpp"
 
@@ -46,6 +51,11 @@ struct slot_decision {
 
 class scheduler {
  public:
+  /// A backward step up to this long keeps time-of-day schedules from repeating their slots; a longer one is
+  /// a reset of the clock (a daily job should not wait a week because the clock had been set a week ahead).
+  /// Three hours covers any daylight-saving shift and the corrections time-sync daemons make.
+  static constexpr std::chrono::hours max_unrepeated_step{3};
+
   explicit scheduler(std::vector<scheduled_job> jobs);
 
   /// Leadership starts at `now`. Returns the misfire runs to start at once.
@@ -54,7 +64,8 @@ class scheduler {
   void on_lost();
   bool leading() const { return leading_; }
 
-  /// Everything due at `now` (slots ≤ now), in job order. Advances each job past `now`.
+  /// Everything due at `now` (slots ≤ now), in job order. Advances each job past `now`. A `now` before the
+  /// previous call's is a backward clock step: pending slots are recomputed from `now` first (see above).
   std::vector<slot_decision> due(sys_seconds now);
   /// The earliest pending slot of any job (when to look again); empty when not leading or nothing can fire.
   std::optional<sys_seconds> next_due() const;
@@ -73,6 +84,7 @@ class scheduler {
   std::vector<scheduled_job> jobs_;
   std::vector<job_state> state_;
   bool leading_ = false;
+  std::optional<sys_seconds> last_now_;  // the latest time the slots were computed from
 };
 
 }  // namespace baton::agent

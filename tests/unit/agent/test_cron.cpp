@@ -430,6 +430,14 @@ BOOST_AUTO_TEST_CASE(text_is_kept_as_written) {
   BOOST_TEST(show(a.next_fire(at("2026-01-01 00:00:00"))) == show(b.next_fire(at("2026-01-01 00:00:00"))));
 }
 
+BOOST_AUTO_TEST_CASE(interval_schedules_are_those_without_a_time_of_day) {
+  for (const char* interval : {"* * * * *", "*/15 * * * *", "0-59/30 0-23 * * MON", "@hourly", "@every 25h"})
+    BOOST_TEST(schedule::parse(interval).is_interval(), interval);
+  for (const char* time_of_day : {"30 2 * * *", "0 9-17 * * *", "0 */2 * * *", "@daily", "@weekly"})
+    BOOST_TEST(!schedule::parse(time_of_day).is_interval(), time_of_day);
+  BOOST_TEST(!schedule{}.is_interval());
+}
+
 BOOST_AUTO_TEST_CASE(invalid_expressions_name_the_field_and_the_token) {
   const std::vector<std::pair<const char*, const char*>> table = {
       {"", "expected 5 or 6 fields, got 0"},

@@ -102,3 +102,52 @@ BOOST_AUTO_TEST_CASE(run_counts_never_go_negative) {
   s.run_finished(0);
   BOOST_TEST(s.running(0) == 1);
 }
+
+BOOST_AUTO_TEST_CASE(a_backward_clock_step_restarts_interval_schedules_from_the_new_time) {
+  scheduler s({job("every-minute", "* * * * *"), job("every-90s", "@every 90s")});
+  s.on_elected(at(10, 0, 30), 60s);
+  BOOST_TEST(s.due(at(10, 31, 5)).size() == 2u);
+  BOOST_TEST((*s.next_due() == at(10, 31, 30)));
+  // The clock is corrected one hour back. Without recomputing, both jobs would wait for 10:31:30 again.
+  BOOST_TEST(s.due(at(9, 31, 10)).empty());
+  BOOST_TEST((*s.next_due() == at(9, 31, 30)));
+  auto d = s.due(at(9, 32));
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST((d[0].slot == at(9, 32)));
+  BOOST_TEST(d[0].missed == 0u);
+  BOOST_TEST((d[1].slot == at(9, 31, 30)));
+  BOOST_TEST((d[0].what == kind::start));
+}
+
+BOOST_AUTO_TEST_CASE(a_short_backward_step_does_not_repeat_a_time_of_day_slot) {
+  scheduler s({job("office-hours", "0 9-17 * * *"), job("every-minute", "* * * * *")});
+  s.on_elected(at(9, 30), 60s);
+  auto ran = s.due(at(10, 0, 1));
+  BOOST_REQUIRE(ran.size() == 2u);
+  BOOST_TEST((ran[0].slot == at(10, 0)));
+  // 40 minutes back: the 10:00 run is not repeated; the next office-hours slot is still 11:00.
+  BOOST_TEST(s.due(at(9, 20)).empty());
+  BOOST_TEST((*s.next_due() == at(9, 21)));
+  auto d = s.due(at(10, 0, 30));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].job == 1u);
+  BOOST_TEST((s.due(at(11, 0))[0].slot == at(11, 0)));
+}
+
+BOOST_AUTO_TEST_CASE(a_backward_step_beyond_the_bound_resets_time_of_day_schedules_too) {
+  scheduler s({job("daily", "0 10 * * *")});
+  s.on_elected(at(9, 0), 60s);
+  BOOST_REQUIRE(s.due(at(10, 0)).size() == 1u);
+  BOOST_TEST((*s.next_due() == at(10, 0) + 24h));
+  // The clock had been a day and a half ahead. The job runs at the next 10:00 of the corrected clock rather
+  // than waiting two days for the slot it was waiting for.
+  const auto corrected = at(22, 0) - 48h;
+  BOOST_TEST(s.due(corrected).empty());
+  BOOST_TEST((*s.next_due() == at(10, 0) - 24h));
+  // Exactly at the bound the step still counts as short.
+  scheduler t({job("daily", "0 10 * * *")});
+  t.on_elected(at(9, 0), 60s);
+  t.due(at(10, 0));
+  t.due(at(10, 0) - scheduler::max_unrepeated_step);
+  BOOST_TEST((*t.next_due() == at(10, 0) + 24h));
+}
