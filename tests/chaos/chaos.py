@@ -351,10 +351,10 @@ class Run:
             if a.unsafe_worker:
                 argv.append("--ignore-loss")
             elif a.server == "batond" and i % 2 == 0:
-                # Every other worker raises its lease's TTL tenfold with a renew in half its rounds (batond's
+                # Every other worker raises its lease's TTL thirtyfold with a renew in half its rounds (batond's
                 # extend record, which a disk stall can catch); such leases are held for seconds, so not all
                 # workers do. etcd leases keep the TTL they were granted with; broken-lockd has no disk.
-                argv += ["--raise-ttl-ms", str(10 * self.ttl_ms)]
+                argv += ["--raise-ttl-ms", str(30 * self.ttl_ms)]
             w = Child(argv, os.path.join(self.out, name + ".log"), read_stdout=False)
             w.name = name
             self.workers.append(w)
