@@ -90,22 +90,11 @@ std::string check_identity(const std::string& identity) {
 }
 
 std::string check_listen(const std::string& s) {
-  const auto colon = s.rfind(':');
-  if (colon == std::string::npos) return "expected host:port, got " + quoted(s);
-  const auto host = std::string_view(s).substr(0, colon);
-  const auto port = std::string_view(s).substr(colon + 1);
-  if (host.empty()) return "no host in " + quoted(s) + " (0.0.0.0 listens on every IPv4 address)";
-  if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') return "expected [address]:port for IPv6, e.g. [::1]:7071";
-  } else if (host.find(':') != std::string_view::npos) {
-    return "an IPv6 address needs brackets: [::1]:7071";
+  try {
+    parse_listen(s);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
   }
-  if (has_control(host) || host.find(' ') != std::string_view::npos) return "bad host in " + quoted(s);
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || port.size() > 5 || ec != std::errc{} || end != port.data() + port.size() ||
-      value > 65535)
-    return "the port in " + quoted(s) + " must be a number from 0 to 65535";
   return {};
 }
 
@@ -173,9 +162,9 @@ std::string child(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);
 }
 
-constexpr std::string_view top_keys[] = {"server",       "identity",       "listen",   "mode", "log_level",
-                                         "resign_token", "shutdown_grace", "election", "jobs", "tls",
-                                         "token_file"};
+constexpr std::string_view top_keys[] = {"server",    "identity",     "listen",         "mode",
+                                         "log_level", "resign_token", "shutdown_grace", "election",
+                                         "jobs",      "tls",          "token_file"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
 constexpr std::string_view job_keys[] = {"name", "schedule", "timezone", "command", "shell",
@@ -418,7 +407,11 @@ job_config read_job(const reader& r, const YAML::Node& node, const std::string& 
   const auto http = node["http"];
   if (command && http) r.fail(node, path, "has both command and http; a job runs exactly one of them");
   if (!command && !http) r.fail(node, path, "needs a command or an http request");
-  if (command) job.command = read_command(r, command, path + ".command", job.shell);
+  if (command) {
+    job.command = read_command(r, command, path + ".command", job.shell);
+    const auto at = (command.IsSequence() ? command[0] : command).Mark();
+    if (!at.is_null()) job.command_at = {at.line + 1, at.column + 1};
+  }
   if (http) {
     if (job.shell) r.fail(node["shell"], path + ".shell", "applies to a command, not to an http job");
     job.http = read_http(r, http, path + ".http");
@@ -640,6 +633,112 @@ agent_config load_config(const std::string& path) {
   if (std::ferror(file.get()))
     throw config_error(path, 0, 0, "", std::string("cannot read: ") + std::strerror(errno));
   return parse_config(text, path);
+}
+
+namespace {
+
+bool same_lease(const baton::lease_options& a, const baton::lease_options& b) {
+  return a.ttl == b.ttl && a.renew_every == b.renew_every && a.jitter == b.jitter &&
+         a.safety_margin == b.safety_margin;
+}
+
+bool same_http(const std::optional<http_job>& a, const std::optional<http_job>& b) {
+  if (!a || !b) return !a && !b;
+  return a->method == b->method && a->url == b->url && a->headers == b->headers && a->body == b->body;
+}
+
+// Everything that decides when and how a job runs; not where it is written in the file.
+bool same_job(const job_config& a, const job_config& b) {
+  return a.name == b.name && a.sched.text() == b.sched.text() && a.timezone == b.timezone &&
+         a.command == b.command && a.shell == b.shell && same_http(a.http, b.http) &&
+         a.timeout == b.timeout && a.grace == b.grace && a.overlap == b.overlap && a.misfire == b.misfire;
+}
+
+const job_config* find_job(const std::vector<job_config>& jobs, const std::string& name) {
+  const auto it = std::find_if(jobs.begin(), jobs.end(), [&](const job_config& j) { return j.name == name; });
+  return it == jobs.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+config_changes compare_configs(const agent_config& running, const agent_config& loaded) {
+  config_changes out;
+  const auto differs = [&](std::string key, bool changed, bool needs_restart) {
+    if (!changed) return;
+    if (needs_restart) out.restart_needed.push_back(key);
+    out.keys.push_back(std::move(key));
+  };
+  const auto& a = running;
+  const auto& b = loaded;
+  differs("server", a.server != b.server, true);
+  differs("tls",
+          a.tls.ca_file != b.tls.ca_file || a.tls.cert_file != b.tls.cert_file ||
+              a.tls.key_file != b.tls.key_file,
+          true);
+  differs("identity", a.identity != b.identity, true);
+  differs("listen", a.listen != b.listen, true);
+  differs("mode", a.mode != b.mode, true);
+  differs("log_level", a.log_level != b.log_level, false);
+  differs("token_file", a.token_file != b.token_file || a.server_token != b.server_token, true);
+  differs("resign_token", a.resign_token != b.resign_token, false);
+  differs("shutdown_grace", a.shutdown_grace != b.shutdown_grace, false);
+  out.election = a.election_key != b.election_key || !same_lease(a.election, b.election);
+  differs("election", out.election, false);
+  for (const auto& job : b.jobs) {
+    const auto* before = find_job(a.jobs, job.name);
+    if (!before)
+      out.jobs_added.push_back(job.name);
+    else if (!same_job(*before, job))
+      out.jobs_changed.push_back(job.name);
+  }
+  for (const auto& job : a.jobs)
+    if (!find_job(b.jobs, job.name)) out.jobs_removed.push_back(job.name);
+  differs("jobs", !out.jobs_added.empty() || !out.jobs_removed.empty() || !out.jobs_changed.empty(), false);
+  return out;
+}
+
+boost::asio::ip::tcp::endpoint parse_listen(const std::string& s) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("expected host:port, got " + quoted(s));
+  auto host = std::string_view(s).substr(0, colon);
+  const auto port = std::string_view(s).substr(colon + 1);
+  if (host.empty())
+    throw std::invalid_argument("no host in " + quoted(s) + " (0.0.0.0 listens on every IPv4 address)");
+  const bool bracketed = host.front() == '[';
+  if (bracketed && (host.size() < 3 || host.back() != ']'))
+    throw std::invalid_argument("expected [address]:port for IPv6, e.g. [::1]:7071");
+  if (!bracketed && host.find(':') != std::string_view::npos)
+    throw std::invalid_argument("an IPv6 address needs brackets: [::1]:7071");
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || port.size() > 5 || ec != std::errc{} || end != port.data() + port.size() ||
+      value > 65535)
+    throw std::invalid_argument("the port in " + quoted(s) + " must be a number from 0 to 65535");
+  boost::system::error_code bad;
+  boost::asio::ip::address address;
+  if (bracketed) {
+    host = host.substr(1, host.size() - 2);
+    address = boost::asio::ip::make_address_v6(host, bad);
+    if (bad) throw std::invalid_argument(quoted(host) + " is not an IPv6 address");
+  } else if (host == "localhost") {
+    // As batond reads it. Other names are not resolved: the sidecar binds one address, and a name that
+    // resolves to several (or to another one tomorrow) would make that choice silently.
+    address = boost::asio::ip::address_v4::loopback();
+  } else {
+    address = boost::asio::ip::make_address_v4(host, bad);
+    if (bad)
+      throw std::invalid_argument(
+          quoted(host) +
+          " is not an IP address; listen takes an address (127.0.0.1, 0.0.0.0, [::1]) "
+          "or localhost, not a host name");
+  }
+  return {address, static_cast<unsigned short>(value)};
+}
+
+std::string to_listen_string(const boost::asio::ip::tcp::endpoint& endpoint) {
+  const auto address = endpoint.address();
+  const auto host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  return host + ":" + std::to_string(endpoint.port());
 }
 
 void load_server_token(agent_config& config, const std::string& config_path) {

@@ -9,6 +9,7 @@
 #include "baton/config.hpp"
 
 #include <date/tz.h>
+#include <boost/asio/ip/tcp.hpp>
 
 #include <chrono>
 #include <map>
@@ -20,6 +21,12 @@
 #include <vector>
 
 namespace baton::agent {
+
+/// A place in the configuration file, 1-based; 0 when unknown (a configuration built in code).
+struct file_position {
+  int line = 0;
+  int column = 0;
+};
 
 /// A job that is one HTTP request per run.
 struct http_job {
@@ -51,6 +58,8 @@ struct job_config {
   /// items become its $0, $1, ... (a string in the file is a one-item command).
   std::vector<std::string> command;
   bool shell = false;
+  /// Where command[0] (the program, or the script) is written, for --check-config's warnings about it.
+  file_position command_at;
   std::optional<http_job> http;
   /// Bound on one run; 0 = unlimited.
   std::chrono::milliseconds timeout{0};
@@ -73,7 +82,8 @@ struct agent_config {
   baton::tls_config tls;
   /// Owner prefix on the server; empty = `<hostname>:<pid>` (baton::default_identity()).
   std::string identity;
-  /// The sidecar HTTP API's address: `host:port` or `[v6-address]:port`; port 0 picks a free port.
+  /// The sidecar HTTP API's address: `address:port` or `[v6-address]:port` (parse_listen); port 0 picks a
+  /// free port.
   std::string listen = "127.0.0.1:7071";
   std::string election_key = "baton-agent/leader";
   /// The election lease in leader mode; each run's lease in per-job mode. renew_every and safety_margin are 0
@@ -133,6 +143,36 @@ agent_config load_config(const std::string& path);
 /// --check-config checks a file without needing the secret, which may exist only where the agent runs.
 /// Throws config_error on `token_file` (naming `config_path`), never quoting the token.
 void load_server_token(agent_config& config, const std::string& config_path);
+
+/// What differs between the running configuration and the file read again (SIGHUP), grouped by what applying
+/// it takes. Keys are named as in the file.
+struct config_changes {
+  /// Every top-level key whose value differs, in the file's order of keys (docs/agent.md): `server`, `tls`,
+  /// `identity`, `listen`, `mode`, `log_level`, `token_file`, `resign_token`, `shutdown_grace`, `election`,
+  /// `jobs`. A new token in an unchanged token_file counts as `token_file`.
+  std::vector<std::string> keys;
+  /// Of `keys`, those a running agent cannot take: the sidecar's socket (`listen`), the connection to the
+  /// lock server that holds the lease (`server`, `tls`, `identity`, `token_file`), and `mode`. They need a
+  /// restart.
+  std::vector<std::string> restart_needed;
+  /// `jobs` in detail, by name, in file order: new names, names gone, and names whose settings differ.
+  std::vector<std::string> jobs_added, jobs_removed, jobs_changed;
+  /// `election.key` or a lease setting differs: applying it means a new campaign (and a new token).
+  bool election = false;
+
+  bool empty() const { return keys.empty(); }
+};
+
+/// Compares two validated configurations (the running one first). Pure; thread-safe.
+config_changes compare_configs(const agent_config& running, const agent_config& loaded);
+
+/// The endpoint a `listen` value names, as the sidecar binds it: an IPv4 address, an IPv6 address in brackets
+/// (`[::1]:7071`) or `localhost` (127.0.0.1, as batond reads it), then a port from 0 to 65535. Host names are
+/// refused: bind() takes an address. Throws std::invalid_argument with the reason. Pure; thread-safe.
+boost::asio::ip::tcp::endpoint parse_listen(const std::string& listen);
+
+/// An endpoint written as `listen` takes it: `127.0.0.1:7071`, `[::1]:7071`.
+std::string to_listen_string(const boost::asio::ip::tcp::endpoint& endpoint);
 
 /// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key`,
 /// `log-level`, `ca-file`, `cert` and `key` (leading dashes allowed: `--server` works too). An empty value

@@ -2,6 +2,7 @@
 // fencing token to every job and downstream write (docs/agent.md).
 
 #include "agent.hpp"
+#include "command_line.hpp"
 #include "config.hpp"
 #include "sidecar.hpp"
 
@@ -15,20 +16,23 @@
 
 #include <csignal>
 #include <cstdio>
-#include <cstring>
-#include <map>
+#include <cstdlib>
+#include <functional>
 #include <string>
+#include <vector>
+
+#ifndef BATON_AGENT_VERSION
+#define BATON_AGENT_VERSION "unknown"
+#endif
 
 namespace asio = boost::asio;
 using namespace baton::agent;
 
 namespace {
 
-constexpr const char* usage =
-    "usage: baton-agent --config FILE [--server URL] [--identity ID] [--listen HOST:PORT]\n"
-    "                   [--election-key KEY] [--log-level debug|info|warn|error]\n"
-    "                   [--ca-file FILE] [--cert FILE --key FILE]\n"
-    "       baton-agent --check-config FILE\n";
+// Exit statuses (docs/agent.md).
+constexpr int exit_failed = 1;  // the agent failed while running
+constexpr int exit_usage = 2;   // a bad command line, configuration or listen address: nothing was started
 
 // The server URL as logged: the credentials of an etcd URL (etcd://user:password@...) are left out.
 std::string loggable_url(const std::string& url) {
@@ -41,56 +45,75 @@ std::string loggable_url(const std::string& url) {
   return url.substr(0, start) + "***@" + url.substr(at + 1);
 }
 
-}  // namespace
+std::string comma_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ",") + item;
+  return out.empty() ? "none" : out;
+}
 
-int main(int argc, char** argv) {
-  std::string config_path, check_path;
-  std::map<std::string, std::string> overrides;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(usage, stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "baton-agent: %s needs a value\n%s", flag.c_str(), usage);
-      return 2;
-    }
-    std::string value = argv[++i];
-    if (flag == "--config") config_path = value;
-    else if (flag == "--check-config") check_path = value;
-    else if (flag == "--server" || flag == "--identity" || flag == "--listen" || flag == "--election-key" ||
-             flag == "--log-level" || flag == "--ca-file" || flag == "--cert" || flag == "--key")
-      overrides[flag.substr(2)] = value;
-    else {
-      std::fprintf(stderr, "baton-agent: unknown flag %s\n%s", flag.c_str(), usage);
-      return 2;
-    }
+// `+new -gone ~changed`, or none.
+std::string jobs_summary(const config_changes& c) {
+  std::string out;
+  const auto add = [&](char mark, const std::vector<std::string>& names) {
+    for (const auto& name : names)
+      out += (out.empty() ? "" : " ") + (mark + name);
+  };
+  add('+', c.jobs_added);
+  add('-', c.jobs_removed);
+  add('~', c.jobs_changed);
+  return out.empty() ? "none" : out;
+}
+
+// The whole configuration as the command line and the file give it, checked; throws config_error.
+agent_config load(const command_line& cmd) {
+  auto cfg = load_config(cmd.config_path);
+  apply_overrides(cfg, cmd.overrides);
+  load_server_token(cfg, cmd.config_path);
+  return cfg;
+}
+
+// SIGHUP: the file is read and checked again, then compared with the running configuration. A bad file
+// changes nothing. A good one is not applied yet: the agent's runtime has no way to take new jobs or election
+// settings while it runs, so the log says what changed and that a restart is what applies it.
+void reload(const command_line& cmd, const agent_config& running) {
+  agent_config loaded;
+  try {
+    loaded = load(cmd);
+  } catch (const config_error& e) {
+    baton::log::error("config_reload_failed",
+                      {{"file", cmd.config_path}, {"error", e.what()}, {"kept", "running"}});
+    return;
   }
-  if (!check_path.empty()) {
-    try {
-      auto cfg = load_config(check_path);
-      apply_overrides(cfg, overrides);
-      std::printf("%s: ok (%zu jobs)\n", check_path.c_str(), cfg.jobs.size());
-      return 0;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "baton-agent: %s\n", e.what());
-      return 2;
-    }
+  const auto changes = compare_configs(running, loaded);
+  if (changes.empty()) {
+    baton::log::info("config_reload", {{"file", cmd.config_path}, {"changed", "none"}});
+    return;
   }
-  if (config_path.empty()) {
-    std::fprintf(stderr, "baton-agent: --config FILE is required\n%s", usage);
-    return 2;
-  }
+  baton::log::warn("config_reload",
+                   {{"file", cmd.config_path},
+                    {"changed", comma_list(changes.keys)},
+                    {"jobs", jobs_summary(changes)},
+                    {"restart_needed", comma_list(changes.restart_needed)},
+                    {"applied", "false"},
+                    {"reason", "a running agent cannot take a new configuration yet; restart it"}});
+}
+
+int run_agent(const command_line& cmd) {
+  asio::io_context ioc(1);
+  // Before anything slow and before the address is printed, so that a signal sent early is queued for its
+  // handler below rather than the default death (SIGHUP's default would leave the lease to expire).
+  asio::signal_set signals(ioc, SIGTERM, SIGINT);
+  asio::signal_set hangups(ioc, SIGHUP);
   agent_config cfg;
   try {
-    cfg = load_config(config_path);
-    apply_overrides(cfg, overrides);
-    load_server_token(cfg, config_path);
-  } catch (const std::exception& e) {
+    cfg = load(cmd);
+  } catch (const config_error& e) {
     std::fprintf(stderr, "baton-agent: %s\n", e.what());
-    return 2;
+    return exit_usage;
   }
+  const auto listen_key =
+      cmd.overrides.contains("listen") && !cmd.overrides.at("listen").empty() ? "--listen" : "listen";
   baton::log::level lvl = baton::log::level::info;
   baton::log::parse_level(cfg.log_level, lvl);
   baton::log::set_level(lvl);
@@ -99,24 +122,35 @@ int main(int argc, char** argv) {
   baton::become_subreaper();
 
   try {
-    asio::io_context ioc(1);
     agent_runtime agent(ioc.get_executor(), cfg);
     sidecar api(ioc.get_executor(), agent);
-    auto bound = api.bind(cfg.listen);
-    std::printf("baton-agent listening on %s:%u\n", bound.address().to_string().c_str(), bound.port());
+    boost::system::error_code bind_error;
+    const auto bound = api.bind(parse_listen(cfg.listen), bind_error);
+    if (bind_error) {
+      std::fprintf(stderr, "baton-agent: %s: cannot listen on %s: %s\n", listen_key, cfg.listen.c_str(),
+                   bind_error.message().c_str());
+      return exit_usage;
+    }
+    std::printf("baton-agent listening on %s\n", to_listen_string(bound).c_str());
     std::fflush(stdout);
-    baton::log::info("started",
-                     {{"identity", agent.identity()},
-                      {"server", loggable_url(cfg.server)},
-                      {"key", cfg.election_key},
-                      {"jobs", cfg.jobs.size()},
-                      {"listen", bound.address().to_string() + ":" + std::to_string(bound.port())}});
-    asio::signal_set signals(ioc, SIGTERM, SIGINT);
+    baton::log::info("started", {{"identity", agent.identity()},
+                                 {"server", loggable_url(cfg.server)},
+                                 {"key", cfg.election_key},
+                                 {"jobs", cfg.jobs.size()},
+                                 {"listen", to_listen_string(bound)}});
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
       if (ec) return;
       baton::log::info("shutdown", {{"signal", sig}});
       agent.shutdown();
     });
+    std::function<void()> wait_for_hangup = [&] {
+      hangups.async_wait([&](const boost::system::error_code& ec, int) {
+        if (ec) return;
+        reload(cmd, cfg);
+        wait_for_hangup();
+      });
+    };
+    wait_for_hangup();
     asio::co_spawn(ioc, api.serve(), asio::detached);
     int status = 0;
     asio::co_spawn(ioc, agent.run(), [&](std::exception_ptr e) {
@@ -125,10 +159,11 @@ int main(int argc, char** argv) {
           std::rethrow_exception(e);
         } catch (const std::exception& ex) {
           baton::log::error("agent_failed", {{"error", ex.what()}});
-          status = 1;
+          status = exit_failed;
         }
       }
       signals.cancel();
+      hangups.cancel();
       api.close();
       ioc.stop();
     });
@@ -137,6 +172,63 @@ int main(int argc, char** argv) {
     return status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "baton-agent: %s\n", e.what());
-    return 1;
+    return exit_failed;
   }
+}
+
+int check_config(const command_line& cmd) {
+  agent_config cfg;
+  try {
+    cfg = load_config(cmd.config_path);
+    apply_overrides(cfg, cmd.overrides);
+  } catch (const config_error& e) {
+    std::fprintf(stderr, "baton-agent: %s\n", e.what());
+    return exit_usage;
+  }
+  for (const auto& warning : program_warnings(cfg, cmd.config_path, std::getenv("PATH")))
+    std::fprintf(stderr, "baton-agent: warning: %s\n", warning.c_str());
+  std::printf("%s: ok (%zu jobs)\n", cmd.config_path.c_str(), cfg.jobs.size());
+  return 0;
+}
+
+int next_runs(const command_line& cmd) {
+  agent_config cfg;
+  try {
+    cfg = load_config(cmd.config_path);
+    apply_overrides(cfg, cmd.overrides);
+  } catch (const config_error& e) {
+    std::fprintf(stderr, "baton-agent: %s\n", e.what());
+    return exit_usage;
+  }
+  const auto from =
+      cmd.from.value_or(std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+  std::fputs(next_runs_text(cfg, from, cmd.next_runs).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  command_line cmd;
+  try {
+    cmd = parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "baton-agent: %s\n", e.what());
+    return exit_usage;
+  }
+  switch (cmd.what) {
+    case command_line::action::help:
+      std::fputs(help_text().c_str(), stdout);
+      return 0;
+    case command_line::action::version:
+      std::puts("baton-agent " BATON_AGENT_VERSION);
+      return 0;
+    case command_line::action::check_config:
+      return check_config(cmd);
+    case command_line::action::next_runs:
+      return next_runs(cmd);
+    case command_line::action::run:
+      break;
+  }
+  return run_agent(cmd);
 }

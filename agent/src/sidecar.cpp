@@ -44,26 +44,35 @@ std::string error_json(std::string_view code, std::string_view message) {
 bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size() || b.empty()) return false;
   unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+// The identity part of an owner the SDK made for an acquisition: `<identity>#<16 hex digits>` (the suffix
+// keeps two agents with one identity apart). Any other owner is returned whole.
+std::string identity_of(std::string_view owner) {
+  constexpr std::size_t suffix = 1 + 16;
+  if (owner.size() <= suffix || owner[owner.size() - suffix] != '#') return std::string(owner);
+  const auto digits = owner.substr(owner.size() - 16);
+  if (digits.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::string(owner);
+  return std::string(owner.substr(0, owner.size() - suffix));
 }
 
 }  // namespace
 
 sidecar::sidecar(asio::any_io_executor ex, agent_runtime& agent) : ex_(ex), agent_(agent), acceptor_(ex) {}
 
-tcp::endpoint sidecar::bind(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos) throw std::invalid_argument("listen must be HOST:PORT, got \"" + listen + "\"");
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  if (host == "localhost") host = "127.0.0.1";
-  tcp::endpoint ep(asio::ip::make_address(host), static_cast<unsigned short>(std::stoul(listen.substr(colon + 1))));
-  acceptor_.open(ep.protocol());
-  acceptor_.set_option(tcp::acceptor::reuse_address(true));
-  acceptor_.bind(ep);
-  acceptor_.listen();
-  return acceptor_.local_endpoint();
+tcp::endpoint sidecar::bind(const tcp::endpoint& at, boost::system::error_code& ec) {
+  // The error_code forms: the throwing ones put Boost's source location into the message.
+  tcp::endpoint bound;
+  acceptor_.open(at.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(at, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec) bound = acceptor_.local_endpoint(ec);
+  if (ec) close();
+  return bound;
 }
 
 void sidecar::close() {
@@ -106,19 +115,26 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
 
     if (path == "/v1/leader" && method_is(http::verb::get)) {
       auto st = agent_.current();
-      json::object o{{"identity", agent_.identity()},
-                     {"is_leader", st.leader},
-                     {"key", agent_.config().election_key}};
-      if (st.leader) o["token"] = st.token;
-      else o["token"] = nullptr;
+      json::object o{
+          {"identity", agent_.identity()}, {"is_leader", st.leader}, {"key", agent_.config().election_key}};
+      if (st.leader)
+        o["token"] = st.token;
+      else
+        o["token"] = nullptr;
       // The holder as the lock server reports it: the truth for everyone, not this agent's belief.
       try {
         auto holder = co_await agent_.lock_client().get(agent_.config().election_key);
-        if (holder) o["leader"] = holder->owner;
-        else o["leader"] = nullptr;
+        if (holder) {
+          o["leader"] = holder->owner;
+          o["leader_identity"] = identity_of(holder->owner);
+        } else {
+          o["leader"] = nullptr;
+          o["leader_identity"] = nullptr;
+        }
         res = reply(http::status::ok, json::serialize(o), ka);
       } catch (const std::exception& e) {
         o["leader"] = nullptr;
+        o["leader_identity"] = nullptr;
         o["error"] = e.what();
         res = reply(http::status::ok, json::serialize(o), ka);
       }
@@ -129,7 +145,8 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
       bool authorized = token.empty() || (auth.substr(0, bearer.size()) == bearer &&
                                           constant_time_equal(auth.substr(bearer.size()), token));
       if (!authorized) {
-        res = reply(http::status::unauthorized, error_json("unauthorized", "a valid bearer token is required"), ka);
+        res = reply(http::status::unauthorized,
+                    error_json("unauthorized", "a valid bearer token is required"), ka);
         res.set(http::field::www_authenticate, "Bearer");
       } else if (agent_.resign()) {
         log::info("resign_requested", {});
@@ -150,7 +167,8 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
       res = reply(http::status::ok, agent_.render_metrics(), ka, "text/plain; version=0.0.4");
     } else if (path == "/v1/leader" || path == "/v1/resign" || path == "/healthz" || path == "/readyz" ||
                path == "/metrics") {
-      res = reply(http::status::method_not_allowed, error_json("method_not_allowed", "wrong method for this route"), ka);
+      res = reply(http::status::method_not_allowed,
+                  error_json("method_not_allowed", "wrong method for this route"), ka);
     } else {
       res = reply(http::status::not_found, error_json("not_found", "no such route"), ka);
     }

@@ -26,7 +26,8 @@ FROM debian:12-slim
 # curl for the health check and for jobs.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libboost-json1.81.0 libboost-url1.81.0 libyaml-cpp0.7 libdate-tz3 tzdata \
+      libboost-json1.81.0 libboost-url1.81.0 libboost-program-options1.81.0 \
+      libyaml-cpp0.7 libdate-tz3 tzdata \
       libssl3 ca-certificates curl \
  && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 baton \

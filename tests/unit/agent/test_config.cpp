@@ -305,6 +305,11 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
       {"listen: \"::1:7071\"\n", "t.yaml:1:9: listen: an IPv6 address needs brackets"},
       {"listen: 127.0.0.1:70000\n", "t.yaml:1:9: listen: the port in \"127.0.0.1:70000\" must be a number"},
       {"listen: :7071\n", "t.yaml:1:9: listen: no host in \":7071\""},
+      // bind() takes an address: a host name passed --check-config and then failed at start
+      {"listen: myhost:7071\n", "t.yaml:1:9: listen: \"myhost\" is not an IP address"},
+      {"listen: 10.0.0:7071\n", "t.yaml:1:9: listen: \"10.0.0\" is not an IP address"},
+      {"listen: \"[127.0.0.1]:7071\"\n", "t.yaml:1:9: listen: \"127.0.0.1\" is not an IPv6 address"},
+      {"listen: \"[::1]:-1\"\n", "t.yaml:1:9: listen: the port in \"[::1]:-1\" must be a number"},
       {"mode: follower\n", "t.yaml:1:7: mode: expected leader or per-job, got \"follower\""},
       {"log_level: verbose\n",
        "t.yaml:1:12: log_level: expected debug, info, warn or error, got \"verbose\""},
@@ -465,6 +470,7 @@ BOOST_AUTO_TEST_CASE(a_bad_flag_is_refused_as_the_file_would_be_and_changes_noth
   const std::vector<row> rows = {
       {"server", "ftp://h:1", "--server: server_url \"ftp://h:1\" must start with http://"},
       {"listen", "7071", "--listen: expected host:port, got \"7071\""},
+      {"listen", "myhost:7071", "--listen: \"myhost\" is not an IP address"},
       {"log-level", "loud", "--log-level: expected debug, info, warn or error, got \"loud\""},
       {"election-key", std::string("a\nb"), "--election-key: a lock key is 1-512 bytes"},
       {"identity", std::string(201, 'i'), "--identity: identity must be at most 200 bytes"},
@@ -579,4 +585,70 @@ BOOST_AUTO_TEST_CASE(token_file_is_read_trimmed_by_load_server_token_and_never_q
   BOOST_TEST(error_of("token_file: \"\"\n").find("t.yaml:1:13: token_file: must not be empty") == 0u);
   BOOST_TEST(parse_config("", "t.yaml").token_file.empty());
   std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(listen_names_an_address_bind_accepts) {
+  using boost::asio::ip::make_address;
+  const auto v4 = parse_listen("0.0.0.0:7071");
+  BOOST_TEST(v4.address() == make_address("0.0.0.0"));
+  BOOST_TEST(v4.port() == 7071);
+  BOOST_TEST(parse_listen("localhost:0").address() == make_address("127.0.0.1"));  // as batond reads it
+  BOOST_TEST(parse_listen("[::1]:65535").address() == make_address("::1"));
+  BOOST_TEST(parse_listen("[::]:1").address().is_v6());
+  BOOST_CHECK_THROW(parse_listen("myhost:7071"), std::invalid_argument);
+  BOOST_CHECK_THROW(parse_listen("[localhost]:7071"), std::invalid_argument);
+  // Written back the way the file takes it, brackets included.
+  BOOST_TEST(to_listen_string(parse_listen("[::1]:7071")) == "[::1]:7071");
+  BOOST_TEST(to_listen_string(parse_listen("localhost:80")) == "127.0.0.1:80");
+}
+
+BOOST_AUTO_TEST_CASE(compare_configs_names_what_changed_and_what_needs_a_restart) {
+  const std::string jobs = R"(jobs:
+  - name: a
+    schedule: "* * * * *"
+    command: [x]
+  - name: b
+    schedule: "0 3 * * *"
+    command: [y]
+)";
+  const auto running = parse_config("listen: 127.0.0.1:7071\n" + jobs, "t.yaml");
+  // Read again unchanged, or with the same settings written differently: nothing to do.
+  BOOST_TEST(compare_configs(running, running).empty());
+  BOOST_TEST(
+      compare_configs(running, parse_config("# same\nlisten: 127.0.0.1:7071\n\n" + jobs, "t.yaml")).empty());
+
+  const auto loaded = parse_config(R"(listen: 127.0.0.1:7072
+log_level: debug
+election:
+  ttl: 20s
+jobs:
+  - name: b
+    schedule: "0 4 * * *"
+    command: [y]
+  - name: c
+    schedule: "* * * * *"
+    command: [z]
+)",
+                                   "t.yaml");
+  const auto c = compare_configs(running, loaded);
+  BOOST_TEST(c.keys == (std::vector<std::string>{"listen", "log_level", "election", "jobs"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(c.restart_needed == std::vector<std::string>{"listen"}, boost::test_tools::per_element());
+  BOOST_TEST(c.jobs_added == std::vector<std::string>{"c"}, boost::test_tools::per_element());
+  BOOST_TEST(c.jobs_removed == std::vector<std::string>{"a"}, boost::test_tools::per_element());
+  BOOST_TEST(c.jobs_changed == std::vector<std::string>{"b"}, boost::test_tools::per_element());
+  BOOST_TEST(c.election);
+
+  // The connection to the lock server, the mode and the token need a restart; each job setting is a change.
+  auto other = running;
+  other.server = "http://10.0.0.1:7070";
+  other.mode = agent_mode::per_job;
+  other.server_token = "new-token";
+  other.jobs[0].grace = 1s;
+  other.jobs[1].timezone = "Europe/Kyiv";
+  const auto d = compare_configs(running, other);
+  BOOST_TEST(d.restart_needed == (std::vector<std::string>{"server", "mode", "token_file"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(d.jobs_changed == (std::vector<std::string>{"a", "b"}), boost::test_tools::per_element());
+  BOOST_TEST(!d.election);
 }

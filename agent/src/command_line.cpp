@@ -1,0 +1,239 @@
+#include "command_line.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <sstream>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace baton::agent {
+namespace {
+
+namespace po = boost::program_options;
+
+constexpr unsigned help_width = 110;
+
+const char* const synopsis =
+    R"(usage: baton-agent --config FILE [--server URL] [--identity ID] [--listen ADDR:PORT]
+                   [--election-key KEY] [--log-level debug|info|warn|error]
+                   [--ca-file FILE] [--cert FILE --key FILE]
+       baton-agent --check-config FILE [flags as above]
+       baton-agent --next-runs N --config FILE [--from TIME]
+       baton-agent --help | --version
+
+Elects one leader among the replicas that run it, through a Baton lock server, and runs cron jobs on that
+leader with the lease's fencing token. A flag wins over the file's key of the same name. SIGTERM or SIGINT
+stops the agent (running jobs get shutdown_grace, then the lease is released); SIGHUP reads and checks
+the file again and logs what changed.
+Exit status: 0 stopped, 1 failed while running, 2 bad configuration, flag or listen address.
+See docs/agent.md.
+
+)";
+
+// The flags that override a key of the file: flag, value name, meaning.
+struct override_flag {
+  const char* name;
+  const char* value;
+  const char* meaning;
+};
+constexpr override_flag override_flags[] = {
+    {"server", "URL", "the lock server (file: server)"},
+    {"identity", "ID", "this replica's owner name on the server (file: identity)"},
+    {"listen", "ADDR:PORT", "the sidecar API's address, e.g. 127.0.0.1:7071, [::1]:0 (file: listen)"},
+    {"election-key", "KEY", "the lock the replicas compete for (file: election.key)"},
+    {"log-level", "LEVEL", "debug, info, warn or error (file: log_level)"},
+    {"ca-file", "FILE", "CA bundle that signs the server's certificate (file: tls.ca_file)"},
+    {"cert", "FILE", "client certificate for mutual TLS; needs --key (file: tls.cert_file)"},
+    {"key", "FILE", "private key of --cert (file: tls.key_file)"},
+};
+
+po::options_description options() {
+  po::options_description d("flags", help_width, help_width / 2);
+  auto add = d.add_options();
+  add("config", po::value<std::string>()->value_name("FILE"),
+      "the configuration file (YAML); required to run");
+  add("check-config", po::value<std::string>()->value_name("FILE"),
+      "validate FILE with the flags given, print `FILE: ok (N jobs)` and exit 0, or the error and exit 2; "
+      "warn about programs not found on this machine");
+  add("next-runs", po::value<std::string>()->value_name("N"),
+      "print each job's next N slots (1-1000) in its time zone and in UTC, and exit; needs --config");
+  add("from", po::value<std::string>()->value_name("TIME"),
+      "with --next-runs: count from TIME (RFC 3339, e.g. 2026-03-28T00:00:00Z) instead of now");
+  for (const auto& f : override_flags)
+    add(f.name, po::value<std::string>()->value_name(f.value), f.meaning);
+  add("help,h", "print this help and exit");
+  add("version", "print the version and exit");
+  return d;
+}
+
+std::string quoted(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
+
+unsigned count_value(const std::string& text) {
+  unsigned n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size() || n < 1 || n > command_line::max_next_runs)
+    throw usage_error("--next-runs: expected a number from 1 to " +
+                      std::to_string(command_line::max_next_runs) + ", got " + quoted(text));
+  return n;
+}
+
+std::chrono::sys_seconds time_value(const std::string& text) {
+  // RFC 3339 with whole seconds: `Z` or a numeric offset.
+  std::chrono::sys_seconds t;
+  for (const char* format : {"%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S%Ez"}) {
+    std::istringstream in(text);
+    in >> date::parse(format, t);
+    if (!in.fail() && in.peek() == std::char_traits<char>::eof()) return t;
+  }
+  throw usage_error(
+      "--from: expected an RFC 3339 time such as 2026-03-28T00:00:00Z or 2026-03-28T02:00:00+02:00, got " +
+      quoted(text));
+}
+
+// Why execve could not run the file at `path`, or empty when it could; `missing` tells a file that is not
+// there (execvp then goes on to the next PATH directory) from one that cannot be run.
+std::string not_runnable(const std::string& path, bool& missing) {
+  struct stat st {};
+  missing = false;
+  if (::stat(path.c_str(), &st) != 0) {
+    missing = errno == ENOENT || errno == ENOTDIR;
+    return std::strerror(errno);
+  }
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (::access(path.c_str(), X_OK) != 0) return "not executable by this user";
+  return {};
+}
+
+}  // namespace
+
+command_line parse_command_line(const std::vector<std::string>& args) {
+  po::variables_map vm;
+  // Arguments that are not flags are collected to be refused by name.
+  auto all = options();
+  all.add_options()("stray", po::value<std::vector<std::string>>());
+  po::positional_options_description stray;
+  stray.add("stray", -1);
+  try {
+    po::store(po::command_line_parser(args)
+                  .options(all)
+                  .positional(stray)
+                  .style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing)
+                  .run(),
+              vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw usage_error(std::string(e.what()) + " (see baton-agent --help)");
+  }
+  if (vm.count("stray"))
+    throw usage_error("unexpected argument " + quoted(vm["stray"].as<std::vector<std::string>>().front()) +
+                      ": every value follows its flag (see baton-agent --help)");
+  command_line out;
+  if (vm.count("help")) {
+    out.what = command_line::action::help;
+    return out;
+  }
+  if (vm.count("version")) {
+    out.what = command_line::action::version;
+    return out;
+  }
+  for (const auto& f : override_flags)
+    if (vm.count(f.name)) out.overrides[f.name] = vm[f.name].as<std::string>();
+  const auto given = [&](const char* name) { return vm.count(name) > 0; };
+  const auto value = [&](const char* name) {
+    return given(name) ? vm[name].as<std::string>() : std::string();
+  };
+
+  if (given("check-config")) {
+    if (given("config"))
+      throw usage_error("--check-config FILE checks FILE: leave out --config, or use --next-runs with it");
+    if (given("next-runs")) throw usage_error("--next-runs and --check-config are two commands: give one");
+    out.what = command_line::action::check_config;
+    out.config_path = value("check-config");
+    if (out.config_path.empty()) throw usage_error("--check-config needs a FILE");
+  } else {
+    out.config_path = value("config");
+    if (out.config_path.empty()) throw usage_error("--config FILE is required (see baton-agent --help)");
+    if (given("next-runs")) {
+      out.what = command_line::action::next_runs;
+      out.next_runs = count_value(value("next-runs"));
+    }
+  }
+  if (given("from")) {
+    if (out.what != command_line::action::next_runs) throw usage_error("--from goes with --next-runs");
+    out.from = time_value(value("from"));
+  }
+  return out;
+}
+
+std::string help_text() {
+  std::ostringstream out;
+  out << synopsis << options();
+  return out.str();
+}
+
+std::string program_problem(const std::string& program, const char* path_env) {
+  bool missing = false;
+  if (program.find('/') != std::string::npos) {
+    const auto why = not_runnable(program, missing);
+    return why.empty() ? why : quoted(program) + ": " + why;
+  }
+  // execvp's search: each directory of PATH in turn (an empty one is the working directory); with no PATH,
+  // the C library's default. A file found that cannot be run is named, though execvp looks further.
+  const std::string path = path_env ? path_env : "/bin:/usr/bin";
+  std::string first_problem;
+  for (std::size_t start = 0;;) {
+    const auto end = std::min(path.find(':', start), path.size());
+    const auto dir = path.substr(start, end - start);
+    const auto candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    const auto why = not_runnable(candidate, missing);
+    if (why.empty()) return {};
+    if (!missing && first_problem.empty()) first_problem = quoted(candidate) + ": " + why;
+    if (end == path.size()) break;
+    start = end + 1;
+  }
+  if (!first_problem.empty()) return first_problem;
+  return quoted(program) + " is not found in PATH (" + path + ")";
+}
+
+std::vector<std::string> program_warnings(const agent_config& config, std::string_view file,
+                                          const char* path_env) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < config.jobs.size(); ++i) {
+    const auto& job = config.jobs[i];
+    if (job.command.empty()) continue;  // an http job
+    const auto problem = program_problem(job.shell ? "/bin/sh" : job.command.front(), path_env);
+    if (problem.empty()) continue;
+    const auto key = "jobs[" + std::to_string(i) + "].command" + (job.shell ? "" : "[0]");
+    out.push_back(config_error(std::string(file), job.command_at.line, job.command_at.column, key,
+                               problem + "; its runs would end as spawn_failed on this machine")
+                      .what());
+  }
+  return out;
+}
+
+std::string next_runs_text(const agent_config& config, std::chrono::sys_seconds from, unsigned count) {
+  std::ostringstream out;
+  if (config.jobs.empty()) out << "no jobs\n";
+  for (const auto& job : config.jobs) {
+    out << job.name << ": " << quoted(job.sched.text()) << " in " << job.timezone << "\n";
+    auto slot = job.sched.next_fire(from, job.tz);
+    if (!slot) out << "  no slot after " << date::format("%FT%TZ", from) << "\n";
+    for (unsigned i = 0; i < count && slot; ++i, slot = job.sched.next_fire(*slot, job.tz)) {
+      if (job.tz)
+        out << "  " << date::format("%F %T %Z %Ez", date::make_zoned(job.tz, *slot));
+      else
+        out << "  " << date::format("%F %T UTC +00:00", *slot);
+      out << "  " << date::format("%FT%TZ", *slot) << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace baton::agent
