@@ -24,9 +24,9 @@
 // until the control file changes again. Replace the file atomically (write a temporary, rename it over):
 // the library notices a change by its inode, size and times, and a rename always gives a new inode.
 //
-// Why this shape: the mode is looked up on every wrapped call (one stat(2); no allocation, no lock held,
-// only async-signal-safe calls), so a test or the chaos runner can change it while batond runs and the
-// next call obeys. The fd's path (readlink of /proc/self/fd/N) is only resolved when a mode is set, so
+// Why this shape: the mode is looked up on every wrapped call (one stat(2); no allocation, and no lock a
+// caller could wait on), so a test or the chaos runner can change it while batond runs and the next call
+// obeys. The fd's path (readlink of /proc/self/fd/N) is only resolved when a mode is set, so
 // with `none` the socket and eventfd writes of a busy server pay one stat each and nothing else.
 //
 // Not covered: writes that bypass the PLT (stdio's internal writes, io_uring, mmap), fallocate,
