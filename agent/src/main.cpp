@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,12 +66,23 @@ std::string jobs_summary(const config_changes& c) {
   return out.empty() ? "none" : out;
 }
 
-// The whole configuration as the command line and the file give it, checked; throws config_error.
-agent_config load(const command_line& cmd) {
+// The configuration as the command line and the file give it, checked; throws config_error. The server
+// token is read only to run: --check-config and --next-runs work without the secret.
+agent_config load(const command_line& cmd, bool read_token) {
   auto cfg = load_config(cmd.config_path);
   apply_overrides(cfg, cmd.overrides);
-  load_server_token(cfg, cmd.config_path);
+  if (read_token) load_server_token(cfg, cmd.config_path);
   return cfg;
+}
+
+// load(), with an error printed as one line on stderr (the caller then exits 2).
+std::optional<agent_config> load_or_print(const command_line& cmd, bool read_token) {
+  try {
+    return load(cmd, read_token);
+  } catch (const config_error& e) {
+    std::fprintf(stderr, "baton-agent: %s\n", e.what());
+    return std::nullopt;
+  }
 }
 
 // SIGHUP: the file is read and checked again, then compared with the running configuration. A bad file
@@ -79,7 +91,7 @@ agent_config load(const command_line& cmd) {
 void reload(const command_line& cmd, const agent_config& running) {
   agent_config loaded;
   try {
-    loaded = load(cmd);
+    loaded = load(cmd, true);
   } catch (const config_error& e) {
     baton::log::error("config_reload_failed",
                       {{"file", cmd.config_path}, {"error", e.what()}, {"kept", "running"}});
@@ -105,13 +117,9 @@ int run_agent(const command_line& cmd) {
   // handler below rather than the default death (SIGHUP's default would leave the lease to expire).
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
   asio::signal_set hangups(ioc, SIGHUP);
-  agent_config cfg;
-  try {
-    cfg = load(cmd);
-  } catch (const config_error& e) {
-    std::fprintf(stderr, "baton-agent: %s\n", e.what());
-    return exit_usage;
-  }
+  const auto loaded = load_or_print(cmd, true);
+  if (!loaded) return exit_usage;
+  const agent_config& cfg = *loaded;
   const auto listen_key =
       cmd.overrides.contains("listen") && !cmd.overrides.at("listen").empty() ? "--listen" : "listen";
   baton::log::level lvl = baton::log::level::info;
@@ -177,32 +185,20 @@ int run_agent(const command_line& cmd) {
 }
 
 int check_config(const command_line& cmd) {
-  agent_config cfg;
-  try {
-    cfg = load_config(cmd.config_path);
-    apply_overrides(cfg, cmd.overrides);
-  } catch (const config_error& e) {
-    std::fprintf(stderr, "baton-agent: %s\n", e.what());
-    return exit_usage;
-  }
-  for (const auto& warning : program_warnings(cfg, cmd.config_path, std::getenv("PATH")))
+  const auto cfg = load_or_print(cmd, false);
+  if (!cfg) return exit_usage;
+  for (const auto& warning : program_warnings(*cfg, cmd.config_path, std::getenv("PATH")))
     std::fprintf(stderr, "baton-agent: warning: %s\n", warning.c_str());
-  std::printf("%s: ok (%zu jobs)\n", cmd.config_path.c_str(), cfg.jobs.size());
+  std::printf("%s: ok (%zu jobs)\n", cmd.config_path.c_str(), cfg->jobs.size());
   return 0;
 }
 
 int next_runs(const command_line& cmd) {
-  agent_config cfg;
-  try {
-    cfg = load_config(cmd.config_path);
-    apply_overrides(cfg, cmd.overrides);
-  } catch (const config_error& e) {
-    std::fprintf(stderr, "baton-agent: %s\n", e.what());
-    return exit_usage;
-  }
+  const auto cfg = load_or_print(cmd, false);
+  if (!cfg) return exit_usage;
   const auto from =
       cmd.from.value_or(std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
-  std::fputs(next_runs_text(cfg, from, cmd.next_runs).c_str(), stdout);
+  std::fputs(next_runs_text(*cfg, from, cmd.next_runs).c_str(), stdout);
   return 0;
 }
 
