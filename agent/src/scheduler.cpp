@@ -79,6 +79,22 @@ std::optional<sys_seconds> scheduler::next_due() const {
   return best;
 }
 
+std::vector<std::optional<std::size_t>> scheduler::replace_jobs(std::vector<scheduled_job> jobs) {
+  std::vector<job_state> state(jobs.size());
+  std::vector<std::optional<std::size_t>> before(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    for (std::size_t j = 0; j < jobs_.size(); ++j)
+      if (jobs_[j].name == jobs[i].name) {
+        before[i] = j;
+        state[i].running = state_[j].running;
+      }
+    if (leading_ && last_now_) state[i].next = jobs[i].sched.next_fire(*last_now_, jobs[i].tz);
+  }
+  jobs_ = std::move(jobs);
+  state_ = std::move(state);
+  return before;
+}
+
 void scheduler::run_started(std::size_t job) {
   ++state_.at(job).running;
 }

@@ -70,6 +70,12 @@ class scheduler {
   /// The earliest pending slot of any job (when to look again); empty when not leading or nothing can fire.
   std::optional<sys_seconds> next_due() const;
 
+  /// Takes a new job list (a reloaded configuration), matching jobs by name: a job kept keeps its count of
+  /// runs in flight; every job's next slot is computed afresh (its schedule may have changed) from the last
+  /// time the slots were computed, so no slot before the change starts because of it. Returns, for each new
+  /// index, the index the job had before (empty for a new job), so the caller can re-point runs in flight.
+  std::vector<std::optional<std::size_t>> replace_jobs(std::vector<scheduled_job> jobs);
+
   void run_started(std::size_t job);
   void run_finished(std::size_t job);
   int running(std::size_t job) const { return state_.at(job).running; }

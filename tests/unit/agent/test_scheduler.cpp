@@ -151,3 +151,29 @@ BOOST_AUTO_TEST_CASE(a_backward_step_beyond_the_bound_resets_time_of_day_schedul
   t.due(at(10, 0) - scheduler::max_unrepeated_step);
   BOOST_TEST((*t.next_due() == at(10, 0) + 24h));
 }
+
+BOOST_AUTO_TEST_CASE(a_new_job_list_keeps_runs_in_flight_and_starts_no_past_slot) {
+  scheduler s({job("a", "* * * * *"), job("b", "0 * * * *")});
+  s.on_elected(at(10, 0, 30), 60s);
+  BOOST_REQUIRE(s.due(at(10, 1, 10)).size() == 1u);
+  s.run_started(0);
+  // Reloaded at 10:01:40: `a` now every 5 minutes and listed second, `b` gone, `c` new.
+  const auto before = s.replace_jobs({job("c", "*/30 * * * * *"), job("a", "*/5 * * * *")});
+  BOOST_REQUIRE(before.size() == 2u);
+  BOOST_TEST(!before[0].has_value());
+  BOOST_TEST(*before[1] == 0u);
+  BOOST_TEST(s.running(1) == 1);  // a's run in flight is still counted, under its new index
+  BOOST_TEST(s.running(0) == 0);
+  // The slots are computed from 10:01:10, the last time they were: c's 10:01:30 is due, nothing earlier.
+  BOOST_TEST((*s.next_due() == at(10, 1, 30)));
+  auto d = s.due(at(10, 1, 40));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].job == 0u);
+  BOOST_TEST((d[0].slot == at(10, 1, 30)));
+  BOOST_TEST((s.due(at(10, 5))[1].what == kind::skip_overlap));  // a's 10:05 slot, its run still going
+  // Not leading: nothing is pending until the next election computes the slots.
+  scheduler idle({job("a", "* * * * *")});
+  idle.replace_jobs({job("a", "* * * * *"), job("b", "* * * * *")});
+  BOOST_TEST(!idle.next_due().has_value());
+  BOOST_TEST(idle.size() == 2u);
+}
