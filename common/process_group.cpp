@@ -1,10 +1,13 @@
 #include "baton/common/process_group.hpp"
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <string_view>
 
@@ -33,10 +37,31 @@ std::string errno_text(int err) {
   return std::strerror(err);
 }
 
+// What the child reports through its report pipe when it cannot run the command: the step and its errno.
+enum class child_step : int { exec = 0, guard = 1 };
+struct child_report {
+  child_step step;
+  int err;
+};
+
+// Writes all of [data, data + size) to a socket, without SIGPIPE; false on failure (errno says why).
+// Async-signal-safe.
+bool send_all(int fd, const void* data, std::size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
 // In the child, between fork and execvp: only async-signal-safe calls, since this process may have other
 // threads (Asio resolves names on one) whose locks fork copied in whatever state they were.
 [[noreturn]] void become_command(char* const* argv, char** envp, const sigset_t& mask, pid_t parent,
-                                 int report_fd, int output_fd) {
+                                 int report_fd, int output_fd, int guard_fd) {
   ::setpgid(0, 0);
   if (output_fd >= 0) {
     ::dup2(output_fd, STDOUT_FILENO);
@@ -48,6 +73,16 @@ std::string errno_text(int err) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);
 #endif
+  if (guard_fd >= 0) {
+    // The guard learns the group before anything of it runs (the command could fork at once); a failure to
+    // tell it is a failure to start, not a command running unguarded.
+    const pid_t group = ::getpid();
+    if (!send_all(guard_fd, &group, sizeof group)) {
+      child_report r{child_step::guard, errno};
+      [[maybe_unused]] auto n = ::write(report_fd, &r, sizeof r);
+      ::_exit(127);
+    }
+  }
   // Our handlers must not run here (Asio's would write into the parent's signal pipe), and execvp resets
   // caught signals anyway; ignored ones stay ignored, as the command's caller arranged.
   for (int sig = 1; sig < NSIG; ++sig) {
@@ -62,9 +97,70 @@ std::string errno_text(int err) {
   ::sigprocmask(SIG_SETMASK, &mask, nullptr);
   environ = envp;
   ::execvp(argv[0], argv);
-  int err = errno;
-  [[maybe_unused]] auto n = ::write(report_fd, &err, sizeof err);
+  child_report r{child_step::exec, errno};
+  [[maybe_unused]] auto n = ::write(report_fd, &r, sizeof r);
   ::_exit(127);
+}
+
+// The guard process (see group_guard), between fork and _exit: async-signal-safe calls only, as above.
+[[noreturn]] void become_guard(int guard_end, int agent_end, int max_fd) {
+  ::close(agent_end);
+  // Its own process group: a kill aimed at the agent's group (a terminal's ^C, `kill -- -pgid`) spares it.
+  ::setpgid(0, 0);
+#ifdef __linux__
+  ::prctl(PR_SET_NAME, "baton-guard");
+#endif
+  // Default dispositions (the parent's handlers must not run here), then ignore what a terminal or a service
+  // manager sends to stop the agent: the guard ends when the agent does, and not before.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa;
+    if (::sigaction(sig, nullptr, &sa) != 0) continue;
+    if ((sa.sa_flags & SA_SIGINFO) || sa.sa_handler != SIG_DFL) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(sig, &dfl, nullptr);
+    }
+  }
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE}) {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    ::sigaction(sig, &ign, nullptr);
+  }
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Keep nothing of the agent open (its listening socket, its connections, a job's output pipe): a copy here
+  // would keep them open after the agent closed them.
+  if (guard_end != STDIN_FILENO) {
+    ::dup2(guard_end, STDIN_FILENO);
+  }
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, 1u, ~0u, 0u) != 0)
+#endif
+    for (int fd = 1; fd < max_fd; ++fd)
+      ::close(fd);
+
+  auto read_some = [](void* into, std::size_t size) {
+    ssize_t n;
+    do {
+      n = ::recv(STDIN_FILENO, into, size, MSG_WAITALL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  };
+  pid_t group = 0;
+  // The agent gave up on the command before it ran, or is gone already: nothing of the group can exist.
+  if (read_some(&group, sizeof group) != static_cast<ssize_t>(sizeof group) || group <= 1) ::_exit(0);
+  char done = 0;
+  if (read_some(&done, 1) == 1) ::_exit(0);  // disarmed: the group is over
+  // End of stream without "done": the agent died. Kill the group; repeat briefly, in case a process of the
+  // group was forking while the first signal was sent.
+  for (int i = 0; i < 10 && ::kill(-group, SIGKILL) == 0; ++i) {
+    struct timespec pause {
+      0, 10'000'000
+    };
+    ::nanosleep(&pause, nullptr);
+  }
+  ::_exit(0);
 }
 
 }  // namespace
@@ -93,7 +189,7 @@ std::vector<int> open_descriptors() {
 
 group_child::group_child(const asio::any_io_executor& ex, const std::vector<std::string>& argv,
                          const std::vector<std::pair<std::string, std::string>>& env,
-                         const std::vector<int>& inherited, int output_fd) {
+                         const std::vector<int>& inherited, int output_fd, int guard_fd) {
   // Everything the child needs is built before fork (see become_command).
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
@@ -128,7 +224,7 @@ group_child::group_child(const asio::any_io_executor& ex, const std::vector<std:
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid == 0) become_command(args.data(), envp.data(), old, parent, report[1], output_fd);
+  if (pid == 0) become_command(args.data(), envp.data(), old, parent, report[1], output_fd, guard_fd);
   const int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::close(report[1]);
@@ -139,17 +235,20 @@ group_child::group_child(const asio::any_io_executor& ex, const std::vector<std:
   pid_ = pid;
   // Also from this side, so the group exists before anyone signals it, whichever process runs first.
   ::setpgid(pid, pid);
-  int exec_errno = 0;
+  child_report report_read{};
   ssize_t n;
   do {
-    n = ::read(report[0], &exec_errno, sizeof exec_errno);
+    n = ::read(report[0], &report_read, sizeof report_read);
   } while (n < 0 && errno == EINTR);
   ::close(report[0]);
-  if (n == static_cast<ssize_t>(sizeof exec_errno)) {
+  if (n == static_cast<ssize_t>(sizeof report_read)) {
     int raw;
     while (::waitpid(pid, &raw, 0) < 0 && errno == EINTR) {
     }
-    throw spawn_error(exec_errno, true, "cannot run \"" + argv[0] + "\": " + errno_text(exec_errno));
+    const int err = report_read.err;
+    if (report_read.step == child_step::guard)
+      throw spawn_error(err, false, "cannot start \"" + argv[0] + "\" under its guard: " + errno_text(err));
+    throw spawn_error(err, true, "cannot run \"" + argv[0] + "\": " + errno_text(err));
   }
 
 #ifdef SYS_pidfd_open
@@ -169,8 +268,13 @@ group_child::~group_child() {
   // Only reached when the supervisor itself failed: leave nothing behind that would run without the lease.
   signal_group(SIGKILL);
   ::kill(pid_, SIGKILL);
-  int raw;
-  while (::waitpid(pid_, &raw, 0) < 0 && errno == EINTR) {
+  // A killed process is reaped within microseconds; one that cannot die (uninterruptible sleep) must not
+  // hold this thread, and with it the event loop, forever.
+  for (int i = 0; i < 100; ++i) {
+    int raw;
+    pid_t p = ::waitpid(pid_, &raw, WNOHANG);
+    if (p == pid_ || (p < 0 && errno != EINTR)) return;
+    ::usleep(2'000);
   }
 }
 
@@ -206,13 +310,74 @@ asio::awaitable<int> group_child::wait_exit() {
   }
 }
 
-void group_child::signal_group(int sig) const {
-  ::kill(-pid_, sig);
+int group_child::signal_group(int sig) const {
+  if (::kill(-pid_, sig) == 0 || errno == ESRCH) return 0;
+  return errno;
 }
 
 bool group_child::group_alive() {
   reap();
   return ::kill(-pid_, 0) == 0 || errno == EPERM;
+}
+
+group_guard::group_guard(const asio::any_io_executor& ex) : ex_(ex) {
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
+    throw spawn_error(errno, false, "guard: socketpair: " + errno_text(errno));
+  // Taken before fork: the guard closes every descriptor below it without calling anything unsafe.
+  struct rlimit files {};
+  int max_fd = 1 << 16;
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
+    max_fd = static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20));
+  sigset_t all, old;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) become_guard(ends[0], ends[1], max_fd);
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::close(ends[0]);
+  if (pid < 0) {
+    ::close(ends[1]);
+    throw spawn_error(fork_errno, false, "guard: fork: " + errno_text(fork_errno));
+  }
+  pid_ = pid;
+  fd_ = ends[1];
+}
+
+group_guard::~group_guard() {
+  if (fd_ >= 0) ::close(fd_);
+  // Reaped if it is already gone; otherwise it ends on its own, and is reaped by whoever inherits it.
+  if (pid_ > 0) {
+    int raw;
+    ::waitpid(pid_, &raw, WNOHANG);
+  }
+}
+
+asio::awaitable<void> group_guard::disarm() {
+  if (fd_ < 0) co_return;
+  const char done = 'd';
+  send_all(fd_, &done, 1);
+  ::close(fd_);
+  fd_ = -1;
+  // The guard exits as soon as it reads the byte; poll for it with growing pauses, then kill it.
+  auto wait = std::chrono::milliseconds(1);
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (bool killed = false;;) {
+    int raw;
+    pid_t p = ::waitpid(pid_, &raw, WNOHANG);
+    if (p == pid_ || (p < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() >= give_up) {
+      if (killed) break;  // not even SIGKILL ended it: leave it to whoever inherits it
+      ::kill(pid_, SIGKILL);
+      killed = true;
+      give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    }
+    asio::steady_timer pause(ex_, wait);
+    co_await pause.async_wait(asio::use_awaitable);
+    wait = std::min(wait * 2, std::chrono::milliseconds(50));
+  }
+  pid_ = -1;
 }
 
 }  // namespace baton

@@ -30,7 +30,8 @@ client_config make_client_config(const agent_config& c) {
 std::vector<scheduled_job> make_jobs(const agent_config& c) {
   std::vector<scheduled_job> out;
   for (const auto& j : c.jobs)
-    out.push_back({j.name, j.sched, j.tz, j.overlap == overlap_policy::allow, j.misfire == misfire_policy::run_once});
+    out.push_back(
+        {j.name, j.sched, j.tz, j.overlap == overlap_policy::allow, j.misfire == misfire_policy::run_once});
   return out;
 }
 
@@ -43,22 +44,78 @@ std::chrono::sys_seconds wall_now() {
 agent_runtime::agent_runtime(asio::any_io_executor ex, agent_config config)
     : ex_(ex),
       config_(std::move(config)),
-      client_(ex, [&] {
-        auto cc = make_client_config(config_);
-        cc.on_event = [this](const lease_event& e) {
-          if (e.what == lease_event::kind::renewed) {
-            renews_.fetch_add(1);
-            last_renew_us_.store(e.latency.count());
-            std::lock_guard lk(metrics_mu_);
-            renew_seconds_sum_ += static_cast<double>(e.latency.count()) / 1e6;
-          }
-        };
-        return cc;
-      }()),
+      client_(
+          ex,
+          [&] {
+            auto cc = make_client_config(config_);
+            cc.on_event = [this](const lease_event& e) {
+              if (e.what == lease_event::kind::renewed) {
+                renews_.fetch_add(1);
+                last_renew_us_.store(e.latency.count());
+                std::lock_guard lk(metrics_mu_);
+                renew_seconds_sum_ += static_cast<double>(e.latency.count()) / 1e6;
+              }
+            };
+            return cc;
+          }(),
+          // Every request, the SDK's internal retries included, tells whether the server answered.
+          observe_backend(make_backend(ex, make_client_config(config_)),
+                          [this](const boost::system::error_code& ec, const std::string& diagnostic) {
+                            observe_lock_server(ec, diagnostic);
+                          })),
       scheduler_(make_jobs(config_)),
       control_(ex, asio::steady_timer::time_point::max()) {}
 
-agent_runtime::status agent_runtime::current() const { return {leader_.load(), token_.load()}; }
+void agent_runtime::observe_lock_server(const boost::system::error_code& ec, const std::string& diagnostic) {
+  std::optional<lock_server_notice> n;
+  if (is_lock_server_failure(ec)) {
+    std::string error = ec.message();
+    if (!diagnostic.empty()) error += ": " + diagnostic;
+    n = lock_server_.failed(clock_type::now(), std::chrono::system_clock::now(), std::move(error));
+  } else if (ec != asio::error::operation_aborted) {  // an answer, a refusal included
+    n = lock_server_.answered(clock_type::now());
+  }
+  if (!n) return;
+  const auto server = loggable_server_url(config_.server);
+  switch (n->what) {
+    case lock_server_notice::kind::unreachable:
+      log::warn("lock_server_unreachable", {{"server", server}, {"error", n->error}});
+      break;
+    case lock_server_notice::kind::still_unreachable:
+      log::warn("lock_server_unreachable", {{"server", server},
+                                            {"error", n->error},
+                                            {"failures", n->failures},
+                                            {"down_for_ms", n->down_for.count()}});
+      break;
+    case lock_server_notice::kind::reachable:
+      log::info("lock_server_reachable",
+                {{"server", server}, {"failures", n->failures}, {"down_for_ms", n->down_for.count()}});
+      break;
+  }
+}
+
+std::chrono::seconds agent_runtime::misfire_window() const {
+  return std::chrono::duration_cast<std::chrono::seconds>(config_.election.ttl) + std::chrono::seconds(1);
+}
+
+void agent_runtime::note_skips(const slot_decision& d) {
+  const auto& name = config_.jobs[d.job].name;
+  {
+    std::lock_guard lk(metrics_mu_);
+    auto& s = job_stats_[name];
+    s.missed += d.missed;
+    if (d.what == slot_decision::kind::skip_overlap) ++s.skipped_overlap;
+  }
+  if (d.missed > 0)
+    log::info("job_skipped",
+              {{"job", name}, {"reason", "missed"}, {"slots", d.missed}, {"before", rfc3339(d.slot)}});
+  if (d.what == slot_decision::kind::skip_overlap)
+    log::info("job_skipped", {{"job", name}, {"slot", rfc3339(d.slot)}, {"reason", "overlap"}});
+}
+
+agent_runtime::status agent_runtime::current() const {
+  return {leader_.load(), token_.load()};
+}
 
 void agent_runtime::shutdown() {
   stopping_ = true;
@@ -85,6 +142,7 @@ void agent_runtime::record_run(const job_config& job, const run_result& r) {
   ++s.outcomes[std::string(to_string(r.outcome))];
   s.duration_sum += std::chrono::duration<double>(r.duration).count();
   ++s.duration_count;
+  if (r.kill_failed) ++s.kill_failures;
 }
 
 void agent_runtime::log_result(const job_config& job, const run_context& ctx, const run_result& r) {
@@ -126,51 +184,87 @@ void agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds slot, 
   auto control = std::make_shared<run_control>(ex_);
   runs_.push_back(control);
   auto it = std::prev(runs_.end());
-  run_context ctx{config_.election_key, l.token(), client_.identity(), slot, next_run_id_++};
+  run_context ctx{config_.election_key, l.token(), client_.identity(), slot,
+                  make_run_id(l.token(), ++runs_under_lease_)};
   scheduler_.run_started(index);
-  log::info("job_started", {{"job", job.name}, {"run", ctx.run_id}, {"slot", rfc3339(slot)}, {"token", ctx.token}});
+  log::info("job_started",
+            {{"job", job.name}, {"run", ctx.run_id}, {"slot", rfc3339(slot)}, {"token", ctx.token}});
+  // The coroutine may run to its end before co_spawn returns (Boost 1.81 starts it at once, and a command
+  // that cannot start fails at once): the caller holds no lock, and everything it touches is already set.
   asio::co_spawn(
       ex_,
       [this, index, ctx, control, it]() -> asio::awaitable<void> {
         // Leader mode: a lost election lease stops every run through stop_all_runs().
         auto r = co_await run_guarded(index, ctx, control, nullptr);
-        scheduler_.run_finished(index);
         runs_.erase(it);
         log_result(config_.jobs[index], ctx, r);
+        if (r.outlived) co_await r.outlived();
+        scheduler_.run_finished(index);
       },
       asio::detached);
 }
 
-void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_seconds slot) {
+void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_seconds slot, bool misfire) {
   auto control = std::make_shared<run_control>(ex_);
   runs_.push_back(control);
   auto it = std::prev(runs_.end());
   scheduler_.run_started(index);
   asio::co_spawn(
       ex_,
-      [this, index, slot, control, it]() -> asio::awaitable<void> {
+      [this, index, slot, misfire, control, it]() -> asio::awaitable<void> {
         const job_config& job = config_.jobs[index];
         const std::string key = "jobs/" + job.name;
+        // misfire: run_once retries a slot whose lock could not be asked for (lock server unreachable) until
+        // the misfire window after the slot has passed, as a leader elected late would still run it.
+        const bool retry = job.misfire == misfire_policy::run_once;
+        const auto retry_until = slot + misfire_window();
         std::optional<lease> l;
-        try {
-          auto got = co_await client_.try_acquire(key, config_.election);
-          if (got.acquired) l.emplace(std::move(*got.acquired));
-          else log::info("job_skipped", {{"job", job.name}, {"slot", rfc3339(slot)}, {"reason", "held"},
+        bool late = misfire;
+        for (;;) {
+          try {
+            auto got = co_await client_.try_acquire(key, config_.election);
+            if (got.acquired) l.emplace(std::move(*got.acquired));
+            // Every replica but one lands here on every slot: not worth a line at info.
+            else
+              log::debug("job_skipped", {{"job", job.name},
+                                         {"slot", rfc3339(slot)},
+                                         {"reason", "held"},
                                          {"holder", got.holder.owner}});
-        } catch (const std::exception& e) {
-          log::warn("job_skipped", {{"job", job.name}, {"slot", rfc3339(slot)}, {"reason", "lock_error"},
-                                    {"error", e.what()}});
+            break;
+          } catch (const std::exception& e) {
+            if (!retry || control->stop_requested() || std::chrono::system_clock::now() >= retry_until) {
+              log::warn("job_skipped", {{"job", job.name},
+                                        {"slot", rfc3339(slot)},
+                                        {"reason", "lock_error"},
+                                        {"error", e.what()}});
+              break;
+            }
+          }
+          late = true;
+          asio::steady_timer pause(ex_, std::chrono::seconds(1));
+          co_await (pause.async_wait(use_tuple) || control->wake().async_wait(use_tuple));
         }
         if (l && !control->stop_requested()) {
-          run_context ctx{key, l->token(), client_.identity(), slot, next_run_id_++};
-          log::info("job_started", {{"job", job.name}, {"run", ctx.run_id}, {"slot", rfc3339(slot)}, {"key", key},
+          run_context ctx{key, l->token(), client_.identity(), slot, make_run_id(l->token(), 1)};
+          log::info("job_started", {{"job", job.name},
+                                    {"run", ctx.run_id},
+                                    {"slot", rfc3339(slot)},
+                                    {"key", key},
                                     {"token", ctx.token}});
           auto r = co_await run_guarded(index, ctx, control, &*l);
           log_result(job, ctx, r);
+          // A group that outlived SIGKILL keeps the job's lock, so no replica starts the job beside it; but a
+          // shutdown does not wait for it (its guard stays armed).
+          if (r.outlived && !control->stop_requested())
+            co_await (r.outlived() || control->wake().async_wait(use_tuple));
           // Keep the slot's lock a while after a quick run, so a replica whose clock runs a little behind
           // does not take the same slot again: until half the way to the next slot (at most half the TTL).
+          // A slot run late (misfire) is considered by replicas that start up to the misfire window after
+          // it, so its lock is kept that long (still at most half the way to the next slot).
           auto next = job.sched.next_fire(slot, job.tz);
-          auto hold = next ? std::min<std::chrono::system_clock::duration>((*next - slot) / 2, config_.election.ttl / 2)
+          std::chrono::system_clock::duration longest = config_.election.ttl / 2;
+          if (late) longest = misfire_window();
+          auto hold = next ? std::min<std::chrono::system_clock::duration>((*next - slot) / 2, longest)
                            : std::chrono::system_clock::duration::zero();
           auto hold_until = slot + hold;
           while (l->active() && !control->stop_requested() && std::chrono::system_clock::now() < hold_until) {
@@ -193,21 +287,23 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
 
 asio::awaitable<void> agent_runtime::run_per_job() {
   leader_ = false;
-  scheduler_.on_elected(wall_now(), std::chrono::seconds(0));  // every replica schedules; the locks decide
+  // Every replica schedules; the locks decide. Starting is this mode's election: a run_once job whose slot
+  // passed within the misfire window (all replicas were down, or restarting) runs once, on one replica.
+  for (auto& d : scheduler_.on_elected(wall_now(), misfire_window())) {
+    note_skips(d);
+    if (d.what == slot_decision::kind::start) start_per_job_run(d.job, d.slot, true);
+  }
   while (!stopping_) {
     for (auto& d : scheduler_.due(wall_now())) {
-      if (d.what == slot_decision::kind::skip_overlap) {
-        std::lock_guard lk(metrics_mu_);
-        ++job_stats_[config_.jobs[d.job].name].skipped_overlap;
-        continue;
-      }
-      start_per_job_run(d.job, d.slot);
+      note_skips(d);
+      if (d.what == slot_decision::kind::start) start_per_job_run(d.job, d.slot, false);
     }
     auto next = scheduler_.next_due();
     auto wait = std::chrono::milliseconds(1000);
     if (next)
-      wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(*next - std::chrono::system_clock::now()),
-                        std::chrono::milliseconds(1), wait);
+      wait = std::clamp(
+          std::chrono::duration_cast<std::chrono::milliseconds>(*next - std::chrono::system_clock::now()),
+          std::chrono::milliseconds(1), wait);
     co_await sleep_or_wake(wait);
   }
   scheduler_.on_lost();
@@ -220,7 +316,8 @@ asio::awaitable<void> agent_runtime::stop_all_runs(std::chrono::milliseconds let
     asio::steady_timer t(ex_, std::chrono::milliseconds(20));
     co_await t.async_wait(use_tuple);
   }
-  for (auto& r : runs_) r->stop();
+  for (auto& r : runs_)
+    r->stop();
   // Each run stops its process group itself (TERM, then KILL after its grace); wait until all are gone.
   while (!runs_.empty()) {
     asio::steady_timer t(ex_, std::chrono::milliseconds(20));
@@ -229,19 +326,15 @@ asio::awaitable<void> agent_runtime::stop_all_runs(std::chrono::milliseconds let
 }
 
 asio::awaitable<void> agent_runtime::lead(lease& l) {
-  for (auto& d : scheduler_.on_elected(wall_now(), std::chrono::duration_cast<std::chrono::seconds>(config_.election.ttl) +
-                                                       std::chrono::seconds(1))) {
+  runs_under_lease_ = 0;
+  for (auto& d : scheduler_.on_elected(wall_now(), misfire_window())) {
+    note_skips(d);
     if (d.what == slot_decision::kind::start) start_run(d.job, d.slot, l);
   }
   while (!stopping_ && !resigning_) {
     for (auto& d : scheduler_.due(wall_now())) {
-      std::lock_guard lk(metrics_mu_);
-      job_stats_[config_.jobs[d.job].name].missed += d.missed;
-      if (d.what == slot_decision::kind::skip_overlap) {
-        ++job_stats_[config_.jobs[d.job].name].skipped_overlap;
-        log::info("job_skipped", {{"job", config_.jobs[d.job].name}, {"slot", rfc3339(d.slot)}, {"reason", "overlap"}});
-        continue;
-      }
+      note_skips(d);
+      if (d.what != slot_decision::kind::start) continue;
       if (!l.active()) co_return;  // never start a run without an active lease
       start_run(d.job, d.slot, l);
     }
@@ -250,8 +343,8 @@ asio::awaitable<void> agent_runtime::lead(lease& l) {
     auto wait = std::chrono::milliseconds(1000);
     if (next) {
       auto until = *next - std::chrono::system_clock::now();
-      wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(until), std::chrono::milliseconds(1),
-                        wait);
+      wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(until),
+                        std::chrono::milliseconds(1), wait);
     }
     co_await sleep_or_wake(wait);
   }
@@ -285,7 +378,8 @@ asio::awaitable<void> agent_runtime::run() {
     leader_ = true;
     token_ = l->token();
     elections_won_.fetch_add(1);
-    log::info("elected", {{"key", config_.election_key}, {"token", l->token()}, {"identity", client_.identity()}});
+    log::info("elected",
+              {{"key", config_.election_key}, {"token", l->token()}, {"identity", client_.identity()}});
 
     bool lost = false;
     try {
@@ -352,7 +446,9 @@ std::string agent_runtime::render_metrics() const {
   out += "# TYPE baton_agent_renew_latency_seconds summary\n";
   line("baton_agent_renew_latency_seconds_sum %.6f\n", renew_seconds_sum_);
   line("baton_agent_renew_latency_seconds_count %llu\n", static_cast<unsigned long long>(renews_.load()));
-  out += "# HELP baton_agent_job_runs_total Job runs by job and outcome.\n# TYPE baton_agent_job_runs_total counter\n";
+  out +=
+      "# HELP baton_agent_job_runs_total Job runs by job and outcome.\n# TYPE baton_agent_job_runs_total "
+      "counter\n";
   for (const auto& [job, s] : job_stats_)
     for (const auto& [outcome, n] : s.outcomes)
       line("baton_agent_job_runs_total{job=\"%s\",outcome=\"%s\"} %llu\n", job.c_str(), outcome.c_str(),
@@ -372,6 +468,22 @@ std::string agent_runtime::render_metrics() const {
     line("baton_agent_job_slots_skipped_total{job=\"%s\",reason=\"missed\"} %llu\n", job.c_str(),
          static_cast<unsigned long long>(s.missed));
   }
+  out +=
+      "# HELP baton_agent_job_kill_failures_total Runs whose process group could not be signalled or "
+      "outlived "
+      "SIGKILL.\n";
+  out += "# TYPE baton_agent_job_kill_failures_total counter\n";
+  for (const auto& [job, s] : job_stats_)
+    line("baton_agent_job_kill_failures_total{job=\"%s\"} %llu\n", job.c_str(),
+         static_cast<unsigned long long>(s.kill_failures));
+  const auto server = lock_server_.status();
+  out += "# HELP baton_agent_lock_server_reachable 1 while the lock server answers this agent's requests.\n";
+  out += "# TYPE baton_agent_lock_server_reachable gauge\n";
+  line("baton_agent_lock_server_reachable %d\n", server.reachable ? 1 : 0);
+  out +=
+      "# HELP baton_agent_lock_server_errors_total Requests to the lock server that got no usable answer.\n";
+  out += "# TYPE baton_agent_lock_server_errors_total counter\n";
+  line("baton_agent_lock_server_errors_total %llu\n", static_cast<unsigned long long>(server.errors));
   return out;
 }
 

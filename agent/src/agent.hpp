@@ -4,6 +4,7 @@
 
 #include "config.hpp"
 #include "job_run.hpp"
+#include "lock_server_health.hpp"
 #include "scheduler.hpp"
 
 #include "baton/client.hpp"
@@ -43,6 +44,9 @@ class agent_runtime {
   const agent_config& config() const { return config_; }
   const std::string& identity() const { return client_.identity(); }
   client& lock_client() { return client_; }
+  /// Whether the lock server answers this agent's requests, the latest error and since when it fails (for
+  /// /readyz); updated by every request the agent sends there.
+  lock_server_status lock_server() const { return lock_server_.status(); }
   std::string render_metrics() const;
 
  private:
@@ -50,10 +54,18 @@ class agent_runtime {
   boost::asio::awaitable<void> lead(lease& l);
   void start_run(std::size_t job, std::chrono::sys_seconds slot, const lease& l);
   boost::asio::awaitable<void> run_per_job();
-  void start_per_job_run(std::size_t job, std::chrono::sys_seconds slot);
+  /// `misfire`: a slot the agent found already past (at start), which may be retried while the lock server
+  /// cannot be reached, within the misfire window.
+  void start_per_job_run(std::size_t job, std::chrono::sys_seconds slot, bool misfire);
+  /// Counts a slot decision's missed and overlap-skipped slots, and logs the skip.
+  void note_skips(const slot_decision& d);
+  /// How long before the election (or start, in per-job mode) a slot may have passed and still run once.
+  std::chrono::seconds misfire_window() const;
+  /// Called with the outcome of every request to the lock server.
+  void observe_lock_server(const boost::system::error_code& ec, const std::string& diagnostic);
   /// Runs one job under `l`, stopping it gracefully (TERM, grace, KILL) if the lease is lost meanwhile.
-  boost::asio::awaitable<run_result> run_guarded(std::size_t job, run_context ctx, std::shared_ptr<run_control> control,
-                                                 lease* l);
+  boost::asio::awaitable<run_result> run_guarded(std::size_t job, run_context ctx,
+                                                 std::shared_ptr<run_control> control, lease* l);
   void log_result(const job_config& job, const run_context& ctx, const run_result& r);
   /// Stops every run in flight and waits until all are gone. With `let_finish`, runs first get that long to
   /// end on their own (shutdown), while leadership is still held.
@@ -68,10 +80,13 @@ class agent_runtime {
   boost::asio::steady_timer control_;  // cancelled to wake run()/lead() on shutdown or resign
   bool stopping_ = false;
   bool resigning_ = false;
-  std::uint64_t next_run_id_ = 1;
+  std::uint64_t runs_under_lease_ = 0;            // leader mode: runs started under the current leadership
   std::list<std::shared_ptr<run_control>> runs_;  // runs in flight
 
-  // Read by the sidecar and metrics (same executor, but kept simple to read).
+  lock_server_health lock_server_;
+
+  // Read by the sidecar and metrics (same executor, but kept simple to read). metrics_mu_ is only ever held
+  // for a counter update or a copy, never across a call that might run a job or log.
   std::atomic<bool> leader_{false};
   std::atomic<std::uint64_t> token_{0};
   std::atomic<std::uint64_t> elections_won_{0}, leases_lost_{0};
@@ -81,6 +96,7 @@ class agent_runtime {
     double duration_sum = 0;
     std::uint64_t duration_count = 0;
     std::uint64_t skipped_overlap = 0, missed = 0;
+    std::uint64_t kill_failures = 0;
   };
   std::map<std::string, job_stats> job_stats_;
   std::atomic<std::int64_t> last_renew_us_{0};

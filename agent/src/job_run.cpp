@@ -17,7 +17,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <istream>
+#include <optional>
 
 namespace baton::agent {
 namespace asio = boost::asio;
@@ -26,23 +28,35 @@ using clock_type = std::chrono::steady_clock;
 
 std::string_view to_string(run_outcome o) {
   switch (o) {
-    case run_outcome::succeeded: return "succeeded";
-    case run_outcome::failed: return "failed";
-    case run_outcome::timed_out: return "timed_out";
-    case run_outcome::stopped: return "stopped";
-    case run_outcome::spawn_failed: return "spawn_failed";
+    case run_outcome::succeeded:
+      return "succeeded";
+    case run_outcome::failed:
+      return "failed";
+    case run_outcome::timed_out:
+      return "timed_out";
+    case run_outcome::stopped:
+      return "stopped";
+    case run_outcome::spawn_failed:
+      return "spawn_failed";
   }
   return "failed";
 }
 
-run_control::run_control(const asio::any_io_executor& ex) : wake_(ex, asio::steady_timer::time_point::max()) {}
+run_control::run_control(const asio::any_io_executor& ex)
+    : wake_(ex, asio::steady_timer::time_point::max()) {}
 
 void run_control::stop() {
   stop_requested_ = true;
   wake_.cancel();
 }
 
-std::string rfc3339(std::chrono::sys_seconds t) { return date::format("%FT%TZ", t); }
+std::string rfc3339(std::chrono::sys_seconds t) {
+  return date::format("%FT%TZ", t);
+}
+
+std::string make_run_id(std::uint64_t token, std::uint64_t n) {
+  return std::to_string(token) + "-" + std::to_string(n);
+}
 
 namespace {
 
@@ -53,7 +67,7 @@ clock_type::time_point timeout_at(const job_config& job, clock_type::time_point 
 
 // Copies the command's output to the agent's log, one line per entry, tagged with job and run.
 asio::awaitable<void> pump_output(std::shared_ptr<asio::posix::stream_descriptor> pipe, std::string job,
-                                  std::uint64_t run_id) {
+                                  std::string run_id) {
   asio::streambuf buf(64 * 1024);
   for (;;) {
     auto [ec, n] = co_await asio::async_read_until(*pipe, buf, '\n', asio::as_tuple(asio::use_awaitable));
@@ -72,11 +86,59 @@ asio::awaitable<void> pump_output(std::shared_ptr<asio::posix::stream_descriptor
   }
 }
 
+// How long the command's group may take to disappear after SIGKILL before the run reports that it could not
+// be stopped. SIGKILL cannot be caught; only a process in uninterruptible sleep (a hung NFS mount) or one
+// that kill(2) may not signal any more outlives it.
+constexpr auto kill_wait = std::chrono::seconds(5);
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+// Waits for the command to exit, at most until `until`; the exit status if it did.
+asio::awaitable<std::optional<int>> exit_before(group_child& child, clock_type::time_point until) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, until);
+  auto r = co_await (child.wait_exit() || timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+  if (r.index() == 0) co_return std::get<0>(r);
+  co_return std::nullopt;
+}
+
+// Reaps what is left of the group (this process is a subreaper, so the command's orphans are ours): a zombie
+// still counts as a process, and the group must be empty before the run reports it ended. True once empty.
+asio::awaitable<bool> group_emptied(group_child& child, clock_type::time_point until) {
+  auto ex = co_await asio::this_coro::executor;
+  while (child.group_alive()) {
+    if (clock_type::now() >= until) co_return false;
+    asio::steady_timer tick(ex, std::chrono::milliseconds(10));
+    co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  co_return true;
+}
+
+// A group that outlived SIGKILL: SIGKILL again every second until it is gone, then let its guard go.
+asio::awaitable<void> await_stray_end(std::shared_ptr<group_child> stray, std::shared_ptr<group_guard> guard,
+                                      std::string job, std::string run_id) {
+  for (;;) {
+    // Not `while (!co_await ...)`: GCC 12 compiled that condition into a crash (SIGILL) on resumption here.
+    const bool gone = co_await group_emptied(*stray, clock_type::now() + std::chrono::seconds(1));
+    if (gone) break;
+    stray->signal_group(SIGKILL);
+  }
+  co_await guard->disarm();
+  log::info("job_group_ended", {{"job", job}, {"run", run_id}, {"pgid", stray->pid()}});
+}
+
 asio::awaitable<run_result> run_command(const job_config& job, const run_context& ctx,
                                         std::shared_ptr<run_control> control) {
   auto ex = co_await asio::this_coro::executor;
   run_result result;
   const auto started = clock_type::now();
+  auto spawn_failed = [&](std::string why) {
+    result.outcome = run_outcome::spawn_failed;
+    result.detail = std::move(why);
+    result.duration = clock_type::now() - started;
+    return result;
+  };
   std::vector<std::string> argv = job.command;
   if (job.shell) {
     // `/bin/sh -c script [$0 $1 ...]`: the first item is the script, the rest its positional parameters.
@@ -89,71 +151,97 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
       {"BATON_JOB", job.name},
       {"BATON_SCHEDULED_AT", rfc3339(ctx.slot)},
       {"BATON_IDENTITY", ctx.identity},
-      {"BATON_RUN_ID", std::to_string(ctx.run_id)},
+      {"BATON_RUN_ID", ctx.run_id},
   };
   int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) {
-    result.outcome = run_outcome::spawn_failed;
-    result.detail = "pipe failed";
-    co_return result;
-  }
+  if (::pipe2(out, O_CLOEXEC) != 0) co_return spawn_failed("output pipe: " + errno_text(errno));
   auto reader = std::make_shared<asio::posix::stream_descriptor>(ex, out[0]);
+  // The guard kills the command's group if this agent dies before the run is over (docs/design.md).
+  std::unique_ptr<group_guard> guard;
   std::unique_ptr<group_child> child;
+  std::string failure;
   try {
-    child = std::make_unique<group_child>(ex, argv, env, std::vector<int>{}, out[1]);
+    guard = std::make_unique<group_guard>(ex);
+    child = std::make_unique<group_child>(ex, argv, env, std::vector<int>{}, out[1], guard->command_fd());
   } catch (const spawn_error& e) {
-    ::close(out[1]);
-    result.outcome = run_outcome::spawn_failed;
-    result.detail = e.what();
-    result.duration = clock_type::now() - started;
-    co_return result;
+    failure = e.what();
   }
   ::close(out[1]);  // the child has it; our copy would keep the pipe open after the child exits
+  if (!child) {
+    if (guard) co_await guard->disarm();
+    co_return spawn_failed(failure);
+  }
   auto pumping = std::make_shared<bool>(true);
-  asio::co_spawn(ex, pump_output(reader, job.name, ctx.run_id), [pumping](std::exception_ptr) { *pumping = false; });
+  asio::co_spawn(ex, pump_output(reader, job.name, ctx.run_id),
+                 [pumping](std::exception_ptr) { *pumping = false; });
 
   asio::steady_timer deadline(ex, timeout_at(job, started));
   std::optional<int> status;
   if (!control->stop_requested()) {
-    auto r = co_await (child->wait_exit() || control->wake().async_wait(asio::as_tuple(asio::use_awaitable)) ||
-                       deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
-    if (r.index() == 0) status = std::get<0>(r);
-    else if (r.index() == 2) result.outcome = run_outcome::timed_out;
+    auto r =
+        co_await (child->wait_exit() || control->wake().async_wait(asio::as_tuple(asio::use_awaitable)) ||
+                  deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+    if (r.index() == 0)
+      status = std::get<0>(r);
+    else if (r.index() == 2)
+      result.outcome = run_outcome::timed_out;
   }
+  // Why the group could not be stopped, if it could not.
+  std::string stop_failure;
+  auto send = [&](int sig) {
+    if (int err = child->signal_group(sig); err != 0 && stop_failure.empty())
+      stop_failure = std::string(sig == SIGTERM ? "SIGTERM" : "SIGKILL") + " to process group " +
+                     std::to_string(child->pid()) + ": " + errno_text(err);
+  };
   if (!status) {
     // Stop the whole process group: SIGTERM, then SIGKILL once the grace period is over.
     if (result.outcome != run_outcome::timed_out) result.outcome = run_outcome::stopped;
-    child->signal_group(SIGTERM);
-    asio::steady_timer grace(ex, job.grace);
-    auto r = co_await (child->wait_exit() || grace.async_wait(asio::as_tuple(asio::use_awaitable)));
-    if (r.index() == 1) {
+    send(SIGTERM);
+    status = co_await exit_before(*child, clock_type::now() + job.grace);
+    if (!status) {
       log::warn("job_killed", {{"job", job.name}, {"run", ctx.run_id}, {"grace_ms", job.grace.count()}});
-      child->signal_group(SIGKILL);
-      status = co_await child->wait_exit();
-    } else {
-      status = std::get<0>(r);
+      send(SIGKILL);
+      // A refused SIGKILL was not delivered: waiting for it to work would only delay the report.
+      if (stop_failure.empty()) status = co_await exit_before(*child, clock_type::now() + kill_wait);
     }
-    child->signal_group(SIGKILL);  // whatever the command left behind in its group
   } else {
     result.outcome = *status == 0 ? run_outcome::succeeded : run_outcome::failed;
-    child->signal_group(SIGKILL);
   }
-  // Reap what the KILL left (this process is a subreaper, so the command's orphans are ours): a zombie
-  // still counts as a process, and the group must be empty before the run reports it ended.
-  for (int i = 0; i < 500 && child->group_alive(); ++i) {
-    asio::steady_timer tick(ex, std::chrono::milliseconds(10));
-    co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
-  }
-  result.exit_status = *status;
+  if (stop_failure.empty() && child->group_alive()) send(SIGKILL);  // whatever the command left in its group
+  const bool emptied = stop_failure.empty() ? co_await group_emptied(*child, clock_type::now() + kill_wait)
+                                            : !child->group_alive();
+  if (!emptied && stop_failure.empty())
+    stop_failure = "process group " + std::to_string(child->pid()) + " still running " +
+                   std::to_string(kill_wait.count()) + "s after SIGKILL";
+  result.exit_status = status.value_or(-1);
   result.duration = clock_type::now() - started;
-  // Let the output pump drain what is left (bounded: the group is gone, the pipe closes).
-  asio::steady_timer drain(ex, std::chrono::seconds(2));
+  if (!stop_failure.empty()) {
+    result.kill_failed = true;
+    result.detail = "could not stop: " + stop_failure;
+    log::error("job_kill_failed",
+               {{"job", job.name}, {"run", ctx.run_id}, {"pgid", child->pid()}, {"error", stop_failure}});
+  }
+  // Let the output pump drain what is left (bounded: the group is gone, the pipe closes). A stray group keeps
+  // the pipe open: no point waiting then.
+  asio::steady_timer drain(ex, emptied ? std::chrono::seconds(2) : std::chrono::seconds(0));
   while (*pumping && clock_type::now() < drain.expiry()) {
     asio::steady_timer tick(ex, std::chrono::milliseconds(5));
     co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
   }
   boost::system::error_code ignored;
   reader->close(ignored);
+  if (emptied) {
+    co_await guard->disarm();
+    co_return result;
+  }
+  // The group outlived SIGKILL. The run is reported now; the guard stays armed, and the job counts as running
+  // until the group is gone, so no second copy of it starts with the same token.
+  result.outcome = result.outcome == run_outcome::succeeded ? run_outcome::failed : result.outcome;
+  std::shared_ptr<group_child> stray(std::move(child));
+  std::shared_ptr<group_guard> stray_guard(std::move(guard));
+  result.outlived = [stray, stray_guard, name = job.name, run_id = ctx.run_id] {
+    return await_stray_end(stray, stray_guard, name, run_id);
+  };
   co_return result;
 }
 
@@ -173,7 +261,8 @@ asio::awaitable<run_result> run_http(const job_config& job, const run_context& c
     result.outcome = run_outcome::stopped;
     co_return result;
   }
-  auto r = co_await (call_http(spec, job.timeout) || control->wake().async_wait(asio::as_tuple(asio::use_awaitable)));
+  auto r = co_await (call_http(spec, job.timeout) ||
+                     control->wake().async_wait(asio::as_tuple(asio::use_awaitable)));
   result.duration = clock_type::now() - started;
   if (r.index() == 1) {
     result.outcome = run_outcome::stopped;
@@ -183,6 +272,7 @@ asio::awaitable<run_result> run_http(const job_config& job, const run_context& c
   auto& call = std::get<0>(r);
   if (call.ec == boost::system::errc::timed_out) {
     result.outcome = run_outcome::timed_out;
+    result.detail = "no complete answer within " + std::to_string(job.timeout.count()) + "ms";
   } else if (call.ec) {
     result.outcome = run_outcome::failed;
     result.detail = call.ec.message() + (call.body.empty() ? "" : ": " + call.body);

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,14 +32,24 @@ struct run_context {
   std::uint64_t token = 0;
   std::string identity;
   std::chrono::sys_seconds slot;
-  std::uint64_t run_id = 0;
+  /// `<token>-<n>`: the n-th run under the lease with this token. Tokens are unique on the lock server, so
+  /// the id is unique across every agent of the group, not only within one agent.
+  std::string run_id;
 };
+
+/// `<token>-<n>`, see run_context::run_id.
+std::string make_run_id(std::uint64_t token, std::uint64_t n);
 
 struct run_result {
   run_outcome outcome = run_outcome::failed;
   int exit_status = -1;  // command: exit code or 128+signal; http: status code
   std::chrono::steady_clock::duration duration{};
-  std::string detail;
+  std::string detail;  // why it failed, timed out or could not be stopped; the start of an HTTP answer's body
+  bool kill_failed = false;  // a signal to the command's group was refused, or the group outlived SIGKILL
+  /// Set when processes of the command's group could not be killed (kill(2) refused, or they outlived
+  /// SIGKILL): completes once the group is gone, repeating SIGKILL meanwhile. The run is reported at once;
+  /// the job counts as running until this completes, so no second copy starts beside the first.
+  std::function<boost::asio::awaitable<void>()> outlived;
 };
 
 /// A handle to stop a run from outside (the runtime keeps one per run in flight).

@@ -3,14 +3,15 @@
 
 // batond, fenced-store and several baton-agents as real processes on loopback.
 
-#include "batond_fixture.hpp"
+#include "agent_fixture.hpp"
 #include "fault_proxy.hpp"
 
 #include <signal.h>
 
+#include <ctime>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 using namespace baton::test;
@@ -23,48 +24,13 @@ struct store_process {
   std::unique_ptr<child_process> proc;
   unsigned short port = 0;
   store_process() {
-    proc = std::make_unique<child_process>(std::vector<std::string>{bin_path("fenced-store"), "--listen", "127.0.0.1:0"});
+    proc = std::make_unique<child_process>(
+        std::vector<std::string>{bin_path("fenced-store"), "--listen", "127.0.0.1:0"});
     auto line = proc->read_line(30s);
     port = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
 };
-
-struct agent_process {
-  std::unique_ptr<child_process> proc;
-  unsigned short port = 0;
-  std::string identity;
-  agent_process(const std::filesystem::path& config, std::string id, const std::filesystem::path& log)
-      : identity(std::move(id)) {
-    proc = std::make_unique<child_process>(
-        std::vector<std::string>{bin_path("baton-agent"), "--config", config.string(), "--identity", identity},
-        log.string());
-    auto line = proc->read_line(30s);
-    BOOST_REQUIRE(line.rfind("baton-agent listening on ", 0) == 0);
-    port = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
-  }
-  // The sidecar's answer, or an empty reply (status 0) when it does not answer (the agent is stopping).
-  http_reply leader() const {
-    try {
-      return http_client(port, 10s).get("/v1/leader");
-    } catch (const std::exception&) {
-      http_reply none;
-      none.json = boost::json::object{{"is_leader", false}};
-      return none;
-    }
-  }
-};
-
-std::filesystem::path write_config(const temp_dir& dir, const std::string& name, const std::string& text) {
-  auto p = dir.path() / name;
-  std::ofstream(p) << text;
-  return p;
-}
-
-std::string base_config(const batond_process& server, const std::string& ttl, const std::string& jobs) {
-  return "server: " + server.url() + "\nlisten: 127.0.0.1:0\nshutdown_grace: 1s\nelection:\n  key: test/leader\n  ttl: " +
-         ttl + "\njobs:\n" + jobs;
-}
 
 // Polls until `pred` holds, at most `bound`.
 template <class Pred>
@@ -81,7 +47,7 @@ bool eventually(Pred pred, std::chrono::seconds bound = 30s) {
 int leader_of(std::vector<std::unique_ptr<agent_process>>& agents) {
   int found = -1, count = 0;
   for (std::size_t i = 0; i < agents.size(); ++i) {
-    if (!agents[i] || !agents[i]->proc->running()) continue;
+    if (!agents[i] || !agents[i]->process().running()) continue;
     auto r = agents[i]->leader();
     if (r.status == 200 && r.json.at("is_leader").as_bool()) {
       found = static_cast<int>(i);
@@ -92,7 +58,9 @@ int leader_of(std::vector<std::unique_ptr<agent_process>>& agents) {
   return found;
 }
 
-bool process_gone(int pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+bool process_gone(int pid) {
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
 
 }  // namespace
 
@@ -102,21 +70,24 @@ BOOST_AUTO_TEST_CASE(one_leader_at_a_time_and_a_standby_takes_over_after_kill9) 
   auto cfg = write_config(dir, "agent.yaml", base_config(server, "1s", "  []\n"));
   std::vector<std::unique_ptr<agent_process>> agents;
   for (int i = 0; i < 3; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   auto first = agents[leader]->leader();
   auto first_token = first.json.at("token").to_number<std::uint64_t>();
-  BOOST_TEST(std::string(first.json.at("leader").as_string()).rfind(agents[leader]->identity + "#", 0) == 0u);
+  BOOST_TEST(std::string(first.json.at("leader").as_string()).rfind(agents[leader]->identity() + "#", 0) ==
+             0u);
   // Every sidecar agrees on who leads (the lock server's answer).
-  for (auto& a : agents) BOOST_TEST(a->leader().json.at("leader") == first.json.at("leader"));
+  for (auto& a : agents)
+    BOOST_TEST(a->leader().json.at("leader") == first.json.at("leader"));
   // Watch for a while: never two leaders.
   for (int i = 0; i < 20; ++i) {
     leader_of(agents);
     std::this_thread::sleep_for(50ms);
   }
-  agents[leader]->proc->signal(SIGKILL);
-  agents[leader]->proc->wait(30s);
+  agents[leader]->process().signal(SIGKILL);
+  agents[leader]->process().wait(30s);
   agents[leader].reset();
   int next = -1;
   BOOST_REQUIRE(eventually([&] { return (next = leader_of(agents)) >= 0; }));
@@ -128,22 +99,25 @@ BOOST_AUTO_TEST_CASE(a_paused_leaders_late_write_is_refused_by_the_fenced_store)
   batond_process server(dir.path());
   store_process store;
   // The job writes, takes 3 s (longer than the 1 s TTL), and writes again with the same token.
-  std::string put = "curl -s -o /dev/null -X PUT -H \"Fencing-Token: $BATON_FENCING_TOKEN\" --data \"$BATON_IDENTITY\" " +
-                    store.url() + "/items/report";
+  std::string put =
+      "curl -s -o /dev/null -X PUT -H \"Fencing-Token: $BATON_FENCING_TOKEN\" --data \"$BATON_IDENTITY\" " +
+      store.url() + "/items/report";
   auto cfg = write_config(dir, "agent.yaml",
                           base_config(server, "1s",
                                       "  - name: writer\n    schedule: \"*/1 * * * * *\"\n    shell: true\n"
-                                      "    command: ['" + put + "; sleep 3; " + put + "']\n    grace: 1s\n"));
+                                      "    command: ['" +
+                                          put + "; sleep 3; " + put + "']\n    grace: 1s\n"));
   std::vector<std::unique_ptr<agent_process>> agents;
   for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   auto old_token = agents[leader]->leader().json.at("token").to_number<std::uint64_t>();
   http_client store_client(store.port);
   BOOST_REQUIRE(eventually([&] { return store_client.get("/items/report").status == 200; }));
   // Freeze the leader agent (its job keeps running: it is a separate process group).
-  agents[leader]->proc->signal(SIGSTOP);
+  agents[leader]->process().signal(SIGSTOP);
   int other = 1 - leader;
   BOOST_REQUIRE(eventually([&] {
     auto r = agents[other]->leader();
@@ -156,7 +130,7 @@ BOOST_AUTO_TEST_CASE(a_paused_leaders_late_write_is_refused_by_the_fenced_store)
     auto h = store_client.get("/history");
     return h.body.find("\"token\":" + std::to_string(old_token) + ",\"accepted\":false") != std::string::npos;
   }));
-  agents[leader]->proc->signal(SIGCONT);
+  agents[leader]->process().signal(SIGCONT);
   BOOST_TEST(eventually([&] { return !agents[leader]->leader().json.at("is_leader").as_bool(); }));
 }
 
@@ -164,12 +138,12 @@ BOOST_AUTO_TEST_CASE(running_jobs_are_killed_when_leadership_is_lost) {
   temp_dir dir;
   batond_process server(dir.path());
   auto pidfile = dir.path() / "pids";
-  auto cfg = write_config(
-      dir, "agent.yaml",
-      base_config(server, "1s",
-                  "  - name: long\n    schedule: \"*/1 * * * * *\"\n    shell: true\n"
-                  "    command: [\"sleep 1000 & echo $! >> " + pidfile.string() + "; echo $$ >> " + pidfile.string() +
-                      "; wait\"]\n    grace: 500ms\n"));
+  auto cfg = write_config(dir, "agent.yaml",
+                          base_config(server, "1s",
+                                      "  - name: long\n    schedule: \"*/1 * * * * *\"\n    shell: true\n"
+                                      "    command: [\"sleep 1000 & echo $! >> " +
+                                          pidfile.string() + "; echo $$ >> " + pidfile.string() +
+                                          "; wait\"]\n    grace: 500ms\n"));
   agent_process agent(cfg, "solo", dir.path() / "a.log");
   BOOST_REQUIRE(eventually([&] {
     std::ifstream in(pidfile);
@@ -180,7 +154,8 @@ BOOST_AUTO_TEST_CASE(running_jobs_are_killed_when_leadership_is_lost) {
   {
     std::ifstream in(pidfile);
     int p;
-    while (in >> p) pids.push_back(p);
+    while (in >> p)
+      pids.push_back(p);
   }
   // The lock server freezes: the agent cannot renew, declares the loss and stops its jobs' process groups.
   server.process().signal(SIGSTOP);
@@ -206,30 +181,34 @@ BOOST_AUTO_TEST_CASE(sigterm_releases_leadership_so_a_standby_takes_over_at_once
   auto cfg = write_config(dir, "agent.yaml", base_config(server, "30s", "  []\n"));
   std::vector<std::unique_ptr<agent_process>> agents;
   for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   auto started = clock_type::now();
-  agents[leader]->proc->signal(SIGTERM);
+  agents[leader]->process().signal(SIGTERM);
   int next = -1;
   BOOST_REQUIRE(eventually([&] { return (next = leader_of(agents)) >= 0 && next != leader; }));
   // Well under a second, against a 30 s TTL: the lease was released, not left to expire.
   BOOST_TEST(std::chrono::duration<double>(clock_type::now() - started).count() < 1.0);
-  BOOST_TEST(agents[leader]->proc->wait(30s) == 0);
+  BOOST_TEST(agents[leader]->process().wait(30s) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(resign_needs_the_token_and_hands_leadership_over) {
   temp_dir dir;
   batond_process server(dir.path());
-  auto cfg = write_config(dir, "agent.yaml", "resign_token: s3cret-token\n" + base_config(server, "30s", "  []\n"));
+  auto cfg =
+      write_config(dir, "agent.yaml", "resign_token: s3cret-token\n" + base_config(server, "30s", "  []\n"));
   std::vector<std::unique_ptr<agent_process>> agents;
   for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   auto raw = [&](int i, const std::string& auth) {
-    return http_client::raw(agents[i]->port, "POST /v1/resign HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n" + auth +
-                                                 "Connection: close\r\n\r\n");
+    return http_client::raw(
+        agents[i]->port(),
+        "POST /v1/resign HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n" + auth + "Connection: close\r\n\r\n");
   };
   BOOST_TEST(raw(leader, "").status == 401);
   BOOST_TEST(raw(leader, "Authorization: Bearer wrong\r\n").status == 401);
@@ -242,22 +221,28 @@ BOOST_AUTO_TEST_CASE(per_job_mode_runs_each_slot_once_across_replicas) {
   temp_dir dir;
   batond_process server(dir.path());
   auto out = dir.path() / "slots";
-  auto cfg = write_config(dir, "agent.yaml",
-                          "mode: per-job\n" + base_config(server, "4s",
-                                                          "  - name: tick\n    schedule: \"*/1 * * * * *\"\n"
-                                                          "    shell: true\n    command: [\"echo $BATON_SCHEDULED_AT "
-                                                          "$BATON_FENCING_TOKEN >> " + out.string() + "\"]\n"));
+  auto cfg = write_config(
+      dir, "agent.yaml",
+      "mode: per-job\n" + base_config(server, "4s",
+                                      "  - name: tick\n    schedule: \"*/1 * * * * *\"\n"
+                                      "    shell: true\n    command: [\"echo $BATON_SCHEDULED_AT "
+                                      "$BATON_FENCING_TOKEN >> " +
+                                          out.string() + "\"]\n"));
   std::vector<std::unique_ptr<agent_process>> agents;
   for (int i = 0; i < 3; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
   BOOST_REQUIRE(eventually([&] {
     std::ifstream in(out);
     int lines = 0;
-    for (std::string l; std::getline(in, l);) ++lines;
+    for (std::string l; std::getline(in, l);)
+      ++lines;
     return lines >= 4;
   }));
-  for (auto& a : agents) a->proc->signal(SIGTERM);
-  for (auto& a : agents) BOOST_TEST(a->proc->wait(30s) == 0);
+  for (auto& a : agents)
+    a->process().signal(SIGTERM);
+  for (auto& a : agents)
+    BOOST_TEST(a->process().wait(30s) == 0);
   std::ifstream in(out);
   std::set<std::string> slots;
   std::set<std::string> tokens;
@@ -273,8 +258,10 @@ BOOST_AUTO_TEST_CASE(per_job_mode_runs_each_slot_once_across_replicas) {
 
 BOOST_AUTO_TEST_CASE(check_config_accepts_a_good_file_and_names_the_line_of_a_bad_one) {
   temp_dir dir;
-  auto good = write_config(dir, "good.yaml", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [\"/bin/true\"]\n");
-  auto bad = write_config(dir, "bad.yaml", "jobs:\n  - name: a\n    schedule: \"61 * * * *\"\n    command: [\"/bin/true\"]\n");
+  auto good = write_config(dir, "good.yaml",
+                           "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [\"/bin/true\"]\n");
+  auto bad = write_config(dir, "bad.yaml",
+                          "jobs:\n  - name: a\n    schedule: \"61 * * * *\"\n    command: [\"/bin/true\"]\n");
   child_process ok({bin_path("baton-agent"), "--check-config", good.string()});
   BOOST_TEST(ok.wait(30s) == 0);
   child_process ko({bin_path("baton-agent"), "--check-config", bad.string()}, (dir.path() / "err").string());
@@ -287,16 +274,13 @@ BOOST_AUTO_TEST_CASE(check_config_accepts_a_good_file_and_names_the_line_of_a_ba
 }
 
 namespace {
-std::string read_all(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 // The ISO timestamp that starts the first log line containing all of `parts`, or "" if none.
 std::string first_line_time(const std::filesystem::path& log, const std::vector<std::string>& parts) {
-  std::istringstream in(read_all(log));
+  std::istringstream in(read_file(log));
   for (std::string line; std::getline(in, line);) {
     bool all = true;
-    for (const auto& p : parts) all = all && line.find(p) != std::string::npos;
+    for (const auto& p : parts)
+      all = all && line.find(p) != std::string::npos;
     if (all) return line.substr(0, line.find(' '));
   }
   return {};
@@ -308,32 +292,34 @@ BOOST_AUTO_TEST_CASE(kill9_failover_within_ttl_plus_a_second_runs_each_slot_once
   batond_process server(dir.path());
   store_process store;
   auto runs = dir.path() / "runs";
-  std::string job = "  - name: tick\n    schedule: \"*/1 * * * * *\"\n    shell: true\n    command: ['echo "
-                    "$BATON_SCHEDULED_AT $BATON_FENCING_TOKEN >> " + runs.string() +
-                    "; curl -s -o /dev/null -X PUT -H \"Fencing-Token: $BATON_FENCING_TOKEN\" --data x " +
-                    store.url() + "/items/tick']\n";
+  std::string job =
+      "  - name: tick\n    schedule: \"*/1 * * * * *\"\n    shell: true\n    command: ['echo "
+      "$BATON_SCHEDULED_AT $BATON_FENCING_TOKEN >> " +
+      runs.string() + "; curl -s -o /dev/null -X PUT -H \"Fencing-Token: $BATON_FENCING_TOKEN\" --data x " +
+      store.url() + "/items/tick']\n";
   auto cfg = write_config(dir, "agent.yaml", base_config(server, "2s", job));
   std::vector<std::unique_ptr<agent_process>> agents;
   for (int i = 0; i < 3; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i), dir.path() / ("a" + std::to_string(i) + ".log")));
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   std::this_thread::sleep_for(2500ms);
   auto killed_at = clock_type::now();
-  agents[leader]->proc->signal(SIGKILL);
-  agents[leader]->proc->wait(30s);
+  agents[leader]->process().signal(SIGKILL);
+  agents[leader]->process().wait(30s);
   agents[leader].reset();
   int next = -1;
   BOOST_REQUIRE(eventually([&] { return (next = leader_of(agents)) >= 0; }));
   BOOST_TEST(std::chrono::duration<double>(clock_type::now() - killed_at).count() < 3.0);  // ttl + 1 s
   std::this_thread::sleep_for(2500ms);
   for (auto& a : agents)
-    if (a) a->proc->signal(SIGTERM);
+    if (a) a->process().signal(SIGTERM);
   for (auto& a : agents)
-    if (a) BOOST_TEST(a->proc->wait(30s) == 0);
+    if (a) BOOST_TEST(a->process().wait(30s) == 0);
 
   // Every slot ran once, and tokens never went down in run order.
-  std::istringstream in(read_all(runs));
+  std::istringstream in(read_file(runs));
   std::set<std::string> slots;
   std::uint64_t last_token = 0;
   int lines = 0;
@@ -368,23 +354,197 @@ BOOST_AUTO_TEST_CASE(a_partitioned_leaders_job_is_killed_before_the_new_leaders_
   temp_dir dir;
   batond_process server(dir.path());
   fault_proxy proxy(server.port());
-  std::string job = "  - name: long\n    schedule: \"*/1 * * * * *\"\n    command: [\"/bin/sleep\", \"30\"]\n"
-                    "    grace: 500ms\n";
+  std::string job =
+      "  - name: long\n    schedule: \"*/1 * * * * *\"\n    command: [\"/bin/sleep\", \"30\"]\n"
+      "    grace: 500ms\n";
   auto via_proxy = base_config(server, "2s", job);
-  via_proxy.replace(via_proxy.find(server.url()), server.url().size(), "http://127.0.0.1:" + std::to_string(proxy.port()));
+  via_proxy.replace(via_proxy.find(server.url()), server.url().size(),
+                    "http://127.0.0.1:" + std::to_string(proxy.port()));
   auto cfg_a = write_config(dir, "a.yaml", via_proxy);
   auto cfg_b = write_config(dir, "b.yaml", base_config(server, "2s", job));
   agent_process a(cfg_a, "node-a", dir.path() / "a.log");
   BOOST_REQUIRE(eventually([&] { return a.leader().json.at("is_leader").as_bool(); }));
-  BOOST_REQUIRE(eventually([&] { return !first_line_time(dir.path() / "a.log", {"event=job_started"}).empty(); }));
+  BOOST_REQUIRE(
+      eventually([&] { return !first_line_time(dir.path() / "a.log", {"event=job_started"}).empty(); }));
   agent_process b(cfg_b, "node-b", dir.path() / "b.log");
   proxy.set_blackhole(true);  // node-a can no longer reach the lock server
   BOOST_REQUIRE(eventually([&] { return b.leader().json.at("is_leader").as_bool(); }));
-  BOOST_REQUIRE(eventually([&] { return !first_line_time(dir.path() / "b.log", {"event=job_started"}).empty(); }));
+  BOOST_REQUIRE(
+      eventually([&] { return !first_line_time(dir.path() / "b.log", {"event=job_started"}).empty(); }));
   auto a_stopped = first_line_time(dir.path() / "a.log", {"event=job_stopped", "job=long"});
   auto b_started = first_line_time(dir.path() / "b.log", {"event=job_started", "job=long"});
   BOOST_REQUIRE(!a_stopped.empty());
   // Same clock, same format: the old leader's job was gone before the new leader's first run began.
   BOOST_TEST(a_stopped < b_started);
   proxy.set_blackhole(false);
+}
+
+// ---- Per-job mode
+
+BOOST_AUTO_TEST_CASE(per_job_mode_counts_slots_missed_while_paused_and_logs_overlap_skips) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(dir, "agent.yaml",
+                          "mode: per-job\n" + base_config(server, "10s",
+                                                          "  - name: slow\n    schedule: \"*/1 * * * * *\"\n"
+                                                          "    command: [\"/bin/sleep\", \"2.5\"]\n"
+                                                          "  - name: tick\n    schedule: \"*/1 * * * * *\"\n"
+                                                          "    command: [\"/bin/true\"]\n"));
+  agent_process agent(cfg, "solo", dir.path() / "a.log");
+  // A slow run is still going when the next slots come due: they are skipped, and each skip says so.
+  BOOST_TEST(eventually([&] {
+    return !agent.log_lines({"event=job_skipped", "job=slow", "reason=overlap"}).empty();
+  }));
+  BOOST_TEST(agent.metric("baton_agent_job_slots_skipped_total{job=\"slow\",reason=\"overlap\"}") >= 1);
+  // Paused for 3 s: the slots that passed meanwhile are counted as missed, not run one by one.
+  BOOST_REQUIRE(eventually([&] { return !agent.log_lines({"event=job_finished", "job=tick "}).empty(); }));
+  agent.process().signal(SIGSTOP);
+  std::this_thread::sleep_for(3s);
+  agent.process().signal(SIGCONT);
+  BOOST_TEST(eventually([&] {
+    return agent.metric("baton_agent_job_slots_skipped_total{job=\"tick\",reason=\"missed\"}") >= 1;
+  }));
+  BOOST_TEST(!agent.log_lines({"event=job_skipped", "job=tick", "reason=missed"}).empty());
+  agent.process().signal(SIGTERM);
+  BOOST_TEST(agent.process().wait(30s) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(per_job_mode_logs_a_lost_race_for_a_slot_at_debug_only) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(
+      dir, "agent.yaml",
+      "mode: per-job\nlog_level: info\n" + base_config(server, "4s",
+                                                       "  - name: tick\n    schedule: \"*/1 * * * * *\"\n"
+                                                       "    command: [\"/bin/true\"]\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto runs = [&] {
+    std::size_t n = 0;
+    for (auto& a : agents)
+      n += a->log_lines({"event=job_finished", "job=tick "}).size();
+    return n;
+  };
+  BOOST_REQUIRE(eventually([&] { return runs() >= 4; }));
+  // Every slot, every replica but one loses the race for jobs/tick: routine, so not at info.
+  for (auto& a : agents)
+    BOOST_TEST(a->log_lines({"reason=held"}).empty());
+  for (auto& a : agents)
+    a->process().signal(SIGTERM);
+  for (auto& a : agents)
+    BOOST_TEST(a->process().wait(30s) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(per_job_mode_runs_a_run_once_slot_that_passed_just_before_start) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto out = dir.path() / "runs";
+  auto cfg =
+      write_config(dir, "agent.yaml",
+                   "mode: per-job\n" + base_config(server, "10s",
+                                                   "  - name: report\n    schedule: \"*/20 * * * * *\"\n"
+                                                   "    misfire: run_once\n    shell: true\n"
+                                                   "    command: [\"echo $BATON_SCHEDULED_AT >> " +
+                                                       out.string() + "\"]\n"));
+  // Start 1-4 s after a slot: well inside the misfire window (TTL + 1 s), long before the next slot.
+  using std::chrono::system_clock;
+  auto seconds_into = [] {
+    return std::chrono::duration_cast<std::chrono::seconds>(system_clock::now().time_since_epoch()).count() %
+           20;
+  };
+  BOOST_REQUIRE(eventually(
+      [&] {
+        auto s = seconds_into();
+        return s >= 1 && s <= 4;
+      },
+      30s));
+  auto passed = std::chrono::floor<std::chrono::seconds>(system_clock::now());
+  passed -= std::chrono::seconds(passed.time_since_epoch().count() % 20);
+  agent_process agent(cfg, "solo", dir.path() / "a.log");
+  char expected[32];
+  const std::time_t t = system_clock::to_time_t(passed);
+  std::tm utc{};
+  ::gmtime_r(&t, &utc);
+  std::strftime(expected, sizeof expected, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  BOOST_TEST(eventually([&] { return read_file(out).find(expected) != std::string::npos; }, 10s),
+             "the slot of " << expected << " was not run; runs: " << read_file(out));
+  agent.process().signal(SIGTERM);
+  BOOST_TEST(agent.process().wait(30s) == 0);
+}
+
+// ---- BATON_RUN_ID
+
+namespace {
+// Lines "<run id> <token>" written by the jobs; checks every id is unique and `<token>-<n>`.
+void check_run_ids(const std::filesystem::path& file, std::size_t at_least) {
+  std::istringstream in(read_file(file));
+  std::set<std::string> ids;
+  std::size_t lines = 0;
+  for (std::string id, token; in >> id >> token; ++lines) {
+    BOOST_TEST(ids.insert(id).second, "run id " << id << " used twice");
+    BOOST_TEST(id.rfind(token + "-", 0) == 0u, "run id " << id << " under token " << token);
+  }
+  BOOST_TEST(lines >= at_least);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(run_ids_are_unique_across_per_job_replicas) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto out = dir.path() / "ids";
+  auto cfg =
+      write_config(dir, "agent.yaml",
+                   "mode: per-job\n" + base_config(server, "4s",
+                                                   "  - name: tick\n    schedule: \"*/1 * * * * *\"\n"
+                                                   "    shell: true\n    command: [\"echo $BATON_RUN_ID "
+                                                   "$BATON_FENCING_TOKEN >> " +
+                                                       out.string() + "\"]\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 3; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  BOOST_REQUIRE(eventually([&] {
+    std::set<std::string> runners;  // wait until at least two replicas have run slots
+    for (std::size_t i = 0; i < agents.size(); ++i)
+      if (!agents[i]->log_lines({"event=job_started", "job=tick"}).empty())
+        runners.insert(agents[i]->identity());
+    return runners.size() >= 2;
+  }));
+  for (auto& a : agents)
+    a->process().signal(SIGTERM);
+  for (auto& a : agents)
+    BOOST_TEST(a->process().wait(30s) == 0);
+  check_run_ids(out, 2);
+}
+
+BOOST_AUTO_TEST_CASE(run_ids_are_unique_across_leaderships) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto out = dir.path() / "ids";
+  auto cfg = write_config(dir, "agent.yaml",
+                          base_config(server, "4s",
+                                      "  - name: tick\n    schedule: \"*/1 * * * * *\"\n    shell: true\n"
+                                      "    command: [\"echo $BATON_RUN_ID $BATON_FENCING_TOKEN >> " +
+                                          out.string() + "\"]\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  int leader = -1;
+  BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
+  BOOST_REQUIRE(eventually([&] {
+    return agents[leader]->log_lines({"event=job_finished", "job=tick "}).size() >= 2;
+  }));
+  agents[leader]->process().signal(
+      SIGTERM);  // hands over at once: the standby's runs start from its own token
+  BOOST_TEST(agents[leader]->process().wait(30s) == 0);
+  const int other = 1 - leader;
+  BOOST_REQUIRE(eventually([&] {
+    return agents[other]->log_lines({"event=job_finished", "job=tick "}).size() >= 2;
+  }));
+  agents[other]->process().signal(SIGTERM);
+  BOOST_TEST(agents[other]->process().wait(30s) == 0);
+  check_run_ids(out, 4);
 }

@@ -57,9 +57,14 @@ class group_child {
   /// Throws spawn_error when fork or execvp fails.
   /// With `output_fd` ≥ 0, the command's stdout and stderr go to that descriptor (e.g. a pipe the caller
   /// reads to log the output); otherwise it shares this process's.
+  /// With `guard_fd` ≥ 0 (group_guard::command_fd()), the new process tells the guard its group before it
+  /// runs the command, so no process of the group can ever exist unguarded.
   group_child(const boost::asio::any_io_executor& ex, const std::vector<std::string>& argv,
               const std::vector<std::pair<std::string, std::string>>& env, const std::vector<int>& inherited,
-              int output_fd = -1);
+              int output_fd = -1, int guard_fd = -1);
+  /// When the command has not been reaped: SIGKILL to the group and a short, bounded wait for the command
+  /// (a process that does not die, one in uninterruptible sleep, is left behind rather than block the
+  /// caller).
   ~group_child();
   group_child(const group_child&) = delete;
   group_child& operator=(const group_child&) = delete;
@@ -72,8 +77,9 @@ class group_child {
   /// Reaps what has exited, without waiting; the exit status once the command has exited.
   std::optional<int> try_wait();
 
-  /// Sends `sig` to every process of the group. Quiet when the group is empty.
-  void signal_group(int sig) const;
+  /// Sends `sig` to every process of the group. Returns 0 when it was sent or the group is empty, else the
+  /// errno of kill(2) (EPERM: a process of the group changed its credentials).
+  int signal_group(int sig) const;
   /// Reaps what has exited, then tells whether any process of the group remains (processes the command
   /// started and left behind included).
   bool group_alive();
@@ -86,6 +92,39 @@ class group_child {
   // Linux 5.3+: a pidfd turns readable when the process exits. Otherwise SIGCHLD wakes the loop.
   std::optional<boost::asio::posix::stream_descriptor> pidfd_;
   std::optional<boost::asio::signal_set> sigchld_;
+};
+
+/// A process that kills a command's process group when this process dies first, SIGKILL included.
+///
+/// PR_SET_PDEATHSIG reaches only the command itself; what the command started (`sh -c "sleep 60; ..."`) would
+/// be re-parented to init and run on unguarded, with a fencing token nobody renews. The guard is a small
+/// forked process in a process group of its own (so a kill aimed at this process's group spares it), with
+/// every descriptor closed but one end of a socket pair; this process holds the other end. The command
+/// writes its group id into the guard before it runs (group_child's `guard_fd`). When the socket closes
+/// without the "done" byte, this process is gone: the guard sends SIGKILL to the group and exits. On
+/// disarm() it exits without killing anything.
+class group_guard {
+ public:
+  /// Forks the guard. Throws spawn_error when socketpair or fork fails.
+  explicit group_guard(const boost::asio::any_io_executor& ex);
+  /// Not disarmed: closes this end, so the guard kills the group (if one was registered) and exits; does not
+  /// wait for it.
+  ~group_guard();
+  group_guard(const group_guard&) = delete;
+  group_guard& operator=(const group_guard&) = delete;
+
+  /// The descriptor to pass as group_child's `guard_fd` (close-on-exec: the command does not keep it).
+  int command_fd() const { return fd_; }
+  pid_t pid() const { return pid_; }
+
+  /// The group is over: lets the guard exit without killing anything, and reaps it. Bounded: a guard that
+  /// has not exited after a second is killed. Call only once the group is empty.
+  boost::asio::awaitable<void> disarm();
+
+ private:
+  boost::asio::any_io_executor ex_;
+  pid_t pid_ = -1;
+  int fd_ = -1;
 };
 
 }  // namespace baton

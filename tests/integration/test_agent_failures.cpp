@@ -1,0 +1,364 @@
+#define BOOST_TEST_MODULE agent_failures
+#include <boost/test/unit_test.hpp>
+
+// baton-agent's failure paths, against real batond and baton-agent processes on loopback: jobs that cannot
+// start, cannot be stopped, time out or lose their output; HTTP targets that refuse or never answer; a lock
+// server that cannot be reached; the agent itself killed with SIGKILL. Each time the run is recorded with its
+// reason (log and metrics) and the agent goes on leading, serving its API and running its other jobs.
+//
+// Bounds: what the agent does within a second or two is given 15 s (the machine is shared and slow).
+
+#include "agent_fixture.hpp"
+#include "eventually.hpp"
+#include "fault_proxy.hpp"
+#include "storage_faults.hpp"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+using namespace baton::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto bound = 15s;
+
+// A job that succeeds every second: the agent's "other jobs" that must keep running.
+const std::string tick_job =
+    "  - name: tick\n    schedule: \"*/1 * * * * *\"\n    command: [\"/bin/true\"]\n";
+
+std::uint64_t leader_token(const agent_process& a) {
+  auto r = a.leader();
+  if (r.status != 200 || !r.json.at("is_leader").as_bool()) return 0;
+  return r.json.at("token").to_number<std::uint64_t>();
+}
+
+// Waits until `a` leads; returns its token.
+std::uint64_t await_leadership(const agent_process& a) {
+  std::uint64_t token = 0;
+  BOOST_REQUIRE(eventually([&] { return (token = leader_token(a)) != 0; }, bound));
+  return token;
+}
+
+std::size_t count(const agent_process& a, const std::vector<std::string>& parts) {
+  return a.log_lines(parts).size();
+}
+
+// The agent still leads under `token`, answers its API, and runs `job` (which succeeds) again and again.
+void check_keeps_working(const agent_process& a, std::uint64_t token, const std::string& job = "tick") {
+  BOOST_TEST(a.get("/healthz", 5s).status == 200);
+  BOOST_TEST(leader_token(a) == token);
+  const std::vector<std::string> ok{"event=job_finished", "job=" + job + " ", "outcome=succeeded"};
+  const auto before = count(a, ok);
+  BOOST_TEST(eventually([&] { return count(a, ok) >= before + 2; }, bound), job << " runs no more");
+  BOOST_TEST(leader_token(a) == token);
+}
+
+// Waits for the first `job_finished` line of `job` with `outcome`, and returns it ("" if none came).
+std::string await_finished(const agent_process& a, const std::string& job, const std::string& outcome) {
+  std::vector<std::string> lines;
+  eventually(
+      [&] {
+        return !(lines = a.log_lines({"event=job_finished", "job=" + job + " ", "outcome=" + outcome}))
+                    .empty();
+      },
+      bound);
+  return lines.empty() ? std::string() : lines.front();
+}
+
+std::string runs_metric(const std::string& job, const std::string& outcome) {
+  return "baton_agent_job_runs_total{job=\"" + job + "\",outcome=\"" + outcome + "\"}";
+}
+
+// SIGTERM ends the agent promptly: its event loop is not stuck.
+void check_stops_on_sigterm(agent_process& a) {
+  a.process().signal(SIGTERM);
+  BOOST_TEST(a.process().wait(bound) == 0);
+}
+
+// Environment that preloads the process fault injector with `mode` (tests/faultproc/faultproc.cpp).
+std::vector<std::string> process_faults(const std::string& mode) {
+  std::string asan = "verify_asan_link_order=0";
+  if (const char* inherited = std::getenv("ASAN_OPTIONS"); inherited && *inherited)
+    asan = std::string(inherited) + ":" + asan;
+  return {"LD_PRELOAD=" + lib_path("libbaton-faultproc.so"), "BATON_FAULTPROC=" + mode,
+          "ASAN_OPTIONS=" + asan};
+}
+
+int read_pid(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  int pid = 0;
+  in >> pid;
+  return pid;
+}
+
+// batond and one agent that runs `jobs` and tick_job, leading.
+struct solo_leader {
+  temp_dir dir;
+  batond_process server{dir.path()};
+  std::unique_ptr<agent_process> agent;
+  std::uint64_t token = 0;
+
+  std::filesystem::path file(const std::string& name) const { return dir.path() / name; }
+  // Starts the agent (with `env` added to its environment) and waits until it leads.
+  agent_process& start(const std::string& jobs, std::vector<std::string> env = {},
+                       const std::string& ttl = "4s") {
+    auto cfg = write_config(dir, "agent.yaml", base_config(server, ttl, jobs + tick_job));
+    agent = std::make_unique<agent_process>(cfg, "solo", file("a.log"), std::move(env));
+    token = await_leadership(*agent);
+    return *agent;
+  }
+  // After the failure: the run is counted under `outcome`, and the agent still leads, serves and runs tick,
+  // and stops at once on SIGTERM.
+  void check_recovered(const std::string& job, const std::string& outcome,
+                       const std::string& other = "tick") {
+    BOOST_TEST(agent->metric(runs_metric(job, outcome)) >= 1);
+    check_keeps_working(*agent, token, other);
+    check_stops_on_sigterm(*agent);
+  }
+};
+
+// A job in YAML, `extra` being further keys (each line indented by four spaces).
+std::string job(const std::string& name, const std::string& command, const std::string& extra = "") {
+  return "  - name: " + name + "\n    schedule: \"*/1 * * * * *\"\n    " + command + "\n" + extra;
+}
+
+}  // namespace
+
+// ---- Jobs that cannot start
+
+BOOST_AUTO_TEST_CASE(a_job_whose_program_is_missing_is_recorded_as_spawn_failed_and_the_agent_keeps_leading) {
+  solo_leader s;
+  auto& a = s.start(job("backup", "command: [\"/usr/local/bin/no-such-backup\"]"));
+  auto line = await_finished(a, "backup", "spawn_failed");
+  BOOST_TEST(line.find("no-such-backup") != std::string::npos, line);
+  BOOST_TEST(line.find("No such file or directory") != std::string::npos, line);
+  BOOST_TEST(count(a, {"event=job_finished", "job=backup ", "outcome=spawn_failed"}) >= 1u);
+  s.check_recovered("backup", "spawn_failed");
+  BOOST_TEST(count(a, {"event=job_finished", "job=backup ", "outcome=spawn_failed"}) >= 2u);  // every slot
+}
+
+BOOST_AUTO_TEST_CASE(a_job_whose_program_is_not_executable_is_recorded_as_spawn_failed) {
+  solo_leader s;
+  auto script = s.file("backup.sh");
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";
+  std::filesystem::permissions(script,
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto& a = s.start(job("backup", "command: [\"" + script.string() + "\"]"));
+  auto line = await_finished(a, "backup", "spawn_failed");
+  BOOST_TEST(line.find("Permission denied") != std::string::npos, line);
+  s.check_recovered("backup", "spawn_failed");
+}
+
+BOOST_AUTO_TEST_CASE(a_job_started_while_the_agent_is_out_of_descriptors_fails_and_the_agent_recovers) {
+  solo_leader s;
+  auto& a = s.start("", {}, "10s");
+  BOOST_REQUIRE(!await_finished(a, "tick", "succeeded").empty());
+  // Lower the agent's descriptor limit to the lowest free descriptor number: every new descriptor fails with
+  // EMFILE, those already open (its listener, its connection to batond) keep working.
+  struct rlimit old {};
+  BOOST_REQUIRE(::prlimit(a.pid(), RLIMIT_NOFILE, nullptr, &old) == 0);
+  std::set<int> open;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(a.pid()) + "/fd"))
+    open.insert(std::stoi(e.path().filename().string()));
+  rlim_t lowest_free = 0;
+  while (open.count(static_cast<int>(lowest_free)))
+    ++lowest_free;
+  struct rlimit low {
+    lowest_free, old.rlim_max
+  };
+  BOOST_REQUIRE(::prlimit(a.pid(), RLIMIT_NOFILE, &low, nullptr) == 0);
+  // The sidecar is not asked anything meanwhile: it cannot accept a connection without a descriptor.
+  std::vector<std::string> failed;
+  eventually(
+      [&] {
+        return !(failed = a.log_lines({"event=job_finished", "outcome=spawn_failed"})).empty();
+      },
+      bound);
+  BOOST_REQUIRE(::prlimit(a.pid(), RLIMIT_NOFILE, &old, nullptr) == 0);
+  BOOST_REQUIRE(!failed.empty());
+  BOOST_TEST(failed.front().find("Too many open files") != std::string::npos, failed.front());
+  s.check_recovered("tick", "spawn_failed");
+}
+
+BOOST_AUTO_TEST_CASE(a_job_the_agent_cannot_fork_for_is_recorded_as_spawn_failed_and_http_jobs_go_on) {
+  solo_leader s;
+  // Every fork fails (a pids limit); the HTTP job needs none.
+  auto& a = s.start(job("backup", "command: [\"/bin/true\"]") +
+                        job("ping", "http: {method: GET, url: \"" + s.server.url() + "/healthz\"}"),
+                    process_faults("fork-eagain"));
+  auto line = await_finished(a, "backup", "spawn_failed");
+  BOOST_TEST(line.find("Resource temporarily unavailable") != std::string::npos, line);
+  s.check_recovered("backup", "spawn_failed", "ping");
+}
+
+// ---- Jobs that do not end as they should
+
+BOOST_AUTO_TEST_CASE(a_job_that_runs_past_its_timeout_is_stopped_with_its_group_and_recorded_as_timed_out) {
+  solo_leader s;
+  auto& a = s.start(job("slow", "shell: true",
+                        "    command: \"echo $$ > " + s.file("pgid").string() +
+                            "; sleep 30 & sleep 30\"\n    timeout: 1s\n    grace: 200ms\n"));
+  BOOST_REQUIRE(!await_finished(a, "slow", "timed_out").empty());
+  const int pgid = read_pid(s.file("pgid"));
+  BOOST_REQUIRE(pgid > 0);
+  s.check_recovered("slow", "timed_out");
+  BOOST_TEST(live_processes_in_group(pgid).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_job_whose_group_cannot_be_killed_is_reported_and_keeps_its_slot_until_it_ends) {
+  solo_leader s;
+  // kill(2) refuses every signal to a process group, as it does once a process of the group changed its
+  // credentials (a setuid program).
+  auto& a = s.start(job("stuck", "shell: true",
+                        "    command: \"echo $$ > " + s.file("pgid").string() +
+                            "; exec sleep 6\"\n    timeout: 1s\n    grace: 200ms\n"),
+                    process_faults("kill-eperm"));
+  std::vector<std::string> failed;
+  BOOST_TEST(eventually(
+      [&] {
+        return !(failed = a.log_lines({"event=job_kill_failed", "job=stuck"})).empty();
+      },
+      bound));
+  const int pgid = read_pid(s.file("pgid"));
+  if (!failed.empty())
+    BOOST_TEST(failed.front().find("Operation not permitted") != std::string::npos, failed.front());
+  auto line = await_finished(a, "stuck", "timed_out");
+  BOOST_TEST(line.find("could not stop") != std::string::npos, line);
+  BOOST_TEST(a.metric("baton_agent_job_kill_failures_total{job=\"stuck\"}") >= 1);
+  // While the stray group lives, the job's slots are skipped rather than run beside it.
+  BOOST_TEST(eventually(
+      [&] {
+        return count(a, {"event=job_skipped", "job=stuck", "reason=overlap"}) >= 1;
+      },
+      bound));
+  BOOST_TEST(count(a, {"event=job_started", "job=stuck"}) == 1u);
+  check_keeps_working(a, s.token);
+  // Once it ends by itself, it is reaped and the job runs again.
+  BOOST_TEST(eventually([&] { return count(a, {"event=job_group_ended", "job=stuck"}) >= 1; }, bound));
+  BOOST_TEST(eventually([&] { return count(a, {"event=job_started", "job=stuck"}) >= 2; }, bound));
+  check_stops_on_sigterm(a);
+  if (pgid > 0) ::kill(-pgid, SIGKILL);  // whatever is left of the last run (the test's kill is not refused)
+}
+
+BOOST_AUTO_TEST_CASE(a_job_that_closes_its_output_early_still_ends_with_its_own_status) {
+  solo_leader s;
+  auto& a =
+      s.start(job("quiet", "shell: true", "    command: \"echo before; exec >&- 2>&-; sleep 1; exit 3\"\n"));
+  auto line = await_finished(a, "quiet", "failed");
+  BOOST_TEST(line.find("status=3") != std::string::npos, line);
+  BOOST_TEST(count(a, {"event=job_output", "job=quiet", "line=before"}) >= 1u);
+  s.check_recovered("quiet", "failed");
+}
+
+// ---- HTTP jobs
+
+BOOST_AUTO_TEST_CASE(an_http_job_whose_target_refuses_the_connection_fails_with_the_reason) {
+  solo_leader s;
+  auto& a = s.start(job("report", "http: {url: \"http://127.0.0.1:1/reports\"}"));
+  auto line = await_finished(a, "report", "failed");
+  BOOST_TEST(line.find("Connection refused") != std::string::npos, line);
+  s.check_recovered("report", "failed");
+}
+
+BOOST_AUTO_TEST_CASE(an_http_job_whose_target_never_answers_times_out) {
+  // A listener nobody accepts on: connections complete (the kernel's backlog), requests are never answered.
+  int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_REQUIRE(silent >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  BOOST_REQUIRE(::listen(silent, 64) == 0);
+  socklen_t len = sizeof at;
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&at), &len);
+  solo_leader s;
+  auto& a = s.start(
+      job("report", "http: {url: \"http://127.0.0.1:" + std::to_string(ntohs(at.sin_port)) + "/reports\"}",
+          "    timeout: 1s\n"));
+  auto line = await_finished(a, "report", "timed_out");
+  BOOST_TEST(line.find("no complete answer within 1000ms") != std::string::npos, line);
+  s.check_recovered("report", "timed_out");
+  ::close(silent);
+}
+
+// ---- The lock server
+
+BOOST_AUTO_TEST_CASE(an_unreachable_lock_server_is_logged_at_once_and_then_at_a_bounded_rate) {
+  temp_dir dir;
+  auto cfg = write_config(
+      dir, "agent.yaml",
+      "server: http://127.0.0.1:1\nlisten: 127.0.0.1:0\nelection:\n  ttl: 4s\njobs:\n" + tick_job);
+  agent_process a(cfg, "solo", dir.path() / "a.log");
+  std::vector<std::string> lines;
+  BOOST_TEST(
+      eventually([&] { return !(lines = a.log_lines({"event=lock_server_unreachable"})).empty(); }, bound));
+  if (!lines.empty()) {
+    BOOST_TEST(lines.front().find("server=http://127.0.0.1:1") != std::string::npos, lines.front());
+    BOOST_TEST(lines.front().find("Connection refused") != std::string::npos, lines.front());
+  }
+  // The SDK goes on retrying (several failed tries), but the log says it once per 30 s.
+  BOOST_TEST(eventually([&] { return a.metric("baton_agent_lock_server_errors_total") >= 3; }, bound));
+  BOOST_TEST(a.metric("baton_agent_lock_server_reachable") == 0);
+  BOOST_TEST(count(a, {"event=lock_server_unreachable"}) == 1u);
+  BOOST_TEST(a.get("/readyz").status == 503);
+  BOOST_TEST(a.get("/healthz").status == 200);
+  check_stops_on_sigterm(a);
+}
+
+BOOST_AUTO_TEST_CASE(a_lock_server_that_goes_away_and_comes_back_is_logged_both_ways) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  fault_proxy proxy(server.port());
+  auto text = base_config(server, "2s", tick_job);
+  text.replace(text.find(server.url()), server.url().size(),
+               "http://127.0.0.1:" + std::to_string(proxy.port()));
+  auto cfg = write_config(dir, "agent.yaml", text);
+  agent_process a(cfg, "solo", dir.path() / "a.log");
+  const auto first = await_leadership(a);
+  BOOST_TEST(a.metric("baton_agent_lock_server_reachable") == 1);
+  // The server goes away: every connection, open or new, is reset.
+  proxy.set_refuse(true);
+  proxy.reset_all();
+  BOOST_TEST(eventually([&] { return count(a, {"event=lock_server_unreachable"}) >= 1; }, bound));
+  BOOST_TEST(eventually([&] { return count(a, {"event=lost"}) >= 1; }, bound));
+  // Still refused a while after the loss: the agent campaigns, fails, and the log stays at one line.
+  std::this_thread::sleep_for(3s);
+  BOOST_TEST(count(a, {"event=lock_server_unreachable"}) == 1u);
+  BOOST_TEST(a.metric("baton_agent_lock_server_reachable") == 0);
+  BOOST_TEST(a.metric("baton_agent_lock_server_errors_total") >= 3);
+  proxy.set_refuse(false);
+  BOOST_TEST(eventually([&] { return count(a, {"event=lock_server_reachable"}) == 1; }, bound));
+  BOOST_TEST(eventually([&] { return leader_token(a) > first; }, bound));
+  BOOST_TEST(a.metric("baton_agent_lock_server_reachable") == 1);
+  check_stops_on_sigterm(a);
+}
+
+// ---- The agent itself dies
+
+BOOST_AUTO_TEST_CASE(kill9_of_the_agent_leaves_no_process_of_a_running_job) {
+  solo_leader s;
+  const auto pgid_file = s.file("pgid");
+  // sh dies with the agent (PR_SET_PDEATHSIG); its child sleep would be re-parented to init and run on.
+  auto& a = s.start(job("long", "shell: true",
+                        "    command: \"echo $$ > " + pgid_file.string() + "; sleep 30; echo late\"\n"));
+  int pgid = 0;
+  BOOST_REQUIRE(eventually(
+      [&] { return (pgid = read_pid(pgid_file)) > 0 && live_processes_in_group(pgid).size() >= 2; }, bound));
+  a.process().signal(SIGKILL);
+  a.process().wait(bound);
+  std::vector<int> left;
+  const bool gone = eventually([&] { return (left = live_processes_in_group(pgid)).empty(); }, 5s);
+  BOOST_TEST(gone, left.size() << " process(es) of the job's group still run");
+  for (int pid : left)
+    ::kill(pid, SIGKILL);
+}

@@ -1,0 +1,104 @@
+#include "agent_fixture.hpp"
+
+#include <dirent.h>
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace baton::test {
+
+agent_process::agent_process(const std::filesystem::path& config, std::string id, std::filesystem::path log,
+                             std::vector<std::string> extra_env)
+    : identity_(std::move(id)), log_(std::move(log)) {
+  proc_ = std::make_unique<child_process>(
+      std::vector<std::string>{bin_path("baton-agent"), "--config", config.string(), "--identity", identity_},
+      log_.string(), std::move(extra_env));
+  auto line = proc_->read_line(std::chrono::seconds(30));
+  const std::string prefix = "baton-agent listening on ";
+  if (line.rfind(prefix, 0) != 0) throw std::runtime_error("unexpected first line from baton-agent: " + line);
+  port_ = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+}
+
+http_reply agent_process::get(const std::string& target, std::chrono::milliseconds timeout) const {
+  try {
+    return http_client(port_, timeout).get(target);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+http_reply agent_process::leader() const {
+  auto r = get("/v1/leader");
+  if (r.status == 0) r.json = boost::json::object{{"is_leader", false}};
+  return r;
+}
+
+std::string agent_process::log() const {
+  return read_file(log_);
+}
+
+std::vector<std::string> agent_process::log_lines(const std::vector<std::string>& parts) const {
+  std::vector<std::string> out;
+  std::istringstream in(log());
+  for (std::string line; std::getline(in, line);) {
+    bool all = true;
+    for (const auto& p : parts)
+      all = all && line.find(p) != std::string::npos;
+    if (all) out.push_back(line);
+  }
+  return out;
+}
+
+double agent_process::metric(const std::string& series) const {
+  std::istringstream in(get("/metrics").body);
+  for (std::string line; std::getline(in, line);)
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+        line[series.size()] == ' ')
+      return std::stod(line.substr(series.size() + 1));
+  return -1;
+}
+
+std::filesystem::path write_config(const temp_dir& dir, const std::string& name, const std::string& text) {
+  auto p = dir.path() / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::string base_config(const batond_process& server, const std::string& ttl, const std::string& jobs) {
+  return "server: " + server.url() +
+         "\nlisten: 127.0.0.1:0\nshutdown_grace: 1s\nelection:\n  key: test/leader\n  ttl: " + ttl +
+         "\njobs:\n" + jobs;
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::vector<int> live_processes_in_group(int pgid) {
+  std::vector<int> out;
+  DIR* proc = ::opendir("/proc");
+  if (!proc) throw std::runtime_error("cannot read /proc");
+  while (const dirent* e = ::readdir(proc)) {
+    int pid = 0;
+    const std::string_view name(e->d_name);
+    auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (ec != std::errc{} || end != name.data() + name.size()) continue;
+    // /proc/<pid>/stat: pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses, so parse
+    // from the last ')'.
+    auto stat = read_file(std::filesystem::path("/proc") / name / "stat");
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 1));
+    char state = 0;
+    int ppid = 0, group = 0;
+    if (!(fields >> state >> ppid >> group)) continue;
+    if (group == pgid && state != 'Z' && state != 'X') out.push_back(pid);
+  }
+  ::closedir(proc);
+  return out;
+}
+
+}  // namespace baton::test

@@ -1,0 +1,95 @@
+#define BOOST_TEST_MODULE lock_server_health
+#include <boost/test/unit_test.hpp>
+
+// The agent's view of its lock server: which outcomes count as failures, and when a failure is logged.
+
+#include "lock_server_health.hpp"
+
+#include "baton/error.hpp"
+
+#include <boost/asio/error.hpp>
+
+using namespace baton::agent;
+using namespace std::chrono_literals;
+using kind = lock_server_notice::kind;
+
+namespace {
+const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+const auto wall0 = std::chrono::system_clock::time_point{} + 24h;
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(answers_and_refusals_are_not_failures_transport_and_server_errors_are) {
+  BOOST_TEST(!is_lock_server_failure({}));
+  BOOST_TEST(!is_lock_server_failure(baton::error::held));
+  BOOST_TEST(!is_lock_server_failure(baton::error::lease_lost));
+  BOOST_TEST(!is_lock_server_failure(boost::asio::error::operation_aborted));
+  for (auto e : {baton::error::connection_failed, baton::error::request_timeout, baton::error::renew_timeout,
+                 baton::error::acquire_timeout, baton::error::tls_failed, baton::error::unauthorized,
+                 baton::error::storage_unavailable, baton::error::server_busy, baton::error::server_error,
+                 baton::error::protocol_error})
+    BOOST_TEST(is_lock_server_failure(e));
+}
+
+BOOST_AUTO_TEST_CASE(the_first_failure_is_logged_at_once_with_its_error) {
+  lock_server_health h(30s);
+  auto n = h.failed(t0, wall0, "connection refused");
+  BOOST_REQUIRE(n);
+  BOOST_TEST((n->what == kind::unreachable));
+  BOOST_TEST(n->error == "connection refused");
+  BOOST_TEST(!h.status().reachable);
+  BOOST_TEST(h.status().errors == 1u);
+  BOOST_TEST(h.status().last_error == "connection refused");
+  BOOST_TEST((h.status().unreachable_since == wall0));
+}
+
+BOOST_AUTO_TEST_CASE(failures_that_go_on_are_logged_at_most_once_per_period_with_their_count) {
+  lock_server_health h(30s);
+  h.failed(t0, wall0, "refused");
+  for (int i = 1; i < 30; ++i)
+    BOOST_TEST(!h.failed(t0 + i * 1s, wall0, "refused"));
+  auto n = h.failed(t0 + 30s, wall0, "timed out");
+  BOOST_REQUIRE(n);
+  BOOST_TEST((n->what == kind::still_unreachable));
+  BOOST_TEST(n->failures == 31u);
+  BOOST_TEST(n->down_for == 30s);
+  BOOST_TEST(n->error == "timed out");
+  BOOST_TEST(!h.failed(t0 + 59s, wall0, "refused"));
+  BOOST_TEST(h.failed(t0 + 60s, wall0, "refused").has_value());
+  BOOST_TEST(h.status().errors == 33u);
+  BOOST_TEST((h.status().unreachable_since == wall0));  // since the first failure, not the latest
+}
+
+BOOST_AUTO_TEST_CASE(the_first_answer_after_failures_is_logged_once_and_resets_the_period) {
+  lock_server_health h(30s);
+  h.failed(t0, wall0, "refused");
+  h.failed(t0 + 1s, wall0, "refused");
+  auto n = h.answered(t0 + 5s);
+  BOOST_REQUIRE(n);
+  BOOST_TEST((n->what == kind::reachable));
+  BOOST_TEST(n->failures == 2u);
+  BOOST_TEST(n->down_for == 5s);
+  BOOST_TEST(h.status().reachable);
+  BOOST_TEST(!h.status().unreachable_since.has_value());
+  BOOST_TEST(h.status().last_error == "refused");  // kept for /readyz: the latest error ever seen
+  BOOST_TEST(!h.answered(t0 + 6s));
+  // A new outage is logged at once, however soon after the last line.
+  auto again = h.failed(t0 + 7s, wall0 + 7s, "reset");
+  BOOST_REQUIRE(again);
+  BOOST_TEST((again->what == kind::unreachable));
+  BOOST_TEST(h.status().errors == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(answers_alone_log_nothing_and_the_server_counts_as_reachable) {
+  lock_server_health h;
+  BOOST_TEST(!h.status().reachable);  // nothing known before the first request
+  BOOST_TEST(!h.answered(t0));
+  BOOST_TEST(h.status().reachable);
+  BOOST_TEST(h.status().errors == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(credentials_are_left_out_of_a_logged_server_url) {
+  BOOST_TEST(loggable_server_url("etcd://user:secret@10.0.0.1:2379,10.0.0.2:2379/prefix/") ==
+             "etcd://***@10.0.0.1:2379,10.0.0.2:2379/prefix/");
+  BOOST_TEST(loggable_server_url("http://127.0.0.1:7070") == "http://127.0.0.1:7070");
+  BOOST_TEST(loggable_server_url("http://127.0.0.1:7070/a@b") == "http://127.0.0.1:7070/a@b");
+}
