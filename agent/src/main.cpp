@@ -35,17 +35,6 @@ namespace {
 constexpr int exit_failed = 1;  // the agent failed while running
 constexpr int exit_usage = 2;   // a bad command line, configuration or listen address: nothing was started
 
-// The server URL as logged: the credentials of an etcd URL (etcd://user:password@...) are left out.
-std::string loggable_url(const std::string& url) {
-  const auto scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  const auto start = scheme + 3;
-  const auto end = url.find('/', start);
-  const auto at = url.rfind('@', end == std::string::npos ? std::string::npos : end);
-  if (at == std::string::npos || at < start) return url;
-  return url.substr(0, start) + "***@" + url.substr(at + 1);
-}
-
 std::string comma_list(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& item : items)
@@ -142,7 +131,7 @@ int run_agent(const command_line& cmd) {
     std::printf("baton-agent listening on %s\n", to_listen_string(bound).c_str());
     std::fflush(stdout);
     baton::log::info("started", {{"identity", agent.identity()},
-                                 {"server", loggable_url(cfg.server)},
+                                 {"server", loggable_server_url(cfg.server)},
                                  {"key", cfg.election_key},
                                  {"jobs", cfg.jobs.size()},
                                  {"listen", to_listen_string(bound)}});

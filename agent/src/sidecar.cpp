@@ -39,6 +39,16 @@ std::string error_json(std::string_view code, std::string_view message) {
   return json::serialize(json::object{{"error", code}, {"message", message}});
 }
 
+json::object lock_server_json(const lock_server_status& seen) {
+  json::object o{{"reachable", seen.reachable}, {"errors", seen.errors}};
+  if (seen.last_error.empty()) o["last_error"] = nullptr;
+  else o["last_error"] = seen.last_error;
+  if (seen.unreachable_since)
+    o["unreachable_since"] = rfc3339(std::chrono::floor<std::chrono::seconds>(*seen.unreachable_since));
+  else o["unreachable_since"] = nullptr;
+  return o;
+}
+
 // Compares in time independent of where the strings differ, so the resign token cannot be guessed byte by
 // byte from response times (its length is not the secret).
 bool constant_time_equal(std::string_view a, std::string_view b) {
@@ -157,12 +167,18 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
     } else if (path == "/healthz" && method_is(http::verb::get)) {
       res = reply(http::status::ok, R"({"status":"ok"})", ka);
     } else if (path == "/readyz" && method_is(http::verb::get)) {
+      json::object body;
       try {
         co_await agent_.lock_client().get(agent_.config().election_key);
-        res = reply(http::status::ok, R"({"status":"ready"})", ka);
+        body["status"] = "ready";
       } catch (const std::exception& e) {
-        res = reply(http::status::service_unavailable, error_json("not_ready", e.what()), ka);
+        body["error"] = "not_ready";
+        body["message"] = e.what();
       }
+      // Both answers say what the agent has seen of the lock server, so a probe's log shows why.
+      body["lock_server"] = lock_server_json(agent_.lock_server());
+      res = reply(body.contains("error") ? http::status::service_unavailable : http::status::ok,
+                  json::serialize(body), ka);
     } else if (path == "/metrics" && method_is(http::verb::get)) {
       res = reply(http::status::ok, agent_.render_metrics(), ka, "text/plain; version=0.0.4");
     } else if (path == "/v1/leader" || path == "/v1/resign" || path == "/healthz" || path == "/readyz" ||

@@ -310,7 +310,17 @@ BOOST_AUTO_TEST_CASE(an_unreachable_lock_server_is_logged_at_once_and_then_at_a_
   BOOST_TEST(eventually([&] { return a.metric("baton_agent_lock_server_errors_total") >= 3; }, bound));
   BOOST_TEST(a.metric("baton_agent_lock_server_reachable") == 0);
   BOOST_TEST(count(a, {"event=lock_server_unreachable"}) == 1u);
-  BOOST_TEST(a.get("/readyz").status == 503);
+  auto ready = a.get("/readyz");
+  BOOST_TEST(ready.status == 503);
+  // /readyz says why: what the agent has seen of the lock server.
+  BOOST_TEST_REQUIRE(ready.json.is_object(), ready.body);
+  const auto* seen = ready.json.as_object().if_contains("lock_server");
+  BOOST_TEST_REQUIRE((seen && seen->is_object()), ready.body);
+  BOOST_TEST(seen->as_object().at("reachable").as_bool() == false);
+  BOOST_TEST(seen->as_object().at("errors").to_number<std::int64_t>() >= 3);
+  BOOST_TEST(std::string(seen->as_object().at("last_error").as_string()).find("Connection refused") !=
+             std::string::npos);
+  BOOST_TEST(seen->as_object().at("unreachable_since").is_string());
   BOOST_TEST(a.get("/healthz").status == 200);
   check_stops_on_sigterm(a);
 }
