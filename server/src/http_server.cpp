@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
@@ -63,6 +64,29 @@ std::string lease_body(std::string_view key, std::string_view owner, std::uint64
   o["token"] = token;
   o[ttl_name] = ttl;
   return json::serialize(o);
+}
+
+// Only a lone `chunked` transfer coding, and no Content-Length beside it. Anything else is where a front
+// proxy and batond could disagree on where a request ends (request smuggling): Beast takes `chunked,
+// identity` for a request without a body, so its body would be read as a second request. Such a request is
+// refused and its connection closed, since what follows it on the connection cannot be trusted.
+std::optional<api_error> check_framing(const request& req) {
+  auto codings = req.equal_range(http::field::transfer_encoding);
+  if (codings.first == codings.second) return std::nullopt;
+  if (std::next(codings.first) != codings.second)
+    return api_error{400, "bad_request", "more than one Transfer-Encoding header"};
+  std::string_view te = codings.first->value();
+  while (!te.empty() && (te.front() == ' ' || te.front() == '\t'))
+    te.remove_prefix(1);
+  while (!te.empty() && (te.back() == ' ' || te.back() == '\t'))
+    te.remove_suffix(1);
+  if (!beast::iequals(te, "chunked"))
+    return api_error{400, "bad_request",
+                     "Transfer-Encoding must be \"chunked\" alone, got \"" + std::string(codings.first->value()) +
+                         "\""};
+  if (req.count(http::field::content_length) != 0)
+    return api_error{400, "bad_request", "Content-Length together with Transfer-Encoding"};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -386,21 +410,30 @@ struct http_server::impl {
       parser.header_limit(static_cast<std::uint32_t>(options.limits.max_header_bytes));
       lowest.expires_after(options.read_timeout);
       auto pos = w.idle.insert(w.idle.end(), &lowest);
-      auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+      // The header first: its framing is checked before a byte of the body is read as anything.
+      auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
+      std::optional<api_error> framing;
+      if (!ec) {
+        framing = check_framing(parser.get());
+        if (!framing) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, use_tuple);
+      }
       w.idle.erase(pos);
-      if (ec) {
-        std::optional<api_error> answer;
-        if (ec == http::error::body_limit)
+      if (ec || framing) {
+        std::optional<api_error> answer = framing;
+        if (framing) {
+          // answered below
+        } else if (ec == http::error::body_limit) {
           answer =
               api_error{413, "body_too_large",
                         "request body exceeds " + std::to_string(options.limits.max_body_bytes) + " bytes"};
-        else if (ec == http::error::header_limit)
+        } else if (ec == http::error::header_limit) {
           answer = api_error{
               431, "header_too_large",
               "request header exceeds " + std::to_string(options.limits.max_header_bytes) + " bytes"};
-        else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
-                 ec != http::error::end_of_stream && ec != http::error::partial_message)
+        } else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+                 ec != http::error::end_of_stream && ec != http::error::partial_message) {
           answer = api_error{400, "bad_request", "malformed HTTP request: " + ec.message()};
+        }
         if (answer) {
           metrics.count_request(route::other, answer->status);
           auto res = make_response(static_cast<http::status>(answer->status), 11, false,

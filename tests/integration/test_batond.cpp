@@ -382,3 +382,47 @@ BOOST_AUTO_TEST_CASE(a_second_batond_on_the_same_data_dir_refuses_to_start) {
                        (dir.path() / "second.err").string());
   BOOST_TEST(second.wait(30s) == 1);
 }
+
+// Request smuggling: a transfer coding other than a lone `chunked` (or one beside Content-Length) is where a
+// proxy in front and batond could disagree on where a request ends. batond answers 400 and closes, so bytes
+// after such a header are never served as a request of their own.
+BOOST_AUTO_TEST_CASE(a_transfer_coding_other_than_a_lone_chunked_gets_400_and_smuggles_nothing) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  const std::string inner_body = acquire_body("smuggler", 60000);
+  const std::string smuggled = "POST /v1/locks/smuggled/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               "Content-Type: application/json\r\nContent-Length: " +
+                               std::to_string(inner_body.size()) + "\r\n\r\n" + inner_body;
+  auto head = [](std::string_view codings, std::string_view extra = {}) {
+    return "POST /v1/locks/outer/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+           "Transfer-Encoding: " +
+           std::string(codings) + "\r\n" + std::string(extra) + "\r\n";
+  };
+  auto chunked = [](const std::string& body) {
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", body.size());
+    return std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n";
+  };
+
+  auto identity = http_client::raw(server.port(), head("chunked, identity") + smuggled);
+  BOOST_TEST(identity.status == 400);
+  BOOST_TEST(!identity.keep_alive);
+
+  auto gzip = http_client::raw(server.port(), head("gzip, chunked") + chunked(acquire_body("g", 60000)));
+  BOOST_TEST(gzip.status == 400);
+  auto twice = http_client::raw(server.port(), head("chunked", "Transfer-Encoding: chunked\r\n") +
+                                                   chunked(acquire_body("t", 60000)));
+  BOOST_TEST(twice.status == 400);
+  auto with_length = http_client::raw(
+      server.port(), head("chunked", "Content-Length: 5\r\n") + chunked(acquire_body("l", 60000)));
+  BOOST_TEST(with_length.status == 400);
+
+  std::this_thread::sleep_for(200ms);  // a smuggled request would have been served by now
+  http_client c(server.port());
+  BOOST_TEST(c.get("/v1/locks/smuggled").status == 404);
+  BOOST_TEST(c.get("/v1/locks/outer").status == 404);
+
+  // A lone chunked coding is still served.
+  auto plain = http_client::raw(server.port(), head("Chunked") + chunked(acquire_body("c", 60000)));
+  BOOST_TEST(plain.status == 200);
+}
