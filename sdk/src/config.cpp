@@ -30,7 +30,16 @@ void client_config::validate() const {
       invalid("server_url \"" + server_url + "\" names no etcd endpoint");
   } else {
     auto u = boost::urls::parse_absolute_uri(server_url);
-    if (!u) invalid("server_url \"" + server_url + "\" is not a URL: " + u.error().message());
+    if (!u) {
+      // RFC 3986 has no zone in an IPv6 literal and Boost.URL follows it; say so rather than "mismatch".
+      const auto bracket = server_url.find('[');
+      if (bracket != std::string::npos && server_url.find('%', bracket) < server_url.find(']', bracket))
+        invalid(
+            "server_url \"" + server_url +
+            "\": a scoped IPv6 address ([address%zone]) is not supported by http:// and https:// (etcd:// "
+            "and etcds:// take one)");
+      invalid("server_url \"" + server_url + "\" is not a URL: " + u.error().message());
+    }
     if (u->scheme() != "http" && u->scheme() != "https")
       invalid("server_url \"" + server_url + "\" must start with http://, https://, etcd:// or etcds://");
     if (!u->has_authority() || u->host().empty()) invalid("server_url \"" + server_url + "\" has no host");

@@ -127,7 +127,7 @@ class etcd_backend final : public backend {
       auto comma = hosts.find(',');
       std::string_view one = hosts.substr(0, comma);
       auto colon = one.rfind(':');
-      if (one.empty() || colon == std::string_view::npos || colon + 1 == one.size())
+      if (one.empty() || colon == std::string_view::npos || colon == 0 || colon + 1 == one.size())
         throw exception(error::invalid_config,
                         "etcd endpoint \"" + std::string(one) + "\" must be host:port");
       std::string host(one.substr(0, colon));

@@ -128,7 +128,10 @@ asio::awaitable<error_code> http_transport::exchange(connection& c, void* req_pt
         c.socket.set_option(tcp::no_delay(true), ignored);
         if (tls_) {
           c.tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(c.socket, *tls_);
-          set_expected_host(c.tls->native_handle(), host_);
+          if (auto why = set_expected_host(c.tls->native_handle(), host_); !why.empty()) {
+            c.tls_failure = "cannot verify the TLS certificate of " + host_header_ + ": " + why;
+            co_return make_error_code(error::tls_failed);
+          }
           auto [hec] = co_await c.tls->async_handshake(asio::ssl::stream_base::client, use_tuple);
           if (hec) {
             c.tls_failure = describe_tls_failure(c.tls->native_handle(), hec, host_header_, true);

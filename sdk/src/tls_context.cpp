@@ -36,18 +36,26 @@ std::shared_ptr<ssl::context> make_client_tls_context(const tls_config& tls) {
   return ctx;
 }
 
-void set_expected_host(void* handle, const std::string& host) {
+std::string set_expected_host(void* handle, const std::string& host) {
   auto* s = static_cast<SSL*>(handle);
-  boost::system::error_code ec;
-  boost::asio::ip::make_address(host, ec);
+  if (host.empty()) return "the URL names no host to check the certificate against";
   // OpenSSL's own checks (rather than a verify callback) leave the reason in the verify result, so a
-  // mismatch is reported as a mismatch and not as a generic "certificate verify failed".
+  // mismatch is reported as a mismatch and not as a generic "certificate verify failed". Every call below
+  // can fail; going on after a failure would mean a handshake with no host check at all.
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(host, ec);  // the same test the connect makes: an address, zone and all
   if (!ec) {
-    ::X509_VERIFY_PARAM_set1_ip_asc(::SSL_get0_param(s), host.c_str());
+    const std::string address = host.substr(0, host.find('%'));
+    if (::X509_VERIFY_PARAM_set1_ip_asc(::SSL_get0_param(s), address.c_str()) != 1)
+      return "\"" + address + "\" is not an IP address the certificate check understands";
   } else {
-    ::SSL_set_tlsext_host_name(s, host.c_str());
-    ::SSL_set1_host(s, host.c_str());
+    if (::SSL_set_tlsext_host_name(s, host.c_str()) != 1 || ::SSL_set1_host(s, host.c_str()) != 1)
+      return "\"" + host + "\" is not a host name the certificate check understands";
   }
+  // A certificate names its hosts in subjectAltName; without this, OpenSSL falls back to the subject's
+  // common name when the certificate has no DNS entry (one made for IP addresses only, say).
+  ::SSL_set_hostflags(s, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  return {};
 }
 
 bool is_tls_error(const boost::system::error_code& ec) {

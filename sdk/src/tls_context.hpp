@@ -20,8 +20,12 @@ namespace baton::detail {
 std::shared_ptr<boost::asio::ssl::context> make_client_tls_context(const tls_config& tls);
 
 /// Prepares the OpenSSL connection `ssl` (an `SSL*`) for `host`: SNI (names only) and verification that the
-/// certificate names `host`, a DNS name or an IP address.
-void set_expected_host(void* ssl, const std::string& host);
+/// certificate's subjectAltName names `host`, a DNS name or an IP address (the common name is not consulted).
+/// An IPv6 address may carry a zone (`fe80::1%eth0`): it picks the interface to connect through and is left
+/// out of the check, since a certificate names addresses, not interfaces. Returns why the check could not be
+/// set up, empty when it was; the caller must then not go on with the handshake (a connection without a host
+/// check would accept any certificate the trusted CAs ever issued).
+std::string set_expected_host(void* ssl, const std::string& host);
 
 /// A readable account of a TLS failure on the connection `ssl` to `server` (host:port): an untrusted
 /// certificate, a host name mismatch, an alert from the server (a refused client certificate) or a

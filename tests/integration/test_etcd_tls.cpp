@@ -10,6 +10,7 @@
 #include "lease_opts.hpp"
 #include "test_pki.hpp"
 #include "tls_files.hpp"
+#include "tls_stub_server.hpp"
 
 #include "baton/client.hpp"
 
@@ -146,4 +147,37 @@ BOOST_AUTO_TEST_CASE(etcd_with_client_certificate_auth_needs_our_certificate) {
       config(etcd.url(), tls_files(pki().ca(), pki().other_client_cert(), pki().other_client_key()))));
   auto e = get_error(config(etcd.url(), tls_files(pki().ca(), pki().client_cert(), pki().client_key())));
   BOOST_TEST(!e.has_value(), (e ? e->what() : std::string()));
+}
+
+BOOST_AUTO_TEST_CASE(etcds_checks_the_certificate_for_every_form_of_host_and_tells_a_wrong_one_no_password) {
+  const host_check_certs certs(pki());
+  auto url = [](const std::string& host, unsigned short port) {
+    return "etcds://baton:s3cret-pw@" + host + ":" + std::to_string(port);
+  };
+  for (const auto& host : loopback_hosts) {
+    BOOST_TEST_CONTEXT("etcds://" << host) {
+      for (const auto& wrong : {certs.wrong_name, certs.wrong_address}) {
+        tls_stub_server impostor(pki().file(wrong + ".pem"), pki().file(wrong + ".key"));
+        auto e = get_error(config(url(host, impostor.port()), tls_files(pki().ca())));
+        BOOST_REQUIRE(e.has_value());
+        BOOST_TEST((e->code() == error::tls_failed), wrong << ": " << e->what());
+        BOOST_TEST(e->diagnostic().find("not valid for this host name") != std::string::npos,
+                   e->diagnostic());
+        BOOST_TEST(impostor.received().empty(), wrong << " was sent: " << impostor.received());
+      }
+      // The right certificate: the client gets as far as authenticating (the stub refuses with a 500).
+      tls_stub_server server(pki().file(certs.right + ".pem"), pki().file(certs.right + ".key"));
+      auto e = get_error(config(url(host, server.port()), tls_files(pki().ca())));
+      BOOST_REQUIRE(e.has_value());
+      BOOST_TEST((e->code() != error::tls_failed), e->what());
+      BOOST_TEST(server.received().find("POST /v3/auth/authenticate") != std::string::npos,
+                 server.received());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(etcd_endpoint_without_a_host_is_a_configuration_error) {
+  auto e = get_error(config("etcds://:2379", tls_files(pki().ca())));
+  BOOST_REQUIRE(e.has_value());
+  BOOST_TEST((e->code() == error::invalid_config), e->what());
 }

@@ -9,6 +9,7 @@
 #include "lease_opts.hpp"
 #include "test_pki.hpp"
 #include "tls_files.hpp"
+#include "tls_stub_server.hpp"
 
 #include "baton/client.hpp"
 
@@ -149,6 +150,36 @@ BOOST_AUTO_TEST_CASE(certificate_for_another_host_is_refused_as_a_host_name_mism
     BOOST_TEST((e->code() == error::tls_failed));
     BOOST_TEST(contains(e->diagnostic(), "not valid for this host name"), e->diagnostic());
     BOOST_TEST(contains(e->diagnostic(), "mismatch"), e->diagnostic());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(https_checks_the_certificate_for_every_form_of_host_and_refuses_a_wrong_one) {
+  const host_check_certs certs(pki());
+  for (const auto& host : loopback_hosts) {
+    BOOST_TEST_CONTEXT("https://" << host) {
+      for (const auto& wrong : {certs.wrong_name, certs.wrong_address}) {
+        tls_stub_server impostor(pki().file(wrong + ".pem"), pki().file(wrong + ".key"));
+        auto e = try_acquire_error(
+            config("https://" + host + ":" + std::to_string(impostor.port()), trusting_ca()));
+        BOOST_REQUIRE(e.has_value());
+        if (host == "[::1%lo]") {
+          // A URL cannot carry a zone here: refused before any connection.
+          BOOST_TEST((e->code() == error::invalid_config), e->what());
+          BOOST_TEST(contains(e->diagnostic(), "zone"), e->diagnostic());
+        } else {
+          BOOST_TEST((e->code() == error::tls_failed), wrong << ": " << e->what());
+          BOOST_TEST(contains(e->diagnostic(), "not valid for this host name"), e->diagnostic());
+        }
+        BOOST_TEST(impostor.received().empty(), wrong << " was sent: " << impostor.received());
+      }
+      if (host == "[::1%lo]") continue;
+      tls_stub_server server(pki().file(certs.right + ".pem"), pki().file(certs.right + ".key"));
+      auto e =
+          try_acquire_error(config("https://" + host + ":" + std::to_string(server.port()), trusting_ca()));
+      BOOST_REQUIRE(e.has_value());  // the stub answers 500: the request got through the handshake
+      BOOST_TEST((e->code() == error::server_error), e->what());
+      BOOST_TEST(contains(server.received(), "POST /v1/locks/k/acquire"), server.received());
+    }
   }
 }
 

@@ -31,6 +31,10 @@ class test_pki {
   std::vector<std::string> batond_args(bool mutual = false) const;
 
   std::string file(const std::string& name) const { return (dir_.path() / name).string(); }
+  /// Issues NAME.pem and NAME.key from the CA `ca` ("ca" or "other-ca") for the subject CN=`cn`, with the
+  /// extension line `san` (e.g. "subjectAltName=IP:::1"), for a test that needs a certificate of its own.
+  void make_leaf(const std::string& name, const std::string& ca, const std::string& cn,
+                 const std::string& san) const;
 
   /// One PKI per test program, made on first use.
   static const test_pki& shared() {
@@ -41,8 +45,6 @@ class test_pki {
  private:
   void run(const std::string& command) const;
   void make_ca(const std::string& name, const std::string& cn) const;
-  void make_leaf(const std::string& name, const std::string& ca, const std::string& cn,
-                 const std::string& san) const;
   temp_dir dir_;
 };
 
