@@ -7,6 +7,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -517,7 +518,15 @@ struct http_server::impl {
     while (!draining.load()) {
       t.expires_after(options.sweep_interval);
       co_await t.async_wait(use_tuple);
-      if (auto n = service.sweep()) log::debug("expired", {{"count", n}});
+      std::size_t expired = 0;
+      for (;;) {
+        auto step = service.sweep_step();
+        expired += step.expired;
+        if (step.pass_done || draining.load()) break;
+        // Let this thread's connections run between steps: a pass over a large table takes tens of ms.
+        co_await asio::post(workers[0]->ioc, asio::use_awaitable);
+      }
+      if (expired) log::debug("expired", {{"count", expired}});
     }
   }
 

@@ -207,24 +207,18 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
   }
 }
 
-std::size_t lock_service::sweep() {
+lock_service::sweep_result lock_service::sweep_step() {
   constexpr std::size_t buckets_per_step = 4096;
-  std::size_t total = 0;
-  for (bool pass_done = false; !pass_done;) {
-    std::lock_guard lk(mu_);
-    auto expired = table_.expire_some(clock::now(), sweep_cursor_, buckets_per_step);
-    pass_done = sweep_cursor_ == 0;
-    for (const auto& e : expired) {
-      // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is
-      // safe.
-      if (!journal_.failed()) journal_.append(record_type::expire, e.token, 0, e.key);
-      notify_locked(e.key);
-    }
-    metrics_.expired.fetch_add(expired.size(), std::memory_order_relaxed);
-    metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(expired.size()), std::memory_order_relaxed);
-    total += expired.size();
+  std::lock_guard lk(mu_);
+  auto expired = table_.expire_some(clock::now(), sweep_cursor_, buckets_per_step);
+  for (const auto& e : expired) {
+    // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is safe.
+    if (!journal_.failed()) journal_.append(record_type::expire, e.token, 0, e.key);
+    notify_locked(e.key);
   }
-  return total;
+  metrics_.expired.fetch_add(expired.size(), std::memory_order_relaxed);
+  metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(expired.size()), std::memory_order_relaxed);
+  return {expired.size(), sweep_cursor_ == 0};
 }
 
 void lock_service::wake_all() {

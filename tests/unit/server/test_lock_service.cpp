@@ -140,3 +140,21 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_journal_fails_pending_answers_instead_of_ackno
   BOOST_REQUIRE(r1->error);
   BOOST_CHECK_THROW(std::rethrow_exception(r1->error), storage_unavailable);
 }
+
+// The sweep works in steps of a few thousand buckets, so its caller can let requests run in between; a
+// pass over a large table takes many steps, and together they expire every lease exactly once.
+BOOST_FIXTURE_TEST_CASE(the_expiry_sweep_takes_a_large_table_in_several_steps, fixture) {
+  const auto past = clock::now() - 1h;
+  for (int i = 0; i < 50'000; ++i)
+    service.table().restore("old-" + std::to_string(i), "a", 100 + i, 1ms, past);
+  std::size_t expired = 0, steps = 0;
+  for (bool done = false; !done; ++steps) {
+    auto step = service.sweep_step();
+    expired += step.expired;
+    done = step.pass_done;
+    BOOST_REQUIRE(steps < 10'000);
+  }
+  BOOST_TEST(steps > 1u);
+  BOOST_TEST(expired == 50'000u);
+  BOOST_TEST(service.table().size() == 1u);  // the fixture's own lease is still valid
+}
