@@ -13,6 +13,8 @@
 
 #include "exit_code.hpp"
 
+#include "baton/config.hpp"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -624,7 +626,8 @@ int run_conformance(const std::string& server_url, milliseconds request_timeout)
     std::fflush(stdout);
   }
   const int total = static_cast<int>(std::size(checks));
-  std::printf("%d of %d checks passed against %s\n", total - failed, total, server_url.c_str());
+  std::printf("%d of %d checks passed against %s\n", total - failed, total,
+              without_credentials(server_url).c_str());
   std::fflush(stdout);
   return failed == 0 ? exit_code::ok : exit_code::internal;
 }

@@ -4,6 +4,7 @@
 #include "exit_code.hpp"
 #include "lock_commands.hpp"
 
+#include "baton/config.hpp"
 #include "baton/error.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -30,7 +31,7 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr auto group_poll = std::chrono::milliseconds(50);
 
 void say(const std::string& line) {
-  std::fprintf(stderr, "baton: %s\n", line.c_str());
+  std::fprintf(stderr, "baton: %s\n", without_credentials(line).c_str());
 }
 
 std::string signal_name(int sig) {

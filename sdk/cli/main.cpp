@@ -7,6 +7,7 @@
 #include "lock_commands.hpp"
 
 #include "baton/client.hpp"
+#include "baton/config.hpp"
 #include "baton/error.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -23,8 +24,10 @@ namespace {
 namespace asio = boost::asio;
 using namespace baton::cli;
 
-// Every error is exactly one line, whatever a server put into its message.
+// Every error is exactly one line, whatever a server put into its message, and shows no URL's password (an
+// etcd URL may carry one, and the URL is quoted by usage errors and by the SDK's messages alike).
 int report(int code, std::string message) {
+  message = baton::without_credentials(message);
   std::replace_if(
       message.begin(), message.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
   std::fprintf(stderr, "baton: %s\n", message.c_str());

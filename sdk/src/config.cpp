@@ -21,13 +21,35 @@ bool uses_tls(std::string_view server_url) {
   return server_url.rfind("https://", 0) == 0 || server_url.rfind("etcds://", 0) == 0;
 }
 
+std::string without_credentials(std::string_view text) {
+  std::string out;
+  std::size_t done = 0;
+  for (auto scheme = text.find("://"); scheme != std::string_view::npos; scheme = text.find("://", done)) {
+    const auto start = scheme + 3;
+    const auto at = text.substr(start, text.find('/', start) - start).rfind('@');
+    out.append(text.substr(done, start - done));
+    done = start;
+    if (at == std::string_view::npos) continue;
+    out += "***";
+    done = start + at;
+  }
+  out.append(text.substr(done));
+  return out;
+}
+
 void client_config::validate() const {
+  // Every message quotes the URL without its credentials: an etcd URL may hold a password.
+  const std::string shown = without_credentials(server_url);
   if (server_url.rfind("etcd://", 0) == 0 || server_url.rfind("etcds://", 0) == 0) {
     // etcd://host:port[,host:port...][/key/prefix/]: several members do not fit a URL authority, so the
     // backend parses it; here only that it names something.
-    const auto start = server_url.find("://") + 3;
+    auto start = server_url.find("://") + 3;
+    // Credentials (user:password@) come before the first member, as the backend reads them.
+    if (auto at = server_url.substr(start, server_url.find('/', start) - start).rfind('@');
+        at != std::string::npos)
+      start += at + 1;
     if (server_url.size() == start || server_url[start] == '/')
-      invalid("server_url \"" + server_url + "\" names no etcd endpoint");
+      invalid("server_url \"" + shown + "\" names no etcd endpoint");
   } else {
     auto u = boost::urls::parse_absolute_uri(server_url);
     if (!u) {
@@ -35,18 +57,18 @@ void client_config::validate() const {
       const auto bracket = server_url.find('[');
       if (bracket != std::string::npos && server_url.find('%', bracket) < server_url.find(']', bracket))
         invalid(
-            "server_url \"" + server_url +
+            "server_url \"" + shown +
             "\": a scoped IPv6 address ([address%zone]) is not supported by http:// and https:// (etcd:// "
             "and etcds:// take one)");
-      invalid("server_url \"" + server_url + "\" is not a URL: " + u.error().message());
+      invalid("server_url \"" + shown + "\" is not a URL: " + u.error().message());
     }
     if (u->scheme() != "http" && u->scheme() != "https")
-      invalid("server_url \"" + server_url + "\" must start with http://, https://, etcd:// or etcds://");
-    if (!u->has_authority() || u->host().empty()) invalid("server_url \"" + server_url + "\" has no host");
+      invalid("server_url \"" + shown + "\" must start with http://, https://, etcd:// or etcds://");
+    if (!u->has_authority() || u->host().empty()) invalid("server_url \"" + shown + "\" has no host");
   }
   // Certificates with a plain URL would look like protection that is not there.
   if (!tls.empty() && !uses_tls(server_url))
-    invalid("tls settings need an https:// or etcds:// server_url, got \"" + server_url + "\"");
+    invalid("tls settings need an https:// or etcds:// server_url, got \"" + shown + "\"");
   if (tls.cert_file.empty() != tls.key_file.empty()) invalid("tls.cert_file and tls.key_file go together");
   if (request_timeout.count() <= 0) invalid("request_timeout must be positive");
   if (retry.initial_backoff.count() <= 0 || retry.max_backoff < retry.initial_backoff)

@@ -44,7 +44,8 @@ class http_backend final : public backend {
   http_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)), config_(config) {
     auto u = boost::urls::parse_absolute_uri(config.server_url);
     if (!u || (u->scheme() != "http" && u->scheme() != "https") || u->host().empty())
-      throw exception(error::invalid_config, "unsupported server URL \"" + config.server_url + "\"");
+      throw exception(error::invalid_config,
+                      "unsupported server URL \"" + without_credentials(config.server_url) + "\"");
     const bool https = u->scheme() == "https";
     std::string host = u->host_address();
     if (u->host_type() == boost::urls::host_type::ipv6 && host.size() > 2 && host.front() == '[')

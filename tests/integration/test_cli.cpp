@@ -313,6 +313,40 @@ BOOST_AUTO_TEST_CASE(bad_arguments_exit_usage_with_one_line_on_stderr) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(errors_never_show_the_password_of_an_etcd_url) {
+  const std::string password = "s3cret-pw";
+  const std::string etcd = "etcd://baton:" + password + "@127.0.0.1:" + std::to_string(closed_port());
+  struct error_case {
+    std::vector<std::string> args;
+    int code;
+  };
+  const std::vector<error_case> cases{
+      {{"get", "k", "--server", etcd, "--ca-file", path("ca.pem")}, usage},  // TLS settings need etcds://
+      {{"--server=" + etcd}, usage},                                         // no command
+      {{"get", "k", "--server", "ftp://baton:" + password + "@127.0.0.1:1"}, usage},
+      {{"get", "k", "--server", "etcds://baton:" + password + "@[::1%lo]:1", "--ca-file", path("none.pem")},
+       usage},
+      {{"conformance", "--server",
+        "http://baton:" + password + "@127.0.0.1:" + std::to_string(closed_port())},
+       unavailable},
+      {{"get", "k", "--server", etcd}, unavailable},
+  };
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT("baton " << c.args.front() << " " << c.args.back()) {
+      auto r = run(c.args, false);
+      check_error_line(r, c.code);
+      BOOST_TEST(r.err.find(password) == std::string::npos, r.err);
+    }
+  }
+  // The same URL from the environment.
+  ::setenv("BATON_SERVER", etcd.c_str(), 1);
+  auto from_env = run({"get", "k", "--ca-file", path("ca.pem")}, false);
+  ::unsetenv("BATON_SERVER");
+  check_error_line(from_env, usage);
+  BOOST_TEST(from_env.err.find(password) == std::string::npos, from_env.err);
+  BOOST_TEST(from_env.err.find("etcd://***@127.0.0.1:") != std::string::npos, from_env.err);
+}
+
 BOOST_AUTO_TEST_CASE(help_lists_the_commands_and_exit_codes) {
   auto top = run({"--help"}, false);
   BOOST_TEST(top.code == 0);

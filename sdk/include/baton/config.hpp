@@ -104,4 +104,11 @@ std::string default_identity();
 /// True for the URL schemes that speak TLS: `https://` and `etcds://`.
 bool uses_tls(std::string_view server_url);
 
+/// `text` with the credentials of every URL in it replaced by `***` (`etcd://user:password@host:2379` becomes
+/// `etcd://***@host:2379`): the form in which a server URL, or a message that quotes one, may be logged or
+/// shown. A URL's credentials end at the last `@` before the first `/` after `://` (RFC 3986); in free text
+/// that can reach past the URL, which hides more than needed but never shows a password without a `/`.
+/// Pure and thread-safe.
+std::string without_credentials(std::string_view text);
+
 }  // namespace baton
