@@ -27,11 +27,18 @@ client_config make_client_config(const agent_config& c) {
   return cc;
 }
 
-std::vector<scheduled_job> make_jobs(const agent_config& c) {
+std::vector<scheduled_job> make_jobs(const std::vector<job_config>& jobs) {
   std::vector<scheduled_job> out;
-  for (const auto& j : c.jobs)
+  for (const auto& j : jobs)
     out.push_back(
         {j.name, j.sched, j.tz, j.overlap == overlap_policy::allow, j.misfire == misfire_policy::run_once});
+  return out;
+}
+
+std::vector<std::shared_ptr<const job_config>> share_jobs(const std::vector<job_config>& jobs) {
+  std::vector<std::shared_ptr<const job_config>> out;
+  for (const auto& j : jobs)
+    out.push_back(std::make_shared<const job_config>(j));
   return out;
 }
 
@@ -63,7 +70,8 @@ agent_runtime::agent_runtime(asio::any_io_executor ex, agent_config config)
                           [this](const boost::system::error_code& ec, const std::string& diagnostic) {
                             observe_lock_server(ec, diagnostic);
                           })),
-      scheduler_(make_jobs(config_)),
+      scheduler_(make_jobs(config_.jobs)),
+      jobs_(share_jobs(config_.jobs)),
       control_(ex, asio::steady_timer::time_point::max()) {}
 
 void agent_runtime::observe_lock_server(const boost::system::error_code& ec, const std::string& diagnostic) {
@@ -99,7 +107,7 @@ std::chrono::seconds agent_runtime::misfire_window() const {
 }
 
 void agent_runtime::note_skips(const slot_decision& d) {
-  const auto& name = config_.jobs[d.job].name;
+  const auto& name = jobs_[d.job]->name;
   {
     std::lock_guard lk(metrics_mu_);
     auto& s = job_stats_[name];
@@ -129,10 +137,53 @@ bool agent_runtime::resign() {
   return true;
 }
 
+void agent_runtime::apply_jobs(std::vector<job_config> jobs) {
+  auto shared = share_jobs(jobs);
+  const auto before = scheduler_.replace_jobs(make_jobs(jobs));
+  // A job that is new to the scheduler may still have runs in flight: it was removed by an earlier reload
+  // while they ran, and comes back now. They count for its overlap rule as before.
+  for (std::size_t i = 0; i < shared.size(); ++i)
+    if (!before[i])
+      for (int n = running_by_name_[shared[i]->name]; n > 0; --n)
+        scheduler_.run_started(i);
+  jobs_ = std::move(shared);
+  for (const auto& j : jobs_)
+    history_.set_limit(j->name, j->history_limit);
+  config_.jobs = std::move(jobs);
+  // Wake the scheduling loop, so a new job's first slot is not up to a second late. Only the loop waits on
+  // control_ while the scheduler leads (a campaign would take the wake-up for a shutdown or a resign).
+  if (scheduler_.leading()) control_.cancel();
+}
+
+void agent_runtime::restart_election(std::string key, lease_options election) {
+  config_.election_key = std::move(key);
+  config_.election = election;
+  if (config_.mode == agent_mode::per_job) return;  // each run's lock reads them when it is taken
+  recampaign_ = true;
+  control_.cancel();
+}
+
+void agent_runtime::apply_settings(std::string resign_token, std::chrono::milliseconds shutdown_grace) {
+  config_.resign_token = std::move(resign_token);
+  config_.shutdown_grace = shutdown_grace;
+}
+
+void agent_runtime::job_run_began(const std::string& job, std::size_t index) {
+  ++running_by_name_[job];
+  scheduler_.run_started(index);
+}
+
+void agent_runtime::job_run_ended(const std::string& job) {
+  if (--running_by_name_[job] <= 0) running_by_name_.erase(job);
+  // The job may have moved, or gone, since the run began (apply_jobs).
+  for (std::size_t i = 0; i < jobs_.size(); ++i)
+    if (jobs_[i]->name == job) scheduler_.run_finished(i);
+}
+
 asio::awaitable<void> agent_runtime::sleep_or_wake(clock_type::duration d) {
   asio::steady_timer t(ex_, d);
   control_.expires_at(asio::steady_timer::time_point::max());
-  if (stopping_ || resigning_) co_return;
+  if (stopping_ || resigning_ || recampaign_) co_return;
   co_await (t.async_wait(use_tuple) || control_.async_wait(use_tuple));
 }
 
@@ -145,8 +196,14 @@ void agent_runtime::record_run(const job_config& job, const run_result& r) {
   if (r.kill_failed) ++s.kill_failures;
 }
 
-void agent_runtime::log_result(const job_config& job, const run_context& ctx, const run_result& r) {
+void agent_runtime::log_result(const job_config& job, const run_context& ctx, const run_result& r,
+                               std::chrono::system_clock::time_point started, bool manual) {
   record_run(job, r);
+  history_.finished(job.name,
+                    {ctx.run_id, ctx.token, ctx.identity, ctx.lock_key, ctx.slot, started,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(r.duration), r.outcome,
+                     r.exit_status, r.detail, manual},
+                    job.history_limit);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count();
   auto level = r.outcome == run_outcome::succeeded ? log::level::info : log::level::warn;
   log::write(level, r.outcome == run_outcome::stopped ? "job_stopped" : "job_finished",
@@ -161,10 +218,9 @@ void agent_runtime::log_result(const job_config& job, const run_context& ctx, co
               {"detail", r.detail}});
 }
 
-asio::awaitable<run_result> agent_runtime::run_guarded(std::size_t index, run_context ctx,
+asio::awaitable<run_result> agent_runtime::run_guarded(std::shared_ptr<const job_config> job, run_context ctx,
                                                        std::shared_ptr<run_control> control, lease* l) {
-  const job_config& job = config_.jobs[index];
-  if (!l) co_return co_await run_job(job, ctx, control);
+  if (!l) co_return co_await run_job(*job, ctx, control);
   // The watcher turns a lost lease into a graceful stop of the run, then waits for the run to finish.
   auto watch = [l, control]() -> asio::awaitable<void> {
     co_await l->wait_lost();
@@ -172,47 +228,55 @@ asio::awaitable<run_result> agent_runtime::run_guarded(std::size_t index, run_co
     asio::steady_timer forever(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
     co_await forever.async_wait(use_tuple);
   };
-  auto r = co_await (run_job(job, ctx, control) || baton::detail::capture(watch()));
+  auto r = co_await (run_job(*job, ctx, control) || baton::detail::capture(watch()));
   if (r.index() == 0) co_return std::get<0>(std::move(r));
   run_result stopped;
   stopped.outcome = run_outcome::stopped;
   co_return stopped;
 }
 
-void agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds slot, const lease& l) {
-  const job_config& job = config_.jobs[index];
+std::string agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds slot, const lease& l,
+                                     bool manual) {
+  auto job = jobs_[index];
   auto control = std::make_shared<run_control>(ex_);
   runs_.push_back(control);
   auto it = std::prev(runs_.end());
   run_context ctx{config_.election_key, l.token(), client_.identity(), slot,
                   make_run_id(l.token(), ++runs_under_lease_)};
-  scheduler_.run_started(index);
-  log::info("job_started",
-            {{"job", job.name}, {"run", ctx.run_id}, {"slot", rfc3339(slot)}, {"token", ctx.token}});
+  job_run_began(job->name, index);
+  const auto started = std::chrono::system_clock::now();
+  history_.started(job->name, started);
+  log::info("job_started", {{"job", job->name},
+                            {"run", ctx.run_id},
+                            {"slot", rfc3339(slot)},
+                            {"token", ctx.token},
+                            {"trigger", manual ? "manual" : "schedule"}});
   // The coroutine may run to its end before co_spawn returns (Boost 1.81 starts it at once, and a command
   // that cannot start fails at once): the caller holds no lock, and everything it touches is already set.
   asio::co_spawn(
       ex_,
-      [this, index, ctx, control, it]() -> asio::awaitable<void> {
+      [this, job, ctx, control, it, started, manual]() -> asio::awaitable<void> {
         // Leader mode: a lost election lease stops every run through stop_all_runs().
-        auto r = co_await run_guarded(index, ctx, control, nullptr);
+        auto r = co_await run_guarded(job, ctx, control, nullptr);
         runs_.erase(it);
-        log_result(config_.jobs[index], ctx, r);
+        log_result(*job, ctx, r, started, manual);
         if (r.outlived) co_await r.outlived();
-        scheduler_.run_finished(index);
+        job_run_ended(job->name);
       },
       asio::detached);
+  return ctx.run_id;
 }
 
 void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_seconds slot, bool misfire) {
   auto control = std::make_shared<run_control>(ex_);
   runs_.push_back(control);
   auto it = std::prev(runs_.end());
-  scheduler_.run_started(index);
+  auto shared = jobs_[index];
+  job_run_began(shared->name, index);
   asio::co_spawn(
       ex_,
-      [this, index, slot, misfire, control, it]() -> asio::awaitable<void> {
-        const job_config& job = config_.jobs[index];
+      [this, shared, slot, misfire, control, it]() -> asio::awaitable<void> {
+        const job_config& job = *shared;
         const std::string key = "jobs/" + job.name;
         // misfire: run_once retries a slot whose lock could not be asked for (lock server unreachable) until
         // the misfire window after the slot has passed, as a leader elected late would still run it.
@@ -246,13 +310,15 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
         }
         if (l && !control->stop_requested()) {
           run_context ctx{key, l->token(), client_.identity(), slot, make_run_id(l->token(), 1)};
+          const auto started = std::chrono::system_clock::now();
+          history_.started(job.name, started);
           log::info("job_started", {{"job", job.name},
                                     {"run", ctx.run_id},
                                     {"slot", rfc3339(slot)},
                                     {"key", key},
                                     {"token", ctx.token}});
-          auto r = co_await run_guarded(index, ctx, control, &*l);
-          log_result(job, ctx, r);
+          auto r = co_await run_guarded(shared, ctx, control, &*l);
+          log_result(job, ctx, r, started, false);
           // A group that outlived SIGKILL keeps the job's lock, so no replica starts the job beside it; but a
           // shutdown does not wait for it (its guard stays armed).
           if (r.outlived && !control->stop_requested())
@@ -279,7 +345,7 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
             }
           }
         }
-        scheduler_.run_finished(index);
+        job_run_ended(job.name);
         runs_.erase(it);
       },
       asio::detached);
@@ -331,7 +397,7 @@ asio::awaitable<void> agent_runtime::lead(lease& l) {
     note_skips(d);
     if (d.what == slot_decision::kind::start) start_run(d.job, d.slot, l);
   }
-  while (!stopping_ && !resigning_) {
+  while (!stopping_ && !resigning_ && !recampaign_) {
     for (auto& d : scheduler_.due(wall_now())) {
       note_skips(d);
       if (d.what != slot_decision::kind::start) continue;
@@ -355,21 +421,24 @@ asio::awaitable<void> agent_runtime::run() {
     co_await run_per_job();
     co_return;
   }
-  lease_options opts = config_.election;
   int failures = 0;
   while (!stopping_) {
+    // Each campaign uses the election settings of the moment (restart_election() may change them).
+    recampaign_ = false;
+    const std::string key = config_.election_key;
+    const lease_options opts = config_.election;
     std::optional<lease> l;
     try {
       control_.expires_at(asio::steady_timer::time_point::max());
-      auto r = co_await (baton::detail::capture(client_.acquire(config_.election_key, opts)) ||
-                         control_.async_wait(use_tuple));
-      if (r.index() == 1) continue;  // shutdown while campaigning
+      auto r =
+          co_await (baton::detail::capture(client_.acquire(key, opts)) || control_.async_wait(use_tuple));
+      if (r.index() == 1) continue;  // shutdown, or new election settings, while campaigning
       auto& got = std::get<0>(r);
       if (got.error) std::rethrow_exception(got.error);
       l.emplace(std::move(*got.value));
       failures = 0;
     } catch (const std::exception& e) {
-      log::warn("campaign_failed", {{"key", config_.election_key}, {"error", e.what()}});
+      log::warn("campaign_failed", {{"key", key}, {"error", e.what()}});
     }
     if (!l) {
       co_await sleep_or_wake(std::chrono::milliseconds(std::min(5000, 200 << std::min(failures++, 5))));
@@ -378,8 +447,7 @@ asio::awaitable<void> agent_runtime::run() {
     leader_ = true;
     token_ = l->token();
     elections_won_.fetch_add(1);
-    log::info("elected",
-              {{"key", config_.election_key}, {"token", l->token()}, {"identity", client_.identity()}});
+    log::info("elected", {{"key", key}, {"token", l->token()}, {"identity", client_.identity()}});
 
     bool lost = false;
     try {
@@ -390,10 +458,10 @@ asio::awaitable<void> agent_runtime::run() {
     lost = lost || !l->active();  // lead() also returns when it finds the lease past its deadline
     if (lost) {
       leases_lost_.fetch_add(1);
-      log::warn("lost", {{"key", config_.election_key}, {"token", l->token()}, {"reason", l->loss_reason()}});
+      log::warn("lost", {{"key", key}, {"token", l->token()}, {"reason", l->loss_reason()}});
     }
     // Stop scheduling at once. On shutdown running jobs may finish within shutdown_grace while the lease is
-    // still held (renewal goes on); on loss or resign they are stopped now.
+    // still held (renewal goes on); on loss, resign or new election settings they are stopped now.
     scheduler_.on_lost();
     if (!lost && stopping_ && !runs_.empty()) {
       log::info("draining_jobs", {{"running", runs_.size()}, {"grace_ms", config_.shutdown_grace.count()}});
@@ -409,18 +477,50 @@ asio::awaitable<void> agent_runtime::run() {
     try {
       co_await l->release();
     } catch (const std::exception& e) {
-      log::warn("release_failed", {{"key", config_.election_key}, {"error", e.what()}});
+      log::warn("release_failed", {{"key", key}, {"error", e.what()}});
     }
-    log::info(stopping_ ? "released" : "resigned", {{"key", config_.election_key}, {"token", l->token()}});
-    if (resigning_) {
+    if (stopping_) {
+      log::info("released", {{"key", key}, {"token", l->token()}});
+    } else if (resigning_) {
+      log::info("resigned", {{"key", key}, {"token", l->token()}});
       resigning_ = false;
       // Let a standby take over: wait until someone else holds the lock (or a hold-off of two TTLs).
       auto hold_off = std::chrono::duration_cast<milliseconds>(config_.election.ttl * 2);
-      co_await (client_.get_backend()->get(config_.election_key, wait_for_change{0, hold_off},
-                                           hold_off + client_.config().request_timeout) ||
-                control_.async_wait(use_tuple));
+      if (!recampaign_)
+        co_await (client_.get_backend()->get(config_.election_key, wait_for_change{0, hold_off},
+                                             hold_off + client_.config().request_timeout) ||
+                  control_.async_wait(use_tuple));
+    } else {
+      // New election settings (restart_election()): campaign with them at once.
+      log::info("election_changed", {{"key", key}, {"token", l->token()}, {"new_key", config_.election_key}});
     }
   }
+}
+
+agent_runtime::job_status agent_runtime::status_of(std::size_t index,
+                                                   std::chrono::system_clock::time_point now) const {
+  const auto& job = jobs_[index];
+  job_status out;
+  out.job = job;
+  out.next_run = job->sched.next_fire(std::chrono::floor<std::chrono::seconds>(now), job->tz);
+  if (const auto it = running_by_name_.find(job->name); it != running_by_name_.end())
+    out.running = it->second;
+  out.runs = history_.runs(job->name);
+  return out;
+}
+
+std::vector<agent_runtime::job_status> agent_runtime::jobs(std::chrono::system_clock::time_point now) const {
+  std::vector<job_status> out;
+  for (std::size_t i = 0; i < jobs_.size(); ++i)
+    out.push_back(status_of(i, now));
+  return out;
+}
+
+std::optional<agent_runtime::job_status> agent_runtime::job(const std::string& name,
+                                                            std::chrono::system_clock::time_point now) const {
+  for (std::size_t i = 0; i < jobs_.size(); ++i)
+    if (jobs_[i]->name == name) return status_of(i, now);
+  return std::nullopt;
 }
 
 std::string agent_runtime::render_metrics() const {
@@ -476,6 +576,31 @@ std::string agent_runtime::render_metrics() const {
   for (const auto& [job, s] : job_stats_)
     line("baton_agent_job_kill_failures_total{job=\"%s\"} %llu\n", job.c_str(),
          static_cast<unsigned long long>(s.kill_failures));
+  // Every configured job, on every agent (0: no such run on this agent yet), so that a dashboard takes the
+  // maximum over the agents of a group whichever of them led.
+  const auto seconds = [](const std::optional<job_history::time_point>& t) {
+    return t ? std::chrono::duration<double>(t->time_since_epoch()).count() : 0.0;
+  };
+  out +=
+      "# HELP baton_agent_job_last_run_timestamp_seconds Start of the latest run of the job on this agent.\n";
+  out += "# TYPE baton_agent_job_last_run_timestamp_seconds gauge\n";
+  for (const auto& j : jobs_)
+    line("baton_agent_job_last_run_timestamp_seconds{job=\"%s\"} %.3f\n", j->name.c_str(),
+         seconds(history_.last_run(j->name)));
+  out +=
+      "# HELP baton_agent_job_last_success_timestamp_seconds End of the latest succeeded run of the job on "
+      "this agent.\n";
+  out += "# TYPE baton_agent_job_last_success_timestamp_seconds gauge\n";
+  for (const auto& j : jobs_)
+    line("baton_agent_job_last_success_timestamp_seconds{job=\"%s\"} %.3f\n", j->name.c_str(),
+         seconds(history_.last_success(j->name)));
+  out += "# HELP baton_agent_job_running Runs of the job in flight on this agent.\n";
+  out += "# TYPE baton_agent_job_running gauge\n";
+  for (const auto& j : jobs_) {
+    const auto it = running_by_name_.find(j->name);
+    line("baton_agent_job_running{job=\"%s\"} %d\n", j->name.c_str(),
+         it == running_by_name_.end() ? 0 : it->second);
+  }
   const auto server = lock_server_.status();
   out += "# HELP baton_agent_lock_server_reachable 1 while the lock server answers this agent's requests.\n";
   out += "# TYPE baton_agent_lock_server_reachable gauge\n";

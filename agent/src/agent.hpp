@@ -3,6 +3,7 @@
 // them with the lease's token, stops them the moment leadership is lost, and campaigns again.
 
 #include "config.hpp"
+#include "job_history.hpp"
 #include "job_run.hpp"
 #include "lock_server_health.hpp"
 #include "scheduler.hpp"
@@ -36,6 +37,19 @@ class agent_runtime {
   /// Returns false when this agent does not lead.
   bool resign();
 
+  /// A reloaded job list (SIGHUP, POST /v1/reload): the scheduler takes it by name (scheduler::replace_jobs),
+  /// so no slot from before the change starts because of it. Runs in flight go on with the settings they
+  /// started with, and a job they belong to keeps counting them for `overlap`, even when it was removed and
+  /// comes back. Leadership and its token are kept. Call on the runtime's executor.
+  void apply_jobs(std::vector<job_config> jobs);
+  /// A changed `election` section. Leader mode: a leader stops its runs and releases its lease as a resign
+  /// does, then campaigns at once with the new key and lease settings (a new token); an agent campaigning
+  /// campaigns again with them. Per-job mode: the next runs' locks use them; runs in flight keep theirs.
+  /// Call on the runtime's executor.
+  void restart_election(std::string key, lease_options election);
+  /// The settings read when they are used (the next resign request, the next shutdown).
+  void apply_settings(std::string resign_token, std::chrono::milliseconds shutdown_grace);
+
   struct status {
     bool leader = false;
     std::uint64_t token = 0;
@@ -49,10 +63,27 @@ class agent_runtime {
   lock_server_status lock_server() const { return lock_server_.status(); }
   std::string render_metrics() const;
 
+  /// A job as GET /v1/jobs reports it.
+  struct job_status {
+    std::shared_ptr<const job_config> job;
+    /// The job's first slot after `now` (this agent runs it only if it leads then).
+    std::optional<std::chrono::sys_seconds> next_run;
+    int running = 0;
+    std::vector<run_record> runs;  // this agent's finished runs of the job, newest first
+  };
+  /// Every configured job, in the file's order. Call on the runtime's executor.
+  std::vector<job_status> jobs(std::chrono::system_clock::time_point now) const;
+  /// One job by name; empty when no job has that name. Call on the runtime's executor.
+  std::optional<job_status> job(const std::string& name, std::chrono::system_clock::time_point now) const;
+
  private:
   struct run_slot;
   boost::asio::awaitable<void> lead(lease& l);
-  void start_run(std::size_t job, std::chrono::sys_seconds slot, const lease& l);
+  /// Starts a run of job `job` for `slot` under the leader's lease `l`; returns its run id.
+  std::string start_run(std::size_t job, std::chrono::sys_seconds slot, const lease& l, bool manual = false);
+  /// Bookkeeping of a run that began or ended, by job name (indices change with apply_jobs()).
+  void job_run_began(const std::string& job, std::size_t index);
+  void job_run_ended(const std::string& job);
   boost::asio::awaitable<void> run_per_job();
   /// `misfire`: a slot the agent found already past (at start), which may be retried while the lock server
   /// cannot be reached, within the misfire window.
@@ -64,9 +95,12 @@ class agent_runtime {
   /// Called with the outcome of every request to the lock server.
   void observe_lock_server(const boost::system::error_code& ec, const std::string& diagnostic);
   /// Runs one job under `l`, stopping it gracefully (TERM, grace, KILL) if the lease is lost meanwhile.
-  boost::asio::awaitable<run_result> run_guarded(std::size_t job, run_context ctx,
+  boost::asio::awaitable<run_result> run_guarded(std::shared_ptr<const job_config> job, run_context ctx,
                                                  std::shared_ptr<run_control> control, lease* l);
-  void log_result(const job_config& job, const run_context& ctx, const run_result& r);
+  /// Logs, counts and keeps in the history a run that ended; `started` is when it began.
+  void log_result(const job_config& job, const run_context& ctx, const run_result& r,
+                  std::chrono::system_clock::time_point started, bool manual);
+  job_status status_of(std::size_t index, std::chrono::system_clock::time_point now) const;
   /// Stops every run in flight and waits until all are gone. With `let_finish`, runs first get that long to
   /// end on their own (shutdown), while leadership is still held.
   boost::asio::awaitable<void> stop_all_runs(std::chrono::milliseconds let_finish = {});
@@ -77,10 +111,16 @@ class agent_runtime {
   agent_config config_;
   client client_;
   scheduler scheduler_;
-  boost::asio::steady_timer control_;  // cancelled to wake run()/lead() on shutdown or resign
+  /// The jobs, indexed as in scheduler_. Shared with the runs in flight, which keep the settings they started
+  /// with across a reload.
+  std::vector<std::shared_ptr<const job_config>> jobs_;
+  std::map<std::string, int> running_by_name_;  // runs in flight per job name, outlived groups included
+  job_history history_;                         // on the runtime's executor only
+  boost::asio::steady_timer control_;           // cancelled to wake run()/lead() on shutdown or resign
   bool stopping_ = false;
   bool resigning_ = false;
-  std::uint64_t runs_under_lease_ = 0;            // leader mode: runs started under the current leadership
+  bool recampaign_ = false;             // the election settings changed: release and campaign again at once
+  std::uint64_t runs_under_lease_ = 0;  // leader mode: runs started under the current leadership
   std::list<std::shared_ptr<run_control>> runs_;  // runs in flight
 
   lock_server_health lock_server_;

@@ -164,11 +164,11 @@ std::string child(const std::string& path, std::string_view key) {
 
 constexpr std::string_view top_keys[] = {"server",    "identity",     "listen",         "mode",
                                          "log_level", "resign_token", "shutdown_grace", "election",
-                                         "jobs",      "tls",          "token_file"};
+                                         "jobs",      "tls",          "token_file",     "history_limit"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
-constexpr std::string_view job_keys[] = {"name", "schedule", "timezone", "command", "shell",
-                                         "http", "timeout",  "grace",    "overlap", "misfire"};
+constexpr std::string_view job_keys[] = {"name",    "schedule", "timezone", "command", "shell",        "http",
+                                         "timeout", "grace",    "overlap",  "misfire", "history_limit"};
 constexpr std::string_view http_keys[] = {"method", "url", "headers", "body"};
 
 // Reads typed values out of the YAML tree, failing with the node's position and key path. yaml-cpp's own
@@ -257,6 +257,18 @@ class reader {
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
     if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || !std::isfinite(value))
       fail(n, path, "expected a number, got " + quoted(s));
+    return value;
+  }
+
+  /// A whole number from `min` to `max`.
+  std::size_t count(const YAML::Node& n, const std::string& path, std::size_t min, std::size_t max) const {
+    const auto s = text(n, path);
+    std::size_t value = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || value < min || value > max)
+      fail(n, path,
+           "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max) + ", got " +
+               quoted(s));
     return value;
   }
 
@@ -363,9 +375,15 @@ std::vector<std::string> read_command(const reader& r, const YAML::Node& node, c
   return command;
 }
 
-job_config read_job(const reader& r, const YAML::Node& node, const std::string& path) {
+// Bounds of history_limit: a run record is a few hundred bytes, so the bound keeps the history of a busy
+// agent within megabytes.
+constexpr std::size_t max_history = 1000;
+
+job_config read_job(const reader& r, const YAML::Node& node, const std::string& path,
+                    std::size_t history_limit) {
   r.known_keys(node, path, job_keys);
   job_config job;
+  job.history_limit = history_limit;
 
   const auto name = node["name"];
   if (!name) r.fail(node, path + ".name", "required key is missing");
@@ -425,6 +443,8 @@ job_config read_job(const reader& r, const YAML::Node& node, const std::string& 
   if (const auto misfire = node["misfire"])
     job.misfire = r.choice<misfire_policy>(
         misfire, path + ".misfire", {{"skip", misfire_policy::skip}, {"run_once", misfire_policy::run_once}});
+  if (const auto n = node["history_limit"])
+    job.history_limit = r.count(n, path + ".history_limit", 1, max_history);
   return job;
 }
 
@@ -597,6 +617,8 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     if (config.token_file.empty()) r.fail(n, "token_file", "must not be empty (leave it out for no token)");
   }
   if (const auto n = root["shutdown_grace"]) config.shutdown_grace = r.duration(n, "shutdown_grace");
+  if (const auto n = root["history_limit"])
+    config.history_limit = r.count(n, "history_limit", 1, max_history);
   if (const auto n = root["election"]) read_election(r, n, config);
   if (const auto n = root["tls"]) {
     read_tls(r, n, config);
@@ -607,7 +629,7 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     if (!jobs.IsSequence()) r.fail(jobs, "jobs", "expected a list of jobs, got " + kind_of(jobs));
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const auto path = "jobs[" + std::to_string(i) + "]";
-      auto job = read_job(r, jobs[i], path);
+      auto job = read_job(r, jobs[i], path, config.history_limit);
       // Names are lock keys and log fields: two jobs with one name would share a lock and a history.
       for (std::size_t j = 0; j < config.jobs.size(); ++j) {
         if (config.jobs[j].name == job.name)
@@ -651,7 +673,8 @@ bool same_http(const std::optional<http_job>& a, const std::optional<http_job>& 
 bool same_job(const job_config& a, const job_config& b) {
   return a.name == b.name && a.sched.text() == b.sched.text() && a.timezone == b.timezone &&
          a.command == b.command && a.shell == b.shell && same_http(a.http, b.http) &&
-         a.timeout == b.timeout && a.grace == b.grace && a.overlap == b.overlap && a.misfire == b.misfire;
+         a.timeout == b.timeout && a.grace == b.grace && a.overlap == b.overlap && a.misfire == b.misfire &&
+         a.history_limit == b.history_limit;
 }
 
 const job_config* find_job(const std::vector<job_config>& jobs, const std::string& name) {
@@ -684,6 +707,7 @@ config_changes compare_configs(const agent_config& running, const agent_config& 
   differs("shutdown_grace", a.shutdown_grace != b.shutdown_grace, false);
   out.election = a.election_key != b.election_key || !same_lease(a.election, b.election);
   differs("election", out.election, false);
+  differs("history_limit", a.history_limit != b.history_limit, false);
   for (const auto& job : b.jobs) {
     const auto* before = find_job(a.jobs, job.name);
     if (!before)

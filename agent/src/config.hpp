@@ -67,6 +67,9 @@ struct job_config {
   std::chrono::milliseconds grace{5'000};
   overlap_policy overlap = overlap_policy::forbid;
   misfire_policy misfire = misfire_policy::skip;
+  /// How many finished runs of this job the agent keeps for GET /v1/jobs (1-1000); the top-level
+  /// `history_limit` unless the job sets its own.
+  std::size_t history_limit = 10;
 };
 
 /// leader: one replica wins the election key and runs every job. per_job: every replica schedules every job,
@@ -102,6 +105,8 @@ struct agent_config {
   std::string resign_token;
   /// On SIGTERM/SIGINT: how long running jobs may go on finishing before they are stopped (as on timeout).
   std::chrono::milliseconds shutdown_grace{20'000};
+  /// The default of each job's `history_limit` (1-1000).
+  std::size_t history_limit = 10;
   std::vector<job_config> jobs;
 };
 
@@ -149,7 +154,7 @@ void load_server_token(agent_config& config, const std::string& config_path);
 struct config_changes {
   /// Every top-level key whose value differs, in the file's order of keys (docs/agent.md): `server`, `tls`,
   /// `identity`, `listen`, `mode`, `log_level`, `token_file`, `resign_token`, `shutdown_grace`, `election`,
-  /// `jobs`. A new token in an unchanged token_file counts as `token_file`.
+  /// `history_limit`, `jobs`. A new token in an unchanged token_file counts as `token_file`.
   std::vector<std::string> keys;
   /// Of `keys`, those a running agent cannot take: the sidecar's socket (`listen`), the connection to the
   /// lock server that holds the lease (`server`, `tls`, `identity`, `token_file`), and `mode`. They need a

@@ -74,30 +74,54 @@ std::optional<agent_config> load_or_print(const command_line& cmd, bool read_tok
   }
 }
 
-// SIGHUP: the file is read and checked again, then compared with the running configuration. A bad file
-// changes nothing. A good one is not applied yet: the agent's runtime has no way to take new jobs or election
-// settings while it runs, so the log says what changed and that a restart is what applies it.
-void reload(const command_line& cmd, const agent_config& running) {
+// SIGHUP and POST /v1/reload: the file is read and checked again, then compared with the running
+// configuration. A bad file changes nothing. A good one is applied whole, or not at all when a key changed
+// that only a restart applies (the sidecar's socket, the connection that holds the lease, the mode): half a
+// configuration would be one that no file describes. Nothing applied here can fail, so "whole" holds.
+reload_result reload(const command_line& cmd, agent_config& running, agent_runtime& agent) {
+  reload_result out;
   agent_config loaded;
   try {
     loaded = load(cmd, true);
   } catch (const config_error& e) {
     baton::log::error("config_reload_failed",
                       {{"file", cmd.config_path}, {"error", e.what()}, {"kept", "running"}});
-    return;
+    out.error = e.what();
+    return out;
   }
-  const auto changes = compare_configs(running, loaded);
+  out.changes = compare_configs(running, loaded);
+  const auto& changes = out.changes;
   if (changes.empty()) {
-    baton::log::info("config_reload", {{"file", cmd.config_path}, {"changed", "none"}});
-    return;
+    baton::log::info("config_reload", {{"file", cmd.config_path}, {"changed", "none"}, {"applied", "true"}});
+    out.applied = true;
+    return out;
   }
-  baton::log::warn("config_reload",
-                   {{"file", cmd.config_path},
-                    {"changed", comma_list(changes.keys)},
-                    {"jobs", jobs_summary(changes)},
-                    {"restart_needed", comma_list(changes.restart_needed)},
-                    {"applied", "false"},
-                    {"reason", "a running agent cannot take a new configuration yet; restart it"}});
+  if (!changes.restart_needed.empty()) {
+    baton::log::warn("config_reload",
+                     {{"file", cmd.config_path},
+                      {"changed", comma_list(changes.keys)},
+                      {"jobs", jobs_summary(changes)},
+                      {"restart_needed", comma_list(changes.restart_needed)},
+                      {"applied", "false"},
+                      {"reason", "only a restart applies " + comma_list(changes.restart_needed) +
+                                     "; nothing of the file was applied"}});
+    return out;
+  }
+  baton::log::level lvl = baton::log::level::info;
+  baton::log::parse_level(loaded.log_level, lvl);
+  baton::log::set_level(lvl);
+  agent.apply_settings(loaded.resign_token, loaded.shutdown_grace);
+  if (!changes.jobs_added.empty() || !changes.jobs_removed.empty() || !changes.jobs_changed.empty())
+    agent.apply_jobs(loaded.jobs);
+  if (changes.election) agent.restart_election(loaded.election_key, loaded.election);
+  running = std::move(loaded);
+  out.applied = true;
+  baton::log::info("config_reload", {{"file", cmd.config_path},
+                                     {"changed", comma_list(changes.keys)},
+                                     {"jobs", jobs_summary(changes)},
+                                     {"restart_needed", "none"},
+                                     {"applied", "true"}});
+  return out;
 }
 
 int run_agent(const command_line& cmd) {
@@ -109,6 +133,7 @@ int run_agent(const command_line& cmd) {
   const auto loaded = load_or_print(cmd, true);
   if (!loaded) return exit_usage;
   const agent_config& cfg = *loaded;
+  agent_config running = cfg;  // what a reload compares the file with, and replaces once applied
   const auto listen_key =
       cmd.overrides.contains("listen") && !cmd.overrides.at("listen").empty() ? "--listen" : "listen";
   baton::log::level lvl = baton::log::level::info;
@@ -143,11 +168,12 @@ int run_agent(const command_line& cmd) {
     std::function<void()> wait_for_hangup = [&] {
       hangups.async_wait([&](const boost::system::error_code& ec, int) {
         if (ec) return;
-        reload(cmd, cfg);
+        reload(cmd, running, agent);
         wait_for_hangup();
       });
     };
     wait_for_hangup();
+    api.on_reload([&] { return reload(cmd, running, agent); });
     asio::co_spawn(ioc, api.serve(), asio::detached);
     int status = 0;
     asio::co_spawn(ioc, agent.run(), [&](std::exception_ptr e) {

@@ -11,8 +11,11 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
+
+#include <cstdio>
 
 namespace baton::agent {
 namespace asio = boost::asio;
@@ -41,11 +44,14 @@ std::string error_json(std::string_view code, std::string_view message) {
 
 json::object lock_server_json(const lock_server_status& seen) {
   json::object o{{"reachable", seen.reachable}, {"errors", seen.errors}};
-  if (seen.last_error.empty()) o["last_error"] = nullptr;
-  else o["last_error"] = seen.last_error;
+  if (seen.last_error.empty())
+    o["last_error"] = nullptr;
+  else
+    o["last_error"] = seen.last_error;
   if (seen.unreachable_since)
     o["unreachable_since"] = rfc3339(std::chrono::floor<std::chrono::seconds>(*seen.unreachable_since));
-  else o["unreachable_since"] = nullptr;
+  else
+    o["unreachable_since"] = nullptr;
   return o;
 }
 
@@ -67,6 +73,74 @@ std::string identity_of(std::string_view owner) {
   const auto digits = owner.substr(owner.size() - 16);
   if (digits.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::string(owner);
   return std::string(owner.substr(0, owner.size() - suffix));
+}
+
+// RFC 3339 in UTC with milliseconds: 2026-11-30T03:00:00.250Z.
+std::string rfc3339_ms(std::chrono::system_clock::time_point t) {
+  const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
+  const auto s = std::chrono::floor<std::chrono::seconds>(ms);
+  auto text = rfc3339(s);  // ...Z
+  char frac[8];
+  std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>((ms - s).count()));
+  text.insert(text.size() - 1, frac);
+  return text;
+}
+
+json::object run_json(const run_record& r) {
+  return {{"run_id", r.run_id},
+          {"trigger", r.manual ? "manual" : "schedule"},
+          {"slot", rfc3339(r.slot)},
+          {"started_at", rfc3339_ms(r.started)},
+          {"duration_ms", r.duration.count()},
+          {"outcome", to_string(r.outcome)},
+          {"status", r.status},
+          {"detail", r.detail},
+          {"token", r.token},
+          {"key", r.lock_key},
+          {"identity", r.identity}};
+}
+
+json::object job_json(const agent_runtime::job_status& st) {
+  json::array runs;
+  for (const auto& r : st.runs)
+    runs.push_back(run_json(r));
+  json::object o{
+      {"name", st.job->name},  {"schedule", st.job->sched.text()},       {"timezone", st.job->timezone},
+      {"running", st.running}, {"history_limit", st.job->history_limit}, {"runs", std::move(runs)}};
+  if (st.next_run)
+    o["next_run"] = rfc3339(*st.next_run);
+  else
+    o["next_run"] = nullptr;
+  return o;
+}
+
+constexpr std::string_view jobs_prefix = "/v1/jobs/";
+
+// The routes that change what the agent does (authorised with the resign token).
+bool is_operation(std::string_view path) {
+  return path == "/v1/resign" || path == "/v1/reload";
+}
+
+json::array json_strings(const std::vector<std::string>& items) {
+  return json::array(items.begin(), items.end());
+}
+
+// A reload's answer: 200 with what changed, 400 with the file's error, 409 when a key needs a restart (then
+// nothing was applied).
+http::response<http::string_body> reload_reply(const reload_result& r, bool keep_alive) {
+  if (!r.error.empty())
+    return reply(http::status::bad_request, error_json("invalid_config", r.error), keep_alive);
+  json::object body{{"changed", json_strings(r.changes.keys)},
+                    {"jobs", json::object{{"added", json_strings(r.changes.jobs_added)},
+                                          {"removed", json_strings(r.changes.jobs_removed)},
+                                          {"changed", json_strings(r.changes.jobs_changed)}}},
+                    {"election", r.changes.election},
+                    {"restart_needed", json_strings(r.changes.restart_needed)},
+                    {"applied", r.applied}};
+  if (r.applied) return reply(http::status::ok, json::serialize(body), keep_alive);
+  body["error"] = "restart_needed";
+  body["message"] = "only a restart can apply some of these changes; nothing was applied";
+  return reply(http::status::conflict, json::serialize(body), keep_alive);
 }
 
 }  // namespace
@@ -122,6 +196,15 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
     auto path = target.substr(0, target.find('?'));
     http::response<http::string_body> res;
     auto method_is = [&](http::verb v) { return req.method() == v; };
+    // The routes that change what the agent does need the resign token when one is configured (read at each
+    // request: a reload may change it).
+    auto authorized = [&] {
+      const auto& token = agent_.config().resign_token;
+      std::string_view auth = req[http::field::authorization];
+      constexpr std::string_view bearer = "Bearer ";
+      return token.empty() || (auth.substr(0, bearer.size()) == bearer &&
+                               constant_time_equal(auth.substr(bearer.size()), token));
+    };
 
     if (path == "/v1/leader" && method_is(http::verb::get)) {
       auto st = agent_.current();
@@ -148,22 +231,36 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
         o["error"] = e.what();
         res = reply(http::status::ok, json::serialize(o), ka);
       }
+    } else if (is_operation(path) && method_is(http::verb::post) && !authorized()) {
+      res = reply(http::status::unauthorized, error_json("unauthorized", "a valid bearer token is required"),
+                  ka);
+      res.set(http::field::www_authenticate, "Bearer");
+    } else if (path == "/v1/reload" && method_is(http::verb::post)) {
+      if (!reload_)
+        res = reply(http::status::service_unavailable,
+                    error_json("unavailable", "this agent cannot reload its configuration"), ka);
+      else
+        res = reload_reply(reload_(), ka);
     } else if (path == "/v1/resign" && method_is(http::verb::post)) {
-      const auto& token = agent_.config().resign_token;
-      std::string_view auth = req[http::field::authorization];
-      constexpr std::string_view bearer = "Bearer ";
-      bool authorized = token.empty() || (auth.substr(0, bearer.size()) == bearer &&
-                                          constant_time_equal(auth.substr(bearer.size()), token));
-      if (!authorized) {
-        res = reply(http::status::unauthorized,
-                    error_json("unauthorized", "a valid bearer token is required"), ka);
-        res.set(http::field::www_authenticate, "Bearer");
-      } else if (agent_.resign()) {
+      if (agent_.resign()) {
         log::info("resign_requested", {});
         res = reply(http::status::ok, R"({"resigned":true})", ka);
       } else {
         res = reply(http::status::conflict, error_json("not_leader", "this agent does not lead"), ka);
       }
+    } else if (path == "/v1/jobs" && method_is(http::verb::get)) {
+      json::array jobs;
+      for (const auto& st : agent_.jobs(std::chrono::system_clock::now()))
+        jobs.push_back(job_json(st));
+      res = reply(http::status::ok, json::serialize(json::object{{"jobs", std::move(jobs)}}), ka);
+    } else if (path.starts_with(jobs_prefix) && method_is(http::verb::get)) {
+      const auto name = path.substr(jobs_prefix.size());
+      if (const auto st = agent_.job(std::string(name), std::chrono::system_clock::now()))
+        res = reply(http::status::ok, json::serialize(job_json(*st)), ka);
+      else
+        res =
+            reply(http::status::not_found,
+                  error_json("unknown_job", "no job named \"" + std::string(name) + "\" is configured"), ka);
     } else if (path == "/healthz" && method_is(http::verb::get)) {
       res = reply(http::status::ok, R"({"status":"ok"})", ka);
     } else if (path == "/readyz" && method_is(http::verb::get)) {
@@ -181,7 +278,8 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
                   json::serialize(body), ka);
     } else if (path == "/metrics" && method_is(http::verb::get)) {
       res = reply(http::status::ok, agent_.render_metrics(), ka, "text/plain; version=0.0.4");
-    } else if (path == "/v1/leader" || path == "/v1/resign" || path == "/healthz" || path == "/readyz" ||
+    } else if (path == "/v1/leader" || is_operation(path) || path == "/v1/jobs" ||
+               path.starts_with(jobs_prefix) || path == "/healthz" || path == "/readyz" ||
                path == "/metrics") {
       res = reply(http::status::method_not_allowed,
                   error_json("method_not_allowed", "wrong method for this route"), ka);

@@ -2,6 +2,7 @@
 // The sidecar HTTP API beside the application (loopback by default):
 //   GET  /v1/leader  {"identity","is_leader","token","key","leader","leader_identity"}
 //   POST /v1/resign  give up leadership (Authorization: Bearer <resign_token> when one is configured)
+//   POST /v1/reload  read the configuration file again and apply it, as SIGHUP does (authorised as resign)
 //   GET  /healthz    the agent runs
 //   GET  /readyz     the lock server answers
 //   GET  /metrics    Prometheus text
@@ -11,7 +12,20 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <functional>
+#include <string>
+
 namespace baton::agent {
+
+/// The outcome of reading the configuration file again and applying it (main.cpp), as POST /v1/reload
+/// answers it.
+struct reload_result {
+  /// The file's error (config_error::what()); empty when it passed. Nothing was applied then.
+  std::string error;
+  config_changes changes;
+  /// Whether the changes were applied; never with `error` or with keys that need a restart.
+  bool applied = false;
+};
 
 class sidecar {
  public:
@@ -21,6 +35,8 @@ class sidecar {
   boost::asio::ip::tcp::endpoint bind(const boost::asio::ip::tcp::endpoint& at,
                                       boost::system::error_code& ec);
   boost::asio::awaitable<void> serve();
+  /// What POST /v1/reload calls, on the sidecar's executor. Without it the route answers 503.
+  void on_reload(std::function<reload_result()> reload) { reload_ = std::move(reload); }
   void close();
 
  private:
@@ -28,6 +44,7 @@ class sidecar {
   boost::asio::any_io_executor ex_;
   agent_runtime& agent_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  std::function<reload_result()> reload_;
 };
 
 }  // namespace baton::agent

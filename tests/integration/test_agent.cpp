@@ -548,3 +548,90 @@ BOOST_AUTO_TEST_CASE(run_ids_are_unique_across_leaderships) {
   BOOST_TEST(agents[other]->process().wait(30s) == 0);
   check_run_ids(out, 4);
 }
+
+BOOST_AUTO_TEST_CASE(jobs_endpoint_reports_each_jobs_schedule_and_its_last_runs_within_the_limit) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg =
+      write_config(dir, "agent.yaml",
+                   "history_limit: 2\n" +
+                       base_config(server, "30s",
+                                   "  - name: ok\n    schedule: \"* * * * * *\"\n    command: [/bin/true]\n"
+                                   "  - name: bad\n    schedule: \"* * * * * *\"\n    shell: true\n"
+                                   "    command: \"exit 3\"\n    history_limit: 1\n"
+                                   "  - name: never\n    schedule: \"0 0 1 1 *\"\n"
+                                   "    timezone: Europe/Kyiv\n    command: [/bin/true]\n"));
+  agent_process leader(cfg, "node-a", dir.path() / "a.log");
+  BOOST_REQUIRE(eventually([&] { return leader.leader().json.at("is_leader").as_bool(); }));
+  const auto token = leader.leader().json.at("token").to_number<std::uint64_t>();
+  agent_process standby(cfg, "node-b", dir.path() / "b.log");
+  const auto runs_of = [&](const boost::json::value& jobs, std::size_t i) {
+    return jobs.at("jobs").as_array().at(i).at("runs").as_array();
+  };
+  boost::json::value jobs;
+  BOOST_REQUIRE(eventually([&] {
+    jobs = leader.get("/v1/jobs").json;
+    return runs_of(jobs, 0).size() == 2u && runs_of(jobs, 1).size() == 1u;
+  }));
+  // Three more seconds: still the limit, newest first.
+  std::this_thread::sleep_for(3s);
+  const auto reply = leader.get("/v1/jobs");
+  BOOST_REQUIRE(reply.status == 200);
+  jobs = reply.json;
+  const auto& list = jobs.at("jobs").as_array();
+  BOOST_REQUIRE(list.size() == 3u);
+  BOOST_TEST(list[0].at("name").as_string() == "ok");
+  BOOST_TEST(list[0].at("schedule").as_string() == "* * * * * *");
+  BOOST_TEST(list[0].at("timezone").as_string() == "UTC");
+  BOOST_TEST(list[0].at("history_limit").to_number<int>() == 2);
+  BOOST_TEST(list[2].at("timezone").as_string() == "Europe/Kyiv");
+  BOOST_TEST(std::string(list[2].at("next_run").as_string()).ends_with("-12-31T22:00:00Z"),
+             list[2].at("next_run"));  // 1 January 00:00 in Kyiv (UTC+2)
+  const auto ok = runs_of(jobs, 0);
+  BOOST_REQUIRE(ok.size() == 2u);
+  BOOST_TEST(ok[0].at("started_at").as_string() > ok[1].at("started_at").as_string());
+  BOOST_TEST(ok[0].at("slot").as_string() > ok[1].at("slot").as_string());
+  for (const auto& r : ok) {
+    BOOST_TEST(r.at("outcome").as_string() == "succeeded");
+    BOOST_TEST(r.at("status").to_number<int>() == 0);
+    BOOST_TEST(r.at("token").to_number<std::uint64_t>() == token);
+    BOOST_TEST(r.at("identity").as_string() == "node-a");
+    BOOST_TEST(r.at("key").as_string() == "test/leader");
+    BOOST_TEST(r.at("trigger").as_string() == "schedule");
+    BOOST_TEST(std::string(r.at("run_id").as_string()).starts_with(std::to_string(token) + "-"));
+    BOOST_TEST(r.at("duration_ms").to_number<std::int64_t>() >= 0);
+  }
+  const auto bad = runs_of(jobs, 1);
+  BOOST_REQUIRE(bad.size() == 1u);
+  BOOST_TEST(bad[0].at("outcome").as_string() == "failed");
+  BOOST_TEST(bad[0].at("status").to_number<int>() == 3);
+  BOOST_TEST(runs_of(jobs, 2).empty());
+
+  // One job by name; an unknown name is a 404 with a reason; the routes take GET only.
+  const auto one = leader.get("/v1/jobs/bad");
+  BOOST_TEST(one.status == 200);
+  BOOST_TEST(one.json.at("name").as_string() == "bad");
+  const auto unknown = leader.get("/v1/jobs/nope");
+  BOOST_TEST(unknown.status == 404);
+  BOOST_TEST(unknown.json.at("error").as_string() == "unknown_job");
+  BOOST_TEST(http_client(leader.port(), 10s).post("/v1/jobs", "").status == 405);
+
+  // Per-job times on every agent: the standby reports each job too, at 0 (no run there).
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto last_success_ok = leader.metric("baton_agent_job_last_success_timestamp_seconds{job=\"ok\"}");
+  BOOST_TEST(last_success_ok > now - 30);
+  BOOST_TEST(last_success_ok <= now + 1);
+  BOOST_TEST(leader.metric("baton_agent_job_last_success_timestamp_seconds{job=\"bad\"}") == 0);
+  BOOST_TEST(leader.metric("baton_agent_job_last_run_timestamp_seconds{job=\"bad\"}") > now - 30);
+  BOOST_TEST(leader.metric("baton_agent_job_last_run_timestamp_seconds{job=\"never\"}") == 0);
+  for (const std::string job : {"ok", "bad", "never"}) {
+    BOOST_TEST(standby.metric("baton_agent_job_last_run_timestamp_seconds{job=\"" + job + "\"}") == 0);
+    BOOST_TEST(standby.metric("baton_agent_job_last_success_timestamp_seconds{job=\"" + job + "\"}") == 0);
+  }
+  BOOST_TEST(runs_of(standby.get("/v1/jobs").json, 0).empty());
+  leader.process().signal(SIGTERM);
+  BOOST_TEST(leader.process().wait(30s) == 0);
+  standby.process().signal(SIGTERM);
+  BOOST_TEST(standby.process().wait(30s) == 0);
+}

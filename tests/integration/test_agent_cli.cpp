@@ -13,8 +13,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/json/serialize.hpp>
+
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 using namespace baton::test;
 using namespace std::chrono_literals;
@@ -179,9 +182,46 @@ BOOST_AUTO_TEST_CASE(next_runs_prints_each_jobs_slots_in_its_zone) {
   BOOST_TEST(contains(bad.err, "--next-runs: expected a number"), bad.err);
 }
 
-BOOST_AUTO_TEST_CASE(sighup_rereads_the_file_while_the_leader_keeps_its_lease) {
+namespace {
+
+// Lines of `text` that start with `prefix`.
+std::size_t count_lines(const std::string& text, const std::string& prefix) {
+  std::size_t n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    n += line.starts_with(prefix) ? 1 : 0;
+  return n;
+}
+
+// A leading baton-agent started on `file`, its log in `log`; port() is its sidecar's.
+struct reloadable_agent {
+  child_process proc;
+  unsigned short port = 0;
+  reloadable_agent(const fs::path& file, const fs::path& log)
+      : proc({bin_path("baton-agent"), "--config", file.string(), "--identity", "reloader"}, log.string()) {
+    const auto line = proc.read_line(30s);
+    BOOST_REQUIRE(line.starts_with("baton-agent listening on "));
+    port = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+  }
+  boost::json::value leader() const { return http_client(port, 10s).get("/v1/leader").json; }
+  http_reply reload(const std::string& authorization) const {
+    http_client c(port, 10s);
+    c.set_authorization(authorization);
+    return c.post("/v1/reload", "");
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sighup_applies_new_jobs_while_the_leader_keeps_its_lease) {
   temp_dir dir;
   batond_process server(dir.path(), {}, 0, (dir.path() / "batond.log").string());
+  const auto out = dir.path() / "out";
+  // `extra` marks each run's start and end, with the token it runs under, and takes a second.
+  const std::string extra =
+      "  - name: extra\n    schedule: \"* * * * * *\"\n    shell: true\n    command: "
+      "\"echo start $BATON_FENCING_TOKEN >> " +
+      out.string() + "; sleep 1; echo end >> " + out.string() + "\"\n";
   const auto config = [&](const std::string& listen, const std::string& more_jobs) {
     return "server: " + server.url() + "\nlisten: " + listen +
            "\nshutdown_grace: 1s\nelection:\n  key: reload/leader\n  ttl: 2s\n"
@@ -190,28 +230,33 @@ BOOST_AUTO_TEST_CASE(sighup_rereads_the_file_while_the_leader_keeps_its_lease) {
   };
   const auto file = write_file(dir, "agent.yaml", config("127.0.0.1:0", ""));
   const auto log = dir.path() / "agent.log";
-  child_process p({bin_path("baton-agent"), "--config", file.string(), "--identity", "reloader"},
-                  log.string());
-  const auto line = p.read_line(30s);
-  BOOST_REQUIRE(line.starts_with("baton-agent listening on "));
-  const auto port = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
-  const auto leader = [&] { return http_client(port, 10s).get("/v1/leader").json; };
-  BOOST_REQUIRE(eventually([&] { return leader().at("is_leader").as_bool(); }));
-  const auto token = leader().at("token");
+  reloadable_agent a(file, log);
+  auto& p = a.proc;
+  BOOST_REQUIRE(eventually([&] { return a.leader().at("is_leader").as_bool(); }));
+  const auto token = a.leader().at("token");
 
   // Unchanged file: nothing to do.
   p.signal(SIGHUP);
   BOOST_REQUIRE(eventually([&] { return !log_line(log, "config_reload").empty(); }, 10s));
   BOOST_TEST(contains(log_line(log, "config_reload"), "changed=none"), log_line(log, "config_reload"));
 
-  // A new job and a new listen address: read, compared and reported, not applied.
-  write_file(
-      dir, "agent.yaml",
-      config("127.0.0.1:1", "  - name: extra\n    schedule: \"0 0 1 1 *\"\n    command: [\"/bin/true\"]\n"));
+  // A new job: applied, and its runs carry the lease's token.
+  write_file(dir, "agent.yaml", config("127.0.0.1:0", extra));
+  p.signal(SIGHUP);
+  BOOST_REQUIRE(eventually([&] { return contains(read_all(log), "changed=jobs jobs=+extra"); }, 10s));
+  BOOST_TEST(contains(read_all(log), "jobs=+extra restart_needed=none applied=true"), read_all(log));
+  BOOST_REQUIRE(eventually([&] { return count_lines(read_all(out), "start ") >= 2; }, 10s));
+  BOOST_TEST(count_lines(read_all(out), "start " + boost::json::serialize(token)) ==
+             count_lines(read_all(out), "start "));
+
+  // A new listen address needs a restart: nothing of the file is applied, `extra` goes on.
+  write_file(dir, "agent.yaml", config("127.0.0.1:1", ""));
   p.signal(SIGHUP);
   BOOST_REQUIRE(eventually([&] { return contains(read_all(log), "changed=listen,jobs"); }, 10s));
-  const auto reported = read_all(log);
-  BOOST_TEST(contains(reported, "jobs=+extra restart_needed=listen applied=false reason="), reported);
+  BOOST_TEST(contains(read_all(log), "jobs=-extra restart_needed=listen applied=false reason="),
+             read_all(log));
+  const auto runs = count_lines(read_all(out), "start ");
+  BOOST_TEST(eventually([&] { return count_lines(read_all(out), "start ") > runs; }, 10s));
 
   // A bad file: one error line with its place, and the running configuration is kept.
   write_file(dir, "agent.yaml",
@@ -222,16 +267,96 @@ BOOST_AUTO_TEST_CASE(sighup_rereads_the_file_while_the_leader_keeps_its_lease) {
       contains(log_line(log, "config_reload_failed"), "agent.yaml:12:15: jobs[1].schedule: minute field"),
       log_line(log, "config_reload_failed"));
 
-  // Two TTLs later the agent still runs and still leads under the same lease.
-  std::this_thread::sleep_for(4s);
-  BOOST_TEST(p.running());
-  const auto after = leader();
+  // `extra` removed: the run in flight finishes on its own (not stopped), and no run starts after it.
+  write_file(dir, "agent.yaml", config("127.0.0.1:0", ""));
+  p.signal(SIGHUP);
+  BOOST_REQUIRE(eventually([&] { return contains(read_all(log), "jobs=-extra restart_needed=none"); }, 10s));
+  BOOST_TEST(eventually(
+      [&] {
+        const auto text = read_all(out);
+        return count_lines(text, "start ") == count_lines(text, "end");
+      },
+      10s));
+  const auto final_runs = count_lines(read_all(out), "start ");
+  std::this_thread::sleep_for(2500ms);  // two and a half slots of the removed schedule
+  BOOST_TEST(count_lines(read_all(out), "start ") == final_runs);
+  BOOST_TEST(log_line(log, "job_stopped").empty(), read_all(log));
+
+  // The leader kept its lease throughout.
+  const auto after = a.leader();
   BOOST_TEST(after.at("is_leader").as_bool());
   BOOST_TEST(after.at("token") == token);
   BOOST_TEST(log_line(log, "lost").empty(), read_all(log));
   p.signal(SIGTERM);
   BOOST_TEST(p.wait(30s) == 0);
   BOOST_TEST(!log_line(log, "released").empty());
+}
+
+BOOST_AUTO_TEST_CASE(reload_over_the_api_is_authorised_and_answers_what_changed_or_why_not) {
+  temp_dir dir;
+  batond_process server(dir.path(), {}, 0, (dir.path() / "batond.log").string());
+  const auto config = [&](const std::string& listen, const std::string& key, const std::string& token) {
+    return "server: " + server.url() + "\nlisten: " + listen + "\nresign_token: " + token +
+           "\nshutdown_grace: 1s\nelection:\n  key: " + key + "\n  ttl: 2s\njobs: []\n";
+  };
+  const auto file = write_file(dir, "agent.yaml", config("127.0.0.1:0", "api/leader", "first-token"));
+  const auto log = dir.path() / "agent.log";
+  reloadable_agent a(file, log);
+  BOOST_REQUIRE(eventually([&] { return a.leader().at("is_leader").as_bool(); }));
+  const auto token = a.leader().at("token").to_number<std::uint64_t>();
+
+  // Without the token, or with a wrong one: refused, nothing read.
+  BOOST_TEST(a.reload("").status == 401);
+  BOOST_TEST(a.reload("Bearer wrong").status == 401);
+  BOOST_TEST(log_line(log, "config_reload").empty());
+
+  // Nothing changed.
+  auto r = a.reload("Bearer first-token");
+  BOOST_TEST(r.status == 200, r.body);
+  BOOST_TEST(r.json.at("changed").as_array().empty());
+  BOOST_TEST(r.json.at("applied").as_bool());
+
+  // A bad file: 400 with the file's error; the running configuration stays.
+  write_file(dir, "agent.yaml", config("127.0.0.1:0", "api/leader", "first-token") + "bogus: 1\n");
+  r = a.reload("Bearer first-token");
+  BOOST_TEST(r.status == 400, r.body);
+  BOOST_TEST(r.json.at("error").as_string() == "invalid_config");
+  BOOST_TEST(contains(std::string(r.json.at("message").as_string()), "agent.yaml:9:1: bogus: unknown key"),
+             r.body);
+
+  // A key only a restart applies: 409, and nothing of the file is applied (the new token is not taken).
+  write_file(dir, "agent.yaml", config("127.0.0.1:1", "api/leader", "second-token"));
+  r = a.reload("Bearer first-token");
+  BOOST_TEST(r.status == 409, r.body);
+  BOOST_TEST(r.json.at("error").as_string() == "restart_needed");
+  BOOST_TEST(boost::json::serialize(r.json.at("restart_needed")) == R"(["listen"])");
+  BOOST_TEST(!r.json.at("applied").as_bool());
+  BOOST_TEST(a.reload("Bearer second-token").status == 401);
+
+  // A new resign token and a new election key: applied; the agent campaigns on the new key at once.
+  write_file(dir, "agent.yaml", config("127.0.0.1:0", "api/other", "second-token"));
+  r = a.reload("Bearer first-token");
+  BOOST_TEST(r.status == 200, r.body);
+  BOOST_TEST(boost::json::serialize(r.json.at("changed")) == R"(["resign_token","election"])");
+  BOOST_TEST(r.json.at("election").as_bool());
+  BOOST_TEST(r.json.at("applied").as_bool());
+  BOOST_TEST(eventually(
+      [&] {
+        const auto l = a.leader();
+        return l.at("key").as_string() == "api/other" && l.at("is_leader").as_bool() &&
+               l.at("token").to_number<std::uint64_t>() > token;
+      },
+      10s));
+  BOOST_TEST(!log_line(log, "election_changed").empty(), read_all(log));
+  BOOST_TEST(log_line(log, "lost").empty(), read_all(log));
+  // The old key was released, not left to expire.
+  const auto old_key = server.client().get("/v1/locks/api%2Fleader");
+  BOOST_TEST(old_key.status == 404, old_key.body);
+  BOOST_TEST(old_key.json.at("error").as_string() == "not_held", old_key.body);
+  BOOST_TEST(a.reload("Bearer first-token").status == 401);
+  BOOST_TEST(a.reload("Bearer second-token").status == 200);
+  a.proc.signal(SIGTERM);
+  BOOST_TEST(a.proc.wait(30s) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(the_leader_endpoint_gives_the_leaders_identity_apart_from_its_owner_string) {

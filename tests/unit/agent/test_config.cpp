@@ -296,6 +296,15 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
        "t.yaml:6:13: jobs[0].http.body: expected a string, got a mapping"},
       {http_job_with("      url: http://h/\n      headers: [a]\n"),
        "t.yaml:6:16: jobs[0].http.headers: expected a mapping, got a list"},
+      // history_limit, top level and per job
+      {"history_limit: 0\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000, got \"0\""},
+      {"history_limit: 1001\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000"},
+      {"history_limit: -1\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000"},
+      {"history_limit: 2.5\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000"},
+      {"history_limit: [1]\n", "t.yaml:1:16: history_limit: expected a string, got a list"},
+      {job_with("    history_limit: ten\n"),
+       "t.yaml:5:20: jobs[0].history_limit: expected a whole number from 1 to 1000, got \"ten\""},
+      {job_with("    history_limit:\n"), "t.yaml:5:5: jobs[0].history_limit: has no value"},
       // top-level values
       {"server: ftp://h:1\n", "t.yaml:1:9: server: server_url \"ftp://h:1\" must start with http://"},
       {"identity: \"\"\n", "t.yaml:1:11: identity: must not be empty"},
@@ -651,4 +660,23 @@ jobs:
              boost::test_tools::per_element());
   BOOST_TEST(d.jobs_changed == (std::vector<std::string>{"a", "b"}), boost::test_tools::per_element());
   BOOST_TEST(!d.election);
+}
+
+BOOST_AUTO_TEST_CASE(history_limit_defaults_to_ten_and_a_job_may_set_its_own) {
+  BOOST_TEST(parse_config("", "t.yaml").history_limit == 10u);
+  BOOST_TEST(parse_config(job_with(""), "t.yaml").jobs[0].history_limit == 10u);
+  // The top-level value is every job's default, wherever it is written in the file.
+  const auto c = parse_config(job_with("  - name: b\n    schedule: \"* * * * *\"\n    command: [y]\n"
+                                       "    history_limit: 1000\n") +
+                                  "history_limit: 3\n",
+                              "t.yaml");
+  BOOST_TEST(c.history_limit == 3u);
+  BOOST_TEST(c.jobs[0].history_limit == 3u);
+  BOOST_TEST(c.jobs[1].history_limit == 1000u);
+  // A new limit is a change a reload applies, to the jobs it reaches.
+  const auto running = parse_config(job_with(""), "t.yaml");
+  const auto d = compare_configs(running, parse_config("history_limit: 5\n" + job_with(""), "t.yaml"));
+  BOOST_TEST(d.keys == (std::vector<std::string>{"history_limit", "jobs"}), boost::test_tools::per_element());
+  BOOST_TEST(d.jobs_changed == std::vector<std::string>{"a"}, boost::test_tools::per_element());
+  BOOST_TEST(d.restart_needed.empty());
 }
