@@ -391,7 +391,42 @@ asio::awaitable<void> agent_runtime::stop_all_runs(std::chrono::milliseconds let
   }
 }
 
+agent_runtime::manual_run agent_runtime::run_now(const std::string& name) {
+  manual_run out;
+  std::optional<std::size_t> index;
+  for (std::size_t i = 0; i < jobs_.size(); ++i)
+    if (jobs_[i]->name == name) index = i;
+  if (!index) return out;
+  using result = manual_run::result;
+  if (config_.mode == agent_mode::per_job) {
+    out.what = result::per_job_mode;
+    return out;
+  }
+  // The same conditions as a scheduled start: an active lease, scheduling under it, not stepping down.
+  if (!leading_lease_ || !leading_lease_->active() || !scheduler_.leading() || stopping_ || resigning_ ||
+      recampaign_) {
+    out.what = result::not_leader;
+    return out;
+  }
+  if (jobs_[*index]->overlap == overlap_policy::forbid && scheduler_.running(*index) > 0) {
+    out.what = result::running;
+    return out;
+  }
+  out.what = result::started;
+  out.token = leading_lease_->token();
+  out.slot = wall_now();
+  out.run_id = start_run(*index, out.slot, *leading_lease_, true);
+  return out;
+}
+
 asio::awaitable<void> agent_runtime::lead(lease& l) {
+  // run_now() starts runs under this lease while lead() schedules, and never after it returns (or is
+  // destroyed when the lease is lost).
+  leading_lease_ = &l;
+  struct lease_in_use {
+    const lease*& slot;
+    ~lease_in_use() { slot = nullptr; }
+  } in_use{leading_lease_};
   runs_under_lease_ = 0;
   for (auto& d : scheduler_.on_elected(wall_now(), misfire_window())) {
     note_skips(d);

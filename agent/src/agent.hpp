@@ -63,6 +63,25 @@ class agent_runtime {
   lock_server_status lock_server() const { return lock_server_.status(); }
   std::string render_metrics() const;
 
+  /// What POST /v1/jobs/{name}/run got.
+  struct manual_run {
+    enum class result {
+      started,       // a run started now: run_id, token and slot say which
+      unknown_job,   // no job has that name
+      not_leader,    // this agent does not lead (or is stepping down)
+      running,       // overlap: forbid, and a run of the job is going
+      per_job_mode,  // per-job mode has no leader to run it
+    };
+    result what = result::unknown_job;
+    std::string run_id;
+    std::uint64_t token = 0;
+    std::chrono::sys_seconds slot{};
+  };
+  /// Starts a run of `name` now, with the leader's token, outside the schedule: its slot is now (whole
+  /// seconds). The run is logged, counted and kept in the history like any other, as `trigger=manual`, and
+  /// counts for overlap as a scheduled run does. Call on the runtime's executor.
+  manual_run run_now(const std::string& name);
+
   /// A job as GET /v1/jobs reports it.
   struct job_status {
     std::shared_ptr<const job_config> job;
@@ -115,6 +134,7 @@ class agent_runtime {
   /// with across a reload.
   std::vector<std::shared_ptr<const job_config>> jobs_;
   std::map<std::string, int> running_by_name_;  // runs in flight per job name, outlived groups included
+  const lease* leading_lease_ = nullptr;        // leader mode: the lease while lead() schedules under it
   job_history history_;                         // on the runtime's executor only
   boost::asio::steady_timer control_;           // cancelled to wake run()/lead() on shutdown or resign
   bool stopping_ = false;

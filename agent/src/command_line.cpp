@@ -24,13 +24,16 @@ const char* const synopsis =
                    [--ca-file FILE] [--cert FILE --key FILE]
        baton-agent --check-config FILE [flags as above]
        baton-agent --next-runs N --config FILE [--from TIME]
+       baton-agent run-now NAME --config FILE [--listen ADDR:PORT]
        baton-agent --help | --version
 
 Elects one leader among the replicas that run it, through a Baton lock server, and runs cron jobs on that
 leader with the lease's fencing token. A flag wins over the file's key of the same name. SIGTERM or SIGINT
 stops the agent (running jobs get shutdown_grace, then the lease is released); SIGHUP reads and checks
 the file again and logs what changed.
+run-now asks the agent running with FILE (at its listen address) to run job NAME now.
 Exit status: 0 stopped, 1 failed while running, 2 bad configuration, flag or listen address.
+run-now: 0 started, 1 refused or no answer, 2 bad command line or file, 3 that agent does not lead.
 See docs/agent.md.
 
 )";
@@ -113,7 +116,16 @@ std::string not_runnable(const std::string& path, bool& missing) {
 
 }  // namespace
 
-command_line parse_command_line(const std::vector<std::string>& args) {
+command_line parse_command_line(const std::vector<std::string>& all_args) {
+  // `run-now NAME` is a command word and its argument; the flags follow as for the other commands.
+  std::vector<std::string> args = all_args;
+  std::optional<std::string> run_now_job;
+  if (!args.empty() && args.front() == "run-now") {
+    if (args.size() < 2 || args[1].starts_with("-"))
+      throw usage_error("run-now needs the job's NAME: baton-agent run-now NAME --config FILE");
+    run_now_job = args[1];
+    args.erase(args.begin(), args.begin() + 2);
+  }
   po::variables_map vm;
   // Arguments that are not flags are collected to be refused by name.
   auto all = options();
@@ -151,6 +163,7 @@ command_line parse_command_line(const std::vector<std::string>& args) {
   };
 
   if (given("check-config")) {
+    if (run_now_job) throw usage_error("--check-config and run-now are two commands: give one");
     if (given("config"))
       throw usage_error("--check-config FILE checks FILE: leave out --config, or use --next-runs with it");
     if (given("next-runs")) throw usage_error("--next-runs and --check-config are two commands: give one");
@@ -160,7 +173,11 @@ command_line parse_command_line(const std::vector<std::string>& args) {
   } else {
     out.config_path = value("config");
     if (out.config_path.empty()) throw usage_error("--config FILE is required (see baton-agent --help)");
-    if (given("next-runs")) {
+    if (run_now_job) {
+      if (given("next-runs")) throw usage_error("--next-runs and run-now are two commands: give one");
+      out.what = command_line::action::run_now;
+      out.job = *run_now_job;
+    } else if (given("next-runs")) {
       out.what = command_line::action::next_runs;
       out.next_runs = count_value(value("next-runs"));
     }

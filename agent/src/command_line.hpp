@@ -28,6 +28,7 @@ struct command_line {
     next_runs,     // --next-runs N --config FILE: print each job's next N slots
     help,          // --help, -h
     version,       // --version
+    run_now,       // run-now NAME --config FILE: ask the running agent to run job NAME now
   };
   action what = action::run;
   /// --config's FILE, or --check-config's.
@@ -39,6 +40,8 @@ struct command_line {
   unsigned next_runs = 0;
   /// --from TIME: the instant --next-runs counts from; empty: now.
   std::optional<std::chrono::sys_seconds> from;
+  /// run-now's NAME.
+  std::string job;
 
   static constexpr unsigned max_next_runs = 1000;
 };

@@ -4,6 +4,7 @@
 #include "agent.hpp"
 #include "command_line.hpp"
 #include "config.hpp"
+#include "run_now_client.hpp"
 #include "sidecar.hpp"
 
 #include "baton/common/log.hpp"
@@ -217,6 +218,21 @@ int next_runs(const command_line& cmd) {
   return 0;
 }
 
+// run-now NAME: one request to the running agent's sidecar; the file gives its address and token.
+int run_now(const command_line& cmd) {
+  const auto cfg = load_or_print(cmd, false);
+  if (!cfg) return exit_usage;
+  try {
+    const auto answer = run_now_via_sidecar(*cfg, cmd.job, std::chrono::seconds(10));
+    std::fprintf(answer.exit_status == 0 ? stdout : stderr, "%s%s\n",
+                 answer.exit_status == 0 ? "" : "baton-agent: ", answer.message.c_str());
+    return answer.exit_status;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "baton-agent: %s\n", e.what());
+    return exit_usage;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,6 +254,8 @@ int main(int argc, char** argv) {
       return check_config(cmd);
     case command_line::action::next_runs:
       return next_runs(cmd);
+    case command_line::action::run_now:
+      return run_now(cmd);
     case command_line::action::run:
       break;
   }

@@ -118,7 +118,16 @@ constexpr std::string_view jobs_prefix = "/v1/jobs/";
 
 // The routes that change what the agent does (authorised with the resign token).
 bool is_operation(std::string_view path) {
-  return path == "/v1/resign" || path == "/v1/reload";
+  return path == "/v1/resign" || path == "/v1/reload" ||
+         (path.starts_with(jobs_prefix) && path.ends_with("/run"));
+}
+
+// `name` of /v1/jobs/{name}/{action}, or empty when `path` is not that.
+std::string_view job_of_action(std::string_view path, std::string_view action) {
+  if (!path.starts_with(jobs_prefix) || !path.ends_with(action)) return {};
+  auto name = path.substr(jobs_prefix.size(), path.size() - jobs_prefix.size() - action.size());
+  if (name.size() < 2 || name.back() != '/') return {};
+  return name.substr(0, name.size() - 1);
 }
 
 json::array json_strings(const std::vector<std::string>& items) {
@@ -241,6 +250,50 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
                     error_json("unavailable", "this agent cannot reload its configuration"), ka);
       else
         res = reload_reply(reload_(), ka);
+    } else if (const auto name = job_of_action(path, "run"); !name.empty() && method_is(http::verb::post)) {
+      using result = agent_runtime::manual_run::result;
+      const auto started = agent_.run_now(std::string(name));
+      switch (started.what) {
+        case result::started:
+          res = reply(http::status::accepted,
+                      json::serialize(json::object{{"started", true},
+                                                   {"job", name},
+                                                   {"run_id", started.run_id},
+                                                   {"token", started.token},
+                                                   {"slot", rfc3339(started.slot)}}),
+                      ka);
+          break;
+        case result::unknown_job:
+          res = reply(http::status::not_found,
+                      error_json("unknown_job", "no job named \"" + std::string(name) + "\" is configured"),
+                      ka);
+          break;
+        case result::running:
+          res = reply(http::status::conflict,
+                      error_json("running", "a run of this job is going and its overlap is forbid"), ka);
+          break;
+        case result::per_job_mode:
+          res = reply(http::status::conflict,
+                      error_json("per_job_mode", "in per-job mode no agent leads; runs start only at slots"),
+                      ka);
+          break;
+        case result::not_leader: {
+          // Name the leader, as the lock server sees it, so the caller can ask that agent instead.
+          json::object body{{"error", "not_leader"}, {"message", "this agent does not lead; ask the leader"}};
+          body["leader"] = nullptr;
+          body["leader_identity"] = nullptr;
+          try {
+            if (auto holder = co_await agent_.lock_client().get(agent_.config().election_key)) {
+              body["leader"] = holder->owner;
+              body["leader_identity"] = identity_of(holder->owner);
+            }
+          } catch (const std::exception& e) {
+            body["lock_server_error"] = e.what();
+          }
+          res = reply(http::status::conflict, json::serialize(body), ka);
+          break;
+        }
+      }
     } else if (path == "/v1/resign" && method_is(http::verb::post)) {
       if (agent_.resign()) {
         log::info("resign_requested", {});

@@ -635,3 +635,119 @@ BOOST_AUTO_TEST_CASE(jobs_endpoint_reports_each_jobs_schedule_and_its_last_runs_
   standby.process().signal(SIGTERM);
   BOOST_TEST(standby.process().wait(30s) == 0);
 }
+
+BOOST_AUTO_TEST_CASE(a_manual_run_starts_now_on_the_leader_with_its_token_and_is_refused_elsewhere) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  const auto out = dir.path() / "out";
+  auto cfg =
+      write_config(dir, "agent.yaml",
+                   "resign_token: s3cret-token\n" +
+                       base_config(server, "30s",
+                                   "  - name: report\n    schedule: \"0 0 1 1 *\"\n    shell: true\n"
+                                   "    command: \"echo $BATON_FENCING_TOKEN $BATON_RUN_ID >> " +
+                                       out.string() +
+                                       "; sleep 2\"\n"
+                                       "  - name: parallel\n    schedule: \"0 0 1 1 *\"\n    overlap: allow\n"
+                                       "    command: [sleep, \"1\"]\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  int leader = -1;
+  BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
+  const auto token = agents[leader]->leader().json.at("token").to_number<std::uint64_t>();
+  const auto run = [&](int i, const std::string& job, const std::string& auth = "Bearer s3cret-token") {
+    http_client c(agents[i]->port(), 10s);
+    c.set_authorization(auth);
+    return c.post("/v1/jobs/" + job + "/run", "");
+  };
+
+  BOOST_TEST(run(leader, "report", "").status == 401);
+  BOOST_TEST(run(leader, "report", "Bearer wrong").status == 401);
+  BOOST_TEST(run(leader, "nope").status == 404);
+  BOOST_TEST(run(leader, "nope").json.at("error").as_string() == "unknown_job");
+  // The standby refuses and names the leader.
+  const auto refused = run(1 - leader, "report");
+  BOOST_TEST(refused.status == 409);
+  BOOST_TEST(refused.json.at("error").as_string() == "not_leader");
+  BOOST_TEST(refused.json.at("leader_identity").as_string() == agents[leader]->identity());
+
+  // The leader starts it now, with its token; a second request while it runs is refused (overlap: forbid).
+  const auto started = run(leader, "report");
+  BOOST_REQUIRE(started.status == 202);
+  BOOST_TEST(started.json.at("token").to_number<std::uint64_t>() == token);
+  const std::string run_id(started.json.at("run_id").as_string());
+  BOOST_TEST(run_id.starts_with(std::to_string(token) + "-"));
+  const auto again = run(leader, "report");
+  BOOST_TEST(again.status == 409);
+  BOOST_TEST(again.json.at("error").as_string() == "running");
+  BOOST_TEST(eventually([&] { return read_file(out) == std::to_string(token) + " " + run_id + "\n"; }, 10s));
+  // overlap: allow runs two at once.
+  BOOST_TEST(run(leader, "parallel").status == 202);
+  BOOST_TEST(run(leader, "parallel").status == 202);
+
+  // The runs are in the history as manual ones, and in the log.
+  BOOST_TEST(eventually(
+      [&] {
+        const auto job = agents[leader]->get("/v1/jobs/report").json;
+        const auto& runs = job.at("runs").as_array();
+        return runs.size() == 1u && runs[0].at("trigger").as_string() == "manual" &&
+               runs[0].at("outcome").as_string() == "succeeded" && runs[0].at("run_id").as_string() == run_id;
+      },
+      15s));
+  BOOST_TEST(eventually(
+      [&] { return agents[leader]->get("/v1/jobs/parallel").json.at("runs").as_array().size() == 2u; }, 10s));
+  BOOST_TEST(agents[leader]->log_lines({"event=job_started", "job=report", "trigger=manual"}).size() == 1u);
+  // Once it is over, it can run again; `baton-agent run-now` asks the sidecar the file names (or --listen).
+  BOOST_TEST(eventually([&] { return run(leader, "report").status == 202; }, 10s));
+  const auto cli = [&](int i, const std::string& job) {
+    static int n = 0;
+    return run_to_end({bin_path("baton-agent"), "run-now", job, "--config", cfg.string(), "--listen",
+                       "127.0.0.1:" + std::to_string(agents[i]->port())},
+                      (dir.path() / ("run-now-" + std::to_string(++n))).string(), 30s);
+  };
+  BOOST_TEST(eventually([&] { return agents[leader]->get("/v1/jobs/report").json.at("running") == 0; }, 10s));
+  const auto by_cli = cli(leader, "report");
+  BOOST_TEST(by_cli.code == 0, by_cli.err);
+  BOOST_TEST(by_cli.out.starts_with("started report: run " + std::to_string(token) + "-"), by_cli.out);
+  const auto busy = cli(leader, "report");
+  BOOST_TEST(busy.code == 1);
+  BOOST_TEST(busy.err.find("409 running") != std::string::npos, busy.err);
+  const auto standby = cli(1 - leader, "report");
+  BOOST_TEST(standby.code == 3);
+  BOOST_TEST(standby.err.find("the leader is " + agents[leader]->identity()) != std::string::npos,
+             standby.err);
+  const auto unknown = cli(leader, "nope");
+  BOOST_TEST(unknown.code == 1);
+  BOOST_TEST(unknown.err.find("404 unknown_job") != std::string::npos, unknown.err);
+  // The file's port 0 names no running agent; a port where none listens is no answer.
+  const auto no_port = run_to_end({bin_path("baton-agent"), "run-now", "report", "--config", cfg.string()},
+                                  (dir.path() / "run-now-port0").string(), 30s);
+  BOOST_TEST(no_port.code == 2);
+  BOOST_TEST(no_port.err.find("port 0") != std::string::npos, no_port.err);
+  const auto nobody = run_to_end(
+      {bin_path("baton-agent"), "run-now", "report", "--config", cfg.string(), "--listen", "127.0.0.1:1"},
+      (dir.path() / "run-now-nobody").string(), 30s);
+  BOOST_TEST(nobody.code == 1);
+  BOOST_TEST(nobody.err.find("cannot ask the agent at 127.0.0.1:1") != std::string::npos, nobody.err);
+  for (auto& a : agents) {
+    a->process().signal(SIGTERM);
+    BOOST_TEST(a->process().wait(30s) == 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_manual_run_is_refused_in_per_job_mode) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(dir, "agent.yaml",
+                          "mode: per-job\n" + base_config(server, "5s",
+                                                          "  - name: report\n    schedule: \"0 0 1 1 *\"\n"
+                                                          "    command: [/bin/true]\n"));
+  agent_process agent(cfg, "node-0", dir.path() / "a.log");
+  const auto r = http_client(agent.port(), 10s).post("/v1/jobs/report/run", "");
+  BOOST_TEST(r.status == 409);
+  BOOST_TEST(r.json.at("error").as_string() == "per_job_mode");
+  agent.process().signal(SIGTERM);
+  BOOST_TEST(agent.process().wait(30s) == 0);
+}

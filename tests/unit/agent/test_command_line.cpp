@@ -210,3 +210,23 @@ BOOST_AUTO_TEST_CASE(check_config_warns_about_programs_this_machine_cannot_run) 
       "agent.yaml:7:15: jobs[1].command[0]: \"no-such-program-here\" is not found in PATH (/usr/bin:/bin); "
       "its runs would end as spawn_failed on this machine");
 }
+
+BOOST_AUTO_TEST_CASE(run_now_takes_a_job_name_and_the_config_with_overrides) {
+  const auto c =
+      parse_command_line({"run-now", "report", "--config", "a.yaml", "--listen", "127.0.0.1:7071"});
+  BOOST_TEST((c.what == command_line::action::run_now));
+  BOOST_TEST(c.job == "report");
+  BOOST_TEST(c.config_path == "a.yaml");
+  BOOST_TEST(c.overrides.at("listen") == "127.0.0.1:7071");
+  BOOST_TEST(usage_error_of({"run-now"}).starts_with("run-now needs the job's NAME"));
+  BOOST_TEST(usage_error_of({"run-now", "--config", "a.yaml"}).starts_with("run-now needs the job's NAME"));
+  BOOST_TEST(usage_error_of({"run-now", "report"}).starts_with("--config FILE is required"));
+  BOOST_TEST(usage_error_of({"run-now", "report", "--config", "a.yaml", "--next-runs", "3"})
+                 .starts_with("--next-runs and run-now are two commands"));
+  BOOST_TEST(usage_error_of({"run-now", "report", "--check-config", "a.yaml"})
+                 .starts_with("--check-config and run-now are two commands"));
+  BOOST_TEST(usage_error_of({"run-now", "report", "other", "--config", "a.yaml"})
+                 .starts_with("unexpected argument \"other\""));
+  // Only as the first word: elsewhere it is a stray argument.
+  BOOST_TEST(usage_error_of({"--config", "a.yaml", "run-now", "report"}).starts_with("unexpected argument"));
+}
