@@ -82,9 +82,9 @@ std::optional<api_error> check_framing(const request& req) {
   while (!te.empty() && (te.back() == ' ' || te.back() == '\t'))
     te.remove_suffix(1);
   if (!beast::iequals(te, "chunked"))
-    return api_error{400, "bad_request",
-                     "Transfer-Encoding must be \"chunked\" alone, got \"" + std::string(codings.first->value()) +
-                         "\""};
+    return api_error{
+        400, "bad_request",
+        "Transfer-Encoding must be \"chunked\" alone, got \"" + std::string(codings.first->value()) + "\""};
   if (req.count(http::field::content_length) != 0)
     return api_error{400, "bad_request", "Content-Length together with Transfer-Encoding"};
   return std::nullopt;
@@ -111,6 +111,7 @@ struct http_server::impl {
   // a connection flood costs a bounded amount of work.
   static constexpr std::int64_t max_refusing = 64;
   std::atomic<std::int64_t> refusing{0};
+  const bool loopback_listener = options.listen.address().is_loopback();
 
   impl(http_options o, lock_service& s, server_metrics& m)
       : options(std::move(o)),
@@ -134,6 +135,11 @@ struct http_server::impl {
     auto error = [&](const api_error& e) {
       return make_response(static_cast<http::status>(e.status), v, ka, error_body(e.code, e.message));
     };
+    if (auto e = browser_check(req)) {
+      log::debug("browser_refused", {{"status", e->status}, {"target", std::string(req.target())}});
+      co_return make_response(static_cast<http::status>(e->status), v, false,
+                              error_body(e->code, e->message));
+    }
 
     auto parsed = parse_target(req.target());
     std::string client;  // the authenticated name; empty without authentication
@@ -250,6 +256,26 @@ struct http_server::impl {
       }
     }
     co_return error({500, "internal", "unhandled route"});
+  }
+
+  // What stops a web page from driving batond through a browser (docs/security.md): no browser client is
+  // expected, so a request that carries an Origin is refused; a cross-site POST that needs no preflight
+  // cannot have a JSON content type; and on a loopback listener a Host that is not a loopback name is a
+  // page whose DNS name was rebound to 127.0.0.1. A request without Host is not from a browser.
+  std::optional<api_error> browser_check(const request& req) const {
+    if (req.count(http::field::origin) != 0)
+      return api_error{403, "cross_origin_refused",
+                       "requests with an Origin header (from a web page) are refused: batond has no browser "
+                       "clients"};
+    if (loopback_listener && req.count(http::field::host) != 0 && !is_loopback_host(req[http::field::host]))
+      return api_error{421, "misdirected_request",
+                       "this server listens on loopback and answers only Host: localhost, 127.x.x.x or "
+                       "[::1], got \"" +
+                           std::string(req[http::field::host]) + "\""};
+    if (req.method() == http::verb::post && !is_json_content_type(req[http::field::content_type]))
+      return api_error{415, "unsupported_media_type",
+                       "a POST body must be sent as Content-Type: application/json"};
+    return std::nullopt;
   }
 
   std::string rate_text() const {
@@ -432,7 +458,7 @@ struct http_server::impl {
               431, "header_too_large",
               "request header exceeds " + std::to_string(options.limits.max_header_bytes) + " bytes"};
         } else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
-                 ec != http::error::end_of_stream && ec != http::error::partial_message) {
+                   ec != http::error::end_of_stream && ec != http::error::partial_message) {
           answer = api_error{400, "bad_request", "malformed HTTP request: " + ec.message()};
         }
         if (answer) {

@@ -6,6 +6,7 @@
 #include <boost/json/value_stack.hpp>
 #include <boost/url/parse.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <unordered_set>
@@ -16,7 +17,9 @@ namespace json = boost::json;
 
 namespace {
 
-api_error bad_request(std::string message) { return api_error{400, "bad_request", std::move(message)}; }
+api_error bad_request(std::string message) {
+  return api_error{400, "bad_request", std::move(message)};
+}
 
 bool has_control_chars(std::string_view s) {
   for (unsigned char c : s)
@@ -269,10 +272,14 @@ std::variant<lock_target, api_error> parse_target(std::string_view target) {
   if (!valid_utf8(t.key)) return bad_request("key must be valid UTF-8 after percent-decoding");
 
   if (parts.size() == 4) {
-    if (parts[3] == "acquire") t.what = lock_target::kind::acquire;
-    else if (parts[3] == "renew") t.what = lock_target::kind::renew;
-    else if (parts[3] == "release") t.what = lock_target::kind::release;
-    else return not_found;
+    if (parts[3] == "acquire")
+      t.what = lock_target::kind::acquire;
+    else if (parts[3] == "renew")
+      t.what = lock_target::kind::renew;
+    else if (parts[3] == "release")
+      t.what = lock_target::kind::release;
+    else
+      return not_found;
     return t;
   }
 
@@ -294,12 +301,81 @@ std::string_view method_for(lock_target::kind k) {
   switch (k) {
     case lock_target::kind::acquire:
     case lock_target::kind::renew:
-    case lock_target::kind::release: return "POST";
+    case lock_target::kind::release:
+      return "POST";
     case lock_target::kind::get:
     case lock_target::kind::healthz:
-    case lock_target::kind::metrics: return "GET";
+    case lock_target::kind::metrics:
+      return "GET";
   }
   return "GET";
+}
+
+namespace {
+bool iequal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
+bool all_digits(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Four decimal octets, the first 127; no leading `+`, no empty octet, each at most 255.
+bool is_ipv4_loopback(std::string_view s) {
+  int octets = 0;
+  for (std::size_t pos = 0;; ++octets) {
+    std::size_t dot = s.find('.', pos);
+    std::string_view part = s.substr(pos, dot == std::string_view::npos ? std::string_view::npos : dot - pos);
+    if (part.empty() || part.size() > 3 || !all_digits(part)) return false;
+    int v = std::stoi(std::string(part));
+    if (v > 255 || (octets == 0 && v != 127)) return false;
+    if (dot == std::string_view::npos) break;
+    pos = dot + 1;
+  }
+  return octets == 3;
+}
+}  // namespace
+
+bool is_loopback_host(std::string_view host) {
+  host = trim(host);
+  std::string_view name = host, port;
+  if (host.starts_with('[')) {
+    auto close = host.find(']');
+    if (close == std::string_view::npos) return false;
+    name = host.substr(1, close - 1);
+    std::string_view rest = host.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return false;
+      port = rest.substr(1);
+      if (port.empty() || !all_digits(port)) return false;
+    }
+    return name == "::1" || iequal(name, "0:0:0:0:0:0:0:1");
+  }
+  if (auto colon = host.find(':'); colon != std::string_view::npos) {
+    name = host.substr(0, colon);
+    port = host.substr(colon + 1);
+    if (port.empty() || !all_digits(port)) return false;
+  }
+  return iequal(name, "localhost") || is_ipv4_loopback(name);
+}
+
+bool is_json_content_type(std::string_view content_type) {
+  return iequal(trim(content_type.substr(0, content_type.find(';'))), "application/json");
 }
 
 }  // namespace baton::server

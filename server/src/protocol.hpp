@@ -64,4 +64,13 @@ std::variant<lock_target, api_error> parse_target(std::string_view target);
 /// The HTTP method a target kind accepts ("POST" or "GET").
 std::string_view method_for(lock_target::kind k);
 
+/// Whether a `Host` header value names this machine's loopback interface: `localhost`, an IPv4 address in
+/// 127.0.0.0/8 or `[::1]`, each with or without a port. A browser sends the name it resolved, so a page of
+/// another site that rebinds its DNS name to 127.0.0.1 still sends that name, never one of these.
+bool is_loopback_host(std::string_view host);
+
+/// Whether a `Content-Type` value is `application/json`, with any parameters (`; charset=utf-8`), any case.
+/// A browser may send a cross-site POST without asking first only with a form or `text/plain` type.
+bool is_json_content_type(std::string_view content_type);
+
 }  // namespace baton::server

@@ -426,3 +426,42 @@ BOOST_AUTO_TEST_CASE(a_transfer_coding_other_than_a_lone_chunked_gets_400_and_sm
   auto plain = http_client::raw(server.port(), head("Chunked") + chunked(acquire_body("c", 60000)));
   BOOST_TEST(plain.status == 200);
 }
+
+// A web page cannot drive batond through a browser: a cross-site `text/plain` POST (no preflight), any
+// request with an Origin, and, on a loopback listener, a Host that is not a loopback name (DNS rebinding).
+// Each is refused before it changes anything, and closes its connection.
+BOOST_AUTO_TEST_CASE(browser_requests_are_refused_cross_site_posts_origins_and_rebound_hosts) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  const std::string body = acquire_body("page", 60000);
+  auto post = [&](std::string_view headers) {
+    return http_client::raw(server.port(), "POST /v1/locks/k/acquire HTTP/1.1\r\n" + std::string(headers) +
+                                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                                               body);
+  };
+
+  auto text_plain = post("Host: 127.0.0.1\r\nContent-Type: text/plain\r\n");
+  BOOST_TEST(text_plain.status == 415);
+  BOOST_TEST(str(text_plain, "error") == "unsupported_media_type");
+  BOOST_TEST(post("Host: 127.0.0.1\r\n").status == 415);
+
+  auto origin = post("Host: 127.0.0.1\r\nContent-Type: application/json\r\nOrigin: https://evil.example\r\n");
+  BOOST_TEST(origin.status == 403);
+  BOOST_TEST(str(origin, "error") == "cross_origin_refused");
+  BOOST_TEST(!origin.keep_alive);
+
+  auto rebound = post("Host: evil.example:7070\r\nContent-Type: application/json\r\n");
+  BOOST_TEST(rebound.status == 421);
+  BOOST_TEST(str(rebound, "error") == "misdirected_request");
+  auto rebound_get = http_client::raw(server.port(), "GET /v1/locks/k HTTP/1.1\r\nHost: evil.example\r\n\r\n");
+  BOOST_TEST(rebound_get.status == 421);
+
+  http_client c(server.port());
+  BOOST_TEST(c.get("/v1/locks/k").status == 404);  // nothing above acquired it
+
+  // Loopback names with any port are served (the same owner acquiring again is granted again).
+  for (std::string_view host : {"localhost:1", "127.0.0.1", "[::1]:7070"})
+    BOOST_TEST(post("Host: " + std::string(host) + "\r\nContent-Type: application/json; charset=utf-8\r\n").status ==
+                   200,
+               host);
+}

@@ -154,3 +154,24 @@ BOOST_AUTO_TEST_CASE(the_same_name_in_different_objects_is_not_a_duplicate) {
 BOOST_AUTO_TEST_CASE(error_body_is_json_with_code_and_message) {
   BOOST_TEST(error_body("bad_request", "say \"why\"") == R"({"error":"bad_request","message":"say \"why\""})");
 }
+
+BOOST_AUTO_TEST_CASE(loopback_hosts_are_localhost_127_x_and_ipv6_one_with_any_port) {
+  for (std::string_view ok : {"localhost", "LocalHost:7070", "127.0.0.1", "127.0.0.1:80", "127.1.2.3:65535",
+                              "[::1]", "[::1]:7070", " 127.0.0.1 "})
+    BOOST_TEST(is_loopback_host(ok), ok);
+  for (std::string_view bad : {"", "evil.example", "evil.example:7070", "localhost.evil.example", "128.0.0.1",
+                               "127.0.0", "127.0.0.1.5", "127.0.0.256", "127.0.0.1:", "127.0.0.1:x", "[::1",
+                               "[::2]:80", "[::1]7070", "0.0.0.0", "10.0.0.1", "127.0.0.1:80:80"})
+    BOOST_TEST(!is_loopback_host(bad), bad);
+}
+
+BOOST_AUTO_TEST_CASE(json_content_type_allows_parameters_and_any_case_only) {
+  BOOST_TEST(is_json_content_type("application/json"));
+  BOOST_TEST(is_json_content_type("Application/JSON; charset=utf-8"));
+  BOOST_TEST(is_json_content_type(" application/json ;charset=utf-8"));
+  BOOST_TEST(!is_json_content_type(""));
+  BOOST_TEST(!is_json_content_type("text/plain"));
+  BOOST_TEST(!is_json_content_type("application/x-www-form-urlencoded"));
+  BOOST_TEST(!is_json_content_type("application/jsonx"));
+  BOOST_TEST(!is_json_content_type("multipart/form-data; boundary=application/json"));
+}
