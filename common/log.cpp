@@ -14,10 +14,14 @@ std::atomic<int> g_level{static_cast<int>(level::info)};
 
 const char* level_name(level l) {
   switch (l) {
-    case level::debug: return "debug";
-    case level::info: return "info";
-    case level::warn: return "warn";
-    case level::error: return "error";
+    case level::debug:
+      return "debug";
+    case level::info:
+      return "info";
+    case level::warn:
+      return "warn";
+    case level::error:
+      return "error";
   }
   return "info";
 }
@@ -29,22 +33,67 @@ bool needs_quotes(std::string_view v) {
   return false;
 }
 
+// Length of the well-formed UTF-8 sequence at the start of `v` and its code point; 0 when it is not one
+// (a stray continuation byte, an overlong form, a surrogate, beyond U+10FFFF, or cut short).
+std::size_t utf8_sequence(std::string_view v, char32_t& cp) {
+  auto b = [&](std::size_t i) { return static_cast<unsigned char>(v[i]); };
+  unsigned char lead = b(0);
+  std::size_t n = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 0;
+  if (n == 0 || lead > 0xf4 || v.size() < n) return 0;
+  cp = lead & (0x7f >> n);
+  for (std::size_t i = 1; i < n; ++i) {
+    if ((b(i) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i) & 0x3f);
+  }
+  const char32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < smallest[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+// Code points that end or rearrange a line on a terminal or in a log viewer: C1 controls (U+0085 is a
+// line break to some readers), the Unicode line and paragraph separators, and the bidirectional formatting
+// characters that can make a line read differently from what it holds (U+202E reverses what follows).
+bool is_layout_control(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 void append_value(std::string& out, std::string_view v) {
   if (!needs_quotes(v)) {
     out += v;
     return;
   }
   out += '"';
-  for (unsigned char c : v) {
+  char buf[16];
+  for (std::size_t i = 0; i < v.size();) {
+    unsigned char c = static_cast<unsigned char>(v[i]);
     if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
+      ++i;
     } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
-    } else {
+      ++i;
+    } else if (c < 0x80) {
       out += static_cast<char>(c);
+      ++i;
+    } else {
+      char32_t cp = 0;
+      std::size_t n = utf8_sequence(v.substr(i), cp);
+      if (n == 0) {
+        // Not UTF-8: the byte itself, so the line stays valid UTF-8 and says what was sent.
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+        ++i;
+      } else if (is_layout_control(cp)) {
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+        out += buf;
+        i += n;
+      } else {
+        out.append(v.substr(i, n));
+        i += n;
+      }
     }
   }
   out += '"';
@@ -75,9 +124,13 @@ bool parse_level(std::string_view text, level& out) {
   return false;
 }
 
-void set_level(level l) { g_level.store(static_cast<int>(l), std::memory_order_relaxed); }
+void set_level(level l) {
+  g_level.store(static_cast<int>(l), std::memory_order_relaxed);
+}
 
-bool enabled(level l) { return static_cast<int>(l) >= g_level.load(std::memory_order_relaxed); }
+bool enabled(level l) {
+  return static_cast<int>(l) >= g_level.load(std::memory_order_relaxed);
+}
 
 void write(level l, std::string_view event, std::initializer_list<field> fields) {
   if (!enabled(l)) return;

@@ -7,6 +7,9 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <latch>
 #include <thread>
 
@@ -15,7 +18,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string str(const http_reply& r, const char* field) { return std::string(r.json.at(field).as_string()); }
+std::string str(const http_reply& r, const char* field) {
+  return std::string(r.json.at(field).as_string());
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -37,16 +42,19 @@ BOOST_AUTO_TEST_CASE(sixty_four_concurrent_acquires_of_one_key_have_exactly_one_
   batond_process server(dir.path());
   constexpr int n = 64;
   std::vector<std::unique_ptr<http_client>> clients;
-  for (int i = 0; i < n; ++i) clients.push_back(std::make_unique<http_client>(server.port()));
+  for (int i = 0; i < n; ++i)
+    clients.push_back(std::make_unique<http_client>(server.port()));
   std::vector<http_reply> replies(n);
   std::latch start(n);
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i)
     threads.emplace_back([&, i] {
       start.arrive_and_wait();
-      replies[i] = clients[i]->post("/v1/locks/contended/acquire", acquire_body("w" + std::to_string(i), 30000));
+      replies[i] =
+          clients[i]->post("/v1/locks/contended/acquire", acquire_body("w" + std::to_string(i), 30000));
     });
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
 
   int winners = 0, refused = 0;
   std::string winner;
@@ -129,7 +137,8 @@ BOOST_AUTO_TEST_CASE(kill9_during_acquire_release_churn_never_lowers_tokens_and_
       BOOST_TEST(other.status == 409);
       BOOST_TEST(token_of(other) == keeper_token);
       // Every new token is larger than every token ever acknowledged.
-      auto fresh = c.post("/v1/locks/fresh-" + std::to_string(round) + "/acquire", acquire_body("probe", 1000));
+      auto fresh =
+          c.post("/v1/locks/fresh-" + std::to_string(round) + "/acquire", acquire_body("probe", 1000));
       BOOST_REQUIRE(fresh.status == 200);
       BOOST_TEST(token_of(fresh) > highest_acknowledged);
       highest_acknowledged = token_of(fresh);
@@ -159,9 +168,11 @@ BOOST_AUTO_TEST_CASE(kill9_during_acquire_release_churn_never_lowers_tokens_and_
       });
     // Let the churn run a while (bounded), then crash the server in the middle of it.
     auto until = std::chrono::steady_clock::now() + 10s;
-    while (cycles.load() < 200 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+    while (cycles.load() < 200 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(5ms);
     server.kill9();
-    for (auto& t : workers) t.join();
+    for (auto& t : workers)
+      t.join();
     BOOST_TEST(cycles.load() > 0);
     highest_acknowledged = max_ack.load();
   }
@@ -334,8 +345,8 @@ BOOST_AUTO_TEST_CASE(a_stalled_client_is_disconnected_after_the_read_timeout) {
   batond_process server(dir.path(), {"--read-timeout-ms", "300"});
   auto start = std::chrono::steady_clock::now();
   // Half a request, then silence: the server must hang up rather than wait forever.
-  BOOST_CHECK_THROW(http_client::raw(server.port(), "POST /v1/locks/k/acquire HTTP/1.1\r\nContent-Length: 50\r\n\r\n{",
-                                     20s),
+  BOOST_CHECK_THROW(http_client::raw(server.port(),
+                                     "POST /v1/locks/k/acquire HTTP/1.1\r\nContent-Length: 50\r\n\r\n{", 20s),
                     std::exception);
   BOOST_TEST(seconds_since(start) < 15.0);
   BOOST_TEST(server.client().get("/healthz").status == 200);
@@ -352,7 +363,8 @@ BOOST_AUTO_TEST_CASE(metrics_and_healthz_answer) {
   auto m = c.get("/metrics");
   BOOST_TEST(m.status == 200);
   BOOST_TEST(m.body.find("baton_requests_total{route=\"acquire\",code=\"200\"} 1") != std::string::npos);
-  BOOST_TEST(m.body.find("baton_operations_total{op=\"acquire\",outcome=\"granted\"} 1") != std::string::npos);
+  BOOST_TEST(m.body.find("baton_operations_total{op=\"acquire\",outcome=\"granted\"} 1") !=
+             std::string::npos);
   BOOST_TEST(m.body.find("baton_wal_fsync_seconds_count") != std::string::npos);
   BOOST_TEST(m.body.find("baton_locks_held 1") != std::string::npos);
 }
@@ -390,9 +402,10 @@ BOOST_AUTO_TEST_CASE(a_transfer_coding_other_than_a_lone_chunked_gets_400_and_sm
   temp_dir dir;
   batond_process server(dir.path());
   const std::string inner_body = acquire_body("smuggler", 60000);
-  const std::string smuggled = "POST /v1/locks/smuggled/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                               "Content-Type: application/json\r\nContent-Length: " +
-                               std::to_string(inner_body.size()) + "\r\n\r\n" + inner_body;
+  const std::string smuggled =
+      "POST /v1/locks/smuggled/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(inner_body.size()) + "\r\n\r\n" + inner_body;
   auto head = [](std::string_view codings, std::string_view extra = {}) {
     return "POST /v1/locks/outer/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
            "Transfer-Encoding: " +
@@ -410,8 +423,8 @@ BOOST_AUTO_TEST_CASE(a_transfer_coding_other_than_a_lone_chunked_gets_400_and_sm
 
   auto gzip = http_client::raw(server.port(), head("gzip, chunked") + chunked(acquire_body("g", 60000)));
   BOOST_TEST(gzip.status == 400);
-  auto twice = http_client::raw(server.port(), head("chunked", "Transfer-Encoding: chunked\r\n") +
-                                                   chunked(acquire_body("t", 60000)));
+  auto twice = http_client::raw(
+      server.port(), head("chunked", "Transfer-Encoding: chunked\r\n") + chunked(acquire_body("t", 60000)));
   BOOST_TEST(twice.status == 400);
   auto with_length = http_client::raw(
       server.port(), head("chunked", "Content-Length: 5\r\n") + chunked(acquire_body("l", 60000)));
@@ -453,7 +466,8 @@ BOOST_AUTO_TEST_CASE(browser_requests_are_refused_cross_site_posts_origins_and_r
   auto rebound = post("Host: evil.example:7070\r\nContent-Type: application/json\r\n");
   BOOST_TEST(rebound.status == 421);
   BOOST_TEST(str(rebound, "error") == "misdirected_request");
-  auto rebound_get = http_client::raw(server.port(), "GET /v1/locks/k HTTP/1.1\r\nHost: evil.example\r\n\r\n");
+  auto rebound_get =
+      http_client::raw(server.port(), "GET /v1/locks/k HTTP/1.1\r\nHost: evil.example\r\n\r\n");
   BOOST_TEST(rebound_get.status == 421);
 
   http_client c(server.port());
@@ -461,7 +475,36 @@ BOOST_AUTO_TEST_CASE(browser_requests_are_refused_cross_site_posts_origins_and_r
 
   // Loopback names with any port are served (the same owner acquiring again is granted again).
   for (std::string_view host : {"localhost:1", "127.0.0.1", "[::1]:7070"})
-    BOOST_TEST(post("Host: " + std::string(host) + "\r\nContent-Type: application/json; charset=utf-8\r\n").status ==
-                   200,
-               host);
+    BOOST_TEST(
+        post("Host: " + std::string(host) + "\r\nContent-Type: application/json; charset=utf-8\r\n").status ==
+            200,
+        host);
+}
+
+// Keys and owners are the client's bytes, and they reach the log. Code points that break or reorder a line
+// on a terminal (U+0085, U+2028, U+2029, U+202E and the other bidirectional controls) are written escaped,
+// so one event stays one line that reads as what it holds.
+BOOST_AUTO_TEST_CASE(line_and_bidi_controls_in_keys_and_owners_are_escaped_in_the_log) {
+  temp_dir dir, logs;
+  const auto log_path = logs.path() / "batond.log";
+  child_process server({bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", dir.path().string(),
+                        "--log-level", "debug"},
+                       log_path.string());
+  std::string line = server.read_line(30s);
+  BOOST_REQUIRE(line.rfind("batond listening on ", 0) == 0);
+  http_client c(static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1))));
+
+  // Key "a<U+2028>b<U+202E>c" percent-encoded; owner "o<U+0085>p<U+2029>q<U+2066>r" as JSON escapes.
+  auto r = c.post("/v1/locks/a%E2%80%A8b%E2%80%AEc/acquire",
+                  R"({"owner":"o\u0085p\u2029q\u2066r","ttl_ms":60000})");
+  BOOST_REQUIRE(r.status == 200);
+  server.signal(SIGTERM);
+  BOOST_REQUIRE(server.wait(30s) == 0);
+
+  std::ifstream in(log_path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(text.find(R"(key="a\u2028b\u202ec")") != std::string::npos);
+  BOOST_TEST(text.find(R"(owner="o\u0085p\u2029q\u2066r")") != std::string::npos);
+  for (std::string_view raw : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xae", "\xe2\x81\xa6"})
+    BOOST_TEST(text.find(raw) == std::string::npos);
 }

@@ -19,7 +19,11 @@ bool parse_level(std::string_view text, level& out);
 void set_level(level l);
 bool enabled(level l);
 
-/// One field of a log line. Values that contain spaces, quotes or '=' are quoted and escaped.
+/// One field of a log line. A value with a space, quote, '=', backslash or any byte outside printable ASCII
+/// is quoted; inside the quotes `"` and `\` are escaped with a backslash, ASCII control bytes and bytes that
+/// are not UTF-8 are written `\xNN`, and code points that break or reorder a line on a terminal (C1
+/// controls, U+2028/U+2029, bidirectional controls such as U+202E) are written `\uNNNN`. Other UTF-8 is
+/// kept as it is. So one event is one line, which reads as what it holds, whatever a client sent.
 struct field {
   std::string_view name;
   std::string value;
@@ -28,16 +32,23 @@ struct field {
   field(std::string_view n, const char* v) : name(n), value(v) {}
   field(std::string_view n, const std::string& v) : name(n), value(v) {}
   template <class Int>
-    requires std::is_arithmetic_v<Int>
-  field(std::string_view n, Int v) : name(n), value(std::to_string(v)) {}
+  requires std::is_arithmetic_v<Int> field(std::string_view n, Int v) : name(n), value(std::to_string(v)) {}
 };
 
 /// Writes `event=<event>` followed by the fields, if `l` is enabled.
 void write(level l, std::string_view event, std::initializer_list<field> fields = {});
 
-inline void debug(std::string_view e, std::initializer_list<field> f = {}) { write(level::debug, e, f); }
-inline void info(std::string_view e, std::initializer_list<field> f = {}) { write(level::info, e, f); }
-inline void warn(std::string_view e, std::initializer_list<field> f = {}) { write(level::warn, e, f); }
-inline void error(std::string_view e, std::initializer_list<field> f = {}) { write(level::error, e, f); }
+inline void debug(std::string_view e, std::initializer_list<field> f = {}) {
+  write(level::debug, e, f);
+}
+inline void info(std::string_view e, std::initializer_list<field> f = {}) {
+  write(level::info, e, f);
+}
+inline void warn(std::string_view e, std::initializer_list<field> f = {}) {
+  write(level::warn, e, f);
+}
+inline void error(std::string_view e, std::initializer_list<field> f = {}) {
+  write(level::error, e, f);
+}
 
 }  // namespace baton::log
