@@ -106,7 +106,10 @@ struct http_server::impl {
   std::atomic<bool> draining{false};
   std::atomic<bool> drain_started{false};
   std::atomic<std::int64_t> open_connections{0};
-  rate_limiter rate{options.limits.rate_per_second, options.limits.rate_burst};
+  // Request rate per authenticated client name, and per address for requests without a valid token (all
+  // requests when there are no tokens).
+  rate_limiter client_rate{options.limits.rate_per_second, options.limits.rate_burst};
+  rate_limiter address_rate{options.limits.rate_per_second, options.limits.rate_burst};
   // Connections past max_connections being answered 503; past this many more they are closed unanswered, so
   // a connection flood costs a bounded amount of work.
   static constexpr std::int64_t max_refusing = 64;
@@ -129,7 +132,8 @@ struct http_server::impl {
     return w;
   }
 
-  asio::awaitable<response> handle(const request& req, route& counted_as) {
+  asio::awaitable<response> handle(const request& req, route& counted_as, const std::string& peer_address,
+                                   clock::time_point started) {
     const unsigned v = req.version();
     const bool ka = req.keep_alive() && !draining.load(std::memory_order_relaxed);
     auto error = [&](const api_error& e) {
@@ -143,24 +147,40 @@ struct http_server::impl {
 
     auto parsed = parse_target(req.target());
     std::string client;  // the authenticated name; empty without authentication
+    std::optional<api_error> refused;
     if (options.tokens) {
       auto* target = std::get_if<lock_target>(&parsed);
       if (target) counted_as = route_of(*target);
       auto table = options.tokens->current();
-      auto authorization = req[http::field::authorization];
-      auto d = target ? auth::authorize(*table, authorization, *target)
-                      : auth::authenticate(*table, authorization);
-      if (auto* e = std::get_if<api_error>(&d)) {
-        auto res = error(*e);
-        if (e->status == 401)
-          res.set(http::field::www_authenticate, authorization.empty()
-                                                     ? R"(Bearer realm="batond")"
-                                                     : R"(Bearer realm="batond", error="invalid_token")");
-        log::debug("auth_refused",
-                   {{"status", e->status}, {"target", std::string(req.target())}, {"reason", e->message}});
-        co_return res;
-      }
-      client = std::move(std::get<std::string>(d));
+      auto d = target ? auth::authorize(*table, req[http::field::authorization], *target)
+                      : auth::authenticate(*table, req[http::field::authorization]);
+      if (auto* e = std::get_if<api_error>(&d))
+        refused = std::move(*e);
+      else
+        client = std::move(std::get<std::string>(d));
+    }
+    // The rate is charged after authentication: an authenticated client has a bucket of its own name, so
+    // nobody else on its address (or behind its NAT) can spend it; requests without a valid token share
+    // their address's bucket, kept apart from the names' buckets.
+    if (auto wait =
+            client.empty() ? address_rate.admit(peer_address, started) : client_rate.admit(client, started)) {
+      auto res =
+          make_response(http::status::too_many_requests, v, ka,
+                        error_body("rate_limited", "more than " + rate_text() +
+                                                       " requests per second from this client; retry later"));
+      res.set(http::field::retry_after, retry_after_seconds(*wait));
+      co_return res;
+    }
+    if (refused) {
+      auto res = error(*refused);
+      if (refused->status == 401)
+        res.set(http::field::www_authenticate, req[http::field::authorization].empty()
+                                                   ? R"(Bearer realm="batond")"
+                                                   : R"(Bearer realm="batond", error="invalid_token")");
+      log::debug(
+          "auth_refused",
+          {{"status", refused->status}, {"target", std::string(req.target())}, {"reason", refused->message}});
+      co_return res;
     }
     if (auto* e = std::get_if<api_error>(&parsed)) co_return error(*e);
     const auto& t = std::get<lock_target>(parsed);
@@ -477,15 +497,7 @@ struct http_server::impl {
       response res;
       route r = route::other;
       try {
-        if (auto wait = rate.admit(client, started)) {
-          res = make_response(
-              http::status::too_many_requests, req.version(), req.keep_alive(),
-              error_body("rate_limited",
-                         "more than " + rate_text() + " requests per second from this client; retry later"));
-          res.set(http::field::retry_after, retry_after_seconds(*wait));
-        } else {
-          res = co_await handle(req, r);
-        }
+        res = co_await handle(req, r, client, started);
       } catch (const waiters_exhausted& e) {
         res = make_response(http::status::service_unavailable, req.version(), req.keep_alive(),
                             error_body("too_many_waiters", std::string(e.what()) + "; retry later"));

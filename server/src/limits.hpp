@@ -21,7 +21,8 @@ struct limits_options {
   std::size_t max_header_bytes = 16 * 1024;
   /// Request body; past it 413 `body_too_large` (--max-body-bytes).
   std::size_t max_body_bytes = 64 * 1024;
-  /// Sustained requests per second per client; 0 turns the limit off (--rate-limit).
+  /// Sustained requests per second per client (its authenticated name, or its address without a valid
+  /// token); 0 turns the limit off (--rate-limit).
   double rate_per_second = 0;
   /// Requests a client may send at once above the sustained rate (--rate-burst).
   double rate_burst = 0;
@@ -57,8 +58,8 @@ class token_bucket {
   clock::time_point last_;
 };
 
-/// One token bucket per client, keyed by a string: the remote IP address today; an authentication layer may
-/// pass its authenticated name instead (a key per identity, not per address). Thread-safe.
+/// One token bucket per client, keyed by a string: batond keeps one table keyed by authenticated client name
+/// and one keyed by remote IP address (requests without a valid token). Thread-safe.
 ///
 /// Memory is bounded: at most `max_clients` buckets. When the table is full, buckets that are full again
 /// (clients idle long enough to have forgotten) are dropped; if none is, clients without a bucket share one

@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     ("max-connections", po::value(&limits.max_connections)->default_value(limits.max_connections), "open client connections at once; past it: 503 and close")
     ("max-header-bytes", po::value(&limits.max_header_bytes)->default_value(limits.max_header_bytes), "request line and headers; past it: 431")
     ("max-body-bytes", po::value(&limits.max_body_bytes)->default_value(limits.max_body_bytes), "request body; past it: 413")
-    ("rate-limit", po::value(&limits.rate_per_second)->default_value(limits.rate_per_second), "requests per second per client address, 0 = off; past it: 429")
+    ("rate-limit", po::value(&limits.rate_per_second)->default_value(limits.rate_per_second), "requests per second per client (its authenticated name with --tokens-file, else its address), 0 = off; past it: 429")
     ("rate-burst", po::value(&limits.rate_burst)->default_value(limits.rate_burst), "requests a client may send at once above --rate-limit (0: the rate, at least 1)")
     ("max-waiters-per-key", po::value(&limits.max_waiters_per_key)->default_value(limits.max_waiters_per_key), "long-poll waiters on one key; past it: 503")
     ("max-waiters", po::value(&limits.max_waiters)->default_value(limits.max_waiters), "long-poll waiters in total; past it: 503");

@@ -9,6 +9,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <fstream>
 #include <thread>
 
 using namespace baton::test;
@@ -57,8 +58,9 @@ BOOST_AUTO_TEST_CASE(
   a.reset();  // frees a slot once the server sees the close
   auto deadline = std::chrono::steady_clock::now() + 20s;
   int status = 0;
-  while ((status = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status) !=
-         200) {
+  while (
+      (status = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status) !=
+      200) {
     BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
                           "slot never freed, last status " << status);
     std::this_thread::sleep_for(20ms);
@@ -69,16 +71,16 @@ BOOST_AUTO_TEST_CASE(
 BOOST_AUTO_TEST_CASE(headers_and_bodies_past_their_limits_get_431_and_413) {
   temp_dir dir;
   batond_process server(dir.path(), {"--max-header-bytes", "2048", "--max-body-bytes", "1024"});
-  auto big_header = http_client::raw(
-      server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + std::string(4096, 'p') + "\r\n\r\n");
+  auto big_header = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " +
+                                                        std::string(4096, 'p') + "\r\n\r\n");
   BOOST_TEST(big_header.status == 431);
   BOOST_TEST(str(big_header, "error") == "header_too_large");
   BOOST_TEST(str(big_header, "message").find("2048") != std::string::npos);
 
   std::string body = R"({"owner":")" + std::string(2000, 'o') + R"(","ttl_ms":1000})";
-  auto big_body =
-      http_client::raw(server.port(), "POST /v1/locks/k/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
-                                          std::to_string(body.size()) + "\r\n\r\n" + body);
+  auto big_body = http_client::raw(
+      server.port(), "POST /v1/locks/k/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body);
   BOOST_TEST(big_body.status == 413);
   BOOST_TEST(str(big_body, "error") == "body_too_large");
 
@@ -148,4 +150,33 @@ BOOST_AUTO_TEST_CASE(long_polls_past_the_per_key_and_total_waiter_limits_get_503
   wait_for_waiters(c, 0);
   auto again = c.get("/v1/locks/c?wait_ms=100&token=0");
   BOOST_TEST(again.status == 404);
+}
+
+// With tokens the rate is charged per authenticated name: a process on the holder's address that has no
+// token spends only the address's bucket for unauthenticated requests, never the holder's.
+BOOST_AUTO_TEST_CASE(unauthenticated_requests_from_the_holders_address_do_not_spend_its_rate) {
+  temp_dir dir, scratch;
+  const auto tokens = scratch.path() / "tokens";
+  // SHA-256 of "holder-secret-token".
+  std::ofstream(tokens)
+      << "sha256:5ad82dd40119c2e3a9b59574d506e47a586ed6e49c4108290096823f78248b9c holder rw:*\n";
+  batond_process server(dir.path(),
+                        {"--tokens-file", tokens.string(), "--rate-limit", "0.1", "--rate-burst", "3"});
+  auto holder = server.client();
+  holder.set_authorization("Bearer holder-secret-token");
+  auto granted = holder.post("/v1/locks/k/acquire", acquire_body("h"));
+  BOOST_REQUIRE(granted.status == 200);
+  const auto token = granted.json.at("token").as_int64();
+
+  int refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto r = http_client::raw(server.port(), "GET /v1/locks/k HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    if (r.status == 429) ++refused;
+  }
+  BOOST_TEST(refused >= 3);  // the address's bucket of 3 ran out
+
+  auto renewed =
+      holder.post("/v1/locks/k/renew",
+                  json::serialize(json::object{{"owner", "h"}, {"token", token}, {"ttl_ms", 60000}}));
+  BOOST_TEST(renewed.status == 200);
 }
