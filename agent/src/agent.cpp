@@ -8,7 +8,9 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
 
 namespace baton::agent {
 namespace asio = boost::asio;
@@ -27,11 +29,19 @@ client_config make_client_config(const agent_config& c) {
   return cc;
 }
 
-std::vector<scheduled_job> make_jobs(const std::vector<job_config>& jobs) {
+std::vector<scheduled_job> make_jobs(const std::vector<job_config>& jobs,
+                                     const std::set<std::string>& suspended) {
   std::vector<scheduled_job> out;
   for (const auto& j : jobs)
-    out.push_back(
-        {j.name, j.sched, j.tz, j.overlap == overlap_policy::allow, j.misfire == misfire_policy::run_once});
+    out.push_back({j.name, j.sched, j.tz, j.overlap == overlap_policy::allow,
+                   j.misfire == misfire_policy::run_once, suspended.contains(j.name)});
+  return out;
+}
+
+std::set<std::string> suspended_in(const std::vector<job_config>& jobs) {
+  std::set<std::string> out;
+  for (const auto& j : jobs)
+    if (j.suspend) out.insert(j.name);
   return out;
 }
 
@@ -70,9 +80,11 @@ agent_runtime::agent_runtime(asio::any_io_executor ex, agent_config config)
                           [this](const boost::system::error_code& ec, const std::string& diagnostic) {
                             observe_lock_server(ec, diagnostic);
                           })),
-      scheduler_(make_jobs(config_.jobs)),
+      scheduler_(make_jobs(config_.jobs, suspended_in(config_.jobs))),
       jobs_(share_jobs(config_.jobs)),
-      control_(ex, asio::steady_timer::time_point::max()) {}
+      control_(ex, asio::steady_timer::time_point::max()) {
+  suspended_ = suspended_in(config_.jobs);
+}
 
 void agent_runtime::observe_lock_server(const boost::system::error_code& ec, const std::string& diagnostic) {
   std::optional<lock_server_notice> n;
@@ -113,12 +125,29 @@ void agent_runtime::note_skips(const slot_decision& d) {
     auto& s = job_stats_[name];
     s.missed += d.missed;
     if (d.what == slot_decision::kind::skip_overlap) ++s.skipped_overlap;
+    if (d.what == slot_decision::kind::skip_suspended) ++s.skipped_suspended;
   }
   if (d.missed > 0)
     log::info("job_skipped",
               {{"job", name}, {"reason", "missed"}, {"slots", d.missed}, {"before", rfc3339(d.slot)}});
   if (d.what == slot_decision::kind::skip_overlap)
     log::info("job_skipped", {{"job", name}, {"slot", rfc3339(d.slot)}, {"reason", "overlap"}});
+  if (d.what == slot_decision::kind::skip_suspended)
+    log::info("job_skipped", {{"job", name}, {"slot", rfc3339(d.slot)}, {"reason", "suspended"}});
+}
+
+bool agent_runtime::set_suspended(const std::string& name, bool suspended) {
+  for (std::size_t i = 0; i < jobs_.size(); ++i) {
+    if (jobs_[i]->name != name) continue;
+    if (suspended)
+      suspended_.insert(name);
+    else
+      suspended_.erase(name);
+    scheduler_.set_suspended(i, suspended);
+    log::info(suspended ? "job_suspended" : "job_resumed", {{"job", name}});
+    return true;
+  }
+  return false;
 }
 
 agent_runtime::status agent_runtime::current() const {
@@ -139,7 +168,17 @@ bool agent_runtime::resign() {
 
 void agent_runtime::apply_jobs(std::vector<job_config> jobs) {
   auto shared = share_jobs(jobs);
-  const auto before = scheduler_.replace_jobs(make_jobs(jobs));
+  // The file's `suspend` decides for a new job and for one whose `suspend` the file changed; any other job
+  // keeps what the API made of it.
+  std::set<std::string> suspended;
+  for (const auto& j : jobs) {
+    const auto before = std::find_if(config_.jobs.begin(), config_.jobs.end(),
+                                     [&](const job_config& old) { return old.name == j.name; });
+    const bool from_file = before == config_.jobs.end() || before->suspend != j.suspend;
+    if (from_file ? j.suspend : suspended_.contains(j.name)) suspended.insert(j.name);
+  }
+  suspended_ = std::move(suspended);
+  const auto before = scheduler_.replace_jobs(make_jobs(jobs, suspended_));
   // A job that is new to the scheduler may still have runs in flight: it was removed by an earlier reload
   // while they ran, and comes back now. They count for its overlap rule as before.
   for (std::size_t i = 0; i < shared.size(); ++i)
@@ -541,6 +580,7 @@ agent_runtime::job_status agent_runtime::status_of(std::size_t index,
   if (const auto it = running_by_name_.find(job->name); it != running_by_name_.end())
     out.running = it->second;
   out.runs = history_.runs(job->name);
+  out.suspended = suspended_.contains(job->name);
   return out;
 }
 
@@ -602,6 +642,8 @@ std::string agent_runtime::render_metrics() const {
          static_cast<unsigned long long>(s.skipped_overlap));
     line("baton_agent_job_slots_skipped_total{job=\"%s\",reason=\"missed\"} %llu\n", job.c_str(),
          static_cast<unsigned long long>(s.missed));
+    line("baton_agent_job_slots_skipped_total{job=\"%s\",reason=\"suspended\"} %llu\n", job.c_str(),
+         static_cast<unsigned long long>(s.skipped_suspended));
   }
   out +=
       "# HELP baton_agent_job_kill_failures_total Runs whose process group could not be signalled or "
@@ -629,6 +671,10 @@ std::string agent_runtime::render_metrics() const {
   for (const auto& j : jobs_)
     line("baton_agent_job_last_success_timestamp_seconds{job=\"%s\"} %.3f\n", j->name.c_str(),
          seconds(history_.last_success(j->name)));
+  out += "# HELP baton_agent_job_suspended 1 while the job is suspended on this agent.\n";
+  out += "# TYPE baton_agent_job_suspended gauge\n";
+  for (const auto& j : jobs_)
+    line("baton_agent_job_suspended{job=\"%s\"} %d\n", j->name.c_str(), suspended_.contains(j->name) ? 1 : 0);
   out += "# HELP baton_agent_job_running Runs of the job in flight on this agent.\n";
   out += "# TYPE baton_agent_job_running gauge\n";
   for (const auto& j : jobs_) {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace baton::agent {
@@ -82,12 +83,18 @@ class agent_runtime {
   /// counts for overlap as a scheduled run does. Call on the runtime's executor.
   manual_run run_now(const std::string& name);
 
+  /// Suspends or resumes job `name` on this agent (POST /v1/jobs/{name}/suspend|resume): a suspended job's
+  /// slots are skipped (`reason=suspended`); runs in flight go on; a manual run still runs it. Idempotent.
+  /// Returns false when no job has that name. Not kept across a restart. Call on the runtime's executor.
+  bool set_suspended(const std::string& name, bool suspended);
+
   /// A job as GET /v1/jobs reports it.
   struct job_status {
     std::shared_ptr<const job_config> job;
     /// The job's first slot after `now` (this agent runs it only if it leads then).
     std::optional<std::chrono::sys_seconds> next_run;
     int running = 0;
+    bool suspended = false;
     std::vector<run_record> runs;  // this agent's finished runs of the job, newest first
   };
   /// Every configured job, in the file's order. Call on the runtime's executor.
@@ -135,8 +142,9 @@ class agent_runtime {
   std::vector<std::shared_ptr<const job_config>> jobs_;
   std::map<std::string, int> running_by_name_;  // runs in flight per job name, outlived groups included
   const lease* leading_lease_ = nullptr;        // leader mode: the lease while lead() schedules under it
-  job_history history_;                         // on the runtime's executor only
-  boost::asio::steady_timer control_;           // cancelled to wake run()/lead() on shutdown or resign
+  std::set<std::string> suspended_;    // jobs suspended on this agent (the file's `suspend`, then the API)
+  job_history history_;                // on the runtime's executor only
+  boost::asio::steady_timer control_;  // cancelled to wake run()/lead() on shutdown or resign
   bool stopping_ = false;
   bool resigning_ = false;
   bool recampaign_ = false;             // the election settings changed: release and campaign again at once
@@ -155,7 +163,7 @@ class agent_runtime {
     std::map<std::string, std::uint64_t> outcomes;
     double duration_sum = 0;
     std::uint64_t duration_count = 0;
-    std::uint64_t skipped_overlap = 0, missed = 0;
+    std::uint64_t skipped_overlap = 0, missed = 0, skipped_suspended = 0;
     std::uint64_t kill_failures = 0;
   };
   std::map<std::string, job_stats> job_stats_;

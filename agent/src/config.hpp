@@ -70,6 +70,8 @@ struct job_config {
   /// How many finished runs of this job the agent keeps for GET /v1/jobs (1-1000); the top-level
   /// `history_limit` unless the job sets its own.
   std::size_t history_limit = 10;
+  /// Start with the job suspended: its slots are skipped until POST /v1/jobs/{name}/resume.
+  bool suspend = false;
 };
 
 /// leader: one replica wins the election key and runs every job. per_job: every replica schedules every job,

@@ -20,7 +20,9 @@ std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::s
       candidate = jobs_[i].sched.next_fire(*candidate, jobs_[i].tz);
     }
     if (!latest) continue;
-    if (s.running > 0 && !jobs_[i].allow_overlap)
+    if (jobs_[i].suspended)
+      out.push_back({slot_decision::kind::skip_suspended, i, *latest, 0});
+    else if (s.running > 0 && !jobs_[i].allow_overlap)
       out.push_back({slot_decision::kind::skip_overlap, i, *latest, 0});
     else
       out.push_back({slot_decision::kind::start, i, *latest, 0});
@@ -64,8 +66,9 @@ std::vector<slot_decision> scheduler::due(sys_seconds now) {
       following = jobs_[i].sched.next_fire(slot, jobs_[i].tz);
     }
     s.next = following;
-    auto kind = s.running > 0 && !jobs_[i].allow_overlap ? slot_decision::kind::skip_overlap
-                                                         : slot_decision::kind::start;
+    auto kind = jobs_[i].suspended                         ? slot_decision::kind::skip_suspended
+                : s.running > 0 && !jobs_[i].allow_overlap ? slot_decision::kind::skip_overlap
+                                                           : slot_decision::kind::start;
     out.push_back({kind, i, slot, missed});
   }
   return out;

@@ -11,6 +11,8 @@
 // - overlap forbid: a slot that comes due while the previous run of that job is still going is skipped.
 // - misfire run_once: on election, a job whose most recent slot lies within the misfire window before the
 //   election runs once at once (the previous leader may have died before running it); skip: it does not.
+// - A suspended job's slots come due as usual and are skipped (skip_suspended), so they are counted and
+//   logged, and resuming it starts nothing from before: its next run is its next slot.
 // - A backward wall-clock step (a time-sync correction, an operator's `date -s`) is noticed by the next
 //   due(): interval schedules follow the clock from the new time, so their slots come again rather than
 //   pausing for the length of the step; time-of-day schedules do not run a slot twice, as across a
@@ -35,12 +37,14 @@ struct scheduled_job {
   const date::time_zone* tz = nullptr;
   bool allow_overlap = false;
   bool run_missed_once = false;
+  bool suspended = false;
 };
 
 struct slot_decision {
   enum class kind {
-    start,         // start a run of `job` for `slot`
-    skip_overlap,  // the slot came due while the previous run was still going (overlap: forbid)
+    start,           // start a run of `job` for `slot`
+    skip_overlap,    // the slot came due while the previous run was still going (overlap: forbid)
+    skip_suspended,  // the slot came due while the job was suspended
   };
   kind what;
   std::size_t job;
@@ -75,6 +79,9 @@ class scheduler {
   /// time the slots were computed, so no slot before the change starts because of it. Returns, for each new
   /// index, the index the job had before (empty for a new job), so the caller can re-point runs in flight.
   std::vector<std::optional<std::size_t>> replace_jobs(std::vector<scheduled_job> jobs);
+
+  /// Suspends or resumes a job from now on: its slots are skipped (skip_suspended) while suspended.
+  void set_suspended(std::size_t job, bool suspended) { jobs_.at(job).suspended = suspended; }
 
   void run_started(std::size_t job);
   void run_finished(std::size_t job);

@@ -104,9 +104,10 @@ json::object job_json(const agent_runtime::job_status& st) {
   json::array runs;
   for (const auto& r : st.runs)
     runs.push_back(run_json(r));
-  json::object o{
-      {"name", st.job->name},  {"schedule", st.job->sched.text()},       {"timezone", st.job->timezone},
-      {"running", st.running}, {"history_limit", st.job->history_limit}, {"runs", std::move(runs)}};
+  json::object o{{"name", st.job->name},         {"schedule", st.job->sched.text()},
+                 {"timezone", st.job->timezone}, {"running", st.running},
+                 {"suspended", st.suspended},    {"history_limit", st.job->history_limit},
+                 {"runs", std::move(runs)}};
   if (st.next_run)
     o["next_run"] = rfc3339(*st.next_run);
   else
@@ -116,10 +117,15 @@ json::object job_json(const agent_runtime::job_status& st) {
 
 constexpr std::string_view jobs_prefix = "/v1/jobs/";
 
+std::string unknown_job_json(std::string_view name) {
+  return error_json("unknown_job", "no job named \"" + std::string(name) + "\" is configured");
+}
+
 // The routes that change what the agent does (authorised with the resign token).
 bool is_operation(std::string_view path) {
   return path == "/v1/resign" || path == "/v1/reload" ||
-         (path.starts_with(jobs_prefix) && path.ends_with("/run"));
+         (path.starts_with(jobs_prefix) &&
+          (path.ends_with("/run") || path.ends_with("/suspend") || path.ends_with("/resume")));
 }
 
 // `name` of /v1/jobs/{name}/{action}, or empty when `path` is not that.
@@ -205,6 +211,12 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
     auto path = target.substr(0, target.find('?'));
     http::response<http::string_body> res;
     auto method_is = [&](http::verb v) { return req.method() == v; };
+    auto suspend_reply = [&](std::string_view name, bool suspend) {
+      if (!agent_.set_suspended(std::string(name), suspend))
+        return reply(http::status::not_found, unknown_job_json(name), ka);
+      return reply(http::status::ok, json::serialize(json::object{{"job", name}, {"suspended", suspend}}),
+                   ka);
+    };
     // The routes that change what the agent does need the resign token when one is configured (read at each
     // request: a reload may change it).
     auto authorized = [&] {
@@ -264,9 +276,7 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
                       ka);
           break;
         case result::unknown_job:
-          res = reply(http::status::not_found,
-                      error_json("unknown_job", "no job named \"" + std::string(name) + "\" is configured"),
-                      ka);
+          res = reply(http::status::not_found, unknown_job_json(name), ka);
           break;
         case result::running:
           res = reply(http::status::conflict,
@@ -294,6 +304,12 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
           break;
         }
       }
+    } else if (const auto name = job_of_action(path, "suspend");
+               !name.empty() && method_is(http::verb::post)) {
+      res = suspend_reply(name, true);
+    } else if (const auto name = job_of_action(path, "resume");
+               !name.empty() && method_is(http::verb::post)) {
+      res = suspend_reply(name, false);
     } else if (path == "/v1/resign" && method_is(http::verb::post)) {
       if (agent_.resign()) {
         log::info("resign_requested", {});
@@ -311,9 +327,7 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
       if (const auto st = agent_.job(std::string(name), std::chrono::system_clock::now()))
         res = reply(http::status::ok, json::serialize(job_json(*st)), ka);
       else
-        res =
-            reply(http::status::not_found,
-                  error_json("unknown_job", "no job named \"" + std::string(name) + "\" is configured"), ka);
+        res = reply(http::status::not_found, unknown_job_json(name), ka);
     } else if (path == "/healthz" && method_is(http::verb::get)) {
       res = reply(http::status::ok, R"({"status":"ok"})", ka);
     } else if (path == "/readyz" && method_is(http::verb::get)) {

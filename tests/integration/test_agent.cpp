@@ -8,6 +8,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -748,6 +749,75 @@ BOOST_AUTO_TEST_CASE(a_manual_run_is_refused_in_per_job_mode) {
   const auto r = http_client(agent.port(), 10s).post("/v1/jobs/report/run", "");
   BOOST_TEST(r.status == 409);
   BOOST_TEST(r.json.at("error").as_string() == "per_job_mode");
+  agent.process().signal(SIGTERM);
+  BOOST_TEST(agent.process().wait(30s) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_suspended_job_skips_its_slots_until_resumed_and_a_manual_run_still_runs_it) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  const auto out = dir.path() / "out";
+  const auto config = [&](const std::string& more_jobs) {
+    return "resign_token: s3cret-token\n" +
+           base_config(server, "30s",
+                       "  - name: tick\n    schedule: \"* * * * * *\"\n    suspend: true\n    shell: true\n"
+                       "    command: \"echo run >> " +
+                           out.string() + "\"\n" + more_jobs);
+  };
+  auto cfg = write_config(dir, "agent.yaml", config(""));
+  agent_process agent(cfg, "node-0", dir.path() / "a.log");
+  BOOST_REQUIRE(eventually([&] { return agent.leader().json.at("is_leader").as_bool(); }));
+  const auto post = [&](const std::string& target, const std::string& auth = "Bearer s3cret-token") {
+    http_client c(agent.port(), 10s);
+    c.set_authorization(auth);
+    return c.post(target, "");
+  };
+  const auto lines = [&] {
+    const auto text = read_file(out);
+    return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+  };
+  const auto suspended = [&] { return agent.get("/v1/jobs/tick").json.at("suspended").as_bool(); };
+
+  // Suspended by the file: slots are skipped, logged and counted; nothing runs.
+  BOOST_REQUIRE(eventually(
+      [&] {
+        return agent.metric("baton_agent_job_slots_skipped_total{job=\"tick\",reason=\"suspended\"}") >= 2;
+      },
+      10s));
+  BOOST_TEST(lines() == 0u);
+  BOOST_TEST(!agent.log_lines({"event=job_skipped", "job=tick", "reason=suspended"}).empty());
+  BOOST_TEST(agent.metric("baton_agent_job_suspended{job=\"tick\"}") == 1);
+  BOOST_TEST(suspended());
+
+  // A manual run still runs it.
+  BOOST_TEST(post("/v1/jobs/tick/run").status == 202);
+  BOOST_TEST(eventually([&] { return lines() == 1u; }, 10s));
+
+  // Resume and suspend are authorised; an unknown job is a 404; both are idempotent.
+  BOOST_TEST(post("/v1/jobs/tick/resume", "").status == 401);
+  BOOST_TEST(post("/v1/jobs/nope/resume").status == 404);
+  const auto resumed = post("/v1/jobs/tick/resume");
+  BOOST_TEST(resumed.status == 200);
+  BOOST_TEST(!resumed.json.at("suspended").as_bool());
+  BOOST_TEST(post("/v1/jobs/tick/resume").status == 200);
+  BOOST_TEST(eventually([&] { return lines() >= 3u; }, 10s));
+  BOOST_TEST(agent.metric("baton_agent_job_suspended{job=\"tick\"}") == 0);
+
+  // A reload that leaves tick's `suspend` alone keeps what the API made of it.
+  write_config(dir, "agent.yaml",
+               config("  - name: other\n    schedule: \"0 0 1 1 *\"\n    command: [/bin/true]\n"));
+  BOOST_TEST(post("/v1/reload").status == 200);
+  BOOST_TEST(!suspended());
+
+  BOOST_TEST(post("/v1/jobs/tick/suspend").status == 200);
+  BOOST_TEST(suspended());
+  // A run that started just before has written its line once none is in flight.
+  BOOST_TEST(eventually([&] { return agent.get("/v1/jobs/tick").json.at("running") == 0; }, 10s));
+  const auto before = lines();
+  std::this_thread::sleep_for(2500ms);  // two and a half slots
+  BOOST_TEST(lines() == before);
+  BOOST_TEST(agent.log_lines({"event=job_suspended", "job=tick"}).size() == 1u);
+  BOOST_TEST(agent.log_lines({"event=job_resumed", "job=tick"}).size() == 2u);
   agent.process().signal(SIGTERM);
   BOOST_TEST(agent.process().wait(30s) == 0);
 }

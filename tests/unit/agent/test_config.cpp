@@ -296,6 +296,7 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
        "t.yaml:6:13: jobs[0].http.body: expected a string, got a mapping"},
       {http_job_with("      url: http://h/\n      headers: [a]\n"),
        "t.yaml:6:16: jobs[0].http.headers: expected a mapping, got a list"},
+      {job_with("    suspend: yes\n"), "t.yaml:5:14: jobs[0].suspend: expected true or false, got \"yes\""},
       // history_limit, top level and per job
       {"history_limit: 0\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000, got \"0\""},
       {"history_limit: 1001\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000"},
@@ -679,4 +680,12 @@ BOOST_AUTO_TEST_CASE(history_limit_defaults_to_ten_and_a_job_may_set_its_own) {
   BOOST_TEST(d.keys == (std::vector<std::string>{"history_limit", "jobs"}), boost::test_tools::per_element());
   BOOST_TEST(d.jobs_changed == std::vector<std::string>{"a"}, boost::test_tools::per_element());
   BOOST_TEST(d.restart_needed.empty());
+}
+
+BOOST_AUTO_TEST_CASE(suspend_is_read_per_job_and_a_changed_one_is_a_job_change) {
+  BOOST_TEST(!parse_config(job_with(""), "t.yaml").jobs[0].suspend);
+  const auto c = parse_config(job_with("    suspend: true\n"), "t.yaml");
+  BOOST_TEST(c.jobs[0].suspend);
+  const auto d = compare_configs(parse_config(job_with(""), "t.yaml"), c);
+  BOOST_TEST(d.jobs_changed == std::vector<std::string>{"a"}, boost::test_tools::per_element());
 }

@@ -177,3 +177,50 @@ BOOST_AUTO_TEST_CASE(a_new_job_list_keeps_runs_in_flight_and_starts_no_past_slot
   BOOST_TEST(!idle.next_due().has_value());
   BOOST_TEST(idle.size() == 2u);
 }
+
+BOOST_AUTO_TEST_CASE(a_suspended_jobs_slots_are_skipped_and_resuming_starts_nothing_from_before) {
+  scheduler s({job("a", "* * * * *"), job("b", "* * * * *")});
+  s.on_elected(at(10, 0, 30), 60s);
+  s.set_suspended(0, true);
+  auto d = s.due(at(10, 1));
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST((d[0].what == kind::skip_suspended));
+  BOOST_TEST((d[0].slot == at(10, 1)));
+  BOOST_TEST((d[1].what == kind::start));
+  // Paused while suspended: one skip for the latest slot, the others counted as missed.
+  d = s.due(at(10, 4, 5));
+  BOOST_TEST((d[0].what == kind::skip_suspended));
+  BOOST_TEST(d[0].missed == 2u);
+  // Resumed at 10:04:30: nothing from before starts; the next slot does.
+  s.set_suspended(0, false);
+  BOOST_TEST(s.due(at(10, 4, 30)).empty());
+  d = s.due(at(10, 5));
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST((d[0].what == kind::start));
+  // Suspension wins over overlap: a suspended job with a run going reports suspended.
+  s.run_started(1);
+  s.set_suspended(1, true);
+  BOOST_TEST((s.due(at(10, 6))[1].what == kind::skip_suspended));
+}
+
+BOOST_AUTO_TEST_CASE(a_suspended_run_once_job_does_not_run_its_misfired_slot_on_election) {
+  scheduled_job j = job("once", "*/5 * * * *", false, true);
+  j.suspended = true;
+  scheduler s({j});
+  auto d = s.on_elected(at(10, 6, 20), 120s);
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST((d[0].what == kind::skip_suspended));
+  BOOST_TEST((d[0].slot == at(10, 5)));
+}
+
+BOOST_AUTO_TEST_CASE(a_new_job_list_carries_each_jobs_suspension_as_given) {
+  scheduler s({job("a", "* * * * *")});
+  s.on_elected(at(10, 0, 30), 60s);
+  scheduled_job a = job("a", "* * * * *");
+  a.suspended = true;
+  s.replace_jobs({a, job("b", "* * * * *")});
+  auto d = s.due(at(10, 1));
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST((d[0].what == kind::skip_suspended));
+  BOOST_TEST((d[1].what == kind::start));
+}
