@@ -4,6 +4,8 @@
 #include "baton/common/tls_files.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -11,6 +13,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -24,12 +27,17 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <sys/socket.h>
+
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <functional>
 #include <list>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace baton::server {
@@ -115,6 +123,8 @@ struct http_server::impl {
   static constexpr std::int64_t max_refusing = 64;
   std::atomic<std::int64_t> refusing{0};
   const bool loopback_listener = options.listen.address().is_loopback();
+  std::mutex per_address_mu;
+  std::unordered_map<std::string, std::size_t> per_address;
 
   impl(http_options o, lock_service& s, server_metrics& m)
       : options(std::move(o)),
@@ -133,7 +143,7 @@ struct http_server::impl {
   }
 
   asio::awaitable<response> handle(const request& req, route& counted_as, const std::string& peer_address,
-                                   clock::time_point started) {
+                                   clock::time_point started, std::string& authenticated_as) {
     const unsigned v = req.version();
     const bool ka = req.keep_alive() && !draining.load(std::memory_order_relaxed);
     auto error = [&](const api_error& e) {
@@ -158,6 +168,7 @@ struct http_server::impl {
         refused = std::move(*e);
       else
         client = std::move(std::get<std::string>(d));
+      authenticated_as = client;
     }
     // The rate is charged after authentication: an authenticated client has a bucket of its own name, so
     // nobody else on its address (or behind its NAT) can spend it; requests without a valid token share
@@ -322,6 +333,51 @@ struct http_server::impl {
     return route::other;
   }
 
+  // How long a connection may wait for a request before it has made an authenticated one.
+  std::chrono::milliseconds first_request_timeout() const {
+    return options.tokens ? std::min(options.read_timeout, options.limits.unauthenticated_timeout)
+                          : options.read_timeout;
+  }
+
+  // Open connections per remote address, counted from accept to close (the accept loop and every worker).
+  bool take_address(const std::string& address) {
+    std::lock_guard lk(per_address_mu);
+    auto& n = per_address[address];
+    if (n >= options.limits.max_connections_per_address) return false;
+    ++n;
+    return true;
+  }
+  void release_address(const std::string& address) {
+    std::lock_guard lk(per_address_mu);
+    auto it = per_address.find(address);
+    if (it != per_address.end() && --it->second == 0) per_address.erase(it);
+  }
+
+  // A long-poll's client may close while it waits; without noticing, its connection would stay open (in
+  // CLOSE-WAIT) until wait_ms. The socket is watched for readability without reading from it (which would
+  // take bytes from the HTTP or TLS stream): end of stream or an error cancels the wait. Pending bytes mean
+  // the client is still there (a pipelined request, a TLS record) and end the watch.
+  struct peer_watch {
+    asio::cancellation_signal signal;
+    bool done = false;  // the request was answered; the watch's completion must touch nothing
+    bool gone = false;
+  };
+  static std::shared_ptr<peer_watch> watch_peer(tcp::socket& socket) {
+    auto watch = std::make_shared<peer_watch>();
+    const int fd = socket.native_handle();
+    socket.async_wait(tcp::socket::wait_read, [watch, fd](const boost::system::error_code& ec) {
+      if (watch->done || ec == asio::error::operation_aborted) return;
+      if (!ec) {
+        char byte;
+        ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return;
+      }
+      watch->gone = true;
+      watch->signal.emit(asio::cancellation_type::terminal);
+    });
+    return watch;
+  }
+
   static std::string peer_of(const tcp::socket& socket) {
     beast::error_code ec;
     auto ep = socket.remote_endpoint(ec);
@@ -332,16 +388,13 @@ struct http_server::impl {
 
   // Answers a connection past the limit with 503 without reading its request, then waits (briefly) for the
   // client to finish sending and close, so the answer is not lost to a reset.
-  asio::awaitable<void> refuse_connection(tcp::socket socket) {
+  asio::awaitable<void> refuse_connection(tcp::socket socket, std::string code, std::string message) {
     struct counted {
       impl& self;
       ~counted() { self.refusing.fetch_sub(1); }
     } guard{*this};
     beast::tcp_stream stream(std::move(socket));
-    auto res = make_response(http::status::service_unavailable, 11, false,
-                             error_body("too_many_connections",
-                                        "the server has " + std::to_string(options.limits.max_connections) +
-                                            " open connections, its limit; retry later"));
+    auto res = make_response(http::status::service_unavailable, 11, false, error_body(code, message));
     res.set(http::field::retry_after, "1");
     metrics.count_request(route::other, 503);
     stream.expires_after(std::chrono::seconds(1));
@@ -356,19 +409,19 @@ struct http_server::impl {
     }
   }
 
-  asio::awaitable<void> session(tcp::socket socket, worker& w) {
-    boost::system::error_code peer_ec;
-    const std::string client = socket.remote_endpoint(peer_ec).address().to_string();
+  asio::awaitable<void> session(tcp::socket socket, worker& w, std::string client) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     metrics.connections.fetch_add(1, std::memory_order_relaxed);
     struct closer {
       impl& self;
+      const std::string& address;
       ~closer() {
+        self.release_address(address);
         self.open_connections.fetch_sub(1);
         self.metrics.connections.fetch_sub(1, std::memory_order_relaxed);
       }
-    } close_guard{*this};
+    } close_guard{*this, client};
 
     if (!options.tls) {
       co_await serve(stream, buffer, w, client);
@@ -383,7 +436,7 @@ struct http_server::impl {
                                   const std::string& client) {
     // The first bytes tell a TLS ClientHello from a plain HTTP request, so a client with an http:// URL gets
     // an answer it can show instead of a reset connection. Both waits count as idle: drain closes them.
-    stream.expires_after(options.read_timeout);
+    stream.expires_after(first_request_timeout());
     auto pos = w.idle.insert(w.idle.end(), &stream);
     auto [dec, is_tls] = co_await beast::async_detect_ssl(stream, buffer, use_tuple);
     w.idle.erase(pos);
@@ -396,7 +449,7 @@ struct http_server::impl {
     beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), *options.tls);
     auto& lowest = beast::get_lowest_layer(secure);
     // A client that stalls the handshake is dropped like an idle one.
-    lowest.expires_after(options.read_timeout);
+    lowest.expires_after(first_request_timeout());
     pos = w.idle.insert(w.idle.end(), &lowest);
     auto [hec, used] =
         co_await secure.async_handshake(asio::ssl::stream_base::server, buffer.data(), use_tuple);
@@ -450,12 +503,13 @@ struct http_server::impl {
   asio::awaitable<void> serve(Stream& stream, beast::flat_buffer& buffer, worker& w,
                               const std::string& client) {
     auto& lowest = beast::get_lowest_layer(stream);
+    bool authenticated = false;  // this connection has made a request with a valid token
     for (;;) {
       if (draining.load()) break;
       http::request_parser<http::string_body> parser;
       parser.body_limit(options.limits.max_body_bytes);
       parser.header_limit(static_cast<std::uint32_t>(options.limits.max_header_bytes));
-      lowest.expires_after(options.read_timeout);
+      lowest.expires_after(authenticated ? options.read_timeout : first_request_timeout());
       auto pos = w.idle.insert(w.idle.end(), &lowest);
       // The header first: its framing is checked before a byte of the body is read as anything.
       auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
@@ -496,8 +550,18 @@ struct http_server::impl {
       lowest.expires_never();  // a long-poll may legitimately take up to a minute
       response res;
       route r = route::other;
+      std::string name;  // the authenticated client, empty without a valid token
+      const bool long_poll =
+          req.method() == http::verb::get && req.target().find("wait_ms=") != std::string_view::npos;
+      auto watch = long_poll ? watch_peer(lowest.socket()) : nullptr;
       try {
-        res = co_await handle(req, r, client, started);
+        if (watch) {
+          res = co_await asio::co_spawn(
+              co_await asio::this_coro::executor, handle(req, r, client, started, name),
+              asio::bind_cancellation_slot(watch->signal.slot(), asio::use_awaitable));
+        } else {
+          res = co_await handle(req, r, client, started, name);
+        }
       } catch (const waiters_exhausted& e) {
         res = make_response(http::status::service_unavailable, req.version(), req.keep_alive(),
                             error_body("too_many_waiters", std::string(e.what()) + "; retry later"));
@@ -511,6 +575,18 @@ struct http_server::impl {
         res = make_response(http::status::internal_server_error, req.version(), false,
                             error_body("internal", e.what()));
       }
+      if (watch) {
+        watch->done = true;
+        beast::error_code ignored;
+        lowest.socket().cancel(ignored);
+        if (watch->gone) break;  // nobody to answer; closing frees the slot now, not at wait_ms
+      }
+      if (!name.empty()) authenticated = true;
+      // A refusal for who the client is or how much it sends ends the connection, so a client cannot hold a
+      // slot with refused requests; with tokens, so does any answer to a request without a valid one.
+      const auto status = res.result_int();
+      if (status == 401 || status == 403 || status == 429 || (options.tokens && name.empty()))
+        res.keep_alive(false);
       metrics.count_request(r, static_cast<int>(res.result_int()));
       if (r != route::wait)
         metrics.request_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
@@ -536,9 +612,20 @@ struct http_server::impl {
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
-      if (open_connections.load() >= static_cast<std::int64_t>(options.limits.max_connections)) {
+      std::string address = socket.remote_endpoint(ec).address().to_string();
+      std::optional<std::pair<std::string, std::string>> refusal;
+      if (open_connections.load() >= static_cast<std::int64_t>(options.limits.max_connections))
+        refusal.emplace("too_many_connections", "the server has " +
+                                                    std::to_string(options.limits.max_connections) +
+                                                    " open connections, its limit; retry later");
+      else if (!take_address(address))
+        refusal.emplace("too_many_connections_from_address",
+                        "this address has " + std::to_string(options.limits.max_connections_per_address) +
+                            " open connections, the limit per address; retry later");
+      if (refusal) {
         if (refusing.fetch_add(1) < max_refusing) {
-          asio::co_spawn(w.ioc, refuse_connection(std::move(socket)), asio::detached);
+          asio::co_spawn(w.ioc, refuse_connection(std::move(socket), refusal->first, refusal->second),
+                         asio::detached);
         } else {
           refusing.fetch_sub(1);
           socket.close(ec);
@@ -547,7 +634,7 @@ struct http_server::impl {
       }
       // Counted here, not in the session, so a burst of accepts cannot overshoot the limit.
       open_connections.fetch_add(1);
-      asio::co_spawn(w.ioc, session(std::move(socket), w), asio::detached);
+      asio::co_spawn(w.ioc, session(std::move(socket), w, std::move(address)), asio::detached);
     }
   }
 

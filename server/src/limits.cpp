@@ -8,6 +8,10 @@ namespace baton::server {
 
 void validate(const limits_options& o) {
   if (o.max_connections < 1) throw std::invalid_argument("--max-connections must be at least 1");
+  if (o.max_connections_per_address < 1)
+    throw std::invalid_argument("--max-connections-per-address must be at least 1");
+  if (o.unauthenticated_timeout.count() < 1)
+    throw std::invalid_argument("--unauthenticated-timeout-ms must be at least 1");
   if (o.max_header_bytes < 1024) throw std::invalid_argument("--max-header-bytes must be at least 1024");
   if (o.max_body_bytes < 1024) throw std::invalid_argument("--max-body-bytes must be at least 1024");
   if (!(o.rate_per_second >= 0) || !std::isfinite(o.rate_per_second))

@@ -17,6 +17,13 @@ struct limits_options {
   /// Open client connections at once. Past it a new connection gets 503 `too_many_connections` with
   /// `Retry-After` and is closed (--max-connections).
   std::size_t max_connections = 4096;
+  /// Open connections from one remote IP address; past it the same 503, `too_many_connections_from_address`
+  /// (--max-connections-per-address). One address cannot take every slot.
+  std::size_t max_connections_per_address = 256;
+  /// With tokens: how long a connection that has not yet made an authenticated request may stay open
+  /// waiting for one (--unauthenticated-timeout-ms). Its answers without a valid token close it as well, so
+  /// nobody without a token keeps a connection by sending a request every few seconds.
+  std::chrono::milliseconds unauthenticated_timeout{5'000};
   /// Request line plus headers; past it 431 `header_too_large` (--max-header-bytes).
   std::size_t max_header_bytes = 16 * 1024;
   /// Request body; past it 413 `body_too_large` (--max-body-bytes).
@@ -28,8 +35,10 @@ struct limits_options {
   double rate_burst = 0;
   /// Long-poll waiters on one key, and in total; past either 503 `too_many_waiters` (--max-waiters-per-key,
   /// --max-waiters).
+  /// The total is half of max_connections by default, so waiters never take every connection slot from
+  /// acquires and renews.
   std::size_t max_waiters_per_key = 1024;
-  std::size_t max_waiters = 8192;
+  std::size_t max_waiters = 2048;
 };
 
 /// Throws std::invalid_argument naming the flag when an option is out of range.

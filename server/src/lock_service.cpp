@@ -198,12 +198,17 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
       co_return view;
     }
     co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    std::lock_guard lk(mu_);
-    auto it = waiters_.find(std::string(key));
-    if (it != waiters_.end()) {
-      std::erase(it->second, w);
-      if (it->second.empty()) waiters_.erase(it);
+    {
+      std::lock_guard lk(mu_);
+      auto it = waiters_.find(std::string(key));
+      if (it != waiters_.end()) {
+        std::erase(it->second, w);
+        if (it->second.empty()) waiters_.erase(it);
+      }
     }
+    // Cancelled by the caller (batond: the client closed its connection): nobody is left to answer.
+    auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) co_return std::nullopt;
   }
 }
 

@@ -64,7 +64,8 @@ class lock_service {
 
   /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or after `wait`.
   /// Must run on a single-threaded executor (each batond worker thread has its own io_context). Throws
-  /// waiters_exhausted, before waiting, when a waiter limit is reached.
+  /// waiters_exhausted, before waiting, when a waiter limit is reached. Cancellation (terminal, through the
+  /// awaiting coroutine's cancellation slot) ends the wait at once with nullopt, which is then no answer.
   boost::asio::awaitable<std::optional<lease_view>> wait(std::string_view key, std::uint64_t token,
                                                          milliseconds wait);
 

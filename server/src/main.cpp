@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   }
 
   std::string listen, data_dir, level_name, tokens_file;
-  std::int64_t min_ttl = 0, max_ttl = 0, read_timeout = 0;
+  std::int64_t min_ttl = 0, max_ttl = 0, read_timeout = 0, unauthenticated_timeout = 0;
   std::uint64_t compact_bytes = 0;
   unsigned threads = 0;
   tls_files tls;
@@ -136,6 +136,8 @@ int main(int argc, char** argv) {
     ("tls-client-ca", po::value(&tls.client_ca_file), "mutual TLS: require a client certificate issued by a CA in this PEM bundle")
     ("tokens-file", po::value(&tokens_file), "require bearer tokens listed in this file (docs/security.md); SIGHUP reloads it")
     ("max-connections", po::value(&limits.max_connections)->default_value(limits.max_connections), "open client connections at once; past it: 503 and close")
+    ("max-connections-per-address", po::value(&limits.max_connections_per_address)->default_value(limits.max_connections_per_address), "open connections from one client address; past it: 503 and close")
+    ("unauthenticated-timeout-ms", po::value(&unauthenticated_timeout)->default_value(static_cast<std::int64_t>(limits.unauthenticated_timeout.count())), "with --tokens-file: close a connection that has made no authenticated request for this long")
     ("max-header-bytes", po::value(&limits.max_header_bytes)->default_value(limits.max_header_bytes), "request line and headers; past it: 431")
     ("max-body-bytes", po::value(&limits.max_body_bytes)->default_value(limits.max_body_bytes), "request body; past it: 413")
     ("rate-limit", po::value(&limits.rate_per_second)->default_value(limits.rate_per_second), "requests per second per client (its authenticated name with --tokens-file, else its address), 0 = off; past it: 429")
@@ -174,7 +176,13 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--tls-cert and --tls-key go together");
     if (vm.count("tls-client-ca") && !vm.count("tls-cert"))
       throw std::invalid_argument("--tls-client-ca needs --tls-cert and --tls-key");
+    limits.unauthenticated_timeout = std::chrono::milliseconds(unauthenticated_timeout);
     validate(limits);
+    if (limits.max_waiters >= limits.max_connections)
+      baton::log::warn("waiters_not_below_connections",
+                       {{"max_waiters", limits.max_waiters},
+                        {"max_connections", limits.max_connections},
+                        {"effect", "long-polls can take every connection slot from acquires and renews"}});
 
     http_options http;
     http.listen = parse_listen(listen);

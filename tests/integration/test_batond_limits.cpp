@@ -7,6 +7,11 @@
 
 #include "batond_fixture.hpp"
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <fstream>
@@ -15,6 +20,8 @@
 using namespace baton::test;
 using namespace std::chrono_literals;
 namespace json = boost::json;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
 
 namespace {
 
@@ -108,8 +115,9 @@ BOOST_AUTO_TEST_CASE(a_client_over_its_rate_gets_429_with_retry_after) {
   int after = std::stoi(refused.retry_after);
   BOOST_TEST(after >= 1);
   BOOST_TEST(after <= 10);
-  BOOST_TEST(refused.keep_alive);  // the connection stays usable
-  BOOST_TEST(c.get("/healthz").status == 429);
+  BOOST_TEST(!refused.keep_alive);  // a refused client does not keep its connection slot
+  BOOST_TEST(c.get("/healthz").status ==
+             429);  // on a new connection: the bucket is the client's, not the connection's
 }
 
 BOOST_AUTO_TEST_CASE(long_polls_past_the_per_key_and_total_waiter_limits_get_503_with_retry_after) {
@@ -179,4 +187,86 @@ BOOST_AUTO_TEST_CASE(unauthenticated_requests_from_the_holders_address_do_not_sp
       holder.post("/v1/locks/k/renew",
                   json::serialize(json::object{{"owner", "h"}, {"token", token}, {"ttl_ms", 60000}}));
   BOOST_TEST(renewed.status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(one_address_past_max_connections_per_address_gets_503_and_others_are_not_limited_by_it) {
+  temp_dir dir;
+  batond_process server(dir.path(), {"--max-connections-per-address", "2", "--threads", "1"});
+  auto a = std::make_unique<http_client>(server.port());
+  http_client b(server.port());
+  BOOST_REQUIRE(a->get("/healthz").status == 200);
+  BOOST_REQUIRE(b.get("/healthz").status == 200);
+  auto refused = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  BOOST_TEST(refused.status == 503);
+  BOOST_TEST(str(refused, "error") == "too_many_connections_from_address");
+  BOOST_TEST(refused.retry_after == "1");
+
+  a.reset();
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status != 200) {
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "the address's slot was never freed");
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+// With tokens, a connection without a valid token cannot stay open: a 401 (or 403, 429) closes it, an
+// unauthenticated /healthz closes it, and one that sends nothing is closed after
+// --unauthenticated-timeout-ms. An authenticated client keeps its connection.
+BOOST_AUTO_TEST_CASE(connections_without_a_valid_token_are_closed_after_their_answer_or_a_short_idle_time) {
+  temp_dir dir, scratch;
+  const auto tokens = scratch.path() / "tokens";
+  // SHA-256 of "holder-secret-token".
+  std::ofstream(tokens)
+      << "sha256:5ad82dd40119c2e3a9b59574d506e47a586ed6e49c4108290096823f78248b9c holder rw:*\n";
+  batond_process server(dir.path(),
+                        {"--tokens-file", tokens.string(), "--unauthenticated-timeout-ms", "300"});
+
+  auto unauthorized = http_client::raw(server.port(), "GET /v1/locks/k HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  BOOST_TEST(unauthorized.status == 401);
+  BOOST_TEST(!unauthorized.keep_alive);
+  auto health = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  BOOST_TEST(health.status == 200);
+  BOOST_TEST(!health.keep_alive);
+
+  asio::io_context ioc;
+  tcp::socket silent(ioc);
+  silent.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server.port()));
+  auto started = std::chrono::steady_clock::now();
+  char byte;
+  boost::system::error_code ec;
+  asio::read(silent, asio::buffer(&byte, 1), ec);  // returns when the server closes
+  BOOST_TEST(ec == asio::error::eof);
+  BOOST_TEST((std::chrono::steady_clock::now() - started < 10s));
+
+  auto holder = server.client();
+  holder.set_authorization("Bearer holder-secret-token");
+  auto ok = holder.get("/v1/locks/k");
+  BOOST_TEST(ok.status == 404);
+  BOOST_TEST(ok.keep_alive);
+}
+
+// A long-poll whose client has gone is noticed at once: its waiter and its connection slot are freed, not
+// held until wait_ms.
+BOOST_AUTO_TEST_CASE(a_long_poll_whose_client_closed_frees_its_waiter_and_connection_at_once) {
+  temp_dir dir;
+  batond_process server(dir.path(), {"--max-connections", "2", "--threads", "1"});
+  auto c = server.client();
+  {
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server.port()));
+    asio::write(s, asio::buffer(std::string_view("GET /v1/locks/k?wait_ms=60000&token=0 HTTP/1.1\r\n"
+                                                 "Host: 127.0.0.1\r\n\r\n")));
+    wait_for_waiters(c, 1);
+  }  // closed while waiting
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (c.get("/metrics").body.find("baton_waiters 0\n") == std::string::npos) {
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "the waiter outlived its client");
+    std::this_thread::sleep_for(20ms);
+  }
+  // The slot is free: a second connection (the limit is 2, c holds one) is served.
+  BOOST_TEST(http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status ==
+             200);
+  // A long-poll whose client stays is still answered.
+  BOOST_TEST(c.get("/v1/locks/k?wait_ms=200&token=0").status == 404);
 }

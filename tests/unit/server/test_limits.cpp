@@ -129,4 +129,13 @@ BOOST_AUTO_TEST_CASE(options_out_of_range_are_refused_naming_the_flag) {
   refused([](auto& o) { o.rate_burst = -1; }, "--rate-burst");
   refused([](auto& o) { o.max_waiters_per_key = 0; }, "--max-waiters-per-key");
   refused([](auto& o) { o.max_waiters = 0; }, "--max-waiters");
+  refused([](auto& o) { o.max_connections_per_address = 0; }, "--max-connections-per-address");
+  refused([](auto& o) { o.unauthenticated_timeout = std::chrono::milliseconds(0); },
+          "--unauthenticated-timeout-ms");
+}
+
+BOOST_AUTO_TEST_CASE(default_waiters_stay_below_default_connections_and_one_address_below_the_total) {
+  limits_options o;
+  BOOST_TEST(o.max_waiters < o.max_connections);
+  BOOST_TEST(o.max_connections_per_address < o.max_connections);
 }
