@@ -3,6 +3,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -95,7 +97,7 @@ token_table parse_tokens(std::string_view text, std::string_view source) {
     if (fields.empty() || fields[0].starts_with('#')) continue;
     if (has_control_chars(line)) throw fail("control characters are not allowed (only spaces and tabs)");
     if (fields.size() < 2)
-      throw fail("expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>]...\"");
+      throw fail("expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>|max_locks=<N>]...\"");
     auto hash = parse_hash(fields[0]);
     if (!hash) throw fail("token hash must be \"sha256:\" followed by 64 hex digits (SHA-256 of the token)");
     if (auto it = seen.find(*hash); it != seen.end())
@@ -106,13 +108,23 @@ token_table parse_tokens(std::string_view text, std::string_view source) {
     client_entry entry{*hash, std::string(fields[1]), {}};
     for (std::size_t i = 2; i < fields.size(); ++i) {
       std::string_view f = fields[i];
+      if (f.starts_with("max_locks=")) {
+        std::string_view n = f.substr(10);
+        std::size_t value = 0;
+        auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
+        if (n.empty() || ec != std::errc() || end != n.data() + n.size())
+          throw fail("\"" + std::string(f) + "\" must be max_locks=<N> with N a whole number");
+        if (entry.max_locks) throw fail("max_locks is given twice");
+        entry.max_locks = value;
+        continue;
+      }
       grant g;
       if (f.starts_with("rw:"))
         g.level = access::write;
       else if (f.starts_with("ro:"))
         g.level = access::read;
       else
-        throw fail("permission \"" + std::string(f) + "\" must be rw:<prefix> or ro:<prefix>");
+        throw fail("permission \"" + std::string(f) + "\" must be rw:<prefix>, ro:<prefix> or max_locks=<N>");
       std::string_view prefix = f.substr(3);
       if (prefix.empty())
         throw fail("permission \"" + std::string(f) + "\" has no prefix (write * for every key)");
@@ -147,6 +159,13 @@ const client_entry* find_client(const token_table& table, std::string_view token
     match = (i & mask) | (match & ~mask);
   }
   return match < n ? &table.clients[match] : nullptr;
+}
+
+std::optional<std::size_t> lock_quota(const token_table& table, std::string_view name) {
+  std::optional<std::size_t> quota;
+  for (const auto& c : table.clients)
+    if (c.name == name && c.max_locks) quota = quota ? std::min(*quota, *c.max_locks) : *c.max_locks;
+  return quota;
 }
 
 bool permits(const client_entry& client, std::string_view key, access level) {

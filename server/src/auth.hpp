@@ -6,12 +6,13 @@
 // Tokens file (docs/security.md): one client per line, fields separated by spaces or tabs,
 //
 //   # comment lines and blank lines are ignored
-//   sha256:<64 hex digits> <name> [rw:<prefix> | ro:<prefix>]...
+//   sha256:<64 hex digits> <name> [rw:<prefix> | ro:<prefix> | max_locks=<N>]...
 //
 // The hash is SHA-256 of the bearer token, so the file holds no secret. `rw:` grants acquire, renew,
 // release and get on keys that start with the prefix; `ro:` grants get (and long-poll) only; `*` as the
 // prefix means every key. A client with no grant may still read /metrics. Several lines may share a name
 // (two tokens of one client during a rotation): the name is the identity a lease is bound to.
+// `max_locks=N` caps the locks the client may hold at once (the smallest N on any of its lines applies).
 
 #include "protocol.hpp"
 
@@ -42,6 +43,8 @@ struct client_entry {
   digest token_hash{};
   std::string name;
   std::vector<grant> grants;
+  /// `max_locks=N`: the most locks this client may hold at once (none: only the server's --max-locks).
+  std::optional<std::size_t> max_locks;
 };
 
 struct token_table {
@@ -85,6 +88,9 @@ using decision = std::variant<std::string, api_error>;
 /// Checks only the token: the client's name, or 401. Used for a request whose target names no key (an
 /// unknown route or a bad key): without a valid token a client learns nothing, not even that.
 decision authenticate(const token_table& table, std::string_view authorization);
+
+/// The lock quota of a client name: the smallest `max_locks` on any of its lines, or nullopt.
+std::optional<std::size_t> lock_quota(const token_table& table, std::string_view name);
 
 /// Decides one request. `/healthz` is open (returns an empty name); `/metrics` needs any valid token; a
 /// `GET` of a key needs read access to it; acquire, renew and release need write access.

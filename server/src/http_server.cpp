@@ -133,6 +133,7 @@ struct http_server::impl {
         workers(make_workers(options.threads)),
         acceptor(workers[0]->ioc) {
     service.set_waiter_limits(options.limits.max_waiters_per_key, options.limits.max_waiters);
+    service.set_lock_limit(options.limits.max_locks);
   }
 
   static std::vector<std::unique_ptr<worker>> make_workers(unsigned n) {
@@ -220,7 +221,9 @@ struct http_server::impl {
         auto body = parse_acquire(req.body(), options.ttl);
         if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
         auto& r = std::get<acquire_request>(body);
-        auto result = co_await service.acquire(t.key, r.owner, r.ttl, client);
+        std::optional<std::size_t> quota;
+        if (options.tokens && !client.empty()) quota = auth::lock_quota(*options.tokens->current(), client);
+        auto result = co_await service.acquire(t.key, r.owner, r.ttl, client, quota);
         if (auto* g = std::get_if<acquire_granted>(&result)) {
           log::debug("acquire", {{"key", t.key}, {"owner", r.owner}, {"token", g->token}});
           co_return make_response(http::status::ok, v, ka,
@@ -565,6 +568,13 @@ struct http_server::impl {
       } catch (const waiters_exhausted& e) {
         res = make_response(http::status::service_unavailable, req.version(), req.keep_alive(),
                             error_body("too_many_waiters", std::string(e.what()) + "; retry later"));
+        res.set(http::field::retry_after, "1");
+      } catch (const locks_exhausted& e) {
+        res =
+            make_response(e.server_wide ? http::status::service_unavailable : http::status::too_many_requests,
+                          req.version(), req.keep_alive(),
+                          error_body(e.server_wide ? "too_many_locks" : "lock_quota_exceeded",
+                                     std::string(e.what()) + "; release a lock or retry later"));
         res.set(http::field::retry_after, "1");
       } catch (const storage_unavailable& e) {
         res = make_response(http::status::service_unavailable, req.version(), false,

@@ -24,6 +24,9 @@ struct limits_options {
   /// waiting for one (--unauthenticated-timeout-ms). Its answers without a valid token close it as well, so
   /// nobody without a token keeps a connection by sending a request every few seconds.
   std::chrono::milliseconds unauthenticated_timeout{5'000};
+  /// Locks held at once (leases in the table); past it an acquire of a free key gets 503 `too_many_locks`
+  /// (--max-locks). A client's own cap is `max_locks=N` in the tokens file (429 `lock_quota_exceeded`).
+  std::size_t max_locks = 1'000'000;
   /// Request line plus headers; past it 431 `header_too_large` (--max-header-bytes).
   std::size_t max_header_bytes = 16 * 1024;
   /// Request body; past it 413 `body_too_large` (--max-body-bytes).

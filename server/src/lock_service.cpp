@@ -33,14 +33,29 @@ void lock_service::notify_locked(std::string_view key) {
 }
 
 asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std::string_view owner,
-                                                      milliseconds ttl, std::string_view client) {
+                                                      milliseconds ttl, std::string_view client,
+                                                      std::optional<std::size_t> client_quota) {
   acquire_result result;
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
     if (journal_.failed())
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    result = table_.acquire(key, owner, ttl, clock::now(), client);
+    const auto now = clock::now();
+    // Only a grant of a free key adds a lock; a held key is refused (409) or re-granted to its holder.
+    if (!table_.get(key, now)) {
+      if (table_.size() >= max_locks_ && !table_.contains(key)) {
+        metrics_.acquire_too_many_locks.fetch_add(1, std::memory_order_relaxed);
+        throw locks_exhausted(true,
+                              "the server holds " + std::to_string(table_.size()) + " locks, its limit");
+      }
+      if (client_quota && table_.size_of(client) >= *client_quota) {
+        metrics_.acquire_over_quota.fetch_add(1, std::memory_order_relaxed);
+        throw locks_exhausted(false, "client \"" + std::string(client) + "\" holds " +
+                                         std::to_string(table_.size_of(client)) + " locks, its quota");
+      }
+    }
+    result = table_.acquire(key, owner, ttl, now, client);
     if (auto* g = std::get_if<acquire_granted>(&result)) {
       lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(ttl.count()), key,
                             owner, client);
@@ -134,6 +149,11 @@ asio::awaitable<std::optional<lease_view>> lock_service::get(std::string_view ke
   }
   co_await wait_durable(lsn);
   co_return view;
+}
+
+void lock_service::set_lock_limit(std::size_t max_locks) {
+  std::lock_guard lk(mu_);
+  max_locks_ = max_locks;
 }
 
 void lock_service::set_waiter_limits(std::size_t per_key, std::size_t total) {

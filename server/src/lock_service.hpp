@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +39,15 @@ struct waiters_exhausted : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Thrown by acquire() when a grant would add a lock past the server's limit (`server_wide`: 503
+/// `too_many_locks`) or past the client's quota (429 `lock_quota_exceeded`). Checked before anything
+/// changes: no token is taken and nothing is logged.
+struct locks_exhausted : std::runtime_error {
+  locks_exhausted(bool whole_server, const std::string& what)
+      : std::runtime_error(what), server_wide(whole_server) {}
+  bool server_wide;
+};
+
 class lock_service {
  public:
   lock_service(journal& j, server_metrics& metrics);
@@ -50,14 +60,19 @@ class lock_service {
   std::string storage_failure() const { return journal_.failure_message(); }
 
   // `client` is the authenticated name of the caller (empty without authentication); see lock_table.
+  // `client_quota` caps the locks `client` may hold (none: no cap); see locks_exhausted.
   boost::asio::awaitable<acquire_result> acquire(std::string_view key, std::string_view owner,
-                                                 milliseconds ttl, std::string_view client = {});
+                                                 milliseconds ttl, std::string_view client = {},
+                                                 std::optional<std::size_t> client_quota = std::nullopt);
   boost::asio::awaitable<renew_result> renew(std::string_view key, std::string_view owner,
                                              std::uint64_t token, milliseconds ttl,
                                              std::string_view client = {});
   boost::asio::awaitable<release_result> release(std::string_view key, std::string_view owner,
                                                  std::uint64_t token, std::string_view client = {});
   boost::asio::awaitable<std::optional<lease_view>> get(std::string_view key);
+
+  /// Caps the locks in the table (call before serving; default: unlimited).
+  void set_lock_limit(std::size_t max_locks);
 
   /// Caps long-poll waiters per key and in total (call before serving; defaults: unlimited).
   void set_waiter_limits(std::size_t per_key, std::size_t total);
@@ -100,6 +115,7 @@ class lock_service {
   std::size_t sweep_cursor_ = 0;
   std::unordered_map<std::string, std::vector<std::shared_ptr<waiter>>> waiters_;
   // Admitted long-polls, counted from admission to answer (a woken waiter briefly leaves waiters_).
+  std::size_t max_locks_ = SIZE_MAX;
   std::size_t max_waiters_per_key_ = SIZE_MAX;
   std::size_t max_waiters_ = SIZE_MAX;
   std::size_t waiting_ = 0;

@@ -6,9 +6,12 @@ namespace baton::server {
 
 std::string_view to_string(lost_reason r) {
   switch (r) {
-    case lost_reason::not_held: return "not_held";
-    case lost_reason::owner_mismatch: return "owner_mismatch";
-    case lost_reason::token_mismatch: return "token_mismatch";
+    case lost_reason::not_held:
+      return "not_held";
+    case lost_reason::owner_mismatch:
+      return "owner_mismatch";
+    case lost_reason::token_mismatch:
+      return "token_mismatch";
   }
   return "not_held";
 }
@@ -36,6 +39,10 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     if (!expired(r, now) && !held_by(r, owner, client)) return acquire_refused{view_of(r, now)};
     // Expired, or the same owner acquiring again (a retry after a lost reply): supersede with a new token.
     replaced = r.token;
+    if (r.client != client) {
+      count(r.client, -1);
+      count(std::string(client), +1);
+    }
     r.owner.assign(owner);
     r.client.assign(client);
     r.token = ++last_token_;
@@ -45,6 +52,7 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     return acquire_granted{r.token, replaced};
   }
   std::uint64_t token = ++last_token_;
+  count(std::string(client), +1);
   leases_.emplace(std::string(key), lease_record{std::string(owner), std::string(client), token,
                                                  deadline_after(now, ttl), ttl});
   return acquire_granted{token, 0};
@@ -72,11 +80,13 @@ release_result lock_table::release(std::string_view key, std::string_view owner,
   if (expired(r, now)) {
     // Expired counts as free whoever held it, exactly as after the sweep; drop the record now.
     std::uint64_t removed = r.token;
+    count(r.client, -1);
     leases_.erase(it);
     return {release_outcome::already_free, removed};
   }
   if (!held_by(r, owner, client) || r.token != token) return {release_outcome::not_owner, 0};
   std::uint64_t removed = r.token;
+  count(r.client, -1);
   leases_.erase(it);
   return {release_outcome::released, removed};
 }
@@ -106,8 +116,11 @@ std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& c
   for (std::size_t b = cursor; b < end; ++b)
     for (auto it = leases_.begin(b); it != leases_.end(b); ++it)
       if (expired(it->second, now)) out.push_back({it->first, it->second.token});
-  for (const auto& e : out)
-    leases_.erase(e.key);
+  for (const auto& e : out) {
+    auto it = leases_.find(e.key);
+    count(it->second.client, -1);
+    leases_.erase(it);
+  }
   cursor = end >= buckets ? 0 : end;
   return out;
 }
@@ -115,16 +128,36 @@ std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& c
 void lock_table::restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
                          time_point now, std::string client) {
   observe_token(token);
-  auto& r = leases_[std::move(key)];
+  auto [it, added] = leases_.try_emplace(std::move(key));
+  auto& r = it->second;
   // A later record for the same key always carries a larger token; never let an older one win.
   if (r.token > token) return;
+  if (!added) count(r.client, -1);
+  count(client, +1);
   r = lease_record{std::move(owner), std::move(client), token, deadline_after(now, ttl), ttl};
 }
 
 void lock_table::forget(std::string_view key, std::uint64_t token) {
   observe_token(token);
   auto it = leases_.find(key);
-  if (it != leases_.end() && it->second.token == token) leases_.erase(it);
+  if (it != leases_.end() && it->second.token == token) {
+    count(it->second.client, -1);
+    leases_.erase(it);
+  }
+}
+
+std::size_t lock_table::size_of(std::string_view client) const {
+  auto it = per_client_.find(client);
+  return it == per_client_.end() ? 0 : it->second;
+}
+
+void lock_table::count(const std::string& client, int delta) {
+  if (delta > 0) {
+    ++per_client_[client];
+    return;
+  }
+  auto it = per_client_.find(client);
+  if (it != per_client_.end() && --it->second == 0) per_client_.erase(it);
 }
 
 void lock_table::raise_restore_ttl(std::string_view key, std::uint64_t token, milliseconds ttl,

@@ -147,7 +147,11 @@ class lock_table {
 
   /// The largest token issued or restored so far (0 when none).
   std::uint64_t last_token() const { return last_token_; }
+  /// Leases in the table, and those of one client; both count an expired lease until it is removed (by the
+  /// sweep, a release or a new grant of its key).
   std::size_t size() const { return leases_.size(); }
+  std::size_t size_of(std::string_view client) const;
+  bool contains(std::string_view key) const { return leases_.find(key) != leases_.end(); }
   std::vector<snapshot_entry> snapshot() const;
 
  private:
@@ -162,7 +166,10 @@ class lock_table {
     return r.owner == owner && r.client == client;
   }
 
+  void count(const std::string& client, int delta);
+
   map_type leases_;
+  std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;
   std::uint64_t last_token_ = 0;
 };
 

@@ -19,16 +19,16 @@ void histogram::render(std::string& out, std::string_view name) const {
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += buckets_[i].load(std::memory_order_relaxed);
-    std::snprintf(buf, sizeof buf, "%.*s_bucket{le=\"%g\"} %llu\n", static_cast<int>(name.size()), name.data(),
-                  bounds_[i], static_cast<unsigned long long>(cumulative));
+    std::snprintf(buf, sizeof buf, "%.*s_bucket{le=\"%g\"} %llu\n", static_cast<int>(name.size()),
+                  name.data(), bounds_[i], static_cast<unsigned long long>(cumulative));
     out += buf;
   }
   cumulative += buckets_.back().load(std::memory_order_relaxed);
-  std::snprintf(buf, sizeof buf, "%.*s_bucket{le=\"+Inf\"} %llu\n", static_cast<int>(name.size()), name.data(),
-                static_cast<unsigned long long>(cumulative));
+  std::snprintf(buf, sizeof buf, "%.*s_bucket{le=\"+Inf\"} %llu\n", static_cast<int>(name.size()),
+                name.data(), static_cast<unsigned long long>(cumulative));
   out += buf;
-  std::snprintf(buf, sizeof buf, "%.*s_sum %.6f\n%.*s_count %llu\n", static_cast<int>(name.size()), name.data(),
-                static_cast<double>(sum_micro_.load(std::memory_order_relaxed)) / 1e6,
+  std::snprintf(buf, sizeof buf, "%.*s_sum %.6f\n%.*s_count %llu\n", static_cast<int>(name.size()),
+                name.data(), static_cast<double>(sum_micro_.load(std::memory_order_relaxed)) / 1e6,
                 static_cast<int>(name.size()), name.data(),
                 static_cast<unsigned long long>(count_.load(std::memory_order_relaxed)));
   out += buf;
@@ -36,15 +36,23 @@ void histogram::render(std::string& out, std::string_view name) const {
 
 std::string_view to_string(route r) {
   switch (r) {
-    case route::acquire: return "acquire";
-    case route::renew: return "renew";
-    case route::release: return "release";
-    case route::get: return "get";
-    case route::wait: return "wait";
-    case route::healthz: return "healthz";
-    case route::metrics: return "metrics";
+    case route::acquire:
+      return "acquire";
+    case route::renew:
+      return "renew";
+    case route::release:
+      return "release";
+    case route::get:
+      return "get";
+    case route::wait:
+      return "wait";
+    case route::healthz:
+      return "healthz";
+    case route::metrics:
+      return "metrics";
     case route::other:
-    case route::count_: break;
+    case route::count_:
+      break;
   }
   return "other";
 }
@@ -91,6 +99,8 @@ std::string server_metrics::render() const {
   };
   outcome("acquire", "granted", acquire_granted);
   outcome("acquire", "held", acquire_held);
+  outcome("acquire", "too_many_locks", acquire_too_many_locks);
+  outcome("acquire", "lock_quota_exceeded", acquire_over_quota);
   outcome("renew", "ok", renew_ok);
   outcome("renew", "lost", renew_lost);
   outcome("release", "released", release_released);
@@ -100,13 +110,16 @@ std::string server_metrics::render() const {
 
   gauge("baton_locks_held", "Locks currently held (expired ones count until swept).", "gauge",
         locks_held.load(std::memory_order_relaxed));
-  gauge("baton_waiters", "Long-poll requests currently waiting.", "gauge", waiters.load(std::memory_order_relaxed));
-  gauge("baton_connections", "Open client connections.", "gauge", connections.load(std::memory_order_relaxed));
+  gauge("baton_waiters", "Long-poll requests currently waiting.", "gauge",
+        waiters.load(std::memory_order_relaxed));
+  gauge("baton_connections", "Open client connections.", "gauge",
+        connections.load(std::memory_order_relaxed));
   gauge("baton_storage_errors_total", "Write-ahead log write or fsync failures.", "counter",
         static_cast<long long>(storage_errors.load(std::memory_order_relaxed)));
-  gauge("baton_storage_healthy",
-        "1 while the write-ahead log accepts writes; 0 after a storage failure (batond exits with status 74).",
-        "gauge", storage_healthy.load(std::memory_order_relaxed));
+  gauge(
+      "baton_storage_healthy",
+      "1 while the write-ahead log accepts writes; 0 after a storage failure (batond exits with status 74).",
+      "gauge", storage_healthy.load(std::memory_order_relaxed));
 
   out += "# HELP baton_wal_fsync_batch_records Records made durable by one fsync (group commit size).\n";
   out += "# TYPE baton_wal_fsync_batch_records histogram\n";

@@ -38,6 +38,8 @@ struct server_metrics {
 
   // Operation outcomes.
   std::atomic<std::uint64_t> acquire_granted{0}, acquire_held{0};
+  /// Acquires refused by --max-locks, and by a client's max_locks quota.
+  std::atomic<std::uint64_t> acquire_too_many_locks{0}, acquire_over_quota{0};
   std::atomic<std::uint64_t> renew_ok{0}, renew_lost{0};
   std::atomic<std::uint64_t> release_released{0}, release_already_free{0}, release_not_owner{0};
   std::atomic<std::uint64_t> expired{0};

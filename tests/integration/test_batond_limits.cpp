@@ -270,3 +270,46 @@ BOOST_AUTO_TEST_CASE(a_long_poll_whose_client_closed_frees_its_waiter_and_connec
   // A long-poll whose client stays is still answered.
   BOOST_TEST(c.get("/v1/locks/k?wait_ms=200&token=0").status == 404);
 }
+
+// The table is bounded: past --max-locks an acquire of a free key gets 503 too_many_locks, and past a
+// client's max_locks quota 429 lock_quota_exceeded. A refused acquire takes no token and changes nothing,
+// a holder re-acquiring its own key is not refused, and each refusal is counted.
+BOOST_AUTO_TEST_CASE(acquires_past_max_locks_and_a_clients_quota_are_refused_before_any_change) {
+  temp_dir dir, scratch;
+  const auto tokens = scratch.path() / "tokens";
+  // SHA-256 of "holder-secret-token", and of "small-secret-token".
+  std::ofstream(tokens)
+      << "sha256:5ad82dd40119c2e3a9b59574d506e47a586ed6e49c4108290096823f78248b9c holder rw:*\n"
+         "sha256:82b1d41c29c3a14514f066eb8df50f9d10af236c6e7bc7b814985b6fc60b92c1 small rw:* max_locks=1\n";
+  batond_process server(dir.path(), {"--tokens-file", tokens.string(), "--max-locks", "3"});
+  auto holder = server.client();
+  holder.set_authorization("Bearer holder-secret-token");
+  auto small = server.client();
+  small.set_authorization("Bearer small-secret-token");
+  auto token_of = [](const http_reply& r) { return r.json.at("token").as_int64(); };
+
+  BOOST_REQUIRE(small.post("/v1/locks/s1/acquire", acquire_body("o")).status == 200);
+  auto over_quota = small.post("/v1/locks/s2/acquire", acquire_body("o"));
+  BOOST_TEST(over_quota.status == 429);
+  BOOST_TEST(str(over_quota, "error") == "lock_quota_exceeded");
+  BOOST_TEST(over_quota.retry_after == "1");
+  BOOST_TEST(small.post("/v1/locks/s1/acquire", acquire_body("o")).status == 200);  // its own key again
+
+  BOOST_REQUIRE(holder.post("/v1/locks/a/acquire", acquire_body("o")).status == 200);
+  auto last = holder.post("/v1/locks/b/acquire", acquire_body("o"));
+  BOOST_REQUIRE(last.status == 200);
+  auto full = holder.post("/v1/locks/c/acquire", acquire_body("o"));
+  BOOST_TEST(full.status == 503);
+  BOOST_TEST(str(full, "error") == "too_many_locks");
+  BOOST_TEST(full.retry_after == "1");
+  BOOST_TEST(holder.get("/v1/locks/c").status == 404);
+  auto again = holder.post("/v1/locks/b/acquire", acquire_body("o"));  // re-grant: no new lock
+  BOOST_TEST(again.status == 200);
+  BOOST_TEST(token_of(again) == token_of(last) + 1);  // the refusals took no token
+
+  auto metrics = holder.get("/metrics").body;
+  BOOST_TEST(metrics.find("baton_operations_total{op=\"acquire\",outcome=\"too_many_locks\"} 1\n") !=
+             std::string::npos);
+  BOOST_TEST(metrics.find("baton_operations_total{op=\"acquire\",outcome=\"lock_quota_exceeded\"} 1\n") !=
+             std::string::npos);
+}

@@ -104,7 +104,8 @@ BOOST_AUTO_TEST_CASE(every_kind_of_bad_line_is_refused_with_its_line_number) {
     std::string text;
     std::string error;
   };
-  const std::string shape = "expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>]...\"";
+  const std::string shape =
+      "expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>|max_locks=<N>]...\"";
   const std::string bad_hash =
       "token hash must be \"sha256:\" followed by 64 hex digits (SHA-256 of the token)";
   const row rows[] = {
@@ -119,8 +120,9 @@ BOOST_AUTO_TEST_CASE(every_kind_of_bad_line_is_refused_with_its_line_number) {
        "tokens:1: client name \"bad/name\" must be 1 to 64 characters of A-Z a-z 0-9 . _ - @ :"},
       {h + " " + std::string(65, 'n'), "tokens:1: client name \"" + std::string(65, 'n') +
                                            "\" must be 1 to 64 characters of A-Z a-z 0-9 . _ - @ :"},
-      {h + " name jobs/", "tokens:1: permission \"jobs/\" must be rw:<prefix> or ro:<prefix>"},
-      {h + " name wo:jobs/", "tokens:1: permission \"wo:jobs/\" must be rw:<prefix> or ro:<prefix>"},
+      {h + " name jobs/", "tokens:1: permission \"jobs/\" must be rw:<prefix>, ro:<prefix> or max_locks=<N>"},
+      {h + " name wo:jobs/",
+       "tokens:1: permission \"wo:jobs/\" must be rw:<prefix>, ro:<prefix> or max_locks=<N>"},
       {h + " name rw:", "tokens:1: permission \"rw:\" has no prefix (write * for every key)"},
       {h + " name ro:" + std::string(513, 'k'), "tokens:1: prefix is longer than a key can be (512 bytes)"},
       {h + " a\n\n" + h + " b", "tokens:3: the same token hash is already on line 1"},
@@ -140,7 +142,8 @@ BOOST_AUTO_TEST_CASE(load_tokens_names_the_file_in_errors) {
     BOOST_FAIL("accepted a bad file");
   } catch (const tokens_file_error& e) {
     BOOST_TEST(std::string(e.what()) ==
-               path + ":2: " + "expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>]...\"");
+               path + ":2: " +
+                   "expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>|max_locks=<N>]...\"");
   }
   BOOST_CHECK_THROW(load_tokens((dir / "missing").string()), tokens_file_error);
 
@@ -152,7 +155,9 @@ BOOST_AUTO_TEST_CASE(load_tokens_names_the_file_in_errors) {
   { std::ofstream(path) << "garbage\n"; }
   auto err = store.reload();
   BOOST_REQUIRE(err.has_value());
-  BOOST_TEST(*err == path + ":1: expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>]...\"");
+  BOOST_TEST(*err ==
+             path +
+                 ":1: expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>|max_locks=<N>]...\"");
   BOOST_TEST(store.current() == first);
   { std::ofstream(path) << line_for("b", "beta rw:*"); }
   BOOST_TEST(!store.reload().has_value());
@@ -230,4 +235,19 @@ BOOST_AUTO_TEST_CASE(authorize_answers_each_route_by_the_matrix) {
   e = std::get<api_error>(authorize(t, "Bearer wrong", target(kind::acquire, "jobs/a")));
   BOOST_TEST(e.code == "unauthorized");
   BOOST_TEST(e.message.find("wrong") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(max_locks_sets_a_clients_quota_and_the_smallest_of_its_lines_applies) {
+  const std::string h1 = "sha256:" + std::string(64, '1'), h2 = "sha256:" + std::string(64, '2'),
+                    h3 = "sha256:" + std::string(64, '3');
+  auto t = parse_tokens(
+      h1 + " jobs max_locks=10 rw:jobs/\n" + h2 + " jobs rw:jobs/ max_locks=3\n" + h3 + " free rw:*\n", "f");
+  BOOST_TEST(t.clients[0].grants.size() == 1u);
+  BOOST_TEST(*t.clients[0].max_locks == 10u);
+  BOOST_TEST(lock_quota(t, "jobs").value() == 3u);
+  BOOST_TEST(!lock_quota(t, "free").has_value());
+  BOOST_TEST(!lock_quota(t, "nobody").has_value());
+  for (std::string bad : {"max_locks=", "max_locks=-1", "max_locks=1x", "max_locks=99999999999999999999999"})
+    BOOST_CHECK_THROW(parse_tokens(h1 + " jobs " + bad, "f"), tokens_file_error);
+  BOOST_CHECK_THROW(parse_tokens(h1 + " jobs max_locks=1 max_locks=2", "f"), tokens_file_error);
 }

@@ -2,12 +2,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include "limits.hpp"
+#include "lock_table.hpp"
 
 #include <stdexcept>
 
 using namespace baton::server;
 using namespace std::chrono_literals;
-using time_point = token_bucket::clock::time_point;
 
 namespace {
 const time_point t0{std::chrono::hours(1000)};
@@ -138,4 +138,33 @@ BOOST_AUTO_TEST_CASE(default_waiters_stay_below_default_connections_and_one_addr
   limits_options o;
   BOOST_TEST(o.max_waiters < o.max_connections);
   BOOST_TEST(o.max_connections_per_address < o.max_connections);
+}
+
+// --max-locks and a client's quota are checked against these counts (lock_service), so every change of the
+// table keeps them exact.
+BOOST_AUTO_TEST_CASE(the_lock_table_counts_leases_per_client_through_every_change) {
+  lock_table t;
+  const auto now = baton::server::clock::now();
+  BOOST_REQUIRE(std::holds_alternative<acquire_granted>(t.acquire("a", "o", 1000ms, now, "x")));
+  BOOST_REQUIRE(std::holds_alternative<acquire_granted>(t.acquire("b", "o", 5000ms, now, "x")));
+  BOOST_TEST(t.size_of("x") == 2u);
+  BOOST_TEST(t.size_of("y") == 0u);
+  // Re-granted to its holder: no new lease. Taken over by another client after expiry: moves.
+  BOOST_REQUIRE(std::holds_alternative<acquire_granted>(t.acquire("a", "o", 1000ms, now, "x")));
+  BOOST_TEST(t.size_of("x") == 2u);
+  BOOST_REQUIRE(std::holds_alternative<acquire_granted>(t.acquire("a", "p", 1000ms, now + 2s, "y")));
+  BOOST_TEST(t.size_of("x") == 1u);
+  BOOST_TEST(t.size_of("y") == 1u);
+  auto again = std::get<acquire_granted>(t.acquire("a", "p", 1000ms, now + 2s, "y"));
+  BOOST_TEST((t.release("a", "p", again.token, now + 2s, "y").outcome == release_outcome::released));
+  BOOST_TEST(t.size_of("y") == 0u);
+  BOOST_TEST(t.expire(now + 10s).size() == 1u);
+  BOOST_TEST(t.size_of("x") == 0u);
+  t.restore("r", "o", 100, 1000ms, now, "z");
+  t.restore("r", "o", 101, 1000ms, now, "w");  // a later record of the same key
+  BOOST_TEST(t.size_of("z") == 0u);
+  BOOST_TEST(t.size_of("w") == 1u);
+  t.forget("r", 101);
+  BOOST_TEST(t.size_of("w") == 0u);
+  BOOST_TEST(t.size() == 0u);
 }
