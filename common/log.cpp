@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 namespace baton::log {
 namespace {
@@ -132,8 +133,32 @@ bool enabled(level l) {
   return static_cast<int>(l) >= g_level.load(std::memory_order_relaxed);
 }
 
+std::optional<std::uint64_t> throttle::admit(std::string_view event, clock::time_point now) {
+  std::lock_guard lk(mu_);
+  auto it = events_.find(std::string(event));
+  if (it == events_.end()) it = events_.emplace(std::string(event), window{now}).first;
+  window& w = it->second;
+  if (now - w.start >= std::chrono::seconds(1)) {
+    w.start = now;
+    w.written = 0;
+  }
+  if (w.written >= limit_) {
+    ++w.suppressed;
+    return std::nullopt;
+  }
+  ++w.written;
+  return std::exchange(w.suppressed, 0);
+}
+
 void write(level l, std::string_view event, std::initializer_list<field> fields) {
   if (!enabled(l)) return;
+  std::uint64_t suppressed = 0;
+  if (l != level::debug) {
+    static throttle lines(lines_per_event_per_second);
+    auto admitted = lines.admit(event, throttle::clock::now());
+    if (!admitted) return;
+    suppressed = *admitted;
+  }
   std::string line;
   line.reserve(128);
   append_timestamp(line);
@@ -146,6 +171,10 @@ void write(level l, std::string_view event, std::initializer_list<field> fields)
     line += f.name;
     line += '=';
     append_value(line, f.value);
+  }
+  if (suppressed != 0) {
+    line += " suppressed=";
+    line += std::to_string(suppressed);
   }
   line += '\n';
   // One write per line: concurrent lines never interleave. A failed log write has nowhere to be reported.

@@ -6,6 +6,7 @@
 // serving.
 
 #include "batond_fixture.hpp"
+#include "test_pki.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -312,4 +313,47 @@ BOOST_AUTO_TEST_CASE(acquires_past_max_locks_and_a_clients_quota_are_refused_bef
              std::string::npos);
   BOOST_TEST(metrics.find("baton_operations_total{op=\"acquire\",outcome=\"lock_quota_exceeded\"} 1\n") !=
              std::string::npos);
+}
+
+// A client that makes batond log (each failed TLS handshake is a warn line) cannot make it write without
+// bound: an event writes at most 20 lines a second, and a later line says how many were dropped.
+BOOST_AUTO_TEST_CASE(a_flood_of_failed_tls_handshakes_writes_a_bounded_number_of_log_lines) {
+  temp_dir dir, logs;
+  const auto log_path = logs.path() / "batond.log";
+  batond_process server(dir.path(), test_pki::shared().batond_args(), 0, log_path.string());
+  auto garbage = [&] {
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server.port()));
+    // A ClientHello offering only TLS_RSA_WITH_AES_128_CBC_SHA, which batond does not serve.
+    std::string hello = "\x03\x03" + std::string(32, '\0') + std::string("\x00\x00\x02\x00\x2f\x01\x00", 7);
+    std::string handshake = "\x01" + std::string(1, '\0') + std::string(1, '\0') +
+                            std::string(1, static_cast<char>(hello.size())) + hello;
+    std::string record =
+        std::string("\x16\x03\x01\x00", 4) + std::string(1, static_cast<char>(handshake.size())) + handshake;
+    asio::write(s, asio::buffer(record));
+    char byte;
+    boost::system::error_code ec;
+    asio::read(s, asio::buffer(&byte, 1), ec);  // until batond closes
+  };
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i)
+    garbage();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::this_thread::sleep_for(1100ms);
+  garbage();  // the first line of a new window
+  server.terminate();
+
+  std::ifstream in(log_path);
+  int lines = 0;
+  bool counted = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("event=tls_handshake_failed") == std::string::npos) continue;
+    ++lines;
+    counted = counted || line.find(" suppressed=") != std::string::npos;
+  }
+  BOOST_TEST(lines >= 20);
+  BOOST_TEST(lines <= 20 * (static_cast<int>(seconds) + 2) + 1);
+  if (seconds < 4) BOOST_TEST(lines < 101);
+  BOOST_TEST(counted);
 }

@@ -4,6 +4,8 @@
 #include "limits.hpp"
 #include "lock_table.hpp"
 
+#include "baton/common/log.hpp"
+
 #include <stdexcept>
 
 using namespace baton::server;
@@ -167,4 +169,16 @@ BOOST_AUTO_TEST_CASE(the_lock_table_counts_leases_per_client_through_every_chang
   t.forget("r", 101);
   BOOST_TEST(t.size_of("w") == 0u);
   BOOST_TEST(t.size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_log_throttle_lets_n_lines_of_an_event_a_second_and_counts_the_rest) {
+  baton::log::throttle gate(3);
+  const auto start = baton::log::throttle::clock::time_point{} + 1000h;
+  for (int i = 0; i < 3; ++i)
+    BOOST_TEST(gate.admit("tls_handshake_failed", start + std::chrono::milliseconds(i)).value() == 0u);
+  for (int i = 0; i < 5; ++i)
+    BOOST_TEST(!gate.admit("tls_handshake_failed", start + 500ms).has_value());
+  BOOST_TEST(gate.admit("other_event", start + 500ms).value() == 0u);  // each event has its own budget
+  BOOST_TEST(gate.admit("tls_handshake_failed", start + 1000ms).value() == 5u);  // a new window says how many
+  BOOST_TEST(gate.admit("tls_handshake_failed", start + 1001ms).value() == 0u);
 }

@@ -3,10 +3,14 @@
 //   2026-11-30T10:00:00.123Z level=info event=acquire key=jobs/a token=7 latency_us=310
 // Thread-safe; a line is written with a single write(2) so lines from several threads never interleave.
 
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace baton::log {
 
@@ -35,7 +39,35 @@ struct field {
   requires std::is_arithmetic_v<Int> field(std::string_view n, Int v) : name(n), value(std::to_string(v)) {}
 };
 
-/// Writes `event=<event>` followed by the fields, if `l` is enabled.
+/// Bounds the lines one event may write: at most `lines_per_second` lines of an event in each one-second
+/// window; the rest are dropped and counted, and the first line of the event in a later window carries
+/// `suppressed=K`. A client that can make a process log (a failed TLS handshake is a warn line) then cannot
+/// make it write without bound. Pure: time is an argument. Thread-safe.
+class throttle {
+ public:
+  using clock = std::chrono::steady_clock;
+  explicit throttle(unsigned lines_per_second) : limit_(lines_per_second) {}
+
+  /// nullopt: drop the line. Otherwise write it; the value is how many lines of `event` were dropped
+  /// since the last one written (0: none).
+  std::optional<std::uint64_t> admit(std::string_view event, clock::time_point now);
+
+ private:
+  struct window {
+    clock::time_point start;
+    unsigned written = 0;
+    std::uint64_t suppressed = 0;
+  };
+  unsigned limit_;
+  std::mutex mu_;
+  std::unordered_map<std::string, window> events_;  // event names are constants in the code: bounded
+};
+
+/// Lines per event per second that write() lets through at info, warn and error (debug is not throttled:
+/// whoever turns it on asked for everything).
+inline constexpr unsigned lines_per_event_per_second = 20;
+
+/// Writes `event=<event>` followed by the fields, if `l` is enabled (throttled, see throttle).
 void write(level l, std::string_view event, std::initializer_list<field> fields = {});
 
 inline void debug(std::string_view e, std::initializer_list<field> f = {}) {
