@@ -411,3 +411,29 @@ BOOST_AUTO_TEST_CASE(a_new_data_directory_is_fsynced_into_its_parent) {
                  << text);
   BOOST_TEST(fs::is_directory(data_dir));
 }
+
+// A TTL bound past the clock's range let `now + ttl` overflow (two owners held one key at 2e13 ms), and a
+// compaction threshold of 0 compacted after every batch: both are refused at start with one line, exit 2.
+BOOST_AUTO_TEST_CASE(out_of_range_ttl_and_compaction_options_are_refused_at_start) {
+  temp_dir dir;
+  temp_dir logs;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--max-ttl-ms", "20000000000000"}, "--max-ttl-ms must be at most"},
+      {{"--max-ttl-ms", "31536000001"}, "--max-ttl-ms must be at most"},
+      {{"--compact-bytes", "0"}, "--compact-bytes must be"},
+      {{"--compact-bytes", "4095"}, "--compact-bytes must be"},
+  };
+  int n = 0;
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", dir.path().string()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto run = run_to_end(argv, (logs.path() / ("err-" + std::to_string(n++) + ".log")).string(), exit_bound);
+    BOOST_TEST(run.code == 2, flags[0] << " " << flags[1] << ": exit " << run.code);
+    BOOST_TEST(run.err.find(message) != std::string::npos, run.err);
+    BOOST_TEST(std::count(run.err.begin(), run.err.end(), '\n') == 1, run.err);
+  }
+  // The largest allowed values start.
+  batond_process ok(dir.path(), {"--max-ttl-ms", "31536000000", "--compact-bytes", "4096"});
+  auto c = ok.client();
+  BOOST_TEST(c.post("/v1/locks/long/acquire", acquire_body("keeper", 31'536'000'000)).status == 200);
+}
