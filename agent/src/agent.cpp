@@ -241,7 +241,7 @@ void agent_runtime::log_result(const job_config& job, const run_context& ctx, co
   history_.finished(job.name,
                     {ctx.run_id, ctx.token, ctx.identity, ctx.lock_key, ctx.slot, started,
                      std::chrono::duration_cast<std::chrono::milliseconds>(r.duration), r.outcome,
-                     r.exit_status, r.detail, manual},
+                     r.exit_status, r.detail, manual, ctx.attempt},
                     job.history_limit);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count();
   auto level = r.outcome == run_outcome::succeeded ? log::level::info : log::level::warn;
@@ -254,7 +254,8 @@ void agent_runtime::log_result(const job_config& job, const run_context& ctx, co
               {"outcome", to_string(r.outcome)},
               {"status", r.exit_status},
               {"duration_ms", ms},
-              {"detail", r.detail}});
+              {"detail", r.detail},
+              {"attempt", ctx.attempt}});
 }
 
 asio::awaitable<run_result> agent_runtime::run_guarded(std::shared_ptr<const job_config> job, run_context ctx,
@@ -274,6 +275,53 @@ asio::awaitable<run_result> agent_runtime::run_guarded(std::shared_ptr<const job
   co_return stopped;
 }
 
+asio::awaitable<run_result> agent_runtime::run_attempts(std::shared_ptr<const job_config> job,
+                                                        run_context ctx, std::shared_ptr<run_control> control,
+                                                        lease* l, bool manual,
+                                                        std::function<std::string()> next_run_id) {
+  // Whether a retry may start: the run was not stopped, and the lease it ran under still leads (leader mode:
+  // a lost lease stops the runs only once run() gets there).
+  const auto may_go_on = [&] {
+    if (control->stop_requested()) return false;
+    if (l) return l->active();
+    return leading_lease_ && leading_lease_->active() && leading_lease_->token() == ctx.token && !stopping_ &&
+           !resigning_ && !recampaign_;
+  };
+  for (;;) {
+    const auto started = std::chrono::system_clock::now();
+    history_.started(job->name, started);
+    log::info("job_started", {{"job", job->name},
+                              {"run", ctx.run_id},
+                              {"slot", rfc3339(ctx.slot)},
+                              {"key", ctx.lock_key},
+                              {"token", ctx.token},
+                              {"trigger", manual ? "manual" : "schedule"},
+                              {"attempt", ctx.attempt}});
+    auto r = co_await run_guarded(job, ctx, control, l);
+    log_result(*job, ctx, r, started, manual);
+    const bool failed = r.outcome == run_outcome::failed || r.outcome == run_outcome::timed_out ||
+                        r.outcome == run_outcome::spawn_failed;
+    if (!failed || r.outlived || ctx.attempt > job->retries || !may_go_on()) co_return r;
+    const auto wait =
+        retry_wait(ctx.attempt, job->retry_backoff, std::uniform_real_distribution<>(0, 1)(random_),
+                   std::chrono::system_clock::now(), job->sched.next_fire(ctx.slot, job->tz));
+    if (!wait) {
+      log::warn(
+          "job_retry_skipped",
+          {{"job", job->name}, {"run", ctx.run_id}, {"attempt", ctx.attempt + 1}, {"reason", "next_slot"}});
+      co_return r;
+    }
+    log::info(
+        "job_retry",
+        {{"job", job->name}, {"run", ctx.run_id}, {"attempt", ctx.attempt + 1}, {"wait_ms", wait->count()}});
+    asio::steady_timer pause(ex_, *wait);
+    co_await (pause.async_wait(use_tuple) || control->wake().async_wait(use_tuple));
+    if (!may_go_on()) co_return r;
+    ++ctx.attempt;
+    ctx.run_id = next_run_id();
+  }
+}
+
 std::string agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds slot, const lease& l,
                                      bool manual) {
   auto job = jobs_[index];
@@ -283,22 +331,16 @@ std::string agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds
   run_context ctx{config_.election_key, l.token(), client_.identity(), slot,
                   make_run_id(l.token(), ++runs_under_lease_)};
   job_run_began(job->name, index);
-  const auto started = std::chrono::system_clock::now();
-  history_.started(job->name, started);
-  log::info("job_started", {{"job", job->name},
-                            {"run", ctx.run_id},
-                            {"slot", rfc3339(slot)},
-                            {"token", ctx.token},
-                            {"trigger", manual ? "manual" : "schedule"}});
   // The coroutine may run to its end before co_spawn returns (Boost 1.81 starts it at once, and a command
   // that cannot start fails at once): the caller holds no lock, and everything it touches is already set.
   asio::co_spawn(
       ex_,
-      [this, job, ctx, control, it, started, manual]() -> asio::awaitable<void> {
+      [this, job, ctx, control, it, manual]() -> asio::awaitable<void> {
         // Leader mode: a lost election lease stops every run through stop_all_runs().
-        auto r = co_await run_guarded(job, ctx, control, nullptr);
+        auto r = co_await run_attempts(job, ctx, control, nullptr, manual, [this, token = ctx.token] {
+          return make_run_id(token, ++runs_under_lease_);
+        });
         runs_.erase(it);
-        log_result(*job, ctx, r, started, manual);
         if (r.outlived) co_await r.outlived();
         job_run_ended(job->name);
       },
@@ -349,15 +391,10 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
         }
         if (l && !control->stop_requested()) {
           run_context ctx{key, l->token(), client_.identity(), slot, make_run_id(l->token(), 1)};
-          const auto started = std::chrono::system_clock::now();
-          history_.started(job.name, started);
-          log::info("job_started", {{"job", job.name},
-                                    {"run", ctx.run_id},
-                                    {"slot", rfc3339(slot)},
-                                    {"key", key},
-                                    {"token", ctx.token}});
-          auto r = co_await run_guarded(shared, ctx, control, &*l);
-          log_result(job, ctx, r, started, false);
+          // Each attempt has its own run id under the slot's lease: <token>-1, <token>-2, ...
+          auto r = co_await run_attempts(
+              shared, ctx, control, &*l, false,
+              [token = ctx.token, n = std::uint64_t{1}]() mutable { return make_run_id(token, ++n); });
           // A group that outlived SIGKILL keeps the job's lock, so no replica starts the job beside it; but a
           // shutdown does not wait for it (its guard stays armed).
           if (r.outlived && !control->stop_requested())

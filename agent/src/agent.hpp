@@ -15,11 +15,13 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 
@@ -124,6 +126,13 @@ class agent_runtime {
   boost::asio::awaitable<run_result> run_guarded(std::shared_ptr<const job_config> job, run_context ctx,
                                                  std::shared_ptr<run_control> control, lease* l);
   /// Logs, counts and keeps in the history a run that ended; `started` is when it began.
+  /// Runs attempts of `job` for ctx.slot: the first, then after each failed one (failed, timed_out,
+  /// spawn_failed) another, up to the job's `retries`, waiting retry_wait() between them, while the run is
+  /// not stopped and its lease (`l`, or the leader's) still holds. Each attempt is logged, counted and kept
+  /// in the history; `next_run_id` names each retry. Returns the last attempt's result.
+  boost::asio::awaitable<run_result> run_attempts(std::shared_ptr<const job_config> job, run_context ctx,
+                                                  std::shared_ptr<run_control> control, lease* l, bool manual,
+                                                  std::function<std::string()> next_run_id);
   void log_result(const job_config& job, const run_context& ctx, const run_result& r,
                   std::chrono::system_clock::time_point started, bool manual);
   job_status status_of(std::size_t index, std::chrono::system_clock::time_point now) const;
@@ -142,8 +151,10 @@ class agent_runtime {
   std::vector<std::shared_ptr<const job_config>> jobs_;
   std::map<std::string, int> running_by_name_;  // runs in flight per job name, outlived groups included
   const lease* leading_lease_ = nullptr;        // leader mode: the lease while lead() schedules under it
-  std::set<std::string> suspended_;    // jobs suspended on this agent (the file's `suspend`, then the API)
-  job_history history_;                // on the runtime's executor only
+  std::set<std::string> suspended_;  // jobs suspended on this agent (the file's `suspend`, then the API)
+  job_history history_;
+  std::mt19937_64 random_{
+      std::random_device{}()};         // retry jitter                // on the runtime's executor only
   boost::asio::steady_timer control_;  // cancelled to wake run()/lead() on shutdown or resign
   bool stopping_ = false;
   bool resigning_ = false;

@@ -167,9 +167,9 @@ constexpr std::string_view top_keys[] = {"server",    "identity",     "listen", 
                                          "jobs",      "tls",          "token_file",     "history_limit"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
-constexpr std::string_view job_keys[] = {"name",    "schedule", "timezone",      "command",
-                                         "shell",   "http",     "timeout",       "grace",
-                                         "overlap", "misfire",  "history_limit", "suspend"};
+constexpr std::string_view job_keys[] = {"name",          "schedule", "timezone", "command",      "shell",
+                                         "http",          "timeout",  "grace",    "overlap",      "misfire",
+                                         "history_limit", "suspend",  "retries",  "retry_backoff"};
 constexpr std::string_view http_keys[] = {"method", "url", "headers", "body"};
 
 // Reads typed values out of the YAML tree, failing with the node's position and key path. yaml-cpp's own
@@ -447,6 +447,9 @@ job_config read_job(const reader& r, const YAML::Node& node, const std::string& 
   if (const auto n = node["history_limit"])
     job.history_limit = r.count(n, path + ".history_limit", 1, max_history);
   if (const auto n = node["suspend"]) job.suspend = r.boolean(n, path + ".suspend");
+  if (const auto n = node["retries"]) job.retries = static_cast<int>(r.count(n, path + ".retries", 0, 100));
+  if (const auto n = node["retry_backoff"])
+    job.retry_backoff = r.positive_duration(n, path + ".retry_backoff");
   return job;
 }
 
@@ -676,7 +679,8 @@ bool same_job(const job_config& a, const job_config& b) {
   return a.name == b.name && a.sched.text() == b.sched.text() && a.timezone == b.timezone &&
          a.command == b.command && a.shell == b.shell && same_http(a.http, b.http) &&
          a.timeout == b.timeout && a.grace == b.grace && a.overlap == b.overlap && a.misfire == b.misfire &&
-         a.history_limit == b.history_limit && a.suspend == b.suspend;
+         a.history_limit == b.history_limit && a.suspend == b.suspend && a.retries == b.retries &&
+         a.retry_backoff == b.retry_backoff;
 }
 
 const job_config* find_job(const std::vector<job_config>& jobs, const std::string& name) {

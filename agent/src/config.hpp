@@ -70,6 +70,10 @@ struct job_config {
   /// How many finished runs of this job the agent keeps for GET /v1/jobs (1-1000); the top-level
   /// `history_limit` unless the job sets its own.
   std::size_t history_limit = 10;
+  /// Attempts after a failed one (failed, timed_out, spawn_failed) for the same slot; 0-100.
+  int retries = 0;
+  /// The first retry's wait; each further one waits twice as long, jittered (retry_wait()).
+  std::chrono::milliseconds retry_backoff{10'000};
   /// Start with the job suspended: its slots are skipped until POST /v1/jobs/{name}/resume.
   bool suspend = false;
 };

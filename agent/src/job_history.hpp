@@ -30,6 +30,8 @@ struct run_record {
   std::string detail;
   /// Started by POST /v1/jobs/{name}/run rather than by the schedule.
   bool manual = false;
+  /// 1, or the retry's number (run_context::attempt).
+  int attempt = 1;
 };
 
 class job_history {

@@ -152,6 +152,7 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
       {"BATON_SCHEDULED_AT", rfc3339(ctx.slot)},
       {"BATON_IDENTITY", ctx.identity},
       {"BATON_RUN_ID", ctx.run_id},
+      {"BATON_ATTEMPT", std::to_string(ctx.attempt)},
   };
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) co_return spawn_failed("output pipe: " + errno_text(errno));

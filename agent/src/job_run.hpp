@@ -35,6 +35,8 @@ struct run_context {
   /// `<token>-<n>`: the n-th run under the lease with this token. Tokens are unique on the lock server, so
   /// the id is unique across every agent of the group, not only within one agent.
   std::string run_id;
+  /// 1 for a slot's first attempt, then 2, 3, ... for its retries (`retries`).
+  int attempt = 1;
 };
 
 /// `<token>-<n>`, see run_context::run_id.

@@ -1,5 +1,7 @@
 #include "scheduler.hpp"
 
+#include <algorithm>
+
 namespace baton::agent {
 
 scheduler::scheduler(std::vector<scheduled_job> jobs) : jobs_(std::move(jobs)), state_(jobs_.size()) {}
@@ -96,6 +98,17 @@ std::vector<std::optional<std::size_t>> scheduler::replace_jobs(std::vector<sche
   jobs_ = std::move(jobs);
   state_ = std::move(state);
   return before;
+}
+
+std::optional<std::chrono::milliseconds> retry_wait(int attempt, std::chrono::milliseconds backoff,
+                                                    double unit, std::chrono::system_clock::time_point now,
+                                                    std::optional<sys_seconds> next_slot) {
+  const int doublings = std::clamp(attempt - 1, 0, 10);
+  const double factor = 0.5 + 0.5 * std::clamp(unit, 0.0, 1.0);
+  const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(
+      static_cast<double>(backoff.count() * (std::int64_t{1} << doublings)) * factor));
+  if (next_slot && now + wait >= *next_slot) return std::nullopt;
+  return wait;
 }
 
 void scheduler::run_started(std::size_t job) {

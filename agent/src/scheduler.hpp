@@ -53,6 +53,15 @@ struct slot_decision {
   std::uint64_t missed = 0;
 };
 
+/// The wait before retrying after failed attempt `attempt` (1-based): `backoff` doubled for each attempt
+/// before it (backoff, 2 backoff, 4 backoff, ..., at most 1024 backoff), scaled by a factor in [0.5, 1)
+/// taken from `unit` in [0, 1), so that retries of many agents or jobs do not fall together. Empty when the
+/// retry would start at or after `next_slot`: a retry never runs into the job's next slot, whose run takes
+/// over. Pure; thread-safe.
+std::optional<std::chrono::milliseconds> retry_wait(int attempt, std::chrono::milliseconds backoff,
+                                                    double unit, std::chrono::system_clock::time_point now,
+                                                    std::optional<sys_seconds> next_slot);
+
 class scheduler {
  public:
   /// A backward step up to this long keeps time-of-day schedules from repeating their slots; a longer one is

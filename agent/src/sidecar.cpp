@@ -89,6 +89,7 @@ std::string rfc3339_ms(std::chrono::system_clock::time_point t) {
 json::object run_json(const run_record& r) {
   return {{"run_id", r.run_id},
           {"trigger", r.manual ? "manual" : "schedule"},
+          {"attempt", r.attempt},
           {"slot", rfc3339(r.slot)},
           {"started_at", rfc3339_ms(r.started)},
           {"duration_ms", r.duration.count()},

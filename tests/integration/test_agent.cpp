@@ -821,3 +821,124 @@ BOOST_AUTO_TEST_CASE(a_suspended_job_skips_its_slots_until_resumed_and_a_manual_
   agent.process().signal(SIGTERM);
   BOOST_TEST(agent.process().wait(30s) == 0);
 }
+
+BOOST_AUTO_TEST_CASE(
+    a_failed_run_is_retried_with_backoff_each_attempt_recorded_and_never_into_the_next_slot) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  const auto tries = dir.path() / "tries";
+  // flaky fails until its third attempt; broken always fails; tight's retry would reach its next slot.
+  auto cfg = write_config(
+      dir, "agent.yaml",
+      "resign_token: s3cret-token\n" +
+          base_config(
+              server, "30s",
+              "  - name: flaky\n    schedule: \"0 0 1 1 *\"\n    retries: 5\n    retry_backoff: 100ms\n"
+              "    shell: true\n    command: \"echo $BATON_ATTEMPT $BATON_RUN_ID >> " +
+                  tries.string() + "; test $BATON_ATTEMPT -ge 3\"\n" +
+                  "  - name: broken\n    schedule: \"0 0 1 1 *\"\n    retries: 1\n"
+                  "    retry_backoff: 100ms\n    command: [/bin/false]\n"
+                  "  - name: tight\n    schedule: \"* * * * * *\"\n    retries: 3\n"
+                  "    retry_backoff: 2s\n    command: [/bin/false]\n"
+                  "  - name: patient\n    schedule: \"0 0 1 1 *\"\n    retries: 3\n"
+                  "    retry_backoff: 20s\n    command: [/bin/false]\n"));
+  agent_process agent(cfg, "node-0", dir.path() / "a.log");
+  BOOST_REQUIRE(eventually([&] { return agent.leader().json.at("is_leader").as_bool(); }));
+  const auto token = agent.leader().json.at("token").to_number<std::uint64_t>();
+  const auto run = [&](const std::string& job) {
+    http_client c(agent.port(), 10s);
+    c.set_authorization("Bearer s3cret-token");
+    return c.post("/v1/jobs/" + job + "/run", "");
+  };
+  const auto runs = [&](const std::string& job) {
+    return agent.get("/v1/jobs/" + job).json.at("runs").as_array();
+  };
+
+  BOOST_REQUIRE(run("flaky").status == 202);
+  BOOST_REQUIRE(eventually([&] { return runs("flaky").size() == 3u; }, 15s));
+  std::this_thread::sleep_for(500ms);  // five backoffs of 100 ms: no fourth attempt follows a success
+  const auto flaky = runs("flaky");
+  BOOST_REQUIRE(flaky.size() == 3u);
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& r = flaky[i];
+    BOOST_TEST(r.at("attempt").to_number<int>() == static_cast<int>(3 - i));  // newest first
+    BOOST_TEST(r.at("outcome").as_string() == (i == 0 ? "succeeded" : "failed"));
+    BOOST_TEST(r.at("token").to_number<std::uint64_t>() == token);
+    BOOST_TEST(r.at("trigger").as_string() == "manual");
+    BOOST_TEST(r.at("slot") == flaky[2].at("slot"));  // one slot, three attempts
+    ids.insert(std::string(r.at("run_id").as_string()));
+  }
+  BOOST_TEST(ids.size() == 3u);
+  // The job saw its attempt number and each attempt's own run id.
+  std::istringstream lines(read_file(tries));
+  std::string line;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    BOOST_REQUIRE(std::getline(lines, line));
+    BOOST_TEST(line.starts_with(std::to_string(attempt) + " "), line);
+    BOOST_TEST(ids.contains(line.substr(line.find(' ') + 1)), line);
+  }
+  BOOST_TEST(agent.log_lines({"event=job_retry ", "job=flaky"}).size() == 2u);
+
+  // retries: 1 is two attempts in all.
+  BOOST_REQUIRE(run("broken").status == 202);
+  BOOST_REQUIRE(eventually([&] { return runs("broken").size() == 2u; }, 15s));
+  std::this_thread::sleep_for(500ms);
+  BOOST_TEST(runs("broken").size() == 2u);
+  BOOST_TEST(agent.metric("baton_agent_job_runs_total{job=\"broken\",outcome=\"failed\"}") == 2);
+
+  // A retry of at least a second would reach the next slot of a job that fires every second: skipped.
+  BOOST_TEST(eventually(
+      [&] {
+        return !agent.log_lines({"event=job_retry_skipped", "job=tight", "reason=next_slot"}).empty();
+      },
+      10s));
+  for (const auto& r : runs("tight"))
+    BOOST_TEST(r.at("attempt").to_number<int>() == 1);
+  BOOST_TEST(agent.log_lines({"event=job_retry ", "job=tight"}).empty());
+
+  // A shutdown ends a retry's wait: the agent stops within its shutdown_grace, and the retry never starts.
+  BOOST_REQUIRE(run("patient").status == 202);
+  BOOST_REQUIRE(eventually(
+      [&] {
+        return !agent.log_lines({"event=job_retry ", "job=patient"}).empty();
+      },
+      10s));
+  const auto stopping = clock_type::now();
+  agent.process().signal(SIGTERM);
+  BOOST_TEST(agent.process().wait(30s) == 0);
+  BOOST_TEST(std::chrono::duration<double>(clock_type::now() - stopping).count() <
+             10.0);  // 1 s grace, 20 s backoff
+  BOOST_TEST(agent.log_lines({"event=job_started", "job=patient", "attempt=2"}).empty());
+}
+
+BOOST_AUTO_TEST_CASE(per_job_mode_retries_a_failed_run_under_the_slots_lock) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(
+      dir, "agent.yaml",
+      "mode: per-job\n" + base_config(server, "5s",
+                                      "  - name: flaky\n    schedule: \"*/5 * * * * *\"\n"
+                                      "    retries: 1\n    retry_backoff: 100ms\n"
+                                      "    shell: true\n    command: \"test $BATON_ATTEMPT = 2\"\n"));
+  agent_process agent(cfg, "node-0", dir.path() / "a.log");
+  boost::json::array runs;
+  BOOST_REQUIRE(eventually(
+      [&] {
+        runs = agent.get("/v1/jobs/flaky").json.at("runs").as_array();
+        return runs.size() >= 2u;
+      },
+      20s));
+  // Newest first: the retry succeeded, under the same lease as the failed first attempt.
+  BOOST_TEST(runs[0].at("attempt").to_number<int>() == 2);
+  BOOST_TEST(runs[0].at("outcome").as_string() == "succeeded");
+  BOOST_TEST(runs[1].at("attempt").to_number<int>() == 1);
+  BOOST_TEST(runs[1].at("outcome").as_string() == "failed");
+  BOOST_TEST(runs[0].at("key").as_string() == "jobs/flaky");
+  BOOST_TEST(runs[0].at("token") == runs[1].at("token"));
+  const auto token = std::to_string(runs[0].at("token").to_number<std::uint64_t>());
+  BOOST_TEST(runs[1].at("run_id").as_string() == token + "-1");
+  BOOST_TEST(runs[0].at("run_id").as_string() == token + "-2");
+  agent.process().signal(SIGTERM);
+  BOOST_TEST(agent.process().wait(30s) == 0);
+}

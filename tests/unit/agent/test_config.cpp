@@ -297,6 +297,10 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
       {http_job_with("      url: http://h/\n      headers: [a]\n"),
        "t.yaml:6:16: jobs[0].http.headers: expected a mapping, got a list"},
       {job_with("    suspend: yes\n"), "t.yaml:5:14: jobs[0].suspend: expected true or false, got \"yes\""},
+      {job_with("    retries: 101\n"),
+       "t.yaml:5:14: jobs[0].retries: expected a whole number from 0 to 100, got \"101\""},
+      {job_with("    retry_backoff: 0s\n"), "t.yaml:5:20: jobs[0].retry_backoff: must be positive"},
+      {job_with("    retry_backoff: 5\n"), "t.yaml:5:20: jobs[0].retry_backoff: \"5\" has no unit"},
       // history_limit, top level and per job
       {"history_limit: 0\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000, got \"0\""},
       {"history_limit: 1001\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000"},
@@ -688,4 +692,16 @@ BOOST_AUTO_TEST_CASE(suspend_is_read_per_job_and_a_changed_one_is_a_job_change) 
   BOOST_TEST(c.jobs[0].suspend);
   const auto d = compare_configs(parse_config(job_with(""), "t.yaml"), c);
   BOOST_TEST(d.jobs_changed == std::vector<std::string>{"a"}, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(retries_default_to_none_with_a_ten_second_backoff) {
+  const auto plain = parse_config(job_with(""), "t.yaml").jobs[0];
+  BOOST_TEST(plain.retries == 0);
+  BOOST_TEST(plain.retry_backoff.count() == 10'000);
+  const auto c = parse_config(job_with("    retries: 3\n    retry_backoff: 1m\n"), "t.yaml");
+  BOOST_TEST(c.jobs[0].retries == 3);
+  BOOST_TEST(c.jobs[0].retry_backoff.count() == 60'000);
+  BOOST_TEST(
+      compare_configs(parse_config(job_with(""), "t.yaml"), c).jobs_changed == std::vector<std::string>{"a"},
+      boost::test_tools::per_element());
 }

@@ -224,3 +224,21 @@ BOOST_AUTO_TEST_CASE(a_new_job_list_carries_each_jobs_suspension_as_given) {
   BOOST_TEST((d[0].what == kind::skip_suspended));
   BOOST_TEST((d[1].what == kind::start));
 }
+
+BOOST_AUTO_TEST_CASE(retry_waits_double_are_jittered_and_never_reach_the_next_slot) {
+  const std::chrono::system_clock::time_point now = at(10, 0, 0);
+  const std::optional<sys_seconds> far = at(11, 0);
+  // unit 0 is the shortest wait (half the backoff), unit close to 1 the longest (just under the backoff).
+  BOOST_TEST(retry_wait(1, 1000ms, 0.0, now, far).value().count() == 500);
+  BOOST_TEST(retry_wait(1, 1000ms, 0.999, now, far).value().count() == 999);
+  BOOST_TEST(retry_wait(2, 1000ms, 0.0, now, far).value().count() == 1000);
+  BOOST_TEST(retry_wait(3, 1000ms, 0.0, now, far).value().count() == 2000);
+  // The doubling stops at 1024 times the backoff.
+  BOOST_TEST(retry_wait(11, 1ms, 0.0, now, far).value().count() == 512);
+  BOOST_TEST(retry_wait(50, 1ms, 0.0, now, far).value().count() == 512);
+  // A retry that would start at or after the next slot is not made; without a next slot it always is.
+  BOOST_TEST(!retry_wait(1, 2000ms, 0.0, now, at(10, 0, 1)).has_value());
+  BOOST_TEST(!retry_wait(1, 2000ms, 0.0, now + 1ms, at(10, 0, 1)).has_value());
+  BOOST_TEST(retry_wait(1, 2000ms, 0.0, now, at(10, 0, 2)).has_value());
+  BOOST_TEST(retry_wait(20, 1h, 0.5, now, std::nullopt).has_value());
+}
