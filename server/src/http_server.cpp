@@ -414,7 +414,9 @@ struct http_server::impl {
 
   asio::awaitable<void> session(tcp::socket socket, worker& w, std::string client) {
     beast::tcp_stream stream(std::move(socket));
-    beast::flat_buffer buffer;
+    // Bounded by what one request may hold: Beast otherwise reads up to 64 KiB at a time into it, which a
+    // stalled client would keep allocated (docs/security.md, "Memory per connection").
+    beast::flat_buffer buffer(options.limits.max_header_bytes + options.limits.max_body_bytes);
     metrics.connections.fetch_add(1, std::memory_order_relaxed);
     struct closer {
       impl& self;

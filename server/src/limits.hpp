@@ -28,9 +28,9 @@ struct limits_options {
   /// (--max-locks). A client's own cap is `max_locks=N` in the tokens file (429 `lock_quota_exceeded`).
   std::size_t max_locks = 1'000'000;
   /// Request line plus headers; past it 431 `header_too_large` (--max-header-bytes).
-  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_header_bytes = 8 * 1024;
   /// Request body; past it 413 `body_too_large` (--max-body-bytes).
-  std::size_t max_body_bytes = 64 * 1024;
+  std::size_t max_body_bytes = 8 * 1024;
   /// Sustained requests per second per client (its authenticated name, or its address without a valid
   /// token); 0 turns the limit off (--rate-limit).
   double rate_per_second = 0;

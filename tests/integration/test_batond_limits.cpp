@@ -357,3 +357,28 @@ BOOST_AUTO_TEST_CASE(a_flood_of_failed_tls_handshakes_writes_a_bounded_number_of
   if (seconds < 4) BOOST_TEST(lines < 101);
   BOOST_TEST(counted);
 }
+
+// The default limits fit the largest valid request (a 512-byte key, a 256-byte owner even with every byte
+// JSON-escaped) with room to spare, and keep what a stalled request can make batond hold small
+// (docs/security.md, "Memory per connection").
+BOOST_AUTO_TEST_CASE(default_limits_are_8_kib_of_header_and_8_kib_of_body) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  std::string owner;
+  for (int i = 0; i < 256; ++i)
+    owner += "\\u0041";
+  const std::string largest = R"({"owner":")" + owner + R"(","ttl_ms":60000})";
+  BOOST_TEST(c.post("/v1/locks/" + std::string(512, 'k') + "/acquire", largest).status == 200);
+
+  const std::string body = R"({"owner":"o","ttl_ms":1000,"pad":")" + std::string(8 * 1024, 'p') + R"("})";
+  auto big_body = http_client::raw(
+      server.port(),
+      "POST /v1/locks/k/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body);
+  BOOST_TEST(big_body.status == 413);
+  auto big_header = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " +
+                                                        std::string(9 * 1024, 'p') + "\r\n\r\n");
+  BOOST_TEST(big_header.status == 431);
+}
