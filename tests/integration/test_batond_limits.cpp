@@ -15,6 +15,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -46,34 +47,52 @@ void wait_for_waiters(http_client& c, int n) {
   }
 }
 
+// A tokens file granting "holder" (token "holder-secret-token") every key, plus `more` lines.
+std::filesystem::path write_tokens(const temp_dir& scratch, const std::string& more = {}) {
+  auto path = scratch.path() / "tokens";
+  // SHA-256 of "holder-secret-token".
+  std::ofstream(path)
+      << "sha256:5ad82dd40119c2e3a9b59574d506e47a586ed6e49c4108290096823f78248b9c holder rw:*\n"
+      << more;
+  return path;
+}
+
 }  // namespace
 
+// The server-wide limit, and the limit of one address (here both are reached by the same client).
 BOOST_AUTO_TEST_CASE(
-    a_connection_past_max_connections_gets_503_with_retry_after_and_a_freed_slot_serves_again) {
-  temp_dir dir;
-  batond_process server(dir.path(), {"--max-connections", "2", "--threads", "1"});
-  auto a = std::make_unique<http_client>(server.port());
-  http_client b(server.port());
-  BOOST_REQUIRE(a->get("/healthz").status == 200);
-  BOOST_REQUIRE(b.get("/healthz").status == 200);
+    a_connection_past_max_connections_or_its_addresss_limit_gets_503_with_retry_after_and_a_freed_slot_serves_again) {
+  for (auto [flag, error] :
+       {std::pair{"--max-connections", "too_many_connections"},
+        std::pair{"--max-connections-per-address", "too_many_connections_from_address"}}) {
+    BOOST_TEST_CONTEXT(flag) {
+      temp_dir dir;
+      batond_process server(dir.path(), {flag, "2", "--threads", "1"});
+      auto a = std::make_unique<http_client>(server.port());
+      http_client b(server.port());
+      BOOST_REQUIRE(a->get("/healthz").status == 200);
+      BOOST_REQUIRE(b.get("/healthz").status == 200);
 
-  auto refused = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-  BOOST_TEST(refused.status == 503);
-  BOOST_TEST(str(refused, "error") == "too_many_connections");
-  BOOST_TEST(refused.retry_after == "1");
-  BOOST_TEST(!refused.keep_alive);
+      auto refused = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+      BOOST_TEST(refused.status == 503);
+      BOOST_TEST(str(refused, "error") == error);
+      BOOST_TEST(refused.retry_after == "1");
+      BOOST_TEST(!refused.keep_alive);
 
-  a.reset();  // frees a slot once the server sees the close
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  int status = 0;
-  while (
-      (status = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status) !=
-      200) {
-    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
-                          "slot never freed, last status " << status);
-    std::this_thread::sleep_for(20ms);
+      a.reset();  // frees a slot once the server sees the close
+      auto deadline = std::chrono::steady_clock::now() + 20s;
+      int status = 0;
+      while (
+          (status =
+               http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status) !=
+          200) {
+        BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                              "slot never freed, last status " << status);
+        std::this_thread::sleep_for(20ms);
+      }
+      BOOST_TEST(b.get("/healthz").status == 200);
+    }
   }
-  BOOST_TEST(b.get("/healthz").status == 200);
 }
 
 BOOST_AUTO_TEST_CASE(headers_and_bodies_past_their_limits_get_431_and_413) {
@@ -165,10 +184,7 @@ BOOST_AUTO_TEST_CASE(long_polls_past_the_per_key_and_total_waiter_limits_get_503
 // token spends only the address's bucket for unauthenticated requests, never the holder's.
 BOOST_AUTO_TEST_CASE(unauthenticated_requests_from_the_holders_address_do_not_spend_its_rate) {
   temp_dir dir, scratch;
-  const auto tokens = scratch.path() / "tokens";
-  // SHA-256 of "holder-secret-token".
-  std::ofstream(tokens)
-      << "sha256:5ad82dd40119c2e3a9b59574d506e47a586ed6e49c4108290096823f78248b9c holder rw:*\n";
+  const auto tokens = write_tokens(scratch);
   batond_process server(dir.path(),
                         {"--tokens-file", tokens.string(), "--rate-limit", "0.1", "--rate-burst", "3"});
   auto holder = server.client();
@@ -190,35 +206,12 @@ BOOST_AUTO_TEST_CASE(unauthenticated_requests_from_the_holders_address_do_not_sp
   BOOST_TEST(renewed.status == 200);
 }
 
-BOOST_AUTO_TEST_CASE(one_address_past_max_connections_per_address_gets_503_and_others_are_not_limited_by_it) {
-  temp_dir dir;
-  batond_process server(dir.path(), {"--max-connections-per-address", "2", "--threads", "1"});
-  auto a = std::make_unique<http_client>(server.port());
-  http_client b(server.port());
-  BOOST_REQUIRE(a->get("/healthz").status == 200);
-  BOOST_REQUIRE(b.get("/healthz").status == 200);
-  auto refused = http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-  BOOST_TEST(refused.status == 503);
-  BOOST_TEST(str(refused, "error") == "too_many_connections_from_address");
-  BOOST_TEST(refused.retry_after == "1");
-
-  a.reset();
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (http_client::raw(server.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status != 200) {
-    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "the address's slot was never freed");
-    std::this_thread::sleep_for(20ms);
-  }
-}
-
 // With tokens, a connection without a valid token cannot stay open: a 401 (or 403, 429) closes it, an
 // unauthenticated /healthz closes it, and one that sends nothing is closed after
 // --unauthenticated-timeout-ms. An authenticated client keeps its connection.
 BOOST_AUTO_TEST_CASE(connections_without_a_valid_token_are_closed_after_their_answer_or_a_short_idle_time) {
   temp_dir dir, scratch;
-  const auto tokens = scratch.path() / "tokens";
-  // SHA-256 of "holder-secret-token".
-  std::ofstream(tokens)
-      << "sha256:5ad82dd40119c2e3a9b59574d506e47a586ed6e49c4108290096823f78248b9c holder rw:*\n";
+  const auto tokens = write_tokens(scratch);
   batond_process server(dir.path(),
                         {"--tokens-file", tokens.string(), "--unauthenticated-timeout-ms", "300"});
 
@@ -277,11 +270,10 @@ BOOST_AUTO_TEST_CASE(a_long_poll_whose_client_closed_frees_its_waiter_and_connec
 // a holder re-acquiring its own key is not refused, and each refusal is counted.
 BOOST_AUTO_TEST_CASE(acquires_past_max_locks_and_a_clients_quota_are_refused_before_any_change) {
   temp_dir dir, scratch;
-  const auto tokens = scratch.path() / "tokens";
-  // SHA-256 of "holder-secret-token", and of "small-secret-token".
-  std::ofstream(tokens)
-      << "sha256:5ad82dd40119c2e3a9b59574d506e47a586ed6e49c4108290096823f78248b9c holder rw:*\n"
-         "sha256:82b1d41c29c3a14514f066eb8df50f9d10af236c6e7bc7b814985b6fc60b92c1 small rw:* max_locks=1\n";
+  // SHA-256 of "small-secret-token".
+  const auto tokens = write_tokens(
+      scratch,
+      "sha256:82b1d41c29c3a14514f066eb8df50f9d10af236c6e7bc7b814985b6fc60b92c1 small rw:* max_locks=1\n");
   batond_process server(dir.path(), {"--tokens-file", tokens.string(), "--max-locks", "3"});
   auto holder = server.client();
   holder.set_authorization("Bearer holder-secret-token");
