@@ -1,9 +1,13 @@
 // libFuzzer target: batond's request path without sockets. The bytes are one HTTP request, parsed by Beast
-// with batond's default limits, then routed and decoded as http_server does (protocol.cpp). Besides "no
-// crash", it checks what the protocol promises: a decoded request is within docs/protocol.md's bounds, a key
-// can be echoed back in JSON, and every refusal is a JSON error with a 4xx status.
+// with batond's default limits, then checked, routed and decoded as http_server does (protocol.cpp), and
+// finally carried out on the lock table behind the service (lock_table.cpp), which already holds a lease
+// on the request's key. Besides "no crash", it checks what the protocol promises: a decoded request is
+// within docs/protocol.md's bounds, a key can be echoed back in JSON, every refusal is a JSON error with a
+// 4xx status, and the table's answer is consistent with its state (a grant takes a larger token, only the
+// holder with its token renews or releases, the counts behind --max-locks stay exact).
 
 #include "limits.hpp"
+#include "lock_table.hpp"
 #include "protocol.hpp"
 
 #include <boost/asio/buffer.hpp>
@@ -88,6 +92,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const auto& req = parser.get();
   require(req.body().size() <= limits.max_body_bytes, "the body limit holds");
+  // What http_server checks before routing; any header value must be safe to look at.
+  (void)is_loopback_host(req[http::field::host]);
+  (void)is_json_content_type(req[http::field::content_type]);
 
   const auto target = parse_target(req.target());
   const auto* t = decoded(target);
@@ -97,11 +104,34 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_text(t->key, max_key_bytes, "a key is 1-512 bytes without control characters");
   if (t->wait_ms) require(*t->wait_ms <= max_wait_ms, "wait_ms is clamped");
 
+  // The table as the service would find it: the key held by "holder" with token 1 (the same owner string
+  // as the request's is possible, and then it is the holder), and one other key held.
+  const time_point t0 = time_point{} + std::chrono::hours(1000);
+  lock_table table;
+  table.acquire(t->key, "holder", std::chrono::milliseconds(1000), t0);
+  table.acquire(t->key + "/other", "someone", std::chrono::milliseconds(1000), t0);
+  const auto before = table.last_token();
+  const auto holder = table.get(t->key, t0);
+  require(holder && holder->token == 1, "the seeded lease holds the key");
+  const time_point now = t0 + std::chrono::milliseconds(size % 2000);  // before or after the seed's expiry
+  const bool expired = now >= holder->expires;
+
   switch (t->what) {
     case lock_target::kind::acquire:
       if (const auto v = parse_acquire(req.body(), bounds); auto* r = decoded(v)) {
         check_text(r->owner, max_owner_bytes, "an owner is 1-256 bytes without control characters");
         require(r->ttl >= bounds.min && r->ttl <= bounds.max, "ttl within bounds");
+        auto result = table.acquire(t->key, r->owner, r->ttl, now);
+        if (auto* g = std::get_if<acquire_granted>(&result)) {
+          require(expired || r->owner == "holder", "only a free key or its holder is granted");
+          require(g->token == before + 1 && g->replaced_token == 1, "a grant takes the next token");
+          auto view = table.get(t->key, now);
+          require(view && view->owner == r->owner && view->token == g->token, "the grant is what get shows");
+        } else {
+          require(!expired && r->owner != "holder", "a held key is refused to another owner");
+          require(std::get<acquire_refused>(result).holder.token == 1, "the refusal names the holder");
+          require(table.last_token() == before, "a refused acquire takes no token");
+        }
       }
       break;
     case lock_target::kind::renew:
@@ -109,16 +139,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         check_text(r->owner, max_owner_bytes, "an owner is 1-256 bytes without control characters");
         require(r->token >= 1 && r->token <= static_cast<std::uint64_t>(INT64_MAX), "token in range");
         require(r->ttl >= bounds.min && r->ttl <= bounds.max, "ttl within bounds");
+        auto result = table.renew(t->key, r->owner, r->token, r->ttl, now);
+        require(
+            std::holds_alternative<renew_ok>(result) == (!expired && r->owner == "holder" && r->token == 1),
+            "only the holder with its token renews an unexpired lease");
       }
       break;
     case lock_target::kind::release:
       if (const auto v = parse_release(req.body()); auto* r = decoded(v)) {
         check_text(r->owner, max_owner_bytes, "an owner is 1-256 bytes without control characters");
         require(r->token >= 1 && r->token <= static_cast<std::uint64_t>(INT64_MAX), "token in range");
+        auto result = table.release(t->key, r->owner, r->token, now);
+        if (result.outcome == release_outcome::released)
+          require(!expired && r->owner == "holder" && r->token == 1,
+                  "only the holder with its token releases");
+        if (result.outcome != release_outcome::not_owner)
+          require(!table.get(t->key, now), "after a release the key is free");
       }
       break;
+    case lock_target::kind::get: {
+      auto view = table.get(t->key, now);
+      require(view.has_value() != expired, "get shows the lease until its expiry");
+      break;
+    }
     default:
       break;
   }
+  require(table.size_of("") == table.size(), "the per-client count matches the table");
+  require(table.size() <= 2, "nothing but the key and its neighbour is in the table");
   return 0;
 }
