@@ -34,7 +34,10 @@ std::vector<scheduled_job> make_jobs(const std::vector<job_config>& jobs,
   std::vector<scheduled_job> out;
   for (const auto& j : jobs)
     out.push_back({j.name, j.sched, j.tz, j.overlap == overlap_policy::allow,
-                   j.misfire == misfire_policy::run_once, suspended.contains(j.name)});
+                   j.misfire == misfire_policy::run_once, suspended.contains(j.name),
+                   j.starting_deadline
+                       ? std::optional(std::chrono::duration_cast<std::chrono::seconds>(*j.starting_deadline))
+                       : std::nullopt});
   return out;
 }
 
@@ -112,6 +115,11 @@ void agent_runtime::observe_lock_server(const boost::system::error_code& ec, con
                 {{"server", server}, {"failures", n->failures}, {"down_for_ms", n->down_for.count()}});
       break;
   }
+}
+
+std::chrono::seconds agent_runtime::misfire_window(const job_config& job) const {
+  if (job.starting_deadline) return std::chrono::duration_cast<std::chrono::seconds>(*job.starting_deadline);
+  return misfire_window();
 }
 
 std::chrono::seconds agent_runtime::misfire_window() const {
@@ -362,7 +370,7 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
         // misfire: run_once retries a slot whose lock could not be asked for (lock server unreachable) until
         // the misfire window after the slot has passed, as a leader elected late would still run it.
         const bool retry = job.misfire == misfire_policy::run_once;
-        const auto retry_until = slot + misfire_window();
+        const auto retry_until = slot + misfire_window(job);
         std::optional<lease> l;
         bool late = misfire;
         for (;;) {
@@ -405,7 +413,7 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
           // it, so its lock is kept that long (still at most half the way to the next slot).
           auto next = job.sched.next_fire(slot, job.tz);
           std::chrono::system_clock::duration longest = config_.election.ttl / 2;
-          if (late) longest = misfire_window();
+          if (late) longest = misfire_window(job);
           auto hold = next ? std::min<std::chrono::system_clock::duration>((*next - slot) / 2, longest)
                            : std::chrono::system_clock::duration::zero();
           auto hold_until = slot + hold;

@@ -120,6 +120,8 @@ class agent_runtime {
   void note_skips(const slot_decision& d);
   /// How long before the election (or start, in per-job mode) a slot may have passed and still run once.
   std::chrono::seconds misfire_window() const;
+  /// `job`'s starting_deadline, or misfire_window().
+  std::chrono::seconds misfire_window(const job_config& job) const;
   /// Called with the outcome of every request to the lock server.
   void observe_lock_server(const boost::system::error_code& ec, const std::string& diagnostic);
   /// Runs one job under `l`, stopping it gracefully (TERM, grace, KILL) if the lease is lost meanwhile.

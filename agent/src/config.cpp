@@ -167,9 +167,10 @@ constexpr std::string_view top_keys[] = {"server",    "identity",     "listen", 
                                          "jobs",      "tls",          "token_file",     "history_limit"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
-constexpr std::string_view job_keys[] = {"name",          "schedule", "timezone", "command",      "shell",
-                                         "http",          "timeout",  "grace",    "overlap",      "misfire",
-                                         "history_limit", "suspend",  "retries",  "retry_backoff"};
+constexpr std::string_view job_keys[] = {"name",    "schedule",      "timezone",         "command",
+                                         "shell",   "http",          "timeout",          "grace",
+                                         "overlap", "misfire",       "history_limit",    "suspend",
+                                         "retries", "retry_backoff", "starting_deadline"};
 constexpr std::string_view http_keys[] = {"method", "url", "headers", "body"};
 
 // Reads typed values out of the YAML tree, failing with the node's position and key path. yaml-cpp's own
@@ -450,6 +451,14 @@ job_config read_job(const reader& r, const YAML::Node& node, const std::string& 
   if (const auto n = node["retries"]) job.retries = static_cast<int>(r.count(n, path + ".retries", 0, 100));
   if (const auto n = node["retry_backoff"])
     job.retry_backoff = r.positive_duration(n, path + ".retry_backoff");
+  if (const auto n = node["starting_deadline"]) {
+    if (job.misfire != misfire_policy::run_once)
+      r.fail(n, path + ".starting_deadline", "applies to misfire: run_once (a skipped slot has no deadline)");
+    const auto d = r.duration(n, path + ".starting_deadline");
+    if (d < std::chrono::seconds(1) || d % std::chrono::seconds(1) != std::chrono::milliseconds(0))
+      r.fail(n, path + ".starting_deadline", "must be whole seconds, at least 1s (slots are whole seconds)");
+    job.starting_deadline = d;
+  }
   return job;
 }
 
@@ -680,7 +689,7 @@ bool same_job(const job_config& a, const job_config& b) {
          a.command == b.command && a.shell == b.shell && same_http(a.http, b.http) &&
          a.timeout == b.timeout && a.grace == b.grace && a.overlap == b.overlap && a.misfire == b.misfire &&
          a.history_limit == b.history_limit && a.suspend == b.suspend && a.retries == b.retries &&
-         a.retry_backoff == b.retry_backoff;
+         a.retry_backoff == b.retry_backoff && a.starting_deadline == b.starting_deadline;
 }
 
 const job_config* find_job(const std::vector<job_config>& jobs, const std::string& name) {

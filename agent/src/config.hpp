@@ -74,6 +74,10 @@ struct job_config {
   int retries = 0;
   /// The first retry's wait; each further one waits twice as long, jittered (retry_wait()).
   std::chrono::milliseconds retry_backoff{10'000};
+  /// With misfire run_once: how long after a slot it may still start (at election, at start in per-job
+  /// mode, or retrying an unreachable lock server); whole seconds, at least 1 s. None: the election's ttl + 1
+  /// s.
+  std::optional<std::chrono::milliseconds> starting_deadline;
   /// Start with the job suspended: its slots are skipped until POST /v1/jobs/{name}/resume.
   bool suspend = false;
 };

@@ -15,7 +15,8 @@ std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::s
     s.next = jobs_[i].sched.next_fire(now, jobs_[i].tz);
     if (!jobs_[i].run_missed_once) continue;
     // The most recent slot at or before `now`: the first slot after (now - window) that is not after now.
-    auto candidate = jobs_[i].sched.next_fire(now - misfire_window - std::chrono::seconds(1), jobs_[i].tz);
+    const auto window = jobs_[i].misfire_window.value_or(misfire_window);
+    auto candidate = jobs_[i].sched.next_fire(now - window - std::chrono::seconds(1), jobs_[i].tz);
     std::optional<sys_seconds> latest;
     while (candidate && *candidate <= now) {
       latest = candidate;

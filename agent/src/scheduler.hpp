@@ -38,6 +38,8 @@ struct scheduled_job {
   bool allow_overlap = false;
   bool run_missed_once = false;
   bool suspended = false;
+  /// The job's own misfire window (`starting_deadline`), instead of the one on_elected() is given.
+  std::optional<std::chrono::seconds> misfire_window;
 };
 
 struct slot_decision {
@@ -71,7 +73,8 @@ class scheduler {
 
   explicit scheduler(std::vector<scheduled_job> jobs);
 
-  /// Leadership starts at `now`. Returns the misfire runs to start at once.
+  /// Leadership starts at `now`. Returns the misfire runs to start at once: for each run_missed_once job, its
+  /// latest slot within its own misfire window (or `misfire_window`) before `now`.
   std::vector<slot_decision> on_elected(sys_seconds now, std::chrono::seconds misfire_window);
   /// Leadership ended: nothing is due any more until the next election.
   void on_lost();

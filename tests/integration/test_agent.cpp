@@ -59,6 +59,30 @@ int leader_of(std::vector<std::unique_ptr<agent_process>>& agents) {
   return found;
 }
 
+// Waits until `from`..`to` seconds have passed since a slot of a schedule firing every `period` seconds
+// (`*/period * * * * *`), and returns that slot in RFC 3339, as BATON_SCHEDULED_AT gives it.
+std::string wait_until_after_a_slot(int period, int from, int to) {
+  using std::chrono::system_clock;
+  const auto seconds_into = [&] {
+    return std::chrono::duration_cast<std::chrono::seconds>(system_clock::now().time_since_epoch()).count() %
+           period;
+  };
+  BOOST_REQUIRE(eventually(
+      [&] {
+        const auto s = seconds_into();
+        return s >= from && s <= to;
+      },
+      std::chrono::seconds(period + 10)));
+  auto passed = std::chrono::floor<std::chrono::seconds>(system_clock::now());
+  passed -= std::chrono::seconds(passed.time_since_epoch().count() % period);
+  char text[32];
+  const std::time_t t = system_clock::to_time_t(passed);
+  std::tm utc{};
+  ::gmtime_r(&t, &utc);
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
 bool process_gone(int pid) {
   return ::kill(pid, 0) != 0 && errno == ESRCH;
 }
@@ -450,25 +474,8 @@ BOOST_AUTO_TEST_CASE(per_job_mode_runs_a_run_once_slot_that_passed_just_before_s
                                                    "    command: [\"echo $BATON_SCHEDULED_AT >> " +
                                                        out.string() + "\"]\n"));
   // Start 1-4 s after a slot: well inside the misfire window (TTL + 1 s), long before the next slot.
-  using std::chrono::system_clock;
-  auto seconds_into = [] {
-    return std::chrono::duration_cast<std::chrono::seconds>(system_clock::now().time_since_epoch()).count() %
-           20;
-  };
-  BOOST_REQUIRE(eventually(
-      [&] {
-        auto s = seconds_into();
-        return s >= 1 && s <= 4;
-      },
-      30s));
-  auto passed = std::chrono::floor<std::chrono::seconds>(system_clock::now());
-  passed -= std::chrono::seconds(passed.time_since_epoch().count() % 20);
+  const auto expected = wait_until_after_a_slot(20, 1, 4);
   agent_process agent(cfg, "solo", dir.path() / "a.log");
-  char expected[32];
-  const std::time_t t = system_clock::to_time_t(passed);
-  std::tm utc{};
-  ::gmtime_r(&t, &utc);
-  std::strftime(expected, sizeof expected, "%Y-%m-%dT%H:%M:%SZ", &utc);
   BOOST_TEST(eventually([&] { return read_file(out).find(expected) != std::string::npos; }, 10s),
              "the slot of " << expected << " was not run; runs: " << read_file(out));
   agent.process().signal(SIGTERM);
@@ -939,6 +946,31 @@ BOOST_AUTO_TEST_CASE(per_job_mode_retries_a_failed_run_under_the_slots_lock) {
   const auto token = std::to_string(runs[0].at("token").to_number<std::uint64_t>());
   BOOST_TEST(runs[1].at("run_id").as_string() == token + "-1");
   BOOST_TEST(runs[0].at("run_id").as_string() == token + "-2");
+  agent.process().signal(SIGTERM);
+  BOOST_TEST(agent.process().wait(30s) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(
+    per_job_mode_runs_a_slot_that_passed_within_its_starting_deadline_not_the_default_window) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  const auto out = dir.path() / "deadline", plain = dir.path() / "plain";
+  const auto job = [](const std::string& name, const std::string& more, const std::filesystem::path& file) {
+    return "  - name: " + name + "\n    schedule: \"*/20 * * * * *\"\n    misfire: run_once\n" + more +
+           "    shell: true\n    command: [\"echo $BATON_SCHEDULED_AT >> " + file.string() + "\"]\n";
+  };
+  // TTL 1 s: the default window is 2 s; `deadline` allows 15 s.
+  auto cfg = write_config(
+      dir, "agent.yaml",
+      "mode: per-job\n" +
+          base_config(server, "1s",
+                      job("deadline", "    starting_deadline: 15s\n", out) + job("plain", "", plain)));
+  // Start 5-10 s after a slot: past the default window, within the deadline, before the next slot.
+  const auto expected = wait_until_after_a_slot(20, 5, 10);
+  agent_process agent(cfg, "solo", dir.path() / "a.log");
+  BOOST_TEST(eventually([&] { return read_file(out).find(expected) != std::string::npos; }, 10s),
+             "the slot of " << expected << " was not run; runs: " << read_file(out));
+  BOOST_TEST(read_file(plain).find(expected) == std::string::npos, read_file(plain));
   agent.process().signal(SIGTERM);
   BOOST_TEST(agent.process().wait(30s) == 0);
 }

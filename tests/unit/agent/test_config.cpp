@@ -301,6 +301,12 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
        "t.yaml:5:14: jobs[0].retries: expected a whole number from 0 to 100, got \"101\""},
       {job_with("    retry_backoff: 0s\n"), "t.yaml:5:20: jobs[0].retry_backoff: must be positive"},
       {job_with("    retry_backoff: 5\n"), "t.yaml:5:20: jobs[0].retry_backoff: \"5\" has no unit"},
+      {job_with("    starting_deadline: 30s\n"),
+       "t.yaml:5:24: jobs[0].starting_deadline: applies to misfire: run_once"},
+      {job_with("    misfire: run_once\n    starting_deadline: 1500ms\n"),
+       "t.yaml:6:24: jobs[0].starting_deadline: must be whole seconds, at least 1s"},
+      {job_with("    misfire: run_once\n    starting_deadline: 0s\n"),
+       "t.yaml:6:24: jobs[0].starting_deadline: must be whole seconds, at least 1s"},
       // history_limit, top level and per job
       {"history_limit: 0\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000, got \"0\""},
       {"history_limit: 1001\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000"},
@@ -704,4 +710,10 @@ BOOST_AUTO_TEST_CASE(retries_default_to_none_with_a_ten_second_backoff) {
   BOOST_TEST(
       compare_configs(parse_config(job_with(""), "t.yaml"), c).jobs_changed == std::vector<std::string>{"a"},
       boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(starting_deadline_is_read_with_misfire_run_once) {
+  BOOST_TEST(!parse_config(job_with(""), "t.yaml").jobs[0].starting_deadline.has_value());
+  const auto c = parse_config(job_with("    misfire: run_once\n    starting_deadline: 2m\n"), "t.yaml");
+  BOOST_TEST(c.jobs[0].starting_deadline->count() == 120'000);
 }

@@ -15,7 +15,8 @@ sys_seconds at(int h, int m, int s = 0) {
 }
 
 scheduled_job job(std::string name, std::string expr, bool overlap = false, bool missed_once = false) {
-  return scheduled_job{std::move(name), schedule::parse(expr), nullptr, overlap, missed_once};
+  return scheduled_job{std::move(name), schedule::parse(expr), nullptr, overlap, missed_once,
+                       false,           std::nullopt};
 }
 
 }  // namespace
@@ -241,4 +242,22 @@ BOOST_AUTO_TEST_CASE(retry_waits_double_are_jittered_and_never_reach_the_next_sl
   BOOST_TEST(!retry_wait(1, 2000ms, 0.0, now + 1ms, at(10, 0, 1)).has_value());
   BOOST_TEST(retry_wait(1, 2000ms, 0.0, now, at(10, 0, 2)).has_value());
   BOOST_TEST(retry_wait(20, 1h, 0.5, now, std::nullopt).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_jobs_starting_deadline_replaces_the_misfire_window_on_election) {
+  // Elected at 10:06:20, 80 s after the 10:05 slot: outside a 60 s window, inside a job's 90 s deadline.
+  scheduled_job wide = job("wide", "*/5 * * * *", false, true);
+  wide.misfire_window = 90s;
+  scheduled_job narrow = job("narrow", "*/5 * * * *", false, true);
+  narrow.misfire_window = 30s;
+  scheduler s({job("default", "*/5 * * * *", false, true), wide, narrow});
+  auto d = s.on_elected(at(10, 6, 20), 60s);
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].job == 1u);
+  BOOST_TEST((d[0].slot == at(10, 5)));
+  // A narrower deadline than the default: 40 s after the slot is too late for it, not for the default.
+  scheduler t({job("default", "*/5 * * * *", false, true), narrow});
+  d = t.on_elected(at(10, 5, 40), 60s);
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].job == 0u);
 }
