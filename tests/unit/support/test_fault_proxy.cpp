@@ -42,6 +42,7 @@ class strict_client {
   http_reply request(http::verb verb, std::string_view target, std::string_view body = {}) {
     http::request<http::string_body> req{verb, target, 11};
     req.set(http::field::host, "127.0.0.1");
+    if (!body.empty()) req.set(http::field::content_type, "application/json");
     req.body() = body;
     req.keep_alive(true);
     req.prepare_payload();
