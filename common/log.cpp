@@ -150,10 +150,11 @@ std::optional<std::uint64_t> throttle::admit(std::string_view event, clock::time
   return std::exchange(w.suppressed, 0);
 }
 
-void write(level l, std::string_view event, std::initializer_list<field> fields) {
+namespace {
+void write_line(level l, std::string_view event, std::initializer_list<field> fields, bool throttled) {
   if (!enabled(l)) return;
   std::uint64_t suppressed = 0;
-  if (l != level::debug) {
+  if (throttled && l != level::debug) {
     static throttle lines(lines_per_event_per_second);
     auto admitted = lines.admit(event, throttle::clock::now());
     if (!admitted) return;
@@ -179,6 +180,15 @@ void write(level l, std::string_view event, std::initializer_list<field> fields)
   line += '\n';
   // One write per line: concurrent lines never interleave. A failed log write has nowhere to be reported.
   [[maybe_unused]] auto n = ::write(STDERR_FILENO, line.data(), line.size());
+}
+}  // namespace
+
+void write(level l, std::string_view event, std::initializer_list<field> fields) {
+  write_line(l, event, fields, /*throttled=*/true);
+}
+
+void write_unthrottled(level l, std::string_view event, std::initializer_list<field> fields) {
+  write_line(l, event, fields, /*throttled=*/false);
 }
 
 }  // namespace baton::log

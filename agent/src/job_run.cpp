@@ -81,7 +81,7 @@ asio::awaitable<void> pump_output(std::shared_ptr<asio::posix::stream_descriptor
       line.assign(asio::buffers_begin(buf.data()), asio::buffers_end(buf.data()));
       buf.consume(buf.size());
     }
-    log::info("job_output", {{"job", job}, {"run", run_id}, {"line", line}});
+    log::write_unthrottled(log::level::info, "job_output", {{"job", job}, {"run", run_id}, {"line", line}});
     if (ec && ec != asio::error::not_found) co_return;
   }
 }

@@ -372,3 +372,14 @@ BOOST_AUTO_TEST_CASE(kill9_of_the_agent_leaves_no_process_of_a_running_job) {
   for (int pid : left)
     ::kill(pid, SIGKILL);
 }
+
+// A job's output is the operator's data: the log's per-event throttle (which bounds what a remote client can
+// make a process write) does not drop it, however fast the job writes.
+BOOST_AUTO_TEST_CASE(a_job_that_writes_fast_has_every_line_in_the_log) {
+  solo_leader s;
+  auto& a = s.start(job("chatty", "shell: true", "    command: \"seq 1 300\"\n"));
+  await_finished(a, "chatty", "succeeded");
+  BOOST_TEST(count(a, {"event=job_output", "job=chatty"}) >= 300u);
+  BOOST_TEST(count(a, {"event=job_output", "job=chatty", "line=300"}) >= 1u);
+  BOOST_TEST(count(a, {"event=job_output", "suppressed="}) == 0u);
+}

@@ -69,6 +69,9 @@ inline constexpr unsigned lines_per_event_per_second = 20;
 
 /// Writes `event=<event>` followed by the fields, if `l` is enabled (throttled, see throttle).
 void write(level l, std::string_view event, std::initializer_list<field> fields = {});
+/// The same, never throttled: for lines whose volume the operator controls and which are data to them
+/// (baton-agent's `job_output`, a job's own stdout and stderr), where a dropped line would be lost output.
+void write_unthrottled(level l, std::string_view event, std::initializer_list<field> fields = {});
 
 inline void debug(std::string_view e, std::initializer_list<field> f = {}) {
   write(level::debug, e, f);
