@@ -295,6 +295,19 @@ asio::awaitable<run_result> agent_runtime::run_attempts(std::shared_ptr<const jo
     return leading_lease_ && leading_lease_->active() && leading_lease_->token() == ctx.token && !stopping_ &&
            !resigning_ && !recampaign_;
   };
+  // jitter: a scheduled run starts a random moment in [0, jitter) after it is due; a manual one at once.
+  if (!manual && job->jitter.count() > 0) {
+    const auto delay = std::chrono::milliseconds(
+        std::uniform_int_distribution<std::int64_t>(0, job->jitter.count() - 1)(random_));
+    asio::steady_timer pause(ex_, delay);
+    co_await (pause.async_wait(use_tuple) || control->wake().async_wait(use_tuple));
+    if (!may_go_on()) {
+      log::info("job_skipped", {{"job", job->name}, {"slot", rfc3339(ctx.slot)}, {"reason", "stopped"}});
+      run_result stopped;
+      stopped.outcome = run_outcome::stopped;
+      co_return stopped;
+    }
+  }
   for (;;) {
     const auto started = std::chrono::system_clock::now();
     history_.started(job->name, started);

@@ -167,10 +167,10 @@ constexpr std::string_view top_keys[] = {"server",    "identity",     "listen", 
                                          "jobs",      "tls",          "token_file",     "history_limit"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
-constexpr std::string_view job_keys[] = {"name",    "schedule",      "timezone",         "command",
-                                         "shell",   "http",          "timeout",          "grace",
-                                         "overlap", "misfire",       "history_limit",    "suspend",
-                                         "retries", "retry_backoff", "starting_deadline"};
+constexpr std::string_view job_keys[] = {"name",    "schedule",      "timezone",          "command",
+                                         "shell",   "http",          "timeout",           "grace",
+                                         "overlap", "misfire",       "history_limit",     "suspend",
+                                         "retries", "retry_backoff", "starting_deadline", "jitter"};
 constexpr std::string_view http_keys[] = {"method", "url", "headers", "body"};
 
 // Reads typed values out of the YAML tree, failing with the node's position and key path. yaml-cpp's own
@@ -377,6 +377,21 @@ std::vector<std::string> read_command(const reader& r, const YAML::Node& node, c
   return command;
 }
 
+// The shortest time between two consecutive slots of `sched`, over its first 1000 slots from 2001-01-01 (a
+// span that covers each day of the week, month lengths and daylight-saving shifts for all but the rarest
+// schedules).
+std::chrono::seconds shortest_gap(const schedule& sched, const date::time_zone* tz) {
+  std::chrono::seconds best = std::chrono::seconds::max();
+  auto at = sched.next_fire(date::sys_days(date::year{2001} / 1 / 1), tz);
+  for (int i = 0; at && i < 1000; ++i) {
+    const auto next = sched.next_fire(*at, tz);
+    if (!next) break;
+    best = std::min(best, std::chrono::duration_cast<std::chrono::seconds>(*next - *at));
+    at = next;
+  }
+  return best;
+}
+
 // Bounds of history_limit: a run record is a few hundred bytes, so the bound keeps the history of a busy
 // agent within megabytes.
 constexpr std::size_t max_history = 1000;
@@ -451,6 +466,14 @@ job_config read_job(const reader& r, const YAML::Node& node, const std::string& 
   if (const auto n = node["retries"]) job.retries = static_cast<int>(r.count(n, path + ".retries", 0, 100));
   if (const auto n = node["retry_backoff"])
     job.retry_backoff = r.positive_duration(n, path + ".retry_backoff");
+  if (const auto n = node["jitter"]) {
+    job.jitter = r.duration(n, path + ".jitter");
+    const auto gap = shortest_gap(job.sched, job.tz);
+    if (job.jitter >= gap)
+      r.fail(n, path + ".jitter",
+             "must be less than the shortest time between the schedule's slots (" +
+                 std::to_string(gap.count()) + "s), or a run would start after the next slot");
+  }
   if (const auto n = node["starting_deadline"]) {
     if (job.misfire != misfire_policy::run_once)
       r.fail(n, path + ".starting_deadline", "applies to misfire: run_once (a skipped slot has no deadline)");
@@ -689,7 +712,8 @@ bool same_job(const job_config& a, const job_config& b) {
          a.command == b.command && a.shell == b.shell && same_http(a.http, b.http) &&
          a.timeout == b.timeout && a.grace == b.grace && a.overlap == b.overlap && a.misfire == b.misfire &&
          a.history_limit == b.history_limit && a.suspend == b.suspend && a.retries == b.retries &&
-         a.retry_backoff == b.retry_backoff && a.starting_deadline == b.starting_deadline;
+         a.retry_backoff == b.retry_backoff && a.starting_deadline == b.starting_deadline &&
+         a.jitter == b.jitter;
 }
 
 const job_config* find_job(const std::vector<job_config>& jobs, const std::string& name) {

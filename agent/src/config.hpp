@@ -78,6 +78,9 @@ struct job_config {
   /// mode, or retrying an unreachable lock server); whole seconds, at least 1 s. None: the election's ttl + 1
   /// s.
   std::optional<std::chrono::milliseconds> starting_deadline;
+  /// A scheduled run starts a random moment in [0, jitter) after its slot; less than the shortest gap between
+  /// the schedule's slots. 0: at the slot.
+  std::chrono::milliseconds jitter{0};
   /// Start with the job suspended: its slots are skipped until POST /v1/jobs/{name}/resume.
   bool suspend = false;
 };

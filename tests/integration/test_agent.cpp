@@ -974,3 +974,38 @@ BOOST_AUTO_TEST_CASE(
   agent.process().signal(SIGTERM);
   BOOST_TEST(agent.process().wait(30s) == 0);
 }
+
+BOOST_AUTO_TEST_CASE(jitter_delays_each_scheduled_run_within_its_bound) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(dir, "agent.yaml",
+                          base_config(server, "30s",
+                                      "  - name: tick\n    schedule: \"*/2 * * * * *\"\n    jitter: 1500ms\n"
+                                      "    command: [/bin/true]\n"));
+  agent_process agent(cfg, "node-0", dir.path() / "a.log");
+  // started_at - slot, in ms, of each kept run (RFC 3339 with and without milliseconds).
+  const auto delays = [&] {
+    std::vector<std::int64_t> out;
+    const auto job = agent.get("/v1/jobs/tick").json;
+    for (const auto& r : job.at("runs").as_array()) {
+      const std::string slot(r.at("slot").as_string()), started(r.at("started_at").as_string());
+      std::tm a{}, b{};
+      ::strptime(slot.c_str(), "%Y-%m-%dT%H:%M:%SZ", &a);
+      ::strptime(started.c_str(), "%Y-%m-%dT%H:%M:%S", &b);
+      const auto ms = std::stoi(started.substr(started.find('.') + 1, 3));
+      out.push_back((::timegm(&b) - ::timegm(&a)) * 1000 + ms);
+    }
+    return out;
+  };
+  BOOST_REQUIRE(eventually([&] { return delays().size() >= 6u; }, 30s));
+  const auto seen = delays();
+  // Each within [0, 1.5 s) after its slot (plus the time to notice the slot and start); not all at once: the
+  // chance that six draws all fall below 100 ms is (1/15)^6.
+  for (const auto d : seen) {
+    BOOST_TEST(d >= 0);
+    BOOST_TEST(d < 1500 + 500);
+  }
+  BOOST_TEST(*std::max_element(seen.begin(), seen.end()) >= 100);
+  agent.process().signal(SIGTERM);
+  BOOST_TEST(agent.process().wait(30s) == 0);
+}

@@ -307,6 +307,9 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
        "t.yaml:6:24: jobs[0].starting_deadline: must be whole seconds, at least 1s"},
       {job_with("    misfire: run_once\n    starting_deadline: 0s\n"),
        "t.yaml:6:24: jobs[0].starting_deadline: must be whole seconds, at least 1s"},
+      {job_with("    jitter: 1m\n"),
+       "t.yaml:5:13: jobs[0].jitter: must be less than the shortest time between the schedule's slots (60s)"},
+      {job_with("    jitter: often\n"), "t.yaml:5:13: jobs[0].jitter: \"often\" is not a duration"},
       // history_limit, top level and per job
       {"history_limit: 0\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000, got \"0\""},
       {"history_limit: 1001\n", "t.yaml:1:16: history_limit: expected a whole number from 1 to 1000"},
@@ -716,4 +719,13 @@ BOOST_AUTO_TEST_CASE(starting_deadline_is_read_with_misfire_run_once) {
   BOOST_TEST(!parse_config(job_with(""), "t.yaml").jobs[0].starting_deadline.has_value());
   const auto c = parse_config(job_with("    misfire: run_once\n    starting_deadline: 2m\n"), "t.yaml");
   BOOST_TEST(c.jobs[0].starting_deadline->count() == 120'000);
+}
+
+BOOST_AUTO_TEST_CASE(jitter_stays_below_the_shortest_gap_between_slots) {
+  BOOST_TEST(parse_config(job_with(""), "t.yaml").jobs[0].jitter.count() == 0);
+  BOOST_TEST(parse_config(job_with("    jitter: 59s\n"), "t.yaml").jobs[0].jitter.count() == 59'000);
+  // The shortest gap, not the usual one: 02:00 and 02:10 every day leave ten minutes.
+  const auto two = std::string("jobs:\n  - name: a\n    schedule: \"0,10 2 * * *\"\n    command: [x]\n");
+  BOOST_TEST(parse_config(two + "    jitter: 9m59s\n", "t.yaml").jobs[0].jitter.count() == 599'000);
+  BOOST_TEST(error_of(two + "    jitter: 10m\n").find("(600s)") != std::string::npos);
 }
