@@ -29,8 +29,8 @@ const char* const synopsis =
 
 Elects one leader among the replicas that run it, through a Baton lock server, and runs cron jobs on that
 leader with the lease's fencing token. A flag wins over the file's key of the same name. SIGTERM or SIGINT
-stops the agent (running jobs get shutdown_grace, then the lease is released); SIGHUP reads and checks
-the file again and logs what changed.
+stops the agent (running jobs get shutdown_grace, then the lease is released); SIGHUP reads the file
+again and applies it, keeping the lease, unless it fails or changes a key only a restart applies.
 run-now asks the agent running with FILE (at its listen address) to run job NAME now.
 Exit status: 0 stopped, 1 failed while running, 2 bad configuration, flag or listen address.
 run-now: 0 started, 1 refused or no answer, 2 bad command line or file, 3 that agent does not lead.
