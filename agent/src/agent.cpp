@@ -99,7 +99,7 @@ void agent_runtime::observe_lock_server(const boost::system::error_code& ec, con
     n = lock_server_.answered(clock_type::now());
   }
   if (!n) return;
-  const auto server = loggable_server_url(config_.server);
+  const auto server = baton::without_credentials(config_.server);
   switch (n->what) {
     case lock_server_notice::kind::unreachable:
       log::warn("lock_server_unreachable", {{"server", server}, {"error", n->error}});

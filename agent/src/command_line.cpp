@@ -1,5 +1,7 @@
 #include "command_line.hpp"
 
+#include "baton/config.hpp"
+
 #include <boost/program_options.hpp>
 
 #include <algorithm>
@@ -141,10 +143,12 @@ command_line parse_command_line(const std::vector<std::string>& all_args) {
               vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    throw usage_error(std::string(e.what()) + " (see baton-agent --help)");
+    // program_options quotes the offending argument, which may be a server URL with its password.
+    throw usage_error(baton::without_credentials(e.what()) + " (see baton-agent --help)");
   }
   if (vm.count("stray"))
-    throw usage_error("unexpected argument " + quoted(vm["stray"].as<std::vector<std::string>>().front()) +
+    throw usage_error("unexpected argument " +
+                      quoted(baton::without_credentials(vm["stray"].as<std::vector<std::string>>().front())) +
                       ": every value follows its flag (see baton-agent --help)");
   command_line out;
   if (vm.count("help")) {

@@ -75,7 +75,8 @@ std::string check_readable_file(const std::string& path) {
 std::string check_tls_combination(const agent_config& c) {
   if (c.tls.empty()) return {};
   if (!baton::uses_tls(c.server))
-    return "certificates need an https:// or etcds:// server, and server is " + quoted(c.server);
+    return "certificates need an https:// or etcds:// server, and server is " +
+           quoted(baton::without_credentials(c.server));
   if (c.tls.cert_file.empty() != c.tls.key_file.empty()) return "cert_file and key_file go together";
   return {};
 }
@@ -312,12 +313,14 @@ bool is_bearer_token(std::string_view s) {
 }
 
 std::string check_url(const std::string& url) {
+  // A job's URL may carry a password (http://user:pw@host/): messages quote it without.
+  const auto shown = quoted(baton::without_credentials(url));
   const auto u = boost::urls::parse_absolute_uri(url);
-  if (!u) return quoted(url) + " is not an absolute URL (http://host[:port]/path)";
+  if (!u) return shown + " is not an absolute URL (http://host[:port]/path)";
   // The agent's HTTP client speaks plain HTTP only; refusing https here fails at start, not at the first run.
-  if (u->scheme() == "https") return quoted(url) + ": https:// is not supported yet";
-  if (u->scheme() != "http") return quoted(url) + " must start with http://";
-  if (!u->has_authority() || u->host().empty()) return quoted(url) + " has no host";
+  if (u->scheme() == "https") return shown + ": https:// is not supported yet";
+  if (u->scheme() != "http") return shown + " must start with http://";
+  if (!u->has_authority() || u->host().empty()) return shown + " has no host";
   return {};
 }
 

@@ -90,14 +90,4 @@ std::shared_ptr<backend> observe_backend(
   return std::make_shared<observed_backend>(std::move(inner), std::move(observe));
 }
 
-std::string loggable_server_url(const std::string& url) {
-  const auto scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  const auto start = scheme + 3;
-  const auto end = url.find('/', start);
-  const auto at = url.rfind('@', end == std::string::npos ? std::string::npos : end);
-  if (at == std::string::npos || at < start) return url;
-  return url.substr(0, start) + "***@" + url.substr(at + 1);
-}
-
 }  // namespace baton::agent

@@ -71,8 +71,4 @@ std::shared_ptr<backend> observe_backend(
     std::shared_ptr<backend> inner,
     std::function<void(const boost::system::error_code&, const std::string&)> observe);
 
-/// The server URL as it may be logged: the credentials of an etcd URL (etcd://user:password@...) are left
-/// out.
-std::string loggable_server_url(const std::string& url);
-
 }  // namespace baton::agent

@@ -32,6 +32,12 @@ using namespace baton::agent;
 
 namespace {
 
+// Every error line on stderr: a message may quote the server URL or a flag with a password in it (an etcd
+// URL's user:password@), and stderr ends up in terminals and CI logs.
+void print_error(const std::string& message) {
+  std::fprintf(stderr, "baton-agent: %s\n", baton::without_credentials(message).c_str());
+}
+
 // Exit statuses (docs/agent.md).
 constexpr int exit_failed = 1;  // the agent failed while running
 constexpr int exit_usage = 2;   // a bad command line, configuration or listen address: nothing was started
@@ -70,7 +76,7 @@ std::optional<agent_config> load_or_print(const command_line& cmd, bool read_tok
   try {
     return load(cmd, read_token);
   } catch (const config_error& e) {
-    std::fprintf(stderr, "baton-agent: %s\n", e.what());
+    print_error(e.what());
     return std::nullopt;
   }
 }
@@ -157,7 +163,7 @@ int run_agent(const command_line& cmd) {
     std::printf("baton-agent listening on %s\n", to_listen_string(bound).c_str());
     std::fflush(stdout);
     baton::log::info("started", {{"identity", agent.identity()},
-                                 {"server", loggable_server_url(cfg.server)},
+                                 {"server", baton::without_credentials(cfg.server)},
                                  {"key", cfg.election_key},
                                  {"jobs", cfg.jobs.size()},
                                  {"listen", to_listen_string(bound)}});
@@ -195,7 +201,7 @@ int run_agent(const command_line& cmd) {
     baton::log::info("stopped", {});
     return status;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "baton-agent: %s\n", e.what());
+    print_error(e.what());
     return exit_failed;
   }
 }
@@ -204,7 +210,7 @@ int check_config(const command_line& cmd) {
   const auto cfg = load_or_print(cmd, false);
   if (!cfg) return exit_usage;
   for (const auto& warning : program_warnings(*cfg, cmd.config_path, std::getenv("PATH")))
-    std::fprintf(stderr, "baton-agent: warning: %s\n", warning.c_str());
+    print_error("warning: " + warning);
   std::printf("%s: ok (%zu jobs)\n", cmd.config_path.c_str(), cfg->jobs.size());
   return 0;
 }
@@ -224,11 +230,13 @@ int run_now(const command_line& cmd) {
   if (!cfg) return exit_usage;
   try {
     const auto answer = run_now_via_sidecar(*cfg, cmd.job, std::chrono::seconds(10));
-    std::fprintf(answer.exit_status == 0 ? stdout : stderr, "%s%s\n",
-                 answer.exit_status == 0 ? "" : "baton-agent: ", answer.message.c_str());
+    if (answer.exit_status == 0)
+      std::printf("%s\n", answer.message.c_str());
+    else
+      print_error(answer.message);
     return answer.exit_status;
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "baton-agent: %s\n", e.what());
+    print_error(e.what());
     return exit_usage;
   }
 }
@@ -240,7 +248,7 @@ int main(int argc, char** argv) {
   try {
     cmd = parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const usage_error& e) {
-    std::fprintf(stderr, "baton-agent: %s\n", e.what());
+    print_error(e.what());
     return exit_usage;
   }
   switch (cmd.what) {

@@ -380,3 +380,33 @@ BOOST_AUTO_TEST_CASE(the_leader_endpoint_gives_the_leaders_identity_apart_from_i
   p.signal(SIGTERM);
   BOOST_TEST(p.wait(30s) == 0);
 }
+
+// stderr lands in terminals and CI logs: an etcd password (etcd://user:password@host) quoted by a message,
+// whether from the file, a flag or a mistyped flag, is shown as ***.
+BOOST_AUTO_TEST_CASE(an_etcd_password_never_appears_in_an_error_line) {
+  temp_dir dir;
+  const auto ca = write_file(dir, "ca.pem", "not a certificate, but readable\n");
+  const auto tls = write_file(
+      dir, "tls.yaml", "server: etcd://u:s3cret@127.0.0.1:2379\ntls:\n  ca_file: " + ca.string() + "\n");
+  const auto plain = write_file(dir, "plain.yaml", "server: etcd://u:s3cret@127.0.0.1:2379\n");
+  const auto job = write_file(dir, "job.yaml",
+                              "jobs:\n"
+                              "  - name: a\n"
+                              "    schedule: \"* * * * *\"\n"
+                              "    http: {url: \"ftp://u:s3cret@127.0.0.1/x\"}\n");
+  const std::vector<std::vector<std::string>> runs = {
+      {"--check-config", tls.string()},
+      {"--check-config", plain.string(), "--ca-file", ca.string()},
+      {"--config", plain.string(), "--ca-file", ca.string()},
+      {"--check-config", job.string()},
+      {"--config", plain.string(), "--sever=etcd://u:s3cret@h"},
+      {"--config", plain.string(), "etcd://u:s3cret@h"},
+  };
+  for (const auto& args : runs) {
+    const auto r = agent(dir, args);
+    BOOST_TEST(r.code == 2, args.back());
+    BOOST_TEST(!r.err.empty(), args.back());
+    BOOST_TEST(!contains(r.err, "s3cret"), r.err);
+    BOOST_TEST(contains(r.err, "***@"), r.err);
+  }
+}

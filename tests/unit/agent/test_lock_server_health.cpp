@@ -86,10 +86,3 @@ BOOST_AUTO_TEST_CASE(answers_alone_log_nothing_and_the_server_counts_as_reachabl
   BOOST_TEST(h.status().reachable);
   BOOST_TEST(h.status().errors == 0u);
 }
-
-BOOST_AUTO_TEST_CASE(credentials_are_left_out_of_a_logged_server_url) {
-  BOOST_TEST(loggable_server_url("etcd://user:secret@10.0.0.1:2379,10.0.0.2:2379/prefix/") ==
-             "etcd://***@10.0.0.1:2379,10.0.0.2:2379/prefix/");
-  BOOST_TEST(loggable_server_url("http://127.0.0.1:7070") == "http://127.0.0.1:7070");
-  BOOST_TEST(loggable_server_url("http://127.0.0.1:7070/a@b") == "http://127.0.0.1:7070/a@b");
-}
