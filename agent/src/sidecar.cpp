@@ -16,6 +16,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <cstdio>
+#include <optional>
 
 namespace baton::agent {
 namespace asio = boost::asio;
@@ -137,6 +138,70 @@ std::string_view job_of_action(std::string_view path, std::string_view action) {
   return name.substr(0, name.size() - 1);
 }
 
+// Refusals that keep web pages out (docs/agent.md, "Browsers"). A page can make the browser send a request
+// here (a form POST or a fetch in no-cors mode needs no preflight), and a DNS name it rebinds to 127.0.0.1
+// lets it read the answers; nobody needs the sidecar from a browser, so:
+// - any Origin header (browsers send one with every cross-site request, and with every POST) is 403;
+// - on a loopback socket, a Host other than localhost, 127.x.x.x or [::1] (any port) is 421: a rebound name
+//   arrives as its own Host;
+// - a POST (none of the routes takes a body) with a Content-Type other than application/json is 415: the
+//   form and text/plain types are those a page sends without a preflight; no Content-Type, as `curl -X POST`
+//   sends, is taken.
+bool is_loopback_host(std::string_view host) {
+  std::string_view name = host;
+  auto valid_port = [](std::string_view port) {
+    return !port.empty() && port.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (host.starts_with('[')) {
+    const auto close = host.find(']');
+    if (close == std::string_view::npos) return false;
+    const auto rest = host.substr(close + 1);
+    if (!rest.empty() && (rest.front() != ':' || !valid_port(rest.substr(1)))) return false;
+    name = host.substr(1, close - 1);
+    return name == "::1";
+  }
+  if (const auto colon = host.find(':'); colon != std::string_view::npos) {
+    if (!valid_port(host.substr(colon + 1))) return false;
+    name = host.substr(0, colon);
+  }
+  if (beast::iequals(name, "localhost")) return true;
+  boost::system::error_code ec;
+  const auto v4 = asio::ip::make_address_v4(std::string(name), ec);
+  return !ec && v4.is_loopback();
+}
+
+bool is_json_or_none(std::string_view content_type) {
+  const auto type = content_type.substr(0, content_type.find(';'));
+  const auto first = type.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return true;
+  const auto last = type.find_last_not_of(" \t");
+  return beast::iequals(type.substr(first, last - first + 1), "application/json");
+}
+
+std::optional<http::response<http::string_body>> browser_refusal(const http::request<http::string_body>& req,
+                                                                 bool loopback) {
+  if (req.count(http::field::origin) != 0)
+    return reply(http::status::forbidden,
+                 error_json("cross_origin_refused",
+                            "requests with an Origin header (from a web page) are refused: the agent's API "
+                            "has no browser clients"),
+                 false);
+  if (loopback && req.count(http::field::host) != 0 && !is_loopback_host(req[http::field::host]))
+    return reply(http::status::misdirected_request,
+                 error_json("misdirected_request",
+                            "this agent listens on loopback and answers only Host: localhost, 127.x.x.x or "
+                            "[::1], got \"" +
+                                std::string(req[http::field::host]) + "\""),
+                 false);
+  if (req.method() == http::verb::post && !is_json_or_none(req[http::field::content_type]))
+    return reply(
+        http::status::unsupported_media_type,
+        error_json("unsupported_media_type",
+                   "the agent's POST routes take no body: send no Content-Type, or application/json"),
+        false);
+  return std::nullopt;
+}
+
 json::array json_strings(const std::vector<std::string>& items) {
   return json::array(items.begin(), items.end());
 }
@@ -171,6 +236,7 @@ tcp::endpoint sidecar::bind(const tcp::endpoint& at, boost::system::error_code& 
   if (!ec) acceptor_.bind(at, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (!ec) bound = acceptor_.local_endpoint(ec);
+  loopback_ = !ec && bound.address().is_loopback();
   if (ec) close();
   return bound;
 }
@@ -228,7 +294,11 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
                                constant_time_equal(auth.substr(bearer.size()), token));
     };
 
-    if (path == "/v1/leader" && method_is(http::verb::get)) {
+    if (auto refused = browser_refusal(req, loopback_)) {
+      log::debug("browser_refused",
+                 {{"status", static_cast<int>(refused->result())}, {"target", std::string(req.target())}});
+      res = std::move(*refused);
+    } else if (path == "/v1/leader" && method_is(http::verb::get)) {
       auto st = agent_.current();
       json::object o{
           {"identity", agent_.identity()}, {"is_leader", st.leader}, {"key", agent_.config().election_key}};
@@ -355,7 +425,7 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
       res = reply(http::status::not_found, error_json("not_found", "no such route"), ka);
     }
     auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
-    if (wec || !ka) co_return;
+    if (wec || !ka || !res.keep_alive()) co_return;
   }
 }
 

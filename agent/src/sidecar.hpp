@@ -45,6 +45,7 @@ class sidecar {
   agent_runtime& agent_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::function<reload_result()> reload_;
+  bool loopback_ = false;  // bound to a loopback address: only a loopback Host is answered
 };
 
 }  // namespace baton::agent

@@ -231,15 +231,52 @@ BOOST_AUTO_TEST_CASE(resign_needs_the_token_and_hands_leadership_over) {
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   auto raw = [&](int i, const std::string& auth) {
-    return http_client::raw(
-        agents[i]->port(),
-        "POST /v1/resign HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n" + auth + "Connection: close\r\n\r\n");
+    return http_client::raw(agents[i]->port(),
+                            "POST /v1/resign HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n" + auth +
+                                "Connection: close\r\n\r\n");
   };
   BOOST_TEST(raw(leader, "").status == 401);
   BOOST_TEST(raw(leader, "Authorization: Bearer wrong\r\n").status == 401);
   BOOST_TEST(raw(1 - leader, "Authorization: Bearer s3cret-token\r\n").status == 409);  // not the leader
   BOOST_TEST(raw(leader, "Authorization: Bearer s3cret-token\r\n").status == 200);
   BOOST_TEST(eventually([&] { return leader_of(agents) == 1 - leader; }));
+}
+
+// A web page can make a browser send a form or text/plain POST here without a preflight, and read answers
+// through a DNS name it rebinds to 127.0.0.1: an Origin header, a foreign Host on a loopback socket and a
+// page's content types are refused, and the leader stays; curl's bodyless POST still resigns.
+BOOST_AUTO_TEST_CASE(cross_site_requests_and_dns_rebinding_do_not_reach_the_sidecar) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(dir, "agent.yaml", base_config(server, "30s", "  []\n"));
+  agent_process agent(cfg, "node-0", dir.path() / "a.log");
+  BOOST_REQUIRE(eventually([&] { return agent.leader().json.at("is_leader").as_bool(); }));
+  const auto token = agent.leader().json.at("token");
+  auto raw = [&](const std::string& method, const std::string& target, const std::string& headers) {
+    return http_client::raw(agent.port(), method + " " + target + " HTTP/1.1\r\n" + headers +
+                                              "Content-Length: 0\r\nConnection: close\r\n\r\n");
+  };
+  const std::string local = "Host: 127.0.0.1:" + std::to_string(agent.port()) + "\r\n";
+  BOOST_TEST(raw("POST", "/v1/resign", local + "Origin: http://evil.example\r\nContent-Type: text/plain\r\n")
+                 .status == 403);
+  BOOST_TEST(raw("POST", "/v1/resign", "Host: evil.example:7071\r\nContent-Type: text/plain\r\n").status ==
+             421);
+  BOOST_TEST(raw("GET", "/v1/jobs", "Host: evil.example\r\n").status == 421);
+  BOOST_TEST(raw("GET", "/v1/leader", local + "Origin: null\r\n").status == 403);
+  for (const auto* type : {"text/plain", "application/x-www-form-urlencoded",
+                           "multipart/form-data; boundary=x", "Text/Plain;charset=UTF-8"})
+    BOOST_TEST(raw("POST", "/v1/resign", local + "Content-Type: " + type + "\r\n").status == 415, type);
+  BOOST_TEST(raw("POST", "/v1/jobs/none/run", local + "Content-Type: text/plain\r\n").status == 415);
+  // Still the same leader, with the same lease.
+  const auto still = agent.leader();
+  BOOST_TEST(still.json.at("is_leader").as_bool());
+  BOOST_TEST(still.json.at("token") == token);
+  // Loopback names in every form are answered; a bodyless POST (curl -X POST) and application/json resign.
+  for (const auto* host : {"localhost", "LOCALHOST:7071", "127.0.0.1", "127.1.2.3:80", "[::1]", "[::1]:7071"})
+    BOOST_TEST(raw("GET", "/healthz", std::string("Host: ") + host + "\r\n").status == 200, host);
+  BOOST_TEST(raw("POST", "/v1/jobs/none/suspend", local + "Content-Type: application/json\r\n").status ==
+             404);
+  BOOST_TEST(raw("POST", "/v1/resign", local).status == 200);
 }
 
 BOOST_AUTO_TEST_CASE(per_job_mode_runs_each_slot_once_across_replicas) {
