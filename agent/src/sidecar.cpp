@@ -5,6 +5,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -15,6 +16,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -247,17 +249,38 @@ void sidecar::close() {
 }
 
 asio::awaitable<void> sidecar::serve() {
+  // Out of descriptors (EMFILE, ENFILE), accept fails at once as long as a connection waits in the backlog:
+  // retried at once, that spins a core. Wait instead, longer while it goes on, as batond's accept loop does.
+  constexpr auto first_wait = std::chrono::milliseconds(50), longest_wait = std::chrono::milliseconds(1000);
+  auto wait = first_wait;
+  asio::steady_timer timer(ex_);
   for (;;) {
     auto [ec, socket] = co_await acceptor_.async_accept(use_tuple);
     if (ec) {
       if (!acceptor_.is_open()) co_return;
+      log::warn("sidecar_accept_failed", {{"error", ec.message()}, {"retry_ms", wait.count()}});
+      timer.expires_after(wait);
+      co_await timer.async_wait(use_tuple);
+      if (!acceptor_.is_open()) co_return;
+      wait = std::min(wait * 2, longest_wait);
       continue;
     }
+    wait = first_wait;
+    if (*sessions_ >= max_sessions) {
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      continue;
+    }
+    ++*sessions_;  // counted here, on the one executor, so a burst of accepts cannot overshoot
     asio::co_spawn(ex_, session(std::move(socket)), asio::detached);
   }
 }
 
 asio::awaitable<void> sidecar::session(tcp::socket socket) {
+  struct counted {
+    std::shared_ptr<std::size_t> sessions;
+    ~counted() { --*sessions; }
+  } count{sessions_};
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   for (;;) {

@@ -13,6 +13,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace baton::agent {
@@ -29,6 +30,10 @@ struct reload_result {
 
 class sidecar {
  public:
+  /// Connections served at once; more are closed as soon as they are accepted, so a flood of idle
+  /// connections holds at most this many descriptors (each idle one for up to 30 s).
+  static constexpr std::size_t max_sessions = 64;
+
   sidecar(boost::asio::any_io_executor ex, agent_runtime& agent);
   /// Binds and listens on `at` (port 0 picks one); returns the bound endpoint. A failure (address in use, not
   /// an address of this machine, a port that needs privileges) is returned in `ec`, leaving nothing open.
@@ -46,6 +51,9 @@ class sidecar {
   boost::asio::ip::tcp::acceptor acceptor_;
   std::function<reload_result()> reload_;
   bool loopback_ = false;  // bound to a loopback address: only a loopback Host is answered
+  // Open connections (sessions), at most max_sessions. Shared with each session, whose frame may outlive this
+  // object when the io_context is destroyed with it pending.
+  std::shared_ptr<std::size_t> sessions_ = std::make_shared<std::size_t>(0);
 };
 
 }  // namespace baton::agent

@@ -132,6 +132,57 @@ std::string job(const std::string& name, const std::string& command, const std::
   return "  - name: " + name + "\n    schedule: \"*/1 * * * * *\"\n    " + command + "\n" + extra;
 }
 
+// Lowers the descriptor limit of `pid` to its lowest free descriptor number: every new descriptor fails with
+// EMFILE, those already open (its listener, its connection to batond) keep working. Returns the old limit.
+struct rlimit run_out_of_descriptors(int pid) {
+  struct rlimit old {};
+  BOOST_REQUIRE(::prlimit(pid, RLIMIT_NOFILE, nullptr, &old) == 0);
+  std::set<int> open;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+    open.insert(std::stoi(e.path().filename().string()));
+  rlim_t lowest_free = 0;
+  while (open.count(static_cast<int>(lowest_free)))
+    ++lowest_free;
+  struct rlimit low {
+    lowest_free, old.rlim_max
+  };
+  BOOST_REQUIRE(::prlimit(pid, RLIMIT_NOFILE, &low, nullptr) == 0);
+  return old;
+}
+
+std::size_t open_descriptors(int pid) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+    ++n;
+  return n;
+}
+
+// The CPU time (user and system) `pid` has used, from /proc/<pid>/stat: utime and stime are fields 14 and 15,
+// counted after the command in parentheses, which may hold spaces.
+std::chrono::milliseconds cpu_time(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 1));
+  std::string skipped;
+  for (int field = 3; field < 14; ++field)
+    fields >> skipped;
+  long long utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return std::chrono::milliseconds((utime + stime) * 1000 / ::sysconf(_SC_CLK_TCK));
+}
+
+// A loopback TCP connection to `port` (the kernel completes it into the listen backlog, accepted or not).
+int connect_to(unsigned short port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  return fd;
+}
+
 }  // namespace
 
 // ---- Jobs that cannot start
@@ -163,20 +214,7 @@ BOOST_AUTO_TEST_CASE(a_job_started_while_the_agent_is_out_of_descriptors_fails_a
   solo_leader s;
   auto& a = s.start("", {}, "10s");
   BOOST_REQUIRE(!await_finished(a, "tick", "succeeded").empty());
-  // Lower the agent's descriptor limit to the lowest free descriptor number: every new descriptor fails with
-  // EMFILE, those already open (its listener, its connection to batond) keep working.
-  struct rlimit old {};
-  BOOST_REQUIRE(::prlimit(a.pid(), RLIMIT_NOFILE, nullptr, &old) == 0);
-  std::set<int> open;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(a.pid()) + "/fd"))
-    open.insert(std::stoi(e.path().filename().string()));
-  rlim_t lowest_free = 0;
-  while (open.count(static_cast<int>(lowest_free)))
-    ++lowest_free;
-  struct rlimit low {
-    lowest_free, old.rlim_max
-  };
-  BOOST_REQUIRE(::prlimit(a.pid(), RLIMIT_NOFILE, &low, nullptr) == 0);
+  const auto old = run_out_of_descriptors(a.pid());
   // The sidecar is not asked anything meanwhile: it cannot accept a connection without a descriptor.
   std::vector<std::string> failed;
   eventually(
@@ -350,6 +388,49 @@ BOOST_AUTO_TEST_CASE(a_lock_server_that_goes_away_and_comes_back_is_logged_both_
   BOOST_TEST(eventually([&] { return count(a, {"event=lock_server_reachable"}) == 1; }, bound));
   BOOST_TEST(eventually([&] { return leader_token(a) > first; }, bound));
   BOOST_TEST(a.metric("baton_agent_lock_server_reachable") == 1);
+  check_stops_on_sigterm(a);
+}
+
+// ---- The sidecar
+
+// With no descriptor left, accept fails at once for every connection waiting in the backlog; retried at once
+// it spins a core. The sidecar backs off, keeps leading, and answers again once descriptors are back; and it
+// holds at most 64 connections, so a flood of idle ones cannot take its descriptors.
+BOOST_AUTO_TEST_CASE(a_sidecar_out_of_descriptors_backs_off_instead_of_spinning_and_keeps_leading) {
+  solo_leader s;
+  auto& a = s.start("");
+  const auto baseline = open_descriptors(a.pid());
+  const auto old = run_out_of_descriptors(a.pid());
+  std::vector<int> waiting;
+  for (int i = 0; i < 32; ++i)
+    waiting.push_back(connect_to(a.port()));
+  std::this_thread::sleep_for(500ms);
+  const auto cpu_before = cpu_time(a.pid());
+  const auto started = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(3s);
+  const auto cpu = cpu_time(a.pid()) - cpu_before;
+  const auto elapsed =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  BOOST_REQUIRE(::prlimit(a.pid(), RLIMIT_NOFILE, &old, nullptr) == 0);
+  BOOST_TEST_MESSAGE("out of descriptors: " << cpu.count() << " ms of CPU in " << elapsed.count() << " ms");
+  // A spinning loop uses about one core; backing off, a few percent.
+  BOOST_TEST(cpu.count() < elapsed.count() * 3 / 10, cpu.count()
+                                                         << " ms of CPU in " << elapsed.count() << " ms");
+  for (const int fd : waiting)
+    ::close(fd);
+  BOOST_TEST(eventually([&] { return a.get("/healthz", 2s).status == 200; }, bound));
+  BOOST_TEST(leader_token(a) == s.token);
+
+  std::vector<int> idle;
+  for (int i = 0; i < 200; ++i)
+    idle.push_back(connect_to(a.port()));
+  std::this_thread::sleep_for(2s);
+  const auto held = open_descriptors(a.pid());
+  BOOST_TEST(held <= baseline + 64 + 16, held << " descriptors open, " << baseline << " before");
+  for (const int fd : idle)
+    ::close(fd);
+  BOOST_TEST(eventually([&] { return a.get("/healthz", 2s).status == 200; }, bound));
+  BOOST_TEST(leader_token(a) == s.token);
   check_stops_on_sigterm(a);
 }
 
