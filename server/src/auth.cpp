@@ -105,7 +105,7 @@ token_table parse_tokens(std::string_view text, std::string_view source) {
     if (!valid_name(fields[1]))
       throw fail("client name \"" + std::string(fields[1]) + "\" must be 1 to " +
                  std::to_string(max_client_name_bytes) + " characters of A-Z a-z 0-9 . _ - @ :");
-    client_entry entry{*hash, std::string(fields[1]), {}};
+    client_entry entry{*hash, std::string(fields[1]), {}, std::nullopt};
     for (std::size_t i = 2; i < fields.size(); ++i) {
       std::string_view f = fields[i];
       if (f.starts_with("max_locks=")) {
