@@ -54,11 +54,6 @@ std::size_t utf8_sequence(std::string_view v, char32_t& cp) {
 // Code points that end or rearrange a line on a terminal or in a log viewer: C1 controls (U+0085 is a
 // line break to some readers), the Unicode line and paragraph separators, and the bidirectional formatting
 // characters that can make a line read differently from what it holds (U+202E reverses what follows).
-bool is_layout_control(char32_t cp) {
-  return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
-         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
 void append_value(std::string& out, std::string_view v) {
   if (!needs_quotes(v)) {
     out += v;
@@ -182,6 +177,17 @@ void write_line(level l, std::string_view event, std::initializer_list<field> fi
   [[maybe_unused]] auto n = ::write(STDERR_FILENO, line.data(), line.size());
 }
 }  // namespace
+
+bool is_layout_control(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  append_value(out, text);
+  return out;
+}
 
 void write(level l, std::string_view event, std::initializer_list<field> fields) {
   write_line(l, event, fields, /*throttled=*/true);

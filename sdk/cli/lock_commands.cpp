@@ -2,6 +2,7 @@
 
 #include "exit_code.hpp"
 
+#include "baton/common/log.hpp"
 #include "baton/error.hpp"
 
 #include <boost/asio/steady_timer.hpp>
@@ -54,8 +55,35 @@ auto with_retries(const client_config& config, Request request) -> decltype(requ
   }
 }
 
+// Keys and owners are chosen by clients: what the CLI prints of them is escaped as a log value, so a line
+// break or a bidirectional control in one cannot forge or reorder what the terminal shows.
 std::string quoted(const std::string& key) {
-  return "\"" + key + "\"";
+  std::string out = log::printable(key);
+  return out.starts_with('"') ? out : "\"" + out + "\"";
+}
+
+// JSON as Boost.JSON writes it, with the layout controls (which it leaves as they are) written \uNNNN:
+// the same string to a parser, and no reordered line on a terminal. They can only occur inside strings.
+std::string terminal_safe_json(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    std::size_t n = (b & 0xe0) == 0xc0 ? 2 : (b & 0xf0) == 0xe0 ? 3 : 0;
+    if (n != 0 && i + n <= text.size()) {
+      char32_t cp = n == 2 ? (b & 0x1f) : (b & 0x0f);
+      for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
+      if (log::is_layout_control(cp)) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+        out += buf;
+        i += n - 1;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
 }
 
 std::string random_suffix() {
@@ -65,7 +93,7 @@ std::string random_suffix() {
 }
 
 void print_json(const json::object& o) {
-  std::cout << json::serialize(o) << std::endl;
+  std::cout << terminal_safe_json(json::serialize(o)) << std::endl;
 }
 
 [[noreturn]] void fail(const std::string& what, const boost::system::error_code& ec,
@@ -76,7 +104,7 @@ void print_json(const json::object& o) {
 }  // namespace
 
 std::string held_by(const std::string& key, const holder_info& holder) {
-  return quoted(key) + " is held by " + holder.owner + " (token " + std::to_string(holder.token) + ", " +
+  return quoted(key) + " is held by " + log::printable(holder.owner) + " (token " + std::to_string(holder.token) + ", " +
          std::to_string(holder.ttl_remaining.count()) + " ms left)";
 }
 

@@ -243,6 +243,28 @@ BOOST_AUTO_TEST_CASE(acquire_of_a_held_key_exits_not_acquired_naming_the_holder_
   BOOST_TEST(second.err.find("first") != std::string::npos);
 }
 
+// An owner (or key) with a bidirectional override or a line separator cannot reorder or forge what the
+// terminal shows: the CLI writes them escaped, in its messages and in its JSON.
+BOOST_AUTO_TEST_CASE(layout_controls_in_owners_and_keys_are_escaped_in_the_clis_output) {
+  const std::string rlo = "\xe2\x80\xae";   // U+202E RIGHT-TO-LEFT OVERRIDE
+  const std::string lsep = "\xe2\x80\xa8";  // U+2028 LINE SEPARATOR
+  BOOST_REQUIRE(run({"acquire", "spoof" + lsep + "key", "--ttl", "30s", "--owner", "evil" + rlo + "reversed"}).code == 0);
+  auto second = run({"acquire", "spoof" + lsep + "key", "--ttl", "30s", "--owner", "second"});
+  check_error_line(second, not_acquired);
+  BOOST_TEST(second.err.find(rlo) == std::string::npos, second.err);
+  BOOST_TEST(second.err.find(lsep) == std::string::npos, second.err);
+  BOOST_TEST(second.err.find("\\u202e") != std::string::npos, second.err);
+  BOOST_TEST(second.err.find("\\u2028") != std::string::npos, second.err);
+  auto got = run({"get", "spoof" + lsep + "key"});
+  BOOST_TEST(got.code == 0, got.err);
+  BOOST_REQUIRE(!got.out.empty());
+  const auto& line = got.out.front();
+  BOOST_TEST(line.find(rlo) == std::string::npos, line);
+  BOOST_TEST(line.find("\\u202e") != std::string::npos, line);
+  // Still the same JSON to a parser.
+  BOOST_TEST(std::string(got.json().at("owner").as_string()) == "evil" + rlo + "reversed");
+}
+
 BOOST_AUTO_TEST_CASE(acquire_again_with_the_same_owner_supersedes_the_old_token) {
   auto first = run({"acquire", "same", "--ttl", "30s", "--owner", "me"});
   auto second = run({"acquire", "same", "--ttl", "30s", "--owner", "me"});

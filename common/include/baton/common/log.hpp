@@ -67,6 +67,14 @@ class throttle {
 /// whoever turns it on asked for everything).
 inline constexpr unsigned lines_per_event_per_second = 20;
 
+/// `text` as a log value: unchanged when it needs no quotes, else quoted and escaped as `field` says. For
+/// any output a terminal shows that carries text a client chose (the CLI's messages).
+std::string printable(std::string_view text);
+
+/// True for the code points a log value escapes as `\uNNNN`: C1 controls, U+2028/U+2029 and the
+/// bidirectional formatting characters.
+bool is_layout_control(char32_t cp);
+
 /// Writes `event=<event>` followed by the fields, if `l` is enabled (throttled, see throttle).
 void write(level l, std::string_view event, std::initializer_list<field> fields = {});
 /// The same, never throttled: for lines whose volume the operator controls and which are data to them
