@@ -1,34 +1,25 @@
-// Links against the installed SDK and exercises it: a bad URL is refused with the SDK's own error, and a
-// client on a closed port reports connection_failed.
-#include <baton/client.hpp>
+// The consumer's executable: Asio of its own, written against Asio's defaults (io_context::work is a
+// deprecated feature, there unless BOOST_ASIO_NO_DEPRECATED), running the checks linked in or from a library.
+#include "checks.hpp"
 
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <cstdio>
+#include <optional>
+
+#if defined(BOOST_ASIO_SEPARATE_COMPILATION) || defined(BOOST_ASIO_NO_DEPRECATED)
+#error "the consumer must build with Asio's defaults"
+#endif
 
 int main(int argc, char** argv) {
   boost::asio::io_context ioc;
-  try {
-    baton::client bad(ioc.get_executor(), {.server_url = "ftp://nowhere"});
-    std::puts("consumer: a bad URL was accepted");
-    return 1;
-  } catch (const baton::exception& e) {
-    if (e.code() != baton::error::invalid_config) return 1;
-  }
-  baton::client_config cfg;
-  cfg.server_url = argc > 1 ? argv[1] : "http://127.0.0.1:1";
-  cfg.retry.max_attempts = 1;
-  baton::client c(ioc.get_executor(), cfg);
-  int status = 1;
-  boost::asio::co_spawn(ioc, c.get("k"), [&](std::exception_ptr e, std::optional<baton::holder_info>) {
-    try {
-      if (e) std::rethrow_exception(e);
-    } catch (const baton::exception& ex) {
-      if (ex.code() == baton::error::connection_failed) status = 0;
-      std::printf("consumer: %s\n", ex.what());
-    }
+  std::optional<boost::asio::io_context::work> work(std::in_place, ioc);
+  int failures = -1;
+  consumer::start_checks(ioc, argc > 1 ? argv[1] : "http://127.0.0.1:1", [&](int f) {
+    failures = f;
+    work.reset();
   });
   ioc.run();
-  return status;
+  std::printf("consumer: %s\n", failures == 0 ? "passed" : "failed");
+  return failures == 0 ? 0 : 1;
 }
