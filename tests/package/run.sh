@@ -45,23 +45,28 @@ strong=$(nm "${nm_opts[@]}" "$libs" | awk 'NF == 3 && $2 ~ /^[TDBR]$/ {print $3}
 [[ -z $strong ]] || fail "strong Asio/Beast symbols in $libs:
 $(head -20 <<<"$strong")"
 
+launcher=$(command -v ccache || true)
+
 # 1. CMake: the executable, and the shared library loaded by consumer_host.
 cmake -S "$src_dir/consumer" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="$cxx_flags" -DCMAKE_EXE_LINKER_FLAGS="$cxx_flags" \
+  -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="$cxx_flags" -DCMAKE_EXE_LINKER_FLAGS="$cxx_flags" \
   -DCMAKE_SHARED_LINKER_FLAGS="$cxx_flags" >/dev/null
 cmake --build "$work/build" >/dev/null
 "$work/build/consumer"
 "$work/build/consumer_host"
-ldd "$work/build/consumer_host" | grep -q libconsumer_checks || fail "consumer_host did not load its library"
+[[ $(ldd "$work/build/consumer_host") == *libconsumer_checks.so* ]] || fail "consumer_host does not load its library"
 
 # 2. pkg-config: the SDK's user compiled and linked with baton.pc's flags only.
-export PKG_CONFIG_PATH=$(dirname "$pc")
+PKG_CONFIG_PATH=$(dirname "$pc")
+export PKG_CONFIG_PATH
 version=$(pkg-config --modversion baton)
-# shellcheck disable=SC2046  # pkg-config's output is a list of flags
-c++ -std=c++20 $cxx_flags -DBATON_EXPECTED_VERSION="\"$version\"" $(pkg-config --cflags baton) \
+# $cxx_flags and pkg-config's output are lists of flags.
+# shellcheck disable=SC2046,SC2086
+$launcher c++ -std=c++20 $cxx_flags -DBATON_EXPECTED_VERSION="\"$version\"" $(pkg-config --cflags baton) \
   -c "$src_dir/consumer/checks.cpp" -o "$work/checks_pc.o"
-# shellcheck disable=SC2046
+# shellcheck disable=SC2046,SC2086
 c++ $cxx_flags "$work/checks_pc.o" "$work/build/CMakeFiles/consumer_main.dir/main.cpp.o" \
   $(pkg-config --libs baton) -o "$work/consumer_pc"
-"$work/consumer_pc"
+# A shared libbaton is found at run time as any library from pkg-config is: through the loader's path.
+LD_LIBRARY_PATH=$(pkg-config --variable=libdir baton)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$work/consumer_pc"
 echo "package: the SDK installed alone; consumers built with find_package, with pkg-config and as a shared library, and ran"
