@@ -10,7 +10,8 @@
 namespace baton::server {
 namespace asio = boost::asio;
 
-lock_service::lock_service(journal& j, server_metrics& metrics) : journal_(j), metrics_(metrics) {}
+lock_service::lock_service(journal& j, server_metrics& metrics, clock_function now)
+    : journal_(j), metrics_(metrics), now_(now) {}
 
 asio::awaitable<void> lock_service::wait_durable(std::uint64_t lsn) {
   if (journal_.durable() >= lsn) co_return;
@@ -41,7 +42,7 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
     std::lock_guard lk(mu_);
     if (journal_.failed())
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    const auto now = clock::now();
+    const auto now = now_();
     // Only a grant of a free key adds a lock; a held key is refused (409) or re-granted to its holder.
     if (!table_.get(key, now)) {
       if (table_.size() >= max_locks_ && !table_.contains(key)) {
@@ -83,7 +84,7 @@ asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::str
     std::lock_guard lk(mu_);
     if (journal_.failed())
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    result = table_.renew(key, owner, token, ttl, clock::now(), client);
+    result = table_.renew(key, owner, token, ttl, now_(), client);
     if (auto* ok = std::get_if<renew_ok>(&result)) {
       // Success rests on the lease's own records: a same-TTL retry of a renew whose extend is still in
       // flight must wait for it too, or a crash could restore the lease with the shorter TTL.
@@ -113,7 +114,7 @@ asio::awaitable<release_result> lock_service::release(std::string_view key, std:
     std::lock_guard lk(mu_);
     if (journal_.failed())
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    result = table_.release(key, owner, token, clock::now(), client);
+    result = table_.release(key, owner, token, now_(), client);
     if (result.removed_token != 0) {
       auto type = result.outcome == release_outcome::released ? record_type::release : record_type::expire;
       lsn = journal_.append(type, result.removed_token, 0, key);
@@ -144,7 +145,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::get(std::string_view ke
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
-    view = table_.get(key, clock::now());
+    view = table_.get(key, now_());
     lsn = journal_.last_appended();
   }
   co_await wait_durable(lsn);
@@ -165,7 +166,7 @@ void lock_service::set_waiter_limits(std::size_t per_key, std::size_t total) {
 asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view key, std::uint64_t token,
                                                               milliseconds wait) {
   auto ex = co_await asio::this_coro::executor;
-  const time_point deadline = clock::now() + wait;
+  const time_point deadline = now_() + wait;
   {
     std::lock_guard lk(mu_);
     auto& on_key = waiting_per_key_[std::string(key)];
@@ -201,7 +202,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
     bool answer;
     {
       std::lock_guard lk(mu_);
-      time_point now = clock::now();
+      time_point now = now_();
       view = table_.get(key, now);
       std::uint64_t current = view ? view->token : 0;
       answer = current != token || now >= deadline || stopping_;
@@ -235,7 +236,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
 lock_service::sweep_result lock_service::sweep_step() {
   constexpr std::size_t buckets_per_step = 4096;
   std::lock_guard lk(mu_);
-  auto expired = table_.expire_some(clock::now(), sweep_cursor_, buckets_per_step);
+  auto expired = table_.expire_some(now_(), sweep_cursor_, buckets_per_step);
   for (const auto& e : expired) {
     // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is safe.
     if (!journal_.failed()) journal_.append(record_type::expire, e.token, 0, e.key);
