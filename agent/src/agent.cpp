@@ -37,7 +37,8 @@ std::vector<scheduled_job> make_jobs(const std::vector<job_config>& jobs,
                    j.misfire == misfire_policy::run_once, suspended.contains(j.name),
                    j.starting_deadline
                        ? std::optional(std::chrono::duration_cast<std::chrono::seconds>(*j.starting_deadline))
-                       : std::nullopt});
+                       : std::nullopt,
+                   j.overlap == overlap_policy::replace});
   return out;
 }
 
@@ -215,16 +216,47 @@ void agent_runtime::apply_settings(std::string resign_token, std::chrono::millis
   config_.shutdown_grace = shutdown_grace;
 }
 
-void agent_runtime::job_run_began(const std::string& job, std::size_t index) {
+void agent_runtime::job_run_began(const std::string& job, std::size_t index,
+                                  const std::shared_ptr<run_control>& control) {
   ++running_by_name_[job];
+  runs_by_job_.emplace(job, control);
   scheduler_.run_started(index);
 }
 
-void agent_runtime::job_run_ended(const std::string& job) {
+void agent_runtime::job_run_ended(const std::string& job, const std::shared_ptr<run_control>& control) {
   if (--running_by_name_[job] <= 0) running_by_name_.erase(job);
+  const auto [first, last] = runs_by_job_.equal_range(job);
+  for (auto it = first; it != last; ++it)
+    if (it->second == control) {
+      runs_by_job_.erase(it);
+      break;
+    }
+  control->mark_ended();
   // The job may have moved, or gone, since the run began (apply_jobs).
   for (std::size_t i = 0; i < jobs_.size(); ++i)
     if (jobs_[i]->name == job) scheduler_.run_finished(i);
+}
+
+agent_runtime::run_list agent_runtime::replace_runs(const std::string& job, std::chrono::sys_seconds slot) {
+  run_list out;
+  const auto [first, last] = runs_by_job_.equal_range(job);
+  for (auto it = first; it != last; ++it) {
+    it->second->replace("by the run for slot " + rfc3339(slot));
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+asio::awaitable<bool> agent_runtime::replaced_runs_ended(const run_list& replacing,
+                                                         std::shared_ptr<run_control> control) {
+  // The runs replaced stop as on a lost lease (TERM, grace, KILL), and the new run starts only once they are
+  // gone: two copies of a job never run at once with overlap: replace, as with forbid.
+  for (const auto& r : replacing)
+    while (!r->has_ended()) {
+      if (control->stop_requested()) co_return false;
+      co_await (r->ended().async_wait(use_tuple) || control->wake().async_wait(use_tuple));
+    }
+  co_return !control->stop_requested();
 }
 
 asio::awaitable<void> agent_runtime::sleep_or_wake(clock_type::duration d) {
@@ -253,7 +285,8 @@ void agent_runtime::log_result(const job_config& job, const run_context& ctx, co
                     job.history_limit);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count();
   auto level = r.outcome == run_outcome::succeeded ? log::level::info : log::level::warn;
-  log::write(level, r.outcome == run_outcome::stopped ? "job_stopped" : "job_finished",
+  const bool stopped = r.outcome == run_outcome::stopped || r.outcome == run_outcome::replaced;
+  log::write(level, stopped ? "job_stopped" : "job_finished",
              {{"job", job.name},
               {"run", ctx.run_id},
               {"slot", rfc3339(ctx.slot)},
@@ -302,7 +335,9 @@ asio::awaitable<run_result> agent_runtime::run_attempts(std::shared_ptr<const jo
     asio::steady_timer pause(ex_, delay);
     co_await (pause.async_wait(use_tuple) || control->wake().async_wait(use_tuple));
     if (!may_go_on()) {
-      log::info("job_skipped", {{"job", job->name}, {"slot", rfc3339(ctx.slot)}, {"reason", "stopped"}});
+      log::info("job_skipped", {{"job", job->name},
+                                {"slot", rfc3339(ctx.slot)},
+                                {"reason", control->replaced() ? "replaced" : "stopped"}});
       run_result stopped;
       stopped.outcome = run_outcome::stopped;
       co_return stopped;
@@ -319,6 +354,10 @@ asio::awaitable<run_result> agent_runtime::run_attempts(std::shared_ptr<const jo
                               {"trigger", manual ? "manual" : "schedule"},
                               {"attempt", ctx.attempt}});
     auto r = co_await run_guarded(job, ctx, control, l);
+    if (r.outcome == run_outcome::stopped && control->replaced()) {
+      r.outcome = run_outcome::replaced;
+      r.detail = "replaced " + control->replaced_by() + (r.detail.empty() ? "" : "; " + r.detail);
+    }
     log_result(*job, ctx, r, started, manual);
     const bool failed = r.outcome == run_outcome::failed || r.outcome == run_outcome::timed_out ||
                         r.outcome == run_outcome::spawn_failed;
@@ -344,42 +383,62 @@ asio::awaitable<run_result> agent_runtime::run_attempts(std::shared_ptr<const jo
 }
 
 std::string agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds slot, const lease& l,
-                                     bool manual) {
+                                     bool manual, run_list replacing) {
   auto job = jobs_[index];
   auto control = std::make_shared<run_control>(ex_);
   runs_.push_back(control);
   auto it = std::prev(runs_.end());
   run_context ctx{config_.election_key, l.token(), client_.identity(), slot,
                   make_run_id(l.token(), ++runs_under_lease_)};
-  job_run_began(job->name, index);
+  job_run_began(job->name, index, control);
   // The coroutine may run to its end before co_spawn returns (Boost 1.81 starts it at once, and a command
   // that cannot start fails at once): the caller holds no lock, and everything it touches is already set.
   asio::co_spawn(
       ex_,
-      [this, job, ctx, control, it, manual]() -> asio::awaitable<void> {
+      [this, job, ctx, control, it, manual, replacing = std::move(replacing)]() -> asio::awaitable<void> {
+        if (!co_await replaced_runs_ended(replacing, control)) {
+          // Stopped (lost lease, shutdown, or replaced in turn) before the runs it replaces were gone.
+          log::info("job_skipped", {{"job", job->name},
+                                    {"slot", rfc3339(ctx.slot)},
+                                    {"reason", control->replaced() ? "replaced" : "stopped"}});
+          runs_.erase(it);
+          job_run_ended(job->name, control);
+          co_return;
+        }
         // Leader mode: a lost election lease stops every run through stop_all_runs().
         auto r = co_await run_attempts(job, ctx, control, nullptr, manual, [this, token = ctx.token] {
           return make_run_id(token, ++runs_under_lease_);
         });
         runs_.erase(it);
         if (r.outlived) co_await r.outlived();
-        job_run_ended(job->name);
+        job_run_ended(job->name, control);
       },
       asio::detached);
   return ctx.run_id;
 }
 
-void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_seconds slot, bool misfire) {
+void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_seconds slot, bool misfire,
+                                      run_list replacing) {
   auto control = std::make_shared<run_control>(ex_);
   runs_.push_back(control);
   auto it = std::prev(runs_.end());
   auto shared = jobs_[index];
-  job_run_began(shared->name, index);
+  job_run_began(shared->name, index, control);
   asio::co_spawn(
       ex_,
-      [this, shared, slot, misfire, control, it]() -> asio::awaitable<void> {
+      [this, shared, slot, misfire, control, it,
+       replacing = std::move(replacing)]() -> asio::awaitable<void> {
         const job_config& job = *shared;
         const std::string key = "jobs/" + job.name;
+        // The run replaced holds jobs/<name> until it is gone; the lock is asked for after that.
+        if (!co_await replaced_runs_ended(replacing, control)) {
+          log::info("job_skipped", {{"job", job.name},
+                                    {"slot", rfc3339(slot)},
+                                    {"reason", control->replaced() ? "replaced" : "stopped"}});
+          job_run_ended(job.name, control);
+          runs_.erase(it);
+          co_return;
+        }
         // misfire: run_once retries a slot whose lock could not be asked for (lock server unreachable) until
         // the misfire window after the slot has passed, as a leader elected late would still run it.
         const bool retry = job.misfire == misfire_policy::run_once;
@@ -442,7 +501,7 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
             }
           }
         }
-        job_run_ended(job.name);
+        job_run_ended(job.name, control);
         runs_.erase(it);
       },
       asio::detached);
@@ -455,11 +514,15 @@ asio::awaitable<void> agent_runtime::run_per_job() {
   for (auto& d : scheduler_.on_elected(wall_now(), misfire_window())) {
     note_skips(d);
     if (d.what == slot_decision::kind::start) start_per_job_run(d.job, d.slot, true);
+    if (d.what == slot_decision::kind::replace)
+      start_per_job_run(d.job, d.slot, true, replace_runs(jobs_[d.job]->name, d.slot));
   }
   while (!stopping_) {
     for (auto& d : scheduler_.due(wall_now())) {
       note_skips(d);
       if (d.what == slot_decision::kind::start) start_per_job_run(d.job, d.slot, false);
+      if (d.what == slot_decision::kind::replace)
+        start_per_job_run(d.job, d.slot, false, replace_runs(jobs_[d.job]->name, d.slot));
     }
     auto next = scheduler_.next_due();
     auto wait = std::chrono::milliseconds(1000);
@@ -512,7 +575,9 @@ agent_runtime::manual_run agent_runtime::run_now(const std::string& name) {
   out.what = result::started;
   out.token = leading_lease_->token();
   out.slot = wall_now();
-  out.run_id = start_run(*index, out.slot, *leading_lease_, true);
+  run_list replacing;
+  if (jobs_[*index]->overlap == overlap_policy::replace) replacing = replace_runs(name, out.slot);
+  out.run_id = start_run(*index, out.slot, *leading_lease_, true, std::move(replacing));
   return out;
 }
 
@@ -525,16 +590,22 @@ asio::awaitable<void> agent_runtime::lead(lease& l) {
     ~lease_in_use() { slot = nullptr; }
   } in_use{leading_lease_};
   runs_under_lease_ = 0;
+  // overlap: replace: the job's runs going (of this leadership, or of an earlier one whose group outlived
+  // SIGKILL) are stopped, and the new run waits until they are gone.
+  const auto start = [&](const slot_decision& d) {
+    start_run(d.job, d.slot, l, false,
+              d.what == slot_decision::kind::replace ? replace_runs(jobs_[d.job]->name, d.slot) : run_list{});
+  };
   for (auto& d : scheduler_.on_elected(wall_now(), misfire_window())) {
     note_skips(d);
-    if (d.what == slot_decision::kind::start) start_run(d.job, d.slot, l);
+    if (d.what == slot_decision::kind::start || d.what == slot_decision::kind::replace) start(d);
   }
   while (!stopping_ && !resigning_ && !recampaign_) {
     for (auto& d : scheduler_.due(wall_now())) {
       note_skips(d);
-      if (d.what != slot_decision::kind::start) continue;
+      if (d.what != slot_decision::kind::start && d.what != slot_decision::kind::replace) continue;
       if (!l.active()) co_return;  // never start a run without an active lease
-      start_run(d.job, d.slot, l);
+      start(d);
     }
     // Sleep until the next slot, at most a second at a time so a wall-clock jump is noticed promptly.
     auto next = scheduler_.next_due();

@@ -107,15 +107,26 @@ class agent_runtime {
  private:
   struct run_slot;
   boost::asio::awaitable<void> lead(lease& l);
-  /// Starts a run of job `job` for `slot` under the leader's lease `l`; returns its run id.
-  std::string start_run(std::size_t job, std::chrono::sys_seconds slot, const lease& l, bool manual = false);
+  using run_list = std::vector<std::shared_ptr<run_control>>;
+  /// Starts a run of job `job` for `slot` under the leader's lease `l`; returns its run id. The run begins
+  /// once every run of `replacing` has ended (overlap: replace).
+  std::string start_run(std::size_t job, std::chrono::sys_seconds slot, const lease& l, bool manual = false,
+                        run_list replacing = {});
   /// Bookkeeping of a run that began or ended, by job name (indices change with apply_jobs()).
-  void job_run_began(const std::string& job, std::size_t index);
-  void job_run_ended(const std::string& job);
+  void job_run_began(const std::string& job, std::size_t index, const std::shared_ptr<run_control>& control);
+  void job_run_ended(const std::string& job, const std::shared_ptr<run_control>& control);
+  /// overlap: replace: asks every run of job `job` in flight to stop in favour of the run for `slot`, and
+  /// returns them, for that run to wait for.
+  run_list replace_runs(const std::string& job, std::chrono::sys_seconds slot);
+  /// Waits until every run of `replacing` has ended; false when `control` is stopped first (the run that
+  /// waits must then not start).
+  boost::asio::awaitable<bool> replaced_runs_ended(const run_list& replacing,
+                                                   std::shared_ptr<run_control> control);
   boost::asio::awaitable<void> run_per_job();
   /// `misfire`: a slot the agent found already past (at start), which may be retried while the lock server
   /// cannot be reached, within the misfire window.
-  void start_per_job_run(std::size_t job, std::chrono::sys_seconds slot, bool misfire);
+  void start_per_job_run(std::size_t job, std::chrono::sys_seconds slot, bool misfire,
+                         run_list replacing = {});
   /// Counts a slot decision's missed and overlap-skipped slots, and logs the skip.
   void note_skips(const slot_decision& d);
   /// How long before the election (or start, in per-job mode) a slot may have passed and still run once.
@@ -163,6 +174,9 @@ class agent_runtime {
   bool recampaign_ = false;             // the election settings changed: release and campaign again at once
   std::uint64_t runs_under_lease_ = 0;  // leader mode: runs started under the current leadership
   std::list<std::shared_ptr<run_control>> runs_;  // runs in flight
+  /// Every run by job name from job_run_began() to job_run_ended(): unlike runs_, it keeps a run whose group
+  /// outlived SIGKILL until the group is gone, so a run that replaces it waits for that too.
+  std::multimap<std::string, std::shared_ptr<run_control>> runs_by_job_;
 
   lock_server_health lock_server_;
 

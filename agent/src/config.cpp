@@ -280,9 +280,12 @@ class reader {
            std::initializer_list<std::pair<std::string_view, E>> options) const {
     const auto s = text(n, path);
     std::string names;
+    std::size_t i = 0;
     for (const auto& [name, value] : options) {
       if (s == name) return value;
-      names += (names.empty() ? "" : " or ") + std::string(name);
+      if (i > 0) names += i + 1 == options.size() ? " or " : ", ";
+      names += name;
+      ++i;
     }
     fail(n, path, "expected " + names + ", got " + quoted(s));
   }
@@ -458,8 +461,10 @@ job_config read_job(const reader& r, const YAML::Node& node, const std::string& 
   if (const auto timeout = node["timeout"]) job.timeout = r.duration(timeout, path + ".timeout");
   if (const auto grace = node["grace"]) job.grace = r.duration(grace, path + ".grace");
   if (const auto overlap = node["overlap"])
-    job.overlap = r.choice<overlap_policy>(
-        overlap, path + ".overlap", {{"forbid", overlap_policy::forbid}, {"allow", overlap_policy::allow}});
+    job.overlap = r.choice<overlap_policy>(overlap, path + ".overlap",
+                                           {{"forbid", overlap_policy::forbid},
+                                            {"allow", overlap_policy::allow},
+                                            {"replace", overlap_policy::replace}});
   if (const auto misfire = node["misfire"])
     job.misfire = r.choice<misfire_policy>(
         misfire, path + ".misfire", {{"skip", misfire_policy::skip}, {"run_once", misfire_policy::run_once}});

@@ -39,8 +39,9 @@ struct http_job {
   std::string body;
 };
 
-/// What to do with a slot that comes due while the previous run of the same job is still going.
-enum class overlap_policy { forbid, allow };
+/// What to do with a slot that comes due while the previous run of the same job is still going: skip it,
+/// run it beside, or stop the run going (as a lost lease does) and then run it.
+enum class overlap_policy { forbid, allow, replace };
 /// What a newly elected leader does with a slot that passed just before it was elected.
 enum class misfire_policy { skip, run_once };
 

@@ -38,16 +38,30 @@ std::string_view to_string(run_outcome o) {
       return "stopped";
     case run_outcome::spawn_failed:
       return "spawn_failed";
+    case run_outcome::replaced:
+      return "replaced";
   }
   return "failed";
 }
 
 run_control::run_control(const asio::any_io_executor& ex)
-    : wake_(ex, asio::steady_timer::time_point::max()) {}
+    : wake_(ex, asio::steady_timer::time_point::max()),
+      ended_timer_(ex, asio::steady_timer::time_point::max()) {}
 
 void run_control::stop() {
   stop_requested_ = true;
   wake_.cancel();
+}
+
+void run_control::replace(std::string by) {
+  // A run already stopping (a lost lease, a shutdown, an earlier replacement) keeps the reason it stops for.
+  if (!stop_requested_) replaced_by_ = std::move(by);
+  stop();
+}
+
+void run_control::mark_ended() {
+  ended_ = true;
+  ended_timer_.cancel();
 }
 
 std::string rfc3339(std::chrono::sys_seconds t) {
@@ -257,6 +271,8 @@ asio::awaitable<run_result> run_http(const job_config& job, const run_context& c
   spec.headers.emplace_back("Fencing-Token", std::to_string(ctx.token));
   spec.headers.emplace_back("Baton-Job", job.name);
   spec.headers.emplace_back("Baton-Scheduled-At", rfc3339(ctx.slot));
+  spec.headers.emplace_back("Baton-Run-Id", ctx.run_id);
+  spec.headers.emplace_back("Baton-Attempt", std::to_string(ctx.attempt));
   spec.body = job.http->body;
   if (control->stop_requested()) {
     result.outcome = run_outcome::stopped;

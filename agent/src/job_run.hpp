@@ -23,6 +23,7 @@ enum class run_outcome {
   timed_out,     // the job's timeout passed: stopped
   stopped,       // leadership lost or the agent shut down: stopped
   spawn_failed,  // the command could not be started
+  replaced,  // overlap: replace: the job's next slot came due while it ran, and its run took over: stopped
 };
 std::string_view to_string(run_outcome o);
 
@@ -54,18 +55,34 @@ struct run_result {
   std::function<boost::asio::awaitable<void>()> outlived;
 };
 
-/// A handle to stop a run from outside (the runtime keeps one per run in flight).
+/// A handle to stop a run from outside (the runtime keeps one per run in flight). Used on the runtime's
+/// executor only.
 class run_control {
  public:
   explicit run_control(const boost::asio::any_io_executor& ex);
   /// Asks the run to stop (idempotent); the run reports `stopped`.
   void stop();
+  /// Asks the run to stop because a newer run of its job takes its place (`overlap: replace`); `by` says
+  /// which (it becomes the run's `detail`). The run is stopped as stop() does and reports `replaced`, unless
+  /// it was already asked to stop.
+  void replace(std::string by);
   bool stop_requested() const { return stop_requested_; }
+  bool replaced() const { return !replaced_by_.empty(); }
+  const std::string& replaced_by() const { return replaced_by_; }
   boost::asio::steady_timer& wake() { return wake_; }
+
+  /// The runtime marks the run over once nothing of it is left (its process group included); whoever waits
+  /// for it (a run that replaces it) waits on `ended()`, which is cancelled then.
+  void mark_ended();
+  bool has_ended() const { return ended_; }
+  boost::asio::steady_timer& ended() { return ended_timer_; }
 
  private:
   bool stop_requested_ = false;
+  bool ended_ = false;
+  std::string replaced_by_;
   boost::asio::steady_timer wake_;
+  boost::asio::steady_timer ended_timer_;
 };
 
 /// RFC 3339 in UTC, seconds precision: 2026-11-30T03:00:00Z.

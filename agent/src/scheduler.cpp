@@ -23,12 +23,7 @@ std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::s
       candidate = jobs_[i].sched.next_fire(*candidate, jobs_[i].tz);
     }
     if (!latest) continue;
-    if (jobs_[i].suspended)
-      out.push_back({slot_decision::kind::skip_suspended, i, *latest, 0});
-    else if (s.running > 0 && !jobs_[i].allow_overlap)
-      out.push_back({slot_decision::kind::skip_overlap, i, *latest, 0});
-    else
-      out.push_back({slot_decision::kind::start, i, *latest, 0});
+    out.push_back({decide(i), i, *latest, 0});
   }
   return out;
 }
@@ -69,10 +64,7 @@ std::vector<slot_decision> scheduler::due(sys_seconds now) {
       following = jobs_[i].sched.next_fire(slot, jobs_[i].tz);
     }
     s.next = following;
-    auto kind = jobs_[i].suspended                         ? slot_decision::kind::skip_suspended
-                : s.running > 0 && !jobs_[i].allow_overlap ? slot_decision::kind::skip_overlap
-                                                           : slot_decision::kind::start;
-    out.push_back({kind, i, slot, missed});
+    out.push_back({decide(i), i, slot, missed});
   }
   return out;
 }
@@ -110,6 +102,14 @@ std::optional<std::chrono::milliseconds> retry_wait(int attempt, std::chrono::mi
       static_cast<double>(backoff.count() * (std::int64_t{1} << doublings)) * factor));
   if (next_slot && now + wait >= *next_slot) return std::nullopt;
   return wait;
+}
+
+slot_decision::kind scheduler::decide(std::size_t job) const {
+  const auto& j = jobs_[job];
+  // Suspension comes first: a suspended job starts nothing, so it replaces nothing either.
+  if (j.suspended) return slot_decision::kind::skip_suspended;
+  if (state_[job].running == 0 || j.allow_overlap) return slot_decision::kind::start;
+  return j.replace_running ? slot_decision::kind::replace : slot_decision::kind::skip_overlap;
 }
 
 void scheduler::run_started(std::size_t job) {

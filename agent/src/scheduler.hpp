@@ -8,7 +8,8 @@
 // - Nothing starts unless the agent leads (on_elected .. on_lost).
 // - A run starts for the latest slot that is due; older slots that passed while the agent was busy or paused
 //   are not run one by one (no backlog), they are counted as missed.
-// - overlap forbid: a slot that comes due while the previous run of that job is still going is skipped.
+// - overlap forbid: a slot that comes due while the previous run of that job is still going is skipped;
+//   replace: it is started in place of the runs going (the runtime stops them first).
 // - misfire run_once: on election, a job whose most recent slot lies within the misfire window before the
 //   election runs once at once (the previous leader may have died before running it); skip: it does not.
 // - A suspended job's slots come due as usual and are skipped (skip_suspended), so they are counted and
@@ -40,6 +41,9 @@ struct scheduled_job {
   bool suspended = false;
   /// The job's own misfire window (`starting_deadline`), instead of the one on_elected() is given.
   std::optional<std::chrono::seconds> misfire_window;
+  /// overlap replace: a slot that comes due while runs of the job are going replaces them (instead of
+  /// allow_overlap's running beside them, or the default skip).
+  bool replace_running = false;
 };
 
 struct slot_decision {
@@ -47,6 +51,7 @@ struct slot_decision {
     start,           // start a run of `job` for `slot`
     skip_overlap,    // the slot came due while the previous run was still going (overlap: forbid)
     skip_suspended,  // the slot came due while the job was suspended
+    replace,         // stop the runs of `job` in flight, then start a run for `slot` (overlap: replace)
   };
   kind what;
   std::size_t job;
@@ -102,6 +107,9 @@ class scheduler {
   std::size_t size() const { return jobs_.size(); }
 
  private:
+  /// What a slot of `job` that is due now gets, from its settings and its runs in flight.
+  slot_decision::kind decide(std::size_t job) const;
+
   struct job_state {
     std::optional<sys_seconds> next;  // next slot strictly after the last one considered
     int running = 0;

@@ -95,6 +95,7 @@ jobs:
     schedule: "@hourly"
     shell: true
     command: "echo $BATON_JOB | logger"
+    overlap: replace
 )",
                               "full.yaml");
   BOOST_TEST(c.server == "http://10.0.0.5:8080");
@@ -145,6 +146,7 @@ jobs:
   BOOST_TEST(sh.name == "shell.job_1");
   BOOST_TEST(sh.shell);
   BOOST_TEST(sh.command == (std::vector<std::string>{"echo $BATON_JOB | logger"}));
+  BOOST_TEST((sh.overlap == overlap_policy::replace));
 }
 
 BOOST_AUTO_TEST_CASE(defaults_apply_to_every_key_left_out) {
@@ -397,7 +399,7 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
       {job_with("    timeout: 30\n"), "t.yaml:5:14: jobs[0].timeout: \"30\" has no unit"},
       {job_with("    grace: 5 s\n"), "t.yaml:5:12: jobs[0].grace: \"5 s\" is not a duration"},
       {job_with("    overlap: queue\n"),
-       "t.yaml:5:14: jobs[0].overlap: expected forbid or allow, got \"queue\""},
+       "t.yaml:5:14: jobs[0].overlap: expected forbid, allow or replace, got \"queue\""},
       {job_with("    misfire: always\n"),
        "t.yaml:5:14: jobs[0].misfire: expected skip or run_once, got \"always\""},
       // jobs: http

@@ -261,3 +261,53 @@ BOOST_AUTO_TEST_CASE(a_jobs_starting_deadline_replaces_the_misfire_window_on_ele
   BOOST_REQUIRE(d.size() == 1u);
   BOOST_TEST(d[0].job == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(overlap_replace_replaces_the_run_going_and_starts_plainly_when_none_is) {
+  scheduled_job replace = job("replace", "* * * * *");
+  replace.replace_running = true;
+  scheduler s({replace, job("forbid", "* * * * *")});
+  s.on_elected(at(10, 0, 30), 60s);
+  // Nothing going: a plain start.
+  auto d = s.due(at(10, 1));
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST((d[0].what == kind::start));
+  s.run_started(0);
+  s.run_started(1);
+  // The previous runs still going at 10:02: replace's slot replaces its run, forbid's is skipped.
+  d = s.due(at(10, 2));
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST((d[0].what == kind::replace));
+  BOOST_TEST((d[0].slot == at(10, 2)));
+  BOOST_TEST((d[1].what == kind::skip_overlap));
+  // The runtime starts the new run at once (it counts as running while the old one stops): the next slot
+  // that comes before both are over replaces them in turn, with the slots missed meanwhile counted.
+  s.run_started(0);
+  d = s.due(at(10, 4, 30));
+  BOOST_TEST((d[0].what == kind::replace));
+  BOOST_TEST((d[0].slot == at(10, 4)));
+  BOOST_TEST(d[0].missed == 1u);
+  // Once they are over, a plain start again.
+  s.run_finished(0);
+  s.run_finished(0);
+  BOOST_TEST((s.due(at(10, 5))[0].what == kind::start));
+  // A suspended job replaces nothing: its slot is skipped and the run going goes on.
+  s.run_started(0);
+  s.set_suspended(0, true);
+  BOOST_TEST((s.due(at(10, 6))[0].what == kind::skip_suspended));
+}
+
+BOOST_AUTO_TEST_CASE(overlap_replace_applies_to_a_misfired_slot_run_on_election_and_survives_a_reload) {
+  scheduled_job once = job("once", "*/5 * * * *", false, true);
+  once.replace_running = true;
+  scheduler s({once});
+  // A run of the job is still counted at the election (a group of the previous leadership that outlived
+  // SIGKILL): the misfired slot replaces it rather than being skipped.
+  s.run_started(0);
+  auto d = s.on_elected(at(10, 6, 20), 120s);
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST((d[0].what == kind::replace));
+  BOOST_TEST((d[0].slot == at(10, 5)));
+  // A reload that turns replace into forbid: the next slot is skipped as overlap.
+  s.replace_jobs({job("once", "*/5 * * * *", false, true)});
+  BOOST_TEST((s.due(at(10, 10))[0].what == kind::skip_overlap));
+}
