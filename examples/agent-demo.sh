@@ -2,7 +2,8 @@
 # The leader-elected cron demo: batond, three baton-agents and fenced-store on loopback. A job every 2 seconds
 # writes to fenced-store with its fencing token. The demo kills the leader (kill -9), watches a standby take
 # over with a larger token, then freezes the new leader (SIGSTOP) past its TTL while its job is mid-write,
-# and shows fenced-store refusing that job's late write. Expects the Release build (examples/demo.sh makes it).
+# and shows fenced-store refusing that job's late write. Then it asks the leader's sidecar API for the job's
+# history, runs a job now and suspends one. Expects the Release build (examples/demo.sh makes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/release/bin
@@ -58,6 +59,10 @@ jobs:
     shell: true
     command: ['$put; sleep 3; $put']
     grace: 1s
+  - name: hello
+    schedule: "0 0 1 1 *"
+    shell: true
+    command: 'echo "hello from \$BATON_IDENTITY, token \$BATON_FENCING_TOKEN"'
 YAML
 
 declare -A agent_pid agent_api
@@ -141,5 +146,32 @@ if curl -s "http://$store/history" | grep -q "\"token\":$second_token,\"accepted
   echo "agent-demo: node-$second's late write with token $second_token was refused; node-$third's token $third_token stands"
 else
   echo "agent-demo: expected a refused write with token $second_token" >&2
+  exit 1
+fi
+
+# The sidecar API of the agent that leads now.
+read -r now_leader _ <<<"$(wait_leader)"
+api=http://${agent_api[$now_leader]}
+echo
+for n in $(printf '%s\n' "$second" "$now_leader" | sort -u); do
+  say "node-$n's runs of report (GET /v1/jobs/report; each agent keeps the runs it ran):"
+  curl -s "http://${agent_api[$n]}/v1/jobs/report" | grep -o '"run_id":"[^"]*"\|"outcome":"[^"]*"\|"token":[0-9]*' |
+    paste -d ' ' - - - | sed 's/"//g; s/^/  /'
+done
+say "baton-agent run-now hello (runs a job now, on the leader, with its token):"
+"$bin/baton-agent" run-now hello --config "$work/agent.yaml" --listen "${agent_api[$now_leader]}" | sed 's/^/  /'
+for _ in $(seq 1 100); do
+  grep -q "event=job_finished job=hello" "$work/agent-$now_leader.err" && break
+  sleep 0.05
+done
+grep -o 'line="hello from[^"]*"' "$work/agent-$now_leader.err" | head -1 | sed 's/^/  job output: /'
+say "suspend report on node-$now_leader (its slots are skipped until resumed):"
+echo "  $(curl -s -X POST "$api/v1/jobs/report/suspend")"
+sleep 2.5
+skipped=$(curl -s "$api/metrics" | sed -n 's/^baton_agent_job_slots_skipped_total{job="report",reason="suspended"} //p')
+echo "  slots skipped while suspended: $skipped"
+echo "  $(curl -s -X POST "$api/v1/jobs/report/resume")"
+if [[ -z "$skipped" || "$skipped" == 0 ]]; then
+  echo "agent-demo: expected skipped slots while report was suspended" >&2
   exit 1
 fi
