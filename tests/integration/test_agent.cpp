@@ -283,10 +283,13 @@ BOOST_AUTO_TEST_CASE(per_job_mode_runs_each_slot_once_across_replicas) {
   temp_dir dir;
   batond_process server(dir.path());
   auto out = dir.path() / "slots";
+  // A slot's lock is kept until halfway to the next slot, so a replica that wakes for the slot later than
+  // that would run it again: a slot every 4 s (2 s of hold) leaves a loaded machine ten times the usual
+  // wake-up delay, where a slot every second (0.5 s) did not.
   auto cfg = write_config(
       dir, "agent.yaml",
-      "mode: per-job\n" + base_config(server, "4s",
-                                      "  - name: tick\n    schedule: \"*/1 * * * * *\"\n"
+      "mode: per-job\n" + base_config(server, "10s",
+                                      "  - name: tick\n    schedule: \"*/4 * * * * *\"\n"
                                       "    shell: true\n    command: [\"echo $BATON_SCHEDULED_AT "
                                       "$BATON_FENCING_TOKEN >> " +
                                           out.string() + "\"]\n"));
@@ -294,13 +297,15 @@ BOOST_AUTO_TEST_CASE(per_job_mode_runs_each_slot_once_across_replicas) {
   for (int i = 0; i < 3; ++i)
     agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
                                                      dir.path() / ("a" + std::to_string(i) + ".log")));
-  BOOST_REQUIRE(eventually([&] {
-    std::ifstream in(out);
-    int lines = 0;
-    for (std::string l; std::getline(in, l);)
-      ++lines;
-    return lines >= 4;
-  }));
+  BOOST_REQUIRE(eventually(
+      [&] {
+        std::ifstream in(out);
+        int lines = 0;
+        for (std::string l; std::getline(in, l);)
+          ++lines;
+        return lines >= 4;
+      },
+      60s));
   for (auto& a : agents)
     a->process().signal(SIGTERM);
   for (auto& a : agents)
