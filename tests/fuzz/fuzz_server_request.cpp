@@ -6,13 +6,10 @@
 // 4xx status, and the table's answer is consistent with its state (a grant takes a larger token, only the
 // holder with its token renews or releases, the counts behind --max-locks stay exact).
 
-#include "limits.hpp"
+#include "fuzz_support.hpp"
 #include "lock_table.hpp"
 #include "protocol.hpp"
 
-#include <boost/asio/buffer.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/string.hpp>
@@ -24,15 +21,9 @@
 namespace http = boost::beast::http;
 namespace json = boost::json;
 using namespace baton::server;
+using baton::fuzz::require;
 
 namespace {
-
-void require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
-}
 
 bool has_control_chars(std::string_view s) {
   for (unsigned char c : s)
@@ -68,30 +59,11 @@ const R* decoded(const std::variant<R, api_error>& v) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const limits_options limits;
   const ttl_bounds bounds;
-  http::request_parser<http::string_body> parser;
-  parser.eager(true);
-  parser.body_limit(limits.max_body_bytes);
-  parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
-  boost::beast::error_code ec;
-  boost::asio::const_buffer in(data, size);
-  while (!parser.is_done() && in.size() > 0) {
-    std::size_t used = parser.put(in, ec);
-    in += used;
-    if (ec == http::error::need_more) {
-      ec = {};
-      if (used == 0) break;
-      continue;
-    }
-    if (ec) return 0;
-  }
-  if (!parser.is_done()) {
-    parser.put_eof(ec);
-    if (ec || !parser.is_done()) return 0;
-  }
-  const auto& req = parser.get();
-  require(req.body().size() <= limits.max_body_bytes, "the body limit holds");
+  const auto parsed =
+      baton::fuzz::parse_http_request(std::string_view(reinterpret_cast<const char*>(data), size));
+  if (!parsed) return 0;
+  const auto& req = *parsed;
   // What http_server checks before routing; any header value must be safe to look at.
   (void)is_loopback_host(req[http::field::host]);
   (void)is_json_content_type(req[http::field::content_type]);

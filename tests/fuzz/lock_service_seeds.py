@@ -124,15 +124,11 @@ def seeds():
     yield "malformed_requests", (
         Script()
         .request("acquire")
-        .raw(b'POST /v1/locks/a/acquire HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 30\r\n\r\n'
-             b'{"owner":"o2","owner":"o1"}   ')
-        .raw(b'POST /v1/locks/a/release HTTP/1.1\r\nOrigin: http://example.com\r\n'
-             b'Content-Type: application/json\r\nContent-Length: 24\r\n\r\n{"owner":"o1","token":1}')
-        .raw(b'GET /v1/locks/a/renew HTTP/1.1\r\n\r\n')
-        .raw(b'POST /v1/locks/a/release HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 24\r\n\r\n'
-             b'{"owner":"o1","token":1}')
+        .raw(b'POST /v1/locks/a/acquire HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n'
+             b'{"owner":"o2","owner":"o1"}')
+        .raw(b"GET /v1/locks/a/renew HTTP/1.1\r\n\r\n")
+        .request("release", token="next")
     )
-
 
 def main():
     out = Path(__file__).resolve().parent / "corpus" / "fuzz_lock_service"

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 
 seconds=${1:-30}
 build=${2:-build/fuzz}
-targets=(fuzz_server_request fuzz_cron fuzz_agent_config fuzz_sdk_reply)
+targets=(fuzz_server_request fuzz_lock_service fuzz_cron fuzz_agent_config fuzz_sdk_reply)
 
 findings="$build/fuzz-findings"
 mkdir -p "$findings"
