@@ -104,6 +104,25 @@ BOOST_AUTO_TEST_CASE(a_listen_host_name_is_refused_by_check_config_with_its_plac
   BOOST_TEST(agent(dir, {"--check-config", local.string()}).code == 0);
 }
 
+BOOST_AUTO_TEST_CASE(check_config_takes_each_overlap_policy_and_names_them_for_a_wrong_one) {
+  temp_dir dir;
+  const auto with = [&](const std::string& overlap) {
+    return write_file(dir, overlap + ".yaml",
+                      "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [/bin/true]\n"
+                      "    overlap: " +
+                          overlap + "\n");
+  };
+  for (const std::string overlap : {"forbid", "allow", "replace"}) {
+    const auto r = agent(dir, {"--check-config", with(overlap).string()});
+    BOOST_TEST(r.code == 0, overlap << ": " << r.err);
+  }
+  const auto r = agent(dir, {"--check-config", with("queue").string()});
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(
+      contains(r.err, "queue.yaml:5:14: jobs[0].overlap: expected forbid, allow or replace, got \"queue\""),
+      r.err);
+}
+
 BOOST_AUTO_TEST_CASE(a_listen_port_in_use_is_one_line_naming_the_key_and_exit_2) {
   temp_dir dir;
   occupied_port busy;

@@ -221,6 +221,40 @@ BOOST_AUTO_TEST_CASE(overlap_replace_stops_the_run_going_records_it_as_replaced_
   stop(agent);
 }
 
+BOOST_AUTO_TEST_CASE(per_job_mode_overlap_replace_takes_the_slots_lock_once_the_replaced_run_released_it) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  const auto out = dir.path() / "out";
+  auto cfg = write_config(
+      dir, "agent.yaml",
+      "mode: per-job\n" + base_config(server, "10s",
+                                      "  - name: polite\n    schedule: \"*/4 * * * * *\"\n"
+                                      "    overlap: replace\n    shell: true\n    command: \"echo start >> " +
+                                          out.string() + "; trap 'echo term >> " + out.string() +
+                                          "; exit 143' TERM; sleep 1000 & wait\"\n"));
+  agent_process agent(cfg, "node-0", dir.path() / "a.log");
+  boost::json::array runs;
+  BOOST_REQUIRE(eventually(
+      [&] {
+        runs = runs_of(agent, "polite");
+        return runs.size() >= 2u;
+      },
+      40s));
+  // Each replaced run held jobs/polite under its own lease; the run that replaced it took a new one.
+  const auto& older = runs.at(runs.size() - 1);
+  BOOST_TEST(older.at("outcome").as_string() == "replaced");
+  BOOST_TEST(older.at("key").as_string() == "jobs/polite");
+  BOOST_TEST(std::string(older.at("detail").as_string()).starts_with("replaced by the run for slot "));
+  BOOST_TEST(runs.at(runs.size() - 2).at("token") != older.at("token"));
+  std::istringstream lines(read_file(out));
+  std::string previous;
+  for (std::string line; std::getline(lines, line); previous = line)
+    if (line == "start") BOOST_TEST((previous.empty() || previous == "term"), "two starts without a term");
+  BOOST_TEST(
+      !agent.log_lines({"event=job_stopped", "job=polite", "key=jobs/polite", "outcome=replaced"}).empty());
+  stop(agent);
+}
+
 // ---- HTTP jobs
 
 BOOST_AUTO_TEST_CASE(an_http_job_is_told_its_attempt_and_run_id_in_headers) {
