@@ -19,6 +19,9 @@
 // - the service never reports a holder the answers did not make (renew, release, get, a refusal);
 // - an answer that needs a record waits for it: a crash may take back only unanswered requests;
 // - a malformed request changes nothing.
+//
+// The input is read with FuzzedDataProvider; tests/fuzz/lock_service_seeds.py writes the seeds from scripts
+// in these terms.
 
 #include "fuzz_support.hpp"
 #include "journal.hpp"
