@@ -49,7 +49,7 @@ namespace baton::bench {
 namespace {
 
 namespace asio = boost::asio;
-using clock = std::chrono::steady_clock;
+using clock = baton::lease_clock;  // the clock of lease deadlines
 using std::chrono::milliseconds;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
@@ -222,7 +222,7 @@ asio::awaitable<void> run_all(std::size_t count,
   auto ex = co_await asio::this_coro::executor;
   std::size_t remaining = count;
   std::exception_ptr first_error;
-  asio::steady_timer done(ex, clock::time_point::max());
+  asio::steady_timer done(ex, asio::steady_timer::time_point::max());
   for (std::size_t w = 0; w < count; ++w)
     asio::co_spawn(ex, make(w), [&](std::exception_ptr e) {
       if (e && !first_error) first_error = e;
@@ -413,7 +413,7 @@ class benchmark {
     std::vector<cancel_probe> probes(k);
     auto ex = co_await asio::this_coro::executor;
     std::size_t remaining = k;
-    asio::steady_timer all_done(ex, clock::time_point::max());
+    asio::steady_timer all_done(ex, asio::steady_timer::time_point::max());
     for (std::size_t j = 0; j < k; ++j) {
       asio::co_spawn(
           ex,

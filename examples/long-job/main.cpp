@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
           // The local deadline is (last renew sent) + ttl - safety_margin; the server's expiry is no earlier than
           // (last renew sent) + ttl, i.e. the deadline plus the margin.
           auto server_expiry_floor = l.deadline() + opts.safety_margin;
-          auto margin = std::chrono::duration<double>(server_expiry_floor - clock_type::now()).count();
+          auto margin = std::chrono::duration<double>(server_expiry_floor - baton::lease_clock::now()).count();
           std::printf("long-job: [%6.3f s] lease lost (%s): job cancelled and stopped, %.3f s before the "
                       "server could expire the lease\n",
                       since(t0), l.loss_reason().c_str(), margin);

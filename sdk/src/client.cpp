@@ -2,20 +2,33 @@
 
 #include "lease_core.hpp"
 
+#include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <cstdio>
+#include <random>
 
 namespace baton {
 namespace asio = boost::asio;
+using detail::client_shared;
 using detail::clock;
+using detail::lease_core;
+using detail::timer;
+using shared_ptr_t = std::shared_ptr<client_shared>;
 
 namespace {
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-std::string random_suffix(std::mt19937_64& rng) {
+std::string random_suffix(detail::jitter_rng& rng) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
   return buf;
@@ -25,106 +38,201 @@ boost::system::error_code as_acquire_error(boost::system::error_code ec) {
   return ec == error::request_timeout ? make_error_code(error::acquire_timeout) : ec;
 }
 
-asio::awaitable<bool> cancelled() {
-  co_return (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
+[[noreturn]] void throw_cancelled() { throw exception(make_error_code(asio::error::operation_aborted)); }
+
+void refuse_if_shut_down(const client_shared& s) {
+  if (s.shutting_down) throw exception(error::shut_down, "the client is shut down: no new leases");
 }
 
-}  // namespace
+// Completes when shutdown() begins; throws operation_aborted when cancelled first.
+asio::awaitable<void> until_shutdown(shared_ptr_t s) {
+  while (!s->shutting_down) {
+    if (BATON_CANCELLED()) throw_cancelled();
+    timer t(s->ex, timer::time_point::max());
+    detail::wakeup_list::registration reg(s->on_shutdown, &t);
+    co_await t.async_wait(use_tuple);
+  }
+}
 
-struct client::impl {
-  std::shared_ptr<detail::client_shared> shared;
+// `op`, unless the client shuts down first (then error::shut_down).
+template <class T>
+asio::awaitable<T> unless_shut_down(shared_ptr_t s, asio::awaitable<T> op) {
+  using namespace asio::experimental::awaitable_operators;
+  refuse_if_shut_down(*s);
+  auto r = co_await (std::move(op) || until_shutdown(s));
+  if (r.index() == 1) refuse_if_shut_down(*s);
+  if constexpr (!std::is_void_v<T>) co_return std::get<0>(std::move(r));
+}
 
-  // One acquire request; on success builds the lease (renewal started).
-  asio::awaitable<acquire_reply> try_once(const std::string& key, const std::string& owner, const lease_options& o,
-                                          std::optional<lease>& out) {
-    auto& s = *shared;
-    const auto sent = clock::now();  // the lease is counted from here: the server started it later
-    auto r = co_await s.backend->acquire(key, owner, o.ttl, s.config.request_timeout);
-    if (!r.ec) {
-      auto core = std::make_shared<detail::lease_core>(shared, key, owner, r.token, o, sent);
-      core->start();
-      s.acquires.fetch_add(1, std::memory_order_relaxed);
-      s.emit(lease_event::kind::acquired, key, r.token,
-             std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - sent));
-      out.emplace(lease(std::move(core)));
-    } else if (r.ec == error::held) {
-      s.acquire_refusals.fetch_add(1, std::memory_order_relaxed);
-      s.emit(lease_event::kind::acquire_refused, key, r.holder.token);
+asio::awaitable<void> sleep(shared_ptr_t s, clock::duration d) {
+  timer t(s->ex, d);
+  co_await t.async_wait(asio::use_awaitable);  // throws operation_aborted when cancelled
+}
+
+// Runs `op` on the client's executor and returns its result on the caller's. The caller's cancellation
+// reaches `op` (co_spawn hands it over to the client's executor); every error leaves as baton::exception.
+template <class T>
+asio::awaitable<T> on_client(const shared_ptr_t& s, asio::awaitable<T> op) {
+  try {
+    co_return co_await asio::co_spawn(s->ex, std::move(op), asio::use_awaitable);
+  } catch (const exception&) {
+    throw;
+  } catch (const boost::system::system_error& e) {
+    throw exception(e.code(), {});
+  }
+}
+
+// After its caller gave up, an acquire request that may have been granted: release what it got, so that no
+// lock stays held by an owner nobody speaks for. Bounded by the retry policy.
+asio::awaitable<void> abandon(shared_ptr_t s, std::string key, std::string owner, acquire_reply reply) {
+  auto& cs = *s;
+  std::uint64_t token = 0;
+  if (!reply.ec) {
+    token = reply.token;
+  } else if (is_transient(reply.ec)) {
+    // No answer (or a 503): the grant may have happened, or may still happen as the server works through the
+    // request. Look for it a few times, spaced by the backoff.
+    for (int attempt = 1; attempt <= cs.config.retry.max_attempts && token == 0; ++attempt) {
+      auto g = co_await cs.backend->get(key, std::nullopt, cs.config.request_timeout);
+      if (!g.ec && g.holder && g.holder->owner == owner) token = g.holder->token;
+      if (token == 0 && attempt < cs.config.retry.max_attempts) {
+        timer t(cs.ex, cs.backoff(attempt));
+        co_await t.async_wait(use_tuple);
+      }
     }
-    co_return r;
   }
+  if (token == 0) {
+    if (!reply.ec || is_transient(reply.ec))
+      cs.emit(lease_event::kind::acquire_abandoned, key, 0, {}, "no grant found for the abandoned acquire");
+    co_return;
+  }
+  release_reply r;
+  for (int attempt = 1;; ++attempt) {
+    r = co_await cs.backend->release(key, owner, token, cs.config.request_timeout);
+    if (!r.ec || !is_transient(r.ec) || attempt >= cs.config.retry.max_attempts) break;
+    timer t(cs.ex, cs.backoff(attempt));
+    co_await t.async_wait(use_tuple);
+  }
+  cs.emit(lease_event::kind::acquire_abandoned, key, token, {},
+          r.ec ? "release of the abandoned grant failed: " + r.ec.message() : "abandoned grant released");
+}
 
-  asio::awaitable<void> sleep(clock::duration d) {
-    asio::steady_timer t(shared->ex, d);
-    co_await t.async_wait(asio::use_awaitable);  // throws operation_aborted when cancelled
-  }
+// One acquire request, shielded from the caller's cancellation: once sent it runs to its answer (bounded by
+// request_timeout) in its own coroutine, and if the caller has gone by then, what it was granted is released.
+struct pending_acquire {
+  bool done = false;
+  bool abandoned = false;
+  acquire_reply reply;
+  detail::wakeup_list on_done;
 };
 
-client::client(asio::any_io_executor ex, client_config config)
-    : client(ex, config, make_backend(ex, config)) {}
-
-client::client(asio::any_io_executor ex, client_config config, std::shared_ptr<backend> b)
-    : impl_(std::make_shared<impl>()) {
-  config.validate();
-  auto s = std::make_shared<detail::client_shared>();
-  s->ex = std::move(ex);
-  s->identity = config.identity.empty() ? default_identity() : config.identity;
-  s->config = std::move(config);
-  s->backend = std::move(b);
-  s->rng.seed(std::random_device{}() ^ static_cast<std::uint64_t>(clock::now().time_since_epoch().count()));
-  impl_->shared = std::move(s);
+asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::string owner, lease_options o,
+                                        std::optional<lease>& out) {
+  auto& cs = *s;
+  refuse_if_shut_down(cs);
+  if (BATON_CANCELLED()) throw_cancelled();
+  const auto sent = clock::now();  // the lease is counted from here: the server started it later
+  auto p = std::make_shared<pending_acquire>();
+  asio::co_spawn(
+      cs.ex,
+      [s, p, key, owner, ttl = o.ttl]() -> asio::awaitable<void> {
+        p->reply = co_await s->backend->acquire(key, owner, ttl, s->config.request_timeout);
+        p->done = true;
+        p->on_done.wake_all();
+        if (p->abandoned) co_await abandon(s, key, owner, p->reply);
+      },
+      asio::detached);
+  while (!p->done) {
+    timer t(cs.ex, timer::time_point::max());
+    detail::wakeup_list::registration reg(p->on_done, &t);
+    co_await t.async_wait(use_tuple);
+    if (!p->done && BATON_CANCELLED()) {
+      p->abandoned = true;
+      throw_cancelled();
+    }
+  }
+  auto r = p->reply;
+  if (!r.ec) {
+    auto core = std::make_shared<lease_core>(s, key, owner, r.token, o, sent);
+    core->start();
+    cs.track(core);
+    cs.acquires.fetch_add(1, std::memory_order_relaxed);
+    cs.emit(lease_event::kind::acquired, key, r.token,
+            std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - sent));
+    out.emplace(detail::make_lease(std::move(core)));
+    // Granted while the client was shutting down: the new lease goes the way of the others.
+    if (cs.shutting_down) {
+      out.reset();
+      refuse_if_shut_down(cs);
+    }
+  } else if (r.ec == error::held) {
+    cs.acquire_refusals.fetch_add(1, std::memory_order_relaxed);
+    cs.emit(lease_event::kind::acquire_refused, key, r.holder.token);
+  }
+  co_return r;
 }
 
-client::~client() {
-  if (impl_ && impl_->shared->backend) impl_->shared->backend->close();
+std::string owner_for(client_shared& s, const lease_options& o) {
+  return o.owner.empty() ? s.identity + "#" + random_suffix(s.rng) : o.owner;
 }
 
-asio::awaitable<acquire_result> client::try_acquire(std::string key, lease_options options) {
-  options.validate();
-  auto& s = *impl_->shared;
+void count_retry(client_shared& s, const std::string& key, const boost::system::error_code& ec) {
+  s.acquire_retries.fetch_add(1, std::memory_order_relaxed);
+  s.emit(lease_event::kind::acquire_retry, key, 0, {}, as_acquire_error(ec).message());
+}
+
+asio::awaitable<acquire_result> try_acquire_impl(shared_ptr_t s, std::string key, lease_options options) {
+  auto& cs = *s;
   // One owner string for this acquisition and all its retries: a retry after a lost reply, or after a 503
   // storage_unavailable (which may come after the grant reached the server), is then the same owner to the
   // server, which grants it a newer token instead of refusing it as "held".
-  const std::string owner = s.identity + "#" + random_suffix(s.rng);
+  const std::string owner = owner_for(cs, options);
   for (int attempt = 1;; ++attempt) {
     std::optional<lease> got;
-    auto r = co_await impl_->try_once(key, owner, options, got);
+    auto r = co_await try_once(s, key, owner, options, got);
     if (got) co_return acquire_result{std::move(got), {}};
     if (r.ec == error::held) co_return acquire_result{std::nullopt, r.holder};
-    if (r.ec == asio::error::operation_aborted) throw boost::system::system_error(r.ec);
-    if (!is_transient(r.ec) || attempt >= s.config.retry.max_attempts)
+    if (r.ec == asio::error::operation_aborted) throw_cancelled();
+    if (!is_transient(r.ec)) throw exception(as_acquire_error(r.ec), r.diagnostic);
+    if (attempt >= cs.config.retry.max_attempts) {
+      // Giving up without a definite answer: the last try may have been granted. Hand it back.
+      asio::co_spawn(cs.ex, abandon(s, key, owner, r), asio::detached);
       throw exception(as_acquire_error(r.ec), r.diagnostic);
-    co_await impl_->sleep(s.backoff(attempt));
+    }
+    count_retry(cs, key, r.ec);
+    co_await unless_shut_down(s, sleep(s, cs.backoff(attempt)));
   }
 }
 
-asio::awaitable<lease> client::acquire(std::string key, lease_options options,
-                                       std::optional<milliseconds> wait_timeout) {
-  options.validate();
-  auto& s = *impl_->shared;
-  const std::string owner = s.identity + "#" + random_suffix(s.rng);
+asio::awaitable<lease> acquire_impl(shared_ptr_t s, std::string key, lease_options options,
+                                    std::optional<milliseconds> wait_timeout) {
+  auto& cs = *s;
+  const std::string owner = owner_for(cs, options);
   const auto give_up = wait_timeout ? clock::now() + *wait_timeout : clock::time_point::max();
   int failures = 0;
   std::string unsure;  // why the last acquire's outcome is unknown, if it is
   for (;;) {
-    if (co_await cancelled()) throw boost::system::system_error(asio::error::operation_aborted);
-    if (clock::now() >= give_up)
-      throw exception(error::wait_timeout,
-                      unsure.empty()
-                          ? "lock \"" + key + "\" still held"
-                          : "the last acquire of \"" + key + "\" got no definite answer (" + unsure +
-                                "); it may have been granted, and is then held until its TTL passes");
     std::optional<lease> got;
-    auto r = co_await impl_->try_once(key, owner, options, got);
+    auto r = co_await try_once(s, key, owner, options, got);
     if (got) co_return std::move(*got);
-    if (r.ec == asio::error::operation_aborted) throw boost::system::system_error(r.ec);
+    if (r.ec == asio::error::operation_aborted) throw_cancelled();
+    if (r.ec != error::held && !is_transient(r.ec)) throw exception(as_acquire_error(r.ec), r.diagnostic);
     unsure = r.ec == error::held ? std::string() : as_acquire_error(r.ec).message();
+    // The first try always happens (a zero wait_timeout means one try); later ones only before give_up.
+    if (clock::now() >= give_up) {
+      if (unsure.empty()) throw exception(error::wait_timeout, "lock \"" + key + "\" still held");
+      // The last try may have been granted: hand it back rather than leave it held until its TTL passes.
+      asio::co_spawn(cs.ex, abandon(s, key, owner, r), asio::detached);
+      throw exception(error::wait_timeout, "the last acquire of \"" + key + "\" got no definite answer (" +
+                                               unsure + "); if it was granted, it is released in the background");
+    }
     if (r.ec == error::held) {
       // Wait on the server's long-poll: it answers the moment the holder releases or its lease expires.
       auto left = std::chrono::duration_cast<milliseconds>(give_up - clock::now());
       auto wait = std::clamp(left, milliseconds{1}, milliseconds{30'000});
-      auto g = co_await s.backend->get(key, wait_for_change{r.holder.token, wait}, wait + s.config.request_timeout);
-      if (g.ec == asio::error::operation_aborted) throw boost::system::system_error(g.ec);
+      auto g = co_await unless_shut_down(
+          s, cs.backend->get(key, wait_for_change{r.holder.token, wait}, wait + cs.config.request_timeout));
+      if (g.ec == asio::error::operation_aborted) throw_cancelled();
       if (!g.ec) {
         failures = 0;
         continue;
@@ -133,34 +241,141 @@ asio::awaitable<lease> client::acquire(std::string key, lease_options options,
       // does not reset the backoff, so a server out of waiter slots sees this client less and less often.
       r.ec = g.ec;
       r.diagnostic = g.diagnostic;
+      if (!is_transient(r.ec)) throw exception(r.ec, r.diagnostic);
     }
-    if (!is_transient(r.ec)) throw exception(as_acquire_error(r.ec), r.diagnostic);
+    count_retry(cs, key, r.ec);
     ++failures;
-    auto pause = std::min<clock::duration>(s.backoff(failures), give_up - clock::now());
-    if (pause > clock::duration::zero()) co_await impl_->sleep(pause);
+    auto pause = std::min<clock::duration>(cs.backoff(failures), give_up - clock::now());
+    if (pause > clock::duration::zero()) co_await unless_shut_down(s, sleep(s, pause));
   }
+}
+
+asio::awaitable<std::optional<holder_info>> get_impl(shared_ptr_t s, std::string key) {
+  auto& cs = *s;
+  for (int attempt = 1;; ++attempt) {
+    auto r = co_await cs.backend->get(key, std::nullopt, cs.config.request_timeout);
+    if (!r.ec) co_return r.holder;
+    if (r.ec == asio::error::operation_aborted) throw_cancelled();
+    if (!is_transient(r.ec) || attempt >= cs.config.retry.max_attempts) throw exception(r.ec, r.diagnostic);
+    co_await sleep(s, cs.backoff(attempt));
+  }
+}
+
+asio::awaitable<void> shutdown_impl(shared_ptr_t s, milliseconds timeout) {
+  auto& cs = *s;
+  cs.shutting_down = true;
+  cs.on_shutdown.wake_all();
+  std::vector<std::shared_ptr<detail::release_op>> ops;
+  for (auto& c : cs.tracked()) {
+    if (c->fsm.state() == lease_state::active) ops.push_back(c->begin_release(true));
+    else if (c->release && !c->release->done) ops.push_back(c->release);  // already on its way: wait for it
+  }
+  timer t(cs.ex, clock::now() + timeout);
+  for (;;) {
+    bool all_done = std::all_of(ops.begin(), ops.end(), [](const auto& op) { return op->done; });
+    if (all_done || clock::now() >= t.expiry()) break;
+    std::vector<std::unique_ptr<detail::wakeup_list::registration>> regs;
+    for (auto& op : ops)
+      if (!op->done) regs.push_back(std::make_unique<detail::wakeup_list::registration>(op->on_done, &t));
+    co_await t.async_wait(use_tuple);
+    if (BATON_CANCELLED()) throw_cancelled();
+  }
+  if (cs.backend) cs.backend->close();
+}
+
+}  // namespace
+
+client::client(asio::any_io_executor ex, client_config config) : client(ex, config, make_backend(ex, config)) {}
+
+client::client(asio::any_io_executor ex, client_config config, std::shared_ptr<backend> b) {
+  config.validate();
+  auto s = std::make_shared<client_shared>();
+  s->ex = std::move(ex);
+  s->identity = config.identity.empty() ? default_identity() : config.identity;
+  s->config = std::move(config);
+  s->backend = std::move(b);
+  s->rng = detail::jitter_rng(std::random_device{}() ^
+                              static_cast<std::uint64_t>(clock::now().time_since_epoch().count()));
+  detail::watch_context(s);
+  shared_ = std::move(s);
+}
+
+client::~client() {
+  if (shared_ && !shared_->context_gone.load(std::memory_order_acquire) && shared_->backend) {
+    // close() touches the connection pool, which lives on the client's executor.
+    asio::post(shared_->ex, [s = shared_] {
+      if (s->backend) s->backend->close();
+    });
+  }
+}
+
+client::client(client&&) noexcept = default;
+client& client::operator=(client&&) noexcept = default;
+
+const shared_ptr_t& client::shared() const {
+  if (!shared_) throw exception(error::empty_handle, "this client handle is empty (moved from)");
+  return shared_;
+}
+
+asio::awaitable<acquire_result> client::try_acquire(std::string key, lease_options options) {
+  options.validate();
+  return on_client(shared(), try_acquire_impl(shared(), std::move(key), std::move(options)));
+}
+
+asio::awaitable<lease> client::acquire(std::string key, lease_options options,
+                                       std::optional<milliseconds> wait_timeout) {
+  options.validate();
+  return on_client(shared(), acquire_impl(shared(), std::move(key), std::move(options), wait_timeout));
 }
 
 asio::awaitable<std::optional<holder_info>> client::get(std::string key) {
-  auto& s = *impl_->shared;
-  for (int attempt = 1;; ++attempt) {
-    auto r = co_await s.backend->get(key, std::nullopt, s.config.request_timeout);
-    if (!r.ec) co_return r.holder;
-    if (r.ec == asio::error::operation_aborted) throw boost::system::system_error(r.ec);
-    if (!is_transient(r.ec) || attempt >= s.config.retry.max_attempts) throw exception(r.ec, r.diagnostic);
-    co_await impl_->sleep(s.backoff(attempt));
-  }
+  return on_client(shared(), get_impl(shared(), std::move(key)));
 }
 
-const std::string& client::identity() const { return impl_->shared->identity; }
-const client_config& client::config() const { return impl_->shared->config; }
-const std::shared_ptr<backend>& client::get_backend() const { return impl_->shared->backend; }
+asio::awaitable<void> client::shutdown(milliseconds timeout) {
+  return on_client(shared(), shutdown_impl(shared(), timeout));
+}
+
+void client::start_acquire(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
+                           asio::any_completion_handler<void(boost::system::error_code, lease)> h) {
+  auto ex = shared_->ex;
+  auto slot = h.get_cancellation_slot();
+  asio::co_spawn(ex, acquire_impl(shared_, std::move(key), std::move(options), wait_timeout),
+                 asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e, lease l) mutable {
+                   detail::complete(std::move(h), ex, detail::to_error_code(e), std::move(l));
+                 }));
+}
+
+void client::start_try_acquire(std::string key, lease_options options,
+                               asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h) {
+  auto ex = shared_->ex;
+  auto slot = h.get_cancellation_slot();
+  asio::co_spawn(ex, try_acquire_impl(shared_, std::move(key), std::move(options)),
+                 asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e, acquire_result r) mutable {
+                   detail::complete(std::move(h), ex, detail::to_error_code(e), std::move(r));
+                 }));
+}
+
+void client::start_shutdown(milliseconds timeout, asio::any_completion_handler<void(boost::system::error_code)> h) {
+  auto ex = shared_->ex;
+  auto slot = h.get_cancellation_slot();
+  asio::co_spawn(ex, shutdown_impl(shared_, timeout),
+                 asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e) mutable {
+                   detail::complete(std::move(h), ex, detail::to_error_code(e));
+                 }));
+}
+
+const std::string& client::identity() const { return shared()->identity; }
+const client_config& client::config() const { return shared()->config; }
+const std::shared_ptr<backend>& client::get_backend() const { return shared()->backend; }
+const asio::any_io_executor& client::get_executor() const { return shared()->ex; }
 
 client_stats client::stats() const {
-  auto& s = *impl_->shared;
+  auto& s = *shared();
   client_stats out;
   out.acquires = s.acquires.load();
   out.acquire_refusals = s.acquire_refusals.load();
+  out.acquire_retries = s.acquire_retries.load();
   out.renews = s.renews.load();
   out.renew_retries = s.renew_retries.load();
   out.losses = s.losses.load();

@@ -90,6 +90,9 @@ void lease_options::validate() const {
   auto longest_period = std::chrono::duration<double, std::milli>(effective_renew_every()) * (1 + jitter);
   if (renew_every.count() < 0 || longest_period >= ttl - effective_safety_margin())
     invalid("renew_every (with jitter) must leave time to renew before the local deadline (ttl - safety_margin)");
+  if (owner.size() > 256) invalid("owner must be at most 256 bytes");
+  for (unsigned char ch : owner)
+    if (ch < 0x20 || ch == 0x7f) invalid("owner must not contain control characters");
 }
 
 }  // namespace baton

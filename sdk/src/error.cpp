@@ -12,7 +12,6 @@ class category final : public boost::system::error_category {
       case error::lease_lost: return "the lease was lost";
       case error::not_owner: return "the lock is held by another owner or token";
       case error::acquire_timeout: return "acquire timed out";
-      case error::renew_timeout: return "renew timed out";
       case error::release_timeout: return "release timed out";
       case error::request_timeout: return "request timed out";
       case error::wait_timeout: return "gave up waiting for the lock";
@@ -28,8 +27,32 @@ class category final : public boost::system::error_category {
       case error::unauthorized: return "the lock server refused the bearer token (missing or not valid)";
       case error::forbidden: return "the bearer token does not allow this operation on this key";
       case error::server_busy: return "the lock server is at a limit (rate, connections or waiters)";
+      case error::empty_handle: return "empty handle (default-constructed or moved from)";
+      case error::shut_down: return "the client is shut down";
     }
     return "unknown baton error";
+  }
+
+  boost::system::error_condition default_error_condition(int ev) const noexcept override {
+    namespace errc = boost::system::errc;
+    switch (static_cast<error>(ev)) {
+      case error::acquire_timeout:
+      case error::release_timeout:
+      case error::request_timeout:
+      case error::wait_timeout: return boost::system::errc::make_error_condition(errc::timed_out);
+      case error::held:
+      case error::not_owner: return boost::system::errc::make_error_condition(errc::device_or_resource_busy);
+      case error::connection_failed: return boost::system::errc::make_error_condition(errc::connection_refused);
+      case error::unauthorized:
+      case error::forbidden: return boost::system::errc::make_error_condition(errc::permission_denied);
+      case error::invalid_config:
+      case error::bad_request:
+      case error::empty_handle: return boost::system::errc::make_error_condition(errc::invalid_argument);
+      case error::server_busy: return boost::system::errc::make_error_condition(errc::resource_unavailable_try_again);
+      case error::tls_failed:
+      case error::protocol_error: return boost::system::errc::make_error_condition(errc::protocol_error);
+      default: return {ev, *this};
+    }
   }
 };
 
@@ -44,7 +67,6 @@ bool is_transient(const boost::system::error_code& ec) noexcept {
   if (ec.category() != error_category()) return false;
   switch (static_cast<error>(ec.value())) {
     case error::acquire_timeout:
-    case error::renew_timeout:
     case error::release_timeout:
     case error::request_timeout:
     case error::connection_failed:
@@ -53,6 +75,14 @@ bool is_transient(const boost::system::error_code& ec) noexcept {
     case error::server_error: return true;
     default: return false;
   }
+}
+
+exception::exception(boost::system::error_code ec, std::string diagnostic)
+    : boost::system::system_error(ec), diagnostic_(std::move(diagnostic)) {
+  const std::string message = ec.message();
+  if (diagnostic_.empty()) what_ = message;
+  else if (diagnostic_.find(message) != std::string::npos) what_ = diagnostic_;
+  else what_ = diagnostic_ + ": " + message;
 }
 
 }  // namespace baton

@@ -2,14 +2,20 @@
 
 #include "lease_core.hpp"
 
+#include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <cmath>
+#include <algorithm>
+#include <new>
 
 namespace baton {
 namespace asio = boost::asio;
@@ -31,7 +37,7 @@ asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> 
   for (int attempt = 1;; ++attempt) {
     r = co_await cs.backend->release(c->key, c->owner, c->token, cs.config.request_timeout);
     if (!r.ec || !is_transient(r.ec) || attempt >= cs.config.retry.max_attempts) break;
-    asio::steady_timer t(cs.ex, cs.backoff(attempt));
+    timer t(cs.ex, cs.backoff(attempt));
     co_await t.async_wait(use_tuple);
   }
   if (r.ec == error::request_timeout) r.ec = error::release_timeout;
@@ -41,6 +47,7 @@ asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> 
 // The renewal task: carries out what the state machine decides, until the lease is no longer active.
 asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
   auto& cs = *c->client;
+  timer wake(cs.ex);
   for (;;) {
     auto action = c->fsm.poll(clock::now());
     if (action == lease_fsm::action::declare_lost) {
@@ -49,10 +56,9 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     }
     if (c->fsm.state() != lease_state::active) co_return;
     if (action == lease_fsm::action::wait) {
-      c->wake.expires_at(c->fsm.wake_at());
-      auto [ec] = co_await c->wake.async_wait(use_tuple);
-      if (ec && (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
-        co_return;  // renewal stopped (release or abandonment)
+      wake.expires_at(c->fsm.wake_at());
+      co_await wake.async_wait(use_tuple);
+      if (BATON_CANCELLED()) co_return;  // renewal stopped (release or abandonment)
       continue;
     }
     // Renew. The request may take at most until the local deadline: an answer after it is worthless.
@@ -61,26 +67,27 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     // The deadline is watched on its own while the request runs: the loss is declared at that instant (and
     // guarded work cancelled), not when the request's own, millisecond-rounded, timeout expires. A "renewed"
     // that still arrives afterwards finds the lease lost and hands it back below.
-    auto watch = std::make_shared<asio::steady_timer>(cs.ex, c->fsm.deadline());
+    auto watch = std::make_shared<timer>(cs.ex, c->fsm.deadline());
     watch->async_wait([c, watch](boost::system::error_code ec) {
       if (!ec && c->fsm.poll(clock::now()) == lease_fsm::action::declare_lost) c->publish();
     });
     auto r = co_await cs.backend->renew(c->key, c->owner, c->token, c->options.ttl,
                                         std::chrono::ceil<milliseconds>(budget));
     watch->cancel();
-    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return;
+    if (BATON_CANCELLED()) co_return;
     const auto now = clock::now();
     if (!r.ec) {
       if (c->fsm.on_renew_ok(sent, now) == lease_fsm::renew_outcome::too_late) {
         // The server extended a lease we already gave up locally: hand it back so nobody waits for its TTL.
         c->publish();
-        c->release_in_background();
+        c->begin_release(false);
         co_return;
       }
       auto latency = since(sent);
       cs.renews.fetch_add(1, std::memory_order_relaxed);
       cs.last_renew_us.store(latency.count(), std::memory_order_relaxed);
-      for (auto m = cs.max_renew_us.load(); latency.count() > m && !cs.max_renew_us.compare_exchange_weak(m, latency.count());) {
+      for (auto m = cs.max_renew_us.load();
+           latency.count() > m && !cs.max_renew_us.compare_exchange_weak(m, latency.count());) {
       }
       cs.emit(lease_event::kind::renewed, c->key, c->token, latency);
       c->publish();
@@ -94,21 +101,69 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       // and the lease may still be ours. Retry while time remains.
       c->fsm.on_renew_failed(now);
       cs.renew_retries.fetch_add(1, std::memory_order_relaxed);
-      std::string why = r.ec == error::request_timeout ? "renew_timeout" : r.ec.message();
+      std::string why = r.ec == error::request_timeout ? "renew timed out" : r.ec.message();
       cs.emit(lease_event::kind::renew_retry, c->key, c->token, since(sent), why);
       c->publish();
     }
   }
 }
 
+// Tells clients when their io_context shuts down (its destructor runs this before destroying anything).
+class context_watch final : public asio::execution_context::service {
+ public:
+  static asio::execution_context::id id;
+  explicit context_watch(asio::execution_context& ctx) : asio::execution_context::service(ctx) {}
+
+  void add(const std::shared_ptr<client_shared>& s) {
+    std::lock_guard lk(mu_);
+    std::erase_if(clients_, [](const auto& w) { return w.expired(); });
+    clients_.push_back(s);
+  }
+
+ private:
+  void shutdown() override {
+    std::vector<std::weak_ptr<client_shared>> clients;
+    {
+      std::lock_guard lk(mu_);
+      clients.swap(clients_);
+    }
+    for (auto& w : clients)
+      if (auto s = w.lock()) s->context_shutdown();
+  }
+
+  std::mutex mu_;
+  std::vector<std::weak_ptr<client_shared>> clients_;
+};
+asio::execution_context::id context_watch::id;
+
 }  // namespace
 
-clock::duration client_shared::backoff(int attempt) {
-  auto base = std::chrono::duration<double, std::nano>(config.retry.initial_backoff);
-  auto cap = std::chrono::duration<double, std::nano>(config.retry.max_backoff);
-  auto b = std::min(cap, base * std::pow(2.0, std::max(0, attempt - 1)));
-  std::uniform_real_distribution<double> u(1.0 - config.retry.jitter, 1.0);
-  return std::chrono::duration_cast<clock::duration>(b * u(rng));
+void watch_context(const std::shared_ptr<client_shared>& s) {
+  auto& ctx = asio::query(s->ex, asio::execution::context);
+  asio::use_service<context_watch>(ctx).add(s);
+}
+
+void client_shared::context_shutdown() {
+  context_gone.store(true, std::memory_order_release);
+  // Sockets and timers must go while their services exist: after this, the backend holds none.
+  if (backend) backend->close();
+}
+
+void client_shared::track(const std::shared_ptr<lease_core>& c) {
+  std::lock_guard lk(live_mu_);
+  if (live_.size() >= prune_at_) {
+    std::erase_if(live_, [](const auto& w) { return w.expired(); });
+    prune_at_ = std::max<std::size_t>(64, live_.size() * 2);
+  }
+  live_.push_back(c);
+}
+
+std::vector<std::shared_ptr<lease_core>> client_shared::tracked() {
+  std::lock_guard lk(live_mu_);
+  std::vector<std::shared_ptr<lease_core>> out;
+  for (auto& w : live_)
+    if (auto c = w.lock()) out.push_back(std::move(c));
+  return out;
 }
 
 lease_core::lease_core(std::shared_ptr<client_shared> c, std::string k, std::string o, std::uint64_t t,
@@ -117,9 +172,8 @@ lease_core::lease_core(std::shared_ptr<client_shared> c, std::string k, std::str
       key(std::move(k)),
       owner(std::move(o)),
       token(t),
-      options(opts),
-      fsm(lease_fsm::timing::from(opts, client->config.retry), sent, client->rng()),
-      wake(client->ex) {
+      options(std::move(opts)),
+      fsm(lease_fsm::timing::from(options, client->config.retry), sent, client->rng()) {
   deadline_ticks.store(fsm.deadline().time_since_epoch().count());
 }
 
@@ -136,7 +190,7 @@ void lease_core::publish() {
     client->losses.fetch_add(1, std::memory_order_relaxed);
     client->emit(lease_event::kind::lost, key, token, {}, fsm.loss_reason());
   }
-  for (auto* t : lost_waiters) t->cancel();
+  on_state_change.wake_all();
 }
 
 void lease_core::start() {
@@ -149,22 +203,78 @@ void lease_core::start() {
 
 void lease_core::stop() {
   if (renewal_running) stop_renewal.emit(asio::cancellation_type::terminal);
-  wake.cancel();
 }
 
-void lease_core::release_in_background() {
-  if (release_started) return;
-  release_started = true;
-  auto self = shared_from_this();
+std::shared_ptr<release_op> lease_core::begin_release(bool by_holder) {
+  if (release && !release->done) return release;
+  fsm.on_released();
+  publish();
+  stop();
+  release = std::make_shared<release_op>();
   asio::co_spawn(
       client->ex,
-      [self]() -> asio::awaitable<void> {
-        self->stop();
+      [self = shared_from_this(), op = release, by_holder]() -> asio::awaitable<void> {
         auto r = co_await release_with_retries(self);
-        if (!r.ec && r.outcome != release_outcome::not_owner) self->client->releases.fetch_add(1);
+        op->reply = r;
+        op->done = true;
+        if (!r.ec && r.outcome != release_outcome::not_owner) {
+          self->client->releases.fetch_add(1, std::memory_order_relaxed);
+          if (by_holder) self->client->emit(lease_event::kind::released, self->key, self->token);
+        }
+        op->on_done.wake_all();
       },
       asio::detached);
+  return release;
 }
+
+asio::awaitable<void> wait_state(std::shared_ptr<lease_core> c, bool or_released) {
+  for (;;) {
+    const auto s = c->fsm.state();
+    if (s == lease_state::lost || (or_released && s == lease_state::released)) co_return;
+    if (BATON_CANCELLED()) throw exception(make_error_code(asio::error::operation_aborted));
+    timer t(c->client->ex, timer::time_point::max());
+    wakeup_list::registration reg(c->on_state_change, &t);
+    co_await t.async_wait(use_tuple);  // woken by publish() on a change of state, or cancelled by our caller
+  }
+}
+
+asio::awaitable<release_reply> await_release(std::shared_ptr<lease_core> c, release_ticket ticket) {
+  if (!*ticket) *ticket = c->begin_release(true);
+  auto op = *ticket;
+  while (!op->done) {
+    timer t(c->client->ex, timer::time_point::max());
+    wakeup_list::registration reg(op->on_done, &t);
+    co_await t.async_wait(use_tuple);
+  }
+  co_return op->reply;
+}
+
+boost::system::error_code to_error_code(const std::exception_ptr& e) {
+  if (!e) return {};
+  try {
+    std::rethrow_exception(e);
+  } catch (const boost::system::system_error& x) {
+    return x.code();
+  } catch (const std::bad_alloc&) {
+    return make_error_code(boost::system::errc::not_enough_memory);
+  } catch (...) {
+    return make_error_code(boost::system::errc::io_error);
+  }
+}
+
+asio::awaitable<void> until_lost(const lease& l) {
+  auto c = l.core_;
+  if (!c) throw exception(error::empty_handle);
+  try {
+    co_await asio::co_spawn(c->client->ex, wait_state(c, false), asio::use_awaitable);
+  } catch (const exception&) {
+    throw;
+  } catch (const boost::system::system_error& e) {
+    throw exception(e.code(), {});
+  }
+}
+
+lease make_lease(std::shared_ptr<lease_core> core) { return lease(std::move(core)); }
 
 }  // namespace detail
 
@@ -180,59 +290,105 @@ lease& lease::operator=(lease&& other) noexcept {
 
 lease::~lease() {
   if (!core_) return;
+  auto& cs = *core_->client;
+  // After the io_context's shutdown there is nothing to post to (and its executor may be dangling).
+  if (cs.context_gone.load(std::memory_order_acquire)) return;
   // May run on any thread: hand the abandoned lease to its executor.
-  auto ex = core_->client->ex;
-  asio::post(ex, [c = std::move(core_)] {
-    if (c->fsm.state() == lease_state::active) {
-      c->fsm.on_released();
-      c->publish();
-      c->release_in_background();
-    } else {
-      c->stop();
-    }
+  asio::post(cs.ex, [c = std::move(core_)] {
+    if (c->fsm.state() == lease_state::active) c->begin_release(true);
+    else c->stop();
   });
 }
 
-const std::string& lease::key() const { return core_->key; }
-const std::string& lease::owner() const { return core_->owner; }
-std::uint64_t lease::token() const { return core_->token; }
-lease_state lease::state() const { return core_->state.load(std::memory_order_acquire); }
-
-std::chrono::steady_clock::time_point lease::deadline() const {
-  return detail::clock::time_point(detail::clock::duration(core_->deadline_ticks.load(std::memory_order_acquire)));
+const detail::lease_core& lease::core() const {
+  if (!core_) throw exception(error::empty_handle, "this lease handle is empty (default-constructed or moved from)");
+  return *core_;
 }
 
-bool lease::active() const { return state() == lease_state::active && detail::clock::now() < deadline(); }
+const std::string& lease::key() const { return core().key; }
+const std::string& lease::owner() const { return core().owner; }
+std::uint64_t lease::token() const { return core().token; }
+
+lease_state lease::state() const {
+  auto s = core().state.load(std::memory_order_acquire);
+  // The renewal task may not have run yet at the deadline: the clock decides here, as in active().
+  if (s == lease_state::active && lease_clock::now() >= deadline()) return lease_state::lost;
+  return s;
+}
+
+lease_clock::time_point lease::deadline() const {
+  return lease_clock::time_point(lease_clock::duration(core().deadline_ticks.load(std::memory_order_acquire)));
+}
+
+bool lease::active() const { return state() == lease_state::active; }
 
 std::string lease::loss_reason() const {
-  std::lock_guard lk(core_->reason_mu);
-  return core_->reason;
+  const auto& c = core();
+  {
+    std::lock_guard lk(c.reason_mu);
+    if (!c.reason.empty()) return c.reason;
+  }
+  return state() == lease_state::lost ? "deadline passed without a confirmed renew" : std::string();
 }
 
 asio::awaitable<void> lease::wait_lost() {
   auto c = core_;
-  if (c->fsm.state() != lease_state::active) co_return;
-  asio::steady_timer t(c->client->ex, asio::steady_timer::time_point::max());
-  auto it = c->lost_waiters.insert(c->lost_waiters.end(), &t);
-  co_await t.async_wait(detail::use_tuple);  // cancelled by publish() on loss, or by our caller
-  c->lost_waiters.erase(it);
-  if (c->fsm.state() != lease_state::active) co_return;
-  throw boost::system::system_error(asio::error::operation_aborted);
+  core();  // throws for an empty handle
+  try {
+    co_await asio::co_spawn(c->client->ex, detail::wait_state(c, true), asio::use_awaitable);
+  } catch (const exception&) {
+    throw;
+  } catch (const boost::system::system_error& e) {
+    throw exception(e.code(), {});
+  }
 }
 
-asio::awaitable<release_outcome> lease::release() {
-  auto c = core_;
-  c->fsm.on_released();
-  c->publish();
-  c->stop();
-  c->release_started = true;
-  auto r = co_await detail::release_with_retries(c);
-  if (r.ec) throw exception(r.ec, r.diagnostic);
-  if (r.outcome != release_outcome::not_owner) {
-    c->client->releases.fetch_add(1, std::memory_order_relaxed);
-    c->client->emit(lease_event::kind::released, c->key, c->token);
+namespace {
+// Waits for the release's outcome; the wait is not connected to the caller's cancellation.
+asio::awaitable<release_outcome> finish_release(std::shared_ptr<detail::lease_core> c, detail::release_ticket ticket) {
+  release_reply r;
+  try {
+    r = co_await asio::co_spawn(c->client->ex, detail::await_release(c, std::move(ticket)),
+                                asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
+  } catch (const exception&) {
+    throw;
+  } catch (const boost::system::system_error& e) {
+    throw exception(e.code(), {});
   }
+  if (r.ec) throw exception(r.ec, r.diagnostic);
   co_return r.outcome;
+}
+}  // namespace
+
+asio::awaitable<release_outcome> lease::release() {
+  core();  // throws for an empty handle
+  auto c = core_;
+  // Started here, not in the coroutine: a co_await in a cancelled coroutine throws before the awaited
+  // coroutine's body runs, and the release must happen anyway.
+  auto ticket = std::make_shared<std::shared_ptr<detail::release_op>>();
+  asio::dispatch(c->client->ex, [c, ticket] {
+    if (!*ticket) *ticket = c->begin_release(true);
+  });
+  return finish_release(std::move(c), std::move(ticket));
+}
+
+void lease::start_release(std::shared_ptr<detail::lease_core> core,
+                          asio::any_completion_handler<void(boost::system::error_code, release_outcome)> h) {
+  auto ex = core->client->ex;
+  auto ticket = std::make_shared<std::shared_ptr<detail::release_op>>();
+  asio::co_spawn(ex, detail::await_release(core, std::move(ticket)), [h = std::move(h), ex](std::exception_ptr e, release_reply r) mutable {
+    detail::complete(std::move(h), ex, e ? detail::to_error_code(e) : r.ec, r.outcome);
+  });
+}
+
+void lease::start_wait_lost(std::shared_ptr<detail::lease_core> core,
+                            asio::any_completion_handler<void(boost::system::error_code)> h) {
+  auto ex = core->client->ex;
+  auto slot = h.get_cancellation_slot();
+  asio::co_spawn(ex, detail::wait_state(core, true),
+                 asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e) mutable {
+                   detail::complete(std::move(h), ex, detail::to_error_code(e));
+                 }));
 }
 
 }  // namespace baton

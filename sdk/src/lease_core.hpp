@@ -1,5 +1,9 @@
 #pragma once
-// The shared state behind a lease handle and its renewal task. Private to the SDK.
+// The shared state behind a client, a lease handle and its renewal task. Private to the SDK.
+//
+// Threads: fields marked "executor only" are touched only on the client's executor; every public entry point
+// hands its work to that executor first (co_spawn onto it), so a caller on another thread or strand never
+// touches them. Fields marked "any thread" are atomics or guarded by a mutex.
 
 #include "baton/backend.hpp"
 #include "baton/client.hpp"
@@ -7,35 +11,105 @@
 #include "baton/detail/lease_fsm.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 
 #include <atomic>
 #include <list>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
+#include <vector>
+
+// Whether the calling coroutine was cancelled. A macro, not a coroutine: awaiting anything in a cancelled
+// coroutine throws before the awaited body runs, which is what this check is there to avoid.
+#define BATON_CANCELLED() \
+  ((co_await boost::asio::this_coro::cancellation_state).cancelled() != boost::asio::cancellation_type::none)
 
 namespace baton::detail {
 
+/// A timer on the lease clock (CLOCK_BOOTTIME): it keeps counting while the host is suspended.
+using timer = boost::asio::basic_waitable_timer<lease_clock>;
+
+/// Timers that coroutines wait on until something happens; the event cancels them all. A waiter registers
+/// for the duration of one wait (the registration removes itself when the waiting frame ends, even when the
+/// frame is destroyed without resuming).
+class wakeup_list {
+ public:
+  class registration {
+   public:
+    registration(wakeup_list& l, timer* t) : list_(l), it_(l.waiters_.insert(l.waiters_.end(), t)) {}
+    ~registration() { list_.waiters_.erase(it_); }
+    registration(const registration&) = delete;
+    registration& operator=(const registration&) = delete;
+
+   private:
+    wakeup_list& list_;
+    std::list<timer*>::iterator it_;
+  };
+  void wake_all() {
+    for (auto* t : waiters_) t->cancel();
+  }
+
+ private:
+  std::list<timer*> waiters_;
+};
+
+struct lease_core;
+
 /// What a client shares with its leases (leases may outlive the client object).
-struct client_shared {
+struct client_shared : std::enable_shared_from_this<client_shared> {
   boost::asio::any_io_executor ex;
   client_config config;
   std::shared_ptr<baton::backend> backend;
   std::string identity;
-  std::mt19937_64 rng;
 
-  std::atomic<std::uint64_t> acquires{0}, acquire_refusals{0}, renews{0}, renew_retries{0}, losses{0}, releases{0};
+  // Executor only.
+  jitter_rng rng{0};
+  bool shutting_down = false;
+  wakeup_list on_shutdown;  // waits that end when shutdown() begins (acquire's long-poll and backoff)
+
+  // Any thread.
+  std::atomic<bool> context_gone{false};  // the io_context is shut down or destroyed: post nothing to it
+  std::atomic<std::uint64_t> acquires{0}, acquire_refusals{0}, acquire_retries{0}, renews{0}, renew_retries{0},
+      losses{0}, releases{0};
   std::atomic<std::int64_t> last_renew_us{0}, max_renew_us{0};
 
   void emit(lease_event::kind what, std::string_view key, std::uint64_t token,
             std::chrono::microseconds latency = {}, std::string_view reason = {}) const {
     if (config.on_event) config.on_event(lease_event{what, key, token, latency, reason});
   }
-  /// A jittered exponential backoff for the `attempt`-th failure (1-based).
-  clock::duration backoff(int attempt);
+  /// A jittered exponential backoff for the `attempt`-th failure (1-based). Executor only.
+  clock::duration backoff(int attempt) { return detail::backoff(config.retry, attempt, rng); }
+
+  /// Leases of this client that may still be active, for shutdown(). Any thread.
+  void track(const std::shared_ptr<lease_core>& c);
+  std::vector<std::shared_ptr<lease_core>> tracked();
+
+  /// Called when the io_context shuts down (its destructor, or shutdown()): from then on nothing is posted to
+  /// it, and the backend lets go of its sockets while their services still exist.
+  void context_shutdown();
+
+ private:
+  std::mutex live_mu_;
+  std::vector<std::weak_ptr<lease_core>> live_;
+  std::size_t prune_at_ = 64;
+};
+
+/// Registers `s` with its io_context, so that the context's shutdown reaches it (client_shared::
+/// context_shutdown).
+void watch_context(const std::shared_ptr<client_shared>& s);
+
+/// One release of a lease: started once, awaited by any number of callers.
+struct release_op {
+  bool done = false;
+  release_reply reply;
+  wakeup_list on_done;
 };
 
 struct lease_core : std::enable_shared_from_this<lease_core> {
@@ -51,11 +125,10 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
 
   // Executor only.
   lease_fsm fsm;
-  boost::asio::steady_timer wake;
-  std::list<boost::asio::steady_timer*> lost_waiters;
+  wakeup_list on_state_change;  // wait_lost and with_lease's loss watch
   boost::asio::cancellation_signal stop_renewal;
   bool renewal_running = false;
-  bool release_started = false;
+  std::shared_ptr<release_op> release;
 
   // Any thread.
   std::atomic<lease_state> state{lease_state::active};
@@ -63,14 +136,41 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   mutable std::mutex reason_mu;
   std::string reason;
 
-  /// Copies the state machine's verdict to the thread-safe fields; wakes loss waiters once not active.
+  /// Copies the state machine's verdict to the thread-safe fields; wakes state waiters once not active.
   void publish();
   /// Starts the renewal task.
   void start();
-  /// Stops renewal (release or abandonment): executor only.
+  /// Stops renewal (release or abandonment). Executor only.
   void stop();
-  /// Best-effort conditional release in the background (destroyed handle, late renew).
-  void release_in_background();
+  /// Starts the conditional release: the lease becomes released if it was active, renewal stops, and the
+  /// release runs in the background with retries. While one runs, later calls return it; once it has
+  /// finished, a call sends the release again (a retry after an error; already_free after a success).
+  /// `by_holder`: the holder asked for it (counted and reported as a release). Executor only.
+  std::shared_ptr<release_op> begin_release(bool by_holder);
 };
+
+/// Completes when the lease is lost (or, with `or_released`, released); at once if it already is. Throws
+/// baton::exception(operation_aborted) when cancelled first. Runs on the client's executor.
+boost::asio::awaitable<void> wait_state(std::shared_ptr<lease_core> c, bool or_released);
+
+/// One caller's release: the operation it started (or joined), set by whichever of its steps runs first.
+using release_ticket = std::shared_ptr<std::shared_ptr<release_op>>;
+
+/// The outcome of the ticket's release, starting it if needed. Runs on the client's executor; not
+/// cancellable (the release is bounded by the retry policy).
+boost::asio::awaitable<release_reply> await_release(std::shared_ptr<lease_core> c, release_ticket ticket);
+
+/// Completes a completion-token form's handler: through the client's executor (never inside the initiating
+/// call), then on the handler's own executor.
+template <class Handler, class... Args>
+void complete(Handler h, const boost::asio::any_io_executor& ex, Args... args) {
+  boost::asio::post(ex, [h = std::move(h), ex, ... args = std::move(args)]() mutable {
+    auto hex = boost::asio::get_associated_executor(h, ex);
+    boost::asio::dispatch(hex, boost::asio::append(std::move(h), std::move(args)...));
+  });
+}
+
+/// An exception as an error code (for the completion-token forms).
+boost::system::error_code to_error_code(const std::exception_ptr& e);
 
 }  // namespace baton::detail

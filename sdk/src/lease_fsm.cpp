@@ -5,6 +5,14 @@
 
 namespace baton::detail {
 
+clock::duration backoff(const retry_policy& policy, int attempt, jitter_rng& rng) {
+  using ns = std::chrono::duration<double, std::nano>;
+  const ns base(policy.initial_backoff), cap(policy.max_backoff);
+  const ns b = std::min(cap, base * std::pow(2.0, std::max(0, attempt - 1)));
+  std::uniform_real_distribution<double> u(1.0 - policy.jitter, 1.0);
+  return std::chrono::duration_cast<clock::duration>(b * u(rng));
+}
+
 lease_fsm::lease_fsm(timing t, clock::time_point acquire_sent, std::uint64_t seed) : t_(t), rng_(seed) {
   deadline_ = acquire_sent + t_.ttl - t_.safety_margin;
   next_renew_ = std::min(acquire_sent + jittered_period(), deadline_);
@@ -14,14 +22,6 @@ clock::duration lease_fsm::jittered_period() {
   std::uniform_real_distribution<double> u(1.0 - t_.jitter, 1.0 + t_.jitter);
   auto period = std::chrono::duration<double, std::nano>(t_.renew_every) * u(rng_);
   return std::chrono::duration_cast<clock::duration>(period);
-}
-
-clock::duration lease_fsm::backoff() {
-  double base = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t_.retry.initial_backoff).count());
-  double cap = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t_.retry.max_backoff).count());
-  double b = std::min(cap, base * std::pow(2.0, std::max(0, failures_ - 1)));
-  std::uniform_real_distribution<double> u(1.0 - t_.retry.jitter, 1.0);
-  return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double, std::nano>(b * u(rng_)));
 }
 
 lease_fsm::action lease_fsm::poll(clock::time_point now) {
@@ -66,7 +66,7 @@ void lease_fsm::on_renew_failed(clock::time_point now) {
   // Retry after the backoff, but never later than halfway to the deadline, so a short outage still leaves
   // several tries before the lease must be given up.
   auto remaining = deadline_ - now;
-  next_renew_ = now + std::min(backoff(), remaining / 2);
+  next_renew_ = now + std::min(backoff(t_.retry, failures_, rng_), remaining / 2);
 }
 
 void lease_fsm::on_released() {

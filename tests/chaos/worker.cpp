@@ -438,8 +438,12 @@ int main(int argc, char** argv) {
         // without any delay between the reply and this callback; the round trip is the fallback.
         std::int64_t sent = now_us() - e.latency.count();
         if (current && current->token() == e.token) {
-          auto since_epoch =
-              current->deadline().time_since_epoch() + lease_opts.effective_safety_margin() - lease_opts.ttl;
+          // The deadline is on lease_clock (CLOCK_BOOTTIME); this log's times are steady_clock's. They differ
+          // by the time the host spent suspended, read here as the clocks' offset now.
+          auto offset = baton::lease_clock::now().time_since_epoch() -
+                        std::chrono::steady_clock::now().time_since_epoch();
+          auto since_epoch = current->deadline().time_since_epoch() - offset +
+                             lease_opts.effective_safety_margin() - lease_opts.ttl;
           sent = std::chrono::duration_cast<std::chrono::microseconds>(since_epoch).count();
         }
         log.emit("renewed", {{"key", e.key}, {"token", e.token}, {"sent", sent}});

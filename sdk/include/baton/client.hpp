@@ -14,15 +14,24 @@
 #include "baton/error.hpp"
 #include "baton/lease.hpp"
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace baton {
+
+namespace detail {
+struct client_shared;
+}
 
 /// The answer to one acquire try: the lease, or who holds the lock.
 struct acquire_result {
@@ -35,6 +44,7 @@ struct acquire_result {
 struct client_stats {
   std::uint64_t acquires = 0;          // leases granted
   std::uint64_t acquire_refusals = 0;  // tries answered "held"
+  std::uint64_t acquire_retries = 0;   // acquire tries and long-polls that failed without an answer, retried
   std::uint64_t renews = 0;            // confirmed renews
   std::uint64_t renew_retries = 0;     // renews that failed without an answer and were retried
   std::uint64_t losses = 0;            // leases lost
@@ -43,16 +53,30 @@ struct client_stats {
   std::chrono::microseconds max_renew_latency{0};
 };
 
-/// A client of one lock server. All coroutines must run on the executor given at construction (use a strand
-/// if that is a multi-threaded io_context). Not copyable; leases keep what they need alive, so they may
-/// outlive the client (they stop renewing only when released, lost or destroyed).
+/// A client of one lock server.
+///
+/// Threads: every member may be called from any thread, and its coroutines awaited on any executor: each
+/// operation is handed to the client's executor (the one given at construction) on entry and completes on
+/// the caller's. Lease state lives on the client's executor; if that is a multi-threaded io_context, give
+/// the client a strand.
+///
+/// Lifetime: movable, not copyable; a moved-from client throws baton::exception(error::empty_handle). Leases
+/// keep what they need alive, so they may outlive the client object (they stop renewing only when released,
+/// lost, destroyed or shut down). Destroying the client does not release its leases; shutdown() does.
+///
+/// Cancellation: every awaitable operation throws baton::exception with boost::asio::error::operation_aborted
+/// when cancelled; the completion-token forms complete with that code. A cancelled acquire never leaves a
+/// lock behind: its request, if already sent, finishes in the background (bounded by request_timeout), and
+/// what it was granted is released, conditional on owner and token (lease_event::kind::acquire_abandoned).
 class client {
  public:
   /// Validates `config` and connects lazily. Throws baton::exception(error::invalid_config).
   client(boost::asio::any_io_executor ex, client_config config);
-  /// Uses a given backend (another protocol, or a test double).
+  /// Uses a given backend (another protocol, or a test double such as baton::testing::memory_backend).
   client(boost::asio::any_io_executor ex, client_config config, std::shared_ptr<backend> b);
   ~client();
+  client(client&&) noexcept;
+  client& operator=(client&&) noexcept;
   client(const client&) = delete;
   client& operator=(const client&) = delete;
 
@@ -61,30 +85,114 @@ class client {
   /// may both follow a grant, is recognised by the server and supersedes it) up to retry_policy.max_attempts,
   /// then thrown as baton::exception. Such an error means "outcome unknown", not "not acquired": the server
   /// may hold the lock for this try's owner until the TTL passes. Throws error::invalid_config for bad
-  /// options.
+  /// options, error::shut_down after shutdown().
   boost::asio::awaitable<acquire_result> try_acquire(std::string key, lease_options options = {});
 
   /// Acquires, waiting as long as it takes: between tries it long-polls the lock, so it wakes the moment the
   /// holder releases or its lease expires; transport errors and 503s are retried with jittered backoff, with
-  /// the same owner string. With `wait_timeout`, gives up with baton::exception(error::wait_timeout) (its
-  /// diagnostic says when the last try's outcome was unknown). Cancellable (terminal): throws
-  /// operation_aborted.
+  /// the same owner string (each retry is a lease_event::kind::acquire_retry). With `wait_timeout`, gives up
+  /// with baton::exception(error::wait_timeout) once it has passed (its diagnostic says when the last try's
+  /// outcome was unknown); a zero `wait_timeout` means one try. Cancellable; see the class comment.
   boost::asio::awaitable<lease> acquire(std::string key, lease_options options = {},
                                         std::optional<milliseconds> wait_timeout = std::nullopt);
 
   /// The current holder, or empty when the lock is free. Retries like try_acquire.
   boost::asio::awaitable<std::optional<holder_info>> get(std::string key);
 
+  /// Stops the client: acquires in progress and new ones fail with error::shut_down, every live lease is
+  /// released (its guarded work sees it released), and it waits until those releases finish or `timeout`
+  /// passes (releases still running then go on in the background, bounded by the retry policy). Idle
+  /// connections are closed. Cancellation ends the wait only.
+  boost::asio::awaitable<void> shutdown(milliseconds timeout = milliseconds{5'000});
+
+  /// Runs `fn(lease&)` under a lease of `key`: acquires (waiting, like acquire()), runs the awaitable `fn`
+  /// returns under with_lease, and releases on every path — success, exception, loss and cancellation (the
+  /// release is shielded from cancellation, see lease::release). Returns what `fn`'s awaitable returned;
+  /// throws what it threw, or error::lease_lost. A failed release is not thrown (the lock is then freed by
+  /// its TTL).
+  template <class F>
+  auto with_lock(std::string key, lease_options options, F fn)
+      -> boost::asio::awaitable<typename std::invoke_result_t<F&, lease&>::value_type> {
+    using T = typename std::invoke_result_t<F&, lease&>::value_type;
+    lease l = co_await acquire(std::move(key), std::move(options));
+    std::exception_ptr failure;
+    std::optional<std::conditional_t<std::is_void_v<T>, int, T>> result;
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await with_lease(l, fn(l));
+        result.emplace(0);
+      } else {
+        result.emplace(co_await with_lease(l, fn(l)));
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // release() starts the release when called; awaiting it may throw at once if this coroutine was
+    // cancelled, and its outcome is not reported either way.
+    auto released = l.release();
+    try {
+      co_await std::move(released);
+    } catch (...) {
+    }
+    if (failure) std::rethrow_exception(failure);
+    if constexpr (!std::is_void_v<T>) co_return std::move(*result);
+  }
+
+  // Completion-token forms (use_awaitable, use_future, deferred, as_tuple, callbacks, ...). Each completes
+  // with an empty error_code on success and with the code the awaitable form would throw otherwise (no
+  // diagnostic: use the awaitable form to get the server's message); invalid options and a moved-from
+  // client throw baton::exception at once, from the initiating call. Cancellation is per operation, through
+  // the token's associated cancellation slot (bind_cancellation_slot): terminal, partial and total are all
+  // honoured as terminal.
+
+  /// acquire(): `void(error_code, lease)`; the lease is empty on error. Cancellable.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token>
+  auto async_acquire(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
+                     Token&& token) {
+    shared();
+    options.validate();
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, lease)>(
+        [this](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
+          start_acquire(std::move(k), std::move(o), w, std::move(handler));
+        },
+        token, std::move(key), std::move(options), wait_timeout);
+  }
+  /// try_acquire(): `void(error_code, acquire_result)`. Cancellable.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, acquire_result)) Token>
+  auto async_try_acquire(std::string key, lease_options options, Token&& token) {
+    shared();
+    options.validate();
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, acquire_result)>(
+        [this](auto handler, std::string k, lease_options o) {
+          start_try_acquire(std::move(k), std::move(o), std::move(handler));
+        },
+        token, std::move(key), std::move(options));
+  }
+  /// shutdown(): `void(error_code)`. Cancellation ends the wait only.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code)) Token>
+  auto async_shutdown(milliseconds timeout, Token&& token) {
+    shared();
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [this](auto handler, milliseconds t) { start_shutdown(t, std::move(handler)); }, token, timeout);
+  }
+
   /// The owner prefix of this client (`config.identity`, or `<hostname>:<pid>`).
   const std::string& identity() const;
   const client_config& config() const;
   client_stats stats() const;
+  /// The executor the client's state lives on.
+  const boost::asio::any_io_executor& get_executor() const;
   /// The backend, for stateless calls (the CLI's renew and release of a lease held elsewhere).
   const std::shared_ptr<backend>& get_backend() const;
 
  private:
-  struct impl;
-  std::shared_ptr<impl> impl_;
+  const std::shared_ptr<detail::client_shared>& shared() const;
+  void start_acquire(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
+                     boost::asio::any_completion_handler<void(boost::system::error_code, lease)> h);
+  void start_try_acquire(std::string key, lease_options options,
+                         boost::asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h);
+  void start_shutdown(milliseconds timeout, boost::asio::any_completion_handler<void(boost::system::error_code)> h);
+  std::shared_ptr<detail::client_shared> shared_;
 };
 
 }  // namespace baton

@@ -27,13 +27,17 @@ struct retry_policy {
 
 /// What happened to a lease, for metrics and logs (client_config::on_event).
 struct lease_event {
-  enum class kind { acquired, acquire_refused, renewed, renew_retry, lost, released };
+  /// acquire_retry: an acquire try or its long-poll failed without an answer and will be retried.
+  /// acquire_abandoned: a cancelled (or shut down) acquire's request was granted, or may have been, after its
+  /// caller gave up; the grant was released (token: the one released, 0 if none was found).
+  enum class kind { acquired, acquire_refused, acquire_retry, acquire_abandoned, renewed, renew_retry, lost,
+                    released };
   kind what;
   std::string_view key;
   std::uint64_t token = 0;
   /// renewed: request round trip; acquired: round trip of the successful try.
   std::chrono::microseconds latency{0};
-  /// renew_retry, lost: why.
+  /// acquire_retry, acquire_abandoned, renew_retry, lost: why.
   std::string_view reason;
 };
 
@@ -86,6 +90,10 @@ struct lease_options {
   milliseconds renew_every{0};
   /// Each renew period is drawn uniformly from renew_every * [1 - jitter, 1 + jitter].
   double jitter = 0.2;
+  /// The owner string to acquire as. Empty (default): `<identity>#<random>`, new for each acquisition. Give
+  /// one to take a lease as a known owner (the CLI's --owner): acquiring again with the same owner supersedes
+  /// that owner's earlier lease with a newer token.
+  std::string owner;
   /// The local deadline is (time the acquire/renew was sent) + ttl - safety_margin. It covers clock-rate
   /// drift between client and server and the time guarded work needs to stop. 0 means ttl / 10 (at least 1 ms).
   milliseconds safety_margin{0};

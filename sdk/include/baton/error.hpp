@@ -1,6 +1,8 @@
 #pragma once
 // Errors of the Baton SDK: one enum, one error category, and an exception that carries both the code and the
-// server's own explanation (the diagnostic).
+// server's own explanation (the diagnostic). Every failure of an SDK call, cancellation included, is thrown as
+// baton::exception (awaitable forms) or passed as the error_code (completion-token forms). Timeouts compare
+// equal to std::errc::timed_out, a refusal for a held lock to std::errc::device_or_resource_busy.
 
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
@@ -15,7 +17,6 @@ enum class error {
   lease_lost,           // the lease ended before its holder released it (deadline passed or renew refused)
   not_owner,            // release refused: another owner or a newer token holds the lock
   acquire_timeout,      // an acquire request got no answer in time
-  renew_timeout,        // a renew request got no answer in time
   release_timeout,      // a release request got no answer in time
   request_timeout,      // any other request got no answer in time
   wait_timeout,         // acquire-and-wait gave up at its wait deadline
@@ -34,7 +35,10 @@ enum class error {
   forbidden,            // the token is valid but may not use this key, or only read it (403)
   server_busy,          // the server is at a limit (429 rate_limited, 503 too_many_waiters or
                         // too_many_connections): it changed nothing; retry later
+  empty_handle,         // the lease or client handle is empty (default-constructed or moved from)
+  shut_down,            // the client is shut down (client::shutdown): it takes no new leases
 };
+// Cancellation is reported as boost::asio::error::operation_aborted (compare with it; it is not in this enum).
 
 const boost::system::error_category& error_category() noexcept;
 
@@ -48,18 +52,21 @@ inline boost::system::error_code make_error_code(error e) noexcept {
 /// granted, a renew may have extended the lease, a release may have freed the lock.
 bool is_transient(const boost::system::error_code& ec) noexcept;
 
-/// The exception the SDK's coroutines throw: the error code plus the server's message, if any.
+/// The exception the SDK's coroutines throw: the error code plus the server's message, if any. what() is
+/// "<diagnostic>: <the code's message>", or just one of them when the other is empty or already contains it.
 class exception : public boost::system::system_error {
  public:
-  exception(boost::system::error_code ec, std::string diagnostic)
-      : boost::system::system_error(ec, diagnostic), diagnostic_(std::move(diagnostic)) {}
+  exception(boost::system::error_code ec, std::string diagnostic);
   explicit exception(error e, std::string diagnostic = {}) : exception(make_error_code(e), std::move(diagnostic)) {}
+  explicit exception(boost::system::error_code ec) : exception(ec, std::string()) {}
 
   /// What the server (or the SDK) said about this error, for people; may be empty.
   const std::string& diagnostic() const noexcept { return diagnostic_; }
+  const char* what() const noexcept override { return what_.c_str(); }
 
  private:
   std::string diagnostic_;
+  std::string what_;
 };
 
 }  // namespace baton

@@ -2,9 +2,11 @@
 // A held lock: the lease handle, its automatic renewal, and running work under it.
 
 #include "baton/backend.hpp"
-#include "baton/detail/lease_fsm.hpp"
 #include "baton/error.hpp"
+#include "baton/lease_state.hpp"
 
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
@@ -18,56 +20,117 @@
 
 namespace baton {
 
+class lease;
+
 namespace detail {
 struct lease_core;
-}
+/// Completes when `l` is lost (not when it is released); with_lease's loss watch.
+boost::asio::awaitable<void> until_lost(const lease& l);
+lease make_lease(std::shared_ptr<lease_core> core);
+}  // namespace detail
 
 /// A lease on one lock, renewed automatically in the background until it is released or lost.
 ///
 /// Move-only. The holder may act only while active(): `token()` is the fencing token to pass with every
 /// write. The lease is lost when its local deadline — (time the last acquire/renew was *sent*) + ttl −
-/// safety margin — passes without a confirmed renew, or when the server refuses a renew. Lost and released
-/// are final: a lease never becomes active again; acquiring again gives a new lease with a new token.
+/// safety margin, on lease_clock — passes without a confirmed renew, or when the server refuses a renew. Lost
+/// and released are final: a lease never becomes active again; acquiring again gives a new lease with a new
+/// token.
 ///
-/// Thread-safety: key(), owner(), token(), state(), active(), deadline() and loss_reason() may be called
-/// from any thread. The coroutines (wait_lost, release) must run on the client's executor.
-/// Destroying an active lease (from any thread) starts a best-effort release in the background.
+/// A default-constructed or moved-from lease is an empty handle: `bool(l)` is false, and every other member
+/// throws baton::exception(error::empty_handle).
+///
+/// Threads: every member may be called from any thread. The operations (wait_lost, release and their token
+/// forms) run on the client's executor — they are handed to it on entry — and complete on the caller's.
+/// Destroying an active lease (from any thread) starts its release in the background, on the client's
+/// executor. If that executor's io_context is stopped and never run again, nothing is sent: the lease
+/// stays held on the server until its TTL passes. If the io_context is already destroyed, destroying a lease
+/// does nothing (and is safe).
 class lease {
  public:
+  /// An empty handle.
+  lease() noexcept = default;
   lease(lease&&) noexcept;
+  /// Releases the lease this handle held (like destruction), then takes `other`'s.
   lease& operator=(lease&&) noexcept;
   lease(const lease&) = delete;
   lease& operator=(const lease&) = delete;
   ~lease();
 
+  /// False for an empty handle.
+  explicit operator bool() const noexcept { return core_ != nullptr; }
+
   const std::string& key() const;
-  /// The owner string of this acquisition: `<identity>#<random>`.
+  /// The owner string of this acquisition: `<identity>#<random>`, or lease_options::owner.
   const std::string& owner() const;
   /// The fencing token. Pass it with every write to the protected resource.
   std::uint64_t token() const;
+  /// active until the local deadline passes (checked against the clock here, so state() and active() never
+  /// disagree), then lost; released after release().
   lease_state state() const;
-  /// True while the lease is active and its local deadline has not passed. Checks the clock itself, so it
-  /// is exact even if the renewal task has not run yet.
+  /// True while state() is active.
   bool active() const;
-  /// The local deadline (steady clock). Moves forward with every confirmed renew.
-  std::chrono::steady_clock::time_point deadline() const;
+  /// The local deadline on lease_clock. Moves forward with every confirmed renew.
+  lease_clock::time_point deadline() const;
   /// Why the lease was lost (empty while active or after release).
   std::string loss_reason() const;
 
   /// Completes once the lease is no longer active (lost or released); at once if it already is not.
-  /// Cancellation: completes with boost::asio::error::operation_aborted (thrown) if cancelled first.
+  /// Cancellation (any type): throws baton::exception(boost::asio::error::operation_aborted).
   boost::asio::awaitable<void> wait_lost();
 
   /// Stops renewal, then releases the lock on the server, conditional on owner and token. Transport errors
   /// are retried (safe by protocol) up to the client's retry_policy.max_attempts. Returns what the server
   /// said: released, already_free (it had expired or was released before) or not_owner (another owner or
-  /// token holds it). After release() the lease is `released` (or stays `lost` if it was lost).
-  /// Throws baton::exception if the server could not be reached within the retries.
+  /// token holds it). After release() the lease is `released` (or stays `lost` if it was lost). Calls made
+  /// while a release is in flight share its outcome; a call after it finished sends it again (a retry after
+  /// an error; after a success the server answers already_free).
+  ///
+  /// Shielded from cancellation: calling release() starts the release (on the client's executor), and it runs
+  /// to its end, bounded by the retry policy (max_attempts x (request_timeout + max_backoff)), whether or not
+  /// the caller is cancelled. In a coroutine that was already cancelled, `co_await l.release()` still
+  /// releases, but the co_await itself throws operation_aborted (Asio refuses to await in a cancelled
+  /// coroutine); once awaited, the wait for the outcome is not interrupted by cancellation. Throws
+  /// baton::exception if the server could not be reached within the retries (the lock is then freed by its
+  /// TTL).
   boost::asio::awaitable<release_outcome> release();
+
+  /// release() for any completion token: `void(boost::system::error_code, release_outcome)`. Not cancellable
+  /// (a bound cancellation slot is ignored), for the reason given for release(). Throws
+  /// baton::exception(error::empty_handle) at once for an empty handle, like the token forms below.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, release_outcome)) Token>
+  auto async_release(Token&& token) {
+    core();
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, release_outcome)>(
+        [](auto handler, std::shared_ptr<detail::lease_core> core) {
+          start_release(std::move(core), std::move(handler));
+        },
+        token, core_);
+  }
+
+  /// wait_lost() for any completion token: `void(boost::system::error_code)`, empty once the lease is lost or
+  /// released. Cancellation (terminal, partial or total, through the token's cancellation slot): completes
+  /// with boost::asio::error::operation_aborted.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code)) Token>
+  auto async_wait_lost(Token&& token) {
+    core();
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [](auto handler, std::shared_ptr<detail::lease_core> core) {
+          start_wait_lost(std::move(core), std::move(handler));
+        },
+        token, core_);
+  }
 
  private:
   friend class client;
+  friend boost::asio::awaitable<void> detail::until_lost(const lease& l);
+  friend lease detail::make_lease(std::shared_ptr<detail::lease_core> core);
   explicit lease(std::shared_ptr<detail::lease_core> core);
+  const detail::lease_core& core() const;
+  static void start_release(std::shared_ptr<detail::lease_core> core,
+                            boost::asio::any_completion_handler<void(boost::system::error_code, release_outcome)> h);
+  static void start_wait_lost(std::shared_ptr<detail::lease_core> core,
+                              boost::asio::any_completion_handler<void(boost::system::error_code)> h);
   std::shared_ptr<detail::lease_core> core_;
 };
 
@@ -103,21 +166,21 @@ boost::asio::awaitable<captured<T>> capture(boost::asio::awaitable<T> work) {
 
 /// Runs `work` while `l` is active. The moment the lease is lost, `work` receives terminal cancellation
 /// (the awaited operation inside it completes with operation_aborted), and once it has finished,
-/// with_lease throws baton::exception(error::lease_lost). If the lease was released while `work` ran, it
-/// throws baton::exception(error::released). Otherwise returns what `work` returned, or rethrows what it
-/// threw. Must run on the client's executor.
+/// with_lease throws baton::exception(error::lease_lost). Otherwise returns what `work` returned, or rethrows
+/// what it threw. Releasing the lease does not cancel `work` — release is the holder's own decision, and the
+/// usual place for it is the end of `work` itself — so `co_await l.release()` inside `work` returns its
+/// outcome and `work` goes on to its end. Throws error::released or error::lease_lost at once if `l` is not
+/// active when called, and error::empty_handle for an empty handle. May run on any executor.
 template <class T>
 boost::asio::awaitable<T> with_lease(lease& l, boost::asio::awaitable<T> work) {
   using namespace boost::asio::experimental::awaitable_operators;
+  if (!l) throw exception(error::empty_handle);
   if (!l.active()) {
-    if (l.state() == lease_state::released) throw exception(error::released, "the lease was released");
+    if (l.state() == lease_state::released) throw exception(error::released);
     throw exception(error::lease_lost, l.loss_reason());
   }
-  auto result = co_await (detail::capture(std::move(work)) || l.wait_lost());
-  if (result.index() == 1) {
-    if (l.state() == lease_state::released) throw exception(error::released, "the lease was released");
-    throw exception(error::lease_lost, l.loss_reason());
-  }
+  auto result = co_await (detail::capture(std::move(work)) || detail::until_lost(l));
+  if (result.index() == 1) throw exception(error::lease_lost, l.loss_reason());
   auto& done = std::get<0>(result);
   if (done.error) std::rethrow_exception(done.error);
   if constexpr (!std::is_void_v<T>) co_return std::move(*done.value);

@@ -31,7 +31,7 @@
 
 namespace srv = baton::server;
 using baton::lease_state;
-using baton::detail::lease_fsm;
+using fsm = baton::detail::lease_fsm;
 using baton::test::acquire_body;
 using baton::test::batond_process;
 using baton::test::drop_style;
@@ -51,6 +51,30 @@ namespace {
 const time_point t0 = time_point{} + 1000s;
 const std::string key = "report";
 const std::string resource = "reports";  // what the fenced store guards with the key's tokens
+
+// The client's state machine on this file's one time line, the server's steady clock. lease_fsm keeps its
+// deadline on lease_clock; both count nanoseconds, so a time point converts by its count.
+class lease_fsm {
+ public:
+  using action = fsm::action;
+  using renew_outcome = fsm::renew_outcome;
+  using timing = fsm::timing;
+  lease_fsm(timing t, time_point sent, std::uint64_t seed) : f_(t, to_lease(sent), seed) {}
+  lease_state state() const { return f_.state(); }
+  time_point deadline() const { return from_lease(f_.deadline()); }
+  time_point next_renew() const { return from_lease(f_.next_renew()); }
+  action poll(time_point now) { return f_.poll(to_lease(now)); }
+  renew_outcome on_renew_ok(time_point sent, time_point now) { return f_.on_renew_ok(to_lease(sent), to_lease(now)); }
+  void on_renew_refused(std::string reason) { f_.on_renew_refused(std::move(reason)); }
+  void on_renew_failed(time_point now) { f_.on_renew_failed(to_lease(now)); }
+
+ private:
+  static baton::lease_clock::time_point to_lease(time_point t) {
+    return baton::lease_clock::time_point(t.time_since_epoch());
+  }
+  static time_point from_lease(baton::lease_clock::time_point t) { return time_point(t.time_since_epoch()); }
+  fsm f_;
+};
 
 lease_fsm::timing lease_timing(milliseconds ttl, milliseconds every, milliseconds margin) {
   baton::retry_policy retry;

@@ -23,7 +23,7 @@ BOOST_AUTO_TEST_CASE(answers_and_refusals_are_not_failures_transport_and_server_
   BOOST_TEST(!is_lock_server_failure(baton::error::held));
   BOOST_TEST(!is_lock_server_failure(baton::error::lease_lost));
   BOOST_TEST(!is_lock_server_failure(boost::asio::error::operation_aborted));
-  for (auto e : {baton::error::connection_failed, baton::error::request_timeout, baton::error::renew_timeout,
+  for (auto e : {baton::error::connection_failed, baton::error::request_timeout, baton::error::release_timeout,
                  baton::error::acquire_timeout, baton::error::tls_failed, baton::error::unauthorized,
                  baton::error::storage_unavailable, baton::error::server_busy, baton::error::server_error,
                  baton::error::protocol_error})

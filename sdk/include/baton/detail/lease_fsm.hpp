@@ -4,6 +4,7 @@
 // driver in lease.cpp carries out what it decides; the unit tests drive it by hand.
 
 #include "baton/config.hpp"
+#include "baton/lease_state.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -12,14 +13,9 @@
 
 namespace baton {
 
-/// active: renewing, the holder may act. lost: the lease ended without a release (deadline passed without a
-/// confirmed renew, or the server refused a renew). released: the holder released it. lost and released are
-/// final: a lease never becomes active again.
-enum class lease_state { active, lost, released };
-
 namespace detail {
 
-using clock = std::chrono::steady_clock;
+using clock = lease_clock;
 
 /// A small random bit generator (splitmix64): 8 bytes of state instead of mt19937_64's 2.5 KB, which matters
 /// when one process holds thousands of leases. Jitter needs spread, not cryptographic strength.
@@ -39,6 +35,11 @@ class jitter_rng {
  private:
   std::uint64_t state_;
 };
+
+/// The pause before the `attempt`-th retry (1-based): initial_backoff doubled per earlier failure, capped at
+/// max_backoff, drawn uniformly from [b * (1 - jitter), b]. The one backoff rule of the SDK (acquire, release,
+/// get and renew retries).
+clock::duration backoff(const retry_policy& policy, int attempt, jitter_rng& rng);
 
 class lease_fsm {
  public:
@@ -88,7 +89,6 @@ class lease_fsm {
 
  private:
   clock::duration jittered_period();
-  clock::duration backoff();
 
   timing t_;
   jitter_rng rng_;
