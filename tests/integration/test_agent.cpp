@@ -59,30 +59,6 @@ int leader_of(std::vector<std::unique_ptr<agent_process>>& agents) {
   return found;
 }
 
-// Waits until `from`..`to` seconds have passed since a slot of a schedule firing every `period` seconds
-// (`*/period * * * * *`), and returns that slot in RFC 3339, as BATON_SCHEDULED_AT gives it.
-std::string wait_until_after_a_slot(int period, int from, int to) {
-  using std::chrono::system_clock;
-  const auto seconds_into = [&] {
-    return std::chrono::duration_cast<std::chrono::seconds>(system_clock::now().time_since_epoch()).count() %
-           period;
-  };
-  BOOST_REQUIRE(eventually(
-      [&] {
-        const auto s = seconds_into();
-        return s >= from && s <= to;
-      },
-      std::chrono::seconds(period + 10)));
-  auto passed = std::chrono::floor<std::chrono::seconds>(system_clock::now());
-  passed -= std::chrono::seconds(passed.time_since_epoch().count() % period);
-  char text[32];
-  const std::time_t t = system_clock::to_time_t(passed);
-  std::tm utc{};
-  ::gmtime_r(&t, &utc);
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
 bool process_gone(int pid) {
   return ::kill(pid, 0) != 0 && errno == ESRCH;
 }

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <ctime>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -126,28 +125,16 @@ std::size_t count_lines(const std::string& text, const std::string& part) {
   return n;
 }
 
-// Waits until `from`..`to` seconds have passed since a slot of `*/period * * * * *`; returns that slot in
-// RFC 3339.
-std::string wait_until_after_a_slot(int period, int from, int to) {
-  using std::chrono::system_clock;
-  const auto seconds_into = [&] {
-    return std::chrono::duration_cast<std::chrono::seconds>(system_clock::now().time_since_epoch()).count() %
-           period;
-  };
-  BOOST_REQUIRE(eventually(
-      [&] {
-        const auto s = seconds_into();
-        return s >= from && s <= to;
-      },
-      std::chrono::seconds(period + 10)));
-  auto passed = std::chrono::floor<std::chrono::seconds>(system_clock::now());
-  passed -= std::chrono::seconds(passed.time_since_epoch().count() % period);
-  char text[32];
-  const std::time_t t = system_clock::to_time_t(passed);
-  std::tm utc{};
-  ::gmtime_r(&t, &utc);
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
+// `file` holds the lines "start" and "term" that runs of a job write when they start and when SIGTERM ends
+// them: a run that began before the previous one was over shows as two starts without a term between.
+void check_each_start_follows_a_term(const std::filesystem::path& file) {
+  std::istringstream lines(read_file(file));
+  std::string previous;
+  for (std::string line; std::getline(lines, line);) {
+    if (line != "start" && line != "term") continue;
+    if (line == "start") BOOST_TEST((previous.empty() || previous == "term"), "two starts without a term");
+    previous = line;
+  }
 }
 
 void stop(agent_process& a) {
@@ -209,12 +196,8 @@ BOOST_AUTO_TEST_CASE(overlap_replace_stops_the_run_going_records_it_as_replaced_
   BOOST_TEST(http_detail.starts_with("replaced by the run for slot "), http_detail);
   // The new run started only once the old one was gone: each polite start follows the previous one's term,
   // and no stubborn run found its predecessor alive.
-  std::istringstream lines(read_file(out));
-  std::string previous;
-  for (std::string line; std::getline(lines, line); previous = line) {
-    BOOST_TEST(line != "overlap");
-    if (line == "start") BOOST_TEST((previous.empty() || previous == "term"), "two starts without a term");
-  }
+  check_each_start_follows_a_term(out);
+  BOOST_TEST(read_file(out).find("overlap") == std::string::npos);
   BOOST_TEST(agent.metric("baton_agent_job_runs_total{job=\"polite\",outcome=\"replaced\"}") >= 2);
   BOOST_TEST(!agent.log_lines({"event=job_stopped", "job=polite", "outcome=replaced"}).empty());
   BOOST_TEST(agent.metric("baton_agent_job_slots_skipped_total{job=\"polite\",reason=\"overlap\"}") == 0);
@@ -246,10 +229,7 @@ BOOST_AUTO_TEST_CASE(per_job_mode_overlap_replace_takes_the_slots_lock_once_the_
   BOOST_TEST(older.at("key").as_string() == "jobs/polite");
   BOOST_TEST(std::string(older.at("detail").as_string()).starts_with("replaced by the run for slot "));
   BOOST_TEST(runs.at(runs.size() - 2).at("token") != older.at("token"));
-  std::istringstream lines(read_file(out));
-  std::string previous;
-  for (std::string line; std::getline(lines, line); previous = line)
-    if (line == "start") BOOST_TEST((previous.empty() || previous == "term"), "two starts without a term");
+  check_each_start_follows_a_term(out);
   BOOST_TEST(
       !agent.log_lines({"event=job_stopped", "job=polite", "key=jobs/polite", "outcome=replaced"}).empty());
   stop(agent);

@@ -3,9 +3,11 @@
 #include <dirent.h>
 
 #include <charconv>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace baton::test {
 
@@ -75,6 +77,27 @@ std::string base_config(const batond_process& server, const std::string& ttl, co
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string wait_until_after_a_slot(int period, int from, int to) {
+  using std::chrono::system_clock;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2 * period);
+  for (;;) {
+    const auto now = std::chrono::floor<std::chrono::seconds>(system_clock::now());
+    const auto into = static_cast<int>(now.time_since_epoch().count() % period);
+    if (into >= from && into <= to) {
+      const std::time_t t = system_clock::to_time_t(now - std::chrono::seconds(into));
+      std::tm utc{};
+      ::gmtime_r(&t, &utc);
+      char text[32];
+      std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+      return text;
+    }
+    if (std::chrono::steady_clock::now() >= give_up)
+      throw std::runtime_error("no moment " + std::to_string(from) + "-" + std::to_string(to) +
+                               " s after a slot came within two periods");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 std::vector<int> live_processes_in_group(int pgid) {

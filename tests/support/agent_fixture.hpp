@@ -55,6 +55,12 @@ std::string base_config(const batond_process& server, const std::string& ttl, co
 /// Reads a whole file ("" when it does not exist).
 std::string read_file(const std::filesystem::path& p);
 
+/// Waits until `from`..`to` seconds (0 <= from <= to < period) have passed since a slot of a schedule firing
+/// every `period` seconds (`*/period * * * * *`, period dividing 60), and returns that slot in RFC 3339 UTC,
+/// as BATON_SCHEDULED_AT gives it. Throws std::runtime_error when that moment does not come within two
+/// periods (the machine stalled).
+std::string wait_until_after_a_slot(int period, int from, int to);
+
 /// Processes of process group `pgid` that are still running (zombies, which only wait to be reaped, are not
 /// counted), from /proc.
 std::vector<int> live_processes_in_group(int pgid);
