@@ -125,6 +125,12 @@ std::size_t count_lines(const std::string& text, const std::string& part) {
   return n;
 }
 
+// A job's `shell` and `command` that write "start" to `file`, run until SIGTERM, and then write "term".
+std::string polite_command(const std::filesystem::path& file) {
+  return "    shell: true\n    command: \"echo start >> " + file.string() + "; trap 'echo term >> " +
+         file.string() + "; exit 143' TERM; sleep 1000 & wait\"\n";
+}
+
 // `file` holds the lines "start" and "term" that runs of a job write when they start and when SIGTERM ends
 // them: a run that began before the previous one was over shows as two starts without a term between.
 void check_each_start_follows_a_term(const std::filesystem::path& file) {
@@ -157,11 +163,8 @@ BOOST_AUTO_TEST_CASE(overlap_replace_stops_the_run_going_records_it_as_replaced_
   auto cfg = write_config(
       dir, "agent.yaml",
       base_config(server, "30s",
-                  "  - name: polite\n" + every + "    shell: true\n    command: \"echo start >> " +
-                      out.string() + "; trap 'echo term >> " + out.string() +
-                      "; exit 143' TERM; sleep 1000 & wait\"\n"
-                      "  - name: stubborn\n" +
-                      every + "    grace: 500ms\n    shell: true\n    command: \"if [ -s " + pid.string() +
+                  "  - name: polite\n" + every + polite_command(out) + "  - name: stubborn\n" + every +
+                      "    grace: 500ms\n    shell: true\n    command: \"if [ -s " + pid.string() +
                       " ] && kill -0 $(cat " + pid.string() + ") 2>/dev/null; then echo overlap >> " +
                       out.string() + "; fi; echo $$ > " + pid.string() +
                       "; trap '' TERM; sleep 1000\"\n"
@@ -208,13 +211,12 @@ BOOST_AUTO_TEST_CASE(per_job_mode_overlap_replace_takes_the_slots_lock_once_the_
   temp_dir dir;
   batond_process server(dir.path());
   const auto out = dir.path() / "out";
-  auto cfg = write_config(
-      dir, "agent.yaml",
-      "mode: per-job\n" + base_config(server, "10s",
-                                      "  - name: polite\n    schedule: \"*/4 * * * * *\"\n"
-                                      "    overlap: replace\n    shell: true\n    command: \"echo start >> " +
-                                          out.string() + "; trap 'echo term >> " + out.string() +
-                                          "; exit 143' TERM; sleep 1000 & wait\"\n"));
+  auto cfg =
+      write_config(dir, "agent.yaml",
+                   "mode: per-job\n" + base_config(server, "10s",
+                                                   "  - name: polite\n    schedule: \"*/4 * * * * *\"\n"
+                                                   "    overlap: replace\n" +
+                                                       polite_command(out)));
   agent_process agent(cfg, "node-0", dir.path() / "a.log");
   boost::json::array runs;
   BOOST_REQUIRE(eventually(
