@@ -207,6 +207,36 @@ BOOST_AUTO_TEST_CASE(overlap_replace_stops_the_run_going_records_it_as_replaced_
   stop(agent);
 }
 
+BOOST_AUTO_TEST_CASE(a_manual_run_of_a_replace_job_replaces_the_run_going) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  const auto out = dir.path() / "out";
+  auto cfg =
+      write_config(dir, "agent.yaml",
+                   base_config(server, "30s",
+                               "  - name: polite\n    schedule: \"0 0 1 1 *\"\n    overlap: replace\n" +
+                                   polite_command(out)));
+  agent_process agent(cfg, "node-0", dir.path() / "a.log");
+  BOOST_REQUIRE(eventually([&] { return agent.leader().json.at("is_leader").as_bool(); }));
+  const auto run = [&] { return http_client(agent.port(), 10s).post("/v1/jobs/polite/run", ""); };
+  const auto first = run();
+  BOOST_REQUIRE(first.status == 202);
+  BOOST_REQUIRE(eventually([&] { return read_file(out) == "start\n"; }, 10s));
+  // A second request is not refused (as with forbid): it stops the first run and starts once it is gone.
+  const auto second = run();
+  BOOST_REQUIRE(second.status == 202);
+  BOOST_REQUIRE(eventually([&] { return read_file(out) == "start\nterm\nstart\n"; }, 15s));
+  const auto runs = runs_of(agent, "polite");
+  BOOST_REQUIRE(runs.size() == 1u);
+  BOOST_TEST(runs[0].at("run_id") == first.json.at("run_id"));
+  BOOST_TEST(runs[0].at("outcome").as_string() == "replaced");
+  BOOST_TEST(runs[0].at("trigger").as_string() == "manual");
+  BOOST_TEST(runs[0].at("detail").as_string() ==
+             "replaced by the run for slot " + std::string(second.json.at("slot").as_string()));
+  BOOST_TEST(agent.get("/v1/jobs/polite").json.at("running") == 1);
+  stop(agent);
+}
+
 BOOST_AUTO_TEST_CASE(per_job_mode_overlap_replace_takes_the_slots_lock_once_the_replaced_run_released_it) {
   temp_dir dir;
   batond_process server(dir.path());
