@@ -1,0 +1,123 @@
+#pragma once
+// Test support for code that uses Baton: an in-memory lock server with a clock the test moves by hand, and
+// faults on demand, so a unit test needs no server and no sleeps.
+//
+//   boost::asio::io_context ioc;
+//   auto server = std::make_shared<baton::testing::memory_backend>(ioc.get_executor());
+//   baton::client c(ioc.get_executor(), {}, server);
+//   ... co_await c.acquire("jobs/report", {.ttl = 10s}) ...
+//   server->expire("jobs/report");      // as if the TTL had passed: the next renew is refused, the lease lost
+//   server->pause(); ... server->resume();   // a server that stops answering, then catches up
+
+#include "baton/backend.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace baton::testing {
+
+/// A backend that is itself the lock server, following docs/protocol.md's rules: tokens strictly increase
+/// across all keys, a same-owner acquire supersedes that owner's lease with a newer token, renew and release
+/// are conditional on owner and token, a long-poll answers at a change of holder.
+///
+/// Its clock is the test's: it starts at zero and moves only with advance(). Leases expire when it passes
+/// their expiry (the client's own local deadline still runs on real time, so a test ends a lease with
+/// expire() or advance() and the lease learns it at its next renew).
+///
+/// Not thread-safe: call it on the client's executor, or while that executor's io_context is not running.
+class memory_backend final : public backend {
+ public:
+  explicit memory_backend(boost::asio::any_io_executor ex);
+  ~memory_backend() override;
+
+  // --- the clock ---
+  /// Moves the server's clock forward: leases whose TTL passes expire, long-polls whose wait passes answer.
+  void advance(milliseconds d);
+  /// The server's time since it started.
+  milliseconds now() const { return now_; }
+
+  // --- what the server holds ---
+  /// The holder of `key`, or empty when it is free.
+  std::optional<holder_info> holder(const std::string& key) const;
+  /// The last token granted (0 before the first grant).
+  std::uint64_t last_token() const { return last_token_; }
+  /// Ends the lease on `key` now, as if its TTL had passed.
+  void expire(const std::string& key);
+
+  // --- faults ---
+  /// From now on requests get no answer until resume(): each waits, up to its own timeout (then it fails
+  /// with error::request_timeout, like a server that never answered).
+  void pause();
+  /// Answers the waiting requests, in arrival order.
+  void resume();
+  /// What a paused server does with a request whose client gave up (timed out or cancelled) before resume():
+  /// `apply` it at resume() anyway — a server that had received it and was only slow, the default — or
+  /// `drop` it (the request never arrived).
+  enum class abandoned { apply, drop };
+  void on_abandoned(abandoned a) { abandoned_ = a; }
+  /// The next `n` requests fail with `ec` (e.g. error::connection_failed, error::storage_unavailable)
+  /// without any effect.
+  void fail_next(int n, boost::system::error_code ec);
+
+  /// Requests received, by kind (failed and abandoned ones included).
+  struct call_counts {
+    int acquire = 0, renew = 0, release = 0, get = 0;
+  };
+  const call_counts& calls() const { return calls_; }
+
+  // --- backend ---
+  boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                                milliseconds timeout) override;
+  boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
+                                            milliseconds ttl, milliseconds timeout) override;
+  boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
+                                                milliseconds timeout) override;
+  boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
+                                        milliseconds timeout) override;
+  void close() override {}
+
+ private:
+  struct lock {
+    std::string owner;
+    std::uint64_t token = 0;
+    milliseconds expiry{0};
+  };
+  struct waiter;
+
+  // Carries out one request: at once, or, while paused, at resume() (answered if its client still waits).
+  template <class Reply>
+  boost::asio::awaitable<Reply> serve(milliseconds timeout, std::function<Reply()> effect);
+  bool injected_failure(boost::system::error_code& ec);
+  void expire_due();
+  void changed();
+
+  acquire_reply do_acquire(const std::string& key, const std::string& owner, milliseconds ttl);
+  renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token, milliseconds ttl);
+  release_reply do_release(const std::string& key, const std::string& owner, std::uint64_t token);
+
+  boost::asio::any_io_executor ex_;
+  milliseconds now_{0};
+  std::uint64_t last_token_ = 0;
+  std::map<std::string, lock> locks_;
+  call_counts calls_;
+  bool paused_ = false;
+  abandoned abandoned_ = abandoned::apply;
+  int failures_left_ = 0;
+  boost::system::error_code failure_;
+  std::uint64_t changes_ = 0;
+  std::deque<std::shared_ptr<waiter>> paused_waiters_;  // in arrival order
+  std::list<waiter*> change_waiters_;                   // long-polls
+};
+
+}  // namespace baton::testing

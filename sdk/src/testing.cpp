@@ -1,0 +1,222 @@
+// baton::testing::memory_backend: the protocol's rules in memory, on a clock the test moves.
+
+#include "baton/testing.hpp"
+
+#include "baton/error.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace baton::testing {
+namespace asio = boost::asio;
+
+namespace {
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+}
+
+// A request held by pause(): resume() runs its effect and wakes it; an abandoned one is dropped, or run by
+// resume() with nobody to answer.
+struct memory_backend::waiter {
+  asio::steady_timer* timer = nullptr;
+  std::function<void()> effect;
+  bool done = false;
+  bool dropped = false;
+};
+
+memory_backend::memory_backend(asio::any_io_executor ex) : ex_(std::move(ex)) {}
+memory_backend::~memory_backend() = default;
+
+void memory_backend::changed() {
+  for (auto* w : change_waiters_)
+    if (w->timer) w->timer->cancel();
+  ++changes_;
+}
+
+void memory_backend::expire_due() {
+  bool any = false;
+  for (auto it = locks_.begin(); it != locks_.end();) {
+    if (it->second.expiry <= now_) {
+      it = locks_.erase(it);
+      any = true;
+    } else {
+      ++it;
+    }
+  }
+  if (any) changed();
+}
+
+void memory_backend::advance(milliseconds d) {
+  now_ += d;
+  expire_due();
+  changed();  // long-polls look at their own deadlines again
+}
+
+std::optional<holder_info> memory_backend::holder(const std::string& key) const {
+  auto it = locks_.find(key);
+  if (it == locks_.end() || it->second.expiry <= now_) return std::nullopt;
+  return holder_info{it->second.owner, it->second.token, it->second.expiry - now_};
+}
+
+void memory_backend::expire(const std::string& key) {
+  if (locks_.erase(key)) changed();
+}
+
+void memory_backend::pause() { paused_ = true; }
+
+void memory_backend::resume() {
+  paused_ = false;
+  auto pending = std::move(paused_waiters_);
+  paused_waiters_.clear();
+  for (auto& w : pending) {
+    if (w->dropped) continue;
+    w->effect();
+    w->done = true;
+    if (w->timer) w->timer->cancel();
+  }
+}
+
+void memory_backend::fail_next(int n, boost::system::error_code ec) {
+  failures_left_ = n;
+  failure_ = ec;
+}
+
+bool memory_backend::injected_failure(boost::system::error_code& ec) {
+  if (failures_left_ <= 0) return false;
+  --failures_left_;
+  ec = failure_;
+  return true;
+}
+
+template <class Reply>
+asio::awaitable<Reply> memory_backend::serve(milliseconds timeout, std::function<Reply()> effect) {
+  Reply r;
+  if (injected_failure(r.ec)) co_return r;
+  if (!paused_) {
+    expire_due();
+    co_return effect();
+  }
+  auto w = std::make_shared<waiter>();
+  auto reply = std::make_shared<Reply>();
+  w->effect = [this, effect, reply] {
+    expire_due();
+    *reply = effect();
+  };
+  paused_waiters_.push_back(w);
+  asio::steady_timer t(ex_, timeout);
+  w->timer = &t;
+  auto [ec] = co_await t.async_wait(use_tuple);
+  w->timer = nullptr;
+  if (w->done) co_return *reply;
+  // Given up before the server answered: a slow server still carries the request out at resume().
+  if (abandoned_ == abandoned::drop) w->dropped = true;
+  r.ec = ec == asio::error::operation_aborted ? make_error_code(asio::error::operation_aborted)
+                                              : make_error_code(error::request_timeout);
+  r.diagnostic = ec == asio::error::operation_aborted ? "cancelled" : "no answer from the (paused) server";
+  co_return r;
+}
+
+acquire_reply memory_backend::do_acquire(const std::string& key, const std::string& owner, milliseconds ttl) {
+  acquire_reply r;
+  auto it = locks_.find(key);
+  if (it != locks_.end() && it->second.owner != owner) {
+    r.ec = error::held;
+    r.diagnostic = "held by " + it->second.owner;
+    r.holder = holder_info{it->second.owner, it->second.token, it->second.expiry - now_};
+    return r;
+  }
+  r.token = ++last_token_;
+  locks_[key] = lock{owner, r.token, now_ + ttl};
+  changed();
+  return r;
+}
+
+renew_reply memory_backend::do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
+                                     milliseconds ttl) {
+  renew_reply r;
+  auto it = locks_.find(key);
+  if (it == locks_.end()) r.lost_reason = "not_held";
+  else if (it->second.owner != owner) r.lost_reason = "owner_mismatch";
+  else if (it->second.token != token) r.lost_reason = "token_mismatch";
+  if (!r.lost_reason.empty()) {
+    r.ec = error::lease_lost;
+    r.diagnostic = r.lost_reason;
+    return r;
+  }
+  it->second.expiry = now_ + ttl;
+  return r;
+}
+
+release_reply memory_backend::do_release(const std::string& key, const std::string& owner, std::uint64_t token) {
+  release_reply r;
+  auto it = locks_.find(key);
+  if (it == locks_.end()) {
+    r.outcome = release_outcome::already_free;
+  } else if (it->second.owner != owner || it->second.token != token) {
+    r.outcome = release_outcome::not_owner;
+  } else {
+    locks_.erase(it);
+    r.outcome = release_outcome::released;
+    changed();
+  }
+  return r;
+}
+
+asio::awaitable<acquire_reply> memory_backend::acquire(std::string key, std::string owner, milliseconds ttl,
+                                                       milliseconds timeout) {
+  ++calls_.acquire;
+  // Named, not a temporary in the co_await expression: GCC 12 destroys such temporaries twice.
+  std::function<acquire_reply()> effect = [this, key, owner, ttl] { return do_acquire(key, owner, ttl); };
+  co_return co_await serve<acquire_reply>(timeout, std::move(effect));
+}
+
+asio::awaitable<renew_reply> memory_backend::renew(std::string key, std::string owner, std::uint64_t token,
+                                                   milliseconds ttl, milliseconds timeout) {
+  ++calls_.renew;
+  std::function<renew_reply()> effect = [this, key, owner, token, ttl] { return do_renew(key, owner, token, ttl); };
+  co_return co_await serve<renew_reply>(timeout, std::move(effect));
+}
+
+asio::awaitable<release_reply> memory_backend::release(std::string key, std::string owner, std::uint64_t token,
+                                                       milliseconds timeout) {
+  ++calls_.release;
+  std::function<release_reply()> effect = [this, key, owner, token] { return do_release(key, owner, token); };
+  co_return co_await serve<release_reply>(timeout, std::move(effect));
+}
+
+asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wait_for_change> wait,
+                                               milliseconds timeout) {
+  ++calls_.get;
+  std::function<get_reply()> read = [this, key] {
+    get_reply r;
+    r.holder = holder(key);
+    return r;
+  };
+  if (!wait || paused_ || failures_left_ > 0) co_return co_await serve<get_reply>(timeout, std::move(read));
+  // A long-poll: answer once the holder's token differs from the caller's, or the wait passes on this
+  // server's clock; the request's own timeout runs on real time.
+  expire_due();
+  const milliseconds until = now_ + wait->wait;
+  asio::steady_timer t(ex_, timeout);
+  waiter w;
+  w.timer = &t;
+  auto it = change_waiters_.insert(change_waiters_.end(), &w);
+  get_reply r;
+  for (;;) {
+    auto h = holder(key);
+    if ((h ? h->token : 0) != wait->token || now_ >= until) {
+      r.holder = std::move(h);
+      break;
+    }
+    const auto seen = changes_;
+    auto [ec] = co_await t.async_wait(use_tuple);
+    if (changes_ != seen) continue;
+    r.ec = ec == asio::error::operation_aborted ? make_error_code(asio::error::operation_aborted)
+                                                : make_error_code(error::request_timeout);
+    break;
+  }
+  change_waiters_.erase(it);
+  co_return r;
+}
+
+}  // namespace baton::testing

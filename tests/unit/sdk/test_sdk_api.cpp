@@ -1,0 +1,517 @@
+#define BOOST_TEST_MODULE sdk_api
+#include <boost/test/unit_test.hpp>
+
+// The SDK's API contract against baton::testing::memory_backend (an in-memory lock server whose clock and
+// faults the test controls): cancellation never leaves a lock behind, release is shielded from its caller's
+// cancellation, operations run on the client's executor whatever executor calls them, shutdown, lifetime
+// after the io_context is gone, empty handles, the completion-token forms and with_lock.
+
+#include "coro.hpp"
+#include "lease_opts.hpp"
+
+#include "baton/client.hpp"
+#include "baton/testing.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <atomic>
+#include <future>
+#include <thread>
+#include <vector>
+
+using namespace baton;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+namespace asio = boost::asio;
+using baton::test::lease_opts;
+using baton::test::run_coro;
+using baton::test::sleep_for;
+using baton::testing::memory_backend;
+
+namespace {
+
+client_config test_config() {
+  client_config cfg;
+  cfg.identity = "api";
+  cfg.request_timeout = 2000ms;
+  cfg.retry.initial_backoff = 10ms;
+  cfg.retry.max_backoff = 50ms;
+  return cfg;
+}
+
+struct fixture {
+  asio::io_context ioc;
+  std::shared_ptr<memory_backend> server = std::make_shared<memory_backend>(ioc.get_executor());
+  std::vector<lease_event::kind> events;
+  std::vector<std::string> reasons;
+  client c{ioc.get_executor(), config(), server};
+
+  client_config config() {
+    auto cfg = test_config();
+    cfg.on_event = [this](const lease_event& e) {
+      events.push_back(e.what);
+      reasons.emplace_back(e.reason);
+    };
+    return cfg;
+  }
+  std::size_t count(lease_event::kind k) const { return static_cast<std::size_t>(std::ranges::count(events, k)); }
+  // Runs the io_context for `d` of real time (background work: abandoned requests, releases).
+  void settle(std::chrono::milliseconds d = 200ms) {
+    ioc.restart();
+    ioc.run_for(d);
+  }
+};
+
+// A long lease: no renew falls due during a test unless it asks for one.
+const lease_options long_lease = lease_opts(60'000ms);
+
+// What a coroutine ended with, when it is run detached with a cancellation slot.
+struct outcome {
+  bool done = false;
+  std::exception_ptr error;
+};
+
+void spawn_cancellable(asio::io_context& ioc, asio::cancellation_signal& sig, asio::awaitable<void> body,
+                       outcome& out) {
+  asio::co_spawn(ioc, std::move(body), asio::bind_cancellation_slot(sig.slot(), [&out](std::exception_ptr e) {
+                   out.done = true;
+                   out.error = e;
+                 }));
+}
+
+boost::system::error_code code_of(const std::exception_ptr& e) {
+  if (!e) return {};
+  try {
+    std::rethrow_exception(e);
+  } catch (const baton::exception& x) {
+    return x.code();
+  } catch (...) {
+    return make_error_code(boost::system::errc::io_error);  // anything but baton::exception is wrong here
+  }
+}
+
+}  // namespace
+
+// --- cancellation and lifetime ---
+
+BOOST_FIXTURE_TEST_CASE(a_cancelled_acquire_releases_what_the_server_granted_after_it, fixture) {
+  server->pause();  // the acquire reaches a server that answers late
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await (c.acquire("ghost", long_lease) || sleep_for(100ms));
+    BOOST_TEST(r.index() == 1u);  // the timer won: the acquire was cancelled
+  }());
+  BOOST_TEST(server->calls().acquire == 1);
+  server->resume();  // the server now grants the request whose caller has gone
+  settle();
+  BOOST_TEST(server->last_token() == 1u);        // it was granted
+  BOOST_TEST(!server->holder("ghost").has_value());  // and handed back at once, not left for the TTL
+  BOOST_TEST(server->calls().release == 1);
+  BOOST_TEST(count(lease_event::kind::acquire_abandoned) == 1u);
+  BOOST_TEST(count(lease_event::kind::acquired) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_cancelled_acquire_that_got_no_answer_finds_and_releases_its_grant, fixture) {
+  server->pause();
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await (c.acquire("late", long_lease) || sleep_for(50ms));
+    BOOST_TEST(r.index() == 1u);
+  }());
+  // The request runs into its own timeout (2 s) with no answer; meanwhile the server carries it out.
+  asio::steady_timer t(ioc, 2500ms);
+  t.async_wait([&](auto) { server->resume(); });
+  settle(4000ms);
+  BOOST_TEST(server->last_token() == 1u);
+  BOOST_TEST(!server->holder("late").has_value());
+  BOOST_TEST(count(lease_event::kind::acquire_abandoned) == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(release_awaited_in_a_cancelled_coroutine_still_releases, fixture) {
+  asio::cancellation_signal sig;
+  outcome out;
+  lease held;
+  spawn_cancellable(ioc, sig,
+                    [&]() -> asio::awaitable<void> {
+                      held = co_await c.acquire("k", long_lease);
+                      try {
+                        co_await sleep_for(60s);  // the guarded work, cancelled below
+                        asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+                        co_await t.async_wait(asio::use_awaitable);
+                      } catch (const boost::system::system_error&) {
+                      }
+                      // Cleanup in a cancelled coroutine: the co_await throws, but the release happens.
+                      co_await held.release();
+                    }(),
+                    out);
+  settle(100ms);
+  BOOST_REQUIRE(server->holder("k").has_value());
+  sig.emit(asio::cancellation_type::terminal);
+  settle();
+  BOOST_TEST(out.done);
+  BOOST_TEST(!server->holder("k").has_value());
+  BOOST_TEST((held.state() == lease_state::released));
+  BOOST_TEST(server->calls().release == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_release_cancelled_in_flight_runs_to_its_end, fixture) {
+  server->on_abandoned(memory_backend::abandoned::drop);  // an abandoned request would never arrive
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", long_lease);
+    server->pause();
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          co_await sleep_for(300ms);
+          server->resume();
+        },
+        asio::detached);
+    // The timer wins and cancels the release, which carries on regardless (the race waits for it).
+    auto r = co_await (l.release() || sleep_for(50ms));
+    BOOST_TEST(r.index() == 1u);
+    BOOST_TEST((l.state() == lease_state::released));
+  }());
+  BOOST_TEST(!server->holder("k").has_value());
+  BOOST_TEST(count(lease_event::kind::released) == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(release_inside_with_lease_work_returns_the_work_result, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", long_lease);
+    int v = co_await with_lease(l, [&]() -> asio::awaitable<int> {
+      auto o = co_await l.release();
+      BOOST_TEST((o == release_outcome::released));
+      co_await sleep_for(10ms);  // still running, not cancelled by its own release
+      co_return 42;
+    }());
+    BOOST_TEST(v == 42);
+    BOOST_TEST((l.state() == lease_state::released));
+  }());
+  BOOST_TEST(!server->holder("k").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(operations_run_on_the_client_executor_whatever_executor_awaits_them) {
+  // The client lives on one strand of a four-thread pool; every caller runs on other strands. The backend
+  // and the event callback check that they are only ever entered on the client's strand.
+  asio::thread_pool pool(4);
+  auto client_strand = asio::make_strand(pool.get_executor());
+  std::atomic<int> off_strand{0};
+
+  struct checking_backend final : backend {
+    std::shared_ptr<memory_backend> inner;
+    asio::strand<asio::thread_pool::executor_type> strand;
+    std::atomic<int>& off;
+    checking_backend(asio::strand<asio::thread_pool::executor_type> s, std::atomic<int>& o)
+        : inner(std::make_shared<memory_backend>(s)), strand(s), off(o) {}
+    void check() {
+      if (!strand.running_in_this_thread()) ++off;
+    }
+    asio::awaitable<acquire_reply> acquire(std::string k, std::string o, milliseconds t,
+                                           milliseconds to) override {
+      check();
+      co_return co_await inner->acquire(k, o, t, to);
+    }
+    asio::awaitable<renew_reply> renew(std::string k, std::string o, std::uint64_t n, milliseconds t,
+                                       milliseconds to) override {
+      check();
+      co_return co_await inner->renew(k, o, n, t, to);
+    }
+    asio::awaitable<release_reply> release(std::string k, std::string o, std::uint64_t n, milliseconds to) override {
+      check();
+      co_return co_await inner->release(k, o, n, to);
+    }
+    asio::awaitable<get_reply> get(std::string k, std::optional<wait_for_change> w, milliseconds to) override {
+      check();
+      co_return co_await inner->get(k, w, to);
+    }
+    void close() override {}
+  };
+  auto b = std::make_shared<checking_backend>(client_strand, off_strand);
+  auto cfg = test_config();
+  cfg.on_event = [&](const lease_event&) {
+    if (!client_strand.running_in_this_thread()) ++off_strand;
+  };
+  client c(client_strand, cfg, b);
+
+  constexpr int callers = 16;
+  std::vector<std::future<void>> done;
+  for (int i = 0; i < callers; ++i) {
+    done.push_back(asio::co_spawn(
+        asio::make_strand(pool.get_executor()),
+        [&, i]() -> asio::awaitable<void> {
+          const std::string key = "k" + std::to_string(i);
+          auto l = co_await c.acquire(key, lease_opts(60'000ms));
+          // Work under the lease that releases it; a loss watch and a wait_lost run meanwhile.
+          co_await with_lease(l, [&]() -> asio::awaitable<void> {
+            co_await sleep_for(5ms);
+            co_await l.release();
+          }());
+          co_await l.wait_lost();  // at once: released
+          auto r = co_await c.try_acquire(key, lease_opts(60'000ms));
+          if (r.acquired) co_await r.acquired->release();
+        },
+        asio::use_future));
+  }
+  for (auto& f : done) f.get();
+  pool.join();
+  BOOST_TEST(off_strand.load() == 0);
+  BOOST_TEST(c.stats().releases == static_cast<std::uint64_t>(2 * callers));
+}
+
+BOOST_FIXTURE_TEST_CASE(shutdown_releases_every_lease_and_refuses_new_acquires, fixture) {
+  outcome waiter;
+  asio::cancellation_signal unused;
+  lease a, b;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    a = co_await c.acquire("a", long_lease);
+    b = co_await c.acquire("b", long_lease);
+  }());
+  // Someone else holds "x"; our client waits for it on the long-poll.
+  client other(ioc.get_executor(), test_config(), server);
+  lease other_lease;
+  run_coro(ioc, [&]() -> asio::awaitable<void> { other_lease = co_await other.acquire("x", long_lease); }());
+  spawn_cancellable(ioc, unused, [&]() -> asio::awaitable<void> { (void)co_await c.acquire("x", long_lease); }(),
+                    waiter);
+  settle(100ms);
+  BOOST_REQUIRE(!waiter.done);
+  run_coro(ioc, c.shutdown(5s));
+  settle(100ms);
+  BOOST_TEST(!server->holder("a").has_value());
+  BOOST_TEST(!server->holder("b").has_value());
+  BOOST_TEST((a.state() == lease_state::released));
+  BOOST_TEST((b.state() == lease_state::released));
+  BOOST_TEST(waiter.done);  // woken from its long-poll, not left to wait
+  BOOST_TEST((code_of(waiter.error) == error::shut_down));
+  BOOST_TEST(server->holder("x").has_value());  // the other client's lease is not ours to release
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    try {
+      (void)co_await c.acquire("c", long_lease);
+      BOOST_FAIL("expected shut_down");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::shut_down));
+    }
+  }());
+  BOOST_TEST(server->calls().acquire == 4);  // a, b, other's x, our x: nothing after the shutdown
+}
+
+BOOST_AUTO_TEST_CASE(leases_and_clients_may_outlive_their_io_context) {
+  std::optional<client> c;
+  lease l;
+  std::shared_ptr<memory_backend> server;
+  {
+    auto ioc = std::make_unique<asio::io_context>();
+    server = std::make_shared<memory_backend>(ioc->get_executor());
+    c.emplace(ioc->get_executor(), test_config(), server);
+    run_coro(*ioc, [&]() -> asio::awaitable<void> { l = co_await c->acquire("k", long_lease); }());
+    BOOST_TEST(l.active());
+  }  // the io_context is destroyed first, with the lease still active
+  BOOST_TEST(l.token() == 1u);  // the handle's data stays readable
+  l = lease();                  // destroying the active lease: nothing to post to, and no crash
+  c.reset();
+  BOOST_TEST(server->holder("k").has_value());  // never released: its TTL frees it on a real server
+}
+
+BOOST_FIXTURE_TEST_CASE(empty_handles_throw_a_clear_error_and_clients_move, fixture) {
+  lease empty;
+  BOOST_TEST(!empty);
+  BOOST_CHECK_EXCEPTION(empty.key(), exception, [](const exception& e) { return e.code() == error::empty_handle; });
+  BOOST_CHECK_EXCEPTION(empty.token(), exception, [](const exception& e) { return e.code() == error::empty_handle; });
+  BOOST_CHECK_EXCEPTION((void)empty.release(), exception,
+                        [](const exception& e) { return e.code() == error::empty_handle; });
+
+  client moved(std::move(c));
+  BOOST_CHECK_EXCEPTION(c.identity(), exception, [](const exception& e) { return e.code() == error::empty_handle; });
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await moved.acquire("k", long_lease);
+    BOOST_TEST(bool(l));
+    lease taken = std::move(l);
+    BOOST_TEST(!l);
+    BOOST_CHECK_EXCEPTION(l.state(), exception, [](const exception& e) { return e.code() == error::empty_handle; });
+    BOOST_TEST(taken.active());
+    co_await taken.release();
+  }());
+}
+
+// --- acquire edge cases and errors ---
+
+BOOST_FIXTURE_TEST_CASE(transient_acquire_failures_are_reported_as_acquire_retry_events, fixture) {
+  server->fail_next(2, error::connection_failed);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", long_lease);
+    BOOST_TEST(l.active());
+    co_await l.release();
+  }());
+  BOOST_TEST(count(lease_event::kind::acquire_retry) == 2u);
+  BOOST_TEST(c.stats().acquire_retries == 2u);
+  auto it = std::ranges::find(events, lease_event::kind::acquire_retry);
+  BOOST_TEST(reasons[static_cast<std::size_t>(it - events.begin())].find("connection") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_zero_wait_timeout_means_one_try, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", long_lease, 0ms);  // free: taken at the one try
+    BOOST_TEST(l.active());
+    client other(co_await asio::this_coro::executor, test_config(), server);
+    try {
+      (void)co_await other.acquire("k", long_lease, 0ms);
+      BOOST_FAIL("expected wait_timeout");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::wait_timeout));
+      BOOST_TEST((e.code() == boost::system::errc::timed_out));  // an error condition, like any timeout
+    }
+    BOOST_TEST(server->calls().acquire == 2);
+    BOOST_TEST(server->calls().get == 0);  // no long-poll for a zero wait
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(cancellation_is_thrown_as_baton_exception, fixture) {
+  client other(ioc.get_executor(), test_config(), server);
+  lease held;
+  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.acquire("k", long_lease); }());
+  asio::cancellation_signal sig;
+  outcome out;
+  spawn_cancellable(ioc, sig, [&]() -> asio::awaitable<void> { (void)co_await c.acquire("k", long_lease); }(), out);
+  settle(50ms);
+  sig.emit(asio::cancellation_type::terminal);
+  settle(50ms);
+  BOOST_REQUIRE(out.done);
+  BOOST_TEST((code_of(out.error) == asio::error::operation_aborted));
+}
+
+BOOST_AUTO_TEST_CASE(error_codes_compare_with_standard_conditions_and_messages_say_things_once) {
+  BOOST_TEST((make_error_code(error::acquire_timeout) == boost::system::errc::timed_out));
+  BOOST_TEST((make_error_code(error::release_timeout) == boost::system::errc::timed_out));
+  BOOST_TEST((make_error_code(error::held) == boost::system::errc::device_or_resource_busy));
+  BOOST_TEST((make_error_code(error::forbidden) == boost::system::errc::permission_denied));
+  BOOST_TEST((make_error_code(error::held) != boost::system::errc::timed_out));
+  BOOST_TEST(std::string(exception(error::released, "the lease was released").what()) == "the lease was released");
+  BOOST_TEST(std::string(exception(error::released).what()) == "the lease was released");
+  BOOST_TEST(std::string(exception(error::held, "HTTP 409: held by x").what()) ==
+             "HTTP 409: held by x: the lock is held by another owner");
+}
+
+BOOST_AUTO_TEST_CASE(lease_deadlines_run_on_the_clock_that_counts_suspend_time) {
+  timespec boot{}, mono{};
+  const auto before = lease_clock::now();
+  ::clock_gettime(CLOCK_BOOTTIME, &boot);
+  ::clock_gettime(CLOCK_MONOTONIC, &mono);
+  const auto after = lease_clock::now();
+  const auto boot_ns = std::chrono::seconds(boot.tv_sec) + std::chrono::nanoseconds(boot.tv_nsec);
+  BOOST_TEST((before.time_since_epoch() <= boot_ns && boot_ns <= after.time_since_epoch()));
+  // CLOCK_BOOTTIME = CLOCK_MONOTONIC + time suspended: never behind it.
+  BOOST_TEST((boot_ns >= std::chrono::seconds(mono.tv_sec) + std::chrono::nanoseconds(mono.tv_nsec) - 1ms));
+}
+
+// --- completion tokens ---
+
+BOOST_FIXTURE_TEST_CASE(token_forms_work_with_futures_from_another_thread, fixture) {
+  auto work = asio::make_work_guard(ioc);
+  std::thread runner([&] { ioc.run(); });
+  lease l = c.async_acquire("k", long_lease, std::nullopt, asio::use_future).get();
+  BOOST_TEST(l.active());
+  client other(ioc.get_executor(), test_config(), server);
+  acquire_result refused = other.async_try_acquire("k", long_lease, asio::use_future).get();
+  BOOST_TEST(!refused.acquired.has_value());
+  BOOST_TEST(refused.holder.token == l.token());
+  // The awaitable form through co_spawn + use_future (a lease is default-constructible).
+  auto second = asio::co_spawn(ioc, c.acquire("k2", long_lease), asio::use_future).get();
+  BOOST_TEST(second.active());
+  BOOST_TEST((l.async_release(asio::use_future).get() == release_outcome::released));
+  BOOST_TEST((second.async_release(asio::use_future).get() == release_outcome::released));
+  c.async_shutdown(1s, asio::use_future).get();
+  work.reset();
+  runner.join();
+  BOOST_TEST(!server->holder("k").has_value());
+}
+
+BOOST_FIXTURE_TEST_CASE(token_forms_with_deferred_as_tuple_and_a_cancellation_slot, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    // deferred: nothing happens until the operation is launched.
+    auto op = c.async_acquire("k", long_lease, std::nullopt, asio::deferred);
+    BOOST_TEST(server->calls().acquire == 0);
+    auto [ec, l] = co_await std::move(op)(asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(!ec);
+    BOOST_TEST(l.active());
+    // async_wait_lost completes when the server ends the lease and the next renew learns it.
+    client fast(co_await asio::this_coro::executor, test_config(), server);
+    auto short_renew = lease_opts(60'000ms, 50ms);
+    auto [ec2, l2] = co_await fast.async_acquire("fast", short_renew, std::nullopt, asio::as_tuple(asio::use_awaitable));
+    BOOST_REQUIRE(!ec2);
+    server->expire("fast");
+    auto [lost_ec] = co_await l2.async_wait_lost(asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(!lost_ec);
+    BOOST_TEST((l2.state() == lease_state::lost));
+    co_await l.release();
+  }());
+
+  // A callback with a cancellation slot: an acquire waiting for a held lock is cancelled.
+  client holder(ioc.get_executor(), test_config(), server);
+  lease held;
+  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await holder.acquire("held", long_lease); }());
+  asio::cancellation_signal sig;
+  std::optional<boost::system::error_code> got;
+  bool empty = false;
+  c.async_acquire("held", long_lease, std::nullopt,
+                  asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, lease l) {
+                    got = ec;
+                    empty = !l;
+                  }));
+  settle(50ms);
+  BOOST_REQUIRE(!got.has_value());
+  sig.emit(asio::cancellation_type::terminal);
+  settle(50ms);
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST((*got == asio::error::operation_aborted));
+  BOOST_TEST(empty);
+}
+
+// --- with_lock ---
+
+BOOST_FIXTURE_TEST_CASE(with_lock_runs_under_the_lock_and_releases_on_every_path, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    int v = co_await c.with_lock("k", long_lease, [&](lease& l) -> asio::awaitable<int> {
+      BOOST_TEST(server->holder("k")->token == l.token());
+      co_return 7;
+    });
+    BOOST_TEST(v == 7);
+    BOOST_TEST(!server->holder("k").has_value());
+
+    try {
+      co_await c.with_lock("k", long_lease, [&](lease&) -> asio::awaitable<void> {
+        throw std::runtime_error("job failed");
+        co_return;
+      });
+      BOOST_FAIL("expected the job's exception");
+    } catch (const std::runtime_error& e) {
+      BOOST_TEST(std::string(e.what()) == "job failed");
+    }
+    BOOST_TEST(!server->holder("k").has_value());
+  }());
+
+  // Cancelled while the work runs: the lock is released all the same.
+  asio::cancellation_signal sig;
+  outcome out;
+  spawn_cancellable(ioc, sig,
+                    c.with_lock("k", long_lease,
+                                [&](lease&) -> asio::awaitable<void> {
+                                  asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+                                  co_await t.async_wait(asio::use_awaitable);
+                                }),
+                    out);
+  settle(50ms);
+  BOOST_REQUIRE(server->holder("k").has_value());
+  sig.emit(asio::cancellation_type::terminal);
+  settle();
+  BOOST_TEST(out.done);
+  BOOST_TEST(!server->holder("k").has_value());
+}
