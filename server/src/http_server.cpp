@@ -65,13 +65,17 @@ response make_response(http::status status, unsigned version, bool keep_alive, s
 }
 
 std::string lease_body(std::string_view key, std::string_view owner, std::uint64_t token,
-                       std::string_view ttl_name, std::int64_t ttl, std::string_view client = {}) {
+                       std::string_view ttl_name, std::int64_t ttl, std::string_view client = {},
+                       std::optional<std::string_view> value = std::nullopt) {
   json::object o;
   o["key"] = key;
   o["owner"] = owner;
   if (!client.empty()) o["client"] = client;
   o["token"] = token;
   o[ttl_name] = ttl;
+  // Answers that describe a holder always carry its value, "" included: a client can tell a server that
+  // keeps values from one that predates them (docs/protocol.md).
+  if (value) o["value"] = *value;
   return json::serialize(o);
 }
 
@@ -223,7 +227,7 @@ struct http_server::impl {
         auto& r = std::get<acquire_request>(body);
         std::optional<std::size_t> quota;
         if (options.tokens && !client.empty()) quota = auth::lock_quota(*options.tokens->current(), client);
-        auto result = co_await service.acquire(t.key, r.owner, r.ttl, client, quota);
+        auto result = co_await service.acquire(t.key, r.owner, r.ttl, client, quota, r.value);
         if (auto* g = std::get_if<acquire_granted>(&result)) {
           log::debug("acquire", {{"key", t.key}, {"owner", r.owner}, {"token", g->token}});
           co_return make_response(http::status::ok, v, ka,
@@ -237,6 +241,7 @@ struct http_server::impl {
         if (!h.client.empty()) o["client"] = h.client;
         o["token"] = h.token;
         o["ttl_remaining_ms"] = h.remaining.count();
+        o["value"] = h.value;
         co_return make_response(http::status::conflict, v, ka, json::serialize(o));
       }
       case lock_target::kind::renew: {
@@ -286,7 +291,7 @@ struct http_server::impl {
         if (!view) co_return error({404, "not_held", "the lock is not held"});
         co_return make_response(http::status::ok, v, ka,
                                 lease_body(t.key, view->owner, view->token, "ttl_remaining_ms",
-                                           view->remaining.count(), view->client));
+                                           view->remaining.count(), view->client, view->value));
       }
     }
     co_return error({500, "internal", "unhandled route"});

@@ -187,7 +187,7 @@ std::string encode_snapshot(std::uint64_t generation, std::uint64_t last_token,
   encode_record(record_type::snapshot_header, last_token, generation, {}, {}, data);
   for (const auto& e : entries)
     encode_record(record_type::acquire, e.token, static_cast<std::uint64_t>(e.restore_ttl.count()), e.key,
-                  e.owner, data, e.client);
+                  e.owner, data, e.client, e.value);
   encode_record(record_type::snapshot_end, entries.size(), 0, {}, {}, data);
   return data;
 }
@@ -275,7 +275,7 @@ journal_damaged::journal_damaged(fs::path f, std::uint64_t at, std::string why)
 void replay_record(lock_table& table, const wal_record& r, time_point now) {
   switch (r.type) {
     case record_type::acquire:
-      table.restore(r.key, r.owner, r.token, milliseconds(r.ttl_ms), now, r.client);
+      table.restore(r.key, r.owner, r.token, milliseconds(r.ttl_ms), now, r.client, r.value);
       break;
     case record_type::release:
     case record_type::expire:
@@ -361,9 +361,10 @@ void journal::start() {
 }
 
 std::uint64_t journal::append(record_type type, std::uint64_t token, std::uint64_t ttl_ms,
-                              std::string_view key, std::string_view owner, std::string_view client) {
+                              std::string_view key, std::string_view owner, std::string_view client,
+                              std::string_view value) {
   std::lock_guard lk(mu_);
-  encode_record(type, token, ttl_ms, key, owner, pending_, client);
+  encode_record(type, token, ttl_ms, key, owner, pending_, client, value);
   ++pending_records_;
   std::uint64_t lsn = ++last_lsn_;
   if (pending_records_ == 1) cv_.notify_one();

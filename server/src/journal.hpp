@@ -124,7 +124,8 @@ class journal {
   /// Queues a record; returns its log sequence number. Thread-safe. Callers that need the order of records
   /// to match the order of their effects call it while holding the lock that serialises those effects.
   std::uint64_t append(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
-                       std::string_view owner = {}, std::string_view client = {});
+                       std::string_view owner = {}, std::string_view client = {},
+                       std::string_view value = {});
 
   std::uint64_t last_appended() const;
   std::uint64_t durable() const;

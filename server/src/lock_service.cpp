@@ -35,7 +35,8 @@ void lock_service::notify_locked(std::string_view key) {
 
 asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std::string_view owner,
                                                       milliseconds ttl, std::string_view client,
-                                                      std::optional<std::size_t> client_quota) {
+                                                      std::optional<std::size_t> client_quota,
+                                                      std::string_view value) {
   acquire_result result;
   std::uint64_t lsn;
   {
@@ -56,10 +57,10 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
                                          std::to_string(table_.size_of(client)) + " locks, its quota");
       }
     }
-    result = table_.acquire(key, owner, ttl, now, client);
+    result = table_.acquire(key, owner, ttl, now, client, value);
     if (auto* g = std::get_if<acquire_granted>(&result)) {
       lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(ttl.count()), key,
-                            owner, client);
+                            owner, client, value);
       table_.mark_logged(key, g->token, lsn);
       if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
       notify_locked(key);

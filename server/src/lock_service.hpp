@@ -65,10 +65,12 @@ class lock_service {
   std::string storage_failure() const { return journal_.failure_message(); }
 
   // `client` is the authenticated name of the caller (empty without authentication); see lock_table.
-  // `client_quota` caps the locks `client` may hold (none: no cap); see locks_exhausted.
+  // `client_quota` caps the locks `client` may hold (none: no cap); see locks_exhausted. `value` is published
+  // with a granted lease and logged with it (docs/protocol.md).
   boost::asio::awaitable<acquire_result> acquire(std::string_view key, std::string_view owner,
                                                  milliseconds ttl, std::string_view client = {},
-                                                 std::optional<std::size_t> client_quota = std::nullopt);
+                                                 std::optional<std::size_t> client_quota = std::nullopt,
+                                                 std::string_view value = {});
   boost::asio::awaitable<renew_result> renew(std::string_view key, std::string_view owner,
                                              std::uint64_t token, milliseconds ttl,
                                              std::string_view client = {});

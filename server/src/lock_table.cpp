@@ -26,12 +26,12 @@ time_point deadline_after(time_point now, milliseconds ttl) {
 namespace {
 lease_view view_of(const lease_record& r, time_point now) {
   auto remaining = std::chrono::ceil<milliseconds>(r.expires - now);
-  return lease_view{r.owner, r.client, r.token, r.expires, std::max(remaining, milliseconds{0})};
+  return lease_view{r.owner, r.client, r.token, r.expires, std::max(remaining, milliseconds{0}), r.value};
 }
 }  // namespace
 
 acquire_result lock_table::acquire(std::string_view key, std::string_view owner, milliseconds ttl,
-                                   time_point now, std::string_view client) {
+                                   time_point now, std::string_view client, std::string_view value) {
   auto it = leases_.find(key);
   std::uint64_t replaced = 0;
   if (it != leases_.end()) {
@@ -47,6 +47,7 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     r.client.assign(client);
     r.token = ++last_token_;
     r.expires = deadline_after(now, ttl);
+    r.value.assign(value);
     r.restore_ttl = ttl;
     r.log_seq = 0;
     return acquire_granted{r.token, replaced};
@@ -54,7 +55,7 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
   std::uint64_t token = ++last_token_;
   count(std::string(client), +1);
   leases_.emplace(std::string(key), lease_record{std::string(owner), std::string(client), token,
-                                                 deadline_after(now, ttl), ttl});
+                                                 deadline_after(now, ttl), std::string(value), ttl});
   return acquire_granted{token, 0};
 }
 
@@ -126,7 +127,7 @@ std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& c
 }
 
 void lock_table::restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
-                         time_point now, std::string client) {
+                         time_point now, std::string client, std::string value) {
   observe_token(token);
   auto [it, added] = leases_.try_emplace(std::move(key));
   auto& r = it->second;
@@ -134,7 +135,8 @@ void lock_table::restore(std::string key, std::string owner, std::uint64_t token
   if (r.token > token) return;
   if (!added) count(r.client, -1);
   count(client, +1);
-  r = lease_record{std::move(owner), std::move(client), token, deadline_after(now, ttl), ttl};
+  r = lease_record{std::move(owner),         std::move(client), token,
+                   deadline_after(now, ttl), std::move(value),  ttl};
 }
 
 void lock_table::forget(std::string_view key, std::uint64_t token) {
@@ -176,7 +178,7 @@ std::vector<snapshot_entry> lock_table::snapshot() const {
   std::vector<snapshot_entry> out;
   out.reserve(leases_.size());
   for (const auto& [key, r] : leases_)
-    out.push_back({key, r.owner, r.token, r.restore_ttl, r.client});
+    out.push_back({key, r.owner, r.token, r.restore_ttl, r.client, r.value});
   return out;
 }
 

@@ -26,6 +26,8 @@ struct lease_record {
   std::string client;
   std::uint64_t token = 0;
   time_point expires{};
+  /// The value published with the lease (docs/protocol.md; empty: none). Set by each grant, kept by renew.
+  std::string value;
   /// The longest TTL ever granted to this lease (acquire or renew). After a restart the lease is restored
   /// for this long, counted from the restart, so the server never ends a lease before its holder may.
   milliseconds restore_ttl{0};
@@ -45,6 +47,7 @@ struct lease_view {
   std::uint64_t token = 0;
   time_point expires{};
   milliseconds remaining{0};
+  std::string value;
 };
 
 struct acquire_granted {
@@ -100,6 +103,7 @@ struct snapshot_entry {
   std::uint64_t token;
   milliseconds restore_ttl;
   std::string client{};
+  std::string value{};
 };
 
 class lock_table {
@@ -108,9 +112,10 @@ class lock_table {
   // authentication). The same owner string sent by another client is another owner.
 
   /// Grants the lock unless an unexpired lease of another holder holds it. A grant always takes a new token,
-  /// strictly larger than every token this table has issued or restored.
+  /// strictly larger than every token this table has issued or restored, and records `value` with the lease
+  /// (a same-owner re-acquire replaces the value, an empty one included).
   acquire_result acquire(std::string_view key, std::string_view owner, milliseconds ttl, time_point now,
-                         std::string_view client = {});
+                         std::string_view client = {}, std::string_view value = {});
 
   /// Extends the lease to now + ttl, only for the current holder with the current token on an unexpired
   /// lease.
@@ -137,7 +142,7 @@ class lock_table {
 
   /// Recovery: installs a lease as held, valid for `ttl` from `now`, and raises the counter past its token.
   void restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl, time_point now,
-               std::string client = {});
+               std::string client = {}, std::string value = {});
   /// Recovery: forgets a lease (a logged release or expiry) if it still has that token.
   void forget(std::string_view key, std::uint64_t token);
   /// Recovery: raises the TTL a lease is restored with.

@@ -229,6 +229,17 @@ std::variant<acquire_request, api_error> parse_acquire(std::string_view body, co
   acquire_request r;
   if (auto e = get_string(o, "owner", max_owner_bytes, r.owner)) return std::move(*e);
   if (auto e = get_ttl(o, bounds, r.ttl)) return std::move(*e);
+  if (auto it = o.find("value"); it != o.end()) {
+    // Optional, and may be empty (the same as absent). JSON strings are UTF-8 already (the parser refuses
+    // anything else); control characters are refused as in owners, so a value is safe to print in a log.
+    if (!it->value().is_string()) return bad_request("field \"value\" must be a string");
+    const auto& s = it->value().get_string();
+    if (s.size() > max_value_bytes)
+      return bad_request("field \"value\" must be at most " + std::to_string(max_value_bytes) +
+                         " bytes long");
+    if (has_control_chars(s)) return bad_request("field \"value\" must not contain control characters");
+    r.value.assign(s.data(), s.size());
+  }
   return r;
 }
 

@@ -28,11 +28,14 @@ struct ttl_bounds {
 
 inline constexpr std::size_t max_key_bytes = 512;
 inline constexpr std::size_t max_owner_bytes = 256;
+inline constexpr std::size_t max_value_bytes = 1024;
 inline constexpr std::uint64_t max_wait_ms = 60'000;
 
 struct acquire_request {
   std::string owner;
   std::chrono::milliseconds ttl;
+  /// The optional `value` published with the lease (empty when the field is absent).
+  std::string value{};
 };
 struct renew_request {
   std::string owner;

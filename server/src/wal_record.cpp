@@ -42,19 +42,25 @@ std::uint32_t crc32c(std::string_view data) {
 }
 
 void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
-                   std::string_view owner, std::string& out, std::string_view client) {
+                   std::string_view owner, std::string& out, std::string_view client,
+                   std::string_view value) {
   std::size_t start = out.size();
   out.append(record_header_size, '\0');
-  out.push_back(static_cast<char>(type));
+  const bool with_value = type == record_type::acquire && !value.empty();
+  out.push_back(with_value ? static_cast<char>(acquire_value_type_byte) : static_cast<char>(type));
   put_u64(out, token);
   put_u64(out, ttl_ms);
   put_u32(out, static_cast<std::uint32_t>(key.size()));
   out.append(key);
   put_u32(out, static_cast<std::uint32_t>(owner.size()));
   out.append(owner);
-  if (!client.empty()) {
+  if (!client.empty() || with_value) {
     put_u32(out, static_cast<std::uint32_t>(client.size()));
     out.append(client);
+  }
+  if (with_value) {
+    put_u32(out, static_cast<std::uint32_t>(value.size()));
+    out.append(value);
   }
   std::string_view payload(out.data() + start + record_header_size, out.size() - start - record_header_size);
   std::uint32_t len = static_cast<std::uint32_t>(payload.size());
@@ -66,7 +72,7 @@ void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, 
 }
 
 void encode_record(const wal_record& r, std::string& out) {
-  encode_record(r.type, r.token, r.ttl_ms, r.key, r.owner, out, r.client);
+  encode_record(r.type, r.token, r.ttl_ms, r.key, r.owner, out, r.client, r.value);
 }
 
 std::optional<wal_record> decode_record(std::string_view in, std::size_t& consumed) {
@@ -81,9 +87,10 @@ std::optional<wal_record> decode_record(std::string_view in, std::size_t& consum
   if (payload.size() < fixed + 4) return std::nullopt;
   const char* p = payload.data();
   auto type = static_cast<std::uint8_t>(p[0]);
-  if (!known_type(type)) return std::nullopt;
+  const bool with_value = type == acquire_value_type_byte;
+  if (!known_type(type) && !with_value) return std::nullopt;
   wal_record r;
-  r.type = static_cast<record_type>(type);
+  r.type = with_value ? record_type::acquire : static_cast<record_type>(type);
   r.token = get_u64(p + 1);
   r.ttl_ms = get_u64(p + 9);
   std::uint32_t key_len = get_u32(p + 17);
@@ -93,7 +100,16 @@ std::optional<wal_record> decode_record(std::string_view in, std::size_t& consum
   const std::size_t owner_end = fixed + key_len + 4 + std::size_t{owner_len};
   if (payload.size() < owner_end) return std::nullopt;
   r.owner.assign(p + fixed + key_len + 4, owner_len);
-  if (payload.size() != owner_end) {
+  if (with_value) {
+    // Client (possibly empty) and value (never empty) are both present.
+    if (payload.size() < owner_end + 4) return std::nullopt;
+    const std::size_t client_end = owner_end + 4 + std::size_t{get_u32(p + owner_end)};
+    if (payload.size() < client_end + 4) return std::nullopt;
+    r.client.assign(p + owner_end + 4, client_end - owner_end - 4);
+    std::uint32_t value_len = get_u32(p + client_end);
+    if (value_len == 0 || payload.size() != client_end + 4 + std::size_t{value_len}) return std::nullopt;
+    r.value.assign(p + client_end + 4, value_len);
+  } else if (payload.size() != owner_end) {
     // The optional client field; it is never written empty.
     if (payload.size() < owner_end + 4) return std::nullopt;
     std::uint32_t client_len = get_u32(p + owner_end);

@@ -9,6 +9,16 @@
 // is not empty, so a server without a tokens file writes exactly the original format, and a record without
 // it decodes with an empty client.
 //
+// An acquire whose lease carries a value (docs/protocol.md, "value") is written under its own type byte,
+// acquire_value, with every field present:
+//
+//   payload = u8 7 | u64 token | u64 ttl_ms | u32 key_len | key | u32 owner_len | owner
+//             | u32 client_len | client | u32 value_len | value                   (value_len >= 1)
+//
+// and decodes as an acquire record with `value` set. An acquire without a value is written exactly as
+// before, so a data directory that never saw a value stays readable by servers older than values, and
+// every directory they wrote reads the same here.
+//
 // A reader stops at the first record whose length or checksum does not match: that is a torn write
 // from a crash and everything after it was never acknowledged.
 
@@ -28,6 +38,10 @@ enum class record_type : std::uint8_t {
   snapshot_end = 6,     // snapshot files only: token = number of entries
 };
 
+/// The type byte on disk of an acquire record with a value (see above). Never a wal_record::type: such a
+/// record decodes as record_type::acquire with a non-empty value.
+inline constexpr std::uint8_t acquire_value_type_byte = 7;
+
 struct wal_record {
   record_type type{};
   std::uint64_t token = 0;
@@ -35,6 +49,7 @@ struct wal_record {
   std::string key;
   std::string owner;
   std::string client{};  // empty: no client name (the original format)
+  std::string value{};   // acquire only: the value published with the lease; empty: none
 
   friend bool operator==(const wal_record&, const wal_record&) = default;
 };
@@ -47,7 +62,8 @@ inline constexpr std::uint32_t max_payload_size = 1u << 20;
 /// Appends the encoded record to `out`.
 void encode_record(const wal_record& r, std::string& out);
 void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
-                   std::string_view owner, std::string& out, std::string_view client = {});
+                   std::string_view owner, std::string& out, std::string_view client = {},
+                   std::string_view value = {});
 
 /// Decodes the record at the front of `in`. Returns the record and sets `consumed`, or nullopt when `in`
 /// does not start with a whole, valid record (truncated, bad checksum, unknown type).

@@ -508,3 +508,40 @@ BOOST_AUTO_TEST_CASE(line_and_bidi_controls_in_keys_and_owners_are_escaped_in_th
   for (std::string_view raw : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xae", "\xe2\x81\xa6"})
     BOOST_TEST(text.find(raw) == std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(a_value_is_published_replaced_by_a_reacquire_and_kept_by_renew_and_a_kill9) {
+  temp_dir dir;
+  auto valued = [](std::string_view owner, std::string_view value) {
+    return boost::json::serialize(boost::json::object{{"owner", owner}, {"ttl_ms", 60000}, {"value", value}});
+  };
+  std::uint64_t token;
+  {
+    batond_process server(dir.path());
+    auto c = server.client();
+    auto a = c.post("/v1/locks/leader/acquire", valued("a", "10.0.0.1:80"));
+    BOOST_REQUIRE(a.status == 200);
+    BOOST_TEST(str(c.get("/v1/locks/leader"), "value") == "10.0.0.1:80");
+    auto held = c.post("/v1/locks/leader/acquire", valued("b", "10.0.0.2:80"));
+    BOOST_TEST(held.status == 409);
+    BOOST_TEST(str(held, "value") == "10.0.0.1:80");
+    // The long-poll's answer carries it too (woken at once: the token differs from 0).
+    BOOST_TEST(str(c.get("/v1/locks/leader?wait_ms=5000&token=0"), "value") == "10.0.0.1:80");
+    token = token_of(c.post("/v1/locks/leader/acquire", valued("a", "10.0.0.1:81")));
+    BOOST_TEST(str(c.get("/v1/locks/leader"), "value") == "10.0.0.1:81");
+    BOOST_TEST(c.post("/v1/locks/leader/renew", renew_body("a", token, 60000)).status == 200);
+    BOOST_TEST(str(c.get("/v1/locks/leader"), "value") == "10.0.0.1:81");
+    // A holder without a value shows an empty one; a bad value is refused like any bad field.
+    c.post("/v1/locks/plain/acquire", acquire_body("p", 60000));
+    BOOST_TEST(str(c.get("/v1/locks/plain"), "value").empty());
+    auto bad = c.post("/v1/locks/other/acquire", valued("a", std::string(1025, 'v')));
+    BOOST_TEST(bad.status == 400);
+    BOOST_TEST(str(bad, "error") == "bad_request");
+    server.kill9();
+  }
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto g = c.get("/v1/locks/leader");
+  BOOST_REQUIRE(g.status == 200);
+  BOOST_TEST(token_of(g) == token);
+  BOOST_TEST(str(g, "value") == "10.0.0.1:81");
+}

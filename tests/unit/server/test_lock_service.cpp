@@ -158,3 +158,32 @@ BOOST_FIXTURE_TEST_CASE(the_expiry_sweep_takes_a_large_table_in_several_steps, f
   BOOST_TEST(expired == 50'000u);
   BOOST_TEST(service.table().size() == 1u);  // the fixture's own lease is still valid
 }
+
+// The value goes into the log with the grant: a restart restores it, and a re-acquire's record replaces it.
+BOOST_AUTO_TEST_CASE(a_granted_value_is_logged_and_restored_after_a_restart) {
+  temp_dir dir;
+  {
+    server_metrics metrics;
+    journal log{journal_options{dir.path()}, &metrics};
+    lock_service service{log, metrics};
+    asio::io_context ioc;
+    log.open(service.table(), clock::now());
+    log.start();
+    auto a = start(ioc, service.acquire("leader", "a", 60'000ms, {}, std::nullopt, "10.0.0.1:80"));
+    wait_done(ioc, a);
+    auto again = start(ioc, service.acquire("leader", "a", 60'000ms, {}, std::nullopt, "10.0.0.1:81"));
+    wait_done(ioc, again);
+    auto plain = start(ioc, service.acquire("plain", "b", 60'000ms));
+    wait_done(ioc, plain);
+    auto view = start(ioc, service.get("leader"));
+    wait_done(ioc, view);
+    BOOST_TEST((*view->result)->value == "10.0.0.1:81");
+    log.stop();
+  }
+  server_metrics metrics;
+  journal log{journal_options{dir.path()}, &metrics};
+  lock_table table;
+  log.open(table, clock::now());
+  BOOST_TEST(table.get("leader", clock::now())->value == "10.0.0.1:81");
+  BOOST_TEST(table.get("plain", clock::now())->value.empty());
+}

@@ -294,3 +294,24 @@ BOOST_AUTO_TEST_CASE(an_expired_lease_of_one_client_is_free_for_another) {
   BOOST_TEST(t.get("k", later)->client == "beta");
   BOOST_TEST(t.snapshot().front().client == "beta");
 }
+
+BOOST_AUTO_TEST_CASE(the_value_is_shown_with_its_holder_replaced_by_a_reacquire_and_kept_by_renew) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0, {}, "10.0.0.1:80");
+  BOOST_TEST(t.get("k", t0)->value == "10.0.0.1:80");
+  BOOST_TEST(as<acquire_refused>(t.acquire("k", "b", 1000ms, t0, {}, "10.0.0.2:80")).holder.value ==
+             "10.0.0.1:80");
+  BOOST_TEST(std::holds_alternative<renew_ok>(t.renew("k", "a", 1, 5000ms, t0 + 10ms)));
+  BOOST_TEST(t.get("k", t0 + 10ms)->value == "10.0.0.1:80");
+  auto g = as<acquire_granted>(t.acquire("k", "a", 1000ms, t0 + 20ms, {}, "10.0.0.1:81"));
+  BOOST_TEST(t.get("k", t0 + 20ms)->value == "10.0.0.1:81");
+  as<acquire_granted>(t.acquire("k", "a", 1000ms, t0 + 30ms));  // a re-acquire without a value clears it
+  BOOST_TEST(t.get("k", t0 + 30ms)->value.empty());
+  // A new holder after expiry starts with its own value, not the old one's.
+  t.acquire("k", "b", 1000ms, t0 + 2000ms, {}, "b's");
+  BOOST_TEST(t.get("k", t0 + 2000ms)->value == "b's");
+  BOOST_TEST(g.replaced_token == 1u);
+  auto snap = t.snapshot();
+  BOOST_REQUIRE(snap.size() == 1u);
+  BOOST_TEST(snap[0].value == "b's");
+}

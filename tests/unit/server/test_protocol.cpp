@@ -175,3 +175,29 @@ BOOST_AUTO_TEST_CASE(json_content_type_allows_parameters_and_any_case_only) {
   BOOST_TEST(!is_json_content_type("application/jsonx"));
   BOOST_TEST(!is_json_content_type("multipart/form-data; boundary=application/json"));
 }
+
+BOOST_AUTO_TEST_CASE(acquire_value_is_optional_bounded_and_free_of_control_characters) {
+  BOOST_TEST(
+      std::get<acquire_request>(parse_acquire(R"({"owner":"w","ttl_ms":1000})", bounds)).value.empty());
+  BOOST_TEST(std::get<acquire_request>(parse_acquire(R"({"owner":"w","ttl_ms":1000,"value":""})", bounds))
+                 .value.empty());
+  auto ok = std::get<acquire_request>(
+      parse_acquire(R"({"owner":"w","ttl_ms":1000,"value":"10.0.0.7:8080 \u00e9"})", bounds));
+  BOOST_TEST(ok.value == "10.0.0.7:8080 \xc3\xa9");
+  std::string longest =
+      R"({"owner":"w","ttl_ms":1000,"value":")" + std::string(max_value_bytes, 'v') + R"("})";
+  BOOST_TEST(std::get<acquire_request>(parse_acquire(longest, bounds)).value.size() == max_value_bytes);
+  std::string too_long =
+      R"({"owner":"w","ttl_ms":1000,"value":")" + std::string(max_value_bytes + 1, 'v') + R"("})";
+  for (const std::string& body : {too_long, std::string(R"({"owner":"w","ttl_ms":1000,"value":5})"),
+                                  std::string(R"({"owner":"w","ttl_ms":1000,"value":null})"),
+                                  std::string(R"({"owner":"w","ttl_ms":1000,"value":"a\nb"})"),
+                                  std::string(R"({"owner":"w","ttl_ms":1000,"value":"a\u007fb"})"),
+                                  std::string("{\"owner\":\"w\",\"ttl_ms\":1000,\"value\":\"\xff\"}"),
+                                  std::string(R"({"owner":"w","ttl_ms":1000,"value":"a","value":"b"})")}) {
+    auto e = err(parse_acquire(body, bounds));
+    BOOST_TEST(e.status == 400, body);
+    BOOST_TEST((e.message.find("value") != std::string::npos || e.message.find("JSON") != std::string::npos),
+               e.message);
+  }
+}
