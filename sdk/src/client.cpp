@@ -135,8 +135,8 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
   auto p = std::make_shared<pending_acquire>();
   asio::co_spawn(
       cs.ex,
-      [s, p, key, owner, ttl = o.ttl]() -> asio::awaitable<void> {
-        p->reply = co_await s->backend->acquire(key, owner, ttl, s->config.request_timeout);
+      [s, p, key, owner, ttl = o.ttl, value = o.value]() -> asio::awaitable<void> {
+        p->reply = co_await s->backend->acquire(key, owner, ttl, value, s->config.request_timeout);
         p->done = true;
         p->on_done.wake_all();
         if (p->abandoned) co_await abandon(s, key, owner, p->reply);

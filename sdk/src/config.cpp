@@ -93,6 +93,9 @@ void lease_options::validate() const {
   if (owner.size() > 256) invalid("owner must be at most 256 bytes");
   for (unsigned char ch : owner)
     if (ch < 0x20 || ch == 0x7f) invalid("owner must not contain control characters");
+  if (value.size() > 1024) invalid("value must be at most 1024 bytes");
+  for (unsigned char ch : value)
+    if (ch < 0x20 || ch == 0x7f) invalid("value must not contain control characters");
 }
 
 }  // namespace baton

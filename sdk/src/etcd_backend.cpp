@@ -1,12 +1,18 @@
 // The etcd backend: Baton's lock semantics on etcd 3.4+ through its v3 JSON gateway (docs/sdk.md, etcd).
 //
+//   entry    = the key's value: the owner, or, for a lease that carries a value (docs/protocol.md, "value"),
+//              owner NUL value. Owners hold no control characters, so the NUL is unambiguous, and an entry
+//              without a value is exactly what backends before values wrote and read.
 //   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 →
 //              put with the lease; else read the holder". The fencing token is the key's create_revision:
 //              cluster-wide monotonic and durable across restarts and leader changes (lease IDs are not
 //              ordered).
 //   renew    = read the key (still ours: same create_revision and owner?) + /v3/lease/keepalive; an answer
 //              without TTL means the lease is gone.
-//   release  = txn "create_revision == token and value == owner → delete", then /v3/lease/revoke.
+//   release  = txn "create_revision == token and value == entry → delete", then /v3/lease/revoke; the
+//              entry is first taken to be the bare owner, and when the key holds this owner's token with a
+//              value, the txn is repeated with that exact entry (an entry never changes under one
+//              create_revision).
 //   wait     = /v3/watch on the key from the revision after the read that found it held, on a connection of
 //              its own, so a waiter wakes at the delete; bounded polling (100 ms) when the watch fails.
 // Never /v3/lock or /v3/election: with lease 0 they make a hidden 60 s lease nobody renews, and 3.4's lock
@@ -92,6 +98,25 @@ const json::value* first_kv(const json::value& body, bool in_txn) {
   return &kvs->as_array()[0];
 }
 
+// The key's value in etcd: the owner, then NUL and the lease's value when it has one.
+std::string entry_of(std::string_view owner, std::string_view value) {
+  std::string out(owner);
+  if (!value.empty()) {
+    out.push_back('\0');
+    out.append(value);
+  }
+  return out;
+}
+
+struct entry {
+  std::string owner, value;
+};
+entry split_entry(std::string_view e) {
+  auto nul = e.find('\0');
+  if (nul == std::string_view::npos) return {std::string(e), {}};
+  return {std::string(e.substr(0, nul)), std::string(e.substr(nul + 1))};
+}
+
 struct etcd_endpoint {
   std::string host, port, name;
 };
@@ -146,9 +171,14 @@ class etcd_backend final : public backend {
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          milliseconds timeout) override {
+    return acquire(std::move(key), std::move(owner), ttl, {}, timeout);
+  }
+
+  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                         std::string value, milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
     acquire_reply out;
-    const std::string k = encode64(prefix_ + key), v = encode64(owner);
+    const std::string k = encode64(prefix_ + key), v = encode64(entry_of(owner, value));
     // Whole seconds, rounded up: etcd never ends the lease before the TTL the caller asked for.
     const auto ttl_s = std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
     json::object body1{{"TTL", std::to_string(ttl_s)}};
@@ -173,13 +203,13 @@ class etcd_backend final : public backend {
     }
     const json::value* kv = first_kv(r.body, true);
     std::uint64_t holder_rev = 0, holder_lease = 0;
-    std::string holder_owner;
+    entry holder;
     if (kv) {
       uint_field(*kv, "create_revision", holder_rev);
       uint_field(*kv, "lease", holder_lease);
-      holder_owner = decode64(string_field(*kv, "value"));
+      holder = split_entry(decode64(string_field(*kv, "value")));
     }
-    if (kv && holder_owner == owner) {
+    if (kv && holder.owner == owner) {
       // The same owner again (a retry after a lost reply): supersede with a new create_revision, as batond
       // does. etcd refuses a delete and a put of one key in one txn, so: delete ours, then create anew; if
       // someone else takes the key in between, they hold it and this try is refused.
@@ -202,18 +232,19 @@ class etcd_backend final : public backend {
         co_return out;
       }
       kv = first_kv(s.body, true);
-      holder_owner.clear();
+      holder = {};
       holder_rev = holder_lease = 0;
       if (kv) {
         uint_field(*kv, "create_revision", holder_rev);
         uint_field(*kv, "lease", holder_lease);
-        holder_owner = decode64(string_field(*kv, "value"));
+        holder = split_entry(decode64(string_field(*kv, "value")));
       }
     }
     co_await revoke(lease, deadline);  // ours was never used
     out.ec = error::held;
     out.diagnostic = kv ? "the lock is held by another owner" : "the lock changed hands during the attempt";
-    out.holder.owner = holder_owner;
+    out.holder.owner = std::move(holder.owner);
+    out.holder.value = std::move(holder.value);
     out.holder.token = holder_rev;
     out.holder.ttl_remaining = co_await time_to_live(holder_lease, deadline);
     co_return out;
@@ -232,7 +263,7 @@ class etcd_backend final : public backend {
     if (kv) {
       uint_field(*kv, "create_revision", rev);
       uint_field(*kv, "lease", lease);
-      holder = decode64(string_field(*kv, "value"));
+      holder = split_entry(decode64(string_field(*kv, "value"))).owner;
     }
     if (!kv)
       out.lost_reason = "not_held";
@@ -263,21 +294,41 @@ class etcd_backend final : public backend {
     const auto deadline = clock::now() + timeout;
     release_reply out;
     const std::string k = encode64(prefix_ + key);
-    json::object txn{
-        {"compare",
-         json::array{
-             json::object{{"key", k},
-                          {"target", "CREATE"},
-                          {"result", "EQUAL"},
-                          {"create_revision", std::to_string(token)}},
-             json::object{{"key", k}, {"target", "VALUE"}, {"result", "EQUAL"}, {"value", encode64(owner)}}}},
-        {"success", json::array{json::object{{"request_range", json::object{{"key", k}}}},
-                                json::object{{"request_delete_range", json::object{{"key", k}}}}}},
-        {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
-    auto r = co_await call("/v3/kv/txn", txn, deadline);
+    auto txn = [&](const std::string& stored) {
+      return json::object{
+          {"compare",
+           json::array{
+               json::object{{"key", k},
+                            {"target", "CREATE"},
+                            {"result", "EQUAL"},
+                            {"create_revision", std::to_string(token)}},
+               json::object{{"key", k}, {"target", "VALUE"}, {"result", "EQUAL"}, {"value", stored}}}},
+          {"success", json::array{json::object{{"request_range", json::object{{"key", k}}}},
+                                  json::object{{"request_delete_range", json::object{{"key", k}}}}}},
+          {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
+    };
+    const json::object as_bare_owner = txn(encode64(owner));
+    auto r = co_await call("/v3/kv/txn", as_bare_owner, deadline);
     if (r.ec) co_return fail<release_reply>(r);
     const json::value* kv = first_kv(r.body, true);
-    if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
+    auto succeeded = [](const http_result& a) {
+      auto* ok = path(a.body, {"succeeded"});
+      return ok && ok->is_bool() && ok->as_bool();
+    };
+    if (!succeeded(r) && kv) {
+      // The entry may carry a value after the owner: if it is this owner's, with this token, release it by
+      // its exact bytes.
+      std::uint64_t rev = 0;
+      uint_field(*kv, "create_revision", rev);
+      const std::string stored = string_field(*kv, "value");
+      if (rev == token && stored != encode64(owner) && split_entry(decode64(stored)).owner == owner) {
+        const json::object as_stored = txn(stored);
+        r = co_await call("/v3/kv/txn", as_stored, deadline);
+        if (r.ec) co_return fail<release_reply>(r);
+        kv = first_kv(r.body, true);
+      }
+    }
+    if (succeeded(r)) {
       std::uint64_t lease = 0;
       if (kv) uint_field(*kv, "lease", lease);
       co_await revoke(lease, deadline);
@@ -303,7 +354,9 @@ class etcd_backend final : public backend {
         std::uint64_t lease = 0;
         uint_field(*kv, "create_revision", h.token);
         uint_field(*kv, "lease", lease);
-        h.owner = decode64(string_field(*kv, "value"));
+        auto e = split_entry(decode64(string_field(*kv, "value")));
+        h.owner = std::move(e.owner);
+        h.value = std::move(e.value);
         h.ttl_remaining = co_await time_to_live(lease, deadline);
         out.holder = std::move(h);
       }

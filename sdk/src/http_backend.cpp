@@ -61,7 +61,14 @@ class http_backend final : public backend {
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          milliseconds timeout) override {
+    return acquire(std::move(key), std::move(owner), ttl, {}, timeout);
+  }
+
+  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                         std::string value, milliseconds timeout) override {
     json::object body{{"owner", owner}, {"ttl_ms", ttl.count()}};
+    // Sent only when there is one: an acquire without a value is the same request as before values.
+    if (!value.empty()) body["value"] = value;
     auto r = co_await transport_->request("POST", lock_path(key) + "/acquire", json::serialize(body), timeout);
     acquire_reply out;
     if (!r.ec) {
@@ -74,6 +81,7 @@ class http_backend final : public backend {
         std::uint64_t remaining = 0;
         uint_field(r.body, "ttl_remaining_ms", remaining);
         out.holder.ttl_remaining = milliseconds(static_cast<std::int64_t>(remaining));
+        out.holder.value = string_field(r.body, "value");
         r.diagnostic = string_field(r.body, "message");
       } else {
         unexpected(r);
@@ -135,6 +143,7 @@ class http_backend final : public backend {
         if (!uint_field(r.body, "token", h.token) || !uint_field(r.body, "ttl_remaining_ms", remaining))
           protocol(r, "lock answer lacks token or ttl_remaining_ms");
         h.ttl_remaining = milliseconds(static_cast<std::int64_t>(remaining));
+        h.value = string_field(r.body, "value");  // absent from servers before values: empty
         out.holder = std::move(h);
       } else if (r.status == 404 && string_field(r.body, "error") == "not_held") {
       } else {
@@ -172,6 +181,15 @@ class http_backend final : public backend {
 };
 
 }  // namespace
+
+asio::awaitable<acquire_reply> backend::acquire(std::string key, std::string owner, milliseconds ttl,
+                                                std::string value, milliseconds timeout) {
+  if (value.empty()) co_return co_await acquire(std::move(key), std::move(owner), ttl, timeout);
+  acquire_reply out;
+  out.ec = error::invalid_config;
+  out.diagnostic = "this backend cannot publish a value with a lease";
+  co_return out;
+}
 
 std::shared_ptr<backend> make_etcd_backend(const asio::any_io_executor& ex, const client_config& config);
 

@@ -307,6 +307,7 @@ const detail::lease_core& lease::core() const {
 
 const std::string& lease::key() const { return core().key; }
 const std::string& lease::owner() const { return core().owner; }
+const std::string& lease::value() const { return core().options.value; }
 std::uint64_t lease::token() const { return core().token; }
 
 lease_state lease::state() const {

@@ -187,3 +187,51 @@ BOOST_AUTO_TEST_CASE(etcd_auth_takes_user_and_password_from_the_url_and_authenti
   raw.set_authorization(stale_token);
   BOOST_TEST(raw.post("/v3/kv/range", R"({"key":"YQ=="})").status == 401);
 }
+
+BOOST_AUTO_TEST_CASE(a_value_is_stored_after_the_owner_and_entries_without_one_read_as_before) {
+  etcd_cluster etcd(1);
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(etcd.url()));
+  auto b64 = [](const std::string& s) {
+    std::string out(boost::beast::detail::base64::encoded_size(s.size()), '\0');
+    out.resize(boost::beast::detail::base64::encode(out.data(), s.data(), s.size()));
+    return out;
+  };
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto b = a.get_backend();
+    auto first = co_await b->acquire("leader", "owner-1", 5000ms, "10.0.0.1:80", 2000ms);
+    BOOST_REQUIRE(!first.ec);
+    auto seen = co_await b->get("leader", std::nullopt, 2000ms);
+    BOOST_REQUIRE(seen.holder.has_value());
+    BOOST_TEST(seen.holder->owner == "owner-1");
+    BOOST_TEST(seen.holder->value == "10.0.0.1:80");
+    auto other = co_await b->acquire("leader", "owner-2", 5000ms, "10.0.0.2:80", 2000ms);
+    BOOST_TEST((other.ec == error::held));
+    BOOST_TEST(other.holder.owner == "owner-1");
+    BOOST_TEST(other.holder.value == "10.0.0.1:80");
+    // A same-owner re-acquire replaces the value; renew keeps it; only the owner releases it.
+    auto second = co_await b->acquire("leader", "owner-1", 5000ms, "10.0.0.1:81", 2000ms);
+    BOOST_REQUIRE(!second.ec);
+    BOOST_TEST(!(co_await b->renew("leader", "owner-1", second.token, 5000ms, 2000ms)).ec);
+    BOOST_TEST((co_await b->get("leader", std::nullopt, 2000ms)).holder->value == "10.0.0.1:81");
+    BOOST_TEST(((co_await b->release("leader", "owner-2", second.token, 2000ms)).outcome ==
+                release_outcome::not_owner));
+    BOOST_TEST(((co_await b->release("leader", "owner-1", first.token, 2000ms)).outcome ==
+                release_outcome::not_owner));
+    BOOST_TEST(((co_await b->release("leader", "owner-1", second.token, 2000ms)).outcome ==
+                release_outcome::released));
+    BOOST_TEST(!(co_await b->get("leader", std::nullopt, 2000ms)).holder.has_value());
+
+    // An entry as written before values (the bare owner) reads with an empty value and releases as before.
+    http_client raw(etcd.client_port(0));
+    auto put = raw.post(
+        "/v3/kv/put", R"({"key":")" + b64("baton/locks/old") + R"(","value":")" + b64("old-owner") + R"("})");
+    BOOST_REQUIRE(put.status == 200);
+    auto old = co_await b->get("old", std::nullopt, 2000ms);
+    BOOST_REQUIRE(old.holder.has_value());
+    BOOST_TEST(old.holder->owner == "old-owner");
+    BOOST_TEST(old.holder->value.empty());
+    BOOST_TEST(((co_await b->release("old", "old-owner", old.holder->token, 2000ms)).outcome ==
+                release_outcome::released));
+  }());
+}

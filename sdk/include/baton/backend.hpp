@@ -20,6 +20,9 @@ struct holder_info {
   std::string owner;
   std::uint64_t token = 0;
   milliseconds ttl_remaining{0};
+  /// The value published with the lease (docs/protocol.md, "value"); empty when none, or when the server
+  /// predates values.
+  std::string value{};
 };
 
 /// ec: empty on success; error::held when refused (holder filled in); transport and server errors otherwise.
@@ -71,6 +74,13 @@ class backend {
  public:
   virtual ~backend() = default;
 
+  /// Acquires as `owner`, publishing `value` with the lease (empty: none; a same-owner re-acquire replaces
+  /// it). The default implementation serves backends written before values: it forwards an empty value to
+  /// the four-argument form and refuses any other with error::invalid_config. Backends that keep values
+  /// override it.
+  virtual boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                                        std::string value, milliseconds timeout);
+  /// Acquires without a value.
   virtual boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                                         milliseconds timeout) = 0;
   virtual boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,

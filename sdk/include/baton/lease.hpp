@@ -27,6 +27,8 @@ struct lease_core;
 /// Completes when `l` is lost (not when it is released); with_lease's loss watch.
 boost::asio::awaitable<void> until_lost(const lease& l);
 lease make_lease(std::shared_ptr<lease_core> core);
+/// The state behind a handle (empty for an empty handle); election::resign's way back to its lease.
+std::shared_ptr<lease_core> core_of(const lease& l);
 }  // namespace detail
 
 /// A lease on one lock, renewed automatically in the background until it is released or lost.
@@ -63,6 +65,8 @@ class lease {
   const std::string& key() const;
   /// The owner string of this acquisition: `<identity>#<random>`, or lease_options::owner.
   const std::string& owner() const;
+  /// The value published with the lease (lease_options::value); empty when none.
+  const std::string& value() const;
   /// The fencing token. Pass it with every write to the protected resource.
   std::uint64_t token() const;
   /// active until the local deadline passes (checked against the clock here, so state() and active() never
@@ -125,6 +129,7 @@ class lease {
   friend class client;
   friend boost::asio::awaitable<void> detail::until_lost(const lease& l);
   friend lease detail::make_lease(std::shared_ptr<detail::lease_core> core);
+  friend std::shared_ptr<detail::lease_core> detail::core_of(const lease& l);
   explicit lease(std::shared_ptr<detail::lease_core> core);
   const detail::lease_core& core() const;
   static void start_release(std::shared_ptr<detail::lease_core> core,

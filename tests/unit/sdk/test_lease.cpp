@@ -51,11 +51,17 @@ class scripted_backend final : public backend {
   boost::system::error_code get_error;  // what every long-poll answers
   int renew_calls = 0, release_calls = 0, get_calls = 0;
   std::vector<std::string> acquire_owners;  // the owner of each acquire request, in order
+  std::vector<std::string> acquire_values;  // and its value
   clock_type::duration late_by = 0ms;
 
-  asio::awaitable<acquire_reply> acquire(std::string, std::string owner, milliseconds,
+  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                         milliseconds timeout) override {
+    return acquire(std::move(key), std::move(owner), ttl, {}, timeout);
+  }
+  asio::awaitable<acquire_reply> acquire(std::string, std::string owner, milliseconds, std::string value,
                                          milliseconds) override {
     acquire_owners.push_back(owner);
+    acquire_values.push_back(value);
     acquire_reply r;
     // Every request reaches the server and takes a token, even one whose answer is a 503.
     r.token = ++tokens_;
@@ -413,4 +419,30 @@ BOOST_FIXTURE_TEST_CASE(a_waiter_refused_long_polls_backs_off_more_and_more, fix
   BOOST_TEST(b->get_calls <= 20);
   // Each long-poll follows a try, and the wait ends with one more try at its deadline.
   BOOST_TEST(b->acquire_owners.size() == static_cast<std::size_t>(b->get_calls) + 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_lease_options_value_is_sent_with_each_acquire_try_and_kept_by_the_lease, fixture) {
+  b->acquire_script = {mode::unavailable};  // the retry carries the value too
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    lease_options o = lease_opts(30'000ms);
+    o.value = "10.0.0.7:8080";
+    auto l = co_await c.acquire("k", o);
+    BOOST_TEST(l.value() == "10.0.0.7:8080");
+    BOOST_TEST(b->acquire_values == (std::vector<std::string>{"10.0.0.7:8080", "10.0.0.7:8080"}));
+    auto plain = co_await c.acquire("other", lease_opts(30'000ms));
+    BOOST_TEST(plain.value().empty());
+    co_await l.release();
+    co_await plain.release();
+  }());
+  for (const std::string& bad : {std::string(1025, 'v'), std::string("a\nb")}) {
+    lease_options o = lease_opts(30'000ms);
+    o.value = bad;
+    try {
+      o.validate();
+      BOOST_FAIL("expected invalid_config");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::invalid_config));
+      BOOST_TEST(std::string(e.what()).find("value") != std::string::npos);
+    }
+  }
 }
