@@ -3,9 +3,10 @@
 #include "exit_code.hpp"
 
 #include "baton/common/log.hpp"
+#include "baton/detail/lease_fsm.hpp"
 #include "baton/error.hpp"
 
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/object.hpp>
@@ -22,25 +23,16 @@ namespace {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-using clock = std::chrono::steady_clock;
+using clock = lease_clock;
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 engine(std::random_device{}());
-  return engine;
-}
-
-// The SDK's backoff: exponential from initial_backoff up to max_backoff, each drawn from
-// [b * (1 - jitter), b] so that clients that failed together do not retry together.
+// The SDK's one backoff rule (detail::backoff), with this process's own jitter source.
 clock::duration backoff(const retry_policy& p, int failures) {
-  const auto base = std::chrono::duration<double, std::milli>(p.initial_backoff);
-  const auto cap = std::chrono::duration<double, std::milli>(p.max_backoff);
-  const auto b = std::min(cap, base * std::pow(2.0, std::max(0, failures - 1)));
-  std::uniform_real_distribution<double> u(1.0 - p.jitter, 1.0);
-  return std::chrono::duration_cast<clock::duration>(b * u(rng()));
+  static detail::jitter_rng rng(std::random_device{}());
+  return detail::backoff(p, failures, rng);
 }
 
 asio::awaitable<void> sleep_for(clock::duration d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  asio::basic_waitable_timer<clock> t(co_await asio::this_coro::executor, d);
   co_await t.async_wait(asio::use_awaitable);
 }
 
@@ -86,12 +78,6 @@ std::string terminal_safe_json(const std::string& text) {
   return out;
 }
 
-std::string random_suffix() {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()()));
-  return buf;
-}
-
 void print_json(const json::object& o) {
   std::cout << terminal_safe_json(json::serialize(o)) << std::endl;
 }
@@ -109,48 +95,43 @@ std::string held_by(const std::string& key, const holder_info& holder) {
 }
 
 asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
-  const auto& config = c.config();
-  auto& b = *c.get_backend();
   const std::string what = "acquire " + quoted(cmd.key);
-  // One owner for every try: a retry after a lost reply is then the same owner to the server, which grants
-  // it a newer token instead of refusing it as "held".
-  const std::string owner = cmd.owner ? *cmd.owner : c.identity() + "#" + random_suffix();
-  const auto give_up = cmd.wait_timeout ? clock::now() + *cmd.wait_timeout : clock::time_point::max();
-  // The same loop as client::acquire, which cannot be used here: it picks its own owner, and its lease
-  // would be released when this process drops it.
-  int failures = 0;
-  for (;;) {
-    auto r = co_await b.acquire(cmd.key, owner, cmd.ttl, config.request_timeout);
-    if (!r.ec) {
-      print_json({{"key", cmd.key}, {"owner", owner}, {"token", r.token}, {"ttl_ms", cmd.ttl.count()}});
-      co_return exit_code::ok;
-    }
-    if (r.ec == error::held) {
+  lease_options options;
+  options.ttl = cmd.ttl;
+  // One owner for every try (the SDK keeps it across retries): a retry after a lost reply is then the same
+  // owner to the server, which grants it a newer token instead of refusing it as "held".
+  if (cmd.owner) options.owner = *cmd.owner;
+  lease l;
+  std::optional<std::string> gave_up;  // the wait_timeout's diagnostic
+  try {
+    if (cmd.wait) {
+      // Waiting rides out a server outage (client::acquire); a single try reports it after the retries.
+      l = co_await c.acquire(cmd.key, options, cmd.wait_timeout);
+    } else {
+      auto r = co_await c.try_acquire(cmd.key, options);
       // Refusals go to stderr only: a script that forgets to check the status must not find the holder's
       // token on stdout and write with it.
-      if (!cmd.wait) throw cli_error(exit_code::not_acquired, held_by(cmd.key, r.holder));
-      const auto left = std::chrono::ceil<milliseconds>(give_up - clock::now());
-      if (left.count() <= 0)
-        throw cli_error(exit_code::not_acquired, "gave up waiting: " + held_by(cmd.key, r.holder));
-      // The server answers the long-poll the moment the holder releases or its lease expires.
-      const auto wait = std::clamp(left, milliseconds{1}, milliseconds{30'000});
-      auto g = co_await b.get(cmd.key, wait_for_change{r.holder.token, wait}, wait + config.request_timeout);
-      if (!g.ec) {
-        failures = 0;
-        continue;
-      }
-      // A failed long-poll (too_many_waiters included) backs off, growing while it keeps failing.
-      r.ec = g.ec;
-      r.diagnostic = std::move(g.diagnostic);
+      if (!r.acquired) throw cli_error(exit_code::not_acquired, held_by(cmd.key, r.holder));
+      l = std::move(*r.acquired);
     }
-    if (!is_transient(r.ec)) fail(what, r.ec, r.diagnostic);
-    // Waiting rides out a server outage, as client::acquire does; a single try reports it.
-    ++failures;
-    if (!cmd.wait && failures >= config.retry.max_attempts) fail(what, r.ec, r.diagnostic);
-    const auto pause = std::min<clock::duration>(backoff(config.retry, failures), give_up - clock::now());
-    if (pause <= clock::duration::zero()) fail(what, r.ec, r.diagnostic);
-    co_await sleep_for(pause);
+  } catch (const exception& e) {
+    if (e.code() != error::wait_timeout) fail(what, e.code(), e.diagnostic());
+    gave_up = e.diagnostic();
   }
+  if (gave_up) {
+    // Name the holder that outlasted the wait, if the lock is still held.
+    std::optional<holder_info> holder;
+    try {
+      holder = co_await c.get(cmd.key);
+    } catch (const exception&) {
+    }
+    if (holder) throw cli_error(exit_code::not_acquired, "gave up waiting: " + held_by(cmd.key, *holder));
+    fail(what, make_error_code(error::wait_timeout), *gave_up);
+  }
+  print_json({{"key", cmd.key}, {"owner", l.owner()}, {"token", l.token()}, {"ttl_ms", cmd.ttl.count()}});
+  // The lease is the caller's now: not renewed here, and not released when this process ends.
+  l.detach();
+  co_return exit_code::ok;
 }
 
 asio::awaitable<int> run_renew(client& c, const renew_command& cmd) {

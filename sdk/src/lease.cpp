@@ -300,6 +300,16 @@ lease::~lease() {
   });
 }
 
+void lease::detach() {
+  core();  // throws for an empty handle
+  auto c = std::move(core_);
+  asio::dispatch(c->client->ex, [c] {
+    c->fsm.on_released();  // no request: the server keeps the lease until its TTL
+    c->publish();
+    c->stop();
+  });
+}
+
 const detail::lease_core& lease::core() const {
   if (!core_) throw exception(error::empty_handle, "this lease handle is empty (default-constructed or moved from)");
   return *core_;

@@ -99,6 +99,11 @@ class lease {
   /// TTL).
   boost::asio::awaitable<release_outcome> release();
 
+  /// Stops renewing and lets go of the lease without releasing it: it stays held on the server until its
+  /// TTL passes, for whoever knows its owner and token to renew or release (the CLI's `baton acquire` prints
+  /// them for a script). The handle becomes empty; guarded work sees the lease released.
+  void detach();
+
   /// release() for any completion token: `void(boost::system::error_code, release_outcome)`. Not cancellable
   /// (a bound cancellation slot is ignored), for the reason given for release(). Throws
   /// baton::exception(error::empty_handle) at once for an empty handle, like the token forms below.
