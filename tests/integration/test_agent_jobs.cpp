@@ -309,23 +309,33 @@ BOOST_AUTO_TEST_CASE(a_run_still_in_its_jitter_delay_when_the_lease_is_lost_neve
                                           out.string() + "\"\n"));
   agent_process agent(cfg, "node-0", dir.path() / "a.log");
   // The delay is drawn at random: a slot whose run is seen waiting (counted as running, not started) when
-  // the lock server is frozen is the case. A short draw (about one in eight) starts first; then the next slot
-  // is tried.
-  std::string dropped;
+  // the lock server is frozen is the case. A short draw (about one in eight) starts first, and the slot just
+  // after an election has no run; then the next slot is tried.
+  std::string dropped, tried;
   for (int attempt = 0; attempt < 5 && dropped.empty(); ++attempt) {
     BOOST_REQUIRE(eventually([&] { return agent.leader().json.at("is_leader").as_bool(); }, 30s));
-    const auto slot = wait_until_after_a_slot(20, 0, 0);
+    auto slot = wait_until_after_a_slot(20, 0, 0);
+    while (slot == tried) {  // the second of the slot tried last is not over yet
+      std::this_thread::sleep_for(200ms);
+      slot = wait_until_after_a_slot(20, 0, 0);
+    }
+    tried = slot;
     std::this_thread::sleep_for(300ms);
-    if (agent.get("/v1/jobs/tick").json.at("running") != 1 ||
-        !agent.log_lines({"event=job_started", "slot=" + slot}).empty())
+    const auto running = agent.get("/v1/jobs/tick").json.at("running");
+    if (running != 1 || !agent.log_lines({"event=job_started", "slot=" + slot}).empty()) {
+      BOOST_TEST_MESSAGE("slot " << slot << ": running " << running << ", already started: not in its delay");
       continue;
+    }
     const auto lost_before = agent.log_lines({"event=lost"}).size();
     server.process().signal(SIGSTOP);
     const bool lost = eventually([&] { return agent.log_lines({"event=lost"}).size() > lost_before; }, 15s);
     server.process().signal(SIGCONT);
     BOOST_REQUIRE(lost);
     BOOST_REQUIRE(eventually([&] { return agent.get("/v1/jobs/tick").json.at("running") == 0; }, 10s));
-    if (!agent.log_lines({"event=job_skipped", "slot=" + slot, "reason=stopped"}).empty()) dropped = slot;
+    if (!agent.log_lines({"event=job_skipped", "slot=" + slot, "reason=stopped"}).empty())
+      dropped = slot;
+    else
+      BOOST_TEST_MESSAGE("slot " << slot << ": its delay ended before the loss was noticed");
   }
   BOOST_REQUIRE_MESSAGE(!dropped.empty(), "no run was caught in its delay");
   // Wait past the longest delay: the dropped run never started, ran or entered the history.
