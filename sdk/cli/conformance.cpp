@@ -229,9 +229,11 @@ class suite {
     return "/v1/locks/" + encode_segment(key) + suffix;
   }
 
-  reply acquire(connection& c, const std::string& key, const std::string& owner, std::int64_t ttl_ms) const {
-    return c.request(http::verb::post, path(key, "/acquire"),
-                     json::serialize(json::object{{"owner", owner}, {"ttl_ms", ttl_ms}}), timeout_);
+  reply acquire(connection& c, const std::string& key, const std::string& owner, std::int64_t ttl_ms,
+                std::optional<std::string> value = std::nullopt) const {
+    json::object body{{"owner", owner}, {"ttl_ms", ttl_ms}};
+    if (value) body["value"] = *value;
+    return c.request(http::verb::post, path(key, "/acquire"), json::serialize(body), timeout_);
   }
   reply renew(connection& c, const std::string& key, const std::string& owner, std::int64_t token,
               std::int64_t ttl_ms) const {
@@ -248,8 +250,9 @@ class suite {
   }
 
   // An acquire that must succeed; returns its reply.
-  reply must_acquire(connection& c, const std::string& key, const std::string& owner, std::int64_t ttl_ms) const {
-    auto r = acquire(c, key, owner, ttl_ms);
+  reply must_acquire(connection& c, const std::string& key, const std::string& owner, std::int64_t ttl_ms,
+                     std::optional<std::string> value = std::nullopt) const {
+    auto r = acquire(c, key, owner, ttl_ms, std::move(value));
     expect(r.status == 200, "acquire by " + owner + " (ttl " + std::to_string(ttl_ms) + " ms): expected 200, got " +
                                 r.describe());
     expect(r.num("token").value_or(0) >= 1, "acquire answered without a token >= 1: " + r.describe());
@@ -570,6 +573,38 @@ void still_serves(const suite& s) {
   expect(r.status == 200, "release: expected 200, got " + r.describe());
 }
 
+// docs/protocol.md, "value": published with the lease in GET, long-poll and 409 answers, replaced by a
+// same-owner re-acquire, kept by renew. A server from before values ignores the field and never answers it.
+void value_round_trip(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("value");
+  auto shown = [&](const reply& r, const std::string& want, const std::string& what) {
+    const auto* o = r.json.if_object();
+    expect(o && o->if_contains("value"),
+           what +
+               " has no \"value\" field: the server does not keep a lease's value (docs/protocol.md, "
+               "\"value\"): " +
+               r.describe());
+    expect(r.str("value") == want, what + ": expected value \"" + want + "\", got " + r.describe());
+  };
+  s.must_acquire(c, key, "valued-a", 30'000, "10.0.0.1:8080");
+  shown(s.get(c, key), "10.0.0.1:8080", "GET of a lease acquired with a value");
+  shown(c.request(http::verb::get, suite::path(key, "?wait_ms=5000&token=0"), {}, s.timeout()),
+        "10.0.0.1:8080", "a long-poll's answer");
+  auto held = s.acquire(c, key, "other-b", 30'000, "10.0.0.2:8080");
+  suite::expect_error(held, 409, "held", "acquire by another owner while held");
+  shown(held, "10.0.0.1:8080", "the 409 held refusal");
+  auto again = s.must_acquire(c, key, "valued-a", 30'000, "10.0.0.1:9090");
+  shown(s.get(c, key), "10.0.0.1:9090", "GET after a same-owner re-acquire with a new value");
+  auto r = s.renew(c, key, "valued-a", again.token(), 30'000);
+  expect(r.status == 200, "renew: expected 200, got " + r.describe());
+  shown(s.get(c, key), "10.0.0.1:9090", "GET after a renew");
+  s.must_acquire(c, key, "valued-a", 30'000);
+  auto last = s.get(c, key);
+  shown(last, "", "GET after a same-owner re-acquire without a value");
+  s.release(c, key, "valued-a", last.token());
+}
+
 struct check {
   const char* name;
   void (*run)(const suite&);
@@ -588,6 +623,7 @@ constexpr check checks[] = {
     {"expiry frees the lock on time", expiry_on_time},
     {"long-poll wakes on release", long_poll_release},
     {"long-poll wakes on expiry", long_poll_expiry},
+    {"a lease's value is published, replaced and kept", value_round_trip},
     {"malformed JSON is 400 bad_request", malformed_json},
     {"missing field is 400 bad_request", missing_field},
     {"ttl out of range is 400 bad_request", ttl_out_of_range},

@@ -85,6 +85,7 @@ const char* const all_checks[] = {
     "expiry frees the lock on time",
     "long-poll wakes on release",
     "long-poll wakes on expiry",
+    "a lease's value is published, replaced and kept",
     "malformed JSON is 400 bad_request",
     "missing field is 400 bad_request",
     "ttl out of range is 400 bad_request",
@@ -120,7 +121,7 @@ BOOST_AUTO_TEST_CASE(batond_passes_every_check) {
   for (const auto* name : all_checks)
     BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n" << r.text());
   BOOST_CHECK(!r.has_line("FAIL"));
-  BOOST_CHECK_MESSAGE(r.has_line("19 of 19 checks passed"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("20 of 20 checks passed"), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes) {
@@ -144,6 +145,10 @@ BOOST_AUTO_TEST_CASE(no_expiry_is_caught) {
 
 BOOST_AUTO_TEST_CASE(racy_acquire_is_caught) {
   expect_only_failure("racy-acquire", {"concurrent acquires have one winner"});
+}
+
+BOOST_AUTO_TEST_CASE(a_server_without_values_is_caught) {
+  expect_only_failure("no-value", {"a lease's value is published, replaced and kept"});
 }
 
 BOOST_AUTO_TEST_CASE(unreachable_server_is_69) {

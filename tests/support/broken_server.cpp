@@ -4,7 +4,8 @@
 //   counter-restarts  the token counter restarts from 1 after each release (tokens stop increasing)
 //   no-expiry         leases never expire
 //   racy-acquire      acquire checks the key, then waits (a "disk write"), then takes it: races have winners
-//   none              no bug
+//   no-value          leases carry no value (a server from before values: the field is ignored, never
+//   answered) none              no bug
 // Usage: broken-lockd --listen 127.0.0.1:0 --bug NAME; prints "broken-lockd listening on HOST:PORT".
 
 #include <boost/asio/as_tuple.hpp>
@@ -48,6 +49,7 @@ struct lease {
   std::string owner;
   std::int64_t token = 0;
   steady::time_point expiry;
+  std::string value;
 };
 
 std::map<std::string, lease> locks;
@@ -93,19 +95,27 @@ asio::awaitable<answer> acquire(const std::string& key, const json::object& o) {
   std::int64_t ttl = 0;
   if (!field_string(o, "owner", owner) || !field_int(o, "ttl_ms", 100, 3'600'000, ttl))
     co_return error(http::status::bad_request, "bad_request", "owner and ttl_ms (100..3600000) are required");
+  std::string value;
+  if (auto* v = o.if_contains("value"); v && bug != "no-value") {
+    if (!v->is_string()) co_return error(http::status::bad_request, "bad_request", "value must be a string");
+    value = std::string(v->get_string());
+  }
   if (auto* h = holder(key); h && h->owner != owner) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(h->expiry - steady::now()).count();
-    co_return answer{http::status::conflict,
-                     {{"error", "held"}, {"message", "held"}, {"owner", h->owner}, {"token", h->token},
-                      {"ttl_remaining_ms", left < 0 ? 0 : left}},
-                     {}};
+    json::object refusal{{"error", "held"},
+                         {"message", "held"},
+                         {"owner", h->owner},
+                         {"token", h->token},
+                         {"ttl_remaining_ms", left < 0 ? 0 : left}};
+    if (bug != "no-value") refusal["value"] = h->value;
+    co_return answer{http::status::conflict, std::move(refusal), {}};
   }
   if (bug == "racy-acquire") {  // the check above and the write below are no longer one step
     asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
     co_await t.async_wait(asio::use_awaitable);
   }
   const auto token = next_token++;
-  locks[key] = lease{owner, token, steady::now() + std::chrono::milliseconds(ttl)};
+  locks[key] = lease{owner, token, steady::now() + std::chrono::milliseconds(ttl), value};
   co_return answer{http::status::ok, {{"key", key}, {"owner", owner}, {"token", token}, {"ttl_ms", ttl}}, {}};
 }
 
@@ -144,9 +154,10 @@ answer state_of(const std::string& key) {
   auto* h = holder(key);
   if (!h) return error(http::status::not_found, "not_held", "nobody holds the lock");
   auto left = std::chrono::ceil<std::chrono::milliseconds>(h->expiry - steady::now()).count();
-  return {http::status::ok,
-          {{"key", key}, {"owner", h->owner}, {"token", h->token}, {"ttl_remaining_ms", left < 0 ? 0 : left}},
-          {}};
+  json::object o{
+      {"key", key}, {"owner", h->owner}, {"token", h->token}, {"ttl_remaining_ms", left < 0 ? 0 : left}};
+  if (bug != "no-value") o["value"] = h->value;
+  return {http::status::ok, std::move(o), {}};
 }
 
 // A long-poll that looks every 10 ms: enough for a test double.
@@ -251,9 +262,9 @@ int main(int argc, char** argv) {
     else if (opt == "--bug") bug = argv[i + 1];
   }
   if (bug != "release-by-key" && bug != "counter-restarts" && bug != "no-expiry" && bug != "racy-acquire" &&
-      bug != "none") {
+      bug != "no-value" && bug != "none") {
     std::cerr << "usage: broken-lockd --listen HOST:PORT --bug release-by-key|counter-restarts|no-expiry|"
-                 "racy-acquire|none\n";
+                 "racy-acquire|no-value|none\n";
     return 64;
   }
   auto colon = listen.rfind(':');
