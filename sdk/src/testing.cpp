@@ -55,7 +55,7 @@ void memory_backend::advance(milliseconds d) {
 std::optional<holder_info> memory_backend::holder(const std::string& key) const {
   auto it = locks_.find(key);
   if (it == locks_.end() || it->second.expiry <= now_) return std::nullopt;
-  return holder_info{it->second.owner, it->second.token, it->second.expiry - now_};
+  return holder_info{it->second.owner, it->second.token, it->second.expiry - now_, it->second.value};
 }
 
 void memory_backend::expire(const std::string& key) {
@@ -116,17 +116,18 @@ asio::awaitable<Reply> memory_backend::serve(milliseconds timeout, std::function
   co_return r;
 }
 
-acquire_reply memory_backend::do_acquire(const std::string& key, const std::string& owner, milliseconds ttl) {
+acquire_reply memory_backend::do_acquire(const std::string& key, const std::string& owner, milliseconds ttl,
+                                         const std::string& value) {
   acquire_reply r;
   auto it = locks_.find(key);
   if (it != locks_.end() && it->second.owner != owner) {
     r.ec = error::held;
     r.diagnostic = "held by " + it->second.owner;
-    r.holder = holder_info{it->second.owner, it->second.token, it->second.expiry - now_};
+    r.holder = holder_info{it->second.owner, it->second.token, it->second.expiry - now_, it->second.value};
     return r;
   }
   r.token = ++last_token_;
-  locks_[key] = lock{owner, r.token, now_ + ttl};
+  locks_[key] = lock{owner, r.token, now_ + ttl, value};
   changed();
   return r;
 }
@@ -164,9 +165,16 @@ release_reply memory_backend::do_release(const std::string& key, const std::stri
 
 asio::awaitable<acquire_reply> memory_backend::acquire(std::string key, std::string owner, milliseconds ttl,
                                                        milliseconds timeout) {
+  return acquire(std::move(key), std::move(owner), ttl, {}, timeout);
+}
+
+asio::awaitable<acquire_reply> memory_backend::acquire(std::string key, std::string owner, milliseconds ttl,
+                                                       std::string value, milliseconds timeout) {
   ++calls_.acquire;
   // Named, not a temporary in the co_await expression: GCC 12 destroys such temporaries twice.
-  std::function<acquire_reply()> effect = [this, key, owner, ttl] { return do_acquire(key, owner, ttl); };
+  std::function<acquire_reply()> effect = [this, key, owner, ttl, value] {
+    return do_acquire(key, owner, ttl, value);
+  };
   co_return co_await serve<acquire_reply>(timeout, std::move(effect));
 }
 

@@ -28,7 +28,8 @@
 namespace baton::testing {
 
 /// A backend that is itself the lock server, following docs/protocol.md's rules: tokens strictly increase
-/// across all keys, a same-owner acquire supersedes that owner's lease with a newer token, renew and release
+/// across all keys, a same-owner acquire supersedes that owner's lease with a newer token (and its value:
+/// holders are reported with the value their acquire published), renew and release
 /// are conditional on owner and token, a long-poll answers at a change of holder.
 ///
 /// Its clock is the test's: it starts at zero and moves only with advance(). Leases expire when it passes
@@ -78,6 +79,8 @@ class memory_backend final : public backend {
 
   // --- backend ---
   boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                                std::string value, milliseconds timeout) override;
+  boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                                 milliseconds timeout) override;
   boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                             milliseconds ttl, milliseconds timeout) override;
@@ -92,6 +95,7 @@ class memory_backend final : public backend {
     std::string owner;
     std::uint64_t token = 0;
     milliseconds expiry{0};
+    std::string value;
   };
   struct waiter;
 
@@ -102,7 +106,8 @@ class memory_backend final : public backend {
   void expire_due();
   void changed();
 
-  acquire_reply do_acquire(const std::string& key, const std::string& owner, milliseconds ttl);
+  acquire_reply do_acquire(const std::string& key, const std::string& owner, milliseconds ttl,
+                           const std::string& value);
   renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token, milliseconds ttl);
   release_reply do_release(const std::string& key, const std::string& owner, std::uint64_t token);
 
