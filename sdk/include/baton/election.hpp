@@ -1,0 +1,94 @@
+#pragma once
+// Leader election on one lock key: whoever holds the key leads, and publishes a value (its address, say)
+// with the lease for the others to read.
+//
+//   baton::election e(c, "services/scheduler");
+//   baton::lease l = co_await e.campaign("10.0.0.7:8080");  // waits until this process leads
+//   co_await baton::with_lease(l, lead());                   // stops leading when the lease is lost
+//   co_await e.resign();
+//
+//   // elsewhere: follow the leader
+//   auto who = co_await e.leader();                           // {owner, token, value}, or empty
+//   for (;;) who = co_await e.observe(who ? who->token : 0);  // the next leader, or empty when none
+
+#include "baton/client.hpp"
+#include "baton/config.hpp"
+#include "baton/lease.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace baton {
+
+namespace detail {
+struct election_state;
+}
+
+/// A leader as the lock server reports it.
+struct leader_info {
+  /// The owner string of the leader's lease.
+  std::string owner;
+  /// The leader's fencing token: a new leader (or the same process elected again) has a larger one.
+  std::uint64_t token = 0;
+  /// What the leader published with campaign() (empty if nothing).
+  std::string value{};
+};
+
+/// An election on `key` through `client`: campaign() to lead, resign() to step down, leader() and observe()
+/// to follow. Leadership is a lease, so it ends when the lease is lost (a leader must act only while its
+/// lease is active, e.g. under with_lease) and every leader has a larger fencing token than the one before.
+///
+/// The value needs a server that keeps values (docs/protocol.md, "value"): batond, or etcd. Against a server
+/// from before values, leader() and observe() report an empty value.
+///
+/// Errors are thrown as baton::exception; cancellation as
+/// baton::exception(boost::asio::error::operation_aborted). Every operation runs on the client's executor and
+/// completes on the caller's. Threads: the operations may be awaited from any thread; the election object
+/// itself may be moved but is meant for one campaigner at a time. Lifetime: the client must outlive the
+/// election object; operations in progress keep what they need alive, so the election object may be destroyed
+/// (or moved) while they run.
+class election {
+ public:
+  election(client& c, std::string key);
+  ~election();
+  election(election&&) noexcept;
+  election& operator=(election&&) noexcept;
+  election(const election&) = delete;
+  election& operator=(const election&) = delete;
+
+  const std::string& key() const;
+
+  /// Waits until this process leads, then returns the leadership lease with `value` published with it:
+  /// client::acquire of the key with `options.value = value` (`options` as for any lease; its owner is new
+  /// for each campaign unless set). Between tries it long-polls the key, so it wakes the moment the leader
+  /// resigns or loses its lease. Cancellable like client::acquire: a cancelled campaign leaves no lease
+  /// behind. Throws error::invalid_config for a bad value or options, and when this election already holds
+  /// an active lease from an earlier campaign (resign first).
+  boost::asio::awaitable<lease> campaign(std::string value, lease_options options = {});
+
+  /// Steps down: releases the lease the last campaign() of this object returned, if it is still held (the
+  /// lease handle then reads `released`, and its guarded work sees it released). Does nothing when there is
+  /// none. Shielded from cancellation like lease::release. Throws baton::exception when the server cannot be
+  /// reached within the retries (the lease is then freed by its TTL).
+  boost::asio::awaitable<void> resign();
+
+  /// The current leader, or empty when nobody leads. Retries transient errors like client::get.
+  boost::asio::awaitable<std::optional<leader_info>> leader();
+
+  /// Completes at the next change of leader: a leader whose token differs from `known_token` (0: nobody), or
+  /// empty when the leader is gone. Without `known_token`, the change is counted from the leader current when
+  /// observe() is called. Waits on the server's long-poll (an etcd watch), never by polling; transient errors
+  /// are retried with the client's backoff, for as long as it takes. Cancellable: terminal cancellation ends
+  /// the wait and throws operation_aborted.
+  boost::asio::awaitable<std::optional<leader_info>> observe(
+      std::optional<std::uint64_t> known_token = std::nullopt);
+
+ private:
+  std::shared_ptr<detail::election_state> state_;
+};
+
+}  // namespace baton

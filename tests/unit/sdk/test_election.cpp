@@ -1,0 +1,190 @@
+#define BOOST_TEST_MODULE election
+#include <boost/test/unit_test.hpp>
+
+// baton::election against baton::testing::memory_backend: two candidates share one in-memory lock server,
+// whose long-polls wait on its own hand-moved clock, so "observe does not poll" is a count of requests.
+
+#include "coro.hpp"
+#include "lease_opts.hpp"
+
+#include "baton/client.hpp"
+#include "baton/election.hpp"
+#include "baton/testing.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+
+using namespace baton;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+namespace asio = boost::asio;
+using baton::test::lease_opts;
+using baton::test::run_coro;
+using baton::test::sleep_for;
+using baton::testing::memory_backend;
+
+namespace {
+
+client_config test_config(std::string identity) {
+  client_config cfg;
+  cfg.identity = std::move(identity);
+  cfg.request_timeout = 2000ms;
+  cfg.retry.initial_backoff = 10ms;
+  cfg.retry.max_backoff = 50ms;
+  return cfg;
+}
+
+struct fixture {
+  asio::io_context ioc;
+  std::shared_ptr<memory_backend> server = std::make_shared<memory_backend>(ioc.get_executor());
+  client a{ioc.get_executor(), test_config("a"), server};
+  client b{ioc.get_executor(), test_config("b"), server};
+  election ea{a, "leader"};
+  election eb{b, "leader"};
+};
+
+// Runs `op` in the background and keeps its outcome.
+template <class T>
+struct background {
+  std::optional<T> value;
+  std::exception_ptr error;
+  bool done = false;
+};
+template <class T>
+std::shared_ptr<background<T>> spawn(asio::io_context& ioc, asio::awaitable<T> op) {
+  auto out = std::make_shared<background<T>>();
+  asio::co_spawn(ioc, std::move(op), [out](std::exception_ptr e, T v) {
+    out->done = true;
+    out->error = e;
+    if (!e) out->value = std::move(v);
+  });
+  return out;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(the_first_candidate_leads_and_the_second_is_elected_when_it_resigns, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    BOOST_TEST(!(co_await ea.leader()).has_value());
+    lease la = co_await ea.campaign("10.0.0.1:80", lease_opts(30'000ms));
+    BOOST_TEST(la.value() == "10.0.0.1:80");
+    auto leader = co_await eb.leader();
+    BOOST_REQUIRE(leader.has_value());
+    BOOST_TEST(leader->owner == la.owner());
+    BOOST_TEST(leader->token == la.token());
+    BOOST_TEST(leader->value == "10.0.0.1:80");
+
+    auto second = spawn(ioc, eb.campaign("10.0.0.2:80", lease_opts(30'000ms)));
+    co_await sleep_for(100ms);
+    BOOST_TEST(!second->done);  // a follower waits while the leader holds its lease
+    co_await ea.resign();
+    BOOST_TEST((la.state() == lease_state::released));
+    while (!second->done)
+      co_await sleep_for(10ms);
+    BOOST_REQUIRE(second->value.has_value());
+    lease& lb = *second->value;
+    BOOST_TEST(lb.token() > la.token());
+    leader = co_await ea.leader();
+    BOOST_REQUIRE(leader.has_value());
+    BOOST_TEST(leader->value == "10.0.0.2:80");
+    BOOST_TEST(leader->token == lb.token());
+    co_await eb.resign();
+    BOOST_TEST(!(co_await ea.leader()).has_value());
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(observe_completes_at_the_next_change_of_leader_without_polling, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    lease la = co_await ea.campaign("A", lease_opts(30'000ms));
+    auto gets_before = server->calls().get;
+    auto seen = spawn(ioc, eb.observe());  // from the current leader, a
+    co_await sleep_for(500ms);
+    BOOST_TEST(!seen->done);
+    // A read of the current leader, then one long-poll that is still waiting: no polling.
+    BOOST_TEST(server->calls().get - gets_before <= 2);
+    // A renew is no change of leader.
+    co_await sleep_for(100ms);
+    BOOST_TEST(!seen->done);
+
+    co_await ea.resign();
+    while (!seen->done)
+      co_await sleep_for(10ms);
+    BOOST_TEST(!seen->error);
+    BOOST_TEST(!seen->value->has_value());  // nobody leads now
+
+    // From "nobody" (token 0), the next leader.
+    auto next = spawn(ioc, ea.observe(0));
+    co_await sleep_for(50ms);
+    BOOST_TEST(!next->done);
+    lease lb = co_await eb.campaign("B", lease_opts(30'000ms));
+    while (!next->done)
+      co_await sleep_for(10ms);
+    BOOST_REQUIRE(next->value->has_value());
+    BOOST_TEST((*next->value)->token == lb.token());
+    BOOST_TEST((*next->value)->value == "B");
+
+    // A token that is no longer current completes at once with the leader there is.
+    auto at_once = co_await ea.observe(la.token());
+    BOOST_REQUIRE(at_once.has_value());
+    BOOST_TEST(at_once->token == lb.token());
+    co_await lb.release();
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(observe_retries_transient_errors_and_ends_on_cancellation, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    lease la = co_await ea.campaign("A", lease_opts(30'000ms));
+    server->fail_next(3, make_error_code(error::connection_failed));
+    auto seen = spawn(ioc, eb.observe(la.token()));
+    co_await sleep_for(300ms);
+    BOOST_TEST(!seen->done);  // the failures were retried, and it waits again
+    co_await ea.resign();
+    while (!seen->done)
+      co_await sleep_for(10ms);
+    BOOST_TEST(!seen->error);
+
+    // Cancelled (the loser of a race): it ends at once, and leaves no long-poll waiting behind.
+    const auto gets = server->calls().get;
+    auto r = co_await (eb.observe(0) || sleep_for(100ms));
+    BOOST_TEST(r.index() == 1u);
+    co_await sleep_for(200ms);
+    BOOST_TEST(server->calls().get - gets <= 1);
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_cancelled_campaign_leaves_no_lease_behind, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    lease la = co_await ea.campaign("A", lease_opts(30'000ms));
+    auto r = co_await (eb.campaign("B", lease_opts(30'000ms)) || sleep_for(100ms));
+    BOOST_TEST(r.index() == 1u);
+    co_await ea.resign();
+    co_await sleep_for(200ms);
+    // b gave up before a resigned: nobody took the key after a.
+    BOOST_TEST(!server->holder("leader").has_value());
+    co_await eb.resign();  // b holds nothing: nothing to do
+    BOOST_TEST(!server->holder("leader").has_value());
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(campaigning_again_while_leading_is_refused_and_after_resign_is_a_new_term, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    lease first = co_await ea.campaign("A", lease_opts(30'000ms));
+    try {
+      co_await ea.campaign("A2", lease_opts(30'000ms));
+      BOOST_FAIL("expected invalid_config");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::invalid_config));
+    }
+    BOOST_TEST(first.active());
+    co_await ea.resign();
+    co_await ea.resign();  // once is enough; the second finds nothing to release
+    lease second = co_await ea.campaign("A2", lease_opts(30'000ms));
+    BOOST_TEST(second.token() > first.token());
+    BOOST_TEST(server->holder("leader")->value == "A2");
+    // A value the protocol refuses is refused before anything is sent.
+    auto refused = eb.campaign(std::string(2000, 'v'));
+    BOOST_CHECK_THROW(co_await std::move(refused), exception);
+    co_await ea.resign();
+  }());
+}
