@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <thread>
 
 using namespace baton::test;
@@ -52,4 +53,29 @@ BOOST_AUTO_TEST_CASE(long_job_stops_when_the_lock_server_freezes) {
   int status = job.wait(120s);
   server.process().signal(SIGCONT);
   BOOST_TEST(status == 3);  // lease lost: the job was cancelled and stopped
+}
+
+BOOST_AUTO_TEST_CASE(election_the_follower_sees_the_leaders_address_and_is_elected_when_it_resigns) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  child_process a({bin_path("baton-example-election"), "--server", server.url(), "--address", "10.0.0.1:80",
+                   "--lead-ms", "1500"});
+  while (a.read_line(60s).rfind("elected", 0) != 0) {
+  }
+  child_process b({bin_path("baton-example-election"), "--server", server.url(), "--address", "10.0.0.2:80",
+                   "--lead-ms", "100"});
+  BOOST_TEST(b.read_line(60s).find("leader 10.0.0.1:80") == 0u);
+  std::vector<std::string> lines;
+  for (std::string line; line.find("resigned") == std::string::npos;)
+    lines.push_back(line = b.read_line(60s));
+  BOOST_TEST(a.wait(60s) == 0);
+  BOOST_TEST(b.wait(60s) == 0);
+  // b saw a step down, saw itself lead with its own address, and then led.
+  auto at = [&](const std::string& prefix) {
+    return std::find_if(lines.begin(), lines.end(), [&](auto& l) { return l.rfind(prefix, 0) == 0; }) -
+           lines.begin();
+  };
+  BOOST_TEST(at("leader 10.0.0.2:80") < at("resigned"));
+  BOOST_TEST(at("elected") < at("resigned"));
+  BOOST_TEST(server.client().get("/v1/locks/services%2Fexample").status == 404);
 }

@@ -97,7 +97,7 @@ struct lease_options {
   /// Published with the lease for anyone who reads the lock (docs/protocol.md, "value"): a leader's address,
   /// say. At most 1024 bytes, no control characters; empty (default): none. Needs a server that keeps values
   /// (batond, etcd); another backend refuses a non-empty one with error::invalid_config.
-  std::string value;
+  std::string value{};
   /// The local deadline is (time the acquire/renew was sent) + ttl - safety_margin. It covers clock-rate
   /// drift between client and server and the time guarded work needs to stop. 0 means ttl / 10 (at least 1 ms).
   milliseconds safety_margin{0};
