@@ -30,23 +30,6 @@ client_config config(const std::string& url, std::string identity) {
 }
 
 template <class T>
-struct background {
-  std::optional<T> value;
-  std::exception_ptr error;
-  bool done = false;
-};
-template <class T>
-std::shared_ptr<background<T>> spawn(asio::io_context& ioc, asio::awaitable<T> op) {
-  auto out = std::make_shared<background<T>>();
-  asio::co_spawn(ioc, std::move(op), [out](std::exception_ptr e, T v) {
-    out->done = true;
-    out->error = e;
-    if (!e) out->value = std::move(v);
-  });
-  return out;
-}
-
-template <class T>
 asio::awaitable<void> until_done(const std::shared_ptr<background<T>>& b, std::chrono::milliseconds bound) {
   const auto give_up = std::chrono::steady_clock::now() + bound;
   while (!b->done && std::chrono::steady_clock::now() < give_up)
@@ -70,8 +53,8 @@ void two_candidates(const std::string& url) {
     BOOST_TEST(seen_by_b->value == "10.0.0.1:8080");
     BOOST_TEST(seen_by_b->token == la.token());
 
-    auto change = spawn(ioc, eb.observe(la.token()));
-    auto elected = spawn(ioc, eb.campaign("10.0.0.2:8080", lease_opts(5000ms)));
+    auto change = start_background(ioc, eb.observe(la.token()));
+    auto elected = start_background(ioc, eb.campaign("10.0.0.2:8080", lease_opts(5000ms)));
     co_await sleep_for(1000ms);
     BOOST_TEST(!change->done);
     BOOST_TEST(!elected->done);

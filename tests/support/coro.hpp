@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <exception>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 
 namespace baton::test {
@@ -36,6 +38,26 @@ inline void run_coro(boost::asio::io_context& ioc, boost::asio::awaitable<void> 
 inline boost::asio::awaitable<void> sleep_for(std::chrono::steady_clock::duration d) {
   boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, d);
   co_await t.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+}
+
+/// The outcome of an operation started with start_background(), once `done`.
+template <class T>
+struct background {
+  std::optional<T> value;
+  std::exception_ptr error;
+  bool done = false;
+};
+
+/// Starts `op` on `ioc` without waiting for it; the test looks at the outcome when it wants to.
+template <class T>
+std::shared_ptr<background<T>> start_background(boost::asio::io_context& ioc, boost::asio::awaitable<T> op) {
+  auto out = std::make_shared<background<T>>();
+  boost::asio::co_spawn(ioc, std::move(op), [out](std::exception_ptr e, T v) {
+    out->done = true;
+    out->error = e;
+    if (!e) out->value = std::move(v);
+  });
+  return out;
 }
 
 }  // namespace baton::test

@@ -22,6 +22,7 @@ namespace asio = boost::asio;
 using baton::test::lease_opts;
 using baton::test::run_coro;
 using baton::test::sleep_for;
+using baton::test::start_background;
 using baton::testing::memory_backend;
 
 namespace {
@@ -44,24 +45,6 @@ struct fixture {
   election eb{b, "leader"};
 };
 
-// Runs `op` in the background and keeps its outcome.
-template <class T>
-struct background {
-  std::optional<T> value;
-  std::exception_ptr error;
-  bool done = false;
-};
-template <class T>
-std::shared_ptr<background<T>> spawn(asio::io_context& ioc, asio::awaitable<T> op) {
-  auto out = std::make_shared<background<T>>();
-  asio::co_spawn(ioc, std::move(op), [out](std::exception_ptr e, T v) {
-    out->done = true;
-    out->error = e;
-    if (!e) out->value = std::move(v);
-  });
-  return out;
-}
-
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(the_first_candidate_leads_and_the_second_is_elected_when_it_resigns, fixture) {
@@ -75,7 +58,7 @@ BOOST_FIXTURE_TEST_CASE(the_first_candidate_leads_and_the_second_is_elected_when
     BOOST_TEST(leader->token == la.token());
     BOOST_TEST(leader->value == "10.0.0.1:80");
 
-    auto second = spawn(ioc, eb.campaign("10.0.0.2:80", lease_opts(30'000ms)));
+    auto second = start_background(ioc, eb.campaign("10.0.0.2:80", lease_opts(30'000ms)));
     co_await sleep_for(100ms);
     BOOST_TEST(!second->done);  // a follower waits while the leader holds its lease
     co_await ea.resign();
@@ -98,7 +81,7 @@ BOOST_FIXTURE_TEST_CASE(observe_completes_at_the_next_change_of_leader_without_p
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     lease la = co_await ea.campaign("A", lease_opts(30'000ms));
     auto gets_before = server->calls().get;
-    auto seen = spawn(ioc, eb.observe());  // from the current leader, a
+    auto seen = start_background(ioc, eb.observe());  // from the current leader, a
     co_await sleep_for(500ms);
     BOOST_TEST(!seen->done);
     // A read of the current leader, then one long-poll that is still waiting: no polling.
@@ -114,7 +97,7 @@ BOOST_FIXTURE_TEST_CASE(observe_completes_at_the_next_change_of_leader_without_p
     BOOST_TEST(!seen->value->has_value());  // nobody leads now
 
     // From "nobody" (token 0), the next leader.
-    auto next = spawn(ioc, ea.observe(0));
+    auto next = start_background(ioc, ea.observe(0));
     co_await sleep_for(50ms);
     BOOST_TEST(!next->done);
     lease lb = co_await eb.campaign("B", lease_opts(30'000ms));
@@ -136,7 +119,7 @@ BOOST_FIXTURE_TEST_CASE(observe_retries_transient_errors_and_ends_on_cancellatio
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     lease la = co_await ea.campaign("A", lease_opts(30'000ms));
     server->fail_next(3, make_error_code(error::connection_failed));
-    auto seen = spawn(ioc, eb.observe(la.token()));
+    auto seen = start_background(ioc, eb.observe(la.token()));
     co_await sleep_for(300ms);
     BOOST_TEST(!seen->done);  // the failures were retried, and it waits again
     co_await ea.resign();

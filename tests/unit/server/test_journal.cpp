@@ -41,6 +41,41 @@ void write_records(const fs::path& dir, const std::vector<wal_record>& records) 
   j.stop();
   BOOST_TEST(j.durable() == records.size());
 }
+// Appends `v` as `bytes` little-endian bytes, as wal_record.cpp writes integers.
+void le(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+// A record's frame around a payload written by hand: length, checksum, payload.
+std::string framed(const std::string& payload) {
+  std::string r;
+  le(r, payload.size(), 4);
+  le(r, crc32c(payload), 4);
+  return r + payload;
+}
+
+// Reopens `dir` with a tiny compaction size and acquires and releases one key until the log has been
+// compacted: what was held before is then in the snapshot. The churning lease is bound to `client` and
+// carries `value`. Returns the compactions made.
+std::uint64_t compact_by_churn(const fs::path& dir, std::string_view client = {},
+                               std::string_view value = {}) {
+  lock_table table;
+  std::mutex mu;
+  journal j(journal_options{dir, /*compact_bytes=*/256});
+  j.open(table, t0);
+  j.start();
+  for (int i = 0; i < 40; ++i) {
+    std::lock_guard lk(mu);
+    auto g = std::get<acquire_granted>(table.acquire("churn", "x", 1s, t0, client, value));
+    j.append(record_type::acquire, g.token, 1000, "churn", "x", client, value);
+    table.release("churn", "x", g.token, t0, client);
+    j.append(record_type::release, g.token, 0, "churn");
+  }
+  j.stop();
+  return j.compactions();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(record_round_trips_through_encode_and_decode) {
@@ -374,10 +409,6 @@ BOOST_AUTO_TEST_CASE(a_corrupt_snapshot_refuses_to_start) {
 
 BOOST_AUTO_TEST_CASE(a_record_without_client_keeps_the_original_format_and_one_with_a_client_round_trips) {
   // The original payload, written by hand: type, token, ttl, key and owner, nothing after them.
-  auto le = [](std::string& out, std::uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i)
-      out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  };
   std::string payload;
   payload.push_back(static_cast<char>(record_type::acquire));
   le(payload, 7, 8);
@@ -386,10 +417,7 @@ BOOST_AUTO_TEST_CASE(a_record_without_client_keeps_the_original_format_and_one_w
   payload += "a/b";
   le(payload, 4, 4);
   payload += "host";
-  std::string old_format;
-  le(old_format, payload.size(), 4);
-  le(old_format, crc32c(payload), 4);
-  old_format += payload;
+  const std::string old_format = framed(payload);
 
   std::string encoded;
   encode_record(wal_record{record_type::acquire, 7, 5000, "a/b", "host"}, encoded);
@@ -413,20 +441,14 @@ BOOST_AUTO_TEST_CASE(a_record_without_client_keeps_the_original_format_and_one_w
 
   // A client section that does not add up is corruption: a zero length (never written), a length past the
   // payload, or bytes too few for a length.
-  auto reframed = [&](std::string p) {
-    std::string r;
-    le(r, p.size(), 4);
-    le(r, crc32c(p), 4);
-    return r + p;
-  };
   std::string zero = payload;
   le(zero, 0, 4);
-  BOOST_TEST(!decode_record(reframed(zero), used));
+  BOOST_TEST(!decode_record(framed(zero), used));
   std::string too_long = payload;
   le(too_long, 9, 4);
   too_long += "alpha";
-  BOOST_TEST(!decode_record(reframed(too_long), used));
-  BOOST_TEST(!decode_record(reframed(payload + "xy"), used));
+  BOOST_TEST(!decode_record(framed(too_long), used));
+  BOOST_TEST(!decode_record(framed(payload + "xy"), used));
 }
 
 BOOST_AUTO_TEST_CASE(recovery_keeps_the_client_binding_from_old_and_new_records_in_log_and_snapshot) {
@@ -459,21 +481,7 @@ BOOST_AUTO_TEST_CASE(recovery_keeps_the_client_binding_from_old_and_new_records_
     entries = table.snapshot();
   }
   // The snapshot carries the client too.
-  {
-    lock_table table;
-    std::mutex mu;
-    journal j(journal_options{dir.path(), /*compact_bytes=*/256});
-    j.open(table, t0);
-    j.start();
-    for (int i = 0; i < 40; ++i) {
-      std::lock_guard lk(mu);
-      auto g = std::get<acquire_granted>(table.acquire("churn", "x", 1s, t0, "gamma"));
-      j.append(record_type::acquire, g.token, 1000, "churn", "x", "gamma");
-      table.release("churn", "x", g.token, t0, "gamma");
-      j.append(record_type::release, g.token, 0, "churn");
-    }
-    j.stop();
-  }
+  compact_by_churn(dir.path(), "gamma");
   BOOST_TEST(fs::exists(dir.path() / "snapshot"));
   BOOST_TEST(!fs::exists(wal_file(dir.path(), 0)));
   lock_table table;
@@ -515,11 +523,7 @@ BOOST_AUTO_TEST_CASE(an_acquire_with_a_value_has_its_own_type_byte_and_round_tri
 // did, and a log that mixes old records with new ones, and the snapshot made from it, keep each value.
 BOOST_AUTO_TEST_CASE(recovery_reads_a_log_written_before_values_and_keeps_values_through_a_snapshot) {
   temp_dir dir;
-  auto le = [](std::string& out, std::uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i)
-      out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  };
-  auto old_acquire = [&](std::uint64_t token, std::string_view key, std::string_view owner) {
+  auto old_acquire = [](std::uint64_t token, std::string_view key, std::string_view owner) {
     std::string payload;
     payload.push_back(static_cast<char>(record_type::acquire));
     le(payload, token, 8);
@@ -528,10 +532,7 @@ BOOST_AUTO_TEST_CASE(recovery_reads_a_log_written_before_values_and_keeps_values
     payload += key;
     le(payload, owner.size(), 4);
     payload += owner;
-    std::string r;
-    le(r, payload.size(), 4);
-    le(r, crc32c(payload), 4);
-    return r + payload;
+    return framed(payload);
   };
   {
     std::ofstream out(wal_file(dir.path()), std::ios::binary);
@@ -557,22 +558,7 @@ BOOST_AUTO_TEST_CASE(recovery_reads_a_log_written_before_values_and_keeps_values
     BOOST_TEST(table.get("old", t0)->value.empty());
   }
   // Compaction puts the value into the snapshot.
-  {
-    lock_table table;
-    std::mutex mu;
-    journal j(journal_options{dir.path(), /*compact_bytes=*/256});
-    j.open(table, t0);
-    j.start();
-    for (int i = 0; i < 40; ++i) {
-      std::lock_guard lk(mu);
-      auto g = std::get<acquire_granted>(table.acquire("churn", "x", 1s, t0, {}, "v"));
-      j.append(record_type::acquire, g.token, 1000, "churn", "x", {}, "v");
-      table.release("churn", "x", g.token, t0);
-      j.append(record_type::release, g.token, 0, "churn");
-    }
-    j.stop();
-    BOOST_TEST(j.compactions() >= 1u);
-  }
+  BOOST_TEST(compact_by_churn(dir.path(), {}, "v") >= 1u);
   BOOST_TEST(fs::exists(dir.path() / "snapshot"));
   lock_table table;
   journal j(journal_options{dir.path()});
