@@ -49,8 +49,8 @@ struct leader_info {
 /// baton::exception(boost::asio::error::operation_aborted). Every operation runs on the client's executor and
 /// completes on the caller's. Threads: the operations may be awaited from any thread; the election object
 /// itself may be moved but is meant for one campaigner at a time. Lifetime: the client must outlive the
-/// election object; operations in progress keep what they need alive, so the election object may be destroyed
-/// (or moved) while they run.
+/// election and its operations; the election object itself may be destroyed or moved while its operations run
+/// (they share its state). A moved-from election throws baton::exception(error::empty_handle).
 class election {
  public:
   election(client& c, std::string key);
