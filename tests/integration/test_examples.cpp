@@ -35,6 +35,13 @@ BOOST_AUTO_TEST_CASE(stale_owner_write_after_a_new_token_is_rejected_by_the_fenc
   BOOST_TEST(example.wait(120s) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(the_api_example_runs_every_step_without_a_server) {
+  // with_lock, the completion-token forms, cancellation and shutdown on baton::testing::memory_backend; it
+  // checks each step itself and exits 0 only when all behaved.
+  child_process example({bin_path("baton-example-api")});
+  BOOST_TEST(example.wait(120s) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(long_job_finishes_under_a_valid_lease) {
   temp_dir dir;
   batond_process server(dir.path());
