@@ -53,6 +53,13 @@ class observed_backend final : public backend {
                    std::function<void(const boost::system::error_code&, const std::string&)> observe)
       : inner_(std::move(inner)), observe_(std::move(observe)) {}
 
+  // Both forms go to the same form of `inner_`: the leader's campaign publishes a value, which the base
+  // class's default would refuse.
+  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl, std::string value,
+                                         milliseconds timeout) override {
+    co_return seen(
+        co_await inner_->acquire(std::move(key), std::move(owner), ttl, std::move(value), timeout));
+  }
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          milliseconds timeout) override {
     co_return seen(co_await inner_->acquire(std::move(key), std::move(owner), ttl, timeout));

@@ -5,9 +5,15 @@
 
 #include "lock_server_health.hpp"
 
+#include "coro.hpp"
+
 #include "baton/error.hpp"
+#include "baton/testing.hpp"
 
 #include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <vector>
 
 using namespace baton::agent;
 using namespace std::chrono_literals;
@@ -85,4 +91,24 @@ BOOST_AUTO_TEST_CASE(answers_alone_log_nothing_and_the_server_counts_as_reachabl
   BOOST_TEST(!h.answered(t0));
   BOOST_TEST(h.status().reachable);
   BOOST_TEST(h.status().errors == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_observed_backend_passes_a_published_value_through_and_reports_the_outcome) {
+  boost::asio::io_context ioc;
+  auto inner = std::make_shared<baton::testing::memory_backend>(ioc.get_executor());
+  std::vector<boost::system::error_code> seen;
+  auto observed =
+      observe_backend(inner, [&](const boost::system::error_code& ec, const std::string&) { seen.push_back(ec); });
+  baton::acquire_reply granted, refused;
+  baton::test::run_coro(ioc, [&]() -> boost::asio::awaitable<void> {
+    granted = co_await observed->acquire("k", "a#1", 5000ms, R"({"identity":"a"})", 1000ms);
+    refused = co_await observed->acquire("k", "b#2", 5000ms, "", 1000ms);
+  }());
+  // Without the five-argument form the backend's default refuses any value with invalid_config.
+  BOOST_TEST(!granted.ec);
+  BOOST_REQUIRE(inner->holder("k"));
+  BOOST_TEST(inner->holder("k")->value == R"({"identity":"a"})");
+  BOOST_TEST((refused.ec == baton::error::held));
+  BOOST_TEST(refused.holder.value == R"({"identity":"a"})");
+  BOOST_TEST(seen.size() == 2u);
 }
