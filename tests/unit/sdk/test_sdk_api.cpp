@@ -342,6 +342,16 @@ BOOST_FIXTURE_TEST_CASE(empty_handles_throw_a_clear_error_and_clients_move, fixt
   }());
 }
 
+BOOST_FIXTURE_TEST_CASE(state_and_active_agree_when_the_deadline_passes_before_the_renewal_task_runs, fixture) {
+  std::optional<lease> l;
+  run_coro(ioc, [&]() -> asio::awaitable<void> { l.emplace(co_await c.acquire("k", lease_opts(300ms, 100ms))); }());
+  // Nothing runs the io_context (a stalled executor): the renewal task cannot declare the loss.
+  std::this_thread::sleep_for(600ms);
+  BOOST_TEST(!l->active());
+  BOOST_TEST((l->state() == lease_state::lost));
+  BOOST_TEST(!l->loss_reason().empty());
+}
+
 // --- acquire edge cases and errors ---
 
 BOOST_FIXTURE_TEST_CASE(transient_acquire_failures_are_reported_as_acquire_retry_events, fixture) {
