@@ -215,7 +215,8 @@ decision authorize(const token_table& table, std::string_view authorization, con
   auto caller = find_caller(table, authorization);
   if (auto* e = std::get_if<api_error>(&caller)) return std::move(*e);
   const client_entry* client = std::get<const client_entry*>(caller);
-  if (target.what == lock_target::kind::metrics) return client->name;
+  if (target.what == lock_target::kind::metrics || target.what == lock_target::kind::capabilities)
+    return client->name;
   const access need = target.what == lock_target::kind::get ? access::read : access::write;
   if (!permits(*client, target.key, need)) {
     if (need == access::write && permits(*client, target.key, access::read))

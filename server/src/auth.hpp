@@ -92,8 +92,8 @@ decision authenticate(const token_table& table, std::string_view authorization);
 /// The lock quota of a client name: the smallest `max_locks` on any of its lines, or nullopt.
 std::optional<std::size_t> lock_quota(const token_table& table, std::string_view name);
 
-/// Decides one request. `/healthz` is open (returns an empty name); `/metrics` needs any valid token; a
-/// `GET` of a key needs read access to it; acquire, renew and release need write access.
+/// Decides one request. `/healthz` is open (returns an empty name); `/metrics` and `/v1/capabilities` need
+/// any valid token; a `GET` of a key needs read access to it; acquire, renew and release need write access.
 decision authorize(const token_table& table, std::string_view authorization, const lock_target& target);
 
 /// The current table of a running server, replaced as a whole on reload. Thread-safe.

@@ -19,6 +19,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -160,15 +161,18 @@ struct http_server::impl {
                               error_body(e->code, e->message));
     }
 
-    auto parsed = parse_target(req.target());
+    // The order of checks (docs/protocol.md, "Order of checks"): who is asking (401), then the route (404),
+    // the method (405), the key and query (400), the caller's access to that key (403), the body (400).
+    // Nothing about a route or a key is revealed to a caller without a valid token.
+    const auto route_kind = parse_route(req.target());
+    const auto* kind = std::get_if<lock_target::kind>(&route_kind);
+    if (kind) counted_as = route_of(lock_target{*kind, {}, {}, {}});
     std::string client;  // the authenticated name; empty without authentication
     std::optional<api_error> refused;
-    if (options.tokens) {
-      auto* target = std::get_if<lock_target>(&parsed);
-      if (target) counted_as = route_of(*target);
-      auto table = options.tokens->current();
-      auto d = target ? auth::authorize(*table, req[http::field::authorization], *target)
-                      : auth::authenticate(*table, req[http::field::authorization]);
+    std::shared_ptr<const auth::token_table> tokens;
+    if (options.tokens && !(kind && *kind == lock_target::kind::healthz)) {
+      tokens = options.tokens->current();
+      auto d = auth::authenticate(*tokens, req[http::field::authorization]);
       if (auto* e = std::get_if<api_error>(&d))
         refused = std::move(*e);
       else
@@ -187,25 +191,31 @@ struct http_server::impl {
       res.set(http::field::retry_after, retry_after_seconds(*wait));
       co_return res;
     }
-    if (refused) {
-      auto res = error(*refused);
-      if (refused->status == 401)
+    auto refuse = [&](const api_error& e) {
+      auto res = error(e);
+      if (e.status == 401)
         res.set(http::field::www_authenticate, req[http::field::authorization].empty()
                                                    ? R"(Bearer realm="batond")"
                                                    : R"(Bearer realm="batond", error="invalid_token")");
-      log::debug(
-          "auth_refused",
-          {{"status", refused->status}, {"target", std::string(req.target())}, {"reason", refused->message}});
+      log::debug("auth_refused",
+                 {{"status", e.status}, {"target", std::string(req.target())}, {"reason", e.message}});
+      return res;
+    };
+    if (refused) co_return refuse(*refused);
+    if (auto* e = std::get_if<api_error>(&route_kind)) co_return error(*e);
+    if (req.method_string() != method_for(*kind)) {
+      auto res = error({405, "method_not_allowed",
+                        "use " + std::string(method_for(*kind)) + " for " + std::string(req.target())});
+      res.set(http::field::allow, method_for(*kind));
       co_return res;
     }
+    auto parsed = parse_target(req.target());
     if (auto* e = std::get_if<api_error>(&parsed)) co_return error(*e);
     const auto& t = std::get<lock_target>(parsed);
     counted_as = route_of(t);
-    if (req.method_string() != method_for(t.what)) {
-      auto res = error({405, "method_not_allowed",
-                        "use " + std::string(method_for(t.what)) + " for " + std::string(req.target())});
-      res.set(http::field::allow, method_for(t.what));
-      co_return res;
+    if (tokens) {
+      auto d = auth::authorize(*tokens, req[http::field::authorization], t);
+      if (auto* e = std::get_if<api_error>(&d)) co_return refuse(*e);
     }
 
     switch (t.what) {
@@ -221,6 +231,8 @@ struct http_server::impl {
         co_return make_response(http::status::ok, v, ka, R"({"status":"ok"})");
       case lock_target::kind::metrics:
         co_return make_response(http::status::ok, v, ka, metrics.render(), "text/plain; version=0.0.4");
+      case lock_target::kind::capabilities:
+        co_return make_response(http::status::ok, v, ka, capabilities_body());
       case lock_target::kind::acquire: {
         auto body = parse_acquire(req.body(), options.ttl);
         if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
@@ -264,7 +276,8 @@ struct http_server::impl {
             o["message"] = "the lock is held by another owner";
             break;
           case lost_reason::token_mismatch:
-            o["message"] = "the lock is held with a newer token";
+            // Another token than the holder's, older or never issued: only the holder's own token renews.
+            o["message"] = "the lock is held by this owner with another token";
             break;
         }
         co_return make_response(http::status::conflict, v, ka, json::serialize(o));
@@ -337,6 +350,8 @@ struct http_server::impl {
         return route::healthz;
       case lock_target::kind::metrics:
         return route::metrics;
+      case lock_target::kind::capabilities:
+        return route::other;  // rare, and read once per client: no series of its own
     }
     return route::other;
   }
@@ -526,7 +541,14 @@ struct http_server::impl {
       std::optional<api_error> framing;
       if (!ec) {
         framing = check_framing(parser.get());
-        if (!framing) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, use_tuple);
+        // A client that sent `Expect: 100-continue` (curl does for larger bodies) waits for this before it
+        // sends the body, about a second in curl's case. Sent only while a body is still to come.
+        if (!framing && !parser.is_done() && parser.get().version() >= 11 &&
+            beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+          http::response<http::empty_body> go_on{http::status::continue_, 11};
+          std::tie(ec, n) = co_await http::async_write(stream, go_on, use_tuple);
+        }
+        if (!framing && !ec) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, use_tuple);
       }
       w.idle.erase(pos);
       if (ec || framing) {
@@ -609,7 +631,12 @@ struct http_server::impl {
         metrics.request_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
       if (draining.load()) res.keep_alive(false);
       lowest.expires_after(options.read_timeout);
-      auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+      // The answer to a HEAD (always 405) is its header alone: a client reads no body after a HEAD, so body
+      // bytes would be taken for the start of the next answer on the connection.
+      http::response_serializer<http::string_body> serializer{res};
+      auto [wec, wn] = req.method() == http::verb::head
+                           ? co_await http::async_write_header(stream, serializer, use_tuple)
+                           : co_await http::async_write(stream, serializer, use_tuple);
       if (wec || !res.keep_alive()) break;
     }
   }

@@ -33,6 +33,21 @@ void lock_service::notify_locked(std::string_view key) {
   waiters_.erase(it);
 }
 
+// An answer that shows a lease has expired (a 404, a long-poll woken by the expiry, a renew refused
+// not_held) must not be rolled back by a crash: restored, the lease would be held again by an owner that
+// was told it had lost it, after others were told the key was free. So the expiry is logged first, as the
+// sweep logs it, and the answer then waits for that record like any other it rests on.
+void lock_service::expire_due_locked(std::string_view key, time_point now) {
+  auto e = table_.expire_key(key, now);
+  if (!e) return;
+  if (journal_.failed())
+    throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+  journal_.append(record_type::expire, e->token, 0, e->key);
+  metrics_.expired.fetch_add(1, std::memory_order_relaxed);
+  metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
+  notify_locked(key);
+}
+
 asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std::string_view owner,
                                                       milliseconds ttl, std::string_view client,
                                                       std::optional<std::size_t> client_quota,
@@ -85,7 +100,9 @@ asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::str
     std::lock_guard lk(mu_);
     if (journal_.failed())
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    result = table_.renew(key, owner, token, ttl, now_(), client);
+    const auto now = now_();
+    expire_due_locked(key, now);
+    result = table_.renew(key, owner, token, ttl, now, client);
     if (auto* ok = std::get_if<renew_ok>(&result)) {
       // Success rests on the lease's own records: a same-TTL retry of a renew whose extend is still in
       // flight must wait for it too, or a crash could restore the lease with the shorter TTL.
@@ -146,7 +163,9 @@ asio::awaitable<std::optional<lease_view>> lock_service::get(std::string_view ke
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
-    view = table_.get(key, now_());
+    const auto now = now_();
+    expire_due_locked(key, now);
+    view = table_.get(key, now);
     lsn = journal_.last_appended();
   }
   co_await wait_durable(lsn);
@@ -204,6 +223,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
     {
       std::lock_guard lk(mu_);
       time_point now = now_();
+      expire_due_locked(key, now);
       view = table_.get(key, now);
       std::uint64_t current = view ? view->token : 0;
       answer = current != token || now >= deadline || stopping_;

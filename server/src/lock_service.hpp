@@ -112,6 +112,7 @@ class lock_service {
 
   boost::asio::awaitable<void> wait_durable(std::uint64_t lsn);
   void notify_locked(std::string_view key);
+  void expire_due_locked(std::string_view key, time_point now);
   static void wake(const std::shared_ptr<waiter>& w);
 
   journal& journal_;

@@ -126,6 +126,15 @@ std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& c
   return out;
 }
 
+std::optional<expired_lock> lock_table::expire_key(std::string_view key, time_point now) {
+  auto it = leases_.find(key);
+  if (it == leases_.end() || !expired(it->second, now)) return std::nullopt;
+  expired_lock e{it->first, it->second.token};
+  count(it->second.client, -1);
+  leases_.erase(it);
+  return e;
+}
+
 void lock_table::restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
                          time_point now, std::string client, std::string value) {
   observe_token(token);

@@ -139,6 +139,8 @@ class lock_table {
   /// once a pass over the table is complete). Lets the caller sweep a large table in short steps: expiry
   /// itself is decided lazily on every access, so the sweep only frees memory and wakes no one late.
   std::vector<expired_lock> expire_some(time_point now, std::size_t& cursor, std::size_t max_buckets);
+  /// Removes the lease of `key` if its expiry is at or before `now`, and returns it (the sweep, for one key).
+  std::optional<expired_lock> expire_key(std::string_view key, time_point now);
 
   /// Recovery: installs a lease as held, valid for `ttl` from `now`, and raises the counter past its token.
   void restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl, time_point now,

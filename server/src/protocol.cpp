@@ -21,9 +21,18 @@ api_error bad_request(std::string message) {
   return api_error{400, "bad_request", std::move(message)};
 }
 
+// "Control characters" are Unicode's (general category Cc): the C0 controls, DEL and the C1 controls
+// U+0080-U+009F, where U+0085 is a line break to some readers and U+009B starts a terminal escape. Other
+// layout characters (U+2028, U+2029, bidirectional overrides) are allowed and escaped wherever batond and the
+// CLI print them. C1 is matched on its UTF-8 form, 0xC2 0x80-0x9F: 0xC2 only ever begins a sequence.
 bool has_control_chars(std::string_view s) {
-  for (unsigned char c : s)
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x20 || c == 0x7f) return true;
+    if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9f &&
+        static_cast<unsigned char>(s[i + 1]) >= 0x80)
+      return true;
+  }
   return false;
 }
 
@@ -264,48 +273,77 @@ std::variant<release_request, api_error> parse_release(std::string_view body) {
   return r;
 }
 
-std::variant<lock_target, api_error> parse_target(std::string_view target) {
+namespace {
+// The path's segments, still percent-encoded, or the error for a target that is not origin-form.
+std::variant<boost::urls::url_view, api_error> parse_url(std::string_view target) {
   auto parsed = boost::urls::parse_origin_form(target);
   if (!parsed) return bad_request("malformed request target: " + parsed.error().message());
-  boost::urls::url_view u = *parsed;
+  return *parsed;
+}
+
+std::variant<lock_target::kind, api_error> route_of(boost::urls::url_view u) {
   auto segs = u.encoded_segments();
   std::vector<boost::urls::pct_string_view> parts(segs.begin(), segs.end());
-  api_error not_found{404, "not_found", "no such route: " + std::string(u.encoded_path())};
+  using kind = lock_target::kind;
+  if (parts.size() == 1 && parts[0] == "metrics") return kind::metrics;
+  if (parts.size() == 1 && parts[0] == "healthz") return kind::healthz;
+  if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "capabilities") return kind::capabilities;
+  // A key is one segment whatever it holds (an empty one included: that is a bad key, not another route);
+  // a raw '/' in a key makes more segments, and so another route or none.
+  if (parts.size() < 3 || parts.size() > 4 || parts[0] != "v1" || parts[1] != "locks")
+    return api_error{404, "not_found", "no such route: " + std::string(u.encoded_path())};
+  if (parts.size() == 3) return kind::get;
+  if (parts[3] == "acquire") return kind::acquire;
+  if (parts[3] == "renew") return kind::renew;
+  if (parts[3] == "release") return kind::release;
+  return api_error{404, "not_found", "no such route: " + std::string(u.encoded_path())};
+}
+}  // namespace
 
-  if (parts.size() == 1 && parts[0] == "metrics") return lock_target{lock_target::kind::metrics, {}, {}, {}};
-  if (parts.size() == 1 && parts[0] == "healthz") return lock_target{lock_target::kind::healthz, {}, {}, {}};
-  if (parts.size() < 3 || parts.size() > 4 || parts[0] != "v1" || parts[1] != "locks") return not_found;
+std::variant<lock_target::kind, api_error> parse_route(std::string_view target) {
+  auto u = parse_url(target);
+  if (auto* e = std::get_if<api_error>(&u)) return std::move(*e);
+  return route_of(std::get<boost::urls::url_view>(u));
+}
 
-  lock_target t{lock_target::kind::get, parts[2].decode(), {}, {}};
+std::variant<lock_target, api_error> parse_target(std::string_view target) {
+  auto parsed = parse_url(target);
+  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
+  const auto u = std::get<boost::urls::url_view>(parsed);
+  auto route = route_of(u);
+  if (auto* e = std::get_if<api_error>(&route)) return std::move(*e);
+  lock_target t{std::get<lock_target::kind>(route), {}, {}, {}};
+  if (t.what == lock_target::kind::healthz || t.what == lock_target::kind::metrics ||
+      t.what == lock_target::kind::capabilities)
+    return t;
+
+  t.key = (*std::next(u.encoded_segments().begin(), 2)).decode();
   if (t.key.empty() || t.key.size() > max_key_bytes)
     return bad_request("key must be 1 to " + std::to_string(max_key_bytes) + " bytes after percent-decoding");
-  if (has_control_chars(t.key)) return bad_request("key must not contain control characters");
   if (!valid_utf8(t.key)) return bad_request("key must be valid UTF-8 after percent-decoding");
+  if (has_control_chars(t.key)) return bad_request("key must not contain control characters");
+  if (t.what != lock_target::kind::get) return t;
 
-  if (parts.size() == 4) {
-    if (parts[3] == "acquire")
-      t.what = lock_target::kind::acquire;
-    else if (parts[3] == "renew")
-      t.what = lock_target::kind::renew;
-    else if (parts[3] == "release")
-      t.what = lock_target::kind::release;
-    else
-      return not_found;
-    return t;
-  }
-
+  // Unknown parameters are ignored, as unknown JSON fields are. A known one given twice is refused, like a
+  // JSON member named twice: a proxy or a log may read the first copy where another reader takes the last.
   for (auto param : u.params()) {
-    if (param.key == "wait_ms") {
-      auto v = param.has_value ? parse_decimal(param.value) : std::nullopt;
-      if (!v) return bad_request("query parameter wait_ms must be a non-negative integer");
-      t.wait_ms = std::min(*v, max_wait_ms);
-    } else if (param.key == "token") {
-      auto v = param.has_value ? parse_decimal(param.value) : std::nullopt;
-      if (!v) return bad_request("query parameter token must be a non-negative integer");
-      t.token = *v;
-    }
+    std::optional<std::uint64_t>* slot = param.key == "wait_ms" ? &t.wait_ms
+                                         : param.key == "token" ? &t.token
+                                                                : nullptr;
+    if (!slot) continue;
+    if (slot->has_value())
+      return bad_request("query parameter " + std::string(param.key) + " is given more than once");
+    auto v = param.has_value ? parse_decimal(param.value) : std::nullopt;
+    if (!v)
+      return bad_request("query parameter " + std::string(param.key) + " must be a non-negative integer");
+    *slot = param.key == "wait_ms" ? std::min(*v, max_wait_ms) : *v;
   }
   return t;
+}
+
+std::string capabilities_body() {
+  // Features are only ever added (docs/protocol.md, "Versions and features").
+  return R"({"protocol_version":1,"features":["lease_values"]})";
 }
 
 std::string_view method_for(lock_target::kind k) {
@@ -317,6 +355,7 @@ std::string_view method_for(lock_target::kind k) {
     case lock_target::kind::get:
     case lock_target::kind::healthz:
     case lock_target::kind::metrics:
+    case lock_target::kind::capabilities:
       return "GET";
   }
   return "GET";

@@ -53,16 +53,25 @@ std::variant<release_request, api_error> parse_release(std::string_view body);
 
 /// What a request target names.
 struct lock_target {
-  enum class kind { acquire, renew, release, get, healthz, metrics };
+  enum class kind { acquire, renew, release, get, healthz, metrics, capabilities };
   kind what;
-  std::string key;  // percent-decoded; empty for healthz/metrics
+  std::string key;  // percent-decoded; empty for healthz, metrics and capabilities
   /// Long-poll parameters of GET /v1/locks/{key}; wait_ms is already clamped to max_wait_ms.
   std::optional<std::uint64_t> wait_ms;
   std::optional<std::uint64_t> token;
 };
 
-/// Decodes an origin-form target ("/v1/locks/a%2Fb/acquire?x=y"). Unknown paths give 404 not_found.
+/// The route an origin-form target names, from the shape of its path alone: the key and the query are not
+/// looked at. 400 for a target that is not an origin-form URL, 404 not_found for a path that names no route.
+/// A server answers these before 405 (a known route, the wrong method), and that before a bad key or query.
+std::variant<lock_target::kind, api_error> parse_route(std::string_view target);
+
+/// Decodes an origin-form target ("/v1/locks/a%2Fb/acquire?wait_ms=5"): parse_route(), then the key (400),
+/// then the query (400: a bad `wait_ms` or `token`, or either given twice; other parameters are ignored).
 std::variant<lock_target, api_error> parse_target(std::string_view target);
+
+/// The body of GET /v1/capabilities: the protocol version and the optional features this server has.
+std::string capabilities_body();
 
 /// The HTTP method a target kind accepts ("POST" or "GET").
 std::string_view method_for(lock_target::kind k);

@@ -72,7 +72,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto* t = decoded(target);
   if (!t) return 0;
   require(method_for(t->what) == "GET" || method_for(t->what) == "POST", "a route has a method");
-  if (t->what == lock_target::kind::healthz || t->what == lock_target::kind::metrics) return 0;
+  if (t->what == lock_target::kind::healthz || t->what == lock_target::kind::metrics ||
+      t->what == lock_target::kind::capabilities)
+    return 0;
   check_text(t->key, max_key_bytes, "a key is 1-512 bytes without control characters");
   if (t->wait_ms) require(*t->wait_ms <= max_wait_ms, "wait_ms is clamped");
 

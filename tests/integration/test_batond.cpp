@@ -4,8 +4,15 @@
 #include "batond_fixture.hpp"
 #include "lock_requests.hpp"
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+
+#include <poll.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -33,6 +40,41 @@ void wait_until_free(http_client& c, const std::string& key, std::chrono::second
     BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "lease never expired");
     std::this_thread::sleep_for(20ms);
   }
+}
+
+// One connection for bytes as they are on the wire: answers that http_client could not read as one reply
+// (a HEAD's, a 100 Continue before the real answer).
+class raw_connection {
+ public:
+  explicit raw_connection(unsigned short port) : socket_(ioc_) {
+    socket_.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  }
+  void send(std::string_view bytes) { boost::asio::write(socket_, boost::asio::buffer(bytes)); }
+  // Everything received until `until` has arrived, the peer closed or `bound` passed.
+  std::string receive_until(std::string_view until, std::chrono::milliseconds bound = 5s) {
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    while (received_.find(until) == std::string::npos) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{socket_.native_handle(), POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      char buf[4096];
+      boost::system::error_code ec;
+      auto n = socket_.read_some(boost::asio::buffer(buf), ec);
+      if (ec) break;
+      received_.append(buf, n);
+    }
+    return received_;
+  }
+
+ private:
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::socket socket_;
+  std::string received_;
+};
+
+std::string reason(const http_reply& r) {
+  return r.json.is_object() && r.json.as_object().contains("reason") ? str(r, "reason") : "";
 }
 
 }  // namespace
@@ -494,9 +536,10 @@ BOOST_AUTO_TEST_CASE(line_and_bidi_controls_in_keys_and_owners_are_escaped_in_th
   BOOST_REQUIRE(line.rfind("batond listening on ", 0) == 0);
   http_client c(static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1))));
 
-  // Key "a<U+2028>b<U+202E>c" percent-encoded; owner "o<U+0085>p<U+2029>q<U+2066>r" as JSON escapes.
+  // Key "a<U+2028>b<U+202E>c" percent-encoded; owner "o<U+200F>p<U+2029>q<U+2066>r" as JSON escapes. (U+0085
+  // is a control character, refused in both.)
   auto r = c.post("/v1/locks/a%E2%80%A8b%E2%80%AEc/acquire",
-                  R"({"owner":"o\u0085p\u2029q\u2066r","ttl_ms":60000})");
+                  R"({"owner":"o\u200fp\u2029q\u2066r","ttl_ms":60000})");
   BOOST_REQUIRE(r.status == 200);
   server.signal(SIGTERM);
   BOOST_REQUIRE(server.wait(30s) == 0);
@@ -504,8 +547,9 @@ BOOST_AUTO_TEST_CASE(line_and_bidi_controls_in_keys_and_owners_are_escaped_in_th
   std::ifstream in(log_path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   BOOST_TEST(text.find(R"(key="a\u2028b\u202ec")") != std::string::npos);
-  BOOST_TEST(text.find(R"(owner="o\u0085p\u2029q\u2066r")") != std::string::npos);
-  for (std::string_view raw : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xae", "\xe2\x81\xa6"})
+  BOOST_TEST(text.find(R"(owner="o\u200fp\u2029q\u2066r")") != std::string::npos);
+  for (std::string_view raw :
+       {"\xe2\x80\x8f", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xae", "\xe2\x81\xa6"})
     BOOST_TEST(text.find(raw) == std::string::npos);
 }
 
@@ -544,4 +588,250 @@ BOOST_AUTO_TEST_CASE(a_value_is_published_replaced_by_a_reacquire_and_kept_by_re
   BOOST_REQUIRE(g.status == 200);
   BOOST_TEST(token_of(g) == token);
   BOOST_TEST(str(g, "value") == "10.0.0.1:81");
+}
+
+// docs/protocol.md, "renew": the reasons are decided in a fixed order, and an expired lease is an absent one
+// whatever the owner and token sent.
+BOOST_AUTO_TEST_CASE(renew_refusals_name_not_held_then_owner_mismatch_then_token_mismatch) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  const auto held = token_of(c.post("/v1/locks/k/acquire", acquire_body("a", 60000)));
+  // A token never issued, larger than the holder's, is another token than the holder's.
+  auto never = c.post("/v1/locks/k/renew", renew_body("a", held + 1000, 60000));
+  BOOST_TEST(never.status == 409);
+  BOOST_TEST(reason(never) == "token_mismatch");
+  BOOST_TEST(reason(c.post("/v1/locks/k/renew", renew_body("b", held, 60000))) == "owner_mismatch");
+  BOOST_TEST(reason(c.post("/v1/locks/k/renew", renew_body("b", held + 1000, 60000))) == "owner_mismatch");
+  BOOST_TEST(reason(c.post("/v1/locks/free/renew", renew_body("a", held, 60000))) == "not_held");
+
+  // Expired: not_held for its owner with its token, with another token, and for anyone else.
+  const auto short_lived = token_of(c.post("/v1/locks/e/acquire", acquire_body("a", 200)));
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(reason(c.post("/v1/locks/e/renew", renew_body("a", short_lived + 1, 60000))) == "not_held");
+  BOOST_TEST(reason(c.post("/v1/locks/e/renew", renew_body("b", short_lived, 60000))) == "not_held");
+  BOOST_TEST(reason(c.post("/v1/locks/e/renew", renew_body("a", short_lived, 60000))) == "not_held");
+
+  // The release answers' exact bodies.
+  BOOST_TEST(c.post("/v1/locks/k/release", release_body("a", held)).body ==
+             R"({"released":true,"outcome":"released"})");
+  BOOST_TEST(c.post("/v1/locks/k/release", release_body("a", held)).body ==
+             R"({"released":true,"outcome":"already_free"})");
+}
+
+// docs/protocol.md, "Restart": once an answer has shown that a lease expired, a crash does not bring the
+// lease back. Each answer here comes before the once-a-second sweep would have logged the expiry.
+BOOST_AUTO_TEST_CASE(an_expiry_shown_in_an_answer_is_not_rolled_back_by_a_kill9) {
+  temp_dir dir;
+  std::uint64_t by_get, by_renew, by_poll;
+  {
+    batond_process server(dir.path());
+    auto c = server.client();
+    by_get = token_of(c.post("/v1/locks/by-get/acquire", acquire_body("a", 100)));
+    by_renew = token_of(c.post("/v1/locks/by-renew/acquire", acquire_body("a", 100)));
+    by_poll = token_of(c.post("/v1/locks/by-poll/acquire", acquire_body("a", 100)));
+    auto woken = c.get("/v1/locks/by-poll?wait_ms=5000&token=" + std::to_string(by_poll));
+    BOOST_TEST(woken.status == 404);
+    BOOST_TEST(c.get("/v1/locks/by-get").status == 404);
+    BOOST_TEST(reason(c.post("/v1/locks/by-renew/renew", renew_body("a", by_renew, 60000))) == "not_held");
+    server.kill9();
+  }
+  batond_process server(dir.path());
+  auto c = server.client();
+  for (std::string key : {"by-get", "by-renew", "by-poll"})
+    BOOST_TEST_CONTEXT(key) {
+      BOOST_TEST(c.get("/v1/locks/" + key).status == 404);
+    }
+  BOOST_TEST(reason(c.post("/v1/locks/by-renew/renew", renew_body("a", by_renew, 60000))) == "not_held");
+  BOOST_TEST(reason(c.post("/v1/locks/by-get/renew", renew_body("a", by_get, 60000))) == "not_held");
+}
+
+// docs/protocol.md, "get and long-poll": the query's edge cases.
+BOOST_AUTO_TEST_CASE(long_poll_query_edge_cases_answer_as_documented) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  const auto t = token_of(c.post("/v1/locks/k/acquire", acquire_body("a", 60000)));
+  auto timed = [&](const std::string& target) {
+    auto start = std::chrono::steady_clock::now();
+    auto r = c.get(target);
+    return std::pair{r, seconds_since(start)};
+  };
+  // `token` without `wait_ms` is a plain GET; `wait_ms=0` answers at once; an unknown parameter is ignored.
+  for (std::string q :
+       std::vector<std::string>{"?token=" + std::to_string(t), "?wait_ms=0&token=" + std::to_string(t),
+                                "?wait_ms=0", "?wait_ms=0&colour=blue"}) {
+    auto [r, took] = timed("/v1/locks/k" + q);
+    BOOST_TEST_CONTEXT(q) {
+      BOOST_TEST(r.status == 200);
+      BOOST_TEST(took < 1.0);
+    }
+  }
+  // token=0, or none, while the key is held: the holder differs, so the answer comes at once.
+  for (std::string q : {"?wait_ms=30000&token=0", "?wait_ms=30000"}) {
+    auto [r, took] = timed("/v1/locks/k" + q);
+    BOOST_TEST_CONTEXT(q) {
+      BOOST_TEST(r.status == 200);
+      BOOST_TEST(took < 1.0);
+    }
+  }
+  // On a free key, token=0 waits for a holder until wait_ms.
+  auto [free_answer, waited] = timed("/v1/locks/free?wait_ms=300&token=0");
+  BOOST_TEST(free_answer.status == 404);
+  BOOST_TEST(waited >= 0.29);
+  // Either parameter twice, or not a decimal integer: 400, whichever copy would be read.
+  for (std::string q :
+       {"?wait_ms=10&wait_ms=10", "?wait_ms=10&token=1&token=2", "?token=1&token=1", "?wait_ms=", "?wait_ms",
+        "?wait_ms=+5", "?token=-1", "?wait_ms=18446744073709551616"}) {
+    auto r = c.get("/v1/locks/k" + q);
+    BOOST_TEST_CONTEXT(q) {
+      BOOST_TEST(r.status == 400);
+      BOOST_TEST(str(r, "error") == "bad_request");
+    }
+  }
+}
+
+// docs/protocol.md, "Order of checks": a request with several faults gets the answer of the first check it
+// fails: 404 (route), 405 (method), 400 (key, query), then the body.
+BOOST_AUTO_TEST_CASE(a_request_with_several_faults_gets_the_first_checks_answer) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  struct fault {
+    std::string method, target, body;
+    int status;
+  };
+  const std::vector<fault> cases{
+      {"GET", "/v1/locks/%00/steal", "", 404},          // unknown route beats a bad key
+      {"POST", "/v1/locks/a/b/c/acquire", "{", 404},    // a raw '/' in a key: no such route
+      {"GET", "/v1/locks/%00/acquire", "", 405},        // wrong method beats a bad key
+      {"POST", "/v1/locks/k?wait_ms=soon", "{}", 405},  // and a bad query
+      {"DELETE", "/v1/locks//release", "", 405},        // and an empty key
+      {"POST", "/v1/locks//acquire", "{", 400},         // a bad key beats a bad body
+      {"GET", "/v1/locks/%C2%85?wait_ms=1", "", 400},   // a C1 control in a key
+      {"POST", "/v1/capabilities", "{}", 405},
+  };
+  for (const auto& f : cases) {
+    http_client one(server.port());
+    auto r = one.request(f.method, f.target, f.body);
+    BOOST_TEST_CONTEXT(f.method << " " << f.target) {
+      BOOST_TEST(r.status == f.status);
+    }
+  }
+}
+
+// The same with bearer tokens: 401 before anything, 403 (no access to the key) after the key was checked.
+BOOST_AUTO_TEST_CASE(with_tokens_401_comes_first_and_403_after_the_route_method_and_key) {
+  temp_dir dir, scratch;
+  const auto tokens = scratch.path() / "tokens";
+  {
+    // The SHA-256 of "reader-token"; the client may read keys under jobs/ and nothing else.
+    std::ofstream out(tokens);
+    out << "sha256:ba5005a40cf5212e4ac0190104cc127edab013294bb71279a975b27a80982d45 reader ro:jobs/\n";
+  }
+  batond_process server(dir.path(), {"--tokens-file", tokens.string()});
+  struct fault {
+    std::string authorization, method, target, body;
+    int status;
+  };
+  const std::string reader = "Bearer reader-token";
+  const std::vector<fault> cases{
+      {"", "GET", "/nowhere", "", 401},
+      {"", "POST", "/v1/locks/%00/steal", "{", 401},
+      {"Bearer wrong", "GET", "/v1/capabilities", "", 401},
+      {reader, "GET", "/v1/locks/%00/steal", "", 404},
+      {reader, "GET", "/v1/locks/other/acquire", "", 405},
+      {reader, "GET", "/v1/locks/%00", "", 400},
+      {reader, "GET", "/v1/locks/other", "", 403},
+      {reader, "POST", "/v1/locks/jobs%2Fa/acquire", "{", 403},  // read-only: refused before the body
+      {reader, "GET", "/v1/locks/jobs%2Fa", "", 404},            // not_held
+      {reader, "GET", "/v1/capabilities", "", 200},
+  };
+  for (const auto& f : cases) {
+    http_client one(server.port());
+    one.set_authorization(f.authorization);
+    auto r = one.request(f.method, f.target, f.body);
+    BOOST_TEST_CONTEXT(f.authorization << " " << f.method << " " << f.target) {
+      BOOST_TEST(r.status == f.status);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(capabilities_name_the_protocol_version_and_the_optional_features) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto r = server.client().get("/v1/capabilities");
+  BOOST_TEST(r.status == 200);
+  BOOST_TEST(r.content_type == "application/json");
+  BOOST_TEST(r.json.at("protocol_version").as_int64() == 1);
+  const auto& features = r.json.at("features").as_array();
+  BOOST_TEST(std::find(features.begin(), features.end(), boost::json::value("lease_values")) !=
+             features.end());
+}
+
+// docs/protocol.md, "Encoding": HTTP framing cases an implementer must not guess.
+BOOST_AUTO_TEST_CASE(head_expect_continue_chunked_and_missing_length_are_answered_as_documented) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  const std::string post_head =
+      "POST /v1/locks/k/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\n";
+  const std::string body = acquire_body("a", 60000);
+
+  // HEAD: 405 with its header alone, and the connection still answers the next request in order.
+  raw_connection head(server.port());
+  head.send(
+      "HEAD /v1/locks/k HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+      "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  auto both = head.receive_until(R"({"status":"ok"})");
+  BOOST_TEST(both.rfind("HTTP/1.1 405 ", 0) == 0u, both);
+  BOOST_TEST(both.find("Allow: GET") != std::string::npos, both);
+  BOOST_TEST(both.find("method_not_allowed") == std::string::npos, both);  // no body after a HEAD's header
+  BOOST_TEST(both.find("\r\n\r\nHTTP/1.1 200 OK") != std::string::npos, both);
+
+  // Expect: 100-continue gets 100 Continue before the client sends its body, then the answer.
+  raw_connection expect(server.port());
+  expect.send(post_head + "Expect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) +
+              "\r\n\r\n");
+  auto interim = expect.receive_until("\r\n\r\n", 2s);
+  BOOST_TEST(interim.rfind("HTTP/1.1 100 Continue\r\n", 0) == 0u, interim);
+  expect.send(body);
+  BOOST_TEST(expect.receive_until(R"("token":)").find("HTTP/1.1 200 OK") != std::string::npos);
+
+  // A chunked body is read like any other.
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  auto chunked = http_client::raw(server.port(),
+                                  "POST /v1/locks/c/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                  "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                                      std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n");
+  BOOST_TEST(chunked.status == 200);
+
+  // Neither Content-Length nor Transfer-Encoding: the request has no body (RFC 9112), so 400.
+  auto no_length = http_client::raw(server.port(), post_head + "\r\n");
+  BOOST_TEST(no_length.status == 400);
+  BOOST_TEST(str(no_length, "error") == "bad_request");
+}
+
+// docs/protocol.md, "Encoding": what "no control characters" means, and strings JSON cannot carry.
+BOOST_AUTO_TEST_CASE(owners_refuse_c0_del_c1_and_lone_surrogates_and_keep_other_layout_characters) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  for (std::string owner : {R"(a\u0000)", R"(a\u001f)", R"(a\u007f)", R"(a\u0085)", R"(a\u009f)",
+                            R"(a\ud800)", R"(a\udc00b)", "a\xc2\x9b", "a\xff"}) {
+    auto r = c.post("/v1/locks/k/acquire", R"({"owner":")" + owner + R"(","ttl_ms":60000})");
+    BOOST_TEST_CONTEXT(owner) {
+      BOOST_TEST(r.status == 400);
+      BOOST_TEST(str(r, "error") == "bad_request");
+    }
+  }
+  // Not control characters: the line separator, a bidirectional override, U+00A0 (just after C1).
+  auto ok = c.post("/v1/locks/k/acquire", R"({"owner":"a\u2028b\u202ec\u00a0\ud83d\udd12","ttl_ms":60000})");
+  BOOST_TEST(ok.status == 200);
+  BOOST_TEST(str(ok, "owner") ==
+             "a\xe2\x80\xa8"
+             "b\xe2\x80\xae"
+             "c\xc2\xa0\xf0\x9f\x94\x92");
+  BOOST_TEST(c.get("/v1/locks/%C2%80").status == 400);
+  BOOST_TEST(c.get("/v1/locks/%C2%A0").status == 404);
 }

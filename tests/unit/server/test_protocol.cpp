@@ -201,3 +201,54 @@ BOOST_AUTO_TEST_CASE(acquire_value_is_optional_bounded_and_free_of_control_chara
                e.message);
   }
 }
+
+BOOST_AUTO_TEST_CASE(the_route_is_decided_by_the_path_alone_before_the_key_and_query) {
+  auto route = [](std::string_view t) { return parse_route(t); };
+  BOOST_TEST((std::get<kind>(route("/v1/locks/%00/acquire")) == kind::acquire));  // the bad key comes later
+  BOOST_TEST((std::get<kind>(route("/v1/locks//release")) == kind::release));
+  BOOST_TEST((std::get<kind>(route("/v1/locks/k?wait_ms=soon")) == kind::get));
+  BOOST_TEST((std::get<kind>(route("/v1/capabilities")) == kind::capabilities));
+  BOOST_TEST(std::get<api_error>(route("/v1/locks/%00/steal")).status == 404);
+  BOOST_TEST(std::get<api_error>(route("/v1/locks/a/b/acquire")).status == 404);  // a raw '/' in a key
+  BOOST_TEST(std::get<api_error>(route("/v1/capabilities/x")).status == 404);
+  BOOST_TEST(std::get<api_error>(route("/v1/locks/%zz")).status == 400);
+  // parse_target answers in the same order: an unknown route is 404 even with a bad key.
+  BOOST_TEST(target_err("/v1/locks/%00/steal").status == 404);
+  BOOST_TEST((target_ok("/v1/capabilities").what == kind::capabilities));
+  BOOST_TEST(method_for(kind::capabilities) == "GET");
+}
+
+BOOST_AUTO_TEST_CASE(a_long_poll_parameter_given_twice_is_refused_and_unknown_ones_are_ignored) {
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms=1&wait_ms=1").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k?token=1&wait_ms=5&token=2").status == 400);
+  auto t = target_ok("/v1/locks/k?colour=blue&colour=red&wait_ms=0&token=0");
+  BOOST_TEST(*t.wait_ms == 0u);
+  BOOST_TEST(*t.token == 0u);
+  // `token` alone is read (and checked) but makes no long-poll.
+  BOOST_TEST(!target_ok("/v1/locks/k?token=9").wait_ms.has_value());
+  BOOST_TEST(target_err("/v1/locks/k?token=x").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms=").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms=18446744073709551616").status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(control_characters_are_unicodes_c0_del_and_c1) {
+  auto owner = [](std::string_view o) {
+    return to_any(parse_acquire(R"({"owner":")" + std::string(o) + R"(","ttl_ms":1000})", bounds));
+  };
+  for (std::string_view bad : {"\\u0000", "\\u001f", "\\u007f", "\\u0080", "\\u0085", "\\u009f", "\xc2\x9b"})
+    BOOST_TEST(err(owner(bad)).status == 400, bad);
+  for (std::string_view fine : {"\\u00a0", "\\u2028", "\\u2029", "\\u202e", "\xc2\xa0", "\xe2\x80\xa8"})
+    BOOST_TEST(std::holds_alternative<acquire_request>(owner(fine)), fine);
+  // A lone surrogate is no character at all: the JSON is refused before any field is read.
+  BOOST_TEST(err(owner("\\ud800")).status == 400);
+  BOOST_TEST(err(owner("\\udc00x")).status == 400);
+  BOOST_TEST(target_err("/v1/locks/a%C2%85b").status == 400);
+  BOOST_TEST(target_ok("/v1/locks/a%E2%80%A8b").key == "a\xe2\x80\xa8" "b");
+  BOOST_TEST(err(to_any(parse_acquire(R"({"owner":"o","ttl_ms":1000,"value":"v\u0085"})", bounds))).status ==
+             400);
+}
+
+BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_lease_values) {
+  BOOST_TEST(capabilities_body() == R"({"protocol_version":1,"features":["lease_values"]})");
+}
