@@ -7,6 +7,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -211,6 +213,12 @@ void agent_runtime::restart_election(std::string key, lease_options election) {
   control_.cancel();
 }
 
+std::string agent_runtime::leader_value() const {
+  boost::json::object v{{"identity", client_.identity()}};
+  if (!api_url_.empty()) v["api"] = api_url_;
+  return boost::json::serialize(v);
+}
+
 void agent_runtime::apply_settings(std::string resign_token, std::chrono::milliseconds shutdown_grace) {
   config_.resign_token = std::move(resign_token);
   config_.shutdown_grace = shutdown_grace;
@@ -309,7 +317,7 @@ asio::awaitable<run_result> agent_runtime::run_guarded(std::shared_ptr<const job
     asio::steady_timer forever(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
     co_await forever.async_wait(use_tuple);
   };
-  auto r = co_await (run_job(*job, ctx, control) || baton::detail::capture(watch()));
+  auto r = co_await (run_job(*job, ctx, control) || capture(watch()));
   if (r.index() == 0) co_return std::get<0>(std::move(r));
   run_result stopped;
   stopped.outcome = run_outcome::stopped;
@@ -630,11 +638,13 @@ asio::awaitable<void> agent_runtime::run() {
     recampaign_ = false;
     const std::string key = config_.election_key;
     const lease_options opts = config_.election;
+    if (!election_ || election_->key() != key) election_.emplace(client_, key);
     std::optional<lease> l;
     try {
       control_.expires_at(asio::steady_timer::time_point::max());
+      // A campaign cancelled by the race leaves no lease behind (election::campaign).
       auto r =
-          co_await (baton::detail::capture(client_.acquire(key, opts)) || control_.async_wait(use_tuple));
+          co_await (capture(election_->campaign(leader_value(), opts)) || control_.async_wait(use_tuple));
       if (r.index() == 1) continue;  // shutdown, or new election settings, while campaigning
       auto& got = std::get<0>(r);
       if (got.error) std::rethrow_exception(got.error);
@@ -678,9 +688,12 @@ asio::awaitable<void> agent_runtime::run() {
     co_await stop_all_runs();
     if (lost || l->state() == lease_state::lost) continue;  // campaign again, for a new token
     try {
-      co_await l->release();
+      co_await election_->resign();
     } catch (const std::exception& e) {
       log::warn("release_failed", {{"key", key}, {"error", e.what()}});
+      // The election still counts the lease as its own and would refuse to campaign until the lease's
+      // deadline; the next campaign uses a new election object, and the server frees the key at the TTL.
+      election_.reset();
     }
     if (stopping_) {
       log::info("released", {{"key", key}, {"token", l->token()}});
@@ -688,16 +701,19 @@ asio::awaitable<void> agent_runtime::run() {
       log::info("resigned", {{"key", key}, {"token", l->token()}});
       resigning_ = false;
       // Let a standby take over: wait until someone else holds the lock (or a hold-off of two TTLs).
-      auto hold_off = std::chrono::duration_cast<milliseconds>(config_.election.ttl * 2);
-      if (!recampaign_)
-        co_await (client_.get_backend()->get(config_.election_key, wait_for_change{0, hold_off},
-                                             hold_off + client_.config().request_timeout) ||
-                  control_.async_wait(use_tuple));
+      if (!recampaign_ && election_)
+        co_await let_another_lead(std::chrono::duration_cast<milliseconds>(config_.election.ttl * 2));
     } else {
       // New election settings (restart_election()): campaign with them at once.
       log::info("election_changed", {{"key", key}, {"token", l->token()}, {"new_key", config_.election_key}});
     }
   }
+}
+
+asio::awaitable<void> agent_runtime::let_another_lead(std::chrono::milliseconds hold_off) {
+  asio::steady_timer t(ex_, hold_off);
+  // observe(0) completes once anyone holds the key (a failure ends the wait early, like the hold-off).
+  co_await (capture(election_->observe(0)) || t.async_wait(use_tuple) || control_.async_wait(use_tuple));
 }
 
 agent_runtime::job_status agent_runtime::status_of(std::size_t index,

@@ -1,6 +1,7 @@
 #pragma once
-// The agent's runtime: campaigns for the election key with the SDK, schedules the jobs while it leads, runs
-// them with the lease's token, stops them the moment leadership is lost, and campaigns again.
+// The agent's runtime: campaigns for the election key with the SDK's baton::election, publishing who it is
+// and where its sidecar answers, schedules the jobs while it leads, runs them with the lease's token, stops
+// them the moment leadership is lost, and campaigns again.
 
 #include "config.hpp"
 #include "job_history.hpp"
@@ -9,6 +10,7 @@
 #include "scheduler.hpp"
 
 #include "baton/client.hpp"
+#include "baton/election.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -52,6 +54,12 @@ class agent_runtime {
   void restart_election(std::string key, lease_options election);
   /// The settings read when they are used (the next resign request, the next shutdown).
   void apply_settings(std::string resign_token, std::chrono::milliseconds shutdown_grace);
+  /// Where the sidecar answers (`http://host:port`), published with the leadership from the next campaign
+  /// on (leader_value()). Call before run(), on the runtime's executor.
+  void set_api_url(std::string url) { api_url_ = std::move(url); }
+  /// What this agent publishes with its leadership (docs/agent.md, "The leader's published value"):
+  /// `{"identity":"<identity>","api":"<url>"}`, `api` only once set_api_url() was called.
+  std::string leader_value() const;
 
   struct status {
     bool leader = false;
@@ -123,6 +131,8 @@ class agent_runtime {
   boost::asio::awaitable<bool> replaced_runs_ended(const run_list& replacing,
                                                    std::shared_ptr<run_control> control);
   boost::asio::awaitable<void> run_per_job();
+  /// Leader mode after a resign: waits until another agent leads, at most `hold_off`, or a wake-up.
+  boost::asio::awaitable<void> let_another_lead(std::chrono::milliseconds hold_off);
   /// `misfire`: a slot the agent found already past (at start), which may be retried while the lock server
   /// cannot be reached, within the misfire window.
   void start_per_job_run(std::size_t job, std::chrono::sys_seconds slot, bool misfire,
@@ -158,6 +168,10 @@ class agent_runtime {
   boost::asio::any_io_executor ex_;
   agent_config config_;
   client client_;
+  /// Leader mode: the election on config_.election_key, made anew when the key changes (restart_election())
+  /// or when a release failed (the lease left to its TTL stays with the old object).
+  std::optional<election> election_;
+  std::string api_url_;  // published with the leadership (leader_value())
   scheduler scheduler_;
   /// The jobs, indexed as in scheduler_. Shared with the runs in flight, which keep the settings they started
   /// with across a reload.

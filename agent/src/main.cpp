@@ -13,6 +13,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/host_name.hpp>
 #include <boost/asio/signal_set.hpp>
 
 #include <csignal>
@@ -47,6 +48,16 @@ std::string comma_list(const std::vector<std::string>& items) {
   for (const auto& item : items)
     out += (out.empty() ? "" : ",") + item;
   return out.empty() ? "none" : out;
+}
+
+// The sidecar's URL as another machine would use it, published with the leadership: an agent that listens
+// on every address (0.0.0.0, [::]) names its host instead, as the others cannot reach "0.0.0.0".
+std::string api_url(const boost::asio::ip::tcp::endpoint& bound) {
+  if (!bound.address().is_unspecified()) return "http://" + to_listen_string(bound);
+  boost::system::error_code ec;
+  auto host = asio::ip::host_name(ec);
+  if (ec || host.empty()) return "http://" + to_listen_string(bound);
+  return "http://" + host + ":" + std::to_string(bound.port());
 }
 
 // `+new -gone ~changed`, or none.
@@ -160,6 +171,7 @@ int run_agent(const command_line& cmd) {
                    bind_error.message().c_str());
       return exit_usage;
     }
+    agent.set_api_url(api_url(bound));
     std::printf("baton-agent listening on %s\n", to_listen_string(bound).c_str());
     std::fflush(stdout);
     baton::log::info("started", {{"identity", agent.identity()},

@@ -14,6 +14,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
@@ -76,6 +77,26 @@ std::string identity_of(std::string_view owner) {
   const auto digits = owner.substr(owner.size() - 16);
   if (digits.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::string(owner);
   return std::string(owner.substr(0, owner.size() - suffix));
+}
+
+// The leader as the lock server reports it, into `o`: `leader` (its owner), `leader_identity`, the value it
+// published (`leader_value`, as published) and the sidecar URL in that value (`leader_api`); all null when
+// the lock is free. A value that is not an agent's (another program took the key, or an agent from before
+// values) gives a null `leader_api`.
+void put_leader(json::object& o, const std::optional<holder_info>& holder) {
+  o["leader"] = nullptr;
+  o["leader_identity"] = nullptr;
+  o["leader_value"] = nullptr;
+  o["leader_api"] = nullptr;
+  if (!holder) return;
+  o["leader"] = holder->owner;
+  o["leader_identity"] = identity_of(holder->owner);
+  o["leader_value"] = holder->value;
+  boost::system::error_code ec;
+  const auto published = json::parse(holder->value, ec);
+  if (ec || !published.is_object()) return;
+  if (const auto* api = published.as_object().if_contains("api"); api && api->is_string())
+    o["leader_api"] = api->as_string();
 }
 
 // RFC 3339 in UTC with milliseconds: 2026-11-30T03:00:00.250Z.
@@ -331,21 +352,12 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
         o["token"] = nullptr;
       // The holder as the lock server reports it: the truth for everyone, not this agent's belief.
       try {
-        auto holder = co_await agent_.lock_client().get(agent_.config().election_key);
-        if (holder) {
-          o["leader"] = holder->owner;
-          o["leader_identity"] = identity_of(holder->owner);
-        } else {
-          o["leader"] = nullptr;
-          o["leader_identity"] = nullptr;
-        }
-        res = reply(http::status::ok, json::serialize(o), ka);
+        put_leader(o, co_await agent_.lock_client().get(agent_.config().election_key));
       } catch (const std::exception& e) {
-        o["leader"] = nullptr;
-        o["leader_identity"] = nullptr;
+        put_leader(o, std::nullopt);
         o["error"] = e.what();
-        res = reply(http::status::ok, json::serialize(o), ka);
       }
+      res = reply(http::status::ok, json::serialize(o), ka);
     } else if (is_operation(path) && method_is(http::verb::post) && !authorized()) {
       res = reply(http::status::unauthorized, error_json("unauthorized", "a valid bearer token is required"),
                   ka);
@@ -384,13 +396,9 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
         case result::not_leader: {
           // Name the leader, as the lock server sees it, so the caller can ask that agent instead.
           json::object body{{"error", "not_leader"}, {"message", "this agent does not lead; ask the leader"}};
-          body["leader"] = nullptr;
-          body["leader_identity"] = nullptr;
+          put_leader(body, std::nullopt);
           try {
-            if (auto holder = co_await agent_.lock_client().get(agent_.config().election_key)) {
-              body["leader"] = holder->owner;
-              body["leader_identity"] = identity_of(holder->owner);
-            }
+            put_leader(body, co_await agent_.lock_client().get(agent_.config().election_key));
           } catch (const std::exception& e) {
             body["lock_server_error"] = e.what();
           }

@@ -1,6 +1,7 @@
 #pragma once
 // The sidecar HTTP API beside the application (loopback by default):
-//   GET  /v1/leader  {"identity","is_leader","token","key","leader","leader_identity"}
+//   GET  /v1/leader  {"identity","is_leader","token","key","leader","leader_identity","leader_value",
+//                     "leader_api"}
 //   POST /v1/resign  give up leadership (Authorization: Bearer <resign_token> when one is configured)
 //   POST /v1/reload  read the configuration file again and apply it, as SIGHUP does (authorised as resign)
 //   GET  /healthz    the agent runs

@@ -6,6 +6,8 @@
 #include "agent_fixture.hpp"
 #include "fault_proxy.hpp"
 
+#include <boost/json/parse.hpp>
+
 #include <signal.h>
 
 #include <algorithm>
@@ -216,6 +218,41 @@ BOOST_AUTO_TEST_CASE(resign_needs_the_token_and_hands_leadership_over) {
   BOOST_TEST(raw(1 - leader, "Authorization: Bearer s3cret-token\r\n").status == 409);  // not the leader
   BOOST_TEST(raw(leader, "Authorization: Bearer s3cret-token\r\n").status == 200);
   BOOST_TEST(eventually([&] { return leader_of(agents) == 1 - leader; }));
+}
+
+// The leader publishes its identity and sidecar URL with its lease; a follower's /v1/leader reads them from
+// the lock server (it has no other way to know the leader's port), and the URL reaches the leader's sidecar.
+BOOST_AUTO_TEST_CASE(a_followers_leader_route_reports_the_value_the_leader_published) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto cfg = write_config(dir, "agent.yaml", base_config(server, "30s", "  []\n"));
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  int leader = -1;
+  BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
+  const auto expect_published_by = [&](const agent_process& follower, const agent_process& leading) {
+    const auto r = follower.leader();
+    BOOST_REQUIRE(r.status == 200);
+    BOOST_TEST(!r.json.at("is_leader").as_bool());
+    BOOST_TEST(r.json.at("leader_identity").as_string() == leading.identity());
+    const auto api = "http://127.0.0.1:" + std::to_string(leading.port());
+    BOOST_TEST(r.json.at("leader_api").as_string() == api);
+    const auto value = boost::json::parse(r.json.at("leader_value").as_string());
+    BOOST_TEST(value.at("identity").as_string() == leading.identity());
+    BOOST_TEST(value.at("api").as_string() == api);
+    // The URL is the leader's own sidecar.
+    BOOST_TEST(http_client(leading.port(), 10s).get("/v1/leader").json.at("is_leader").as_bool());
+  };
+  expect_published_by(*agents[1 - leader], *agents[leader]);
+  // The leader leaves; a third agent follows the new leader and reports the value that one published.
+  agents[leader]->process().signal(SIGTERM);
+  BOOST_REQUIRE(agents[leader]->process().wait(30s) == 0);
+  agents[leader].reset();
+  BOOST_REQUIRE(eventually([&] { return leader_of(agents) == 1 - leader; }));
+  agent_process late(cfg, "node-late", dir.path() / "late.log");
+  expect_published_by(late, *agents[1 - leader]);
 }
 
 // A web page can make a browser send a form or text/plain POST here without a preflight, and read answers

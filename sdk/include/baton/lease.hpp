@@ -144,10 +144,8 @@ class lease {
   std::shared_ptr<detail::lease_core> core_;
 };
 
-namespace detail {
-
-/// The outcome of an awaitable as a value: Asio's `||` waits for the first operation to *succeed*, so an
-/// exception must not escape a branch, or the race would wait for the other branch instead.
+/// The outcome of an awaitable as a value: what it returned (`value`, absent for `void`), or what it threw
+/// (`error`). Made by capture().
 template <class T>
 struct captured {
   std::optional<T> value;
@@ -158,6 +156,12 @@ struct captured<void> {
   std::exception_ptr error;
 };
 
+/// Runs `work` and returns its outcome as a value instead of throwing it, for races with Asio's
+/// awaitable operators: `||` waits for the first branch to *succeed*, so a branch that throws would leave the
+/// race waiting for the others. `co_await (capture(c.acquire(k, o)) || timer.async_wait(use_tuple))` ends
+/// with the acquire's outcome, a failure included, or with the timer. Cancellation reaches `work` unchanged
+/// (a cancelled branch's operation_aborted is captured like any other error). Adds no thread-safety or
+/// executor requirement of its own.
 template <class T>
 boost::asio::awaitable<captured<T>> capture(boost::asio::awaitable<T> work) {
   captured<T> out;
@@ -171,8 +175,6 @@ boost::asio::awaitable<captured<T>> capture(boost::asio::awaitable<T> work) {
   }
   co_return out;
 }
-
-}  // namespace detail
 
 /// Runs `work` while `l` is active. The moment the lease is lost, `work` receives terminal cancellation
 /// (the awaited operation inside it completes with operation_aborted), and once it has finished,
@@ -189,7 +191,7 @@ boost::asio::awaitable<T> with_lease(lease& l, boost::asio::awaitable<T> work) {
     if (l.state() == lease_state::released) throw exception(error::released);
     throw exception(error::lease_lost, l.loss_reason());
   }
-  auto result = co_await (detail::capture(std::move(work)) || detail::until_lost(l));
+  auto result = co_await (capture(std::move(work)) || detail::until_lost(l));
   if (result.index() == 1) throw exception(error::lease_lost, l.loss_reason());
   auto& done = std::get<0>(result);
   if (done.error) std::rethrow_exception(done.error);
