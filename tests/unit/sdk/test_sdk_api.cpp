@@ -141,19 +141,19 @@ BOOST_FIXTURE_TEST_CASE(release_awaited_in_a_cancelled_coroutine_still_releases,
   asio::cancellation_signal sig;
   outcome out;
   lease held;
-  spawn_cancellable(ioc, sig,
-                    [&]() -> asio::awaitable<void> {
-                      held = co_await c.acquire("k", long_lease);
-                      try {
-                        co_await sleep_for(60s);  // the guarded work, cancelled below
-                        asio::steady_timer t(co_await asio::this_coro::executor, 60s);
-                        co_await t.async_wait(asio::use_awaitable);
-                      } catch (const boost::system::system_error&) {
-                      }
-                      // Cleanup in a cancelled coroutine: the co_await throws, but the release happens.
-                      co_await held.release();
-                    }(),
-                    out);
+  // A named lambda: the coroutine refers to its captures, so it must outlive the coroutine.
+  auto body = [&]() -> asio::awaitable<void> {
+    held = co_await c.acquire("k", long_lease);
+    try {
+      co_await sleep_for(60s);  // the guarded work, cancelled below
+      asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+      co_await t.async_wait(asio::use_awaitable);
+    } catch (const boost::system::system_error&) {
+    }
+    // Cleanup in a cancelled coroutine: the co_await throws, but the release happens.
+    co_await held.release();
+  };
+  spawn_cancellable(ioc, sig, body(), out);
   settle(100ms);
   BOOST_REQUIRE(server->holder("k").has_value());
   sig.emit(asio::cancellation_type::terminal);
@@ -280,8 +280,8 @@ BOOST_FIXTURE_TEST_CASE(shutdown_releases_every_lease_and_refuses_new_acquires, 
   client other(ioc.get_executor(), test_config(), server);
   lease other_lease;
   run_coro(ioc, [&]() -> asio::awaitable<void> { other_lease = co_await other.acquire("x", long_lease); }());
-  spawn_cancellable(ioc, unused, [&]() -> asio::awaitable<void> { (void)co_await c.acquire("x", long_lease); }(),
-                    waiter);
+  auto wait_for_x = [&]() -> asio::awaitable<void> { (void)co_await c.acquire("x", long_lease); };
+  spawn_cancellable(ioc, unused, wait_for_x(), waiter);
   settle(100ms);
   BOOST_REQUIRE(!waiter.done);
   run_coro(ioc, c.shutdown(5s));
@@ -390,7 +390,8 @@ BOOST_FIXTURE_TEST_CASE(cancellation_is_thrown_as_baton_exception, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.acquire("k", long_lease); }());
   asio::cancellation_signal sig;
   outcome out;
-  spawn_cancellable(ioc, sig, [&]() -> asio::awaitable<void> { (void)co_await c.acquire("k", long_lease); }(), out);
+  auto wait_for_k = [&]() -> asio::awaitable<void> { (void)co_await c.acquire("k", long_lease); };
+  spawn_cancellable(ioc, sig, wait_for_k(), out);
   settle(50ms);
   sig.emit(asio::cancellation_type::terminal);
   settle(50ms);
