@@ -5,6 +5,8 @@
 // Output, one line per event: "leader <address> token <T>" for each leader seen (or "no leader"),
 // "elected token <T>" and "resigned". Exit: 0 after resigning; 3 leadership lost before that; 1 other error.
 
+#include "../common/flags.hpp"
+
 #include <baton/client.hpp>
 #include <baton/election.hpp>
 
@@ -53,17 +55,13 @@ asio::awaitable<void> lead(std::chrono::milliseconds lead_for) {
 int main(int argc, char** argv) {
   std::string server = "http://127.0.0.1:7070", key = "services/example", address = "127.0.0.1:8080";
   long lead_ms = 2000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--server")
-      server = value;
-    else if (flag == "--key")
-      key = value;
-    else if (flag == "--address")
-      address = value;
-    else if (flag == "--lead-ms")
-      lead_ms = std::stol(value);
-  }
+  if (auto exit_status = baton::examples::parse_flags(
+          argc, argv, "baton-example-election [--server URL] [--key K] [--address A] [--lead-ms N]",
+          {{"--server", server, "the lock server's URL"},
+           {"--key", key, "the election's key"},
+           {"--address", address, "the address this candidate publishes while it leads"},
+           {"--lead-ms", lead_ms, "how long to lead once elected, then resign"}}))
+    return *exit_status;
   asio::io_context ioc;
   baton::client_config cfg;
   cfg.server_url = server;

@@ -3,6 +3,8 @@
 // Usage: baton-example-long-job [--server URL] [--key K] [--ttl-ms N] [--steps N] [--step-ms N]
 // Exit: 0 finished and released; 3 lease lost (job stopped); 1 other error.
 
+#include "../common/flags.hpp"
+
 #include <baton/client.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -41,14 +43,15 @@ asio::awaitable<int> job(const baton::lease& l, int steps, std::chrono::millisec
 int main(int argc, char** argv) {
   std::string server = "http://127.0.0.1:7070", key = "long-job";
   long ttl_ms = 2000, steps = 10, step_ms = 200;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--server") server = value;
-    else if (flag == "--key") key = value;
-    else if (flag == "--ttl-ms") ttl_ms = std::stol(value);
-    else if (flag == "--steps") steps = std::stol(value);
-    else if (flag == "--step-ms") step_ms = std::stol(value);
-  }
+  if (auto exit_status = baton::examples::parse_flags(
+          argc, argv,
+          "baton-example-long-job [--server URL] [--key K] [--ttl-ms N] [--steps N] [--step-ms N]",
+          {{"--server", server, "the lock server's URL"},
+           {"--key", key, "the lock the job runs under"},
+           {"--ttl-ms", ttl_ms, "the lease's TTL"},
+           {"--steps", steps, "how many steps the job has"},
+           {"--step-ms", step_ms, "how long each step takes"}}))
+    return *exit_status;
   asio::io_context ioc;
   baton::client_config cfg;
   cfg.server_url = server;

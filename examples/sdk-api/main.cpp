@@ -3,6 +3,8 @@
 // a lease through baton::testing::memory_backend. docs/sdk.md quotes it. Exits 0 when every step behaved as
 // the comments say.
 
+#include "../common/flags.hpp"
+
 #include <baton/client.hpp>
 #include <baton/testing.hpp>
 
@@ -66,7 +68,10 @@ asio::awaitable<void> test_view(baton::client& c, baton::testing::memory_backend
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (auto exit_status =
+          baton::examples::parse_flags(argc, argv, "baton-example-api (no flags: it needs no server)", {}))
+    return *exit_status;
   asio::io_context ioc;
   auto server = std::make_shared<baton::testing::memory_backend>(ioc.get_executor());
   baton::client_config cfg;

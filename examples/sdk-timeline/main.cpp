@@ -4,6 +4,7 @@
 //   SDK reports the lease lost, and its late write — already on its way — is rejected by the store.
 // Usage: baton-example-timeline --server http://127.0.0.1:7070 --store http://127.0.0.1:7080
 
+#include "../common/flags.hpp"
 #include "../common/store_client.hpp"
 
 #include <baton/client.hpp>
@@ -14,7 +15,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 namespace asio = boost::asio;
@@ -49,10 +49,10 @@ void run(asio::io_context& ioc, F body) {
 
 int main(int argc, char** argv) {
   std::string server = "http://127.0.0.1:7070", store = "http://127.0.0.1:7080";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--server") == 0) server = argv[i + 1];
-    else if (std::strcmp(argv[i], "--store") == 0) store = argv[i + 1];
-  }
+  if (auto exit_status = baton::examples::parse_flags(
+          argc, argv, "baton-example-timeline [--server URL] [--store URL]",
+          {{"--server", server, "the lock server's URL"}, {"--store", store, "fenced-store's URL"}}))
+    return *exit_status;
   const std::string key = "sdk-timeline/report";
   baton::lease_options opts;
   opts.ttl = 1500ms;

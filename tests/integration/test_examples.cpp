@@ -86,3 +86,31 @@ BOOST_AUTO_TEST_CASE(election_the_follower_sees_the_leaders_address_and_is_elect
   BOOST_TEST(at("elected") < at("resigned"));
   BOOST_TEST(server.client().get("/v1/locks/services%2Fexample").status == 404);
 }
+
+// `--help` prints the flags and exits 0 without connecting anywhere: no server runs here, and an example
+// that tried to reach its default server would block or fail instead.
+BOOST_AUTO_TEST_CASE(every_example_prints_its_flags_on_help_and_exits_without_a_server) {
+  temp_dir scratch;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> examples{
+      {"baton-example-timeline", {"--server", "--store"}},
+      {"baton-example-long-job", {"--server", "--key", "--ttl-ms", "--steps", "--step-ms"}},
+      {"baton-example-election", {"--server", "--key", "--address", "--lead-ms"}},
+      {"baton-example-api", {}},
+      {"fenced-store", {"--listen", "--threads"}},
+  };
+  for (const auto& [name, flags] : examples) {
+    BOOST_TEST_CONTEXT(name) {
+      auto r = run_to_end({bin_path(name), "--help"}, (scratch.path() / (name + ".err")).string(), 10s);
+      BOOST_TEST(r.code == 0);
+      BOOST_TEST(r.out.find("usage: ") == 0u, r.out);
+      BOOST_TEST(r.out.find("--help") != std::string::npos, r.out);
+      for (const auto& flag : flags)
+        BOOST_TEST(r.out.find(flag) != std::string::npos, flag);
+    }
+  }
+  // An unknown flag is a usage error (exit 2), not a run against the default server.
+  auto typo = run_to_end({bin_path("baton-example-long-job"), "--sever", "http://127.0.0.1:1"},
+                         (scratch.path() / "typo.err").string(), 10s);
+  BOOST_TEST(typo.code == 2);
+  BOOST_TEST(typo.err.find("unknown flag --sever") != std::string::npos, typo.err);
+}
