@@ -42,9 +42,9 @@ commands:
       run CMD while holding the lock, renewing it all along; the moment the lease is lost, stop CMD's
       whole process group (SIGTERM, then SIGKILL after the grace period). CMD gets BATON_FENCING_TOKEN,
       BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment.
-  conformance
+  conformance [--restart-command CMD]
       check the server against the protocol's guarantees (docs/protocol.md) on keys conformance/...;
-      prints one PASS/FAIL line per check and a summary
+      prints one PASS/FAIL/SKIP line per check and a summary; CMD restarts the server for the restart checks
 
 options of every command:
   --server URL           lock server (default: $BATON_SERVER, else http://127.0.0.1:7070)
@@ -110,12 +110,16 @@ exits 76. SIGTERM, SIGINT or SIGHUP to baton stop the group the same way (a seco
 once), and baton exits with CMD's status. Processes CMD leaves behind in its group are stopped the same
 way before the lease is released. Exit status: CMD's (128+N for signal N) when it ran under a valid
 lease; 75 not acquired, 76 lease lost, 126/127 CMD not runnable/not found.)"},
-    {"conformance", "baton conformance [--server URL]",
+    {"conformance", "baton conformance [--server URL] [--restart-command CMD]",
      R"(Checks the server's guarantees against docs/protocol.md from the outside, with raw HTTP requests on
 keys conformance/<random>/<check>: one winner among concurrent acquires, refusals, fencing tokens that
-only increase, conditional and idempotent release, expiry on time, long-poll wake-ups, errors for bad
-input. Prints `PASS  check` or `FAIL  check: reason` per check, then a summary. Takes a few seconds.
-Exit 0 when every check passed, 70 when any failed, 69 when the server cannot be reached.)"},
+only increase, conditional and idempotent release, expiry on time (never early), renewals that extend,
+superseded tokens refused, long-poll answers within 250 ms, errors for bad input, advertised capabilities.
+With --restart-command CMD, CMD (run through /bin/sh) must restart the server on the same URL; held leases,
+released locks and the token counter must survive it. Prints `PASS  check`, `FAIL  check: reason` or
+`SKIP  check: reason` per check, then a summary. Takes about 10 seconds.
+Exit 0 when no check failed (skipped ones are not passed), 70 when any failed, 69 when the server cannot be
+reached.)"},
 };
 
 const command_spec* find_spec(std::string_view name) {
@@ -162,6 +166,10 @@ po::options_description command_options(std::string_view name) {
     add("wait-timeout", po::value<std::string>()->value_name("D"),
         "give up waiting after D (implies --wait)");
   }
+  if (name == "conformance")
+    add("restart-command", po::value<std::string>()->value_name("CMD"),
+        "after the other checks, run CMD through /bin/sh to restart the server on the same URL, then check "
+        "what survived (without it those checks are skipped)");
   if (name == "exec") {
     add("grace", po::value<std::string>()->value_name("D"), "time between SIGTERM and SIGKILL (default 5s)");
     add("renew-every", po::value<std::string>()->value_name("D"), "renew period (default ttl/3)");
@@ -257,7 +265,11 @@ client_config client_settings(const po::variables_map& vm, const char* env_serve
 command build(std::string_view name, std::string key, const po::variables_map& vm,
               std::vector<std::string> cmd_argv) {
   if (name == "get") return get_command{std::move(key)};
-  if (name == "conformance") return conformance_command{};
+  if (name == "conformance") {
+    conformance_command c;
+    if (vm.count("restart-command")) c.restart_command = required_string(vm, "restart-command");
+    return c;
+  }
   if (name == "release")
     return release_command{std::move(key), required_string(vm, "owner"), token_value(vm)};
   if (!vm.count("ttl")) usage_error("--ttl is required");

@@ -56,7 +56,9 @@ struct exec_command {
 };
 
 /// Checks the server against docs/protocol.md (the server is the invocation's client.server_url).
-struct conformance_command {};
+struct conformance_command {
+  std::optional<std::string> restart_command;  // --restart-command: run through /bin/sh to restart the server
+};
 
 using command = std::variant<help_request, acquire_command, renew_command, release_command, get_command,
                              exec_command, conformance_command>;

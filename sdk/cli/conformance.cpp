@@ -26,10 +26,18 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <future>
 #include <latch>
@@ -38,6 +46,7 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace baton::cli {
@@ -53,6 +62,11 @@ using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
 struct check_failed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A check that cannot run against this server or with these options; never counted as passed.
+struct check_skipped : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -217,10 +231,23 @@ std::string random_hex() {
   return buf;
 }
 
+// What the restart phase left for the restart checks: a lease held across the restart, a lock released
+// before it, and the largest token any answer carried before it. `error` says why there is nothing to check.
+struct restart_state {
+  std::string error;
+  std::string held_key, held_owner;
+  std::int64_t held_token = 0;
+  std::string released_key;
+  std::int64_t max_token_before = 0;
+};
+
 class suite {
  public:
-  suite(server_address addr, milliseconds timeout)
-      : addr_(std::move(addr)), timeout_(timeout), prefix_("conformance/" + random_hex()) {}
+  suite(server_address addr, milliseconds timeout, std::optional<std::string> restart_command)
+      : addr_(std::move(addr)),
+        timeout_(timeout),
+        prefix_("conformance/" + random_hex()),
+        restart_command_(std::move(restart_command)) {}
 
   connection open() const { return connection(addr_); }
   const server_address& address() const { return addr_; }
@@ -233,7 +260,15 @@ class suite {
                 std::optional<std::string> value = std::nullopt) const {
     json::object body{{"owner", owner}, {"ttl_ms", ttl_ms}};
     if (value) body["value"] = *value;
-    return c.request(http::verb::post, path(key, "/acquire"), json::serialize(body), timeout_);
+    auto r = c.request(http::verb::post, path(key, "/acquire"), json::serialize(body), timeout_);
+    // Granted or naming a holder, the token was issued: a restart must never issue it, or a smaller one,
+    // again.
+    if (auto t = r.num("token"); t && (r.status == 200 || r.status == 409)) {
+      auto seen = max_token_.load();
+      while (*t > seen && !max_token_.compare_exchange_weak(seen, *t)) {
+      }
+    }
+    return r;
   }
   reply renew(connection& c, const std::string& key, const std::string& owner, std::int64_t token,
               std::int64_t ttl_ms) const {
@@ -267,12 +302,34 @@ class suite {
            what + ": error body without a \"message\" string: " + r.describe());
   }
 
+  reply poll(connection& c, const std::string& key, std::int64_t token, steady::duration bound) const {
+    return c.request(http::verb::get, path(key) + "?wait_ms=20000&token=" + std::to_string(token), {}, bound);
+  }
+
   milliseconds timeout() const { return timeout_; }
+  std::int64_t max_token() const { return max_token_.load(); }
+  const std::optional<std::string>& restart_command() const { return restart_command_; }
+
+  // The restart checks' common ground, set once by the restart phase; skipped without --restart-command.
+  const restart_state& restarted() const {
+    if (!restart_command_) throw check_skipped("no --restart-command");
+    if (!restart_.error.empty()) throw check_failed(restart_.error);
+    return restart_;
+  }
+  void set_restarted(restart_state r) { restart_ = std::move(r); }
+
+  // A remark printed after a passed check's name.
+  void note(std::string text) const { note_ = std::move(text); }
+  std::string take_note() const { return std::exchange(note_, {}); }
 
  private:
   server_address addr_;
   milliseconds timeout_;
   std::string prefix_;
+  std::optional<std::string> restart_command_;
+  restart_state restart_;
+  mutable std::atomic<std::int64_t> max_token_{0};
+  mutable std::string note_;
 };
 
 // --- the checks ---------------------------------------------------------------------------------------------
@@ -474,39 +531,229 @@ void expiry_on_time(const suite& s) {
   throw check_failed("inconclusive: no GET was answered before the lease's TTL had passed (machine too slow?)");
 }
 
+// A renew that answers 200 must move the expiry: renewed every third of its TTL, a lease is still held after
+// that first TTL has passed. A renew sent before the last term ended must be granted; one sent later (a slow
+// machine) proves nothing, and the TTL doubles.
+void renew_extends(const suite& s) {
+  auto c = s.open();
+  for (std::int64_t ttl = 400; ttl <= 1600; ttl *= 2) {
+    const auto ttl_d = milliseconds(ttl);
+    const auto key = s.key("renew-extends-" + std::to_string(ttl));
+    auto a = s.must_acquire(c, key, "renewer", ttl);
+    auto term_from = a.sent;  // the lease is held at least until term_from + ttl
+    bool conclusive = true;
+    for (int i = 0; i < 4 && conclusive; ++i) {
+      std::this_thread::sleep_until(term_from + ttl_d / 3);
+      auto r = s.renew(c, key, "renewer", a.token(), ttl);
+      conclusive = r.sent < term_from + ttl_d;
+      if (!conclusive) break;
+      expect(r.status == 200, "renew " + std::to_string(i + 1) + ", sent " +
+                                  std::to_string((r.sent - term_from) / 1ms) + " ms into a " +
+                                  std::to_string(ttl) + " ms term: expected 200, got " + r.describe());
+      term_from = r.sent;
+    }
+    auto g = s.get(c, key);
+    s.release(c, key, "renewer", a.token());
+    if (!conclusive || g.received >= term_from + ttl_d) continue;
+    expect(g.status == 200 && g.num("token") == a.num("token"),
+           "a " + std::to_string(ttl) + " ms lease renewed every " + std::to_string(ttl / 3) +
+               " ms is not held " + std::to_string((g.received - a.sent) / 1ms) +
+               " ms after its acquire (the renews answered 200 but did not extend it): " + g.describe());
+    return;
+  }
+  throw check_failed("inconclusive: the renews could not be sent within their terms (machine too slow?)");
+}
+
+// The owner's older token is superseded by its re-acquire (docs/protocol.md, acquire): a delayed renew or
+// release carrying it must change nothing, and the current token keeps working.
+void superseded_token_refused(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("superseded");
+  auto first = s.must_acquire(c, key, "owner-a", 30'000);
+  auto second = s.must_acquire(c, key, "owner-a", 30'000);
+  auto old_release = s.release(c, key, "owner-a", first.token());
+  auto old_renew = s.renew(c, key, "owner-a", first.token(), 30'000);
+  auto still = s.get(c, key);
+  auto renew = s.renew(c, key, "owner-a", second.token(), 30'000);
+  s.release(c, key, "owner-a", second.token());
+  suite::expect_error(old_release, 409, "not_owner", "release with the superseded token");
+  expect_lost(old_renew, {"token_mismatch"}, "renew with the superseded token");
+  expect(still.status == 200 && still.num("token") == second.num("token"),
+         "after the refused release and renew with the superseded token, GET should name token " +
+             std::to_string(second.token()) + ": " + still.describe());
+  expect(renew.status == 200,
+         "renew with the current token afterwards: expected 200, got " + renew.describe());
+}
+
+// docs/protocol.md, get and long-poll: an answer within 250 ms of the change (or at once when the token
+// already differs). A loaded machine can miss such a bound once; each bound is tried until it held twice or
+// failed twice, so a server that is late every time fails, one that is late once in a while does not.
+constexpr auto wake_bound = 250ms;
+// How long past the bound a long-poll is given before it counts as not answered (no need to wait longer).
+constexpr auto wake_give_up = 1500ms;
+
+std::string ms(steady::duration d) {
+  return std::to_string(std::chrono::duration_cast<milliseconds>(d).count()) + " ms";
+}
+
+// `attempt` returns why it was late, or nothing when on time; any other fault throws check_failed at once.
+void twice_on_time(const std::function<std::optional<std::string>()>& attempt) {
+  int on_time = 0, late = 0;
+  std::string why;
+  while (on_time < 2 && late < 2) {
+    if (auto reason = attempt()) {
+      ++late;
+      why = *reason;
+    } else {
+      ++on_time;
+    }
+  }
+  if (late == 2)
+    throw check_failed(why + " (late in 2 of " + std::to_string(on_time + late) + " tries; the bound is " +
+                       ms(wake_bound) + ")");
+}
+
+void long_poll_stale_token(const suite& s) {
+  auto c = s.open();
+  int n = 0;
+  twice_on_time([&]() -> std::optional<std::string> {
+    const auto key = s.key("poll-stale-" + std::to_string(n++));
+    auto first = s.must_acquire(c, key, "owner-a", 30'000);
+    auto second = s.must_acquire(c, key, "owner-a", 30'000);
+    auto stale = s.poll(c, key, first.token(), wake_give_up);
+    auto zero = stale.status == 0 ? reply{} : s.poll(c, key, 0, wake_give_up);
+    s.release(c, key, "owner-a", second.token());
+    for (auto* r : {&stale, &zero}) {
+      const auto what = r == &stale ? "a long-poll with the superseded token " + std::to_string(first.token())
+                                    : std::string("a long-poll with token=0 while the lock is held");
+      if (r->status == 0) return what + " did not answer within " + ms(wake_give_up) + ": " + r->describe();
+      expect(
+          r->status == 200 && r->num("token") == second.num("token"),
+          what + ": expected 200 naming token " + std::to_string(second.token()) + ", got " + r->describe());
+      if (r->received - r->sent > wake_bound) return what + " answered after " + ms(r->received - r->sent);
+    }
+    return std::nullopt;
+  });
+}
+
 // Starts a long-poll on its own connection and thread.
 std::future<reply> long_poll(const suite& s, const std::string& key, std::int64_t token, steady::duration bound) {
   return std::async(std::launch::async, [&s, key, token, bound] {
     auto c = s.open();
-    return c.request(http::verb::get, suite::path(key) + "?wait_ms=20000&token=" + std::to_string(token), {},
-                     bound);
+    return s.poll(c, key, token, bound);
   });
 }
 
 void long_poll_release(const suite& s) {
   auto c = s.open();
-  const auto key = s.key("poll-release");
-  auto a = s.must_acquire(c, key, "owner-a", 30'000);
-  auto poll = long_poll(s, key, a.token(), 15s);
-  const bool early = poll.wait_for(500ms) == std::future_status::ready;
-  auto rel = s.release(c, key, "owner-a", a.token());
-  auto r = poll.get();
-  expect(!early, "the long-poll answered while the holder's token was unchanged: " + r.describe());
-  expect(rel.status == 200, "release: expected 200, got " + rel.describe());
-  expect(r.status != 0, "the long-poll (wait_ms=20000) was not woken within 15 s of the release: " + r.describe());
-  suite::expect_error(r, 404, "not_held", "the long-poll's answer after the release");
+  int n = 0;
+  twice_on_time([&]() -> std::optional<std::string> {
+    const auto key = s.key("poll-release-" + std::to_string(n++));
+    auto a = s.must_acquire(c, key, "owner-a", 30'000);
+    auto poll = long_poll(s, key, a.token(), 300ms + wake_give_up);
+    const bool early = poll.wait_for(300ms) == std::future_status::ready;
+    auto rel = s.release(c, key, "owner-a", a.token());
+    auto r = poll.get();
+    expect(!early, "the long-poll answered while the holder's token was unchanged: " + r.describe());
+    expect(rel.status == 200, "release: expected 200, got " + rel.describe());
+    if (r.status == 0) return "the long-poll was not woken by the release: " + r.describe();
+    suite::expect_error(r, 404, "not_held", "the long-poll's answer after the release");
+    if (r.received > rel.received + wake_bound)
+      return "the long-poll answered " + ms(r.received - rel.received) + " after the release's answer";
+    return std::nullopt;
+  });
 }
 
 void long_poll_expiry(const suite& s) {
   auto c = s.open();
-  const auto key = s.key("poll-expiry");
-  auto a = s.must_acquire(c, key, "owner-a", 1000);
-  auto r = long_poll(s, key, a.token(), 1000ms * 5 + 3s).get();
-  if (r.status == 0) s.release(c, key, "owner-a", a.token());
-  expect(r.status != 0, "the long-poll (wait_ms=20000) was not woken within 8 s by the expiry of a 1000 ms lease: " +
-                            r.describe());
-  suite::expect_error(r, 404, "not_held", "the long-poll's answer after the expiry");
-  expect(r.received >= a.sent + 1000ms, "the long-poll reported the lease free before its TTL had passed");
+  constexpr auto ttl = 300ms;
+  int n = 0;
+  twice_on_time([&]() -> std::optional<std::string> {
+    const auto key = s.key("poll-expiry-" + std::to_string(n++));
+    auto a = s.must_acquire(c, key, "owner-a", ttl.count());
+    auto r = s.poll(c, key, a.token(), ttl + wake_give_up);
+    if (r.status == 0) {
+      s.release(c, key, "owner-a", a.token());
+      return "the long-poll was not woken by the expiry of a " + ms(ttl) + " lease: " + r.describe();
+    }
+    suite::expect_error(r, 404, "not_held", "the long-poll's answer after the expiry");
+    expect(r.received >= a.sent + ttl, "the long-poll reported the lease free before its TTL had passed");
+    // The server's expiry is at most the TTL after the acquire's answer arrived.
+    if (r.received > a.received + ttl + wake_bound)
+      return "the long-poll answered " + ms(r.received - (a.received + ttl)) +
+             " after the lease's TTL had ended";
+    return std::nullopt;
+  });
+}
+
+// docs/protocol.md, acquire: a granted acquire records expiry = now + ttl_ms, the same owner's included. A
+// longer TTL on the re-acquire shows it without waiting: ttl_remaining_ms must be about the new TTL.
+void reacquire_refreshes_expiry(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("reacquire-expiry");
+  s.must_acquire(c, key, "owner-a", 1000);
+  auto again = s.must_acquire(c, key, "owner-a", 30'000);
+  auto g = s.get(c, key);
+  s.release(c, key, "owner-a", again.token());
+  expect(g.status == 200 && g.num("token") == again.num("token"),
+         "GET after the re-acquire should name its token " + std::to_string(again.token()) + ": " +
+             g.describe());
+  const auto at_least = 30'000 - std::chrono::ceil<milliseconds>(g.received - again.sent).count();
+  const auto left = g.num("ttl_remaining_ms").value_or(-1);
+  expect(left >= at_least && left <= 30'000,
+         "a lease acquired for 1000 ms, then re-acquired by its owner for 30000 ms, has ttl_remaining_ms " +
+             std::to_string(left) + " (expected " + std::to_string(at_least) +
+             " to 30000: the re-acquire must set a new expiry)");
+}
+
+// docs/protocol.md, Time: a lease acquired by a request sent at client time a is held until at least a + ttl.
+// GETs sent back to back over the last 60 ms before that instant must all find it held; those answered within
+// `expiry_tolerance` of it are not judged (the protocol's TTLs are whole milliseconds).
+constexpr auto expiry_tolerance = 1ms;
+
+void never_expires_early(const suite& s) {
+  auto c = s.open();
+  for (std::int64_t ttl = 500; ttl <= 2000; ttl *= 2) {
+    const auto key = s.key("never-early-" + std::to_string(ttl));
+    auto a = s.must_acquire(c, key, "punctual", ttl);
+    const auto end = a.sent + milliseconds(ttl) - expiry_tolerance;
+    std::this_thread::sleep_until(end - 60ms);
+    int close_reads = 0;  // judged reads sent within the last 10 ms: they catch a server a few ms early
+    for (;;) {
+      auto g = s.get(c, key);
+      if (g.received >= end) break;
+      expect(g.status == 200 && g.num("token") == a.num("token"),
+             "a " + std::to_string(ttl) + " ms lease is not held by a GET answered " +
+                 ms(g.received - a.sent) + " after its acquire was sent (it expired at least " +
+                 ms(a.sent + milliseconds(ttl) - g.received) + " early): " + g.describe());
+      if (g.sent >= end - 10ms) ++close_reads;
+    }
+    s.release(c, key, "punctual", a.token());
+    if (close_reads > 0) return;
+  }
+  throw check_failed(
+      "inconclusive: no GET was answered within 10 ms before a lease's TTL ended (machine too slow?)");
+}
+
+// The largest TTL batond accepts by default: nothing in the server may overflow or truncate it.
+void long_ttl_held(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("long-ttl");
+  constexpr std::int64_t hour = 3'600'000;
+  auto a = s.must_acquire(c, key, "patient", hour);
+  auto g = s.get(c, key);
+  auto r = s.renew(c, key, "patient", a.token(), hour);
+  auto after = s.get(c, key);
+  s.release(c, key, "patient", a.token());
+  for (auto* x : {&g, &after}) {
+    const auto at_least = hour - std::chrono::ceil<milliseconds>(x->received - a.sent).count();
+    const auto left = x->num("ttl_remaining_ms").value_or(-1);
+    expect(x->status == 200 && x->num("token") == a.num("token") && left >= at_least && left <= hour,
+           std::string(x == &g ? "GET" : "GET after a renew") +
+               " of a 1-hour lease should show it held with " + "ttl_remaining_ms " +
+               std::to_string(at_least) + " to " + std::to_string(hour) + ": " + x->describe());
+  }
+  expect(r.status == 200, "renew for 1 hour: expected 200, got " + r.describe());
 }
 
 // Bad inputs: each on a fresh connection (the server may close it after an error).
@@ -605,6 +852,162 @@ void value_round_trip(const suite& s) {
   s.release(c, key, "valued-a", last.token());
 }
 
+// Optional features a server may advertise, and the check that exercises each.
+struct feature_check {
+  const char* feature;
+  const char* check;
+};
+constexpr feature_check known_features[] = {
+    {"lease_values", "a lease's value is published, replaced and kept"},
+};
+
+// GET /v1/capabilities: optional. When answered, it must have the documented shape; each advertised feature
+// this baton knows has a check of its own (run whether advertised or not where the protocol requires it).
+void capabilities(const suite& s) {
+  auto c = s.open();
+  auto r = c.request(http::verb::get, "/v1/capabilities", {}, s.timeout());
+  if (r.status == 404) throw check_skipped("not advertised");
+  expect(r.status == 200,
+         "GET /v1/capabilities: expected 200, or 404 when not advertised; got " + r.describe());
+  const auto* o = r.json.if_object();
+  expect(o != nullptr, "GET /v1/capabilities: the body is not a JSON object: " + r.describe());
+  const auto version = r.num("protocol_version");
+  expect(version && *version >= 1, "GET /v1/capabilities: no integer protocol_version >= 1: " + r.describe());
+  const auto* features = o->if_contains("features");
+  expect(features && features->is_array(), "GET /v1/capabilities: no \"features\" array: " + r.describe());
+  std::string checked, unknown;
+  for (const auto& f : features->get_array()) {
+    expect(f.is_string(), "GET /v1/capabilities: a feature that is not a string: " + r.describe());
+    const std::string name(f.get_string());
+    auto known = std::find_if(std::begin(known_features), std::end(known_features),
+                              [&](const feature_check& k) { return name == k.feature; });
+    auto& list = known != std::end(known_features) ? checked : unknown;
+    list += (list.empty() ? "" : ", ") + name;
+  }
+  std::string note = "protocol_version " + std::to_string(*version);
+  if (!checked.empty()) note += "; checked: " + checked;
+  if (!unknown.empty()) note += "; not known to this baton, not checked: " + unknown;
+  s.note(note);
+}
+
+// --- restart mode
+// -------------------------------------------------------------------------------------------
+
+// Bounds of the restart phase: the command's own run, then the server's return.
+constexpr auto restart_command_bound = 60s;
+constexpr auto restart_return_bound = 30s;
+
+// Runs `command` through /bin/sh, its stdout sent to our stderr so the table on stdout stays clean. Returns
+// why it failed, or nothing.
+std::optional<std::string> run_restart_command(const std::string& command) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return "--restart-command: fork: " + std::string(std::strerror(errno));
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, 0);
+    ::dup2(2, 1);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto until = steady::now() + restart_command_bound;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
+      return "--restart-command " + (WIFEXITED(status)
+                                         ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                         : "was ended by signal " + std::to_string(WTERMSIG(status)));
+    }
+    if (r < 0 && errno != EINTR) return "--restart-command: waitpid: " + std::string(std::strerror(errno));
+    if (steady::now() >= until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return "--restart-command did not finish within " + std::to_string(restart_command_bound / 1s) +
+             " s (it must return once the server is restarting, e.g. start it in the background)";
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+// Leaves a lease held and a lock released, restarts the server with the command, and waits for it to answer.
+restart_state restart_server(const suite& s) {
+  restart_state st;
+  try {
+    auto c = s.open();
+    st.held_key = s.key("restart-held");
+    st.held_owner = "survivor";
+    // Long enough to outlast the command and the wait for the server's return (a restart restores it with its
+    // full TTL, docs/protocol.md, Restart).
+    st.held_token = s.must_acquire(c, st.held_key, st.held_owner, 300'000).token();
+    st.released_key = s.key("restart-released");
+    auto r = s.must_acquire(c, st.released_key, "leaver", 300'000);
+    auto rel = s.release(c, st.released_key, "leaver", r.token());
+    expect(rel.status == 200, "release before the restart: expected 200, got " + rel.describe());
+    // An idle connection from before: a server that really went down closed it.
+    auto witness = s.open();
+    auto h = witness.request(http::verb::get, "/healthz", {}, s.timeout());
+    expect(h.status == 200, "GET /healthz before the restart: " + h.describe());
+    st.max_token_before = s.max_token();
+    if (auto failed = run_restart_command(*s.restart_command())) throw check_failed(*failed);
+    auto old = witness.request(http::verb::get, "/healthz", {}, 2s);
+    expect(old.status == 0,
+           "the server was not restarted: a connection opened before --restart-command still "
+           "answers");
+    const auto until = steady::now() + restart_return_bound;
+    for (auto probe = s.open();;) {
+      auto back = probe.request(http::verb::get, "/healthz", {}, 1s);
+      if (back.status == 200) break;
+      expect(steady::now() < until, "the server did not answer GET /healthz within " +
+                                        std::to_string(restart_return_bound / 1s) +
+                                        " s after --restart-command: " + back.describe());
+      std::this_thread::sleep_for(50ms);
+    }
+  } catch (const std::exception& e) {
+    st.error = std::string("restart: ") + e.what();
+  }
+  return st;
+}
+
+void restart_keeps_held_lease(const suite& s) {
+  const auto& st = s.restarted();
+  auto c = s.open();
+  auto g = s.get(c, st.held_key);
+  expect(g.status == 200 && g.str("owner") == st.held_owner && g.num("token") == st.held_token,
+         "a lease held by " + st.held_owner + " with token " + std::to_string(st.held_token) +
+             " before the restart: GET after it says " + g.describe());
+  auto r = s.renew(c, st.held_key, st.held_owner, st.held_token, 300'000);
+  expect(r.status == 200, "renew of that lease after the restart: expected 200, got " + r.describe());
+}
+
+void restart_keeps_release(const suite& s) {
+  const auto& st = s.restarted();
+  auto c = s.open();
+  suite::expect_error(s.get(c, st.released_key), 404, "not_held",
+                      "GET after the restart of a lock released before it");
+}
+
+void restart_tokens_increase(const suite& s) {
+  const auto& st = s.restarted();
+  auto c = s.open();
+  const auto before = std::to_string(st.max_token_before);
+  auto fresh = s.must_acquire(c, s.key("restart-fresh"), "newcomer", 30'000);
+  auto freed = s.must_acquire(c, st.released_key, "newcomer", 30'000);
+  auto again = s.must_acquire(c, st.held_key, st.held_owner, 30'000);
+  s.release(c, s.key("restart-fresh"), "newcomer", fresh.token());
+  s.release(c, st.released_key, "newcomer", freed.token());
+  s.release(c, st.held_key, st.held_owner, again.token());
+  expect(fresh.token() > st.max_token_before, "an acquire of a new key after the restart got token " +
+                                                  std::to_string(fresh.token()) + ", not larger than " +
+                                                  before + " (issued before it)");
+  expect(freed.token() > st.max_token_before,
+         "an acquire of the lock released before the restart got token " + std::to_string(freed.token()) +
+             ", not larger than " + before);
+  expect(again.token() > st.max_token_before, "the holder's re-acquire after the restart got token " +
+                                                  std::to_string(again.token()) + ", not larger than " +
+                                                  before);
+}
+
 struct check {
   const char* name;
   void (*run)(const suite&);
@@ -614,16 +1017,23 @@ constexpr check checks[] = {
     {"concurrent acquires have one winner", concurrent_acquires},
     {"acquire while held is refused naming the holder", held_names_holder},
     {"same-owner re-acquire gets a larger token", reacquire_larger_token},
+    {"same-owner re-acquire sets a new expiry", reacquire_refreshes_expiry},
     {"renew is refused for a wrong owner", renew_wrong_owner},
     {"renew is refused for a wrong token", renew_wrong_token},
     {"renew is refused for an expired lease", renew_expired},
+    {"renew extends the lease past its first TTL", renew_extends},
     {"release is conditional on owner and token", release_conditional},
+    {"a superseded token can neither renew nor release", superseded_token_refused},
     {"release is idempotent", release_idempotent},
     {"tokens increase across release and expiry", tokens_increase},
     {"expiry frees the lock on time", expiry_on_time},
-    {"long-poll wakes on release", long_poll_release},
-    {"long-poll wakes on expiry", long_poll_expiry},
+    {"a lease is held for its TTL from the acquire's sending", never_expires_early},
+    {"a 1-hour lease is held", long_ttl_held},
+    {"long-poll answers within 250 ms of a release", long_poll_release},
+    {"long-poll answers within 250 ms of an expiry", long_poll_expiry},
+    {"long-poll with a stale token answers at once", long_poll_stale_token},
     {"a lease's value is published, replaced and kept", value_round_trip},
+    {"capabilities", capabilities},
     {"malformed JSON is 400 bad_request", malformed_json},
     {"missing field is 400 bad_request", missing_field},
     {"ttl out of range is 400 bad_request", ttl_out_of_range},
@@ -633,37 +1043,58 @@ constexpr check checks[] = {
     {"server still serves after bad inputs", still_serves},
 };
 
+// Run after every other check, so that "every token before" covers the whole run.
+constexpr check restart_checks[] = {
+    {"restart: a held lease keeps its owner and token", restart_keeps_held_lease},
+    {"restart: a released lock stays released", restart_keeps_release},
+    {"restart: new tokens are larger than every token before", restart_tokens_increase},
+};
+
 }  // namespace
 
-int run_conformance(const std::string& server_url, milliseconds request_timeout) {
+int run_conformance(const std::string& server_url, milliseconds request_timeout,
+                    const std::optional<std::string>& restart_command) {
   // The checks' own waits are longer than the CLI's default round trip; never bound a request below 10 s.
-  suite s(parse_url(server_url), std::max(request_timeout, milliseconds(10'000)));
+  suite s(parse_url(server_url), std::max(request_timeout, milliseconds(10'000)), restart_command);
   {
     auto c = s.open();
     auto h = c.request(http::verb::get, "/healthz", {}, s.timeout());
     if (h.status == 0) throw cli_error(exit_code::unavailable, "conformance: " + server_url + ": " + h.describe());
   }
-  int failed = 0;
-  for (const auto& ch : checks) {
+  int failed = 0, skipped = 0;
+  auto run = [&](const check& ch) {
     std::string reason;
+    bool skip = false;
     try {
       ch.run(s);
+    } catch (const check_skipped& e) {
+      skip = true;
+      reason = e.what();
     } catch (const std::exception& e) {
       reason = e.what();
     }
     std::replace_if(
         reason.begin(), reason.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-    if (reason.empty()) {
-      std::printf("PASS  %s\n", ch.name);
+    const auto note = s.take_note();
+    if (skip) {
+      ++skipped;
+      std::printf("SKIP  %s: %s\n", ch.name, reason.c_str());
+    } else if (reason.empty()) {
+      std::printf(note.empty() ? "PASS  %s\n" : "PASS  %s (%s)\n", ch.name, note.c_str());
     } else {
       ++failed;
       std::printf("FAIL  %s: %s\n", ch.name, reason.c_str());
     }
     std::fflush(stdout);
-  }
-  const int total = static_cast<int>(std::size(checks));
-  std::printf("%d of %d checks passed against %s\n", total - failed, total,
-              without_credentials(server_url).c_str());
+  };
+  for (const auto& ch : checks)
+    run(ch);
+  if (restart_command) s.set_restarted(restart_server(s));
+  for (const auto& ch : restart_checks)
+    run(ch);
+  const int total = static_cast<int>(std::size(checks) + std::size(restart_checks));
+  std::printf("%d of %d checks passed, %d failed, %d skipped against %s\n", total - failed - skipped, total,
+              failed, skipped, without_credentials(server_url).c_str());
   std::fflush(stdout);
   return failed == 0 ? exit_code::ok : exit_code::internal;
 }

@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
       std::cout << help->text << std::flush;
       return exit_code::ok;
     }
-    if (std::holds_alternative<conformance_command>(call.what))
-      return run_conformance(call.client.server_url, call.client.request_timeout);
+    if (auto* conf = std::get_if<conformance_command>(&call.what))
+      return run_conformance(call.client.server_url, call.client.request_timeout, conf->restart_command);
     asio::io_context ioc;
     baton::client c(ioc.get_executor(), call.client);
     int code = exit_code::internal;

@@ -1,12 +1,27 @@
 // broken-lockd: a tiny in-memory lock server for the conformance tests. It follows docs/protocol.md except
 // for ONE deliberate bug chosen with --bug, which `baton conformance` must catch:
-//   release-by-key    release frees the lock whatever owner and token it names
-//   counter-restarts  the token counter restarts from 1 after each release (tokens stop increasing)
-//   no-expiry         leases never expire
-//   racy-acquire      acquire checks the key, then waits (a "disk write"), then takes it: races have winners
-//   no-value          leases carry no value (a server from before values: the field is ignored, never
-//   answered) none              no bug
-// Usage: broken-lockd --listen 127.0.0.1:0 --bug NAME; prints "broken-lockd listening on HOST:PORT".
+//   release-by-key          release frees the lock whatever owner and token it names
+//   release-old-token       release accepts the owner's superseded (older) token
+//   counter-restarts        the token counter restarts from 1 after each release (tokens stop increasing)
+//   tokens-not-kept         with --state-file: after a restart the counter continues above the tokens of the
+//                           leases it restored, not above every token it issued
+//   no-expiry               leases never expire
+//   early-expiry-40ms       leases expire 40 ms before their TTL has passed
+//   early-expiry-15ms       the same, 15 ms early
+//   renew-no-extend         renew answers 200 but leaves the expiry where it was
+//   reacquire-keeps-expiry  a same-owner re-acquire issues a new token but keeps the old expiry
+//   poll-ignores-token      a long-poll waits for a change from the state it arrived in, whatever its token
+//   poll-every-5s           a long-poll looks at the lock every 5 s instead of being woken by the change
+//   racy-acquire            acquire checks the key, then waits (a "disk write"), then takes it: races have
+//   winners no-value                leases carry no value (a server from before values: the field is ignored,
+//   never
+//                           answered)
+//   none                    no bug
+// --state-file PATH keeps leases and the token counter in PATH (rewritten after each change, read at start),
+// so that a restart on the same --listen address can be checked. GET /v1/capabilities answers 404 unless
+// --capabilities JSON gives the body to answer (verbatim, as a test's choice).
+// Usage: broken-lockd --listen 127.0.0.1:0 --bug NAME [--state-file PATH] [--capabilities JSON]; prints
+// "broken-lockd listening on HOST:PORT".
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -28,8 +43,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -44,16 +62,62 @@ using steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 std::string bug;
+std::string state_file;
+std::string capabilities;
 
 struct lease {
   std::string owner;
   std::int64_t token = 0;
   steady::time_point expiry;
   std::string value;
+  std::int64_t ttl_ms = 0;  // restored with its full TTL after a restart, as batond does
 };
 
 std::map<std::string, lease> locks;
 std::int64_t next_token = 1;
+
+// The expiry a lease of `ttl_ms` granted now gets: early by the bug's amount.
+steady::time_point expiry_after(std::int64_t ttl_ms) {
+  auto e = steady::now() + std::chrono::milliseconds(ttl_ms);
+  if (bug == "early-expiry-40ms") e -= 40ms;
+  if (bug == "early-expiry-15ms") e -= 15ms;
+  return e;
+}
+
+// Called before a change is answered, like a durable server's log write.
+void save_state() {
+  if (state_file.empty()) return;
+  json::array leases;
+  for (const auto& [key, l] : locks)
+    leases.push_back(json::object{
+        {"key", key}, {"owner", l.owner}, {"token", l.token}, {"ttl_ms", l.ttl_ms}, {"value", l.value}});
+  const auto tmp = state_file + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << json::serialize(json::object{{"next_token", next_token}, {"leases", std::move(leases)}});
+  }
+  std::rename(tmp.c_str(), state_file.c_str());
+}
+
+void load_state() {
+  std::ifstream in(state_file);
+  if (!in) return;
+  std::stringstream text;
+  text << in.rdbuf();
+  auto v = json::parse(text.str()).as_object();
+  next_token = v.at("next_token").as_int64();
+  std::int64_t highest = 0;
+  for (const auto& l : v.at("leases").as_array()) {
+    const auto& o = l.as_object();
+    const auto ttl = o.at("ttl_ms").as_int64();
+    const auto token = o.at("token").as_int64();
+    highest = std::max(highest, token);
+    locks[std::string(o.at("key").as_string())] =
+        lease{std::string(o.at("owner").as_string()), token, expiry_after(ttl),
+              std::string(o.at("value").as_string()), ttl};
+  }
+  if (bug == "tokens-not-kept") next_token = highest + 1;
+}
 
 lease* holder(const std::string& key) {
   auto it = locks.find(key);
@@ -115,7 +179,10 @@ asio::awaitable<answer> acquire(const std::string& key, const json::object& o) {
     co_await t.async_wait(asio::use_awaitable);
   }
   const auto token = next_token++;
-  locks[key] = lease{owner, token, steady::now() + std::chrono::milliseconds(ttl), value};
+  auto expiry = expiry_after(ttl);
+  if (auto* h = holder(key); h && bug == "reacquire-keeps-expiry") expiry = h->expiry;
+  locks[key] = lease{owner, token, expiry, value, ttl};
+  save_state();
   co_return answer{http::status::ok, {{"key", key}, {"owner", owner}, {"token", token}, {"ttl_ms", ttl}}, {}};
 }
 
@@ -132,7 +199,11 @@ answer renew(const std::string& key, const json::object& o) {
   if (!h) return lost("not_held");
   if (h->owner != owner) return lost("owner_mismatch");
   if (h->token != token) return lost("token_mismatch");
-  h->expiry = steady::now() + std::chrono::milliseconds(ttl);
+  if (bug != "renew-no-extend") {
+    h->expiry = expiry_after(ttl);
+    h->ttl_ms = std::max(h->ttl_ms, ttl);
+    save_state();
+  }
   return {http::status::ok, {{"key", key}, {"owner", owner}, {"token", token}, {"ttl_ms", ttl}}, {}};
 }
 
@@ -143,10 +214,12 @@ answer release(const std::string& key, const json::object& o) {
     return error(http::status::bad_request, "bad_request", "owner and token are required");
   auto* h = holder(key);
   if (!h) return {http::status::ok, {{"released", true}, {"outcome", "already_free"}}, {}};
-  if (bug != "release-by-key" && (h->owner != owner || h->token != token))
+  const bool token_ok = bug == "release-old-token" ? token <= h->token : token == h->token;
+  if (bug != "release-by-key" && (h->owner != owner || !token_ok))
     return error(http::status::conflict, "not_owner", "another owner or token holds the lock");
   locks.erase(key);
   if (bug == "counter-restarts") next_token = 1;
+  save_state();
   return {http::status::ok, {{"released", true}, {"outcome", "released"}}, {}};
 }
 
@@ -160,7 +233,7 @@ answer state_of(const std::string& key) {
   return {http::status::ok, std::move(o), {}};
 }
 
-// A long-poll that looks every 10 ms: enough for a test double.
+// A long-poll that looks every 10 ms: enough for a test double (its answers come well within 250 ms).
 asio::awaitable<answer> get(const std::string& key, boost::urls::url_view url) {
   auto wait_it = url.params().find("wait_ms");
   if (wait_it == url.params().end()) co_return state_of(key);
@@ -172,11 +245,15 @@ asio::awaitable<answer> get(const std::string& key, boost::urls::url_view url) {
     co_return error(http::status::bad_request, "bad_request", "bad wait_ms or token");
   }
   const auto until = steady::now() + std::chrono::milliseconds(wait_ms);
+  if (bug == "poll-ignores-token") {
+    auto* h = holder(key);
+    token = h ? h->token : 0;
+  }
   asio::steady_timer t(co_await asio::this_coro::executor);
   for (;;) {
     auto* h = holder(key);
     if ((h ? h->token : 0) != token || steady::now() >= until) co_return state_of(key);
-    t.expires_after(10ms);
+    t.expires_after(bug == "poll-every-5s" ? 5s : 10ms);
     co_await t.async_wait(asio::use_awaitable);
   }
 }
@@ -190,6 +267,13 @@ asio::awaitable<answer> route(const http::request<http::string_body>& req) {
     if (req.method() != http::verb::get)
       co_return answer{http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "GET"}}, "GET"};
     co_return answer{http::status::ok, {{"status", "ok"}}, {}};
+  }
+  if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "capabilities" && req.method() == http::verb::get) {
+    if (capabilities.empty()) co_return error(http::status::not_found, "not_found", "unknown route");
+    json::error_code ec;
+    auto v = json::parse(capabilities, ec);
+    co_return answer{
+        http::status::ok, ec || !v.is_object() ? json::object{{"raw", capabilities}} : v.as_object(), {}};
   }
   if (seg.size() < 3 || seg.size() > 4 || seg[0] != "v1" || seg[1] != "locks" || seg[2].empty())
     co_return error(http::status::not_found, "not_found", "unknown route");
@@ -260,13 +344,31 @@ int main(int argc, char** argv) {
     std::string opt = argv[i];
     if (opt == "--listen") listen = argv[i + 1];
     else if (opt == "--bug") bug = argv[i + 1];
+    else if (opt == "--state-file")
+      state_file = argv[i + 1];
+    else if (opt == "--capabilities")
+      capabilities = argv[i + 1];
   }
-  if (bug != "release-by-key" && bug != "counter-restarts" && bug != "no-expiry" && bug != "racy-acquire" &&
-      bug != "no-value" && bug != "none") {
-    std::cerr << "usage: broken-lockd --listen HOST:PORT --bug release-by-key|counter-restarts|no-expiry|"
-                 "racy-acquire|no-value|none\n";
+  static const char* const bugs[] = {"release-by-key",
+                                     "release-old-token",
+                                     "counter-restarts",
+                                     "tokens-not-kept",
+                                     "no-expiry",
+                                     "early-expiry-40ms",
+                                     "early-expiry-15ms",
+                                     "renew-no-extend",
+                                     "reacquire-keeps-expiry",
+                                     "poll-ignores-token",
+                                     "poll-every-5s",
+                                     "racy-acquire",
+                                     "no-value",
+                                     "none"};
+  if (std::find(std::begin(bugs), std::end(bugs), bug) == std::end(bugs)) {
+    std::cerr << "usage: broken-lockd --listen HOST:PORT --bug NAME [--state-file PATH] [--capabilities JSON]"
+                 " (NAME: see the top of broken_server.cpp)\n";
     return 64;
   }
+  if (!state_file.empty()) load_state();
   auto colon = listen.rfind(':');
   asio::io_context ioc;
   tcp::endpoint ep(asio::ip::make_address(listen.substr(0, colon)),
