@@ -443,15 +443,25 @@ void journal::poison(const std::string& message) {
   if (first && on_failure_) on_failure_(message);
 }
 
+int journal::write_log(const std::string& batch) {
+  if (options_.device) return options_.device->write(batch);
+  int err = 0;
+  return write_all(wal_fd_, batch.data(), batch.size(), err) ? 0 : err;
+}
+
+int journal::sync_log() {
+  if (options_.device) return options_.device->sync();
+  return ::fdatasync(wal_fd_) == 0 ? 0 : errno;
+}
+
 bool journal::write_batch(const std::string& batch, std::uint64_t up_to_lsn, std::size_t records) {
   auto started = clock::now();
-  int err = 0;
-  if (!write_all(wal_fd_, batch.data(), batch.size(), err)) {
+  if (int err = write_log(batch)) {
     poison("write " + wal_path(generation_).string() + ": " + errno_text(err));
     return false;
   }
-  if (::fdatasync(wal_fd_) != 0) {
-    poison("fdatasync " + wal_path(generation_).string() + ": " + errno_text(errno));
+  if (int err = sync_log()) {
+    poison("fdatasync " + wal_path(generation_).string() + ": " + errno_text(err));
     return false;
   }
   file_size_ += batch.size();
@@ -481,16 +491,33 @@ void journal::run_writer() {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return !pending_.empty() || stopping_ || failed_; });
       if (pending_.empty() || failed_) break;  // stopping with nothing left, or poisoned
-      batch.clear();
-      batch.swap(pending_);  // keeps both buffers' capacity alive across batches
-      records = pending_records_;
-      pending_records_ = 0;
-      up_to = last_lsn_;
+      take_batch_locked(batch, records, up_to);
     }
     if (!write_batch(batch, up_to, records)) break;
-    if (file_size_ > options_.compact_bytes && !cut()) break;
+    if (!options_.device && file_size_ > options_.compact_bytes && !cut()) break;
   }
   end_writing();
+}
+
+void journal::take_batch_locked(std::string& batch, std::size_t& records, std::uint64_t& up_to) {
+  batch.clear();
+  batch.swap(pending_);  // keeps both buffers' capacity alive across batches
+  records = pending_records_;
+  pending_records_ = 0;
+  up_to = last_lsn_;
+}
+
+bool journal::flush() {
+  std::string batch;
+  std::size_t records;
+  std::uint64_t up_to;
+  {
+    std::lock_guard lk(mu_);
+    if (failed_) return false;
+    if (pending_.empty()) return true;
+    take_batch_locked(batch, records, up_to);
+  }
+  return write_batch(batch, up_to, records);
 }
 
 void journal::end_writing() {

@@ -43,6 +43,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace baton::server {
@@ -51,10 +52,24 @@ namespace baton::server {
 inline constexpr std::uint64_t min_compact_bytes = 4096;
 inline constexpr std::uint64_t max_compact_bytes = 1ull << 40;
 
+/// Where the log's appends go once the journal is open, in place of the log file: the deterministic
+/// simulation (tests/sim) keeps them on a disk of its own, where they last only once synced.
+class log_device {
+ public:
+  virtual ~log_device() = default;
+  /// Appends `data` to the log; returns 0 or an errno value.
+  virtual int write(std::string_view data) = 0;
+  /// Makes everything written so far durable (fdatasync); returns 0 or an errno value.
+  virtual int sync() = 0;
+};
+
 struct journal_options {
   std::filesystem::path dir;
   /// Cut the current log (and compact in the background) once it is larger than this.
   std::uint64_t compact_bytes = 64ull << 20;
+  /// Null (batond): the journal writes its log file. Otherwise appends go to this device, and the log is
+  /// never cut or compacted (recovery still reads the directory: the device's owner writes it there).
+  log_device* device = nullptr;
 };
 
 struct recovery_stats {
@@ -121,6 +136,11 @@ class journal {
   /// Starts the writer and compactor threads.
   void start();
 
+  /// Without start(): writes what is queued as one batch (one write, one sync) on the calling thread and
+  /// completes the waiters it covers. A single-threaded driver (the simulation) decides when the disk acts.
+  /// Returns false once the journal has failed.
+  bool flush();
+
   /// Queues a record; returns its log sequence number. Thread-safe. Callers that need the order of records
   /// to match the order of their effects call it while holding the lock that serialises those effects.
   std::uint64_t append(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
@@ -159,6 +179,9 @@ class journal {
     handler_type handler;
   };
   void enqueue_waiter(std::uint64_t lsn, waiter w);
+  void take_batch_locked(std::string& batch, std::size_t& records, std::uint64_t& up_to);
+  int write_log(const std::string& batch);
+  int sync_log();
   void run_writer();
   void end_writing();
   void run_compactor();

@@ -1,0 +1,652 @@
+#include "simulation.hpp"
+
+#include "history.hpp"
+#include "journal.hpp"
+#include "lock_service.hpp"
+#include "scheduler.hpp"
+#include "sim_disk.hpp"
+
+#include "baton/detail/lease_fsm.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+namespace baton::sim {
+namespace asio = boost::asio;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+using server::time_point;
+
+bool parse_bug(const std::string& name, bug& out) {
+  static const std::map<std::string, bug> names{{"none", bug::none},
+                                                {"skip-fence", bug::skip_fence},
+                                                {"work-after-loss", bug::work_after_loss},
+                                                {"fsync-lies", bug::fsync_lies}};
+  auto it = names.find(name);
+  if (it == names.end()) return false;
+  out = it->second;
+  return true;
+}
+
+namespace {
+
+// Virtual time starts well away from the clocks' epochs, where a zero time_point means "unset".
+constexpr nanos epoch = std::chrono::seconds(1'000);
+
+// lock_service takes a plain function as its clock: the run in progress (one per thread, one thread).
+const scheduler* current = nullptr;
+time_point virtual_now() {
+  return time_point(epoch + current->now());
+}
+detail::clock::time_point lease_time(nanos t) {
+  return detail::clock::time_point(epoch + t);
+}
+nanos from_lease_time(detail::clock::time_point t) {
+  return std::chrono::duration_cast<nanos>(t.time_since_epoch()) - epoch;
+}
+
+enum class op { acquire, renew, release };
+struct request {
+  op kind;
+  std::uint64_t id;
+  std::string key;
+  std::string owner;
+  std::uint64_t token = 0;
+  milliseconds ttl{0};
+};
+enum class status { ok, refused, unavailable };
+struct reply {
+  std::uint64_t id = 0;
+  status st = status::unavailable;
+  std::uint64_t token = 0;  // granted, or the holder of a refused acquire
+  std::string text;         // renew refusal reason, release outcome
+};
+
+// One request through batond's real lock service, as http_server would call it (the HTTP layer aside).
+asio::awaitable<reply> serve(server::lock_service& s, request r) {
+  reply out;
+  out.id = r.id;
+  try {
+    switch (r.kind) {
+      case op::acquire: {
+        auto res = co_await s.acquire(r.key, r.owner, r.ttl);
+        if (auto* g = std::get_if<server::acquire_granted>(&res)) {
+          out.st = status::ok;
+          out.token = g->token;
+        } else {
+          out.st = status::refused;
+          out.token = std::get<server::acquire_refused>(res).holder.token;
+        }
+        break;
+      }
+      case op::renew: {
+        auto res = co_await s.renew(r.key, r.owner, r.token, r.ttl);
+        if (auto* no = std::get_if<server::renew_refused>(&res)) {
+          out.st = status::refused;
+          out.text = server::to_string(no->reason);
+        } else {
+          out.st = status::ok;
+        }
+        break;
+      }
+      case op::release: {
+        auto res = co_await s.release(r.key, r.owner, r.token);
+        out.st = status::ok;
+        out.text = res.outcome == server::release_outcome::released       ? "released"
+                   : res.outcome == server::release_outcome::already_free ? "already_free"
+                                                                          : "not_owner";
+        break;
+      }
+    }
+  } catch (const server::storage_unavailable& e) {
+    out.st = status::unavailable;
+    out.text = e.what();
+  }
+  co_return out;
+}
+
+// A batond process: its coroutines' context, the journal over the simulated disk, the real service.
+struct server_process {
+  process_context ctx;
+  server::server_metrics metrics;
+  server::journal journal;
+  server::lock_service service;
+  server_process(scheduler& s, server::journal_options o)
+      : ctx(s), journal(std::move(o), &metrics), service(journal, metrics, &virtual_now) {}
+};
+
+// The SDK's timing for the simulated leases (short, so a run sees many lease lifetimes).
+const milliseconds lease_ttl{2'000};
+const milliseconds request_timeout{250};
+const retry_policy retry{milliseconds(20), milliseconds(500), 0.5, 4};
+
+struct client {
+  int index = 0;
+  std::string name;
+  std::uint64_t inc = 0;  // incarnation: a crash invalidates everything scheduled before it
+  bool down = false;
+  nanos paused_until{0};
+  nanos cut_until{0};  // partitioned from the server until then
+  enum class phase { idle, acquiring, holding, releasing } ph = phase::idle;
+  std::string key, owner;
+  std::uint64_t token = 0;
+  std::uint64_t counter = 0;
+  int attempt = 0;
+  int writes_left = 0;
+  bool lost = false;
+  std::optional<detail::lease_fsm> fsm;
+  std::uint64_t fsm_gen = 0;
+  std::uint64_t req_id = 0;  // the acquire or release in flight
+  nanos req_sent{0};
+  std::uint64_t renew_id = 0;
+  nanos renew_sent{0};
+  detail::jitter_rng jitter{0};
+};
+
+class world {
+ public:
+  explicit world(const options& o)
+      : o_(o), rng_(o.seed), disk_(rng_), quiet_at_(o.duration - o.quiet_period) {
+    current = &s_;
+    disk_.lie_on_sync(o.bug_switch == bug::fsync_lies);
+    for (int i = 0; i < o.keys; ++i)
+      keys_.push_back("k" + std::to_string(i));
+    clients_.resize(static_cast<std::size_t>(o.clients));
+    for (int i = 0; i < o.clients; ++i) {
+      auto& c = clients_[static_cast<std::size_t>(i)];
+      c.index = i;
+      c.name = "c" + std::to_string(i);
+      c.jitter = detail::jitter_rng(rng_.next());
+    }
+  }
+
+  ~world() {
+    if (server_) crash_server_now();
+    current = nullptr;
+  }
+
+  run_result run() {
+    start_server();
+    for (auto& c : clients_)
+      client_after(c, rng_.between(nanos(0), milliseconds(100)), [this](client& c) { start_acquire(c); });
+    s_.after(milliseconds(500), [this] { sweep(); });
+    if (o_.faults) schedule_fault();
+    s_.at(quiet_at_, [this] { heal(); });
+    while (s_.step(o_.duration))
+      ++result_.steps;
+    check();
+    return std::move(result_);
+  }
+
+ private:
+  // ---- history ---------------------------------------------------------------------------------------
+  void emit(const std::string& src, std::string_view ev, json::object fields = {}) {
+    json::object o;
+    o["t"] = s_.now().count() / 1000;
+    o["src"] = src;
+    o["ev"] = ev;
+    for (auto& [k, v] : fields)
+      o[k] = v;
+    result_.history.push_back(json::serialize(o));
+  }
+  void fault(std::string_view kind, json::object fields = {}) {
+    fields["kind"] = kind;
+    emit("runner", "fault", std::move(fields));
+    ++result_.faults;
+  }
+  bool faulty() const { return o_.faults && s_.now() < quiet_at_; }
+  static std::int64_t us(nanos t) { return t.count() / 1000; }
+
+  // ---- server ----------------------------------------------------------------------------------------
+  void start_server() {
+    fs::create_directories(o_.dir);
+    {
+      std::ofstream f(o_.dir / "wal-0000000000000000.log", std::ios::binary | std::ios::trunc);
+      f.write(log_.data(), static_cast<std::streamsize>(log_.size()));
+    }
+    auto p = std::make_unique<server_process>(
+        s_, server::journal_options{o_.dir, server::max_compact_bytes, &disk_});
+    try {
+      // batond's own recovery: torn tail cut, every record replayed, the token counter restored.
+      p->journal.open(p->service.table(), virtual_now());
+    } catch (const std::exception& e) {
+      result_.violations.push_back("VIOLATION recovery_refused: " + std::string(e.what()) + "\n");
+      emit("runner", "server_refused_start", {{"error", e.what()}});
+      return;
+    }
+    std::ifstream f(o_.dir / "wal-0000000000000000.log", std::ios::binary);
+    disk_.reset(std::string(std::istreambuf_iterator<char>(f), {}));
+    p->ctx.after_each([this] { schedule_flush(); });
+    server_ = std::move(p);
+    ++server_inc_;
+    emit("runner", "server_start", {{"leases", server_->service.table().size()}});
+  }
+
+  void crash_server_now() {
+    auto p = std::move(server_);
+    // Nothing the process had queued runs, and the journal's waiters die with it.
+    p->ctx.kill();
+    p->journal.stop();
+    p->ctx.kill();
+    p.reset();
+    flush_pending_ = false;
+  }
+
+  void crash_server(std::string_view cause, bool keep_torn) {
+    if (!server_) return;
+    emit("runner", "server_kill", {{"cause", cause}});
+    crash_server_now();
+    log_ = disk_.crash(keep_torn);
+    s_.after(rng_.between(milliseconds(20), milliseconds(800)), [this] {
+      if (!server_) start_server();
+    });
+  }
+
+  bool server_paused() const { return s_.now() < server_paused_until_; }
+
+  void schedule_flush() {
+    if (!server_ || flush_pending_ || server_->journal.last_appended() <= server_->journal.durable()) return;
+    flush_pending_ = true;
+    nanos delay = faulty() && rng_.chance(0.03)
+                      ? rng_.between(milliseconds(30), milliseconds(400))
+                      : rng_.between(std::chrono::microseconds(50), milliseconds(3));
+    s_.after(delay, [this, inc = server_inc_] { flush(inc); });
+  }
+
+  void flush(std::uint64_t inc) {
+    if (!server_ || inc != server_inc_) return;
+    if (server_paused()) {
+      s_.at(server_paused_until_, [this, inc] { flush(inc); });
+      return;
+    }
+    flush_pending_ = false;
+    bool torn = false;
+    if (faulty()) {
+      if (rng_.chance(0.01)) {
+        fault("disk_eio");
+        disk_.fail_next_sync(EIO);
+      } else if (rng_.chance(0.01)) {
+        fault("disk_full");
+        disk_.fail_next_write(ENOSPC);
+      } else if (rng_.chance(0.01)) {
+        fault("kill_server_in_write");
+        disk_.tear_next_write();
+        torn = true;
+      }
+    }
+    if (!server_->journal.flush()) {
+      // batond stops when its journal fails (fail-stop); what the disk kept is what recovery sees.
+      crash_server(torn ? "torn_write" : "storage_failure", true);
+      return;
+    }
+    schedule_flush();
+  }
+
+  void sweep() {
+    if (server_ && !server_paused()) {
+      server_->service.sweep_step();
+      schedule_flush();
+    }
+    s_.after(milliseconds(500), [this] { sweep(); });
+  }
+
+  void deliver_to_server(client& c, std::uint64_t cinc, request r) {
+    if (!server_) return;  // connection refused: the client's timeout answers
+    if (server_paused()) {
+      s_.at(server_paused_until_,
+            [this, &c, cinc, r = std::move(r)]() mutable { deliver_to_server(c, cinc, std::move(r)); });
+      return;
+    }
+    asio::co_spawn(executor(server_->ctx), serve(server_->service, std::move(r)),
+                   [this, &c, cinc](std::exception_ptr e, reply rep) {
+                     if (e) std::rethrow_exception(e);  // a defect of the simulation or the service
+                     send(c, [this, &c, cinc, rep = std::move(rep)] { on_reply(c, cinc, rep); });
+                   });
+  }
+
+  // ---- network ---------------------------------------------------------------------------------------
+  // Client <-> server messages: delayed, sometimes much later (reordered), dropped, duplicated, and cut by
+  // partitions.
+  template <class F>
+  void send(client& c, F deliver) {
+    if (c.cut_until > s_.now()) return;
+    if (faulty() && rng_.chance(0.01)) return;
+    int copies = faulty() && rng_.chance(0.01) ? 2 : 1;
+    for (int i = 0; i < copies; ++i) {
+      nanos delay = faulty() && rng_.chance(0.03)
+                        ? rng_.between(milliseconds(5), milliseconds(300))
+                        : rng_.between(std::chrono::microseconds(100), milliseconds(3));
+      s_.after(delay, deliver);
+    }
+  }
+
+  void send_request(client& c, request r) {
+    send(c, [this, &c, cinc = c.inc, r = std::move(r)] { deliver_to_server(c, cinc, r); });
+  }
+
+  // ---- clients ---------------------------------------------------------------------------------------
+  // A client's events run only in its current incarnation, and wait while it is paused (a GC pause).
+  template <class F>
+  void client_at(client& c, nanos when, F f) {
+    s_.at(when, [this, &c, inc = c.inc, f = std::move(f)]() mutable { client_run(c, inc, std::move(f)); });
+  }
+  template <class F>
+  void client_after(client& c, nanos delay, F f) {
+    client_at(c, s_.now() + delay, std::move(f));
+  }
+  template <class F>
+  void client_run(client& c, std::uint64_t inc, F f) {
+    if (c.down || c.inc != inc) return;
+    if (c.paused_until > s_.now()) {
+      s_.at(c.paused_until,
+            [this, &c, inc, f = std::move(f)]() mutable { client_run(c, inc, std::move(f)); });
+      return;
+    }
+    f(c);
+  }
+
+  void start_acquire(client& c) {
+    c.ph = client::phase::acquiring;
+    c.key = keys_[rng_.below(keys_.size())];
+    c.owner = c.name + "-" + std::to_string(c.inc) + "-" + std::to_string(++c.counter);
+    c.attempt = 0;
+    send_acquire(c);
+  }
+
+  void send_acquire(client& c) {
+    emit(c.name, "acquire_req", {{"key", c.key}});
+    ++result_.ops;
+    c.req_id = ++next_id_;
+    c.req_sent = s_.now();
+    send_request(c, request{op::acquire, c.req_id, c.key, c.owner, 0, lease_ttl});
+    client_after(c, request_timeout, [id = c.req_id, this](client& c) {
+      if (c.req_id != id || c.ph != client::phase::acquiring) return;
+      emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", us(c.req_sent)}, {"error", "timeout"}});
+      retry_acquire(c);
+    });
+  }
+
+  void retry_acquire(client& c) {
+    c.req_id = 0;
+    // The SDK's backoff between tries (sdk/src/lease_fsm.cpp): the same rule, the same code.
+    client_after(c, detail::backoff(retry, ++c.attempt, c.jitter), [this](client& c) { send_acquire(c); });
+  }
+
+  void on_reply(client& c, std::uint64_t cinc, const reply& r) {
+    client_run(c, cinc, [this, r](client& c) {
+      if (r.id == c.req_id && c.ph == client::phase::acquiring) return on_acquire_reply(c, r);
+      if (r.id == c.renew_id && c.ph == client::phase::holding && !c.lost) return on_renew_reply(c, r);
+      if (r.id == c.req_id && c.ph == client::phase::releasing) {
+        c.req_id = 0;
+        if (r.st == status::ok)
+          emit(c.name, "released", {{"key", c.key}, {"token", c.token}, {"outcome", r.text}});
+        else
+          emit(c.name, "release_failed", {{"key", c.key}, {"token", c.token}, {"error", r.text}});
+        go_idle(c);
+      }
+      // Anything else is a late or duplicated answer the SDK no longer waits for.
+    });
+  }
+
+  void on_acquire_reply(client& c, const reply& r) {
+    if (r.st == status::ok) {
+      c.req_id = 0;
+      emit(c.name, "acquire_granted",
+           {{"key", c.key}, {"token", r.token}, {"sent", us(c.req_sent)}, {"ttl_ms", lease_ttl.count()}});
+      c.token = r.token;
+      c.lost = false;
+      lease_options lo;
+      lo.ttl = lease_ttl;
+      c.fsm.emplace(detail::lease_fsm::timing::from(lo, retry), lease_time(c.req_sent), c.jitter());
+      c.ph = client::phase::holding;
+      c.writes_left = 2 + static_cast<int>(rng_.below(10));
+      schedule_write(c);
+      arm_fsm(c);
+      return;
+    }
+    if (r.st == status::refused)
+      emit(c.name, "acquire_refused", {{"key", c.key}, {"sent", us(c.req_sent)}, {"holder_token", r.token}});
+    else
+      emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", us(c.req_sent)}, {"error", r.text}});
+    retry_acquire(c);
+  }
+
+  void schedule_write(client& c) {
+    client_after(c, rng_.between(milliseconds(10), milliseconds(300)), [this](client& c) { write(c); });
+  }
+
+  // One chunk of work on the fenced resource. Like lease::active(), the SDK's deadline is looked at first.
+  void write(client& c) {
+    if (c.ph != client::phase::holding) return;
+    if (!c.lost && c.fsm->poll(lease_time(s_.now())) == detail::lease_fsm::action::declare_lost) lose(c);
+    if (c.lost && o_.bug_switch != bug::work_after_loss) return;
+    if (c.ph != client::phase::holding) return;
+    emit(c.name, "write_start", {{"key", c.key}, {"token", c.token}});
+    ++result_.ops;
+    send(c, [this, key = c.key, token = c.token] { store_write(key, token); });
+    if (--c.writes_left > 0) return schedule_write(c);
+    if (c.lost) return go_idle(c);
+    release(c);
+  }
+
+  void arm_fsm(client& c) {
+    if (c.ph != client::phase::holding || c.lost) return;
+    // While a renew is in flight its timeout acts; the deadline still does.
+    auto at = c.renew_id != 0 ? c.fsm->deadline() : c.fsm->wake_at();
+    client_at(c, from_lease_time(at), [this, gen = ++c.fsm_gen](client& c) {
+      if (gen != c.fsm_gen || c.ph != client::phase::holding || c.lost) return;
+      switch (c.fsm->poll(lease_time(s_.now()))) {
+        case detail::lease_fsm::action::declare_lost:
+          return lose(c);
+        case detail::lease_fsm::action::renew:
+          if (c.renew_id == 0) send_renew(c);
+          break;
+        case detail::lease_fsm::action::wait:
+          break;
+      }
+      arm_fsm(c);
+    });
+  }
+
+  void send_renew(client& c) {
+    c.renew_id = ++next_id_;
+    c.renew_sent = s_.now();
+    send_request(c, request{op::renew, c.renew_id, c.key, c.owner, c.token, lease_ttl});
+    client_after(c, request_timeout, [this, id = c.renew_id](client& c) {
+      if (c.renew_id != id || c.ph != client::phase::holding || c.lost) return;
+      c.renew_id = 0;
+      c.fsm->on_renew_failed(lease_time(s_.now()));
+      if (c.fsm->state() != lease_state::active) return lose(c);
+      arm_fsm(c);
+    });
+  }
+
+  void on_renew_reply(client& c, const reply& r) {
+    c.renew_id = 0;
+    if (r.st == status::ok) {
+      if (c.fsm->on_renew_ok(lease_time(c.renew_sent), lease_time(s_.now())) ==
+          detail::lease_fsm::renew_outcome::too_late)
+        return lose(c);
+      emit(c.name, "renewed", {{"key", c.key}, {"token", c.token}, {"sent", us(c.renew_sent)}});
+    } else if (r.st == status::refused) {
+      c.fsm->on_renew_refused(r.text);
+      return lose(c);
+    } else {
+      c.fsm->on_renew_failed(lease_time(s_.now()));
+      if (c.fsm->state() != lease_state::active) return lose(c);
+    }
+    arm_fsm(c);
+  }
+
+  void lose(client& c) {
+    c.lost = true;
+    ++c.fsm_gen;
+    emit(c.name, "lost", {{"key", c.key}, {"token", c.token}, {"reason", c.fsm->loss_reason()}});
+    if (o_.bug_switch != bug::work_after_loss) go_idle(c);
+  }
+
+  void release(client& c) {
+    emit(c.name, "release_req", {{"key", c.key}, {"token", c.token}});
+    ++result_.ops;
+    c.fsm->on_released();
+    ++c.fsm_gen;
+    c.ph = client::phase::releasing;
+    c.req_id = ++next_id_;
+    c.req_sent = s_.now();
+    send_request(c, request{op::release, c.req_id, c.key, c.owner, c.token, milliseconds(0)});
+    client_after(c, request_timeout, [this, id = c.req_id](client& c) {
+      if (c.req_id != id || c.ph != client::phase::releasing) return;
+      emit(c.name, "release_failed", {{"key", c.key}, {"token", c.token}, {"error", "timeout"}});
+      go_idle(c);  // the lease then expires on the server
+    });
+  }
+
+  void go_idle(client& c) {
+    c.ph = client::phase::idle;
+    c.req_id = c.renew_id = 0;
+    c.lost = false;
+    c.fsm.reset();
+    ++c.fsm_gen;
+    client_after(c, rng_.between(milliseconds(1), milliseconds(200)),
+                 [this](client& c) { start_acquire(c); });
+  }
+
+  // ---- fenced resources ------------------------------------------------------------------------------
+  void store_write(const std::string& key, std::uint64_t token) {
+    auto& highest = fence_[key];
+    bool accepted = token >= highest || o_.bug_switch == bug::skip_fence;  // docs/fencing.md
+    if (accepted) highest = std::max(highest, token);
+    emit("store", "store_write", {{"key", key}, {"token", token}, {"accepted", accepted}});
+  }
+
+  // ---- faults ----------------------------------------------------------------------------------------
+  void schedule_fault() {
+    s_.after(rng_.between(milliseconds(100), milliseconds(1'500)), [this] {
+      if (!faulty()) return;
+      inject_fault();
+      schedule_fault();
+    });
+  }
+
+  void inject_fault() {
+    auto& c = clients_[rng_.below(clients_.size())];
+    switch (rng_.below(6)) {
+      case 0: {
+        auto d = rng_.between(milliseconds(50), milliseconds(3'000));
+        fault("pause_client", {{"client", c.name}, {"ms", d.count() / 1'000'000}});
+        c.paused_until = std::max(c.paused_until, s_.now() + d);
+        break;
+      }
+      case 1: {
+        fault("crash_client", {{"client", c.name}});
+        c.down = true;
+        ++c.inc;
+        c.ph = client::phase::idle;
+        c.fsm.reset();
+        c.req_id = c.renew_id = 0;
+        s_.after(rng_.between(milliseconds(50), milliseconds(1'000)), [this, &c] {
+          c.down = false;
+          c.paused_until = nanos(0);
+          client_after(c, nanos(0), [this](client& c) { start_acquire(c); });
+        });
+        break;
+      }
+      case 2: {
+        auto d = rng_.between(milliseconds(50), milliseconds(3'000));
+        fault("partition", {{"client", c.name}, {"ms", d.count() / 1'000'000}});
+        c.cut_until = std::max(c.cut_until, s_.now() + d);
+        break;
+      }
+      case 3: {
+        bool torn = rng_.chance(0.5);
+        fault("kill_server", {{"torn", torn}});
+        crash_server("kill", torn);
+        break;
+      }
+      case 4: {
+        auto d = rng_.between(milliseconds(50), milliseconds(2'000));
+        fault("pause_server", {{"ms", d.count() / 1'000'000}});
+        server_paused_until_ = std::max(server_paused_until_, s_.now() + d);
+        break;
+      }
+      default:
+        break;  // a quiet interval
+    }
+  }
+
+  void heal() {
+    emit("runner", "heal");
+    for (auto& c : clients_) {
+      c.cut_until = nanos(0);
+      c.paused_until = std::min(c.paused_until, s_.now());
+    }
+    server_paused_until_ = std::min(server_paused_until_, s_.now());
+    if (!server_) start_server();
+  }
+
+  // ---- checking --------------------------------------------------------------------------------------
+  void check() {
+    std::string text;
+    for (const auto& line : result_.history)
+      text += line + "\n";
+    std::istringstream in(text);
+    auto events = chaos::parse_events(in, "simulation");
+    auto r = chaos::check_history(events);
+    for (const auto& v : r.violations)
+      result_.violations.push_back(chaos::describe(v, events));
+    check_liveness(events);
+  }
+
+  // With every fault healed, a key somebody asks for is granted again: an acquire asked for once the
+  // healed system settled (a lease's TTL and the longest backoff) is followed by a grant of its key within
+  // the longest a holder keeps a key (its writes) plus a TTL for a lease whose holder vanished.
+  void check_liveness(const std::vector<chaos::event>& events) {
+    if (!o_.faults && o_.quiet_period.count() == 0) return;
+    const std::int64_t settle = us(quiet_at_ + lease_ttl + 2 * retry.max_backoff);
+    const std::int64_t window = us(milliseconds(12 * 300) + lease_ttl + 2 * retry.max_backoff);
+    const std::int64_t end = us(o_.duration);
+    std::map<std::string, std::int64_t> first_ask;  // per key: the first request after settling
+    for (const auto& e : events)
+      if (e.ev == "acquire_req" && e.t >= settle && e.t <= end - window) first_ask.emplace(e.key, e.t);
+    for (const auto& [key, asked] : first_ask) {
+      bool granted = false;
+      for (const auto& e : events)
+        if (e.ev == "acquire_granted" && e.key == key && e.t > asked) granted = true;
+      if (!granted)
+        result_.violations.push_back("VIOLATION no_progress: " + key +
+                                     " was asked for at t=" + std::to_string(asked) +
+                                     " us, with every fault healed, and never granted\n");
+    }
+  }
+
+  const options& o_;
+  scheduler s_;
+  rng rng_;
+  sim_disk disk_;
+  nanos quiet_at_;
+  std::string log_;  // the log file as the disk kept it, read by recovery at the next start
+  std::unique_ptr<server_process> server_;
+  std::uint64_t server_inc_ = 0;
+  bool flush_pending_ = false;
+  nanos server_paused_until_{0};
+  std::vector<std::string> keys_;
+  std::vector<client> clients_;
+  std::map<std::string, std::uint64_t> fence_;
+  std::uint64_t next_id_ = 0;
+  run_result result_;
+};
+
+}  // namespace
+
+run_result run(const options& o) {
+  world w(o);
+  return w.run();
+}
+
+}  // namespace baton::sim

@@ -1,0 +1,45 @@
+#pragma once
+// One seeded run of the deterministic simulation (docs/reliability.md, "Deterministic simulation"):
+// batond's lock_service, lock table and journal over a simulated disk, SDK clients driving the real
+// lease_fsm over a simulated network, and fenced resources, all on one virtual clock. The run records a
+// history in the chaos run's format, which tests/chaos/history.cpp checks.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace baton::sim {
+
+/// Defects the simulation can switch on in its own actors, to show the checker catches them.
+enum class bug {
+  none,
+  skip_fence,       // the resource accepts any token
+  work_after_loss,  // a client keeps writing after its SDK declared the lease lost
+  fsync_lies,       // the disk acknowledges syncs and keeps nothing synced across a crash
+};
+bool parse_bug(const std::string& name, bug& out);
+
+struct options {
+  std::uint64_t seed = 1;
+  int clients = 5;
+  int keys = 3;
+  std::chrono::milliseconds duration{60'000};  // virtual time; the last quiet_period of it has no faults
+  std::chrono::milliseconds quiet_period{10'000};
+  bool faults = true;
+  bug bug_switch = bug::none;
+  std::filesystem::path dir;  // where recovery reads the log at a restart (tmpfs is best)
+};
+
+struct run_result {
+  std::vector<std::string> history;     // one JSON object per line, in the order recorded
+  std::vector<std::string> violations;  // described, with the events around the evidence
+  std::uint64_t ops = 0;                // acquires, writes and releases attempted
+  std::uint64_t steps = 0;              // scheduler events run
+  std::uint64_t faults = 0;
+};
+
+run_result run(const options& o);
+
+}  // namespace baton::sim
