@@ -95,8 +95,10 @@ run_now_answer run_now_via_sidecar(const agent_config& config, const std::string
     case 409:
       if (error == "not_leader") {
         const auto leader = text_of(body, "leader_identity");
+        const auto api = text_of(body, "leader_api");  // what the leader published: where to ask it
         return {3, where + " does not lead" +
-                       (leader.empty() ? std::string("; no leader is known") : "; the leader is " + leader)};
+                       (leader.empty() ? std::string("; no leader is known")
+                                       : "; the leader is " + leader + (api.empty() ? "" : " at " + api))};
       }
       break;
     default:

@@ -779,7 +779,8 @@ BOOST_AUTO_TEST_CASE(a_manual_run_starts_now_on_the_leader_with_its_token_and_is
   BOOST_TEST(busy.err.find("409 running") != std::string::npos, busy.err);
   const auto standby = cli(1 - leader, "report");
   BOOST_TEST(standby.code == 3);
-  BOOST_TEST(standby.err.find("the leader is " + agents[leader]->identity()) != std::string::npos,
+  BOOST_TEST(standby.err.find("the leader is " + agents[leader]->identity() + " at http://127.0.0.1:" +
+                              std::to_string(agents[leader]->port())) != std::string::npos,
              standby.err);
   const auto unknown = cli(leader, "nope");
   BOOST_TEST(unknown.code == 1);
