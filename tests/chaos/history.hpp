@@ -27,7 +27,8 @@ namespace baton::chaos {
 struct event {
   std::int64_t t = 0;
   std::string src;  // worker id, "store" or "runner"
-  std::string ev;  // acquire_req, acquire_granted, acquire_refused, renewed, lost, write_start, released, ...
+  std::string ev;  // acquire_req, acquire_granted, acquire_refused, renewed, lost, write_start, released,
+                   // replaced (baton-sim: the server replaced the lease by a grant to its owner), ...
   std::string key;
   std::uint64_t token = 0;
   std::int64_t sent = 0;

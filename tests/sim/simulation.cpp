@@ -64,8 +64,9 @@ enum class status { ok, refused, unavailable };
 struct reply {
   std::uint64_t id = 0;
   status st = status::unavailable;
-  std::uint64_t token = 0;  // granted, or the holder of a refused acquire
-  std::string text;         // renew refusal reason, release outcome
+  std::uint64_t token = 0;     // granted, or the holder of a refused acquire
+  std::uint64_t replaced = 0;  // a grant's: the token of the lease it replaced
+  std::string text;            // renew refusal reason, release outcome
 };
 
 // One request through batond's real lock service, as http_server would call it (the HTTP layer aside).
@@ -79,6 +80,7 @@ asio::awaitable<reply> serve(server::lock_service& s, request r) {
         if (auto* g = std::get_if<server::acquire_granted>(&res)) {
           out.st = status::ok;
           out.token = g->token;
+          out.replaced = g->replaced_token;
         } else {
           out.st = status::refused;
           out.token = std::get<server::acquire_refused>(res).holder.token;
@@ -127,7 +129,6 @@ const milliseconds request_timeout{250};
 const retry_policy retry{milliseconds(20), milliseconds(500), 0.5, 4};
 
 struct client {
-  int index = 0;
   std::string name;
   std::uint64_t inc = 0;  // incarnation: a crash invalidates everything scheduled before it
   bool down = false;
@@ -136,6 +137,7 @@ struct client {
   enum class phase { idle, acquiring, holding, releasing } ph = phase::idle;
   std::string key, owner;
   std::uint64_t token = 0;
+  milliseconds renew_ttl{0};  // some holders raise their lease's TTL with each renew (an extend record)
   std::uint64_t counter = 0;
   int attempt = 0;
   int writes_left = 0;
@@ -160,7 +162,6 @@ class world {
     clients_.resize(static_cast<std::size_t>(o.clients));
     for (int i = 0; i < o.clients; ++i) {
       auto& c = clients_[static_cast<std::size_t>(i)];
-      c.index = i;
       c.name = "c" + std::to_string(i);
       c.jitter = detail::jitter_rng(rng_.next());
     }
@@ -303,11 +304,22 @@ class world {
             [this, &c, cinc, r = std::move(r)]() mutable { deliver_to_server(c, cinc, std::move(r)); });
       return;
     }
-    asio::co_spawn(executor(server_->ctx), serve(server_->service, std::move(r)),
-                   [this, &c, cinc](std::exception_ptr e, reply rep) {
+    const bool acquire = r.kind == op::acquire;
+    asio::co_spawn(executor(server_->ctx), serve(server_->service, r),
+                   [this, &c, cinc, acquire, key = r.key, owner = r.owner](std::exception_ptr e, reply rep) {
                      if (e) std::rethrow_exception(e);  // a defect of the simulation or the service
+                     if (acquire && rep.st == status::ok) note_grant(key, owner, rep);
                      send(c, [this, &c, cinc, rep = std::move(rep)] { on_reply(c, cinc, rep); });
                    });
+  }
+
+  // A grant that replaced its own owner's lease (a late or retried acquire of that owner) ends that lease
+  // on the server; the checker learns it from the server's side, as only the simulation can see it.
+  void note_grant(const std::string& key, const std::string& owner, const reply& rep) {
+    owner_of_[rep.token] = owner;
+    auto it = owner_of_.find(rep.replaced);
+    if (rep.replaced != 0 && it != owner_of_.end() && it->second == owner)
+      emit("server", "replaced", {{"key", key}, {"token", rep.replaced}});
   }
 
   // ---- network ---------------------------------------------------------------------------------------
@@ -400,6 +412,7 @@ class world {
       emit(c.name, "acquire_granted",
            {{"key", c.key}, {"token", r.token}, {"sent", us(c.req_sent)}, {"ttl_ms", lease_ttl.count()}});
       c.token = r.token;
+      c.renew_ttl = rng_.chance(0.3) ? 2 * lease_ttl : lease_ttl;
       c.lost = false;
       lease_options lo;
       lo.ttl = lease_ttl;
@@ -457,7 +470,7 @@ class world {
   void send_renew(client& c) {
     c.renew_id = ++next_id_;
     c.renew_sent = s_.now();
-    send_request(c, request{op::renew, c.renew_id, c.key, c.owner, c.token, lease_ttl});
+    send_request(c, request{op::renew, c.renew_id, c.key, c.owner, c.token, c.renew_ttl});
     client_after(c, request_timeout, [this, id = c.renew_id](client& c) {
       if (c.renew_id != id || c.ph != client::phase::holding || c.lost) return;
       c.renew_id = 0;
@@ -473,7 +486,10 @@ class world {
       if (c.fsm->on_renew_ok(lease_time(c.renew_sent), lease_time(s_.now())) ==
           detail::lease_fsm::renew_outcome::too_late)
         return lose(c);
-      emit(c.name, "renewed", {{"key", c.key}, {"token", c.token}, {"sent", us(c.renew_sent)}});
+      // The SDK keeps its deadline on the TTL it was granted; the server's lease may last longer.
+      json::object f{{"key", c.key}, {"token", c.token}, {"sent", us(c.renew_sent)}};
+      if (c.renew_ttl != lease_ttl) f["ttl_ms"] = c.renew_ttl.count();
+      emit(c.name, "renewed", std::move(f));
     } else if (r.st == status::refused) {
       c.fsm->on_renew_refused(r.text);
       return lose(c);
@@ -638,6 +654,7 @@ class world {
   std::vector<std::string> keys_;
   std::vector<client> clients_;
   std::map<std::string, std::uint64_t> fence_;
+  std::map<std::uint64_t, std::string> owner_of_;  // token -> owner, of every grant answered
   std::uint64_t next_id_ = 0;
   run_result result_;
 };

@@ -567,3 +567,51 @@ BOOST_AUTO_TEST_CASE(recovery_reads_a_log_written_before_values_and_keeps_values
   BOOST_TEST(table.get("leader", t0)->value == "10.0.0.1:80");
   BOOST_TEST(table.get("old", t0)->value.empty());
 }
+
+// The seam of the deterministic simulation: with a log_device the appends go to it, flush() writes one
+// batch on the caller's thread, and a failed sync poisons the journal as a failed fdatasync does.
+BOOST_AUTO_TEST_CASE(a_device_takes_flushed_batches_and_a_failed_sync_poisons_the_journal) {
+  struct memory_device : log_device {
+    std::string written;
+    int syncs = 0;
+    int sync_error = 0;
+    int write(std::string_view data) override {
+      written += data;
+      return 0;
+    }
+    int sync() override {
+      ++syncs;
+      return sync_error;
+    }
+  } device;
+  temp_dir dir;
+  lock_table table;
+  journal j(journal_options{dir.path(), max_compact_bytes, &device});
+  j.open(table, t0);
+  std::string failure;
+  j.on_failure([&](const std::string& what) { failure = what; });
+  j.append(record_type::acquire, 1, 1000, "a", "o");
+  auto lsn = j.append(record_type::acquire, 2, 1000, "b", "o");
+  BOOST_TEST(j.durable() == 0u);
+  BOOST_TEST(j.flush());
+  BOOST_TEST(j.durable() == lsn);
+  BOOST_TEST(device.syncs == 1);  // one batch, one sync
+  std::size_t used = 0;
+  auto first = decode_record(device.written, used);
+  BOOST_TEST_REQUIRE(first.has_value());
+  BOOST_TEST(first->key == "a");
+  BOOST_TEST(contents(wal_file(dir.path())).empty());  // nothing went to the file
+
+  device.sync_error = EIO;
+  auto lost = j.append(record_type::release, 2, 0, "b");
+  boost::asio::io_context ioc;
+  boost::system::error_code waited;
+  j.async_wait_durable(lost,
+                       boost::asio::bind_executor(ioc, [&](boost::system::error_code ec) { waited = ec; }));
+  BOOST_TEST(!j.flush());
+  ioc.run();
+  BOOST_TEST(j.failed());
+  BOOST_TEST(waited.failed());
+  BOOST_TEST(j.durable() == lsn);
+  BOOST_TEST(failure.find("Input/output error") != std::string::npos);
+}
