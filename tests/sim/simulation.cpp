@@ -5,6 +5,7 @@
 #include "lock_service.hpp"
 #include "scheduler.hpp"
 #include "sim_disk.hpp"
+#include "wal_record.hpp"
 
 #include "baton/detail/lease_fsm.hpp"
 
@@ -205,23 +206,69 @@ class world {
   static std::int64_t us(nanos t) { return t.count() / 1000; }
 
   // ---- server ----------------------------------------------------------------------------------------
-  void start_server() {
+  fs::path log_path() const { return o_.dir / "wal-0000000000000000.log"; }
+
+  void write_log_file(const std::string& bytes) {
     fs::create_directories(o_.dir);
-    {
-      std::ofstream f(o_.dir / "wal-0000000000000000.log", std::ios::binary | std::ios::trunc);
-      f.write(log_.data(), static_cast<std::streamsize>(log_.size()));
-    }
-    auto p = std::make_unique<server_process>(
+    std::ofstream f(log_path(), std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+
+  std::unique_ptr<server_process> new_process() {
+    return std::make_unique<server_process>(
         s_, server::journal_options{o_.dir, server::max_compact_bytes, &disk_});
+  }
+
+  // A damaged sector in the middle of the stopped server's log, as the chaos run's `bitflip`: one bit of a
+  // record followed by another. batond must refuse to start and leave the file as it was; the bit is then
+  // flipped back. False when the log has fewer than two records.
+  bool start_on_flipped_bit() {
+    std::vector<std::size_t> starts;
+    for (std::size_t at = 0, used = 0; at < log_.size() && server::decode_record(log_.substr(at), used);
+         at += used)
+      starts.push_back(at);
+    if (starts.size() < 2) return false;
+    const auto i = rng_.below(starts.size() - 1);
+    const auto from = starts[i] + server::record_header_size;
+    std::string damaged = log_;
+    damaged[from + rng_.below(starts[i + 1] - from)] ^= static_cast<char>(1u << rng_.below(8));
+    fault("bitflip", {{"record", i}});
+    write_log_file(damaged);
+    auto p = new_process();
+    try {
+      p->journal.open(p->service.table(), virtual_now());
+      result_.violations.push_back(
+          "VIOLATION damaged_log_accepted: batond started on a log with a flipped bit\n");
+    } catch (const server::journal_damaged& e) {
+      // The offset, not the message: the message names the directory, which differs from run to run.
+      emit("runner", "server_refused_start", {{"damaged_at", e.offset}});
+    }
+    p->ctx.kill();
+    p->journal.stop();
+    p.reset();
+    std::ifstream f(log_path(), std::ios::binary);
+    if (std::string(std::istreambuf_iterator<char>(f), {}) != damaged)
+      result_.violations.push_back("VIOLATION damaged_log_accepted: batond changed the damaged log\n");
+    return true;
+  }
+
+  void start_server() {
+    if (flip_next_start_) {
+      flip_next_start_ = false;
+      start_on_flipped_bit();
+    }
+    write_log_file(log_);
+    auto p = new_process();
     try {
       // batond's own recovery: torn tail cut, every record replayed, the token counter restored.
       p->journal.open(p->service.table(), virtual_now());
     } catch (const std::exception& e) {
+      // The history leaves the message out: it names the directory, which differs from run to run.
       result_.violations.push_back("VIOLATION recovery_refused: " + std::string(e.what()) + "\n");
-      emit("runner", "server_refused_start", {{"error", e.what()}});
+      emit("runner", "server_refused_start");
       return;
     }
-    std::ifstream f(o_.dir / "wal-0000000000000000.log", std::ios::binary);
+    std::ifstream f(log_path(), std::ios::binary);
     disk_.reset(std::string(std::istreambuf_iterator<char>(f), {}));
     p->ctx.after_each([this] { schedule_flush(); });
     server_ = std::move(p);
@@ -583,6 +630,7 @@ class world {
         bool torn = rng_.chance(0.5);
         fault("kill_server", {{"torn", torn}});
         crash_server("kill", torn);
+        flip_next_start_ = rng_.chance(0.25);
         break;
       }
       case 4: {
@@ -650,6 +698,7 @@ class world {
   std::unique_ptr<server_process> server_;
   std::uint64_t server_inc_ = 0;
   bool flush_pending_ = false;
+  bool flip_next_start_ = false;
   nanos server_paused_until_{0};
   std::vector<std::string> keys_;
   std::vector<client> clients_;
