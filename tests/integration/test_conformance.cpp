@@ -243,6 +243,7 @@ const std::map<std::string, broken_run>& broken_runs() {
       {"early-expiry-40ms", {"early-expiry-40ms", {}, false}},
       {"early-expiry-15ms", {"early-expiry-15ms", {}, false}},
       {"renew-no-extend", {"renew-no-extend", {}, false}},
+      {"ttl-32bit-us", {"ttl-32bit-us", {}, false}},
       {"reacquire-keeps-expiry", {"reacquire-keeps-expiry", {}, false}},
       {"poll-ignores-token", {"poll-ignores-token", {}, false}},
       {"poll-every-5s", {"poll-every-5s", {}, false}},
@@ -382,6 +383,10 @@ BOOST_AUTO_TEST_CASE(expiry_15_ms_early_is_caught) {
 
 BOOST_AUTO_TEST_CASE(renew_that_does_not_extend_is_caught) {
   expect_failure("renew-no-extend", {"renew extends the lease past its first TTL"});
+}
+
+BOOST_AUTO_TEST_CASE(a_ttl_that_wraps_past_35_minutes_is_caught) {
+  expect_failure("ttl-32bit-us", {"a 1-hour lease is held"});
 }
 
 BOOST_AUTO_TEST_CASE(reacquire_keeping_the_old_expiry_is_caught) {

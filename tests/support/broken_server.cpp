@@ -9,6 +9,9 @@
 //   early-expiry-40ms       leases expire 40 ms before their TTL has passed
 //   early-expiry-15ms       the same, 15 ms early
 //   renew-no-extend         renew answers 200 but leaves the expiry where it was
+//   ttl-32bit-us            the TTL is kept in 32-bit microseconds: past about 35 minutes it wraps (1 hour
+//   ends
+//                           at once)
 //   reacquire-keeps-expiry  a same-owner re-acquire issues a new token but keeps the old expiry
 //   poll-ignores-token      a long-poll waits for a change from the state it arrived in, whatever its token
 //   poll-every-5s           a long-poll looks at the lock every 5 s instead of being woken by the change
@@ -79,6 +82,9 @@ std::int64_t next_token = 1;
 // The expiry a lease of `ttl_ms` granted now gets: early by the bug's amount.
 steady::time_point expiry_after(std::int64_t ttl_ms) {
   auto e = steady::now() + std::chrono::milliseconds(ttl_ms);
+  if (bug == "ttl-32bit-us")
+    e = steady::now() +
+        std::chrono::microseconds(static_cast<std::int32_t>(static_cast<std::uint32_t>(ttl_ms * 1000)));
   if (bug == "early-expiry-40ms") e -= 40ms;
   if (bug == "early-expiry-15ms") e -= 15ms;
   return e;
@@ -349,20 +355,11 @@ int main(int argc, char** argv) {
     else if (opt == "--capabilities")
       capabilities = argv[i + 1];
   }
-  static const char* const bugs[] = {"release-by-key",
-                                     "release-old-token",
-                                     "counter-restarts",
-                                     "tokens-not-kept",
-                                     "no-expiry",
-                                     "early-expiry-40ms",
-                                     "early-expiry-15ms",
-                                     "renew-no-extend",
-                                     "reacquire-keeps-expiry",
-                                     "poll-ignores-token",
-                                     "poll-every-5s",
-                                     "racy-acquire",
-                                     "no-value",
-                                     "none"};
+  static const char* const bugs[] = {"release-by-key",         "release-old-token",  "counter-restarts",
+                                     "tokens-not-kept",        "no-expiry",          "early-expiry-40ms",
+                                     "early-expiry-15ms",      "renew-no-extend",    "ttl-32bit-us",
+                                     "reacquire-keeps-expiry", "poll-ignores-token", "poll-every-5s",
+                                     "racy-acquire",           "no-value",           "none"};
   if (std::find(std::begin(bugs), std::end(bugs), bug) == std::end(bugs)) {
     std::cerr << "usage: broken-lockd --listen HOST:PORT --bug NAME [--state-file PATH] [--capabilities JSON]"
                  " (NAME: see the top of broken_server.cpp)\n";
