@@ -41,9 +41,8 @@ std::string quoted(std::string_view s) {
   return "\"" + std::string(s) + "\"";
 }
 
-bool has_control(std::string_view s) {
-  return std::any_of(s.begin(), s.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
-}
+// The protocol's control characters (C0, DEL, C1): what batond refuses in an owner.
+bool has_control(std::string_view s) { return baton::has_control_characters(s); }
 
 // Validators shared by the file and the flags, so a value means the same wherever it is written. Each returns
 // the reason the value is refused, or an empty string.
@@ -83,7 +82,7 @@ std::string check_tls_combination(const agent_config& c) {
 
 std::string check_identity(const std::string& identity) {
   if (identity.empty()) return "must not be empty (leave it out for <hostname>:<pid>)";
-  // The SDK refuses only CR, LF and tab; the server refuses every control character in an owner.
+  // The server refuses every control character in an owner, and the identity is an owner's prefix.
   if (has_control(identity)) return "must not contain control characters";
   baton::client_config c;
   c.identity = identity;

@@ -79,8 +79,20 @@ void client_config::validate() const {
   // Checked without echoing the value: a token never appears in an error message.
   for (unsigned char c : bearer_token)
     if (c <= 0x20 || c == 0x7f) invalid("bearer_token must not contain spaces or control characters");
-  if (identity.find_first_of("\r\n\t") != std::string::npos || identity.size() > 200)
+  if (has_control_characters(identity) || identity.size() > 200)
     invalid("identity must be at most 200 bytes without control characters");
+}
+
+bool has_control_characters(std::string_view text) noexcept {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b < 0x20 || b == 0x7f) return true;
+    if (b == 0xc2 && i + 1 < text.size()) {
+      const auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) return true;
+    }
+  }
+  return false;
 }
 
 void lease_options::validate() const {
@@ -91,11 +103,9 @@ void lease_options::validate() const {
   if (renew_every.count() < 0 || longest_period >= ttl - effective_safety_margin())
     invalid("renew_every (with jitter) must leave time to renew before the local deadline (ttl - safety_margin)");
   if (owner.size() > 256) invalid("owner must be at most 256 bytes");
-  for (unsigned char ch : owner)
-    if (ch < 0x20 || ch == 0x7f) invalid("owner must not contain control characters");
+  if (has_control_characters(owner)) invalid("owner must not contain control characters (C0, DEL or C1)");
   if (value.size() > 1024) invalid("value must be at most 1024 bytes");
-  for (unsigned char ch : value)
-    if (ch < 0x20 || ch == 0x7f) invalid("value must not contain control characters");
+  if (has_control_characters(value)) invalid("value must not contain control characters (C0, DEL or C1)");
 }
 
 }  // namespace baton

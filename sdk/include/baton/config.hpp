@@ -113,6 +113,10 @@ struct lease_options {
 /// `<hostname>:<pid>`.
 std::string default_identity();
 
+/// True when `text` holds a control character as the protocol counts them in owners and values (and batond
+/// refuses them): C0 (U+0000–U+001F), DEL (U+007F) or C1 (U+0080–U+009F, in UTF-8 the bytes C2 80–C2 9F).
+bool has_control_characters(std::string_view text) noexcept;
+
 /// True for the URL schemes that speak TLS: `https://` and `etcds://`.
 bool uses_tls(std::string_view server_url);
 

@@ -411,6 +411,21 @@ BOOST_AUTO_TEST_CASE(error_codes_compare_with_standard_conditions_and_messages_s
              "HTTP 409: held by x: the lock is held by another owner");
 }
 
+BOOST_AUTO_TEST_CASE(owners_and_values_refuse_the_control_characters_the_server_refuses) {
+  auto with_owner = [](std::string owner) {
+    lease_options o;
+    o.owner = std::move(owner);
+    return o;
+  };
+  BOOST_CHECK_NO_THROW(with_owner("node-1#ab").validate());
+  BOOST_CHECK_NO_THROW(with_owner("line\xe2\x80\xa8sep").validate());  // U+2028: escaped in logs, allowed
+  for (std::string bad : {std::string("tab\tx"), std::string("del\x7f"), std::string("nel\xc2\x85x"),
+                          std::string("c1\xc2\x9f")})
+    BOOST_CHECK_EXCEPTION(with_owner(bad).validate(), exception,
+                          [](const exception& e) { return e.code() == error::invalid_config; });
+  BOOST_TEST(!has_control_characters("caf\xc3\xa9"));  // é: a C3 lead byte, not C1
+}
+
 BOOST_AUTO_TEST_CASE(lease_deadlines_run_on_the_clock_that_counts_suspend_time) {
   timespec boot{}, mono{};
   const auto before = lease_clock::now();
