@@ -24,7 +24,8 @@ int usage(const char* why) {
   std::fprintf(stderr,
                "baton-sim: %s\n"
                "usage: baton-sim [--seed S | --seeds N [--first S]] [--trace] [--history FILE]\n"
-               "                 [--bug none|skip-fence|work-after-loss|fsync-lies] [--expect-violation]\n"
+               "                 [--bug none|skip-fence|work-after-loss|fsync-lies|stays-down]\n"
+               "                 [--expect-violation]\n"
                "                 [--duration-ms MS] [--clients N] [--keys N] [--no-faults]\n",
                why);
   return 2;

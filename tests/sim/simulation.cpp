@@ -28,7 +28,8 @@ bool parse_bug(const std::string& name, bug& out) {
   static const std::map<std::string, bug> names{{"none", bug::none},
                                                 {"skip-fence", bug::skip_fence},
                                                 {"work-after-loss", bug::work_after_loss},
-                                                {"fsync-lies", bug::fsync_lies}};
+                                                {"fsync-lies", bug::fsync_lies},
+                                                {"stays-down", bug::stays_down}};
   auto it = names.find(name);
   if (it == names.end()) return false;
   out = it->second;
@@ -292,7 +293,7 @@ class world {
     crash_server_now();
     log_ = disk_.crash(keep_torn);
     s_.after(rng_.between(milliseconds(20), milliseconds(800)), [this] {
-      if (!server_) start_server();
+      if (!server_ && !(o_.bug_switch == bug::stays_down && !faulty())) start_server();
     });
   }
 
@@ -651,6 +652,7 @@ class world {
       c.paused_until = std::min(c.paused_until, s_.now());
     }
     server_paused_until_ = std::min(server_paused_until_, s_.now());
+    if (o_.bug_switch == bug::stays_down) return crash_server("kill", false);
     if (!server_) start_server();
   }
 

@@ -18,6 +18,7 @@ enum class bug {
   skip_fence,       // the resource accepts any token
   work_after_loss,  // a client keeps writing after its SDK declared the lease lost
   fsync_lies,       // the disk acknowledges syncs and keeps nothing synced across a crash
+  stays_down,       // batond, down when the faults are healed, is never started again (liveness)
 };
 bool parse_bug(const std::string& name, bug& out);
 
@@ -26,7 +27,7 @@ struct options {
   int clients = 5;
   int keys = 3;
   std::chrono::milliseconds duration{60'000};  // virtual time; the last quiet_period of it has no faults
-  std::chrono::milliseconds quiet_period{10'000};
+  std::chrono::milliseconds quiet_period{15'000};
   bool faults = true;
   bug bug_switch = bug::none;
   std::filesystem::path dir;  // where recovery reads the log at a restart (tmpfs is best)
