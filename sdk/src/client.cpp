@@ -72,19 +72,35 @@ asio::awaitable<void> sleep(shared_ptr_t s, clock::duration d) {
 // Runs `op` on the client's executor and returns its result on the caller's. The caller's cancellation
 // reaches `op` (co_spawn hands it over to the client's executor); every error leaves as baton::exception.
 template <class T>
-asio::awaitable<T> on_client(const shared_ptr_t& s, asio::awaitable<T> op) {
+asio::awaitable<T> on_client(shared_ptr_t s, asio::awaitable<T> op) {
+  std::exception_ptr failure;
   try {
-    co_return co_await asio::co_spawn(s->ex, std::move(op), asio::use_awaitable);
-  } catch (const exception&) {
-    throw;
-  } catch (const boost::system::system_error& e) {
-    throw exception(e.code(), {});
+    co_return co_await asio::co_spawn(s->ex, detail::honouring_any_cancellation(std::move(op)), asio::use_awaitable);
+  } catch (...) {
+    failure = std::current_exception();
   }
+  detail::rethrow_as_baton_exception(failure);
 }
+
+// Counts a background task (an acquire request, a clean-up) that shutdown() waits for.
+class in_flight_guard {
+ public:
+  explicit in_flight_guard(shared_ptr_t s) : s_(std::move(s)) { ++s_->in_flight; }
+  ~in_flight_guard() {
+    --s_->in_flight;
+    s_->on_idle.wake_all();
+  }
+  in_flight_guard(const in_flight_guard&) = delete;
+  in_flight_guard& operator=(const in_flight_guard&) = delete;
+
+ private:
+  shared_ptr_t s_;
+};
 
 // After its caller gave up, an acquire request that may have been granted: release what it got, so that no
 // lock stays held by an owner nobody speaks for. Bounded by the retry policy.
 asio::awaitable<void> abandon(shared_ptr_t s, std::string key, std::string owner, acquire_reply reply) {
+  in_flight_guard counted(s);
   auto& cs = *s;
   std::uint64_t token = 0;
   if (!reply.ec) {
@@ -94,7 +110,9 @@ asio::awaitable<void> abandon(shared_ptr_t s, std::string key, std::string owner
     // request. Look for it a few times, spaced by the backoff.
     for (int attempt = 1; attempt <= cs.config.retry.max_attempts && token == 0; ++attempt) {
       auto g = co_await cs.backend->get(key, std::nullopt, cs.config.request_timeout);
-      if (!g.ec && g.holder && g.holder->owner == owner) token = g.holder->token;
+      // Never a lease this client holds: with a caller-chosen owner, a later acquisition may hold the key.
+      if (!g.ec && g.holder && g.holder->owner == owner && !cs.holds(key, g.holder->token))
+        token = g.holder->token;
       if (token == 0 && attempt < cs.config.retry.max_attempts) {
         timer t(cs.ex, cs.backoff(attempt));
         co_await t.async_wait(use_tuple);
@@ -135,7 +153,8 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
   auto p = std::make_shared<pending_acquire>();
   asio::co_spawn(
       cs.ex,
-      [s, p, key, owner, ttl = o.ttl, value = o.value]() -> asio::awaitable<void> {
+      [s, p, key, owner, ttl = o.ttl, value = o.value, counted = std::make_shared<in_flight_guard>(s)]()
+          -> asio::awaitable<void> {
         p->reply = co_await s->backend->acquire(key, owner, ttl, value, s->config.request_timeout);
         p->done = true;
         p->on_done.wake_all();
@@ -152,6 +171,11 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
     }
   }
   auto r = p->reply;
+  if (!r.ec && cs.shutting_down) {
+    // Granted while the client shuts down: handed back at once, and shutdown() waits for that.
+    asio::co_spawn(cs.ex, abandon(s, key, owner, r), asio::detached);
+    refuse_if_shut_down(cs);
+  }
   if (!r.ec) {
     auto core = std::make_shared<lease_core>(s, key, owner, r.token, o, sent);
     core->start();
@@ -160,11 +184,6 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
     cs.emit(lease_event::kind::acquired, key, r.token,
             std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - sent));
     out.emplace(detail::make_lease(std::move(core)));
-    // Granted while the client was shutting down: the new lease goes the way of the others.
-    if (cs.shutting_down) {
-      out.reset();
-      refuse_if_shut_down(cs);
-    }
   } else if (r.ec == error::held) {
     cs.acquire_refusals.fetch_add(1, std::memory_order_relaxed);
     cs.emit(lease_event::kind::acquire_refused, key, r.holder.token);
@@ -270,13 +289,16 @@ asio::awaitable<void> shutdown_impl(shared_ptr_t s, milliseconds timeout) {
     if (c->fsm.state() == lease_state::active) ops.push_back(c->begin_release(true));
     else if (c->release && !c->release->done) ops.push_back(c->release);  // already on its way: wait for it
   }
+  // Then wait for those releases, and for acquire requests still on their way (a grant that arrives now is
+  // handed back, see try_once) with their clean-ups.
   timer t(cs.ex, clock::now() + timeout);
   for (;;) {
     bool all_done = std::all_of(ops.begin(), ops.end(), [](const auto& op) { return op->done; });
-    if (all_done || clock::now() >= t.expiry()) break;
+    if ((all_done && cs.in_flight == 0) || clock::now() >= t.expiry()) break;
     std::vector<std::unique_ptr<detail::wakeup_list::registration>> regs;
     for (auto& op : ops)
       if (!op->done) regs.push_back(std::make_unique<detail::wakeup_list::registration>(op->on_done, &t));
+    regs.push_back(std::make_unique<detail::wakeup_list::registration>(cs.on_idle, &t));
     co_await t.async_wait(use_tuple);
     if (BATON_CANCELLED()) throw_cancelled();
   }
@@ -336,30 +358,32 @@ asio::awaitable<void> client::shutdown(milliseconds timeout) {
   return on_client(shared(), shutdown_impl(shared(), timeout));
 }
 
-void client::start_acquire(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
+void client::start_acquire(shared_ptr_t s, std::string key, lease_options options,
+                           std::optional<milliseconds> wait_timeout,
                            asio::any_completion_handler<void(boost::system::error_code, lease)> h) {
-  auto ex = shared_->ex;
+  auto ex = s->ex;
   auto slot = h.get_cancellation_slot();
-  asio::co_spawn(ex, acquire_impl(shared_, std::move(key), std::move(options), wait_timeout),
+  asio::co_spawn(ex, detail::honouring_any_cancellation(acquire_impl(s, std::move(key), std::move(options), wait_timeout)),
                  asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e, lease l) mutable {
                    detail::complete(std::move(h), ex, detail::to_error_code(e), std::move(l));
                  }));
 }
 
-void client::start_try_acquire(std::string key, lease_options options,
+void client::start_try_acquire(shared_ptr_t s, std::string key, lease_options options,
                                asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h) {
-  auto ex = shared_->ex;
+  auto ex = s->ex;
   auto slot = h.get_cancellation_slot();
-  asio::co_spawn(ex, try_acquire_impl(shared_, std::move(key), std::move(options)),
+  asio::co_spawn(ex, detail::honouring_any_cancellation(try_acquire_impl(s, std::move(key), std::move(options))),
                  asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e, acquire_result r) mutable {
                    detail::complete(std::move(h), ex, detail::to_error_code(e), std::move(r));
                  }));
 }
 
-void client::start_shutdown(milliseconds timeout, asio::any_completion_handler<void(boost::system::error_code)> h) {
-  auto ex = shared_->ex;
+void client::start_shutdown(shared_ptr_t s, milliseconds timeout,
+                            asio::any_completion_handler<void(boost::system::error_code)> h) {
+  auto ex = s->ex;
   auto slot = h.get_cancellation_slot();
-  asio::co_spawn(ex, shutdown_impl(shared_, timeout),
+  asio::co_spawn(ex, detail::honouring_any_cancellation(shutdown_impl(s, timeout)),
                  asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e) mutable {
                    detail::complete(std::move(h), ex, detail::to_error_code(e));
                  }));

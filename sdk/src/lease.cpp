@@ -10,6 +10,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/asio/multiple_exceptions.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -158,6 +159,12 @@ void client_shared::track(const std::shared_ptr<lease_core>& c) {
   live_.push_back(c);
 }
 
+bool client_shared::holds(const std::string& key, std::uint64_t token) {
+  for (auto& c : tracked())
+    if (c->key == key && c->token == token && c->state.load() == lease_state::active) return true;
+  return false;
+}
+
 std::vector<std::shared_ptr<lease_core>> client_shared::tracked() {
   std::lock_guard lk(live_mu_);
   std::vector<std::shared_ptr<lease_core>> out;
@@ -249,10 +256,24 @@ asio::awaitable<release_reply> await_release(std::shared_ptr<lease_core> c, rele
   co_return op->reply;
 }
 
+void rethrow_as_baton_exception(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const exception&) {
+    throw;
+  } catch (const asio::multiple_exceptions& m) {
+    rethrow_as_baton_exception(m.first_exception());
+  } catch (const boost::system::system_error& x) {
+    throw exception(x.code(), {});
+  }
+}
+
 boost::system::error_code to_error_code(const std::exception_ptr& e) {
   if (!e) return {};
   try {
     std::rethrow_exception(e);
+  } catch (const asio::multiple_exceptions& x) {
+    return to_error_code(x.first_exception());
   } catch (const boost::system::system_error& x) {
     return x.code();
   } catch (const std::bad_alloc&) {
@@ -265,13 +286,13 @@ boost::system::error_code to_error_code(const std::exception_ptr& e) {
 asio::awaitable<void> until_lost(const lease& l) {
   auto c = l.core_;
   if (!c) throw exception(error::empty_handle);
+  std::exception_ptr failure;
   try {
-    co_await asio::co_spawn(c->client->ex, wait_state(c, false), asio::use_awaitable);
-  } catch (const exception&) {
-    throw;
-  } catch (const boost::system::system_error& e) {
-    throw exception(e.code(), {});
+    co_await asio::co_spawn(c->client->ex, honouring_any_cancellation(wait_state(c, false)), asio::use_awaitable);
+  } catch (...) {
+    failure = std::current_exception();
   }
+  if (failure) rethrow_as_baton_exception(failure);
 }
 
 lease make_lease(std::shared_ptr<lease_core> core) { return lease(std::move(core)); }
@@ -345,27 +366,28 @@ std::string lease::loss_reason() const {
 asio::awaitable<void> lease::wait_lost() {
   auto c = core_;
   core();  // throws for an empty handle
+  std::exception_ptr failure;
   try {
-    co_await asio::co_spawn(c->client->ex, detail::wait_state(c, true), asio::use_awaitable);
-  } catch (const exception&) {
-    throw;
-  } catch (const boost::system::system_error& e) {
-    throw exception(e.code(), {});
+    co_await asio::co_spawn(c->client->ex, detail::honouring_any_cancellation(detail::wait_state(c, true)),
+                            asio::use_awaitable);
+  } catch (...) {
+    failure = std::current_exception();
   }
+  if (failure) detail::rethrow_as_baton_exception(failure);
 }
 
 namespace {
 // Waits for the release's outcome; the wait is not connected to the caller's cancellation.
 asio::awaitable<release_outcome> finish_release(std::shared_ptr<detail::lease_core> c, detail::release_ticket ticket) {
   release_reply r;
+  std::exception_ptr failure;
   try {
     r = co_await asio::co_spawn(c->client->ex, detail::await_release(c, std::move(ticket)),
                                 asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
-  } catch (const exception&) {
-    throw;
-  } catch (const boost::system::system_error& e) {
-    throw exception(e.code(), {});
+  } catch (...) {
+    failure = std::current_exception();
   }
+  if (failure) detail::rethrow_as_baton_exception(failure);
   if (r.ec) throw exception(r.ec, r.diagnostic);
   co_return r.outcome;
 }
@@ -396,7 +418,7 @@ void lease::start_wait_lost(std::shared_ptr<detail::lease_core> core,
                             asio::any_completion_handler<void(boost::system::error_code)> h) {
   auto ex = core->client->ex;
   auto slot = h.get_cancellation_slot();
-  asio::co_spawn(ex, detail::wait_state(core, true),
+  asio::co_spawn(ex, detail::honouring_any_cancellation(detail::wait_state(core, true)),
                  asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e) mutable {
                    detail::complete(std::move(h), ex, detail::to_error_code(e));
                  }));

@@ -73,6 +73,8 @@ struct client_shared : std::enable_shared_from_this<client_shared> {
   jitter_rng rng{0};
   bool shutting_down = false;
   wakeup_list on_shutdown;  // waits that end when shutdown() begins (acquire's long-poll and backoff)
+  int in_flight = 0;        // acquire requests, and clean-ups of their grants, still running
+  wakeup_list on_idle;      // woken when in_flight drops
 
   // Any thread.
   std::atomic<bool> context_gone{false};  // the io_context is shut down or destroyed: post nothing to it
@@ -90,6 +92,8 @@ struct client_shared : std::enable_shared_from_this<client_shared> {
   /// Leases of this client that may still be active, for shutdown(). Any thread.
   void track(const std::shared_ptr<lease_core>& c);
   std::vector<std::shared_ptr<lease_core>> tracked();
+  /// Whether a live lease of this client holds `key` with `token`. Any thread.
+  bool holds(const std::string& key, std::uint64_t token);
 
   /// Called when the io_context shuts down (its destructor, or shutdown()): from then on nothing is posted to
   /// it, and the backend lets go of its sockets while their services still exist.
@@ -170,7 +174,24 @@ void complete(Handler h, const boost::asio::any_io_executor& ex, Args... args) {
   });
 }
 
-/// An exception as an error code (for the completion-token forms).
+/// Maps partial and total cancellation to terminal: each operation honours all three the same way.
+inline boost::asio::cancellation_type any_cancellation_is_terminal(boost::asio::cancellation_type t) {
+  return t != boost::asio::cancellation_type::none ? boost::asio::cancellation_type::terminal : t;
+}
+
+/// `op`, with every type of cancellation taken as terminal (run it as the coroutine co_spawn starts).
+template <class T>
+boost::asio::awaitable<T> honouring_any_cancellation(boost::asio::awaitable<T> op) {
+  co_await boost::asio::this_coro::reset_cancellation_state(any_cancellation_is_terminal);
+  co_return co_await std::move(op);
+}
+
+/// Rethrows `e` as baton::exception: a system_error keeps its code, Asio's multiple_exceptions becomes its
+/// first exception; anything else is rethrown as it is.
+[[noreturn]] void rethrow_as_baton_exception(std::exception_ptr e);
+
+/// An exception as an error code (for the completion-token forms). Asio's multiple_exceptions (two branches
+/// of a race failed) counts as its first exception.
 boost::system::error_code to_error_code(const std::exception_ptr& e);
 
 }  // namespace baton::detail

@@ -6,6 +6,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 namespace baton::testing {
@@ -204,16 +205,26 @@ asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wa
   // A long-poll: answer once the holder's token differs from the caller's, or the wait passes on this
   // server's clock; the request's own timeout runs on real time.
   expire_due();
-  const milliseconds until = now_ + wait->wait;
+  const milliseconds wait_bound = std::min(wait->wait, milliseconds{60'000});  // the protocol's cap on wait_ms
+  const milliseconds until = now_ + wait_bound;
   asio::steady_timer t(ex_, timeout);
   waiter w;
   w.timer = &t;
-  auto it = change_waiters_.insert(change_waiters_.end(), &w);
+  // Registered for the frame's lifetime: the frame may end in an exception (a wait in a cancelled coroutine).
+  struct registration {
+    std::list<waiter*>& list;
+    std::list<waiter*>::iterator it;
+    ~registration() { list.erase(it); }
+  } reg{change_waiters_, change_waiters_.insert(change_waiters_.end(), &w)};
   get_reply r;
   for (;;) {
     auto h = holder(key);
     if ((h ? h->token : 0) != wait->token || now_ >= until) {
       r.holder = std::move(h);
+      break;
+    }
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {
+      r.ec = make_error_code(asio::error::operation_aborted);
       break;
     }
     const auto seen = changes_;
@@ -223,7 +234,6 @@ asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wa
                                                 : make_error_code(error::request_timeout);
     break;
   }
-  change_waiters_.erase(it);
   co_return r;
 }
 

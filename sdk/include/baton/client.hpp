@@ -4,7 +4,8 @@
 //   boost::asio::io_context ioc;
 //   baton::client c(ioc.get_executor(), {.server_url = "http://127.0.0.1:7070"});
 //   co_spawn(ioc, [&]() -> awaitable<void> {
-//     baton::lease l = co_await c.acquire("jobs/nightly", {.ttl = 10s});
+//     baton::lease_options opts{.ttl = 10s};  // named: GCC 12 may destroy a braced temporary in co_await twice
+//     baton::lease l = co_await c.acquire("jobs/nightly", opts);
 //     co_await baton::with_lease(l, run_job(l.token()));
 //     co_await l.release();
 //   }, detached);
@@ -60,14 +61,18 @@ struct client_stats {
 /// the caller's. Lease state lives on the client's executor; if that is a multi-threaded io_context, give
 /// the client a strand.
 ///
-/// Lifetime: movable, not copyable; a moved-from client throws baton::exception(error::empty_handle). Leases
+/// Lifetime: movable, not copyable; a moved-from client throws baton::exception(error::empty_handle) (a
+/// deferred operation made before the move still runs: it holds the client's state, not the object). Leases
 /// keep what they need alive, so they may outlive the client object (they stop renewing only when released,
 /// lost, destroyed or shut down). Destroying the client does not release its leases; shutdown() does.
 ///
 /// Cancellation: every awaitable operation throws baton::exception with boost::asio::error::operation_aborted
-/// when cancelled; the completion-token forms complete with that code. A cancelled acquire never leaves a
-/// lock behind: its request, if already sent, finishes in the background (bounded by request_timeout), and
-/// what it was granted is released, conditional on owner and token (lease_event::kind::acquire_abandoned).
+/// when cancelled (terminal, partial and total cancellation are all honoured, as terminal); the
+/// completion-token forms complete with that code. A cancelled acquire never leaves a lock behind: its
+/// request, if already sent, finishes in the background (bounded by request_timeout), and what it was granted
+/// is released, conditional on owner and token (lease_event::kind::acquire_abandoned). Acquisitions that set
+/// the same lease_options::owner must not overlap: the clean-up of one could otherwise find the other's grant
+/// (it never touches a lease this client holds).
 class client {
  public:
   /// Validates `config` and connects lazily. Throws baton::exception(error::invalid_config).
@@ -152,8 +157,8 @@ class client {
     shared();
     options.validate();
     return boost::asio::async_initiate<Token, void(boost::system::error_code, lease)>(
-        [this](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
-          start_acquire(std::move(k), std::move(o), w, std::move(handler));
+        [s = shared()](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
+          start_acquire(s, std::move(k), std::move(o), w, std::move(handler));
         },
         token, std::move(key), std::move(options), wait_timeout);
   }
@@ -163,8 +168,8 @@ class client {
     shared();
     options.validate();
     return boost::asio::async_initiate<Token, void(boost::system::error_code, acquire_result)>(
-        [this](auto handler, std::string k, lease_options o) {
-          start_try_acquire(std::move(k), std::move(o), std::move(handler));
+        [s = shared()](auto handler, std::string k, lease_options o) {
+          start_try_acquire(s, std::move(k), std::move(o), std::move(handler));
         },
         token, std::move(key), std::move(options));
   }
@@ -173,7 +178,7 @@ class client {
   auto async_shutdown(milliseconds timeout, Token&& token) {
     shared();
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-        [this](auto handler, milliseconds t) { start_shutdown(t, std::move(handler)); }, token, timeout);
+        [s = shared()](auto handler, milliseconds t) { start_shutdown(s, t, std::move(handler)); }, token, timeout);
   }
 
   /// The owner prefix of this client (`config.identity`, or `<hostname>:<pid>`).
@@ -187,11 +192,14 @@ class client {
 
  private:
   const std::shared_ptr<detail::client_shared>& shared() const;
-  void start_acquire(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
+  // Static, and given the shared state: a deferred operation may be launched after the client moved.
+  static void start_acquire(std::shared_ptr<detail::client_shared> s, std::string key, lease_options options,
+                            std::optional<milliseconds> wait_timeout,
                      boost::asio::any_completion_handler<void(boost::system::error_code, lease)> h);
-  void start_try_acquire(std::string key, lease_options options,
+  static void start_try_acquire(std::shared_ptr<detail::client_shared> s, std::string key, lease_options options,
                          boost::asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h);
-  void start_shutdown(milliseconds timeout, boost::asio::any_completion_handler<void(boost::system::error_code)> h);
+  static void start_shutdown(std::shared_ptr<detail::client_shared> s, milliseconds timeout,
+                             boost::asio::any_completion_handler<void(boost::system::error_code)> h);
   std::shared_ptr<detail::client_shared> shared_;
 };
 

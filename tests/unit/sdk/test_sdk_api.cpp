@@ -137,6 +137,77 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_acquire_that_got_no_answer_finds_and_release
   BOOST_TEST(count(lease_event::kind::acquire_abandoned) == 1u);
 }
 
+BOOST_FIXTURE_TEST_CASE(an_abandoned_acquire_never_releases_a_lease_this_client_holds, fixture) {
+  // Two acquisitions with one caller-chosen owner: the first is cancelled and its request gets no answer,
+  // so its clean-up looks for a grant under that owner, and finds the second acquisition's lease.
+  auto cfg = test_config();
+  cfg.request_timeout = 200ms;
+  client cx(ioc.get_executor(), cfg, server);
+  lease_options as_x = long_lease;
+  as_x.owner = "worker-x";
+  server->on_abandoned(memory_backend::abandoned::drop);
+  server->pause();
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await (cx.acquire("k", as_x) || sleep_for(50ms));
+    BOOST_TEST(r.index() == 1u);
+    co_await sleep_for(300ms);  // the request timed out unanswered; the clean-up's first read waits
+    server->resume();
+    auto second = co_await cx.acquire("k", as_x);
+    co_await sleep_for(1000ms);  // the clean-up's reads are over
+    BOOST_TEST(second.active());
+    BOOST_REQUIRE(server->holder("k").has_value());
+    BOOST_TEST(server->holder("k")->token == second.token());
+    BOOST_TEST(server->calls().release == 0);
+    co_await second.release();
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(shutdown_waits_for_an_acquire_granted_while_it_runs, fixture) {
+  server->pause();
+  outcome acquiring;
+  asio::cancellation_signal unused;
+  auto take = [&]() -> asio::awaitable<void> { (void)co_await c.acquire("late", long_lease); };
+  spawn_cancellable(ioc, unused, take(), acquiring);
+  settle(50ms);
+  asio::steady_timer t(ioc, 100ms);
+  t.async_wait([&](auto) { server->resume(); });  // the grant arrives during the shutdown
+  run_coro(ioc, c.shutdown(5s));
+  // Nothing more runs: whatever shutdown() left behind would stay.
+  BOOST_TEST(server->last_token() == 1u);
+  BOOST_TEST(!server->holder("late").has_value());
+  BOOST_TEST(acquiring.done);
+  BOOST_TEST((code_of(acquiring.error) == error::shut_down));
+}
+
+BOOST_FIXTURE_TEST_CASE(partial_and_total_cancellation_are_honoured, fixture) {
+  client other(ioc.get_executor(), test_config(), server);
+  lease held;
+  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.acquire("k", long_lease); }());
+  for (auto type : {asio::cancellation_type::partial, asio::cancellation_type::total}) {
+    asio::cancellation_signal sig;
+    std::optional<boost::system::error_code> got;
+    c.async_acquire("k", long_lease, std::nullopt,
+                    asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, lease) { got = ec; }));
+    settle(50ms);
+    BOOST_REQUIRE(!got.has_value());
+    sig.emit(type);
+    settle(50ms);
+    BOOST_REQUIRE(got.has_value());
+    BOOST_TEST((*got == asio::error::operation_aborted));
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_deferred_acquire_runs_after_its_client_was_moved, fixture) {
+  auto op = c.async_acquire("k", long_lease, std::nullopt, asio::deferred);
+  client moved(std::move(c));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto [ec, l] = co_await std::move(op)(asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(!ec);
+    BOOST_TEST(l.active());
+    co_await l.release();
+  }());
+}
+
 BOOST_FIXTURE_TEST_CASE(release_awaited_in_a_cancelled_coroutine_still_releases, fixture) {
   asio::cancellation_signal sig;
   outcome out;
