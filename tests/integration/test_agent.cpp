@@ -71,10 +71,7 @@ BOOST_AUTO_TEST_CASE(one_leader_at_a_time_and_a_standby_takes_over_after_kill9) 
   temp_dir dir;
   batond_process server(dir.path());
   auto cfg = write_config(dir, "agent.yaml", base_config(server, "1s", "  []\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 3; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 3, dir);
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   auto first = agents[leader]->leader();
@@ -110,10 +107,7 @@ BOOST_AUTO_TEST_CASE(a_paused_leaders_late_write_is_refused_by_the_fenced_store)
                                       "  - name: writer\n    schedule: \"*/1 * * * * *\"\n    shell: true\n"
                                       "    command: ['" +
                                           put + "; sleep 3; " + put + "']\n    grace: 1s\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 2, dir);
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   auto old_token = agents[leader]->leader().json.at("token").to_number<std::uint64_t>();
@@ -182,10 +176,7 @@ BOOST_AUTO_TEST_CASE(sigterm_releases_leadership_so_a_standby_takes_over_at_once
   temp_dir dir;
   batond_process server(dir.path());
   auto cfg = write_config(dir, "agent.yaml", base_config(server, "30s", "  []\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 2, dir);
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   auto started = clock_type::now();
@@ -202,10 +193,7 @@ BOOST_AUTO_TEST_CASE(resign_needs_the_token_and_hands_leadership_over) {
   batond_process server(dir.path());
   auto cfg =
       write_config(dir, "agent.yaml", "resign_token: s3cret-token\n" + base_config(server, "30s", "  []\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 2, dir);
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   auto raw = [&](int i, const std::string& auth) {
@@ -226,10 +214,7 @@ BOOST_AUTO_TEST_CASE(a_followers_leader_route_reports_the_value_the_leader_publi
   temp_dir dir;
   batond_process server(dir.path());
   auto cfg = write_config(dir, "agent.yaml", base_config(server, "30s", "  []\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 2, dir);
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   const auto expect_published_by = [&](const agent_process& follower, const agent_process& leading) {
@@ -306,10 +291,7 @@ BOOST_AUTO_TEST_CASE(per_job_mode_runs_each_slot_once_across_replicas) {
                                       "    shell: true\n    command: [\"echo $BATON_SCHEDULED_AT "
                                       "$BATON_FENCING_TOKEN >> " +
                                           out.string() + "\"]\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 3; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 3, dir);
   BOOST_REQUIRE(eventually(
       [&] {
         std::ifstream in(out);
@@ -378,10 +360,7 @@ BOOST_AUTO_TEST_CASE(kill9_failover_within_ttl_plus_a_second_runs_each_slot_once
       runs.string() + "; curl -s -o /dev/null -X PUT -H \"Fencing-Token: $BATON_FENCING_TOKEN\" --data x " +
       store.url() + "/items/tick']\n";
   auto cfg = write_config(dir, "agent.yaml", base_config(server, "2s", job));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 3; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 3, dir);
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   std::this_thread::sleep_for(2500ms);
@@ -497,10 +476,7 @@ BOOST_AUTO_TEST_CASE(per_job_mode_logs_a_lost_race_for_a_slot_at_debug_only) {
       "mode: per-job\nlog_level: info\n" + base_config(server, "4s",
                                                        "  - name: tick\n    schedule: \"*/1 * * * * *\"\n"
                                                        "    command: [\"/bin/true\"]\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 2, dir);
   auto runs = [&] {
     std::size_t n = 0;
     for (auto& a : agents)
@@ -564,10 +540,7 @@ BOOST_AUTO_TEST_CASE(run_ids_are_unique_across_per_job_replicas) {
                                                    "    shell: true\n    command: [\"echo $BATON_RUN_ID "
                                                    "$BATON_FENCING_TOKEN >> " +
                                                        out.string() + "\"]\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 3; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 3, dir);
   BOOST_REQUIRE(eventually([&] {
     std::set<std::string> runners;  // wait until at least two replicas have run slots
     for (std::size_t i = 0; i < agents.size(); ++i)
@@ -591,10 +564,7 @@ BOOST_AUTO_TEST_CASE(run_ids_are_unique_across_leaderships) {
                                       "  - name: tick\n    schedule: \"*/1 * * * * *\"\n    shell: true\n"
                                       "    command: [\"echo $BATON_RUN_ID $BATON_FENCING_TOKEN >> " +
                                           out.string() + "\"]\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 2, dir);
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   BOOST_REQUIRE(eventually([&] {
@@ -713,10 +683,7 @@ BOOST_AUTO_TEST_CASE(a_manual_run_starts_now_on_the_leader_with_its_token_and_is
                                        "; sleep 2\"\n"
                                        "  - name: parallel\n    schedule: \"0 0 1 1 *\"\n    overlap: allow\n"
                                        "    command: [sleep, \"1\"]\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 2, dir);
   int leader = -1;
   BOOST_REQUIRE(eventually([&] { return (leader = leader_of(agents)) >= 0; }));
   const auto token = agents[leader]->leader().json.at("token").to_number<std::uint64_t>();

@@ -400,10 +400,7 @@ BOOST_AUTO_TEST_CASE(per_job_mode_a_job_suspended_on_one_replica_runs_on_the_oth
                                       "  - name: tick\n    schedule: \"* * * * * *\"\n    shell: true\n"
                                       "    command: \"echo $BATON_IDENTITY >> " +
                                           out.string() + "\"\n"));
-  std::vector<std::unique_ptr<agent_process>> agents;
-  for (int i = 0; i < 2; ++i)
-    agents.push_back(std::make_unique<agent_process>(cfg, "node-" + std::to_string(i),
-                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  auto agents = start_agents(cfg, 2, dir);
   const auto runs_by = [&](int i) { return count_lines(read_file(out), "node-" + std::to_string(i)); };
   const auto post = [&](int i, const std::string& what) {
     return http_client(agents[i]->port(), 10s).post("/v1/jobs/tick/" + what, "");

@@ -62,6 +62,15 @@ double agent_process::metric(const std::string& series) const {
   return -1;
 }
 
+std::vector<std::unique_ptr<agent_process>> start_agents(const std::filesystem::path& config, int count,
+                                                         const temp_dir& dir) {
+  std::vector<std::unique_ptr<agent_process>> agents;
+  for (int i = 0; i < count; ++i)
+    agents.push_back(std::make_unique<agent_process>(config, "node-" + std::to_string(i),
+                                                     dir.path() / ("a" + std::to_string(i) + ".log")));
+  return agents;
+}
+
 std::filesystem::path write_config(const temp_dir& dir, const std::string& name, const std::string& text) {
   auto p = dir.path() / name;
   std::ofstream(p) << text;

@@ -45,6 +45,10 @@ class agent_process {
   std::filesystem::path log_;
 };
 
+/// Starts `count` agents on `config`, named node-0, node-1, ..., each logging to `dir`/a<i>.log.
+std::vector<std::unique_ptr<agent_process>> start_agents(const std::filesystem::path& config, int count,
+                                                         const temp_dir& dir);
+
 /// Writes `text` to `dir`/`name` and returns the path.
 std::filesystem::path write_config(const temp_dir& dir, const std::string& name, const std::string& text);
 
