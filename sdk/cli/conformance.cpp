@@ -2,7 +2,9 @@
 //
 // Every check speaks raw HTTP/1.1 + JSON (the SDK's backend maps answers into its own errors, and the checks
 // must see the exact statuses and bodies), on keys of its own: conformance/<random>/<check>. A check throws
-// check_failed with the reason; the runner prints `PASS  name` or `FAIL  name: reason`.
+// check_failed with the reason; the runner prints `PASS  name` or `FAIL  name: reason`. Servers that do not
+// speak the protocol (etcd) are checked through the SDK's backend by backend_conformance.cpp, from the same
+// table of checks.
 //
 // Timing is judged the way the protocol's Time section allows: a lease acquired with a request *sent* at
 // client time a is held at least until a + ttl, so a read whose reply *arrived* before a + ttl must see it
@@ -11,6 +13,8 @@
 
 #include "conformance.hpp"
 
+#include "backend_conformance.hpp"
+#include "conformance_check.hpp"
 #include "exit_code.hpp"
 
 #include "baton/config.hpp"
@@ -61,19 +65,6 @@ using steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
-struct check_failed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// A check that cannot run against this server or with these options; never counted as passed.
-struct check_skipped : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void expect(bool ok, const std::string& reason) {
-  if (!ok) throw check_failed(reason);
-}
-
 struct reply {
   int status = 0;     // 0: no answer (error says why)
   std::string error;  // transport failure
@@ -115,7 +106,8 @@ struct server_address {
 
 server_address parse_url(const std::string& url) {
   const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) throw cli_error(exit_code::usage, "conformance: --server must be http://HOST[:PORT]");
+  if (url.rfind(scheme, 0) != 0)
+    throw cli_error(exit_code::usage, "conformance: --server must be http://HOST[:PORT]");
   std::string rest = url.substr(scheme.size());
   rest = rest.substr(0, rest.find('/'));
   server_address a{rest, "80"};
@@ -128,7 +120,8 @@ server_address parse_url(const std::string& url) {
     a.host = rest.substr(0, colon);
     a.port = rest.substr(colon + 1);
   }
-  if (a.host.empty() || a.port.empty()) throw cli_error(exit_code::usage, "conformance: bad --server URL " + url);
+  if (a.host.empty() || a.port.empty())
+    throw cli_error(exit_code::usage, "conformance: bad --server URL " + url);
   return a;
 }
 
@@ -171,7 +164,8 @@ class connection {
     http::async_read(stream_, buffer_, parser, [&](beast::error_code e, std::size_t) { read_ec = e; });
     run();
     r.received = steady::now();
-    if (read_ec) return fail(r, (read_ec == beast::error::timeout ? std::string("timed out") : read_ec.message()));
+    if (read_ec)
+      return fail(r, (read_ec == beast::error::timeout ? std::string("timed out") : read_ec.message()));
     const auto& res = parser.get();
     r.status = static_cast<int>(res.result_int());
     r.body = res.body();
@@ -223,30 +217,12 @@ std::string encode_segment(const std::string& s) {
   return out;
 }
 
-std::string random_hex() {
-  std::random_device rd;
-  std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-// What the restart phase left for the restart checks: a lease held across the restart, a lock released
-// before it, and the largest token any answer carried before it. `error` says why there is nothing to check.
-struct restart_state {
-  std::string error;
-  std::string held_key, held_owner;
-  std::int64_t held_token = 0;
-  std::string released_key;
-  std::int64_t max_token_before = 0;
-};
-
 class suite {
  public:
   suite(server_address addr, milliseconds timeout, std::optional<std::string> restart_command)
       : addr_(std::move(addr)),
         timeout_(timeout),
-        prefix_("conformance/" + random_hex()),
+        prefix_(run_prefix()),
         restart_command_(std::move(restart_command)) {}
 
   connection open() const { return connection(addr_); }
@@ -287,8 +263,8 @@ class suite {
   reply must_acquire(connection& c, const std::string& key, const std::string& owner, std::int64_t ttl_ms,
                      std::optional<std::string> value = std::nullopt) const {
     auto r = acquire(c, key, owner, ttl_ms, std::move(value));
-    expect(r.status == 200, "acquire by " + owner + " (ttl " + std::to_string(ttl_ms) + " ms): expected 200, got " +
-                                r.describe());
+    expect(r.status == 200, "acquire by " + owner + " (ttl " + std::to_string(ttl_ms) +
+                                " ms): expected 200, got " + r.describe());
     expect(r.num("token").value_or(0) >= 1, "acquire answered without a token >= 1: " + r.describe());
     return r;
   }
@@ -331,7 +307,8 @@ class suite {
   mutable std::string note_;
 };
 
-// --- the checks ---------------------------------------------------------------------------------------------
+// --- the checks
+// ---------------------------------------------------------------------------------------------
 
 void concurrent_acquires(const suite& s) {
   constexpr int n = 32;
@@ -351,7 +328,8 @@ void concurrent_acquires(const suite& s) {
       replies[static_cast<std::size_t>(i)] =
           s.acquire(*conns[static_cast<std::size_t>(i)], key, "racer-" + std::to_string(i), 30'000);
     });
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   std::vector<int> winners;
   for (int i = 0; i < n; ++i) {
     const auto& r = replies[static_cast<std::size_t>(i)];
@@ -374,8 +352,9 @@ void concurrent_acquires(const suite& s) {
   for (int i = 0; i < n; ++i) {
     const auto& r = replies[static_cast<std::size_t>(i)];
     if (i != winners.front())
-      expect(r.str("owner") == winner && r.num("token") == token,
-             "a refusal names " + r.str("owner") + " as the holder, not the winner " + winner + ": " + r.describe());
+      expect(r.str("owner") == winner && r.num("token") == token, "a refusal names " + r.str("owner") +
+                                                                      " as the holder, not the winner " +
+                                                                      winner + ": " + r.describe());
   }
 }
 
@@ -388,7 +367,8 @@ void held_names_holder(const suite& s) {
   expect(b.str("owner") == "holder-a" && b.num("token") == a.num("token"),
          "the refusal does not name the holder holder-a with token " + std::to_string(a.token()) + ": " +
              b.describe());
-  expect(b.num("ttl_remaining_ms").has_value(), "the refusal has no integer ttl_remaining_ms: " + b.describe());
+  expect(b.num("ttl_remaining_ms").has_value(),
+         "the refusal has no integer ttl_remaining_ms: " + b.describe());
   s.release(c, key, "holder-a", a.token());
 }
 
@@ -407,9 +387,11 @@ void expect_lost(const reply& r, std::initializer_list<const char*> reasons, con
   suite::expect_error(r, 409, "lost", what);
   const auto reason = r.str("reason");
   bool ok = false;
-  for (auto* x : reasons) ok = ok || reason == x;
+  for (auto* x : reasons)
+    ok = ok || reason == x;
   std::string allowed;
-  for (auto* x : reasons) allowed += (allowed.empty() ? "" : " or ") + std::string(x);
+  for (auto* x : reasons)
+    allowed += (allowed.empty() ? "" : " or ") + std::string(x);
   expect(ok, what + ": reason should be " + allowed + ", got " + r.describe());
 }
 
@@ -482,14 +464,17 @@ void tokens_increase(const suite& s) {
   expect(rel.status == 200, "release: expected 200, got " + rel.describe());
   auto b = s.must_acquire(c, key, "owner-b", 200);
   auto t2 = b.token();
-  expect(t2 > t1, "token after a release is " + std::to_string(t2) + ", not larger than " + std::to_string(t1));
+  expect(t2 > t1,
+         "token after a release is " + std::to_string(t2) + ", not larger than " + std::to_string(t1));
   std::this_thread::sleep_until(b.received + 1200ms);
   auto t3 = s.must_acquire(c, key, "owner-c", 30'000).token();
-  expect(t3 > t2, "token after an expiry is " + std::to_string(t3) + ", not larger than " + std::to_string(t2));
+  expect(t3 > t2,
+         "token after an expiry is " + std::to_string(t3) + ", not larger than " + std::to_string(t2));
   auto t4 = s.must_acquire(c, s.key("tokens-other-key"), "owner-d", 30'000).token();
   s.release(c, key, "owner-c", t3);
   s.release(c, s.key("tokens-other-key"), "owner-d", t4);
-  expect(t4 > t3, "token on another key is " + std::to_string(t4) + ", not larger than " + std::to_string(t3));
+  expect(t4 > t3,
+         "token on another key is " + std::to_string(t4) + ", not larger than " + std::to_string(t3));
 }
 
 void expiry_on_time(const suite& s) {
@@ -506,8 +491,9 @@ void expiry_on_time(const suite& s) {
     const bool conclusive = g.received < a.sent + ttl_d;
     if (conclusive)
       expect(g.status == 200 && g.num("token") == a.num("token"),
-             "a GET answered " + std::to_string((g.received - a.sent) / 1ms) + " ms after sending the acquire of a " +
-                 std::to_string(ttl) + " ms lease does not show it held: " + g.describe());
+             "a GET answered " + std::to_string((g.received - a.sent) / 1ms) +
+                 " ms after sending the acquire of a " + std::to_string(ttl) +
+                 " ms lease does not show it held: " + g.describe());
     // Free within 5x the TTL of the acquire's reply.
     const auto bound = a.received + ttl_d * 5;
     for (;;) {
@@ -527,7 +513,8 @@ void expiry_on_time(const suite& s) {
     }
     if (conclusive) return;
   }
-  throw check_failed("inconclusive: no GET was answered before the lease's TTL had passed (machine too slow?)");
+  throw check_failed(
+      "inconclusive: no GET was answered before the lease's TTL had passed (machine too slow?)");
 }
 
 // A renew that answers 200 must move the expiry: renewed every third of its TTL, a lease is still held after
@@ -584,48 +571,10 @@ void superseded_token_refused(const suite& s) {
          "renew with the current token afterwards: expected 200, got " + renew.describe());
 }
 
-// docs/protocol.md, get and long-poll: an answer within 250 ms of the change (or at once when the token
-// already differs). A loaded machine can miss such a bound once; each bound is tried until it held twice or
-// failed twice, so a server that is late every time fails, one that is late once in a while does not.
-constexpr auto wake_bound = 250ms;
-// How long past the bound a long-poll is given before it counts as not answered (no need to wait longer).
-constexpr auto wake_give_up = 1500ms;
-
-std::string ms(steady::duration d) {
-  return std::to_string(std::chrono::duration_cast<milliseconds>(d).count()) + " ms";
-}
-
-// One try of a bounded wake-up: how long the answer took after the event, or why it was late.
-struct wake_try {
-  steady::duration took{};
-  std::optional<std::string> late;
-};
-
-// Runs `attempt` until it was on time twice or late twice; any other fault throws check_failed at once. The
-// PASS line shows the times measured, so a margin that shrinks on some machine is seen before it fails.
-void twice_on_time(const suite& s, const std::function<wake_try()>& attempt) {
-  int on_time = 0, late = 0;
-  std::string why, took;
-  while (on_time < 2 && late < 2) {
-    auto t = attempt();
-    took += (took.empty() ? "answered after " : ", ") + (t.late ? std::string("late") : ms(t.took));
-    if (t.late) {
-      ++late;
-      why = *t.late;
-    } else {
-      ++on_time;
-    }
-  }
-  if (late == 2)
-    throw check_failed(why + " (late in 2 of " + std::to_string(on_time + late) + " tries; the bound is " +
-                       ms(wake_bound) + ")");
-  s.note(took);
-}
-
 void long_poll_stale_token(const suite& s) {
   auto c = s.open();
   int n = 0;
-  twice_on_time(s, [&] {
+  s.note(twice_on_time([&] {
     const auto key = s.key("poll-stale-" + std::to_string(n++));
     auto first = s.must_acquire(c, key, "owner-a", 30'000);
     auto second = s.must_acquire(c, key, "owner-a", 30'000);
@@ -656,11 +605,12 @@ void long_poll_stale_token(const suite& s) {
     }
     s.release(c, key, "owner-a", second.token());
     return t;
-  });
+  }));
 }
 
 // Starts a long-poll on its own connection and thread.
-std::future<reply> long_poll(const suite& s, const std::string& key, std::int64_t token, steady::duration bound) {
+std::future<reply> long_poll(const suite& s, const std::string& key, std::int64_t token,
+                             steady::duration bound) {
   return std::async(std::launch::async, [&s, key, token, bound] {
     auto c = s.open();
     return s.poll(c, key, token, bound);
@@ -670,7 +620,7 @@ std::future<reply> long_poll(const suite& s, const std::string& key, std::int64_
 void long_poll_release(const suite& s) {
   auto c = s.open();
   int n = 0;
-  twice_on_time(s, [&]() -> wake_try {
+  s.note(twice_on_time([&]() -> wake_try {
     const auto key = s.key("poll-release-" + std::to_string(n++));
     auto a = s.must_acquire(c, key, "owner-a", 30'000);
     auto poll = long_poll(s, key, a.token(), 300ms + wake_give_up);
@@ -685,14 +635,14 @@ void long_poll_release(const suite& s) {
     if (took > wake_bound)
       return {took, "the long-poll answered " + ms(took) + " after the release's answer"};
     return {took, std::nullopt};
-  });
+  }));
 }
 
 void long_poll_expiry(const suite& s) {
   auto c = s.open();
   constexpr auto ttl = 300ms;
   int n = 0;
-  twice_on_time(s, [&]() -> wake_try {
+  s.note(twice_on_time([&]() -> wake_try {
     const auto key = s.key("poll-expiry-" + std::to_string(n++));
     auto a = s.must_acquire(c, key, "owner-a", ttl.count());
     auto r = s.poll(c, key, a.token(), ttl + wake_give_up);
@@ -707,7 +657,7 @@ void long_poll_expiry(const suite& s) {
     if (took > wake_bound)
       return {took, "the long-poll answered " + ms(took) + " after the lease's TTL had ended"};
     return {took, std::nullopt};
-  });
+  }));
 }
 
 // docs/protocol.md, acquire: a granted acquire records expiry = now + ttl_ms, the same owner's included. A
@@ -787,8 +737,9 @@ reply bad(const suite& s, http::verb method, const std::string& target, std::str
 }
 
 void malformed_json(const suite& s) {
-  suite::expect_error(bad(s, http::verb::post, suite::path(s.key("bad-json"), "/acquire"), R"({"owner":"x","ttl_ms":)"),
-                      400, "bad_request", "truncated JSON");
+  suite::expect_error(
+      bad(s, http::verb::post, suite::path(s.key("bad-json"), "/acquire"), R"({"owner":"x","ttl_ms":)"), 400,
+      "bad_request", "truncated JSON");
   suite::expect_error(bad(s, http::verb::post, suite::path(s.key("bad-json"), "/acquire"), "[1,2,3]"), 400,
                       "bad_request", "a JSON array instead of an object");
 }
@@ -799,30 +750,33 @@ void missing_field(const suite& s) {
                       "bad_request", "acquire without owner");
   suite::expect_error(bad(s, http::verb::post, suite::path(key, "/acquire"), R"({"owner":"x"})"), 400,
                       "bad_request", "acquire without ttl_ms");
-  suite::expect_error(bad(s, http::verb::post, suite::path(key, "/renew"), R"({"owner":"x","ttl_ms":1000})"), 400,
-                      "bad_request", "renew without token");
+  suite::expect_error(bad(s, http::verb::post, suite::path(key, "/renew"), R"({"owner":"x","ttl_ms":1000})"),
+                      400, "bad_request", "renew without token");
 }
 
 void ttl_out_of_range(const suite& s) {
   const auto key = s.key("ttl-range");
-  suite::expect_error(bad(s, http::verb::post, suite::path(key, "/acquire"), R"({"owner":"x","ttl_ms":0})"), 400,
-                      "bad_request", "acquire with ttl_ms 0");
-  suite::expect_error(bad(s, http::verb::post, suite::path(key, "/acquire"), R"({"owner":"x","ttl_ms":-1000})"),
-                      400, "bad_request", "acquire with ttl_ms -1000");
+  suite::expect_error(bad(s, http::verb::post, suite::path(key, "/acquire"), R"({"owner":"x","ttl_ms":0})"),
+                      400, "bad_request", "acquire with ttl_ms 0");
+  suite::expect_error(
+      bad(s, http::verb::post, suite::path(key, "/acquire"), R"({"owner":"x","ttl_ms":-1000})"), 400,
+      "bad_request", "acquire with ttl_ms -1000");
   auto c = s.open();
   suite::expect_error(s.get(c, key), 404, "not_held", "GET after the refused acquires (nothing may change)");
 }
 
 void unknown_route(const suite& s) {
-  suite::expect_error(bad(s, http::verb::get, "/v1/no-such-route"), 404, "not_found", "GET /v1/no-such-route");
-  suite::expect_error(bad(s, http::verb::post, suite::path(s.key("route"), "/frobnicate"), "{}"), 404, "not_found",
-                      "POST /v1/locks/{key}/frobnicate");
+  suite::expect_error(bad(s, http::verb::get, "/v1/no-such-route"), 404, "not_found",
+                      "GET /v1/no-such-route");
+  suite::expect_error(bad(s, http::verb::post, suite::path(s.key("route"), "/frobnicate"), "{}"), 404,
+                      "not_found", "POST /v1/locks/{key}/frobnicate");
 }
 
 void wrong_method(const suite& s) {
   auto r = bad(s, http::verb::get, suite::path(s.key("method"), "/acquire"));
   suite::expect_error(r, 405, "method_not_allowed", "GET on the acquire route");
-  expect(r.allow.find("POST") != std::string::npos, "405 without an Allow header naming POST: Allow: " + r.allow);
+  expect(r.allow.find("POST") != std::string::npos,
+         "405 without an Allow header naming POST: Allow: " + r.allow);
 }
 
 void body_too_large(const suite& s) {
@@ -837,7 +791,8 @@ void body_too_large(const suite& s) {
 void still_serves(const suite& s) {
   auto c = s.open();
   auto h = c.request(http::verb::get, "/healthz", {}, s.timeout());
-  expect(h.status == 200 && h.str("status") == "ok", "GET /healthz: expected 200 {\"status\":\"ok\"}, got " + h.describe());
+  expect(h.status == 200 && h.str("status") == "ok",
+         "GET /healthz: expected 200 {\"status\":\"ok\"}, got " + h.describe());
   const auto key = s.key("still-serves");
   auto a = s.must_acquire(c, key, "owner-a", 30'000);
   auto r = s.release(c, key, "owner-a", a.token());
@@ -917,43 +872,7 @@ void capabilities(const suite& s) {
 // --- restart mode
 // -------------------------------------------------------------------------------------------
 
-// Bounds of the restart phase: the command's own run, then the server's going and its return.
-constexpr auto restart_command_bound = 60s;
-constexpr auto restart_return_bound = 30s;
 constexpr auto restart_close_bound = 5s;  // for the old server's connections to close after the command
-
-// Runs `command` through /bin/sh, its stdout sent to our stderr so the table on stdout stays clean. Returns
-// why it failed, or nothing.
-std::optional<std::string> run_restart_command(const std::string& command) {
-  const pid_t pid = ::fork();
-  if (pid < 0) return "--restart-command: fork: " + std::string(std::strerror(errno));
-  if (pid == 0) {  // only async-signal-safe calls until exec
-    const int null = ::open("/dev/null", O_RDONLY);
-    if (null >= 0) ::dup2(null, 0);
-    ::dup2(2, 1);
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  const auto until = steady::now() + restart_command_bound;
-  for (;;) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
-      return "--restart-command " + (WIFEXITED(status)
-                                         ? "exited with status " + std::to_string(WEXITSTATUS(status))
-                                         : "was ended by signal " + std::to_string(WTERMSIG(status)));
-    }
-    if (r < 0 && errno != EINTR) return "--restart-command: waitpid: " + std::string(std::strerror(errno));
-    if (steady::now() >= until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return "--restart-command did not finish within " + std::to_string(restart_command_bound / 1s) +
-             " s (it must return once the server is restarting, e.g. start it in the background)";
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-}
 
 // Leaves a lease held and a lock released, restarts the server with the command, and waits for it to answer.
 restart_state restart_server(const suite& s) {
@@ -1038,31 +957,38 @@ void restart_tokens_increase(const suite& s) {
                                                   before);
 }
 
+// Each check, with its counterpart through baton::backend (backend_conformance.cpp) where the backend's
+// interface can express it; what only the wire shows has none and is skipped in that mode.
 struct check {
   const char* name;
   void (*run)(const suite&);
+  on_backend::check on_backend = nullptr;
 };
 
 constexpr check checks[] = {
-    {"concurrent acquires have one winner", concurrent_acquires},
-    {"acquire while held is refused naming the holder", held_names_holder},
-    {"same-owner re-acquire gets a larger token", reacquire_larger_token},
-    {"same-owner re-acquire sets a new expiry", reacquire_refreshes_expiry},
-    {"renew is refused for a wrong owner", renew_wrong_owner},
-    {"renew is refused for a wrong token", renew_wrong_token},
-    {"renew is refused for an expired lease", renew_expired},
-    {"renew extends the lease past its first TTL", renew_extends},
-    {"release is conditional on owner and token", release_conditional},
-    {"a superseded token can neither renew nor release", superseded_token_refused},
-    {"release is idempotent", release_idempotent},
-    {"tokens increase across release and expiry", tokens_increase},
-    {"expiry frees the lock on time", expiry_on_time},
-    {"a lease is held for its TTL from the acquire's sending", never_expires_early},
-    {"a 1-hour lease is held", long_ttl_held},
-    {"long-poll answers within 250 ms of a release", long_poll_release},
-    {"long-poll answers within 250 ms of an expiry", long_poll_expiry},
-    {"long-poll with a stale token answers at once", long_poll_stale_token},
-    {"a lease's value is published, replaced and kept", value_round_trip},
+    {"concurrent acquires have one winner", concurrent_acquires, on_backend::concurrent_acquires},
+    {"acquire while held is refused naming the holder", held_names_holder, on_backend::held_names_holder},
+    {"same-owner re-acquire gets a larger token", reacquire_larger_token, on_backend::reacquire_larger_token},
+    {"same-owner re-acquire sets a new expiry", reacquire_refreshes_expiry,
+     on_backend::reacquire_refreshes_expiry},
+    {"renew is refused for a wrong owner", renew_wrong_owner, on_backend::renew_wrong_owner},
+    {"renew is refused for a wrong token", renew_wrong_token, on_backend::renew_wrong_token},
+    {"renew is refused for an expired lease", renew_expired, on_backend::renew_expired},
+    {"renew extends the lease past its first TTL", renew_extends, on_backend::renew_extends},
+    {"release is conditional on owner and token", release_conditional, on_backend::release_conditional},
+    {"a superseded token can neither renew nor release", superseded_token_refused,
+     on_backend::superseded_token_refused},
+    {"release is idempotent", release_idempotent, on_backend::release_idempotent},
+    {"tokens increase across release and expiry", tokens_increase, on_backend::tokens_increase},
+    {"expiry frees the lock on time", expiry_on_time, on_backend::expiry_on_time},
+    {"a lease is held for its TTL from the acquire's sending", never_expires_early,
+     on_backend::never_expires_early},
+    {"a 1-hour lease is held", long_ttl_held, on_backend::long_ttl_held},
+    {"long-poll answers within 250 ms of a release", long_poll_release, on_backend::long_poll_release},
+    {"long-poll answers within 250 ms of an expiry", long_poll_expiry, on_backend::long_poll_expiry},
+    {"long-poll with a stale token answers at once", long_poll_stale_token,
+     on_backend::long_poll_stale_token},
+    {"a lease's value is published, replaced and kept", value_round_trip, on_backend::value_round_trip},
     {"capabilities", capabilities},
     {"malformed JSON is 400 bad_request", malformed_json},
     {"missing field is 400 bad_request", missing_field},
@@ -1075,28 +1001,23 @@ constexpr check checks[] = {
 
 // Run after every other check, so that "every token before" covers the whole run.
 constexpr check restart_checks[] = {
-    {"restart: a held lease keeps its owner and token", restart_keeps_held_lease},
-    {"restart: a released lock stays released", restart_keeps_release},
-    {"restart: new tokens are larger than every token before", restart_tokens_increase},
+    {"restart: a held lease keeps its owner and token", restart_keeps_held_lease,
+     on_backend::restart_keeps_held_lease},
+    {"restart: a released lock stays released", restart_keeps_release, on_backend::restart_keeps_release},
+    {"restart: new tokens are larger than every token before", restart_tokens_increase,
+     on_backend::restart_tokens_increase},
 };
 
-}  // namespace
-
-int run_conformance(const std::string& server_url, milliseconds request_timeout,
-                    const std::optional<std::string>& restart_command) {
-  // The checks' own waits are longer than the CLI's default round trip; never bound a request below 10 s.
-  suite s(parse_url(server_url), std::max(request_timeout, milliseconds(10'000)), restart_command);
-  {
-    auto c = s.open();
-    auto h = c.request(http::verb::get, "/healthz", {}, s.timeout());
-    if (h.status == 0) throw cli_error(exit_code::unavailable, "conformance: " + server_url + ": " + h.describe());
-  }
-  int failed = 0, skipped = 0;
-  auto run = [&](const check& ch) {
+// Prints one line per check and the summary; counts what failed and what was skipped.
+class report {
+ public:
+  // Runs `body`; `take_note` fetches the remark a passed check left.
+  void run(const char* name, const std::function<void()>& body,
+           const std::function<std::string()>& take_note) {
     std::string reason;
     bool skip = false;
     try {
-      ch.run(s);
+      body();
     } catch (const check_skipped& e) {
       skip = true;
       reason = e.what();
@@ -1105,28 +1026,142 @@ int run_conformance(const std::string& server_url, milliseconds request_timeout,
     }
     std::replace_if(
         reason.begin(), reason.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-    const auto note = s.take_note();
+    const auto note = take_note();
+    ++total_;
     if (skip) {
-      ++skipped;
-      std::printf("SKIP  %s: %s\n", ch.name, reason.c_str());
+      ++skipped_;
+      std::printf("SKIP  %s: %s\n", name, reason.c_str());
     } else if (reason.empty()) {
-      std::printf(note.empty() ? "PASS  %s\n" : "PASS  %s (%s)\n", ch.name, note.c_str());
+      std::printf(note.empty() ? "PASS  %s\n" : "PASS  %s (%s)\n", name, note.c_str());
     } else {
-      ++failed;
-      std::printf("FAIL  %s: %s\n", ch.name, reason.c_str());
+      ++failed_;
+      std::printf("FAIL  %s: %s\n", name, reason.c_str());
     }
     std::fflush(stdout);
+  }
+
+  int finish(const std::string& server_url) const {
+    std::printf("%d of %d checks passed, %d failed, %d skipped against %s\n", total_ - failed_ - skipped_,
+                total_, failed_, skipped_, without_credentials(server_url).c_str());
+    std::fflush(stdout);
+    return failed_ == 0 ? exit_code::ok : exit_code::internal;
+  }
+
+ private:
+  int total_ = 0, failed_ = 0, skipped_ = 0;
+};
+
+// The checks through baton::backend; those without a counterpart there are skipped, never passed.
+int run_on_backend(const client_config& client, const std::optional<std::string>& restart_command) {
+  backend_suite s(client, restart_command);
+  if (!backend_answers(s))
+    throw cli_error(exit_code::unavailable, "conformance: " + without_credentials(client.server_url) +
+                                                ": the server does not answer");
+  report out;
+  auto run = [&](const check& ch) {
+    out.run(
+        ch.name,
+        [&] {
+          if (!ch.on_backend) throw check_skipped("not applicable to an etcd backend");
+          s.run(ch.on_backend(s));
+        },
+        [&] { return s.take_note(); });
+  };
+  for (const auto& ch : checks)
+    run(ch);
+  if (restart_command) s.set_restarted(restart_backend(s));
+  for (const auto& ch : restart_checks)
+    run(ch);
+  return out.finish(client.server_url);
+}
+
+}  // namespace
+
+std::string run_prefix() {
+  std::random_device rd;
+  std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return std::string("conformance/") + buf;
+}
+
+void on_time_tally::add(const wake_try& t) {
+  took_ += (took_.empty() ? "answered after " : ", ") + (t.late ? std::string("late") : ms(t.took));
+  if (t.late) {
+    ++late_;
+    why_ = *t.late;
+  } else {
+    ++on_time_;
+  }
+}
+
+std::string on_time_tally::result() const {
+  if (late_ == 2)
+    throw check_failed(why_ + " (late in 2 of " + std::to_string(on_time_ + late_) + " tries; the bound is " +
+                       ms(wake_bound) + ")");
+  return took_;
+}
+
+std::string twice_on_time(const std::function<wake_try()>& attempt) {
+  on_time_tally tally;
+  while (!tally.done())
+    tally.add(attempt());
+  return tally.result();
+}
+
+std::optional<std::string> run_restart_command(const std::string& command) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return "--restart-command: fork: " + std::string(std::strerror(errno));
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, 0);
+    ::dup2(2, 1);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto until = steady::now() + restart_command_bound;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
+      return "--restart-command " + (WIFEXITED(status)
+                                         ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                         : "was ended by signal " + std::to_string(WTERMSIG(status)));
+    }
+    if (r < 0 && errno != EINTR) return "--restart-command: waitpid: " + std::string(std::strerror(errno));
+    if (steady::now() >= until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return "--restart-command did not finish within " + std::to_string(restart_command_bound / 1s) +
+             " s (it must return once the server is restarting, e.g. start it in the background)";
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+int run_conformance(const client_config& client, const std::optional<std::string>& restart_command) {
+  if (is_backend_url(client.server_url)) return run_on_backend(client, restart_command);
+  const auto& server_url = client.server_url;
+  // The checks' own waits are longer than the CLI's default round trip; never bound a request below 10 s.
+  suite s(parse_url(server_url), std::max(client.request_timeout, milliseconds(10'000)), restart_command);
+  {
+    auto c = s.open();
+    auto h = c.request(http::verb::get, "/healthz", {}, s.timeout());
+    if (h.status == 0)
+      throw cli_error(exit_code::unavailable, "conformance: " + server_url + ": " + h.describe());
+  }
+  report out;
+  auto run = [&](const check& ch) {
+    out.run(
+        ch.name, [&] { ch.run(s); }, [&] { return s.take_note(); });
   };
   for (const auto& ch : checks)
     run(ch);
   if (restart_command) s.set_restarted(restart_server(s));
   for (const auto& ch : restart_checks)
     run(ch);
-  const int total = static_cast<int>(std::size(checks) + std::size(restart_checks));
-  std::printf("%d of %d checks passed, %d failed, %d skipped against %s\n", total - failed - skipped, total,
-              failed, skipped, without_credentials(server_url).c_str());
-  std::fflush(stdout);
-  return failed == 0 ? exit_code::ok : exit_code::internal;
+  return out.finish(server_url);
 }
 
 }  // namespace baton::cli

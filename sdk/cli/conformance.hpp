@@ -1,19 +1,22 @@
 #pragma once
 // `baton conformance`: checks the guarantees of docs/protocol.md against a lock server from the outside, with
-// raw HTTP/1.1 + JSON requests, and prints one PASS/FAIL line per check and a summary.
+// raw HTTP/1.1 + JSON requests (or through the SDK's backend for etcd), and prints one PASS/FAIL/SKIP line
+// per check and a summary.
 
-#include <chrono>
+#include "baton/config.hpp"
+
 #include <optional>
 #include <string>
 
 namespace baton::cli {
 
-/// Runs every check against `server_url` (http://HOST[:PORT]), printing the table on stdout. With
-/// `restart_command`, runs it through /bin/sh after the other checks (it must restart the server on the same
-/// URL) and checks what survived; without it, those checks are reported as skipped. Returns exit_code::ok
+/// Runs every check against `client.server_url`, printing the table on stdout: http://HOST[:PORT] is checked
+/// on the wire; etcd:// and etcds:// through the SDK's backend, where the checks only the wire can make are
+/// reported as skipped (docs/cli.md, conformance). With `restart_command`, runs it through /bin/sh after the
+/// other checks (it must restart the server on the same URL) and checks what survived; without it, those
+/// checks are reported as skipped. Returns exit_code::ok
 /// when no check failed (skipped ones do not count as passed), exit_code::internal (70) when any failed.
 /// Throws cli_error with exit_code::unavailable (69) when the server cannot be reached at all.
-int run_conformance(const std::string& server_url, std::chrono::milliseconds request_timeout,
-                    const std::optional<std::string>& restart_command);
+int run_conformance(const client_config& client, const std::optional<std::string>& restart_command);
 
 }  // namespace baton::cli

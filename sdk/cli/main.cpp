@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       return exit_code::ok;
     }
     if (auto* conf = std::get_if<conformance_command>(&call.what))
-      return run_conformance(call.client.server_url, call.client.request_timeout, conf->restart_command);
+      return run_conformance(call.client, conf->restart_command);
     asio::io_context ioc;
     baton::client c(ioc.get_executor(), call.client);
     int code = exit_code::internal;

@@ -1,0 +1,691 @@
+// baton conformance through baton::backend: the checks of conformance.cpp that a backend's interface can
+// express, for servers that do not speak docs/protocol.md (etcd). Each check is a coroutine on the suite's
+// io_context, on keys conformance/<random>/<check> like the HTTP checks.
+//
+// Timing follows the HTTP checks (conformance.cpp's header comment) with etcd's own granularity: etcd rounds
+// a TTL up to whole seconds (its shortest lease is 2 s with the default heartbeat), looks for expired leases
+// every 500 ms and revokes them through Raft. So the checks use TTLs of 2 s or more, a lease is never judged
+// free before send(acquire) + ttl, and it must be free within `etcd_expiry_tolerance` after the TTL, rounded
+// up to whole seconds, has passed since the acquire's answer.
+
+#include "backend_conformance.hpp"
+
+#include "baton/error.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+namespace baton::cli {
+
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+using steady = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto etcd_expiry_tolerance = 2s;
+constexpr auto short_ttl = milliseconds(2000);  // etcd's shortest lease with the default heartbeat
+constexpr auto long_ttl = milliseconds(30'000);
+
+std::string why(const boost::system::error_code& ec, const std::string& diagnostic) {
+  return ec.message() + (diagnostic.empty() ? "" : " (" + diagnostic + ")");
+}
+
+std::string describe(const std::optional<holder_info>& h) {
+  if (!h) return "free";
+  return "held by " + h->owner + " with token " + std::to_string(h->token);
+}
+
+bool held_by(const std::optional<holder_info>& h, const std::string& owner, std::uint64_t token) {
+  return h && h->owner == owner && h->token == token;
+}
+
+asio::awaitable<void> sleep_until(steady::time_point t) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, t);
+  co_await timer.async_wait(asio::use_awaitable);
+}
+
+// When a lease whose acquire was answered at `answered` must be free by.
+steady::time_point expiry_bound(steady::time_point answered, milliseconds ttl) {
+  return answered + std::chrono::ceil<std::chrono::seconds>(ttl) + etcd_expiry_tolerance;
+}
+
+// Reads `key` every 50 ms until it is free; returns when a read first found it so. Throws check_failed when
+// it is still held at `bound`.
+asio::awaitable<steady::time_point> wait_until_free(const backend_suite& s, const std::string& key,
+                                                    steady::time_point bound, const std::string& what) {
+  for (;;) {
+    auto g = co_await s.get(key);
+    if (!g.holder) co_return steady::now();
+    expect(steady::now() <= bound, what + " is still " + describe(g.holder) +
+                                       " (etcd tolerance: the TTL rounded up to whole seconds + " +
+                                       ms(etcd_expiry_tolerance) + ")");
+    co_await sleep_until(steady::now() + 50ms);
+  }
+}
+
+}  // namespace
+
+backend_suite::backend_suite(const client_config& config, std::optional<std::string> restart_command)
+    : config_(config), prefix_(run_prefix()), restart_command_(std::move(restart_command)) {
+  // The checks' own waits are longer than the CLI's default round trip; never bound a request below 10 s.
+  config_.request_timeout = std::max(config_.request_timeout, milliseconds(10'000));
+  backend_ = make_backend(ioc_.get_executor(), config_);
+}
+
+void backend_suite::run(asio::awaitable<void> check) const {
+  std::exception_ptr failure;
+  asio::co_spawn(ioc_, std::move(check), [&](std::exception_ptr e) {
+    failure = e;
+    ioc_.stop();  // idle connections may keep work queued; the check's end is the run's end
+  });
+  ioc_.restart();
+  ioc_.run();
+  if (failure) std::rethrow_exception(failure);
+}
+
+std::shared_ptr<backend> backend_suite::open() const {
+  return make_backend(ioc_.get_executor(), config_);
+}
+
+void backend_suite::saw_token(std::uint64_t token) const {
+  const auto t = static_cast<std::int64_t>(token);
+  auto seen = max_token_.load();
+  while (t > seen && !max_token_.compare_exchange_weak(seen, t)) {
+  }
+}
+
+asio::awaitable<acquire_reply> backend_suite::acquire(backend& b, const std::string& key,
+                                                      const std::string& owner, milliseconds ttl,
+                                                      std::string value) const {
+  const bool valued = !value.empty();
+  auto r = co_await b.acquire(key, owner, ttl, std::move(value), config_.request_timeout);
+  // A backend written before values refuses one (backend.hpp): there is nothing to check.
+  if (valued && r.ec == error::invalid_config) throw check_skipped("the backend does not keep values");
+  if (r.ec && r.ec != error::held) throw check_failed("acquire by " + owner + ": " + why(r.ec, r.diagnostic));
+  // Granted or naming a holder, the token was issued: no restart may issue it, or a smaller one, again.
+  saw_token(r.ec ? r.holder.token : r.token);
+  co_return r;
+}
+
+asio::awaitable<acquire_reply> backend_suite::acquire(const std::string& key, const std::string& owner,
+                                                      milliseconds ttl, std::string value) const {
+  co_return co_await acquire(*backend_, key, owner, ttl, std::move(value));
+}
+
+asio::awaitable<acquire_reply> backend_suite::must_acquire(const std::string& key, const std::string& owner,
+                                                           milliseconds ttl, std::string value) const {
+  auto r = co_await acquire(key, owner, ttl, std::move(value));
+  expect(!r.ec, "acquire by " + owner + " (ttl " + std::to_string(ttl.count()) +
+                    " ms) was refused: the lock is held by " + r.holder.owner + " with token " +
+                    std::to_string(r.holder.token));
+  expect(r.token >= 1, "acquire by " + owner + " was granted without a token >= 1");
+  co_return r;
+}
+
+asio::awaitable<renew_reply> backend_suite::renew(const std::string& key, const std::string& owner,
+                                                  std::uint64_t token, milliseconds ttl) const {
+  auto r = co_await backend_->renew(key, owner, token, ttl, config_.request_timeout);
+  if (r.ec && r.ec != error::lease_lost)
+    throw check_failed("renew by " + owner + ": " + why(r.ec, r.diagnostic));
+  co_return r;
+}
+
+asio::awaitable<release_outcome> backend_suite::release(const std::string& key, const std::string& owner,
+                                                        std::uint64_t token) const {
+  auto r = co_await backend_->release(key, owner, token, config_.request_timeout);
+  if (r.ec) throw check_failed("release by " + owner + ": " + why(r.ec, r.diagnostic));
+  co_return r.outcome;
+}
+
+asio::awaitable<get_reply> backend_suite::get(const std::string& key) const {
+  auto r = co_await backend_->get(key, std::nullopt, config_.request_timeout);
+  if (r.ec) throw check_failed("get: " + why(r.ec, r.diagnostic));
+  co_return r;
+}
+
+asio::awaitable<get_reply> backend_suite::poll(backend& b, const std::string& key, std::uint64_t token,
+                                               milliseconds bound) const {
+  auto r = co_await b.get(key, wait_for_change{token, bound}, config_.request_timeout + bound);
+  if (r.ec) throw check_failed("long-poll: " + why(r.ec, r.diagnostic));
+  co_return r;
+}
+
+const restart_state& backend_suite::restarted() const {
+  if (!restart_command_) throw check_skipped("no --restart-command");
+  if (!restart_.error.empty()) throw check_failed(restart_.error);
+  return restart_;
+}
+
+bool is_backend_url(const std::string& url) {
+  return url.rfind("etcd://", 0) == 0 || url.rfind("etcds://", 0) == 0;
+}
+
+bool backend_answers(const backend_suite& s) {
+  try {
+    s.run([](const backend_suite& s) -> asio::awaitable<void> { co_await s.get(s.key("reachable")); }(s));
+    return true;
+  } catch (const check_failed&) {
+    return false;
+  }
+}
+
+restart_state restart_backend(const backend_suite& s) {
+  restart_state st;
+  try {
+    s.run([](const backend_suite& s, restart_state& st) -> asio::awaitable<void> {
+      st.held_key = s.key("restart-held");
+      st.held_owner = "survivor";
+      // Long enough to outlast the command and the wait for the server's return.
+      const auto held = co_await s.must_acquire(st.held_key, st.held_owner, milliseconds(300'000));
+      st.held_token = static_cast<std::int64_t>(held.token);
+      st.released_key = s.key("restart-released");
+      const auto r = co_await s.must_acquire(st.released_key, "leaver", milliseconds(300'000));
+      expect(co_await s.release(st.released_key, "leaver", r.token) == release_outcome::released,
+             "release before the restart was not answered \"released\"");
+    }(s, st));
+    st.max_token_before = s.max_token();
+    if (auto failed = run_restart_command(*s.restart_command())) throw check_failed(*failed);
+    // Unlike an HTTP server, a backend shows no connection to watch close: the server is back when a read
+    // is answered again.
+    s.run([](const backend_suite& s, const restart_state& st) -> asio::awaitable<void> {
+      const auto until = steady::now() + restart_return_bound;
+      for (;;) {
+        try {
+          co_await s.get(st.held_key);
+          co_return;
+        } catch (const check_failed& e) {
+          expect(steady::now() < until, "the server did not answer a read within " +
+                                            std::to_string(restart_return_bound / 1s) +
+                                            " s after --restart-command: " + e.what());
+        }
+        co_await sleep_until(steady::now() + 100ms);
+      }
+    }(s, st));
+  } catch (const std::exception& e) {
+    st.error = std::string("restart: ") + e.what();
+  }
+  return st;
+}
+
+namespace on_backend {
+
+asio::awaitable<void> concurrent_acquires(const backend_suite& s) {
+  // Each racer is a client of its own, with connections of its own.
+  constexpr int n = 16;
+  const auto key = s.key("concurrent");
+  std::vector<std::shared_ptr<backend>> racers;
+  for (int i = 0; i < n; ++i)
+    racers.push_back(s.open());
+  std::vector<std::string> owners;
+  for (int i = 0; i < n; ++i)
+    owners.push_back("racer-" + std::to_string(i));
+  std::vector<acquire_reply> replies(n);
+  std::exception_ptr failure;
+  int left = n;
+  auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer all_answered(ex, steady::time_point::max());
+  for (int i = 0; i < n; ++i)
+    asio::co_spawn(
+        ex,
+        s.acquire(*racers[static_cast<std::size_t>(i)], key, owners[static_cast<std::size_t>(i)], long_ttl),
+        [&, i](std::exception_ptr e, acquire_reply r) {
+          if (e) failure = e;
+          replies[static_cast<std::size_t>(i)] = std::move(r);
+          if (--left == 0) all_answered.cancel();
+        });
+  co_await all_answered.async_wait(asio::as_tuple(asio::use_awaitable));
+  for (auto& r : racers)
+    r->close();
+  if (failure) std::rethrow_exception(failure);
+  std::vector<int> winners;
+  for (int i = 0; i < n; ++i)
+    if (!replies[static_cast<std::size_t>(i)].ec) winners.push_back(i);
+  for (int i : winners)  // tidy up
+    co_await s.release(key, "racer-" + std::to_string(i), replies[static_cast<std::size_t>(i)].token);
+  expect(winners.size() == 1,
+         std::to_string(winners.size()) + " of " + std::to_string(n) +
+             " concurrent acquirers of one free key were granted it (expected exactly 1)");
+  const auto winner = "racer-" + std::to_string(winners.front());
+  const auto token = replies[static_cast<std::size_t>(winners.front())].token;
+  for (int i = 0; i < n; ++i) {
+    const auto& r = replies[static_cast<std::size_t>(i)];
+    if (i != winners.front())
+      expect(r.holder.owner == winner && r.holder.token == token,
+             "a refusal names " + r.holder.owner + " with token " + std::to_string(r.holder.token) +
+                 " as the holder, not the winner " + winner + " with token " + std::to_string(token));
+  }
+}
+
+asio::awaitable<void> held_names_holder(const backend_suite& s) {
+  const auto key = s.key("held");
+  auto a = co_await s.must_acquire(key, "holder-a", long_ttl);
+  auto b = co_await s.acquire(key, "other-b", long_ttl);
+  co_await s.release(key, "holder-a", a.token);
+  expect(b.ec == error::held, "acquire by another owner while held was granted");
+  expect(b.holder.owner == "holder-a" && b.holder.token == a.token,
+         "the refusal does not name the holder holder-a with token " + std::to_string(a.token) +
+             ": it names " + b.holder.owner + " with token " + std::to_string(b.holder.token));
+  expect(b.holder.ttl_remaining > 0ms && b.holder.ttl_remaining <= long_ttl,
+         "the refusal's remaining TTL is " + std::to_string(b.holder.ttl_remaining.count()) +
+             " ms, not within (0, 30000]");
+}
+
+asio::awaitable<void> reacquire_larger_token(const backend_suite& s) {
+  const auto key = s.key("reacquire");
+  auto first = co_await s.must_acquire(key, "same", long_ttl);
+  auto second = co_await s.must_acquire(key, "same", long_ttl);
+  co_await s.release(key, "same", second.token);
+  expect(second.token > first.token, "the same owner's second acquire got token " +
+                                         std::to_string(second.token) + ", not larger than " +
+                                         std::to_string(first.token));
+}
+
+// A shorter lease re-acquired for longer must show the longer remaining TTL (etcd reports whole seconds).
+asio::awaitable<void> reacquire_refreshes_expiry(const backend_suite& s) {
+  const auto key = s.key("reacquire-expiry");
+  co_await s.must_acquire(key, "owner-a", short_ttl);
+  const auto sent = steady::now();
+  auto again = co_await s.must_acquire(key, "owner-a", long_ttl);
+  auto g = co_await s.get(key);
+  co_await s.release(key, "owner-a", again.token);
+  expect(held_by(g.holder, "owner-a", again.token), "a read after the re-acquire should name its token " +
+                                                        std::to_string(again.token) + ": " +
+                                                        describe(g.holder));
+  const auto at_least = long_ttl - std::chrono::ceil<milliseconds>(steady::now() - sent) - 1s;
+  expect(g.holder->ttl_remaining >= at_least && g.holder->ttl_remaining <= long_ttl,
+         "a lease acquired for 2000 ms, then re-acquired by its owner for 30000 ms, has " +
+             std::to_string(g.holder->ttl_remaining.count()) + " ms left (expected " +
+             std::to_string(at_least.count()) + " to 30000: the re-acquire must set a new expiry)");
+}
+
+void expect_lost(const renew_reply& r, std::initializer_list<const char*> reasons, const std::string& what) {
+  expect(r.ec == error::lease_lost, what + " was granted");
+  std::string allowed;
+  for (auto* x : reasons) {
+    if (r.lost_reason == x) return;
+    allowed += (allowed.empty() ? "" : " or ") + std::string(x);
+  }
+  throw check_failed(what + ": reason should be " + allowed + ", got \"" + r.lost_reason + "\"");
+}
+
+asio::awaitable<void> renew_wrong_owner(const backend_suite& s) {
+  const auto key = s.key("renew-owner");
+  auto a = co_await s.must_acquire(key, "owner-a", long_ttl);
+  auto other = co_await s.renew(key, "owner-b", a.token, long_ttl);
+  auto own = co_await s.renew(key, "owner-a", a.token, long_ttl);
+  co_await s.release(key, "owner-a", a.token);
+  expect_lost(other, {"owner_mismatch"}, "renew by another owner");
+  expect(!own.ec, "the holder's own renew after the refusal: " + why(own.ec, own.diagnostic));
+}
+
+asio::awaitable<void> renew_wrong_token(const backend_suite& s) {
+  const auto key = s.key("renew-token");
+  auto first = co_await s.must_acquire(key, "owner-a", long_ttl);
+  auto second = co_await s.must_acquire(key, "owner-a", long_ttl);
+  auto old = co_await s.renew(key, "owner-a", first.token, long_ttl);
+  auto made_up = co_await s.renew(key, "owner-a", second.token + 1'000'000, long_ttl);
+  co_await s.release(key, "owner-a", second.token);
+  expect_lost(old, {"token_mismatch"}, "renew with the superseded token");
+  expect_lost(made_up, {"token_mismatch"}, "renew with a token never issued for this lease");
+}
+
+asio::awaitable<void> renew_expired(const backend_suite& s) {
+  const auto key = s.key("renew-expired");
+  auto a = co_await s.must_acquire(key, "owner-a", short_ttl);
+  co_await wait_until_free(s, key, expiry_bound(steady::now(), short_ttl), "a 2000 ms lease");
+  auto r = co_await s.renew(key, "owner-a", a.token, long_ttl);
+  if (!r.ec) co_await s.release(key, "owner-a", a.token);
+  expect_lost(r, {"expired", "not_held"}, "renew of a 2000 ms lease after it expired");
+}
+
+// A renew that succeeds must move the expiry: renewed every third of its TTL, a lease is still held after
+// that first TTL has passed. A renew sent after its term ended (a slow machine) proves nothing; the TTL
+// doubles.
+asio::awaitable<void> renew_extends(const backend_suite& s) {
+  for (auto ttl = short_ttl; ttl <= 2 * short_ttl; ttl *= 2) {
+    const auto key = s.key("renew-extends-" + std::to_string(ttl.count()));
+    const auto sent = steady::now();
+    auto a = co_await s.must_acquire(key, "renewer", ttl);
+    auto term_from = sent;  // the lease is held at least until term_from + ttl
+    bool conclusive = true;
+    for (int i = 0; i < 4 && conclusive; ++i) {
+      co_await sleep_until(term_from + ttl / 3);
+      const auto renew_sent = steady::now();
+      auto r = co_await s.renew(key, "renewer", a.token, ttl);
+      conclusive = renew_sent < term_from + ttl;
+      if (!conclusive) break;
+      expect(!r.ec, "renew " + std::to_string(i + 1) + ", sent " + ms(renew_sent - term_from) + " into a " +
+                        std::to_string(ttl.count()) + " ms term: " + why(r.ec, r.diagnostic));
+      term_from = renew_sent;
+    }
+    auto g = co_await s.get(key);
+    const auto received = steady::now();
+    co_await s.release(key, "renewer", a.token);
+    if (!conclusive || received >= term_from + ttl) continue;
+    expect(held_by(g.holder, "renewer", a.token),
+           "a " + std::to_string(ttl.count()) + " ms lease renewed every " + std::to_string(ttl.count() / 3) +
+               " ms is not held " + ms(received - sent) +
+               " after its acquire (the renews succeeded but did not extend it): " + describe(g.holder));
+    co_return;
+  }
+  throw check_failed("inconclusive: the renews could not be sent within their terms (machine too slow?)");
+}
+
+asio::awaitable<void> release_conditional(const backend_suite& s) {
+  const auto key = s.key("release-conditional");
+  auto a = co_await s.must_acquire(key, "owner-a", long_ttl);
+  auto by_other = co_await s.release(key, "owner-b", a.token);
+  auto by_wrong_token = co_await s.release(key, "owner-a", a.token + 1'000'000);
+  auto still = co_await s.get(key);
+  co_await s.release(key, "owner-a", a.token);
+  expect(by_other == release_outcome::not_owner, "release by another owner was not refused as not_owner");
+  expect(by_wrong_token == release_outcome::not_owner,
+         "release with a wrong token was not refused as not_owner");
+  expect(held_by(still.holder, "owner-a", a.token),
+         "after the refused releases the lock should still be held by owner-a with token " +
+             std::to_string(a.token) + ", a read says " + describe(still.holder));
+}
+
+// The owner's older token is superseded by its re-acquire: a delayed renew or release carrying it must change
+// nothing, and the current token keeps working.
+asio::awaitable<void> superseded_token_refused(const backend_suite& s) {
+  const auto key = s.key("superseded");
+  auto first = co_await s.must_acquire(key, "owner-a", long_ttl);
+  auto second = co_await s.must_acquire(key, "owner-a", long_ttl);
+  auto old_release = co_await s.release(key, "owner-a", first.token);
+  auto old_renew = co_await s.renew(key, "owner-a", first.token, long_ttl);
+  auto still = co_await s.get(key);
+  auto renew = co_await s.renew(key, "owner-a", second.token, long_ttl);
+  co_await s.release(key, "owner-a", second.token);
+  expect(old_release == release_outcome::not_owner, "release with the superseded token was not refused");
+  expect_lost(old_renew, {"token_mismatch"}, "renew with the superseded token");
+  expect(held_by(still.holder, "owner-a", second.token),
+         "after the refused release and renew with the superseded token, a read should name token " +
+             std::to_string(second.token) + ": " + describe(still.holder));
+  expect(!renew.ec, "renew with the current token afterwards: " + why(renew.ec, renew.diagnostic));
+}
+
+asio::awaitable<void> release_idempotent(const backend_suite& s) {
+  const auto key = s.key("release-idempotent");
+  auto a = co_await s.must_acquire(key, "owner-a", long_ttl);
+  expect(co_await s.release(key, "owner-a", a.token) == release_outcome::released,
+         "release by the holder was not answered \"released\"");
+  expect(co_await s.release(key, "owner-a", a.token) == release_outcome::already_free,
+         "the same release again was not answered \"already free\"");
+  auto free = co_await s.get(key);
+  expect(!free.holder, "a read after the release: " + describe(free.holder));
+  expect(co_await s.release(s.key("release-never-held"), "owner-a", 1) == release_outcome::already_free,
+         "release of a key nobody holds was not answered \"already free\"");
+}
+
+asio::awaitable<void> tokens_increase(const backend_suite& s) {
+  const auto key = s.key("tokens");
+  auto t1 = (co_await s.must_acquire(key, "owner-a", long_ttl)).token;
+  co_await s.release(key, "owner-a", t1);
+  auto t2 = (co_await s.must_acquire(key, "owner-b", short_ttl)).token;
+  expect(t2 > t1,
+         "token after a release is " + std::to_string(t2) + ", not larger than " + std::to_string(t1));
+  co_await wait_until_free(s, key, expiry_bound(steady::now(), short_ttl), "a 2000 ms lease");
+  auto t3 = (co_await s.must_acquire(key, "owner-c", long_ttl)).token;
+  auto t4 = (co_await s.must_acquire(s.key("tokens-other-key"), "owner-d", long_ttl)).token;
+  co_await s.release(key, "owner-c", t3);
+  co_await s.release(s.key("tokens-other-key"), "owner-d", t4);
+  expect(t3 > t2,
+         "token after an expiry is " + std::to_string(t3) + ", not larger than " + std::to_string(t2));
+  expect(t4 > t3,
+         "token on another key is " + std::to_string(t4) + ", not larger than " + std::to_string(t3));
+}
+
+asio::awaitable<void> expiry_on_time(const backend_suite& s) {
+  // Held while a read's answer arrives before send(acquire) + ttl; a slow machine may leave no read that
+  // fast, so the TTL doubles until one is.
+  for (auto ttl = short_ttl; ttl <= 2 * short_ttl; ttl *= 2) {
+    const auto key = s.key("expiry-" + std::to_string(ttl.count()));
+    const auto sent = steady::now();
+    auto a = co_await s.must_acquire(key, "owner-a", ttl);
+    const auto answered = steady::now();
+    co_await sleep_until(sent + ttl * 6 / 10);
+    auto g = co_await s.get(key);
+    const bool conclusive = steady::now() < sent + ttl;
+    if (conclusive)
+      expect(held_by(g.holder, "owner-a", a.token),
+             "a read answered " + ms(steady::now() - sent) + " after sending the acquire of a " +
+                 std::to_string(ttl.count()) + " ms lease does not show it held: " + describe(g.holder));
+    const auto freed = co_await wait_until_free(s, key, expiry_bound(answered, ttl),
+                                                "a " + std::to_string(ttl.count()) + " ms lease");
+    expect(freed >= sent + ttl, "the lease was reported free before its TTL had passed");
+    if (conclusive) {
+      s.note("freed " + ms(freed - answered) +
+             " after the acquire's answer; etcd tolerance: the TTL rounded up "
+             "to whole seconds + " +
+             ms(etcd_expiry_tolerance));
+      co_return;
+    }
+  }
+  throw check_failed(
+      "inconclusive: no read was answered before the lease's TTL had passed (machine too slow?)");
+}
+
+// A lease acquired by a request sent at client time a is held until at least a + ttl: reads sent back to back
+// over the last 60 ms before that instant must all find it held.
+asio::awaitable<void> never_expires_early(const backend_suite& s) {
+  for (auto ttl = short_ttl; ttl <= 2 * short_ttl; ttl *= 2) {
+    const auto key = s.key("never-early-" + std::to_string(ttl.count()));
+    const auto end = steady::now() + ttl;
+    auto a = co_await s.must_acquire(key, "punctual", ttl);
+    co_await sleep_until(end - 60ms);
+    int close_reads = 0;  // judged reads sent within the last 10 ms
+    for (;;) {
+      const auto sent = steady::now();
+      auto g = co_await s.get(key);
+      const auto received = steady::now();
+      if (received >= end) break;
+      expect(held_by(g.holder, "punctual", a.token),
+             "a " + std::to_string(ttl.count()) + " ms lease is not held by a read answered " +
+                 ms(end - received) + " before its TTL ended: " + describe(g.holder));
+      if (sent >= end - 10ms) ++close_reads;
+    }
+    co_await s.release(key, "punctual", a.token);
+    if (close_reads > 0) co_return;
+  }
+  throw check_failed(
+      "inconclusive: no read was answered within 10 ms before a lease's TTL ended (machine too slow?)");
+}
+
+asio::awaitable<void> long_ttl_held(const backend_suite& s) {
+  const auto key = s.key("long-ttl");
+  constexpr auto hour = milliseconds(3'600'000);
+  const auto sent = steady::now();
+  auto a = co_await s.must_acquire(key, "patient", hour);
+  auto g = co_await s.get(key);
+  auto r = co_await s.renew(key, "patient", a.token, hour);
+  auto after = co_await s.get(key);
+  co_await s.release(key, "patient", a.token);
+  // etcd reports whole seconds.
+  const auto at_least = hour - std::chrono::ceil<milliseconds>(steady::now() - sent) - 1s;
+  for (auto* x : {&g, &after})
+    expect(held_by(x->holder, "patient", a.token) && x->holder->ttl_remaining >= at_least &&
+               x->holder->ttl_remaining <= hour,
+           std::string(x == &g ? "a read" : "a read after a renew") +
+               " of a 1-hour lease should show it held with " + std::to_string(at_least.count()) +
+               " to 3600000 ms left: " + describe(x->holder) +
+               (x->holder ? ", " + std::to_string(x->holder->ttl_remaining.count()) + " ms left" : ""));
+  expect(!r.ec, "renew for 1 hour: " + why(r.ec, r.diagnostic));
+}
+
+asio::awaitable<void> long_poll_release(const backend_suite& s) {
+  auto poller = s.open();
+  on_time_tally tally;
+  for (int n = 0; !tally.done(); ++n) {
+    const auto key = s.key("poll-release-" + std::to_string(n));
+    auto a = co_await s.must_acquire(key, "owner-a", long_ttl);
+    steady::time_point answered{}, release_sent{}, released{};
+    auto polling = [&]() -> asio::awaitable<get_reply> {
+      auto r = co_await s.poll(*poller, key, a.token, 300ms + wake_give_up);
+      answered = steady::now();
+      co_return r;
+    };
+    auto releasing = [&]() -> asio::awaitable<release_outcome> {
+      co_await sleep_until(steady::now() + 300ms);
+      release_sent = steady::now();
+      auto o = co_await s.release(key, "owner-a", a.token);
+      released = steady::now();
+      co_return o;
+    };
+    auto [r, outcome] = co_await (polling() && releasing());
+    expect(answered >= release_sent,
+           "the long-poll answered while the holder's token was unchanged: " + describe(r.holder));
+    expect(outcome == release_outcome::released, "release was not answered \"released\"");
+    if (r.holder) {
+      tally.add({{}, "the long-poll was not woken by the release: " + describe(r.holder)});
+      continue;
+    }
+    const auto took = std::max(answered - released, steady::duration::zero());
+    tally.add({took, took > wake_bound
+                         ? std::optional("the long-poll answered " + ms(took) + " after the release's answer")
+                         : std::nullopt});
+  }
+  poller->close();
+  s.note(tally.result());
+}
+
+// etcd decides an expiry on its own schedule (the header comment), so the wake-up is measured from the first
+// of reads every 50 ms that found the lease gone, not from the TTL.
+asio::awaitable<void> long_poll_expiry(const backend_suite& s) {
+  auto poller = s.open();
+  on_time_tally tally;
+  for (int n = 0; !tally.done(); ++n) {
+    const auto key = s.key("poll-expiry-" + std::to_string(n));
+    const auto sent = steady::now();
+    auto a = co_await s.must_acquire(key, "owner-a", short_ttl);
+    const auto bound = expiry_bound(steady::now(), short_ttl);
+    steady::time_point answered{};
+    auto polling = [&]() -> asio::awaitable<get_reply> {
+      auto r = co_await s.poll(*poller, key, a.token,
+                               std::chrono::ceil<milliseconds>(bound - steady::now()) + wake_give_up);
+      answered = steady::now();
+      co_return r;
+    };
+    auto [r, seen_free] = co_await (
+        polling() && wait_until_free(s, key, bound, "a " + std::to_string(short_ttl.count()) + " ms lease"));
+    expect(answered >= sent + short_ttl, "the long-poll reported the lease free before its TTL had passed");
+    if (r.holder) {
+      tally.add({{}, "the long-poll was not woken by the expiry: " + describe(r.holder)});
+      continue;
+    }
+    const auto took = std::max(answered - seen_free, steady::duration::zero());
+    tally.add({took, took > wake_bound ? std::optional("the long-poll answered " + ms(took) +
+                                                       " after a read found the lease expired")
+                                       : std::nullopt});
+  }
+  poller->close();
+  s.note(tally.result());
+}
+
+asio::awaitable<void> long_poll_stale_token(const backend_suite& s) {
+  on_time_tally tally;
+  for (int n = 0; !tally.done(); ++n) {
+    const auto key = s.key("poll-stale-" + std::to_string(n));
+    auto first = co_await s.must_acquire(key, "owner-a", long_ttl);
+    auto second = co_await s.must_acquire(key, "owner-a", long_ttl);
+    // A token the key's holder does not have: superseded, 0 while held, and one never issued.
+    const std::pair<std::uint64_t, std::string> tokens[] = {
+        {first.token, "the superseded token " + std::to_string(first.token)},
+        {0, "token 0 while the lock is held"},
+        {second.token + 1'000'000, "a token never issued"},
+    };
+    wake_try t;  // the slowest of the three
+    for (const auto& [token, about] : tokens) {
+      const auto sent = steady::now();
+      auto r = co_await s.poll(s.main(), key, token, wake_give_up);
+      const auto took = steady::now() - sent;
+      if (!held_by(r.holder, "owner-a", second.token)) {
+        co_await s.release(key, "owner-a", second.token);
+        throw check_failed("a long-poll with " + about + " should name token " +
+                           std::to_string(second.token) + ": " + describe(r.holder));
+      }
+      t.took = std::max(t.took, took);
+      if (took > wake_bound) {
+        t.late = "a long-poll with " + about + " answered after " + ms(took);
+        break;
+      }
+    }
+    co_await s.release(key, "owner-a", second.token);
+    tally.add(t);
+  }
+  s.note(tally.result());
+}
+
+// A lease's value is published with it (read, long-poll, refusal), replaced by a same-owner re-acquire and
+// kept by a renew.
+asio::awaitable<void> value_round_trip(const backend_suite& s) {
+  const auto key = s.key("value");
+  auto shown = [](const std::optional<holder_info>& h, const std::string& want, const std::string& what) {
+    expect(h.has_value(), what + ": the lock is free");
+    expect(h->value == want, what + ": expected value \"" + want + "\", got \"" + h->value + "\"");
+  };
+  co_await s.must_acquire(key, "valued-a", long_ttl, "10.0.0.1:8080");
+  shown((co_await s.get(key)).holder, "10.0.0.1:8080", "a read of a lease acquired with a value");
+  shown((co_await s.poll(s.main(), key, 0, 5000ms)).holder, "10.0.0.1:8080", "a long-poll's answer");
+  auto held = co_await s.acquire(key, "other-b", long_ttl, "10.0.0.2:8080");
+  expect(held.ec == error::held, "acquire by another owner while held was granted");
+  shown(held.holder, "10.0.0.1:8080", "the held refusal");
+  auto again = co_await s.must_acquire(key, "valued-a", long_ttl, "10.0.0.1:9090");
+  shown((co_await s.get(key)).holder, "10.0.0.1:9090",
+        "a read after a same-owner re-acquire with a new value");
+  auto r = co_await s.renew(key, "valued-a", again.token, long_ttl);
+  expect(!r.ec, "renew: " + why(r.ec, r.diagnostic));
+  shown((co_await s.get(key)).holder, "10.0.0.1:9090", "a read after a renew");
+  auto last = co_await s.must_acquire(key, "valued-a", long_ttl);
+  shown((co_await s.get(key)).holder, "", "a read after a same-owner re-acquire without a value");
+  co_await s.release(key, "valued-a", last.token);
+}
+
+asio::awaitable<void> restart_keeps_held_lease(const backend_suite& s) {
+  const auto& st = s.restarted();
+  const auto token = static_cast<std::uint64_t>(st.held_token);
+  auto g = co_await s.get(st.held_key);
+  expect(held_by(g.holder, st.held_owner, token),
+         "a lease held by " + st.held_owner + " with token " + std::to_string(token) +
+             " before the restart: a read after it says " + describe(g.holder));
+  auto r = co_await s.renew(st.held_key, st.held_owner, token, milliseconds(300'000));
+  expect(!r.ec, "renew of that lease after the restart: " + why(r.ec, r.diagnostic));
+}
+
+asio::awaitable<void> restart_keeps_release(const backend_suite& s) {
+  const auto& st = s.restarted();
+  auto g = co_await s.get(st.released_key);
+  expect(!g.holder, "a read after the restart of a lock released before it: " + describe(g.holder));
+}
+
+asio::awaitable<void> restart_tokens_increase(const backend_suite& s) {
+  const auto& st = s.restarted();
+  const auto before = static_cast<std::uint64_t>(st.max_token_before);
+  auto fresh = co_await s.must_acquire(s.key("restart-fresh"), "newcomer", long_ttl);
+  auto freed = co_await s.must_acquire(st.released_key, "newcomer", long_ttl);
+  auto again = co_await s.must_acquire(st.held_key, st.held_owner, long_ttl);
+  co_await s.release(s.key("restart-fresh"), "newcomer", fresh.token);
+  co_await s.release(st.released_key, "newcomer", freed.token);
+  co_await s.release(st.held_key, st.held_owner, again.token);
+  const auto larger = [&](std::uint64_t t, const std::string& what) {
+    expect(t > before, what + " after the restart got token " + std::to_string(t) + ", not larger than " +
+                           std::to_string(before) + " (issued before it)");
+  };
+  larger(fresh.token, "an acquire of a new key");
+  larger(freed.token, "an acquire of the lock released before the restart");
+  larger(again.token, "the holder's re-acquire");
+}
+
+}  // namespace on_backend
+
+}  // namespace baton::cli

@@ -1,0 +1,112 @@
+#pragma once
+// The checks of `baton conformance` for lock servers it cannot speak docs/protocol.md to (etcd://, etcds://):
+// the guarantees that are visible through baton::backend (acquire, renew, release, get and long-poll), each
+// under the name of its HTTP counterpart in conformance.cpp's table. What only the wire shows (statuses,
+// bodies, routes, capabilities) has no counterpart here and is reported as skipped.
+
+#include "conformance_check.hpp"
+
+#include "baton/backend.hpp"
+#include "baton/config.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace baton::cli {
+
+// The backend behind a URL, driven synchronously: run() carries one check's coroutine to its end on an
+// io_context of its own. The wrappers turn transport errors into check_failed and note every token issued.
+class backend_suite {
+ public:
+  backend_suite(const client_config& config, std::optional<std::string> restart_command);
+
+  // Runs `check` to its end; rethrows what it threw.
+  void run(boost::asio::awaitable<void> check) const;
+
+  std::string key(const std::string& check) const { return prefix_ + "/" + check; }
+  // The suite's backend, and another one to the same server, as a second client would have.
+  backend& main() const { return *backend_; }
+  std::shared_ptr<backend> open() const;
+
+  boost::asio::awaitable<acquire_reply> acquire(const std::string& key, const std::string& owner,
+                                                milliseconds ttl, std::string value = {}) const;
+  boost::asio::awaitable<acquire_reply> acquire(backend& b, const std::string& key, const std::string& owner,
+                                                milliseconds ttl, std::string value = {}) const;
+  // An acquire that must be granted.
+  boost::asio::awaitable<acquire_reply> must_acquire(const std::string& key, const std::string& owner,
+                                                     milliseconds ttl, std::string value = {}) const;
+  boost::asio::awaitable<renew_reply> renew(const std::string& key, const std::string& owner,
+                                            std::uint64_t token, milliseconds ttl) const;
+  // A release the server answered (any outcome).
+  boost::asio::awaitable<release_outcome> release(const std::string& key, const std::string& owner,
+                                                  std::uint64_t token) const;
+  // A read the server answered; poll() long-polls for a change from `token`, at most for `bound`.
+  boost::asio::awaitable<get_reply> get(const std::string& key) const;
+  boost::asio::awaitable<get_reply> poll(backend& b, const std::string& key, std::uint64_t token,
+                                         milliseconds bound) const;
+
+  std::int64_t max_token() const { return max_token_.load(); }
+  const std::optional<std::string>& restart_command() const { return restart_command_; }
+  const restart_state& restarted() const;
+  void set_restarted(restart_state r) { restart_ = std::move(r); }
+
+  // A remark printed after a passed check's name.
+  void note(std::string text) const { note_ = std::move(text); }
+  std::string take_note() const { return std::exchange(note_, {}); }
+
+ private:
+  void saw_token(std::uint64_t token) const;
+
+  client_config config_;
+  std::string prefix_;
+  std::optional<std::string> restart_command_;
+  mutable boost::asio::io_context ioc_;
+  std::shared_ptr<backend> backend_;
+  restart_state restart_;
+  mutable std::atomic<std::int64_t> max_token_{0};
+  mutable std::string note_;
+};
+
+// Whether `url` names a server this mode checks (etcd:// or etcds://).
+bool is_backend_url(const std::string& url);
+
+// Reads a key once: true when the server answered (conformance's reachability probe).
+bool backend_answers(const backend_suite& s);
+
+// Leaves a lease held and a lock released, runs --restart-command, and waits for the server to answer.
+restart_state restart_backend(const backend_suite& s);
+
+// The checks, named after their HTTP counterparts.
+namespace on_backend {
+using check = boost::asio::awaitable<void> (*)(const backend_suite&);
+boost::asio::awaitable<void> concurrent_acquires(const backend_suite& s);
+boost::asio::awaitable<void> held_names_holder(const backend_suite& s);
+boost::asio::awaitable<void> reacquire_larger_token(const backend_suite& s);
+boost::asio::awaitable<void> reacquire_refreshes_expiry(const backend_suite& s);
+boost::asio::awaitable<void> renew_wrong_owner(const backend_suite& s);
+boost::asio::awaitable<void> renew_wrong_token(const backend_suite& s);
+boost::asio::awaitable<void> renew_expired(const backend_suite& s);
+boost::asio::awaitable<void> renew_extends(const backend_suite& s);
+boost::asio::awaitable<void> release_conditional(const backend_suite& s);
+boost::asio::awaitable<void> superseded_token_refused(const backend_suite& s);
+boost::asio::awaitable<void> release_idempotent(const backend_suite& s);
+boost::asio::awaitable<void> tokens_increase(const backend_suite& s);
+boost::asio::awaitable<void> expiry_on_time(const backend_suite& s);
+boost::asio::awaitable<void> never_expires_early(const backend_suite& s);
+boost::asio::awaitable<void> long_ttl_held(const backend_suite& s);
+boost::asio::awaitable<void> long_poll_release(const backend_suite& s);
+boost::asio::awaitable<void> long_poll_expiry(const backend_suite& s);
+boost::asio::awaitable<void> long_poll_stale_token(const backend_suite& s);
+boost::asio::awaitable<void> value_round_trip(const backend_suite& s);
+boost::asio::awaitable<void> restart_keeps_held_lease(const backend_suite& s);
+boost::asio::awaitable<void> restart_keeps_release(const backend_suite& s);
+boost::asio::awaitable<void> restart_tokens_increase(const backend_suite& s);
+}  // namespace on_backend
+
+}  // namespace baton::cli
