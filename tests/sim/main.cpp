@@ -21,13 +21,14 @@
 namespace {
 
 int usage(const char* why) {
-  std::fprintf(stderr,
-               "baton-sim: %s\n"
-               "usage: baton-sim [--seed S | --seeds N [--first S]] [--trace] [--history FILE]\n"
-               "                 [--bug none|skip-fence|work-after-loss|fsync-lies|stays-down]\n"
-               "                 [--expect-violation]\n"
-               "                 [--duration-ms MS] [--clients N] [--keys N] [--no-faults]\n",
-               why);
+  std::fprintf(
+      stderr,
+      "baton-sim: %s\n"
+      "usage: baton-sim [--seed S | --seeds N [--first S]] [--trace] [--history FILE]\n"
+      "                 [--bug none|skip-fence|work-after-loss|fsync-lies|stays-down|zero-margin]\n"
+      "                 [--expect-violation]\n"
+      "                 [--duration-ms MS] [--clients N] [--keys N] [--drift PERCENT] [--no-faults]\n",
+      why);
   return 2;
 }
 
@@ -67,6 +68,8 @@ int main(int argc, char** argv) {
         o.clients = std::stoi(value());
       } else if (a == "--keys") {
         o.keys = std::stoi(value());
+      } else if (a == "--drift") {
+        o.drift = std::stod(value()) / 100;
       } else if (a == "--no-faults") {
         o.faults = false;
       } else {
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
   }
   if (!sim::parse_bug(bug_name, o.bug_switch)) return usage(("unknown bug " + bug_name).c_str());
   if (o.clients < 1 || o.keys < 1 || count < 1) return usage("clients, keys and seeds must be positive");
+  if (!(o.drift >= 0 && o.drift < 0.5)) return usage("--drift must be from 0 to 50 (percent)");
   if (o.duration < o.quiet_period * 2) o.quiet_period = o.duration / 4;
 
   // batond's own warnings (a torn tail cut at recovery) are expected here by the thousand; the history

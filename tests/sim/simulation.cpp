@@ -4,6 +4,7 @@
 #include "journal.hpp"
 #include "lock_service.hpp"
 #include "scheduler.hpp"
+#include "sim_clock.hpp"
 #include "sim_disk.hpp"
 #include "wal_record.hpp"
 
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 namespace baton::sim {
@@ -29,7 +31,8 @@ bool parse_bug(const std::string& name, bug& out) {
                                                 {"skip-fence", bug::skip_fence},
                                                 {"work-after-loss", bug::work_after_loss},
                                                 {"fsync-lies", bug::fsync_lies},
-                                                {"stays-down", bug::stays_down}};
+                                                {"stays-down", bug::stays_down},
+                                                {"zero-margin", bug::zero_margin}};
   auto it = names.find(name);
   if (it == names.end()) return false;
   out = it->second;
@@ -41,16 +44,12 @@ namespace {
 // Virtual time starts well away from the clocks' epochs, where a zero time_point means "unset".
 constexpr nanos epoch = std::chrono::seconds(1'000);
 
-// lock_service takes a plain function as its clock: the run in progress (one per thread, one thread).
+// lock_service takes a plain function as its clock: batond's clock in the run in progress (one per thread,
+// one thread). It is the machine's clock, so a restarted batond reads the same one.
 const scheduler* current = nullptr;
+const sim_clock* server_clock = nullptr;
 time_point virtual_now() {
-  return time_point(epoch + current->now());
-}
-detail::clock::time_point lease_time(nanos t) {
-  return detail::clock::time_point(epoch + t);
-}
-nanos from_lease_time(detail::clock::time_point t) {
-  return std::chrono::duration_cast<nanos>(t.time_since_epoch()) - epoch;
+  return time_point(epoch + server_clock->local(current->now()));
 }
 
 enum class op { acquire, renew, release };
@@ -151,6 +150,7 @@ struct client {
   std::uint64_t renew_id = 0;
   nanos renew_sent{0};
   detail::jitter_rng jitter{0};
+  sim_clock clock;  // its lease_fsm's clock (lease_clock), and its timers'
 };
 
 class world {
@@ -158,6 +158,9 @@ class world {
   explicit world(const options& o)
       : o_(o), rng_(o.seed), disk_(rng_), quiet_at_(o.duration - o.quiet_period) {
     current = &s_;
+    // batond's clock reads 0 at true time 0: the history is stamped with it (see stamp()).
+    server_clock_ = sim_clock(sim_clock::drawn(rng_, o.drift).rate(), nanos(0));
+    server_clock = &server_clock_;
     disk_.lie_on_sync(o.bug_switch == bug::fsync_lies);
     for (int i = 0; i < o.keys; ++i)
       keys_.push_back("k" + std::to_string(i));
@@ -166,12 +169,14 @@ class world {
       auto& c = clients_[static_cast<std::size_t>(i)];
       c.name = "c" + std::to_string(i);
       c.jitter = detail::jitter_rng(rng_.next());
+      c.clock = sim_clock::drawn(rng_, o.drift);
     }
   }
 
   ~world() {
     if (server_) crash_server_now();
     current = nullptr;
+    server_clock = nullptr;
   }
 
   run_result run() {
@@ -191,7 +196,7 @@ class world {
   // ---- history ---------------------------------------------------------------------------------------
   void emit(const std::string& src, std::string_view ev, json::object fields = {}) {
     json::object o;
-    o["t"] = s_.now().count() / 1000;
+    o["t"] = stamp(s_.now());
     o["src"] = src;
     o["ev"] = ev;
     for (auto& [k, v] : fields)
@@ -204,7 +209,20 @@ class world {
     ++result_.faults;
   }
   bool faulty() const { return o_.faults && s_.now() < quiet_at_; }
+  // The history's times are batond's clock readings, in microseconds: the checker's bounds (a lease lasts at
+  // least from its request's sending to that plus its TTL) are batond's, and the map from true time is
+  // increasing, so every order in the history is the true one.
+  std::int64_t stamp(nanos t) const { return server_clock_.local(t).count() / 1000; }
   static std::int64_t us(nanos t) { return t.count() / 1000; }
+
+  // A client's lease_clock at true time `t`, and the true time its clock reads `at`.
+  static detail::clock::time_point local_time(const client& c, nanos t) {
+    return detail::clock::time_point(
+        std::chrono::duration_cast<detail::clock::duration>(epoch + c.clock.local(t)));
+  }
+  static nanos true_time(const client& c, detail::clock::time_point at) {
+    return c.clock.true_at(std::chrono::duration_cast<nanos>(at.time_since_epoch()) - epoch);
+  }
 
   // ---- server ----------------------------------------------------------------------------------------
   fs::path log_path() const { return o_.dir / "wal-0000000000000000.log"; }
@@ -396,9 +414,10 @@ class world {
   void client_at(client& c, nanos when, F f) {
     s_.at(when, [this, &c, inc = c.inc, f = std::move(f)]() mutable { client_run(c, inc, std::move(f)); });
   }
+  // `delay` is counted on the client's clock.
   template <class F>
   void client_after(client& c, nanos delay, F f) {
-    client_at(c, s_.now() + delay, std::move(f));
+    client_at(c, c.clock.true_at(c.clock.local(s_.now()) + delay), std::move(f));
   }
   template <class F>
   void client_run(client& c, std::uint64_t inc, F f) {
@@ -427,7 +446,7 @@ class world {
     send_request(c, request{op::acquire, c.req_id, c.key, c.owner, 0, lease_ttl});
     client_after(c, request_timeout, [id = c.req_id, this](client& c) {
       if (c.req_id != id || c.ph != client::phase::acquiring) return;
-      emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", us(c.req_sent)}, {"error", "timeout"}});
+      emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", "timeout"}});
       retry_acquire(c);
     });
   }
@@ -458,13 +477,16 @@ class world {
     if (r.st == status::ok) {
       c.req_id = 0;
       emit(c.name, "acquire_granted",
-           {{"key", c.key}, {"token", r.token}, {"sent", us(c.req_sent)}, {"ttl_ms", lease_ttl.count()}});
+           {{"key", c.key}, {"token", r.token}, {"sent", stamp(c.req_sent)}, {"ttl_ms", lease_ttl.count()}});
       c.token = r.token;
       c.renew_ttl = rng_.chance(0.3) ? 2 * lease_ttl : lease_ttl;
       c.lost = false;
       lease_options lo;
       lo.ttl = lease_ttl;
-      c.fsm.emplace(detail::lease_fsm::timing::from(lo, retry), lease_time(c.req_sent), c.jitter());
+      auto timing = detail::lease_fsm::timing::from(lo, retry);
+      if (o_.bug_switch == bug::zero_margin) timing.safety_margin = milliseconds(0);
+      c.fsm.emplace(timing, local_time(c, c.req_sent), c.jitter());
+      check_deadline(c);
       c.ph = client::phase::holding;
       c.writes_left = 2 + static_cast<int>(rng_.below(10));
       schedule_write(c);
@@ -472,9 +494,10 @@ class world {
       return;
     }
     if (r.st == status::refused)
-      emit(c.name, "acquire_refused", {{"key", c.key}, {"sent", us(c.req_sent)}, {"holder_token", r.token}});
+      emit(c.name, "acquire_refused",
+           {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"holder_token", r.token}});
     else
-      emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", us(c.req_sent)}, {"error", r.text}});
+      emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", r.text}});
     retry_acquire(c);
   }
 
@@ -485,7 +508,7 @@ class world {
   // One chunk of work on the fenced resource. Like lease::active(), the SDK's deadline is looked at first.
   void write(client& c) {
     if (c.ph != client::phase::holding) return;
-    if (!c.lost && c.fsm->poll(lease_time(s_.now())) == detail::lease_fsm::action::declare_lost) lose(c);
+    if (!c.lost && c.fsm->poll(local_time(c, s_.now())) == detail::lease_fsm::action::declare_lost) lose(c);
     if (c.lost && o_.bug_switch != bug::work_after_loss) return;
     if (c.ph != client::phase::holding) return;
     emit(c.name, "write_start", {{"key", c.key}, {"token", c.token}});
@@ -500,9 +523,9 @@ class world {
     if (c.ph != client::phase::holding || c.lost) return;
     // While a renew is in flight its timeout acts; the deadline still does.
     auto at = c.renew_id != 0 ? c.fsm->deadline() : c.fsm->wake_at();
-    client_at(c, from_lease_time(at), [this, gen = ++c.fsm_gen](client& c) {
+    client_at(c, true_time(c, at), [this, gen = ++c.fsm_gen](client& c) {
       if (gen != c.fsm_gen || c.ph != client::phase::holding || c.lost) return;
-      switch (c.fsm->poll(lease_time(s_.now()))) {
+      switch (c.fsm->poll(local_time(c, s_.now()))) {
         case detail::lease_fsm::action::declare_lost:
           return lose(c);
         case detail::lease_fsm::action::renew:
@@ -522,7 +545,7 @@ class world {
     client_after(c, request_timeout, [this, id = c.renew_id](client& c) {
       if (c.renew_id != id || c.ph != client::phase::holding || c.lost) return;
       c.renew_id = 0;
-      c.fsm->on_renew_failed(lease_time(s_.now()));
+      c.fsm->on_renew_failed(local_time(c, s_.now()));
       if (c.fsm->state() != lease_state::active) return lose(c);
       arm_fsm(c);
     });
@@ -531,18 +554,19 @@ class world {
   void on_renew_reply(client& c, const reply& r) {
     c.renew_id = 0;
     if (r.st == status::ok) {
-      if (c.fsm->on_renew_ok(lease_time(c.renew_sent), lease_time(s_.now())) ==
+      if (c.fsm->on_renew_ok(local_time(c, c.renew_sent), local_time(c, s_.now())) ==
           detail::lease_fsm::renew_outcome::too_late)
         return lose(c);
+      check_deadline(c);
       // The SDK keeps its deadline on the TTL it was granted; the server's lease may last longer.
-      json::object f{{"key", c.key}, {"token", c.token}, {"sent", us(c.renew_sent)}};
+      json::object f{{"key", c.key}, {"token", c.token}, {"sent", stamp(c.renew_sent)}};
       if (c.renew_ttl != lease_ttl) f["ttl_ms"] = c.renew_ttl.count();
       emit(c.name, "renewed", std::move(f));
     } else if (r.st == status::refused) {
       c.fsm->on_renew_refused(r.text);
       return lose(c);
     } else {
-      c.fsm->on_renew_failed(lease_time(s_.now()));
+      c.fsm->on_renew_failed(local_time(c, s_.now()));
       if (c.fsm->state() != lease_state::active) return lose(c);
     }
     arm_fsm(c);
@@ -579,6 +603,32 @@ class world {
     ++c.fsm_gen;
     client_after(c, rng_.between(milliseconds(1), milliseconds(200)),
                  [this](client& c) { start_acquire(c); });
+  }
+
+  // The rule the safety margin exists for: a holder's local deadline falls before batond's expiry of its
+  // lease, whatever the two clocks' rates (within the drift the design assumes). Checked whenever a grant or
+  // a renew moves the deadline, against the real lock table, while batond runs (a restarted batond restores
+  // each lease with at least its remaining time). The lease may have been replaced by a grant to the same
+  // owner (a late acquire of that owner): it is still this holder's.
+  void check_deadline(const client& c) {
+    if (!server_) return;
+    const nanos deadline = true_time(c, c.fsm->deadline());
+    if (deadline <= s_.now()) return;  // lost at its next look (a very late answer)
+    auto held = server_->service.table().get(c.key, virtual_now());
+    const time_point believed(epoch + server_clock_.local(deadline));
+    if (held && held->owner == c.owner && held->expires >= believed) return;
+    if (!late_holders_.insert(c.token).second) return;  // one report a lease
+    std::ostringstream v;
+    v << "VIOLATION held_after_expiry: " << c.name << " holds " << c.key << "/" << c.token
+      << " until t=" << stamp(deadline) << " us by its lease_fsm (clock rate " << c.clock.rate()
+      << ", batond's " << server_clock_.rate() << "), but batond's lease "
+      << (held && held->owner == c.owner
+              ? "ends at t=" + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                  held->expires.time_since_epoch() - epoch)
+                                                  .count())
+              : std::string("is already gone"))
+      << " (at t=" << stamp(s_.now()) << ")\n";
+    result_.violations.push_back(v.str());
   }
 
   // ---- fenced resources ------------------------------------------------------------------------------
@@ -674,9 +724,9 @@ class world {
   // the longest a holder keeps a key (its writes) plus a TTL for a lease whose holder vanished.
   void check_liveness(const std::vector<chaos::event>& events) {
     if (!o_.faults && o_.quiet_period.count() == 0) return;
-    const std::int64_t settle = us(quiet_at_ + lease_ttl + 2 * retry.max_backoff);
+    const std::int64_t settle = stamp(quiet_at_ + lease_ttl + 2 * retry.max_backoff);
     const std::int64_t window = us(milliseconds(12 * 300) + lease_ttl + 2 * retry.max_backoff);
-    const std::int64_t end = us(o_.duration);
+    const std::int64_t end = stamp(o_.duration);
     std::map<std::string, std::int64_t> first_ask;  // per key: the first request after settling
     for (const auto& e : events)
       if (e.ev == "acquire_req" && e.t >= settle && e.t <= end - window) first_ask.emplace(e.key, e.t);
@@ -695,6 +745,7 @@ class world {
   scheduler s_;
   rng rng_;
   sim_disk disk_;
+  sim_clock server_clock_;
   nanos quiet_at_;
   std::string log_;  // the log file as the disk kept it, read by recovery at the next start
   std::unique_ptr<server_process> server_;
@@ -705,6 +756,7 @@ class world {
   std::vector<std::string> keys_;
   std::vector<client> clients_;
   std::map<std::string, std::uint64_t> fence_;
+  std::set<std::uint64_t> late_holders_;           // tokens with a held_after_expiry reported
   std::map<std::uint64_t, std::string> owner_of_;  // token -> owner, of every grant answered
   std::uint64_t next_id_ = 0;
   run_result result_;

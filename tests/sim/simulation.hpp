@@ -19,6 +19,7 @@ enum class bug {
   work_after_loss,  // a client keeps writing after its SDK declared the lease lost
   fsync_lies,       // the disk acknowledges syncs and keeps nothing synced across a crash
   stays_down,       // batond, down when the faults are healed, is never started again (liveness)
+  zero_margin,      // the clients' lease_fsm keeps no safety margin: its deadline is sent + ttl
 };
 bool parse_bug(const std::string& name, bug& out);
 
@@ -29,6 +30,9 @@ struct options {
   std::chrono::milliseconds duration{60'000};  // virtual time; the last quiet_period of it has no faults
   std::chrono::milliseconds quiet_period{15'000};
   bool faults = true;
+  // Each process's clock runs at a rate drawn from [1 - drift, 1 + drift] of true time, from its own
+  // origin (docs/design.md, "The local deadline is counted from the send time").
+  double drift = 0.01;
   bug bug_switch = bug::none;
   std::filesystem::path dir;  // where recovery reads the log at a restart (tmpfs is best)
 };
