@@ -170,12 +170,12 @@ bool is_backend_url(const std::string& url) {
   return url.rfind("etcd://", 0) == 0 || url.rfind("etcds://", 0) == 0;
 }
 
-bool backend_answers(const backend_suite& s) {
+std::optional<std::string> unreachable(const backend_suite& s) {
   try {
     s.run([](const backend_suite& s) -> asio::awaitable<void> { co_await s.get(s.key("reachable")); }(s));
-    return true;
-  } catch (const check_failed&) {
-    return false;
+    return std::nullopt;
+  } catch (const check_failed& e) {
+    return e.what();
   }
 }
 

@@ -76,8 +76,8 @@ class backend_suite {
 // Whether `url` names a server this mode checks (etcd:// or etcds://).
 bool is_backend_url(const std::string& url);
 
-// Reads a key once: true when the server answered (conformance's reachability probe).
-bool backend_answers(const backend_suite& s);
+// Reads a key once (conformance's reachability probe): why the server did not answer, or nothing.
+std::optional<std::string> unreachable(const backend_suite& s);
 
 // Leaves a lease held and a lock released, runs --restart-command, and waits for the server to answer.
 restart_state restart_backend(const backend_suite& s);

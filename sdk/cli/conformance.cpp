@@ -1054,9 +1054,9 @@ class report {
 // The checks through baton::backend; those without a counterpart there are skipped, never passed.
 int run_on_backend(const client_config& client, const std::optional<std::string>& restart_command) {
   backend_suite s(client, restart_command);
-  if (!backend_answers(s))
-    throw cli_error(exit_code::unavailable, "conformance: " + without_credentials(client.server_url) +
-                                                ": the server does not answer");
+  if (auto why = unreachable(s))
+    throw cli_error(exit_code::unavailable,
+                    "conformance: " + without_credentials(client.server_url) + ": " + *why);
   report out;
   auto run = [&](const check& ch) {
     out.run(

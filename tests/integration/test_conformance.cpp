@@ -484,6 +484,12 @@ BOOST_AUTO_TEST_CASE(unreachable_server_is_69) {
   BOOST_CHECK(r.out.empty());
 }
 
+BOOST_AUTO_TEST_CASE(unreachable_etcd_is_69) {
+  auto r = run_baton({"conformance", "--server", "etcd://127.0.0.1:" + std::to_string(ephemeral_port())});
+  BOOST_CHECK_EQUAL(r.code, unavailable);
+  BOOST_CHECK(r.out.empty());
+}
+
 BOOST_AUTO_TEST_CASE(conformance_takes_no_key) {
   auto r = run_baton({"conformance", "some-key", "--server", "http://127.0.0.1:1"});
   BOOST_CHECK_EQUAL(r.code, usage);
