@@ -2,6 +2,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -10,8 +11,29 @@
 namespace baton::server {
 namespace asio = boost::asio;
 
-lock_service::lock_service(journal& j, server_metrics& metrics, clock_function now)
-    : journal_(j), metrics_(metrics), now_(now) {}
+namespace {
+
+class steady_wait_timer final : public lock_service::wait_timer {
+ public:
+  explicit steady_wait_timer(const asio::any_io_executor& ex) : timer_(ex) {}
+  asio::any_io_executor get_executor() override { return timer_.get_executor(); }
+  void expires_at(time_point at) override { timer_.expires_at(at); }
+  asio::awaitable<void> wait() override { co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable)); }
+  void cancel() override { timer_.cancel(); }
+
+ private:
+  asio::steady_timer timer_;
+};
+
+}  // namespace
+
+lock_service::lock_service(journal& j, server_metrics& metrics, clock_function now, wait_timer_factory timers)
+    : journal_(j), metrics_(metrics), now_(now), timers_(std::move(timers)) {
+  if (!timers_)
+    timers_ = [](const asio::any_io_executor& ex) -> std::unique_ptr<wait_timer> {
+      return std::make_unique<steady_wait_timer>(ex);
+    };
+}
 
 asio::awaitable<void> lock_service::wait_durable(std::uint64_t lsn) {
   if (journal_.durable() >= lsn) co_return;
@@ -21,7 +43,7 @@ asio::awaitable<void> lock_service::wait_durable(std::uint64_t lsn) {
 
 void lock_service::wake(const std::shared_ptr<waiter>& w) {
   // The timer belongs to the waiter's own thread; cancel it there.
-  asio::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
+  asio::post(w->timer->get_executor(), [w] { w->timer->cancel(); });
 }
 
 void lock_service::notify_locked(std::string_view key) {
@@ -210,7 +232,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
       if (--it->second == 0) self.waiting_per_key_.erase(it);
     }
   } admitted{*this, std::string(key)};
-  auto w = std::make_shared<waiter>(ex);
+  auto w = std::make_shared<waiter>(waiter{timers_(ex)});
   metrics_.waiters.fetch_add(1, std::memory_order_relaxed);
   struct gauge_guard {
     server_metrics& m;
@@ -231,7 +253,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
         lsn = journal_.last_appended();
       } else {
         // Wake at the deadline, or at the holder's expiry instant (a renew moves it: we then look again).
-        w->timer.expires_at(view ? std::min(deadline, view->expires) : deadline);
+        w->timer->expires_at(view ? std::min(deadline, view->expires) : deadline);
         waiters_[std::string(key)].push_back(w);
       }
     }
@@ -239,7 +261,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
       co_await wait_durable(lsn);
       co_return view;
     }
-    co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_await w->timer->wait();
     {
       std::lock_guard lk(mu_);
       auto it = waiters_.find(std::string(key));

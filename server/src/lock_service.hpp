@@ -9,16 +9,19 @@
 // from memory when nothing about the lease is pending.
 //
 // Long-poll waiters park on a timer of their own executor; a change to their key cancels the timer.
+// The timer is batond's steady_timer unless the service is given other timers (the simulation's run on its
+// virtual clock: tests/sim).
 
 #include "journal.hpp"
 #include "lock_table.hpp"
 #include "metrics.hpp"
 #include "protocol.hpp"
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,9 +56,23 @@ class lock_service {
   /// The clock expiry is decided on (docs/design.md, "Time").
   using clock_function = time_point (*)();
 
+  /// What a long-poll waiter sleeps on, on its own executor: wait() completes once the clock reaches the
+  /// expiry, after cancel(), or when the awaiting coroutine is cancelled (terminal).
+  class wait_timer {
+   public:
+    virtual ~wait_timer() = default;
+    virtual boost::asio::any_io_executor get_executor() = 0;
+    virtual void expires_at(time_point at) = 0;
+    virtual boost::asio::awaitable<void> wait() = 0;
+    virtual void cancel() = 0;
+  };
+  using wait_timer_factory = std::function<std::unique_ptr<wait_timer>(const boost::asio::any_io_executor&)>;
+
   /// `now` is steady_clock in batond; a test may pass a clock it advances by hand. wait()'s timers run on
-  /// steady_clock whatever `now` is, so long-polls need the real clock.
-  lock_service(journal& j, server_metrics& metrics, clock_function now = &clock::now);
+  /// steady_clock whatever `now` is, so long-polls need the real clock, unless `timers` makes them on the
+  /// same clock as `now` (empty: steady_timer).
+  lock_service(journal& j, server_metrics& metrics, clock_function now = &clock::now,
+               wait_timer_factory timers = {});
 
   /// The table, for recovery before the service starts serving.
   lock_table& table() { return table_; }
@@ -106,8 +123,7 @@ class lock_service {
 
  private:
   struct waiter {
-    boost::asio::steady_timer timer;
-    explicit waiter(const boost::asio::any_io_executor& ex) : timer(ex) {}
+    std::unique_ptr<wait_timer> timer;
   };
 
   boost::asio::awaitable<void> wait_durable(std::uint64_t lsn);
@@ -118,6 +134,7 @@ class lock_service {
   journal& journal_;
   server_metrics& metrics_;
   clock_function now_;
+  wait_timer_factory timers_;
   std::mutex mu_;
   lock_table table_;
   bool stopping_ = false;

@@ -6,6 +6,7 @@
 #include "scheduler.hpp"
 #include "sim_clock.hpp"
 #include "sim_disk.hpp"
+#include "sim_wait_timer.hpp"
 #include "wal_record.hpp"
 
 #include "baton/detail/lease_fsm.hpp"
@@ -52,20 +53,21 @@ time_point virtual_now() {
   return time_point(epoch + server_clock->local(current->now()));
 }
 
-enum class op { acquire, renew, release };
+enum class op { acquire, renew, release, wait };
 struct request {
   op kind;
   std::uint64_t id;
   std::string key;
   std::string owner;
   std::uint64_t token = 0;
-  milliseconds ttl{0};
+  milliseconds ttl{0};  // a wait's: how long the long-poll may last
 };
 enum class status { ok, refused, unavailable };
 struct reply {
+  op kind = op::acquire;
   std::uint64_t id = 0;
   status st = status::unavailable;
-  std::uint64_t token = 0;     // granted, or the holder of a refused acquire
+  std::uint64_t token = 0;     // granted, the holder of a refused acquire, or the holder a wait saw (0: free)
   std::uint64_t replaced = 0;  // a grant's: the token of the lease it replaced
   std::string text;            // renew refusal reason, release outcome
 };
@@ -73,6 +75,7 @@ struct reply {
 // One request through batond's real lock service, as http_server would call it (the HTTP layer aside).
 asio::awaitable<reply> serve(server::lock_service& s, request r) {
   reply out;
+  out.kind = r.kind;
   out.id = r.id;
   try {
     switch (r.kind) {
@@ -106,6 +109,12 @@ asio::awaitable<reply> serve(server::lock_service& s, request r) {
                                                                           : "not_owner";
         break;
       }
+      case op::wait: {
+        auto view = co_await s.wait(r.key, r.token, r.ttl);
+        out.st = status::ok;
+        out.token = view ? view->token : 0;
+        break;
+      }
     }
   } catch (const server::storage_unavailable& e) {
     out.st = status::unavailable;
@@ -120,14 +129,16 @@ struct server_process {
   server::server_metrics metrics;
   server::journal journal;
   server::lock_service service;
-  server_process(scheduler& s, server::journal_options o)
-      : ctx(s), journal(std::move(o), &metrics), service(journal, metrics, &virtual_now) {}
+  server_process(scheduler& s, server::journal_options o, server::lock_service::wait_timer_factory timers)
+      : ctx(s), journal(std::move(o), &metrics), service(journal, metrics, &virtual_now, std::move(timers)) {}
 };
 
 // The SDK's timing for the simulated leases (short, so a run sees many lease lifetimes).
 const milliseconds lease_ttl{2'000};
 const milliseconds request_timeout{250};
 const retry_policy retry{milliseconds(20), milliseconds(500), 0.5, 4};
+// A client refused a held key long-polls for its change this long (the SDK's wait_ms), then asks again.
+const milliseconds long_poll{1'000};
 
 struct client {
   std::string name;
@@ -234,8 +245,15 @@ class world {
   }
 
   std::unique_ptr<server_process> new_process() {
+    // Long-poll waiters sleep on the virtual clock, read as batond reads it.
+    auto timers =
+        [this](const asio::any_io_executor& ex) -> std::unique_ptr<server::lock_service::wait_timer> {
+      return std::make_unique<sim_wait_timer>(
+          ex, s_, [this](time_point at) { return server_clock_.true_at(at.time_since_epoch() - epoch); },
+          server_paused_until_, wait_timers_);
+    };
     return std::make_unique<server_process>(
-        s_, server::journal_options{o_.dir, server::max_compact_bytes, &disk_});
+        s_, server::journal_options{o_.dir, server::max_compact_bytes, &disk_}, std::move(timers));
   }
 
   // A damaged sector in the middle of the stopped server's log, as the chaos run's `bitflip`: one bit of a
@@ -297,9 +315,14 @@ class world {
 
   void crash_server_now() {
     auto p = std::move(server_);
-    // Nothing the process had queued runs, and the journal's waiters die with it.
+    // Nothing the process had queued runs, and the journal's waiters and the long-polls die with it.
     p->ctx.kill();
     p->journal.stop();
+    p->ctx.kill();
+    std::vector<task> parked;
+    for (auto* t : wait_timers_)
+      if (auto h = t->take_pending()) parked.push_back(std::move(h));
+    parked.clear();
     p->ctx.kill();
     p.reset();
     flush_pending_ = false;
@@ -371,12 +394,26 @@ class world {
       return;
     }
     const bool acquire = r.kind == op::acquire;
-    asio::co_spawn(executor(server_->ctx), serve(server_->service, r),
-                   [this, &c, cinc, acquire, key = r.key, owner = r.owner](std::exception_ptr e, reply rep) {
-                     if (e) std::rethrow_exception(e);  // a defect of the simulation or the service
-                     if (acquire && rep.st == status::ok) note_grant(key, owner, rep);
-                     send(c, [this, &c, cinc, rep = std::move(rep)] { on_reply(c, cinc, rep); });
-                   });
+    const bool wait = r.kind == op::wait;
+    asio::co_spawn(
+        executor(server_->ctx), serve(server_->service, r),
+        [this, &c, cinc, acquire, wait, r, arrived = virtual_now()](std::exception_ptr e, reply rep) {
+          if (e) std::rethrow_exception(e);  // a defect of the simulation or the service
+          if (acquire && rep.st == status::ok) note_grant(r.key, r.owner, rep);
+          if (wait && rep.st == status::ok) check_long_poll(r, rep, arrived);
+          send(c, [this, &c, cinc, rep = std::move(rep)] { on_reply(c, cinc, rep); });
+        });
+  }
+
+  // A long-poll answers before its time only with a change: a holder other than the one it waited on.
+  void check_long_poll(const request& r, const reply& rep, time_point arrived) {
+    ++result_.waits;
+    if (rep.token != r.token) ++result_.waits_woken;
+    if (rep.token != r.token || virtual_now() >= arrived + r.ttl) return;
+    result_.violations.push_back(
+        "VIOLATION long_poll_woke_early: a wait on " + r.key + "/" + std::to_string(r.token) +
+        " answered at t=" + std::to_string(stamp(s_.now())) + " us with the same holder, before its " +
+        std::to_string(r.ttl.count()) + " ms\n");
   }
 
   // A grant that replaced its own owner's lease (a late or retried acquire of that owner) ends that lease
@@ -459,7 +496,8 @@ class world {
 
   void on_reply(client& c, std::uint64_t cinc, const reply& r) {
     client_run(c, cinc, [this, r](client& c) {
-      if (r.id == c.req_id && c.ph == client::phase::acquiring) return on_acquire_reply(c, r);
+      if (r.id == c.req_id && c.ph == client::phase::acquiring)
+        return r.kind == op::wait ? on_wait_reply(c, r) : on_acquire_reply(c, r);
       if (r.id == c.renew_id && c.ph == client::phase::holding && !c.lost) return on_renew_reply(c, r);
       if (r.id == c.req_id && c.ph == client::phase::releasing) {
         c.req_id = 0;
@@ -493,12 +531,38 @@ class world {
       arm_fsm(c);
       return;
     }
-    if (r.st == status::refused)
+    if (r.st == status::refused) {
       emit(c.name, "acquire_refused",
            {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"holder_token", r.token}});
-    else
-      emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", r.text}});
+      return send_wait(c, r.token);
+    }
+    emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", r.text}});
     retry_acquire(c);
+  }
+
+  // A held key: wait for its holder to change (the long-poll, lock_service::wait, as http_server calls it),
+  // then ask again at once. A wait that gets no answer is retried as a failed acquire.
+  void send_wait(client& c, std::uint64_t holder) {
+    emit(c.name, "wait_req", {{"key", c.key}, {"holder_token", holder}});
+    ++result_.ops;
+    c.req_id = ++next_id_;
+    c.req_sent = s_.now();
+    send_request(c, request{op::wait, c.req_id, c.key, c.owner, holder, long_poll});
+    client_after(c, long_poll + request_timeout, [id = c.req_id, this](client& c) {
+      if (c.req_id != id || c.ph != client::phase::acquiring) return;
+      emit(c.name, "wait_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", "timeout"}});
+      retry_acquire(c);
+    });
+  }
+
+  void on_wait_reply(client& c, const reply& r) {
+    if (r.st != status::ok) {
+      emit(c.name, "wait_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", r.text}});
+      return retry_acquire(c);
+    }
+    emit(c.name, "wait_answered", {{"key", c.key}, {"holder_token", r.token}});
+    c.attempt = 0;
+    send_acquire(c);
   }
 
   void schedule_write(client& c) {
@@ -748,6 +812,7 @@ class world {
   sim_clock server_clock_;
   nanos quiet_at_;
   std::string log_;  // the log file as the disk kept it, read by recovery at the next start
+  std::set<sim_wait_timer*> wait_timers_;  // before server_: its waiters' timers leave this set
   std::unique_ptr<server_process> server_;
   std::uint64_t server_inc_ = 0;
   bool flush_pending_ = false;

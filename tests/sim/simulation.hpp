@@ -43,6 +43,8 @@ struct run_result {
   std::uint64_t ops = 0;                // acquires, writes and releases attempted
   std::uint64_t steps = 0;              // scheduler events run
   std::uint64_t faults = 0;
+  std::uint64_t waits = 0;        // long-polls answered
+  std::uint64_t waits_woken = 0;  // of them, answered with a change (a new holder, or none)
 };
 
 run_result run(const options& o);
