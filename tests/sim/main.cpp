@@ -1,10 +1,14 @@
 // baton-sim: the deterministic simulation's command line (docs/reliability.md, "Deterministic simulation").
-//   baton-sim --seed S [--trace] [--history FILE]   one seed; --trace prints its whole history
+//   baton-sim --seed S [--trace] [--history FILE]   one seed; --trace prints its whole history, or, when
+//                                                    the seed fails, that of its shrunk run (--no-shrink:
+//                                                    the whole failing run's)
+//   --stop-ms MS --skip-faults LIST                  a shortened run, as shrinking names it
 //   baton-sim --seeds N [--first S]                  seeds S .. S+N-1, with seeds per minute
 //   --bug NAME --expect-violation                    succeed only if some seed finds the planted defect
 // Exit status: 0 when every seed passed (or, with --expect-violation, when one failed), 1 otherwise, 2 for
 // a usage error.
 
+#include "shrink.hpp"
 #include "simulation.hpp"
 
 #include "baton/common/log.hpp"
@@ -27,7 +31,8 @@ int usage(const char* why) {
       "usage: baton-sim [--seed S | --seeds N [--first S]] [--trace] [--history FILE]\n"
       "                 [--bug none|skip-fence|work-after-loss|fsync-lies|stays-down|zero-margin]\n"
       "                 [--expect-violation]\n"
-      "                 [--duration-ms MS] [--clients N] [--keys N] [--drift PERCENT] [--no-faults]\n",
+      "                 [--duration-ms MS] [--clients N] [--keys N] [--drift PERCENT] [--no-faults]\n"
+      "                 [--stop-ms MS] [--skip-faults LIST] [--no-shrink]\n",
       why);
   return 2;
 }
@@ -38,8 +43,9 @@ int main(int argc, char** argv) {
   namespace sim = baton::sim;
   sim::options o;
   std::uint64_t first = 1, count = 1;
-  bool trace = false, expect_violation = false;
+  bool trace = false, expect_violation = false, no_shrink = false;
   std::string history_file, bug_name = "none";
+  std::string passed_on;  // the options a replay command repeats
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -47,6 +53,10 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     try {
+      const bool repeated = a == "--bug" || a == "--duration-ms" || a == "--clients" || a == "--keys" ||
+                            a == "--drift" || a == "--no-faults";
+      if (repeated)
+        passed_on += " " + a + (a == "--no-faults" || i + 1 >= argc ? "" : " " + std::string(argv[i + 1]));
       if (a == "--seed") {
         first = std::stoull(value());
         count = 1;
@@ -72,6 +82,13 @@ int main(int argc, char** argv) {
         o.drift = std::stod(value()) / 100;
       } else if (a == "--no-faults") {
         o.faults = false;
+      } else if (a == "--stop-ms") {
+        o.stop = std::chrono::milliseconds(std::stoll(value()));
+      } else if (a == "--skip-faults") {
+        if (!sim::parse_ordinals(value(), o.skip_faults))
+          return usage("--skip-faults takes a list like 3,5-9");
+      } else if (a == "--no-shrink") {
+        no_shrink = true;
       } else {
         return usage(("unknown option " + a).c_str());
       }
@@ -98,6 +115,25 @@ int main(int argc, char** argv) {
     ++ran;
     std::filesystem::remove_all(o.dir);
     auto r = sim::run(o);
+    std::string replay;  // what a shrunk run adds to the seed's replay command
+    // A failing seed replayed for its trace is shrunk first: the trace is the shortest failing run found.
+    if (trace && count == 1 && !no_shrink && !r.violations.empty() && o.stop.count() == 0 &&
+        o.skip_faults.empty()) {
+      const auto full_events = r.history.size();
+      auto s = sim::shrink(o, r);
+      const auto stop = static_cast<long long>(s.o.stop.count() ? s.o.stop.count() : s.o.duration.count());
+      std::fprintf(
+          stderr,
+          "shrunk seed %llu in %d runs: %s still shows with the run stopped at %lld ms and %zu of %llu "
+          "faults left out; %zu events of %zu\nreplay: baton-sim --seed %llu%s --stop-ms %lld%s%s --trace\n",
+          static_cast<unsigned long long>(seed), s.runs, s.kind.c_str(), stop, s.o.skip_faults.size(),
+          static_cast<unsigned long long>(s.r.fault_points), s.r.history.size(), full_events,
+          static_cast<unsigned long long>(seed), passed_on.c_str(), stop,
+          s.o.skip_faults.empty() ? "" : " --skip-faults ", sim::format_ordinals(s.o.skip_faults).c_str());
+      r = std::move(s.r);
+      replay = " --stop-ms " + std::to_string(stop) +
+               (s.o.skip_faults.empty() ? "" : " --skip-faults " + sim::format_ordinals(s.o.skip_faults));
+    }
     ops += r.ops;
     steps += r.steps;
     faults += r.faults;
@@ -116,8 +152,7 @@ int main(int argc, char** argv) {
       std::cout << "seed " << seed << ": " << r.violations.size() << " violation(s)\n";
       for (const auto& v : r.violations)
         std::cout << v;
-      std::cout << "replay: baton-sim --seed " << seed << (bug_name != "none" ? " --bug " + bug_name : "")
-                << " --trace\n";
+      std::cout << "replay: baton-sim --seed " << seed << passed_on << replay << " --trace\n";
       if (expect_violation) break;
     }
   }

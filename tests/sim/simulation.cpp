@@ -197,7 +197,7 @@ class world {
     s_.after(milliseconds(500), [this] { sweep(); });
     if (o_.faults) schedule_fault();
     s_.at(quiet_at_, [this] { heal(); });
-    while (s_.step(o_.duration))
+    while (s_.step(end()))
       ++result_.steps;
     check();
     return std::move(result_);
@@ -220,6 +220,11 @@ class world {
     ++result_.faults;
   }
   bool faulty() const { return o_.faults && s_.now() < quiet_at_; }
+  nanos end() const {
+    return o_.stop.count() > 0 ? std::min<nanos>(o_.stop, o_.duration) : nanos(o_.duration);
+  }
+  // Each fault drawn has an ordinal; a shortened run leaves out those it names.
+  bool fault_allowed() { return !o_.skip_faults.contains(result_.fault_points++); }
   // The history's times are batond's clock readings, in microseconds: the checker's bounds (a lease lasts at
   // least from its request's sending to that plus its TTL) are batond's, and the map from true time is
   // increasing, so every order in the history is the true one.
@@ -359,15 +364,21 @@ class world {
     bool torn = false;
     if (faulty()) {
       if (rng_.chance(0.01)) {
-        fault("disk_eio");
-        disk_.fail_next_sync(EIO);
+        if (fault_allowed()) {
+          fault("disk_eio");
+          disk_.fail_next_sync(EIO);
+        }
       } else if (rng_.chance(0.01)) {
-        fault("disk_full");
-        disk_.fail_next_write(ENOSPC);
+        if (fault_allowed()) {
+          fault("disk_full");
+          disk_.fail_next_write(ENOSPC);
+        }
       } else if (rng_.chance(0.01)) {
-        fault("kill_server_in_write");
-        disk_.tear_next_write();
-        torn = true;
+        if (fault_allowed()) {
+          fault("kill_server_in_write");
+          disk_.tear_next_write();
+          torn = true;
+        }
       }
     }
     if (!server_->journal.flush()) {
@@ -714,7 +725,9 @@ class world {
 
   void inject_fault() {
     auto& c = clients_[rng_.below(clients_.size())];
-    switch (rng_.below(6)) {
+    const auto kind = rng_.below(6);
+    if (kind < 5 && !fault_allowed()) return;
+    switch (kind) {
       case 0: {
         auto d = rng_.between(milliseconds(50), milliseconds(3'000));
         fault("pause_client", {{"client", c.name}, {"ms", d.count() / 1'000'000}});
@@ -787,13 +800,13 @@ class world {
   // healed system settled (a lease's TTL and the longest backoff) is followed by a grant of its key within
   // the longest a holder keeps a key (its writes) plus a TTL for a lease whose holder vanished.
   void check_liveness(const std::vector<chaos::event>& events) {
-    if (!o_.faults && o_.quiet_period.count() == 0) return;
+    if ((!o_.faults && o_.quiet_period.count() == 0) || end() < o_.duration) return;
     const std::int64_t settle = stamp(quiet_at_ + lease_ttl + 2 * retry.max_backoff);
     const std::int64_t window = us(milliseconds(12 * 300) + lease_ttl + 2 * retry.max_backoff);
-    const std::int64_t end = stamp(o_.duration);
+    const std::int64_t last = stamp(o_.duration);
     std::map<std::string, std::int64_t> first_ask;  // per key: the first request after settling
     for (const auto& e : events)
-      if (e.ev == "acquire_req" && e.t >= settle && e.t <= end - window) first_ask.emplace(e.key, e.t);
+      if (e.ev == "acquire_req" && e.t >= settle && e.t <= last - window) first_ask.emplace(e.key, e.t);
     for (const auto& [key, asked] : first_ask) {
       bool granted = false;
       for (const auto& e : events)

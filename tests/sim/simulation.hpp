@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct options {
   // origin (docs/design.md, "The local deadline is counted from the send time").
   double drift = 0.01;
   bug bug_switch = bug::none;
+  // A shortened run (shrink.hpp): it ends at `stop` (0: at `duration`; liveness is checked only on a whole
+  // run), and the faults whose ordinals are in `skip_faults` are not injected.
+  std::chrono::milliseconds stop{0};
+  std::set<std::uint64_t> skip_faults;
   std::filesystem::path dir;  // where recovery reads the log at a restart (tmpfs is best)
 };
 
@@ -43,8 +48,9 @@ struct run_result {
   std::uint64_t ops = 0;                // acquires, writes and releases attempted
   std::uint64_t steps = 0;              // scheduler events run
   std::uint64_t faults = 0;
-  std::uint64_t waits = 0;        // long-polls answered
-  std::uint64_t waits_woken = 0;  // of them, answered with a change (a new holder, or none)
+  std::uint64_t fault_points = 0;  // faults drawn, injected or skipped: the ordinals skip_faults names
+  std::uint64_t waits = 0;         // long-polls answered
+  std::uint64_t waits_woken = 0;   // of them, answered with a change (a new holder, or none)
 };
 
 run_result run(const options& o);
