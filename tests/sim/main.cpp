@@ -31,7 +31,8 @@ int usage(const char* why) {
       "usage: baton-sim [--seed S | --seeds N [--first S]] [--trace] [--history FILE]\n"
       "                 [--bug none|skip-fence|work-after-loss|fsync-lies|stays-down|zero-margin]\n"
       "                 [--expect-violation]\n"
-      "                 [--duration-ms MS] [--clients N] [--keys N] [--drift PERCENT] [--no-faults]\n"
+      "                 [--duration-ms MS] [--clients N] [--keys N] [--drift PERCENT] [--margin-ms MS]\n"
+      "                 [--no-faults]\n"
       "                 [--stop-ms MS] [--skip-faults LIST] [--no-shrink]\n",
       why);
   return 2;
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
     };
     try {
       const bool repeated = a == "--bug" || a == "--duration-ms" || a == "--clients" || a == "--keys" ||
-                            a == "--drift" || a == "--no-faults";
+                            a == "--drift" || a == "--margin-ms" || a == "--no-faults";
       if (repeated)
         passed_on += " " + a + (a == "--no-faults" || i + 1 >= argc ? "" : " " + std::string(argv[i + 1]));
       if (a == "--seed") {
@@ -80,6 +81,8 @@ int main(int argc, char** argv) {
         o.keys = std::stoi(value());
       } else if (a == "--drift") {
         o.drift = std::stod(value()) / 100;
+      } else if (a == "--margin-ms") {
+        o.margin = std::chrono::milliseconds(std::stoll(value()));
       } else if (a == "--no-faults") {
         o.faults = false;
       } else if (a == "--stop-ms") {
@@ -99,6 +102,8 @@ int main(int argc, char** argv) {
   if (!sim::parse_bug(bug_name, o.bug_switch)) return usage(("unknown bug " + bug_name).c_str());
   if (o.clients < 1 || o.keys < 1 || count < 1) return usage("clients, keys and seeds must be positive");
   if (!(o.drift >= 0 && o.drift < 0.5)) return usage("--drift must be from 0 to 50 (percent)");
+  if (o.margin.count() < 0 || o.margin >= std::chrono::milliseconds(2'000))
+    return usage("--margin-ms must be from 0 (the default, TTL/10) to below the TTL, 2000");
   if (o.duration < o.quiet_period * 2) o.quiet_period = o.duration / 4;
 
   // batond's own warnings (a torn tail cut at recovery) are expected here by the thousand; the history

@@ -532,6 +532,7 @@ class world {
       c.lost = false;
       lease_options lo;
       lo.ttl = lease_ttl;
+      lo.safety_margin = o_.margin;
       auto timing = detail::lease_fsm::timing::from(lo, retry);
       if (o_.bug_switch == bug::zero_margin) timing.safety_margin = milliseconds(0);
       c.fsm.emplace(timing, local_time(c, c.req_sent), c.jitter());

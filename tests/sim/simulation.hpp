@@ -34,6 +34,8 @@ struct options {
   // Each process's clock runs at a rate drawn from [1 - drift, 1 + drift] of true time, from its own
   // origin (docs/design.md, "The local deadline is counted from the send time").
   double drift = 0.01;
+  // The clients' lease_fsm safety margin (0: the SDK's default, TTL/10).
+  std::chrono::milliseconds margin{0};
   bug bug_switch = bug::none;
   // A shortened run (shrink.hpp): it ends at `stop` (0: at `duration`; liveness is checked only on a whole
   // run), and the faults whose ordinals are in `skip_faults` are not injected.
