@@ -136,7 +136,9 @@ std::size_t etcd_cluster::leader(std::chrono::seconds bound) const {
     std::uint64_t leader_id = 0;
     for (std::size_t i = 0; i < members_.size() && agreed; ++i) {
       if (!running(i)) continue;
-      auto s = status(i);
+      // A generous per-member bound: a member busy syncing its log under load (a slow CI disk, sanitizer
+      // builds of the clients) may answer late without anything being wrong with the cluster.
+      auto s = status(i, std::chrono::seconds(5));
       if (!s || s->leader == 0 || (any && s->leader != leader_id)) {
         agreed = false;
         break;

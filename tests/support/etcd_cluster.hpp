@@ -50,9 +50,9 @@ class etcd_cluster {
                                            std::chrono::milliseconds timeout = std::chrono::seconds(2)) const;
   /// Index of the leader once every running member agrees on one that runs; waits at most `bound`, then
   /// throws std::runtime_error.
-  std::size_t leader(std::chrono::seconds bound = std::chrono::seconds(30)) const;
+  std::size_t leader(std::chrono::seconds bound = std::chrono::seconds(90)) const;
   /// Waits (at most `bound`) until every running member answers and agrees on a running leader.
-  void wait_healthy(std::chrono::seconds bound = std::chrono::seconds(30)) const { leader(bound); }
+  void wait_healthy(std::chrono::seconds bound = std::chrono::seconds(90)) const { leader(bound); }
 
   /// SIGTERM and wait for the exit (SIGKILL after 30 s).
   void stop(std::size_t i);
