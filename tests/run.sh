@@ -26,8 +26,9 @@ cmake --build --preset asan
 # release build; the sanitizer build links differently, so that check runs in the dev suite only. The chaos
 # checker's self-tests (they prove the checker sees planted violations, not the code) and the second and etcd
 # chaos runs (real-time runs of fixed length; one seed already runs the same binaries under the sanitizers)
-# also run in the dev suite only, to keep CI within its time budget.
-ctest --preset asan -E '^(test_deploy_files|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd)$'
+# also run in the dev suite only, to keep CI within its time budget; so do the simulation's self-tests and
+# margin cases (the same code runs under the sanitizers in sim_seeds).
+ctest --preset asan -E '^(test_deploy_files|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd|sim_finds_.*|sim_margin_.*)$'
 
 cmake --preset fuzz
 cmake --build --preset fuzz

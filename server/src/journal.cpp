@@ -328,7 +328,7 @@ recovery_stats journal::open(lock_table& table, time_point now) {
       // fsync), so cutting it loses nothing a client was told. Anything else (a bad record in an older,
       // complete log, or one with valid records after it) is damage to acknowledged data.
       if (!last) throw journal_damaged(path, valid, "a record does not decode in a complete log");
-      if (auto next = next_valid_record(data, valid + 1))
+      if (auto next = next_valid_record(data, valid + 1); next && !options_.defects.cut_at_damaged_record)
         throw journal_damaged(
             path, valid, "a record does not decode and a valid one follows at byte " + std::to_string(*next));
       stats.torn_bytes = data.size() - valid;

@@ -25,6 +25,7 @@
 
 #include "lock_table.hpp"
 #include "metrics.hpp"
+#include "planted_defects.hpp"
 #include "wal_record.hpp"
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -70,6 +71,8 @@ struct journal_options {
   /// Null (batond): the journal writes its log file. Otherwise appends go to this device, and the log is
   /// never cut or compacted (recovery still reads the directory: the device's owner writes it there).
   log_device* device = nullptr;
+  /// Only the simulation sets these (planted_defects.hpp).
+  planted_defects defects;
 };
 
 struct recovery_stats {

@@ -133,6 +133,7 @@ asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::str
         lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), key);
         table_.mark_logged(key, token, lsn);
       }
+      if (defects_.renew_before_durable) lsn = 0;
     } else {
       // A refusal reports the key free or held by another, which may rest on any record still pending.
       lsn = journal_.last_appended();
@@ -154,7 +155,11 @@ asio::awaitable<release_result> lock_service::release(std::string_view key, std:
     std::lock_guard lk(mu_);
     if (journal_.failed())
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    result = table_.release(key, owner, token, now_(), client);
+    std::optional<lease_view> any_holder;
+    if (defects_.release_by_key && (any_holder = table_.get(key, now_())))
+      result = table_.release(key, any_holder->owner, any_holder->token, now_(), any_holder->client);
+    else
+      result = table_.release(key, owner, token, now_(), client);
     if (result.removed_token != 0) {
       auto type = result.outcome == release_outcome::released ? record_type::release : record_type::expire;
       lsn = journal_.append(type, result.removed_token, 0, key);

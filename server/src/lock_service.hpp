@@ -15,6 +15,7 @@
 #include "journal.hpp"
 #include "lock_table.hpp"
 #include "metrics.hpp"
+#include "planted_defects.hpp"
 #include "protocol.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -101,6 +102,9 @@ class lock_service {
   /// Caps long-poll waiters per key and in total (call before serving; defaults: unlimited).
   void set_waiter_limits(std::size_t per_key, std::size_t total);
 
+  /// Switches known defects back on (the simulation only; call before serving).
+  void plant(planted_defects d) { defects_ = d; }
+
   /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or after `wait`.
   /// Must run on a single-threaded executor (each batond worker thread has its own io_context). Throws
   /// waiters_exhausted, before waiting, when a waiter limit is reached. Cancellation (terminal, through the
@@ -145,6 +149,7 @@ class lock_service {
   std::size_t max_waiters_per_key_ = SIZE_MAX;
   std::size_t max_waiters_ = SIZE_MAX;
   std::size_t waiting_ = 0;
+  planted_defects defects_;
   std::unordered_map<std::string, std::size_t> waiting_per_key_;
 };
 

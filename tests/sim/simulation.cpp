@@ -33,7 +33,10 @@ bool parse_bug(const std::string& name, bug& out) {
                                                 {"work-after-loss", bug::work_after_loss},
                                                 {"fsync-lies", bug::fsync_lies},
                                                 {"stays-down", bug::stays_down},
-                                                {"zero-margin", bug::zero_margin}};
+                                                {"zero-margin", bug::zero_margin},
+                                                {"renew-before-durable", bug::renew_before_durable},
+                                                {"release-by-key", bug::release_by_key},
+                                                {"cut-damaged-record", bug::cut_damaged_record}};
   auto it = names.find(name);
   if (it == names.end()) return false;
   out = it->second;
@@ -130,7 +133,9 @@ struct server_process {
   server::journal journal;
   server::lock_service service;
   server_process(scheduler& s, server::journal_options o, server::lock_service::wait_timer_factory timers)
-      : ctx(s), journal(std::move(o), &metrics), service(journal, metrics, &virtual_now, std::move(timers)) {}
+      : ctx(s), journal(o, &metrics), service(journal, metrics, &virtual_now, std::move(timers)) {
+    service.plant(o.defects);
+  }
 };
 
 // The SDK's timing for the simulated leases (short, so a run sees many lease lifetimes).
@@ -257,8 +262,12 @@ class world {
           ex, s_, [this](time_point at) { return server_clock_.true_at(at.time_since_epoch() - epoch); },
           server_paused_until_, wait_timers_);
     };
+    server::planted_defects d;
+    d.renew_before_durable = o_.bug_switch == bug::renew_before_durable;
+    d.release_by_key = o_.bug_switch == bug::release_by_key;
+    d.cut_at_damaged_record = o_.bug_switch == bug::cut_damaged_record;
     return std::make_unique<server_process>(
-        s_, server::journal_options{o_.dir, server::max_compact_bytes, &disk_}, std::move(timers));
+        s_, server::journal_options{o_.dir, server::max_compact_bytes, &disk_, d}, std::move(timers));
   }
 
   // A damaged sector in the middle of the stopped server's log, as the chaos run's `bitflip`: one bit of a

@@ -13,7 +13,8 @@
 
 namespace baton::sim {
 
-/// Defects the simulation can switch on in its own actors, to show the checker catches them.
+/// Defects the simulation can switch on, to show the checker catches them: the first five in its own
+/// actors, the last three in batond's real code (server/src/planted_defects.hpp).
 enum class bug {
   none,
   skip_fence,       // the resource accepts any token
@@ -21,6 +22,9 @@ enum class bug {
   fsync_lies,       // the disk acknowledges syncs and keeps nothing synced across a crash
   stays_down,       // batond, down when the faults are healed, is never started again (liveness)
   zero_margin,      // the clients' lease_fsm keeps no safety margin: its deadline is sent + ttl
+  renew_before_durable,  // lock_service answers a renew before the records its lease rests on are durable
+  release_by_key,        // lock_service releases a key whoever holds it
+  cut_damaged_record,    // journal::open cuts a log at a damaged record with valid ones after it
 };
 bool parse_bug(const std::string& name, bug& out);
 
