@@ -1,17 +1,22 @@
-// baton-loadgen: closed-loop HTTP load generator for batond and, for comparison, etcd's v3 JSON gateway.
+// baton-loadgen: load generator for batond and, for comparison, etcd's v3 JSON gateway and Redis.
 //
 // C keep-alive connections each run one request at a time; every operation (acquire, renew, release, cycle)
-// is measured on its own for a fixed time after a warm-up, with a per-request latency histogram. It shares
+// is measured on its own for a fixed time after a warm-up, with a per-request latency histogram. By default
+// the loop is closed (a connection sends its next request as soon as the answer arrives); with --rate R the
+// requests follow a fixed schedule of R per second over all connections and latency is counted from each
+// request's intended send time (open_loop.hpp), so a server stall is not hidden. It shares
 // a small machine with the server under test, so it is built to be cheap per request: raw Asio sockets on
 // one thread by default, requests formatted into reused buffers, responses framed by Content-Length (or
 // chunks) without a general HTTP or JSON parser.
 //
 // Output: one line per operation on stdout,
-//   target=batond op=acquire conns=64 ops=... ops_per_s=... p50_ms=... p99_ms=... errors=0 ...
+//   target=batond op=acquire conns=64 ops=... ops_per_s=... p50_ms=... p99_ms=... p999_ms=... errors=0 ...
+// (with --rate also rate=, late=, late_wakeups=, max_start_delay_ms= and unsent=)
 // and the same as a JSON object per line in --json FILE.
 
 #include "http_response.hpp"
 #include "latency_histogram.hpp"
+#include "open_loop.hpp"
 #include "proc_usage.hpp"
 #include "target.hpp"
 
@@ -52,6 +57,11 @@ struct phase_plan {
   clock::time_point stop_at;       // no operation starts at or after this
   clock::time_point give_up;       // connections still busy now are cut off and count a timeout
   bool once = false;               // setup: exactly one operation per connection
+  // Open loop (--rate): requests per second over all connections, scheduled from `start`; 0: closed loop.
+  double rate = 0;
+  clock::time_point start;
+  std::size_t conns = 1;
+  clock::duration late_after{};
 };
 
 struct phase_stats {
@@ -59,6 +69,12 @@ struct phase_stats {
   std::uint64_t ops = 0;
   std::uint64_t warmup_ops = 0;
   std::uint64_t exhausted = 0;  // connections that ran out of work (release with no locks left)
+  // Open loop only: measured requests sent more than late_after after their intended time, the largest
+  // such delay, and requests due before the end of the phase that were never sent.
+  std::uint64_t late = 0;
+  std::uint64_t late_wakeups = 0;  // of those, sent late because this process's timer woke late
+  std::uint64_t max_start_delay_us = 0;
+  std::uint64_t unsent = 0;
   std::map<std::string_view, std::uint64_t> errors;
   std::string first_error;
   std::optional<clock::time_point> last_done;
@@ -75,6 +91,10 @@ struct phase_stats {
     ops += o.ops;
     warmup_ops += o.warmup_ops;
     exhausted += o.exhausted;
+    late += o.late;
+    late_wakeups += o.late_wakeups;
+    max_start_delay_us = std::max(max_start_delay_us, o.max_start_delay_us);
+    unsent += o.unsent;
     for (const auto& [label, count] : o.errors)
       errors[label] += count;
     if (first_error.empty()) first_error = o.first_error;
@@ -86,7 +106,7 @@ struct phase_stats {
 class connection {
  public:
   connection(asio::io_context& ioc, tcp::endpoint endpoint, target& t, std::size_t id)
-      : socket_(ioc), endpoint_(endpoint), target_(t), in_(16 * 1024) {
+      : socket_(ioc), timer_(ioc), endpoint_(endpoint), target_(t), in_(16 * 1024) {
     state_.id = id;
     state_.owner = "bench-" + std::to_string(id);
   }
@@ -118,6 +138,9 @@ class connection {
     aborted_ = false;
     did_once_ = false;
     state_.cycle_step = 0;
+    pacer_.reset();
+    if (plan.rate > 0 && !plan.once)
+      pacer_.emplace(plan.start, plan.rate, plan.conns, state_.id, plan.late_after);
     if (!ensure_connected()) {
       count_error("connect", connect_error_);
       finish();
@@ -130,6 +153,7 @@ class connection {
   void abort() {
     if (!busy_) return;
     aborted_ = true;
+    timer_.cancel();  // an open-loop connection may be waiting for its next intended time
     boost::system::error_code ignored;
     socket_.close(ignored);  // the pending operation completes with operation_aborted
   }
@@ -139,9 +163,39 @@ class connection {
  private:
   void begin_op() {
     auto now = clock::now();
+    if (pacer_) return begin_paced_op(now);
     if (plan_->once ? did_once_ : now >= plan_->stop_at) return finish();
     did_once_ = true;
     op_started_ = now;
+    send_next();
+  }
+
+  // Open loop: wait for the next intended time if it is ahead, send at once if it has passed.
+  void begin_paced_op(clock::time_point now) {
+    const auto at = pacer_->send_at(now);
+    if (pacer_->next_intended() >= plan_->stop_at) return finish();
+    if (at > now) {
+      timer_.expires_at(at);
+      timer_.async_wait([this](boost::system::error_code ec) {
+        if (ec) return finish();  // aborted: nothing was in flight
+        send_paced(clock::now(), true);
+      });
+      return;
+    }
+    send_paced(now, false);
+  }
+
+  // A late request either waited for the previous answer (the server was behind) or, after waiting for
+  // its slot, was woken late (the load generator did not get a CPU in time: on a shared machine that is
+  // the load generator's own delay, and it is counted apart).
+  void send_paced(clock::time_point now, bool woken) {
+    const auto sent = pacer_->on_send(now);
+    op_started_ = sent.intended;  // coordinated-omission correction: latency counts from here
+    if (sent.intended >= plan_->measure_from) {
+      if (sent.late) ++stats_.late;
+      if (sent.late && woken) ++stats_.late_wakeups;
+      stats_.max_start_delay_us = std::max(stats_.max_start_delay_us, latency_micros(sent.intended, now));
+    }
     send_next();
   }
 
@@ -187,11 +241,11 @@ class connection {
 
   void on_bytes() {
     http_response res;
-    switch (parse_http_response({in_.data(), in_len_}, chunked_body_, res)) {
+    switch (target_.parse_response({in_.data(), in_len_}, chunked_body_, res)) {
       case parse_status::need_more:
         return wait_readable();
       case parse_status::malformed:
-        count_error("bad_http", {in_.data(), std::min<std::size_t>(in_len_, 200)});
+        count_error("bad_reply", {in_.data(), std::min<std::size_t>(in_len_, 200)});
         return reconnect_and_continue();
       case parse_status::complete:
         break;
@@ -228,8 +282,7 @@ class connection {
       ++stats_.warmup_ops;
       return;
     }
-    stats_.latency.record(static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(now - op_started_).count()));
+    stats_.latency.record(latency_micros(op_started_, now));
     ++stats_.ops;
     stats_.last_done = now;
   }
@@ -260,12 +313,17 @@ class connection {
   }
 
   void finish() {
+    if (pacer_) {
+      const auto due = pacer_->due_before(plan_->stop_at);
+      stats_.unsent = due > pacer_->sent() ? due - pacer_->sent() : 0;
+    }
     busy_ = false;
     auto f = std::move(finished_);
     f();
   }
 
   tcp::socket socket_;
+  asio::steady_timer timer_;
   tcp::endpoint endpoint_;
   target& target_;
   connection_state state_;
@@ -279,7 +337,8 @@ class connection {
   const phase_plan* plan_ = nullptr;
   std::function<void()> finished_;
   phase_stats stats_;
-  clock::time_point op_started_;
+  clock::time_point op_started_;  // closed loop: when the request went out; open loop: its intended time
+  std::optional<open_loop_schedule> pacer_;
   bool busy_ = false;
   bool aborted_ = false;
   bool did_once_ = false;
@@ -317,18 +376,23 @@ struct options {
   double seconds = 5;
   double warmup = 1;
   double timeout = 10;
+  double rate = 0;
+  double late_ms = 1;
   std::vector<op_kind> ops;
   int server_pid = 0;
   std::string json_path;
   target_options target;
 };
 
-// "http://HOST:PORT[/]" with an IP address host: the benchmark only ever runs on loopback.
+// "http://HOST:PORT[/]" (or redis://) with an IP address host: the benchmark only ever runs on loopback.
 tcp::endpoint parse_url(const std::string& url, std::string& host_header) {
   std::string_view rest = url;
-  if (rest.substr(0, 7) != "http://")
-    throw std::invalid_argument("--url must start with http://, got " + url);
-  rest.remove_prefix(7);
+  if (rest.starts_with("http://"))
+    rest.remove_prefix(7);
+  else if (rest.starts_with("redis://"))
+    rest.remove_prefix(8);
+  else
+    throw std::invalid_argument("--url must start with http:// or redis://, got " + url);
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   auto colon = rest.rfind(':');
   if (colon == std::string_view::npos)
@@ -389,8 +453,10 @@ class load_generator {
       target_ = make_batond_target(o_.target);
     else if (o_.target_name == "etcd")
       target_ = make_etcd_target(o_.target);
+    else if (o_.target_name == "redis")
+      target_ = make_redis_target(o_.target);
     else
-      throw std::invalid_argument("--target must be batond or etcd, got " + o_.target_name);
+      throw std::invalid_argument("--target must be batond, etcd or redis, got " + o_.target_name);
     const unsigned threads = static_cast<unsigned>(std::min<std::size_t>(o_.threads, o_.conns));
     for (unsigned i = 0; i < threads; ++i)
       workers_.push_back(std::make_unique<worker>());
@@ -437,6 +503,11 @@ class load_generator {
     plan.stop_at =
         plan.measure_from + std::chrono::duration_cast<clock::duration>(seconds(once ? 0 : o_.seconds));
     plan.give_up = plan.stop_at + std::chrono::duration_cast<clock::duration>(seconds(o_.timeout));
+    plan.rate = once ? 0 : o_.rate;
+    plan.start = now;
+    plan.conns = o_.conns;
+    plan.late_after =
+        std::chrono::duration_cast<clock::duration>(std::chrono::duration<double, std::milli>(o_.late_ms));
 
     std::vector<std::thread> threads;
     for (auto& w : workers_)
@@ -476,14 +547,23 @@ class load_generator {
     char line[512];
     std::snprintf(line, sizeof line,
                   "target=%s op=%s conns=%zu ops=%llu seconds=%.3f ops_per_s=%.0f p50_ms=%s p99_ms=%s "
-                  "max_ms=%s errors=%llu",
+                  "p999_ms=%s max_ms=%s errors=%llu",
                   o_.target_name.c_str(), std::string(to_string(op)).c_str(), o_.conns,
                   static_cast<unsigned long long>(s.ops), seconds, ops_per_s,
                   format_ms(s.latency.quantile_micros(0.50)).c_str(),
                   format_ms(s.latency.quantile_micros(0.99)).c_str(),
+                  format_ms(s.latency.quantile_micros(0.999)).c_str(),
                   format_ms(static_cast<double>(s.latency.max_micros())).c_str(),
                   static_cast<unsigned long long>(errors));
     std::string text = line;
+    if (o_.rate > 0) {
+      std::snprintf(line, sizeof line,
+                    " rate=%.0f late=%llu late_wakeups=%llu max_start_delay_ms=%s unsent=%llu", o_.rate,
+                    static_cast<unsigned long long>(s.late), static_cast<unsigned long long>(s.late_wakeups),
+                    format_ms(static_cast<double>(s.max_start_delay_us)).c_str(),
+                    static_cast<unsigned long long>(s.unsent));
+      text += line;
+    }
     if (r.server_cpu_us) {
       std::snprintf(line, sizeof line, " server_cpu_us_per_op=%.1f", per_op(*r.server_cpu_us));
       text += line;
@@ -522,6 +602,14 @@ class load_generator {
       j["ops_per_s"] = ops_per_s;
       j["p50_ms"] = s.latency.quantile_micros(0.50) / 1000;
       j["p99_ms"] = s.latency.quantile_micros(0.99) / 1000;
+      j["p999_ms"] = s.latency.quantile_micros(0.999) / 1000;
+      if (o_.rate > 0) {
+        j["rate"] = o_.rate;
+        j["late"] = s.late;
+        j["late_wakeups"] = s.late_wakeups;
+        j["max_start_delay_ms"] = static_cast<double>(s.max_start_delay_us) / 1000;
+        j["unsent"] = s.unsent;
+      }
       j["max_ms"] = static_cast<double>(s.latency.max_micros()) / 1000;
       j["errors"] = errors;
       json::object by_label;
@@ -558,8 +646,8 @@ int main(int argc, char** argv) {
   // clang-format off
   desc.add_options()
     ("help,h", "show this help")
-    ("target", po::value(&o.target_name)->default_value("batond"), "server dialect: batond or etcd")
-    ("url", po::value(&o.url)->required(), "server address, http://IP:PORT")
+    ("target", po::value(&o.target_name)->default_value("batond"), "server dialect: batond, etcd or redis")
+    ("url", po::value(&o.url)->required(), "server address, http://IP:PORT (redis://IP:PORT for redis)")
     ("conns", po::value(&o.conns)->default_value(16), "keep-alive connections, each with one request in flight")
     ("threads", po::value(&o.threads)->default_value(1), "load generator threads (connections are spread over them)")
     ("ops", po::value(&ops_text)->default_value("acquire,renew,release,cycle"),
@@ -568,6 +656,11 @@ int main(int argc, char** argv) {
     ("warmup", po::value(&o.warmup)->default_value(1), "unmeasured warm-up before each operation, seconds")
     ("timeout", po::value(&o.timeout)->default_value(10),
      "seconds past the end of a phase before a request counts as timed out")
+    ("rate", po::value(&o.rate)->default_value(0),
+     "open loop: requests per second over all connections at fixed intended times, latency counted from "
+     "the intended time; 0: closed loop")
+    ("late-ms", po::value(&o.late_ms)->default_value(1),
+     "open loop: a request sent more than this after its intended time counts as started late")
     ("ttl-ms", po::value(&o.target.ttl_ms)->default_value(3'600'000), "lease TTL; long, so acquired locks stay held")
     ("key-prefix", po::value(&o.target.key_prefix)->default_value("bench"), "first component of every key")
     ("server-pid", po::value(&o.server_pid)->default_value(0),
@@ -578,7 +671,7 @@ int main(int argc, char** argv) {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
     if (vm.count("help")) {
-      std::cout << "usage: baton-loadgen --target batond|etcd --url http://IP:PORT [options]\n" << desc;
+      std::cout << "usage: baton-loadgen --target batond|etcd|redis --url URL [options]\n" << desc;
       return 0;
     }
     po::notify(vm);
@@ -588,6 +681,8 @@ int main(int argc, char** argv) {
     if (!(o.seconds > 0)) throw std::invalid_argument("--seconds must be positive");
     if (!(o.warmup >= 0)) throw std::invalid_argument("--warmup must not be negative");
     if (!(o.timeout > 0)) throw std::invalid_argument("--timeout must be positive");
+    if (!(o.rate >= 0)) throw std::invalid_argument("--rate must not be negative");
+    if (!(o.late_ms >= 0)) throw std::invalid_argument("--late-ms must not be negative");
     if (o.target.ttl_ms < 1000) throw std::invalid_argument("--ttl-ms must be at least 1000");
     load_generator gen(std::move(o));
     // Exit status 3 tells scripts the figures are real but some requests failed.

@@ -1,5 +1,7 @@
 #include "target.hpp"
 
+#include "resp_reply.hpp"
+
 #include <array>
 #include <charconv>
 #include <optional>
@@ -362,8 +364,153 @@ class etcd_target final : public target {
   target_options o_;
 };
 
+// RESP request encoding: an array of bulk strings, the form every Redis command accepts.
+void resp_array_header(std::string& out, std::size_t n) {
+  out += '*';
+  append_uint(out, n);
+  out += "\r\n";
+}
+void resp_bulk(std::string& out, std::string_view v) {
+  out += '$';
+  append_uint(out, v.size());
+  out += "\r\n";
+  out += v;
+  out += "\r\n";
+}
+
+// The lock recipe most Redis users write by hand: SET NX PX to take the key with a TTL; release and renew as
+// scripts, so the "is it still mine" check and the write are one atomic step on the server. Scripts are sent
+// with EVAL each time (Redis caches the compiled script by its hash, so only the bytes are repeated).
+constexpr std::string_view redis_release_script =
+    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+constexpr std::string_view redis_renew_script =
+    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) else return 0 "
+    "end";
+
+class redis_target final : public target {
+ public:
+  explicit redis_target(target_options o) : o_(std::move(o)), ttl_text_(std::to_string(o_.ttl_ms)) {}
+
+  bool next_request(op_kind op, connection_state& s, std::string& out) override {
+    auto& key = local_scratch().key;
+    out.clear();
+    switch (op) {
+      case op_kind::setup:
+        return false;
+      case op_kind::acquire:
+        plain_key(key, s, s.next_key++);
+        set_nx(out, key, s);
+        return true;
+      case op_kind::renew: {
+        if (s.held.empty()) return false;
+        plain_key(key, s, s.held[s.renew_cursor++ % s.held.size()].key_number);
+        resp_array_header(out, 6);
+        resp_bulk(out, "EVAL");
+        resp_bulk(out, redis_renew_script);
+        resp_bulk(out, "1");
+        resp_bulk(out, key);
+        resp_bulk(out, s.owner);
+        resp_bulk(out, ttl_text_);
+        return true;
+      }
+      case op_kind::release:
+        if (s.release_cursor >= s.held.size()) return false;
+        plain_key(key, s, s.held[s.release_cursor++].key_number);
+        compare_and_delete(out, key, s);
+        return true;
+      case op_kind::cycle:
+        key = o_.key_prefix;
+        key += "/cycle/";
+        append_uint(key, s.id);
+        if (s.cycle_step == 0)
+          set_nx(out, key, s);
+        else
+          compare_and_delete(out, key, s);
+        return true;
+    }
+    return false;
+  }
+
+  step_result on_response(op_kind op, connection_state& s, int type, std::string_view payload) override {
+    if (type == '-') {
+      if (op == op_kind::cycle) s.cycle_step = 0;
+      return {step_result::kind::failed, "redis_error"};
+    }
+    const bool ok = op == op_kind::acquire || (op == op_kind::cycle && s.cycle_step == 0)
+                        ? type == '+' && payload == "OK"
+                        : type == ':' && payload == "1";
+    switch (op) {
+      case op_kind::setup:
+        break;
+      case op_kind::acquire:
+        if (!ok) return {step_result::kind::failed, "refused"};
+        s.held.push_back({s.next_key - 1, 0});
+        break;
+      case op_kind::renew:
+      case op_kind::release:
+        if (!ok) return {step_result::kind::failed, "refused"};
+        break;
+      case op_kind::cycle:
+        if (!ok) {
+          s.cycle_step = 0;
+          return {step_result::kind::failed, "refused"};
+        }
+        if (s.cycle_step == 0) {
+          s.cycle_step = 1;
+          return {step_result::kind::more};
+        }
+        s.cycle_step = 0;
+        break;
+    }
+    return {step_result::kind::done};
+  }
+
+  parse_status parse_response(std::string_view in, std::string&, http_response& out) override {
+    resp_reply r;
+    auto status = parse_resp_reply(in, r);
+    if (status != parse_status::complete) return status;
+    out = {};
+    out.status = r.type;
+    out.body = r.payload;
+    out.consumed = r.consumed;
+    return status;
+  }
+
+ private:
+  void plain_key(std::string& out, const connection_state& s, std::uint64_t n) const {
+    out = o_.key_prefix;
+    out += '/';
+    append_uint(out, s.id);
+    out += '/';
+    append_uint(out, n);
+  }
+  void set_nx(std::string& out, std::string_view key, const connection_state& s) const {
+    resp_array_header(out, 6);
+    resp_bulk(out, "SET");
+    resp_bulk(out, key);
+    resp_bulk(out, s.owner);
+    resp_bulk(out, "NX");
+    resp_bulk(out, "PX");
+    resp_bulk(out, ttl_text_);
+  }
+  void compare_and_delete(std::string& out, std::string_view key, const connection_state& s) const {
+    resp_array_header(out, 5);
+    resp_bulk(out, "EVAL");
+    resp_bulk(out, redis_release_script);
+    resp_bulk(out, "1");
+    resp_bulk(out, key);
+    resp_bulk(out, s.owner);
+  }
+
+  target_options o_;
+  std::string ttl_text_;
+};
+
 }  // namespace
 
+std::unique_ptr<target> make_redis_target(target_options options) {
+  return std::make_unique<redis_target>(std::move(options));
+}
 std::unique_ptr<target> make_batond_target(target_options options) {
   return std::make_unique<batond_target>(std::move(options));
 }

@@ -1,8 +1,11 @@
 #pragma once
-// How each server under test spells the four benchmarked lock operations (batond's protocol v1 and the
-// equivalent lease-and-transaction recipe on etcd's v3 JSON gateway), as pure functions of one connection's
-// state: format the next request, interpret the answer. No sockets here, so the driver in loadgen.cpp is
-// the same for both servers and the comparison measures the servers, not two different clients.
+// How each server under test spells the four benchmarked lock operations (batond's protocol v1, the
+// equivalent lease-and-transaction recipe on etcd's v3 JSON gateway, and SET NX PX on Redis), as pure
+// functions of one connection's state: format the next request, interpret the answer. No sockets here, so the
+// driver in loadgen.cpp is the same for every server and the comparison measures the servers, not different
+// clients. Redis speaks RESP instead of HTTP; its target brings its own reply framing (parse_response).
+
+#include "http_response.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -24,7 +27,7 @@ std::string_view to_string(op_kind op);
 
 struct held_lock {
   std::uint64_t key_number;  // the n of key "<prefix>/<connection>/<n>"
-  std::uint64_t token;       // batond: fencing token; etcd: the key's create_revision
+  std::uint64_t token;       // batond: fencing token; etcd: the key's create_revision; Redis: none (0)
 };
 
 /// Everything one connection knows; only that connection's thread touches it.
@@ -59,6 +62,12 @@ class target {
 
   /// Interprets the answer to the request `next_request` formatted last.
   virtual step_result on_response(op_kind op, connection_state& s, int status, std::string_view body) = 0;
+
+  /// Frames one answer from the start of `in`. HTTP by default; the Redis target reads a RESP reply and
+  /// passes its type byte as `status` (see make_redis_target). `scratch` is the caller's reused buffer.
+  virtual parse_status parse_response(std::string_view in, std::string& scratch, http_response& out) {
+    return parse_http_response(in, scratch, out);
+  }
 };
 
 struct target_options {
@@ -69,5 +78,11 @@ struct target_options {
 
 std::unique_ptr<target> make_batond_target(target_options options);
 std::unique_ptr<target> make_etcd_target(target_options options);
+
+/// Redis with the usual single-instance lock recipe: acquire is SET key owner NX PX ttl, release an EVAL of
+/// a compare-and-delete script, renew an EVAL of a compare-and-pexpire script (Redis has no fencing token;
+/// the owner string is what proves a holder). Its on_response takes the RESP reply type as `status`
+/// ('+', '-', ':', '$', or '_' for nil) and the reply's payload as `body`.
+std::unique_ptr<target> make_redis_target(target_options options);
 
 }  // namespace baton::bench

@@ -4,7 +4,12 @@
 
 #include "http_response.hpp"
 #include "latency_histogram.hpp"
+#include "open_loop.hpp"
+#include "resp_reply.hpp"
 #include "target.hpp"
+
+#include <algorithm>
+#include <vector>
 
 using namespace baton::bench;
 
@@ -180,4 +185,150 @@ BOOST_AUTO_TEST_CASE(etcd_acquire_is_a_create_if_absent_txn_and_its_revision_the
   BOOST_TEST(out.find(R"("key":"YmVuY2gvMC8x","target":"CREATE","result":"EQUAL","create_revision":"17")") !=
              std::string::npos);
   BOOST_TEST(out.find(R"("request_delete_range":{"key":"YmVuY2gvMC8x"})") != std::string::npos);
+}
+
+namespace {
+using namespace std::chrono_literals;
+using tp = open_loop_schedule::clock::time_point;
+const tp t0 = tp{} + 1000s;  // any fixed point: the schedule never reads a clock
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(open_loop_spreads_the_rate_evenly_over_connections) {
+  // 1,000/s over 4 connections: connection i sends at i, i+4, i+8, ... ms, so together one request per ms.
+  std::vector<tp> all;
+  for (std::size_t i = 0; i < 4; ++i) {
+    open_loop_schedule s(t0, 1000, 4, i);
+    for (std::uint64_t k = 0; k < 250; ++k)
+      all.push_back(s.intended(k));
+  }
+  std::sort(all.begin(), all.end());
+  for (std::size_t n = 0; n < all.size(); ++n)
+    BOOST_TEST((all[n] - t0 == std::chrono::milliseconds(n)), "n=" << n);
+  // Computed from the start each time: no drift after a million requests.
+  open_loop_schedule one(t0, 3, 1, 0);  // a period of 1/3 s, not exact in nanoseconds
+  BOOST_TEST(std::chrono::abs(one.intended(3'000'000) - (t0 + 1'000'000s)) < 1us);
+}
+
+BOOST_AUTO_TEST_CASE(open_loop_waits_for_the_intended_time_when_early) {
+  open_loop_schedule s(t0, 100, 1, 0);  // every 10 ms
+  BOOST_TEST((s.send_at(t0 - 5ms) == t0));
+  auto r = s.on_send(t0);
+  BOOST_TEST((r.intended == t0));
+  BOOST_TEST(!r.late);
+  BOOST_TEST((s.send_at(t0 + 2ms) == t0 + 10ms));  // answered early: wait for the next slot
+  BOOST_TEST(s.sent() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(open_loop_counts_a_stall_against_every_request_it_delayed) {
+  // One connection at 100/s; the first request takes 35 ms (a stall), the rest 1 ms. A closed loop would
+  // record 35 ms once and then 1 ms; counted from the intended times, the three requests that should have
+  // gone out during the stall carry the wait they suffered.
+  open_loop_schedule s(t0, 100, 1, 0, 1ms);
+  tp now = t0;
+  std::vector<std::uint64_t> latencies;
+  std::vector<bool> late;
+  for (int k = 0; k < 5; ++k) {
+    now = s.send_at(now);
+    auto r = s.on_send(now);
+    now += k == 0 ? 35ms : 1ms;
+    latencies.push_back(latency_micros(r.intended, now));
+    late.push_back(r.late);
+  }
+  BOOST_TEST((latencies == std::vector<std::uint64_t>{35'000, 26'000, 17'000, 8'000, 1'000}));
+  BOOST_TEST((late == std::vector<bool>{false, true, true, true, false}));
+}
+
+BOOST_AUTO_TEST_CASE(open_loop_late_means_more_than_the_threshold) {
+  open_loop_schedule s(t0, 1000, 1, 0, 1ms);
+  BOOST_TEST(!s.on_send(t0 + 1ms).late);  // exactly the threshold: on time
+  BOOST_TEST(s.on_send(t0 + 1ms + 1us + 1ms).late);
+  BOOST_TEST(latency_micros(t0 + 5ms, t0 + 4ms) == 0u);  // never negative
+}
+
+BOOST_AUTO_TEST_CASE(open_loop_counts_requests_due_before_the_end) {
+  open_loop_schedule s(t0, 1000, 4, 1);  // intended at 1, 5, 9, ... ms
+  BOOST_TEST(s.due_before(t0) == 0u);
+  BOOST_TEST(s.due_before(t0 + 1ms) == 0u);  // due before, not at
+  BOOST_TEST(s.due_before(t0 + 1ms + 1ns) == 1u);
+  BOOST_TEST(s.due_before(t0 + 9ms) == 2u);
+  BOOST_TEST(s.due_before(t0 + 9ms + 1ns) == 3u);
+  BOOST_TEST(s.due_before(t0 + 1s) == 250u);
+  open_loop_schedule odd(t0, 7, 3, 2);
+  for (std::uint64_t k = 1; k < 50; ++k) {
+    BOOST_TEST(odd.due_before(odd.intended(k)) == k);
+    BOOST_TEST(odd.due_before(odd.intended(k) + 1ns) == k + 1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(resp_replies_are_framed) {
+  resp_reply r;
+  BOOST_TEST((parse_resp_reply("+OK\r\n:1", r) == parse_status::complete));
+  BOOST_TEST(r.type == '+');
+  BOOST_TEST(r.payload == "OK");
+  BOOST_TEST(r.consumed == 5u);
+  BOOST_TEST((parse_resp_reply(":0\r\n", r) == parse_status::complete));
+  BOOST_TEST(r.type == ':');
+  BOOST_TEST(r.payload == "0");
+  BOOST_TEST((parse_resp_reply("$-1\r\n", r) == parse_status::complete));
+  BOOST_TEST(r.type == '_');
+  BOOST_TEST(r.consumed == 5u);
+  BOOST_TEST((parse_resp_reply("$5\r\nhello\r\n", r) == parse_status::complete));
+  BOOST_TEST(r.payload == "hello");
+  BOOST_TEST(r.consumed == 11u);
+  BOOST_TEST((parse_resp_reply("-ERR wrong\r\n", r) == parse_status::complete));
+  BOOST_TEST(r.type == '-');
+  const std::string full = "$5\r\nhello\r\n";
+  for (std::size_t n = 0; n < full.size(); ++n)
+    BOOST_TEST((parse_resp_reply(full.substr(0, n), r) == parse_status::need_more), "n=" << n);
+  BOOST_TEST((parse_resp_reply("*1\r\n:1\r\n", r) == parse_status::malformed));
+  BOOST_TEST((parse_resp_reply(":x\r\n", r) == parse_status::malformed));
+  BOOST_TEST((parse_resp_reply("$5\r\nhelloXX", r) == parse_status::malformed));
+  BOOST_TEST((parse_resp_reply(std::string(20000, '+'), r, 16 * 1024) == parse_status::malformed));
+}
+
+BOOST_AUTO_TEST_CASE(redis_lock_is_set_nx_px_and_scripts_that_check_the_owner) {
+  auto t = make_redis_target({"127.0.0.1:6379"});
+  auto s = state_for(2);
+  std::string out;
+  BOOST_TEST(!t->next_request(op_kind::setup, s, out));
+  BOOST_TEST(t->next_request(op_kind::acquire, s, out));
+  BOOST_TEST(out ==
+             "*6\r\n$3\r\nSET\r\n$9\r\nbench/2/0\r\n$7\r\nbench-2\r\n$2\r\nNX\r\n$2\r\nPX\r\n"
+             "$7\r\n3600000\r\n");
+  // The reply is framed as RESP, its type passed as the status.
+  http_response res;
+  std::string scratch;
+  BOOST_TEST((t->parse_response("$-1\r\n", scratch, res) == parse_status::complete));
+  auto refused = t->on_response(op_kind::acquire, s, res.status, res.body);
+  BOOST_TEST((refused.what == step_result::kind::failed));
+  BOOST_TEST(refused.error == "refused");
+  BOOST_TEST(t->next_request(op_kind::acquire, s, out));
+  BOOST_TEST((t->parse_response("+OK\r\n", scratch, res) == parse_status::complete));
+  BOOST_TEST((t->on_response(op_kind::acquire, s, res.status, res.body).what == step_result::kind::done));
+  BOOST_REQUIRE(s.held.size() == 1u);
+  BOOST_TEST(s.held[0].key_number == 1u);
+
+  BOOST_TEST(t->next_request(op_kind::renew, s, out));
+  BOOST_TEST(out.starts_with("*6\r\n$4\r\nEVAL\r\n"));
+  BOOST_TEST(out.find("redis.call('pexpire',KEYS[1],ARGV[2])") != std::string::npos);
+  BOOST_TEST(out.ends_with("$1\r\n1\r\n$9\r\nbench/2/1\r\n$7\r\nbench-2\r\n$7\r\n3600000\r\n"));
+  BOOST_TEST((t->on_response(op_kind::renew, s, ':', "1").what == step_result::kind::done));
+  BOOST_TEST((t->on_response(op_kind::renew, s, ':', "0").what == step_result::kind::failed));
+
+  BOOST_TEST(t->next_request(op_kind::release, s, out));
+  BOOST_TEST(out.starts_with("*5\r\n$4\r\nEVAL\r\n"));
+  BOOST_TEST(out.find("redis.call('del',KEYS[1])") != std::string::npos);
+  BOOST_TEST(out.ends_with("$9\r\nbench/2/1\r\n$7\r\nbench-2\r\n"));
+  BOOST_TEST((t->on_response(op_kind::release, s, ':', "1").what == step_result::kind::done));
+  BOOST_TEST(!t->next_request(op_kind::release, s, out));
+  auto error = t->on_response(op_kind::release, s, '-', "ERR");
+  BOOST_TEST(error.error == "redis_error");
+
+  BOOST_TEST(t->next_request(op_kind::cycle, s, out));
+  BOOST_TEST(out.find("bench/cycle/2") != std::string::npos);
+  BOOST_TEST((t->on_response(op_kind::cycle, s, '+', "OK").what == step_result::kind::more));
+  BOOST_TEST(t->next_request(op_kind::cycle, s, out));
+  BOOST_TEST(out.starts_with("*5\r\n$4\r\nEVAL\r\n"));
+  BOOST_TEST((t->on_response(op_kind::cycle, s, ':', "1").what == step_result::kind::done));
+  BOOST_TEST(s.cycle_step == 0);
 }
