@@ -1,35 +1,76 @@
 #!/usr/bin/env bash
-# Benchmarks batond against etcd (v3 JSON gateway) with baton-loadgen and prints a markdown table.
+# Benchmarks batond against etcd (v3 JSON gateway) and Redis (SET NX PX, appendfsync always) with
+# baton-loadgen, side by side in one run, and renders the tables and plots of docs/benchmarks.md.
 #
-#   bash bench/run.sh
+#   bash bench/run.sh            # everything, about 10 minutes on the 2-vCPU machine of docs/benchmarks.md
+#   bash bench/run.sh --quick    # fewer connection counts, shorter phases, no 100k-lease point: ~4 minutes
 #
-# Builds Release, then for each server and each connection count starts a fresh server on loopback with its
-# data on the real disk (not tmpfs: fsync must be real), measures acquire, renew, release and cycle, and
-# stops it again. Server CPU per operation comes from /proc/PID/stat (utime+stime), sampled by the load
-# generator around each measured window. Exits non-zero if a build or a server start fails.
+# Builds Release, then:
+#  1. connection sweep: for each server and each connection count a fresh server on loopback, data on the
+#     real disk (not tmpfs: fsync must be real); acquire, renew, release and cycle, closed loop;
+#  2. open loop at 64 connections: acquire at 50 % and 80 % of the peak each server reached in step 1, at
+#     fixed intended send times (baton-loadgen --rate), latency counted from the intended time;
+#  3. wrk against batond: closed-loop acquire at 64 connections, an independent check of step 1's figure;
+#  4. SDK sweep: one process holding 1k, 10k and 100k leases through the C++ SDK against batond, its CPU
+#     and memory (baton-bench-sdk-leases, as bench/sdk-leases.sh runs it, without the freeze phase);
+#  5. tables (table.md, sweep.md), data files (*.dat) and, if gnuplot is installed, SVG plots.
+# Server CPU per operation comes from /proc/PID/stat (utime+stime), sampled by the load generator around
+# each measured window. Every server is stopped on any exit (trap). Exits 1 if a build or a server start
+# fails, 3 if some requests failed (the tables are still written).
 #
-# Environment (all optional):
-#   BENCH_SECONDS=5        measured seconds per operation
-#   BENCH_WARMUP=1         warm-up seconds before each operation
-#   BENCH_CONNS="1 16 64"  connection counts
-#   BENCH_TARGETS="batond etcd"
-#   BENCH_DIR=/var/tmp     where the temporary data directories go (must not be tmpfs)
-#   BENCH_OUT=build/release/bench   where results are kept (results.txt, results.jsonl, table.md)
-#   BENCH_BUILD=1          set to 0 to skip the build
-#   BENCH_BATOND_THREADS   --threads for batond (default: its own default, the number of cores)
-#   BENCH_MAX_OTHER_CORES=0.3, BENCH_RETRIES=1   re-measure a block once if other processes took more
-#                          than 0.3 cores during it (shared machines); the quieter attempt is kept
+# Environment (all optional; --quick changes the defaults marked q):
+#   BENCH_SECONDS=3 (q 2)          measured seconds per operation in the sweep
+#   BENCH_WARMUP=1                 warm-up seconds before each operation
+#   BENCH_CONNS="1 4 16 64 256" (q "1 16 64")   connection counts of the sweep
+#   BENCH_TARGETS="batond etcd redis"
+#   BENCH_OPEN_SECONDS=5 (q 3)     measured seconds of each open-loop run; BENCH_OPEN=0 skips step 2
+#   BENCH_WRK=1                    0 skips step 3
+#   BENCH_SDK_LEASES="1000 10000 100000" (q "1000 10000")   empty skips step 4
+#   BENCH_SDK_SECONDS=10 (q 5)     steady window of each SDK point; BENCH_SDK_TTL=15s
+#   BENCH_DIR=/var/tmp             where the temporary data directories go (must not be tmpfs)
+#   BENCH_OUT=build/release/bench  where results are kept
+#   BENCH_BUILD=1                  set to 0 to skip the build
+#   BENCH_BIN=build/release/bin    where batond, baton-loadgen and baton-bench-sdk-leases are taken from
+#   BENCH_BATOND_THREADS           --threads for batond (default: its own default, the number of cores)
+#   BENCH_MAX_OTHER_CORES=0.3, BENCH_RETRIES=1 (q 0)   re-measure a sweep block once if other processes took
+#                                  more than 0.3 cores during it (shared machines); the quieter attempt is kept
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
-seconds=${BENCH_SECONDS:-5}
+
+quick=0
+for arg in "$@"; do
+  case $arg in
+    --quick) quick=1 ;;
+    -h | --help)
+      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "run.sh: unknown argument $arg (see --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+if ((quick)); then
+  q() { echo "$1"; }
+else
+  q() { echo "$2"; }
+fi
+
+seconds=${BENCH_SECONDS:-$(q 2 3)}
 warmup=${BENCH_WARMUP:-1}
-conns_list=${BENCH_CONNS:-"1 16 64"}
-targets=${BENCH_TARGETS:-"batond etcd"}
+conns_list=${BENCH_CONNS:-$(q "1 16 64" "1 4 16 64 256")}
+targets=${BENCH_TARGETS:-"batond etcd redis"}
+open_seconds=${BENCH_OPEN_SECONDS:-$(q 3 5)}
+sdk_leases=${BENCH_SDK_LEASES-$(q "1000 10000" "1000 10000 100000")}
+sdk_seconds=${BENCH_SDK_SECONDS:-$(q 5 10)}
+sdk_ttl=${BENCH_SDK_TTL:-15s}
 base=${BENCH_DIR:-/var/tmp}
 out=${BENCH_OUT:-$root/build/release/bench}
-bin=$root/build/release/bin
+bin=${BENCH_BIN:-$root/build/release/bin}
+started=$(date +%s)
 
 log() { echo "run.sh: $*" >&2; }
 keep_work=0
@@ -42,21 +83,35 @@ die() {
 if [[ ${BENCH_BUILD:-1} != 0 ]]; then
   log "building Release"
   cmake --preset release >/dev/null
-  cmake --build --preset release --target batond baton-loadgen >/dev/null
+  cmake --build --preset release --target batond baton-loadgen baton-bench-sdk-leases >/dev/null
 fi
 [[ -x $bin/batond && -x $bin/baton-loadgen ]] || die "missing $bin/batond or $bin/baton-loadgen"
-if [[ $targets == *etcd* ]]; then
-  command -v etcd >/dev/null || die "etcd not found (deploy/install-deps.sh installs etcd-server)"
-fi
+for t in $targets; do
+  case $t in
+    batond) ;;
+    etcd) command -v etcd >/dev/null || die "etcd not found (deploy/install-deps.sh installs etcd-server)" ;;
+    redis)
+      if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+        die "redis-server or redis-cli not found (deploy/install-deps.sh installs redis-server, redis-tools)"
+      fi
+      ;;
+    *) die "unknown target $t in BENCH_TARGETS (batond, etcd, redis)" ;;
+  esac
+done
 
 # tmpfs would turn every fsync into a no-op and make the durable figures meaningless.
 [[ $(stat -f -c %T "$base") != tmpfs ]] || die "$base is tmpfs; set BENCH_DIR to a directory on a real disk"
 work=$(mktemp -d "$base/baton-bench.XXXXXX")
 mkdir -p "$out"
+rm -f "$out"/*.dat "$out"/*.svg
 results_txt=$out/results.txt
 results_json=$out/results.jsonl
+open_txt=$out/open-loop.txt
+sdk_txt=$out/sdk.txt
 : >"$results_txt"
 : >"$results_json"
+: >"$open_txt"
+: >"$sdk_txt"
 
 server_pid=""
 stop_server() {
@@ -73,9 +128,9 @@ stop_server() {
   wait "$server_pid" 2>/dev/null || true
   server_pid=""
 }
-loadgen_pid=""
+client_pid=""
 cleanup() {
-  [[ -z $loadgen_pid ]] || kill "$loadgen_pid" 2>/dev/null || true
+  [[ -z $client_pid ]] || kill "$client_pid" 2>/dev/null || true
   stop_server
   if ((keep_work)); then
     log "keeping $work for diagnosis (server data and output)"
@@ -85,6 +140,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# 256 connections, and 100k leases whose renews may each hold a socket: more than the usual 1024 files.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # shellcheck source=bench/free_port.sh
 source bench/free_port.sh
@@ -134,9 +192,32 @@ start_etcd() {
   die "etcd did not start (output in $dir)"
 }
 
+# A throwaway Redis: loopback only, no RDB snapshots, every write in the append-only file and fsynced before
+# the answer (appendfsync always: Redis's most durable setting, which a lock service needs to be compared
+# with batond and etcd at all).
+start_redis() {
+  local dir=$1
+  mkdir -p "$dir/data"
+  local port
+  port=$(free_port)
+  redis-server --bind 127.0.0.1 --port "$port" --dir "$dir/data" --appendonly yes --appendfsync always \
+    --save '' --daemonize no --logfile "$dir/redis.log" >"$dir/stdout" 2>"$dir/stderr" &
+  server_pid=$!
+  for _ in $(seq 100); do
+    if [[ $(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]]; then
+      server_url="redis://127.0.0.1:$port"
+      return 0
+    fi
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  tail -20 "$dir/redis.log" "$dir/stderr" >&2 2>/dev/null || true
+  die "redis-server did not start (output in $dir)"
+}
+
 # The machine, for the record: figures only mean something next to it.
 fsync_probe() {
-  # 500 appends of 100 bytes with O_DSYNC: roughly what one batond group commit costs the disk.
+  # 500 appends of 100 bytes with O_DSYNC: roughly what one group commit costs the disk.
   local f=$work/fsync-probe elapsed
   elapsed=$(dd if=/dev/zero of="$f" bs=100 count=500 oflag=dsync,append conv=notrunc 2>&1 |
     sed -n 's/.* copied, \([0-9.]*\) s.*/\1/p')
@@ -146,24 +227,33 @@ fsync_probe() {
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "cpu: $(nproc) x $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
+  echo "memory: $(awk '/^MemTotal/ { printf "%.1f GB", $2 / 1048576 }' /proc/meminfo)"
   echo "disk ($(findmnt -no SOURCE,FSTYPE -T "$work" | tr -s " ")): $(fsync_probe)"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "etcd: $(etcd --version 2>/dev/null | head -1)"
-  echo "batond: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  [[ $targets != *etcd* ]] || echo "etcd: $(etcd --version 2>/dev/null | head -1)"
+  [[ $targets != *redis* ]] || echo "redis: $(redis-server --version | head -1)"
+  echo "batond: $bin/batond built $(date -u -r "$bin/batond" +%Y-%m-%dT%H:%M:%SZ); tree now at $(
+    git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(
+    git -C "$root" diff --quiet HEAD -- server sdk 2>/dev/null || echo ", server/ or sdk/ modified")"
+  echo "settings: seconds=$seconds warmup=$warmup conns=\"$conns_list\" open_seconds=$open_seconds" \
+    "sdk_leases=\"$sdk_leases\" sdk_seconds=$sdk_seconds sdk_ttl=$sdk_ttl quick=$quick"
 } | tee "$out/machine.txt" >&2
 
-# Runs one server/connection-count block into $1 (text) and $2 (JSON lines) on a fresh server.
+# Runs one baton-loadgen block into $1 (text) and $2 (JSON lines) on a fresh server; the rest of the
+# arguments go to baton-loadgen.
+failed_requests=0
 run_block() {
   local text=$1 json=$2 target=$3 conns=$4 dir=$5 status=0
-  rm -rf "$dir"
+  shift 5
+  rm -rf "$dir" "$json"
   "start_$target" "$dir"
-  log "$target pid=$server_pid $server_url conns=$conns"
+  log "$target pid=$server_pid $server_url conns=$conns $*"
   # In the background so that an interrupt reaches the trap at once instead of after the block.
   "$bin/baton-loadgen" --target "$target" --url "$server_url" --conns "$conns" \
-    --seconds "$seconds" --warmup "$warmup" --server-pid "$server_pid" --json "$json" >"$text" &
-  loadgen_pid=$!
-  wait "$loadgen_pid" || status=$?
-  loadgen_pid=""
+    --warmup "$warmup" --server-pid "$server_pid" --json "$json" "$@" >"$text" &
+  client_pid=$!
+  wait "$client_pid" || status=$?
+  client_pid=""
   cat "$text"
   # 3: measured, but some requests failed (the loadgen printed which); anything else is fatal.
   if ((status == 3)); then
@@ -185,17 +275,16 @@ run_block() {
 # The largest other_cores of a block: how much CPU something else took while it was measured.
 block_noise() { sed -n 's/.* other_cores=\([-0-9.]*\).*/\1/p' "$1" | sort -g | tail -1; }
 
-# On a shared machine another job can take a core in the middle of a block; such a block is measured
-# again (up to BENCH_RETRIES times) and the quieter attempt kept. Every attempt's noise is reported.
+# 1. Connection sweep. On a shared machine another job can take a core in the middle of a block; such a
+# block is measured again (up to BENCH_RETRIES times) and the quieter attempt kept.
 max_other=${BENCH_MAX_OTHER_CORES:-0.3}
-retries=${BENCH_RETRIES:-1}
-failed_requests=0
+retries=${BENCH_RETRIES:-$(q 0 1)}
 for target in $targets; do
   for conns in $conns_list; do
-    # A fresh server per block: every block starts from an empty store.
     best_noise=""
     for attempt in $(seq 0 "$retries"); do
-      run_block "$work/block.txt" "$work/block.jsonl" "$target" "$conns" "$work/$target-$conns"
+      run_block "$work/block.txt" "$work/block.jsonl" "$target" "$conns" "$work/$target-$conns" \
+        --seconds "$seconds"
       noise=$(block_noise "$work/block.txt")
       noise=${noise:-0}
       if [[ -z $best_noise ]] || awk -v a="$noise" -v b="$best_noise" 'BEGIN { exit !(a < b) }'; then
@@ -211,65 +300,292 @@ for target in $targets; do
     cat "$work/best.jsonl" >>"$results_json"
   done
 done
+
+# A field of the key=value line for target $1, op $2, conns $3 in file $4 (closed-loop rows only).
+field_of() {
+  awk -v t="$1" -v o="$2" -v c="$3" -v k="$5" '
+    /^target=/ && !/ rate=/ {
+      delete f
+      for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+      if (f["target"] == t && f["op"] == o && f["conns"] == c) v = f[k]
+    }
+    END { print v }' "$4"
+}
+
+# 2. Open loop at 64 connections, at fractions of each server's closed-loop acquire peak there.
+if [[ ${BENCH_OPEN:-1} != 0 ]]; then
+  for target in $targets; do
+    peak=$(field_of "$target" acquire 64 "$results_txt" ops_per_s)
+    if [[ -z $peak || $peak == 0 ]]; then
+      log "no closed-loop acquire at 64 connections for $target: open loop skipped"
+      continue
+    fi
+    for fraction in 0.5 0.8; do
+      rate=$(awk -v p="$peak" -v f="$fraction" 'BEGIN { printf "%d", p * f }')
+      run_block "$work/open.txt" "$work/open.jsonl" "$target" 64 "$work/$target-open" \
+        --ops acquire --rate "$rate" --seconds "$open_seconds"
+      sed "s/^target=/fraction=$fraction peak=$peak target=/" "$work/open.txt" >>"$open_txt"
+      cat "$work/open.jsonl" >>"$results_json"
+    done
+  done
+fi
+
+# 3. wrk, a load generator that shares no code with baton-loadgen, against batond's acquire at 64
+# connections. A fresh key per request (the Lua request hook), one thread like baton-loadgen; wrk measures
+# closed-loop latency, like step 1. Non-2xx answers are counted as errors.
+wrk_line=""
+if [[ ${BENCH_WRK:-1} != 0 && $targets == *batond* ]]; then
+  if command -v wrk >/dev/null; then
+    cat >"$work/acquire.lua" <<'LUA'
+-- Each request acquires a key nobody holds: wrk-<n>, n counting up on this thread.
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("POST", "/v1/locks/wrk%2F" .. n .. "/acquire",
+    { ["Content-Type"] = "application/json" }, '{"owner":"wrk","ttl_ms":3600000}')
+end
+LUA
+    start_batond "$work/batond-wrk"
+    log "wrk against batond pid=$server_pid $server_url conns=64"
+    wrk -t1 -c64 -d"${seconds}s" --latency -s "$work/acquire.lua" "$server_url" >"$work/wrk.txt" 2>&1 &
+    client_pid=$!
+    wait "$client_pid" || die "wrk failed: $(cat "$work/wrk.txt")"
+    client_pid=""
+    stop_server
+    cat "$work/wrk.txt" >&2
+    cp "$work/wrk.txt" "$out/wrk.txt"
+    wrk_line=$(awk '
+      /Requests\/sec:/ { rps = $2 }
+      /^ +50%/ { p50 = $2 } /^ +99%/ { p99 = $2 }
+      /Non-2xx/ { bad = $NF }
+      END { printf "wrk_ops_per_s=%s wrk_p50=%s wrk_p99=%s wrk_non_2xx=%d", rps, p50, p99, bad }' "$work/wrk.txt")
+  else
+    log "wrk not installed: cross-check skipped"
+  fi
+fi
+
+# 4. SDK sweep: client CPU and memory against the number of held leases.
+if [[ -n $sdk_leases && $targets == *batond* ]]; then
+  [[ -x $bin/baton-bench-sdk-leases ]] || die "missing $bin/baton-bench-sdk-leases"
+  for leases in $sdk_leases; do
+    start_batond "$work/batond-sdk-$leases"
+    log "SDK holding $leases leases against batond pid=$server_pid $server_url"
+    status=0
+    "$bin/baton-bench-sdk-leases" --server "$server_url" --server-cpu-pids "$server_pid" --leases "$leases" \
+      --ttl "$sdk_ttl" --seconds "${sdk_seconds}s" --cycle-seconds 0 >"$work/sdk.txt" 2>&1 &
+    client_pid=$!
+    wait "$client_pid" || status=$?
+    client_pid=""
+    stop_server
+    cat "$work/sdk.txt" >&2
+    ((status == 0 || status == 3)) || die "baton-bench-sdk-leases failed with status $status at $leases leases"
+    ((status == 0)) || failed_requests=1
+    { grep "^phase=" "$work/sdk.txt" || true; } | sed "s/^/leases_point=$leases /" >>"$sdk_txt"
+  done
+fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt" >&2
 
-# Side-by-side table from the key=value lines. "other cores": CPU busy with anything but the server and the
-# load generator during the measured window (other processes, kernel threads); near 0 means a clean run.
-awk '
-  /^target=/ {
-    delete f
-    for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-    k = f["op"] SUBSEP f["conns"]
-    if (!(k in seen)) { seen[k] = 1; order[++n] = k }
-    t = f["target"]
-    ops[t, k] = f["ops_per_s"]; p50[t, k] = f["p50_ms"]; p99[t, k] = f["p99_ms"]
-    cpu[t, k] = f["server_cpu_us_per_op"]; err[t, k] = f["errors"]; other[t, k] = f["other_cores"]
+# 5. Tables, data files, plots.
+# Parsing key=value lines: f[] holds the fields of the current line.
+# shellcheck disable=SC2016 # awk code, expanded by awk
+kv_awk='function parse() { delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } }
+function show(v) { return v == "" ? "-" : v }'
+
+# Side by side at 64 connections, with the ratios.
+awk -v wrk="$wrk_line" "$kv_awk"'
+  /^target=/ && !/ rate=/ {
+    parse()
+    if (f["conns"] != 64) next
+    k = f["op"]; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+    t = f["target"]; ops[t, k] = f["ops_per_s"]; p50[t, k] = f["p50_ms"]; p99[t, k] = f["p99_ms"]
+    p999[t, k] = f["p999_ms"]; cpu[t, k] = f["server_cpu_us_per_op"]; other[t, k] = f["other_cores"]
   }
-  function show(v) { return v == "" ? "-" : v }
+  function cols(t, k) { return sprintf("%s | %s | %s | %s | %s", show(ops[t, k]), show(p50[t, k]), show(p99[t, k]), show(p999[t, k]), show(cpu[t, k])) }
+  function ratio(a, b) { return (a != "" && b > 0) ? sprintf("%.2f×", a / b) : "-" }
   END {
-    print "| op | conns | batond ops/s | p50 ms | p99 ms | CPU µs/op | etcd ops/s | p50 ms | p99 ms | CPU µs/op | ops/s ratio | errors (b/e) | other cores (b/e) |"
-    print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    print "Closed loop, 64 connections (latencies in ms, CPU = server CPU µs per operation):"
+    print ""
+    print "| op | batond ops/s | p50 | p99 | p99.9 | CPU | etcd ops/s | p50 | p99 | p99.9 | CPU | Redis ops/s | p50 | p99 | p99.9 | CPU | batond/etcd | batond/Redis | other cores (b/e/r) |"
+    print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for (i = 1; i <= n; i++) {
-      k = order[i]; split(k, p, SUBSEP)
-      ratio = (ops["etcd", k] > 0 && ops["batond", k] != "") ? sprintf("%.1f×", ops["batond", k] / ops["etcd", k]) : "-"
-      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s/%s | %s/%s |\n", p[1], p[2],
-        show(ops["batond", k]), show(p50["batond", k]), show(p99["batond", k]), show(cpu["batond", k]),
-        show(ops["etcd", k]), show(p50["etcd", k]), show(p99["etcd", k]), show(cpu["etcd", k]),
-        ratio, show(err["batond", k]), show(err["etcd", k]), show(other["batond", k]), show(other["etcd", k])
+      k = order[i]
+      printf "| %s | %s | %s | %s | %s | %s | %s/%s/%s |\n", k, cols("batond", k), cols("etcd", k), cols("redis", k),
+        ratio(ops["batond", k], ops["etcd", k]), ratio(ops["batond", k], ops["redis", k]),
+        show(other["batond", k]), show(other["etcd", k]), show(other["redis", k])
+    }
+    if (wrk != "") {
+      split(wrk, w, " "); for (i in w) { split(w[i], kv, "="); g[kv[1]] = kv[2] }
+      printf "\nwrk cross-check, batond acquire at 64 connections: %s ops/s, p50 %s, p99 %s, non-2xx %s", g["wrk_ops_per_s"], g["wrk_p50"], g["wrk_p99"], g["wrk_non_2xx"]
+      if (ops["batond", "acquire"] > 0) printf " (baton-loadgen: %s ops/s)", ops["batond", "acquire"]
+      print ""
     }
   }' "$results_txt" >"$out/table.md"
 
+# Open loop.
+if [[ -s $open_txt ]]; then
+  awk "$kv_awk"'
+    BEGIN {
+      print ""
+      print "Open loop, acquire at 64 connections, latency from the intended send time (ms):"
+      print ""
+      print "| server | closed-loop peak/s | load | rate/s | achieved/s | p50 | p99 | p99.9 | max | started > 1 ms late (load generator woke late) | unsent | errors | other cores |"
+      print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    }
+    /^fraction=/ {
+      parse()
+      printf "| %s | %s | %d %% | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f["target"], f["peak"], f["fraction"] * 100,
+        f["rate"], f["ops_per_s"], f["p50_ms"], f["p99_ms"], f["p999_ms"], f["max_ms"], f["late"] " (" f["late_wakeups"] ")", f["unsent"], f["errors"], show(f["other_cores"])
+    }' "$open_txt" >>"$out/table.md"
+fi
+
+# SDK sweep.
+if [[ -s $sdk_txt ]]; then
+  awk "$kv_awk"'
+    BEGIN {
+      print ""
+      print "SDK holding leases against batond (ttl '"$sdk_ttl"', renewed every ttl/3 ± 20 %; steady window):"
+      print ""
+      print "| leases | acquire/s | client cores | client CPU µs/renew | renews/s | renew p99 ms | RSS per lease | RSS MiB | losses | other cores |"
+      print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    }
+    /phase=acquire/ { parse(); acq[f["leases_point"]] = f["acquires_per_s"] }
+    /phase=steady/ {
+      parse()
+      printf "| %s | %s | %s | %s | %s | %s | %s B | %.0f | %s | %s |\n", f["leases_point"], show(acq[f["leases_point"]]), f["client_cores"],
+        f["client_cpu_per_renew_us"], f["renews_per_s"], f["renew_p99_ms"], f["rss_per_lease_bytes"], f["rss_steady_kib"] / 1024,
+        f["losses"], f["other_cores"]
+    }' "$sdk_txt" >>"$out/table.md"
+fi
+
 # The goals this benchmark exists to check, at 64 connections.
-awk '
-  /^target=/ {
-    delete f
-    for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+awk "$kv_awk"'
+  /^target=/ && !/ rate=/ {
+    parse()
     if (f["conns"] != 64) next
     ops[f["target"], f["op"]] = f["ops_per_s"]; p99[f["target"], f["op"]] = f["p99_ms"]
   }
   function verdict(ok) { return ok ? "met" : "NOT met" }
   END {
     print ""
-    print "Goals at 64 connections:"
+    print "Goals at 64 connections (this run only):"
     if (!(("batond", "acquire") in ops)) { print "- not measured (BENCH_CONNS has no 64 or batond was skipped)"; exit }
     printf "- acquire >= 40000/s with p99 <= 5 ms: %s/s, p99 %s ms: %s\n", ops["batond", "acquire"], p99["batond", "acquire"],
       verdict(ops["batond", "acquire"] >= 40000 && p99["batond", "acquire"] <= 5)
-    printf "- release >= 40000/s with p99 <= 5 ms: %s/s, p99 %s ms: %s\n", ops["batond", "release"], p99["batond", "release"],
-      verdict(ops["batond", "release"] >= 40000 && p99["batond", "release"] <= 5)
     printf "- renew >= 60000/s: %s/s: %s\n", ops["batond", "renew"], verdict(ops["batond", "renew"] >= 60000)
     split("acquire renew release cycle", names, " ")
     for (i = 1; i <= 4; i++) {
       o = names[i]
       if (ops["etcd", o] > 0)
-        printf "- %s >= 7x etcd: %.1fx: %s\n", o, ops["batond", o] / ops["etcd", o], verdict(ops["batond", o] >= 7 * ops["etcd", o])
+        printf "- %s >= 7x etcd: %.2fx: %s\n", o, ops["batond", o] / ops["etcd", o], verdict(ops["batond", o] >= 7 * ops["etcd", o])
+    }
+    for (i = 1; i <= 4; i++) {
+      o = names[i]
+      if (ops["redis", o] > 0)
+        printf "- %s >= 0.9x Redis: %.2fx: %s\n", o, ops["batond", o] / ops["redis", o], verdict(ops["batond", o] >= 0.9 * ops["redis", o])
     }
   }' "$results_txt" >>"$out/table.md"
 
+# Every sweep row, long form.
+awk "$kv_awk"'
+  BEGIN {
+    print "| server | op | conns | ops/s | p50 ms | p99 ms | p99.9 ms | max ms | server CPU µs/op | errors | other cores |"
+    print "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  }
+  /^target=/ && !/ rate=/ {
+    parse()
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f["target"], f["op"], f["conns"], f["ops_per_s"],
+      f["p50_ms"], f["p99_ms"], f["p999_ms"], f["max_ms"], show(f["server_cpu_us_per_op"]), f["errors"], show(f["other_cores"])
+  }' "$results_txt" >"$out/sweep.md"
+
+# Data files for the plots: one per operation, "conns ops/s(b e r) p99(b e r)", "?" where not measured.
+for op in acquire renew release cycle; do
+  awk -v op="$op" -v conns_list="$conns_list" "$kv_awk"'
+    /^target=/ && !/ rate=/ {
+      parse()
+      if (f["op"] != op) next
+      ops[f["target"], f["conns"]] = f["ops_per_s"]; p99[f["target"], f["conns"]] = f["p99_ms"]
+    }
+    function v(x) { return x == "" ? "?" : x }
+    END {
+      print "# conns batond_ops etcd_ops redis_ops batond_p99_ms etcd_p99_ms redis_p99_ms"
+      n = split(conns_list, cs, " ")
+      for (i = 1; i <= n; i++) {
+        c = cs[i]
+        print c, v(ops["batond", c]), v(ops["etcd", c]), v(ops["redis", c]), v(p99["batond", c]), v(p99["etcd", c]), v(p99["redis", c])
+      }
+    }' "$results_txt" >"$out/sweep-$op.dat"
+done
+if [[ -s $sdk_txt ]]; then
+  awk "$kv_awk"'
+    BEGIN { print "# leases client_cores client_cpu_us_per_renew rss_per_lease_bytes rss_steady_mib" }
+    /phase=steady/ { parse(); print f["leases_point"], f["client_cores"], f["client_cpu_per_renew_us"], f["rss_per_lease_bytes"], f["rss_steady_kib"] / 1024 }' \
+    "$sdk_txt" >"$out/sdk.dat"
+fi
+
+if command -v gnuplot >/dev/null; then
+  stamp="$(sed -n 's/^date: //p' "$out/machine.txt"), $(nproc) vCPU shared by server and load generator"
+  for op in acquire renew release cycle; do
+    gnuplot <<GNUPLOT
+set terminal svg size 760,460 dynamic font "sans,12" background rgb "white"
+set datafile missing "?"
+set key top left
+set grid
+set logscale x 2
+set xlabel "connections (closed loop)"
+set xtics (1, 4, 16, 64, 256)
+set title "$op: throughput against connections\n{/*0.8 $stamp}"
+set ylabel "$op/s"
+set yrange [0:*]
+set output "$out/$op-throughput.svg"
+plot "$out/sweep-$op.dat" using 1:2 with linespoints lw 2 pt 7 title "batond", \
+     "" using 1:3 with linespoints lw 2 pt 5 title "etcd", \
+     "" using 1:4 with linespoints lw 2 pt 9 title "Redis (appendfsync always)"
+set title "$op: p99 latency against connections\n{/*0.8 $stamp}"
+set ylabel "p99 latency, ms (log scale)"
+set logscale y 10
+set yrange [*:*]
+set output "$out/$op-p99.svg"
+plot "$out/sweep-$op.dat" using 1:5 with linespoints lw 2 pt 7 title "batond", \
+     "" using 1:6 with linespoints lw 2 pt 5 title "etcd", \
+     "" using 1:7 with linespoints lw 2 pt 9 title "Redis (appendfsync always)"
+GNUPLOT
+  done
+  if [[ -s $out/sdk.dat ]]; then
+    gnuplot <<GNUPLOT
+set terminal svg size 760,460 dynamic font "sans,12" background rgb "white"
+set key top left
+set grid
+set logscale x 10
+set xlabel "leases held by one process (ttl $sdk_ttl)"
+set title "SDK: client CPU against held leases\n{/*0.8 $stamp}"
+set ylabel "client CPU, cores"
+set y2label "µs of CPU per renew"
+set ytics nomirror
+set y2tics
+set yrange [0:*]
+set y2range [0:*]
+set output "$out/sdk-cpu.svg"
+plot "$out/sdk.dat" using 1:2 axes x1y1 with linespoints lw 2 pt 7 title "client cores", \
+     "" using 1:3 axes x1y2 with linespoints lw 2 pt 5 dt 2 title "µs per renew (right)"
+set title "SDK: client memory against held leases\n{/*0.8 $stamp}"
+set ylabel "RSS, MiB"
+set y2label "RSS per lease, bytes"
+set output "$out/sdk-memory.svg"
+plot "$out/sdk.dat" using 1:5 axes x1y1 with linespoints lw 2 pt 7 title "RSS in steady state", \
+     "" using 1:4 axes x1y2 with linespoints lw 2 pt 5 dt 2 title "RSS per lease (right)"
+GNUPLOT
+  fi
+else
+  log "gnuplot not installed: no plots (deploy/install-deps.sh installs gnuplot-nox)"
+fi
+
+elapsed=$(($(date +%s) - started))
+echo "elapsed: ${elapsed} s" | tee -a "$out/machine.txt" >&2
 echo
 cat "$out/table.md"
 echo
-log "results in $out (results.txt, results.jsonl, table.md, machine.txt)"
+log "results in $out (table.md, sweep.md, results.txt, results.jsonl, open-loop.txt, sdk.txt, *.dat, *.svg, machine.txt)"
 if ((failed_requests)); then
-  log "WARNING: some requests failed; see the WARNING lines above. The figures are not clean."
+  log "WARNING: some requests failed or leases were lost; see the WARNING lines above. The figures are not clean."
   exit 3
 fi

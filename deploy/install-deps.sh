@@ -17,8 +17,8 @@ packages=(
   libyaml-cpp-dev libhowardhinnant-date-dev tzdata
   # demo and tooling; python3-yaml for the offline checks of the deployment files
   curl procps iproute2 python3 python3-yaml
-  # benchmarks: load generator and the etcd comparison
-  wrk etcd-server etcd-client
+  # benchmarks: the etcd and Redis comparisons, wrk as a second load generator, gnuplot for the plots
+  wrk etcd-server etcd-client redis-server redis-tools gnuplot-nox
 )
 
 missing=()
