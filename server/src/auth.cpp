@@ -215,13 +215,28 @@ decision authorize(const token_table& table, std::string_view authorization, con
   auto caller = find_caller(table, authorization);
   if (auto* e = std::get_if<api_error>(&caller)) return std::move(*e);
   const client_entry* client = std::get<const client_entry*>(caller);
-  if (target.what == lock_target::kind::metrics || target.what == lock_target::kind::capabilities)
+  if (target.what == lock_target::kind::metrics || target.what == lock_target::kind::capabilities ||
+      target.what == lock_target::kind::renew_batch)
     return client->name;
   const access need = target.what == lock_target::kind::get ? access::read : access::write;
   if (!permits(*client, target.key, need)) {
     if (need == access::write && permits(*client, target.key, access::read))
       return api_error{403, "forbidden", "client \"" + client->name + "\" may only read this key"};
     return api_error{403, "forbidden", "client \"" + client->name + "\" has no access to this key"};
+  }
+  return client->name;
+}
+
+decision authorize_renew_batch(const token_table& table, std::string_view authorization,
+                               const renew_batch_request& batch) {
+  auto caller = find_caller(table, authorization);
+  if (auto* e = std::get_if<api_error>(&caller)) return std::move(*e);
+  const client_entry* client = std::get<const client_entry*>(caller);
+  for (const auto& entry : batch.leases) {
+    if (permits(*client, entry.key, access::write)) continue;
+    return api_error{403, "forbidden",
+                     "client \"" + client->name + "\" may not renew the key \"" + entry.key +
+                         "\" (needs write access); nothing in the batch was renewed"};
   }
   return client->name;
 }

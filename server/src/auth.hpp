@@ -94,7 +94,13 @@ std::optional<std::size_t> lock_quota(const token_table& table, std::string_view
 
 /// Decides one request. `/healthz` is open (returns an empty name); `/metrics` and `/v1/capabilities` need
 /// any valid token; a `GET` of a key needs read access to it; acquire, renew and release need write access.
+/// `POST /v1/renew` itself needs any valid token, like `/metrics`: its keys are in the body.
 decision authorize(const token_table& table, std::string_view authorization, const lock_target& target);
+
+/// A batch renewal's keys, once its body is parsed: write access to every one, or 403 naming the first key
+/// refused (the whole batch is refused; nothing is renewed).
+decision authorize_renew_batch(const token_table& table, std::string_view authorization,
+                               const renew_batch_request& batch);
 
 /// The current table of a running server, replaced as a whole on reload. Thread-safe.
 class token_store {

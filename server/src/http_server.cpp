@@ -25,6 +25,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -78,6 +79,46 @@ std::string lease_body(std::string_view key, std::string_view owner, std::uint64
   // keeps values from one that predates them (docs/protocol.md).
   if (value) o["value"] = *value;
   return json::serialize(o);
+}
+
+// The body of a renew's 409 `lost`, and of a refused entry of a batch (which adds the key).
+json::object lost_object(lost_reason reason) {
+  json::object o;
+  o["error"] = "lost";
+  o["reason"] = to_string(reason);
+  switch (reason) {
+    case lost_reason::not_held:
+      o["message"] = "the lock is not held (it is free, or its lease expired)";
+      break;
+    case lost_reason::owner_mismatch:
+      o["message"] = "the lock is held by another owner";
+      break;
+    case lost_reason::token_mismatch:
+      // Another token than the holder's, older or never issued: only the holder's own token renews.
+      o["message"] = "the lock is held by this owner with another token";
+      break;
+  }
+  return o;
+}
+
+// {"results":[...]} in the batch's order: each a single renew's 200 body, or its 409 body with the key.
+std::string renew_batch_body(const renew_batch_request& batch, const std::vector<renew_result>& results) {
+  json::array out;
+  out.reserve(results.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& e = batch.leases[i];
+    if (std::holds_alternative<renew_ok>(results[i])) {
+      out.push_back(
+          json::object{{"key", e.key}, {"owner", e.owner}, {"token", e.token}, {"ttl_ms", e.ttl.count()}});
+    } else {
+      auto o = lost_object(std::get<renew_refused>(results[i]).reason);
+      o["key"] = e.key;
+      out.push_back(std::move(o));
+    }
+  }
+  json::object body;
+  body["results"] = std::move(out);
+  return json::serialize(body);
 }
 
 // Only a lone `chunked` transfer coding, and no Content-Length beside it. Anything else is where a front
@@ -232,7 +273,7 @@ struct http_server::impl {
       case lock_target::kind::metrics:
         co_return make_response(http::status::ok, v, ka, metrics.render(), "text/plain; version=0.0.4");
       case lock_target::kind::capabilities:
-        co_return make_response(http::status::ok, v, ka, capabilities_body());
+        co_return make_response(http::status::ok, v, ka, capabilities_body(options.limits.max_body_bytes));
       case lock_target::kind::acquire: {
         auto body = parse_acquire(req.body(), options.ttl);
         if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
@@ -264,23 +305,20 @@ struct http_server::impl {
         if (std::holds_alternative<renew_ok>(result))
           co_return make_response(http::status::ok, v, ka,
                                   lease_body(t.key, r.owner, r.token, "ttl_ms", r.ttl.count()));
-        auto reason = std::get<renew_refused>(result).reason;
-        json::object o;
-        o["error"] = "lost";
-        o["reason"] = to_string(reason);
-        switch (reason) {
-          case lost_reason::not_held:
-            o["message"] = "the lock is not held (it is free, or its lease expired)";
-            break;
-          case lost_reason::owner_mismatch:
-            o["message"] = "the lock is held by another owner";
-            break;
-          case lost_reason::token_mismatch:
-            // Another token than the holder's, older or never issued: only the holder's own token renews.
-            o["message"] = "the lock is held by this owner with another token";
-            break;
+        co_return make_response(http::status::conflict, v, ka,
+                                json::serialize(lost_object(std::get<renew_refused>(result).reason)));
+      }
+      case lock_target::kind::renew_batch: {
+        auto body = parse_renew_batch(req.body(), options.ttl);
+        if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
+        auto& batch = std::get<renew_batch_request>(body);
+        // The keys are known only now: any key the token may not write refuses the whole batch.
+        if (tokens) {
+          auto d = auth::authorize_renew_batch(*tokens, req[http::field::authorization], batch);
+          if (auto* e = std::get_if<api_error>(&d)) co_return refuse(*e);
         }
-        co_return make_response(http::status::conflict, v, ka, json::serialize(o));
+        auto results = co_await service.renew_batch(batch.leases, client);
+        co_return make_response(http::status::ok, v, ka, renew_batch_body(batch, results));
       }
       case lock_target::kind::release: {
         auto body = parse_release(req.body());
@@ -352,6 +390,8 @@ struct http_server::impl {
         return route::metrics;
       case lock_target::kind::capabilities:
         return route::other;  // rare, and read once per client: no series of its own
+      case lock_target::kind::renew_batch:
+        return route::renew_batch;
     }
     return route::other;
   }

@@ -113,6 +113,25 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
   co_return result;
 }
 
+std::uint64_t lock_service::renew_locked(std::string_view key, std::string_view owner, std::uint64_t token,
+                                         milliseconds ttl, std::string_view client, time_point now,
+                                         renew_result& result) {
+  expire_due_locked(key, now);
+  result = table_.renew(key, owner, token, ttl, now, client);
+  if (auto* ok = std::get_if<renew_ok>(&result)) {
+    // Success rests on the lease's own records: a same-TTL retry of a renew whose extend is still in
+    // flight must wait for it too, or a crash could restore the lease with the shorter TTL.
+    std::uint64_t lsn = ok->log_seq;
+    if (ok->restore_ttl_grew) {
+      lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), key);
+      table_.mark_logged(key, token, lsn);
+    }
+    return defects_.renew_before_durable ? 0 : lsn;
+  }
+  // A refusal reports the key free or held by another, which may rest on any record still pending.
+  return journal_.last_appended();
+}
+
 asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::string_view owner,
                                                   std::uint64_t token, milliseconds ttl,
                                                   std::string_view client) {
@@ -122,22 +141,7 @@ asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::str
     std::lock_guard lk(mu_);
     if (journal_.failed())
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
-    const auto now = now_();
-    expire_due_locked(key, now);
-    result = table_.renew(key, owner, token, ttl, now, client);
-    if (auto* ok = std::get_if<renew_ok>(&result)) {
-      // Success rests on the lease's own records: a same-TTL retry of a renew whose extend is still in
-      // flight must wait for it too, or a crash could restore the lease with the shorter TTL.
-      lsn = ok->log_seq;
-      if (ok->restore_ttl_grew) {
-        lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), key);
-        table_.mark_logged(key, token, lsn);
-      }
-      if (defects_.renew_before_durable) lsn = 0;
-    } else {
-      // A refusal reports the key free or held by another, which may rest on any record still pending.
-      lsn = journal_.last_appended();
-    }
+    lsn = renew_locked(key, owner, token, ttl, client, now_(), result);
   }
   co_await wait_durable(lsn);
   if (std::holds_alternative<renew_ok>(result))
@@ -145,6 +149,35 @@ asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::str
   else
     metrics_.renew_lost.fetch_add(1, std::memory_order_relaxed);
   co_return result;
+}
+
+// One wait for the whole batch (docs/design.md, "Batch renewal"): every answer rests on a position no
+// higher than the largest, so waiting for that one holds back no answer a crash could roll back. The cost
+// is that a fresh lease's pending grant delays its neighbours' answers by one fsync at most.
+asio::awaitable<std::vector<renew_result>> lock_service::renew_batch(
+    const std::vector<renew_batch_entry>& entries, std::string_view client) {
+  std::vector<renew_result> results(entries.size());
+  std::uint64_t lsn = 0;
+  {
+    std::lock_guard lk(mu_);
+    if (journal_.failed())
+      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    // One reading of the clock for the batch: the entries are decided at one instant, as if they had
+    // arrived together (a renew's expiry is counted from when the server received it; they were).
+    const auto now = now_();
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto& e = entries[i];
+      lsn = std::max(lsn, renew_locked(e.key, e.owner, e.token, e.ttl, client, now, results[i]));
+    }
+  }
+  co_await wait_durable(lsn);
+  std::uint64_t ok = 0;
+  for (const auto& r : results)
+    ok += std::holds_alternative<renew_ok>(r) ? 1 : 0;
+  metrics_.renew_ok.fetch_add(ok, std::memory_order_relaxed);
+  metrics_.renew_lost.fetch_add(results.size() - ok, std::memory_order_relaxed);
+  metrics_.renew_batches.fetch_add(1, std::memory_order_relaxed);
+  co_return results;
 }
 
 asio::awaitable<release_result> lock_service::release(std::string_view key, std::string_view owner,

@@ -92,6 +92,13 @@ class lock_service {
   boost::asio::awaitable<renew_result> renew(std::string_view key, std::string_view owner,
                                              std::uint64_t token, milliseconds ttl,
                                              std::string_view client = {});
+  /// Renews every entry of a batch (`POST /v1/renew`) as renew() would, in order, under one acquisition of
+  /// the mutex, and answers them all after ONE wait: for the highest log position any answer rests on (a
+  /// success's lease records, a refusal's last appended record). The answers are renew()'s, in the entries'
+  /// order; a storage failure (storage_unavailable) leaves every entry's outcome unknown, as for one renew.
+  /// `entries` must outlive the operation (as the string_views of the other calls must).
+  boost::asio::awaitable<std::vector<renew_result>> renew_batch(const std::vector<renew_batch_entry>& entries,
+                                                                std::string_view client = {});
   boost::asio::awaitable<release_result> release(std::string_view key, std::string_view owner,
                                                  std::uint64_t token, std::string_view client = {});
   boost::asio::awaitable<std::optional<lease_view>> get(std::string_view key);
@@ -131,6 +138,9 @@ class lock_service {
   };
 
   boost::asio::awaitable<void> wait_durable(std::uint64_t lsn);
+  /// renew()'s decision for one lease, with mu_ held; returns the log position its answer rests on.
+  std::uint64_t renew_locked(std::string_view key, std::string_view owner, std::uint64_t token,
+                             milliseconds ttl, std::string_view client, time_point now, renew_result& result);
   void notify_locked(std::string_view key);
   void expire_due_locked(std::string_view key, time_point now);
   static void wake(const std::shared_ptr<waiter>& w);

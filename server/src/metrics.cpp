@@ -50,6 +50,8 @@ std::string_view to_string(route r) {
       return "healthz";
     case route::metrics:
       return "metrics";
+    case route::renew_batch:
+      return "renew_batch";
     case route::other:
     case route::count_:
       break;
@@ -103,6 +105,7 @@ std::string server_metrics::render() const {
   outcome("acquire", "lock_quota_exceeded", acquire_over_quota);
   outcome("renew", "ok", renew_ok);
   outcome("renew", "lost", renew_lost);
+  outcome("renew_batch", "answered", renew_batches);
   outcome("release", "released", release_released);
   outcome("release", "already_free", release_already_free);
   outcome("release", "not_owner", release_not_owner);

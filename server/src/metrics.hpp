@@ -26,7 +26,7 @@ class histogram {
   std::atomic<std::uint64_t> sum_micro_{0};  // sum in millionths, so it can stay an integer atomic
 };
 
-enum class route { acquire, renew, release, get, wait, healthz, metrics, other, count_ };
+enum class route { acquire, renew, release, get, wait, healthz, metrics, renew_batch, other, count_ };
 std::string_view to_string(route r);
 
 struct server_metrics {
@@ -40,7 +40,10 @@ struct server_metrics {
   std::atomic<std::uint64_t> acquire_granted{0}, acquire_held{0};
   /// Acquires refused by --max-locks, and by a client's max_locks quota.
   std::atomic<std::uint64_t> acquire_too_many_locks{0}, acquire_over_quota{0};
+  /// Renews, counted per lease: a batch of n entries adds n to these.
   std::atomic<std::uint64_t> renew_ok{0}, renew_lost{0};
+  /// Batch renewals answered (POST /v1/renew, after their one wait for the log).
+  std::atomic<std::uint64_t> renew_batches{0};
   std::atomic<std::uint64_t> release_released{0}, release_already_free{0}, release_not_owner{0};
   std::atomic<std::uint64_t> expired{0};
   std::atomic<std::int64_t> locks_held{0};

@@ -215,6 +215,15 @@ std::optional<api_error> get_ttl(const json::object& o, const ttl_bounds& b, std
 
 constexpr std::uint64_t max_token = static_cast<std::uint64_t>(INT64_MAX);
 
+// What is wrong with a key, or nullptr: the same rules for a key in a path and one in a batch's body.
+const char* key_fault(std::string_view key) {
+  if (key.empty() || key.size() > max_key_bytes) return "must be 1 to 512 bytes";
+  if (!valid_utf8(key)) return "must be valid UTF-8";
+  if (has_control_chars(key)) return "must not contain control characters";
+  return nullptr;
+}
+static_assert(max_key_bytes == 512);
+
 std::optional<std::uint64_t> parse_decimal(std::string_view s) {
   std::uint64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -263,6 +272,45 @@ std::variant<renew_request, api_error> parse_renew(std::string_view body, const 
   return r;
 }
 
+std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view body,
+                                                               const ttl_bounds& bounds) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
+  const auto& o = std::get<json::object>(parsed);
+  auto it = o.find("leases");
+  if (it == o.end()) return bad_request("missing field \"leases\"");
+  if (!it->value().is_array()) return bad_request("field \"leases\" must be an array");
+  const auto& leases = it->value().get_array();
+  if (leases.empty() || leases.size() > max_renew_batch)
+    return bad_request("field \"leases\" must hold 1 to " + std::to_string(max_renew_batch) + " entries");
+  renew_batch_request r;
+  r.leases.reserve(leases.size());
+  std::unordered_set<std::string_view> keys;
+  keys.reserve(leases.size());
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    // Every error names its entry, so a client can tell which of a hundred leases it built wrong.
+    auto at = [i](const api_error& e) {
+      return bad_request("leases[" + std::to_string(i) + "]: " + e.message);
+    };
+    if (!leases[i].is_object()) return at(bad_request("must be a JSON object"));
+    const auto& entry = leases[i].get_object();
+    renew_batch_entry& b = r.leases.emplace_back();
+    auto k = entry.find("key");
+    if (k == entry.end()) return at(bad_request("missing field \"key\""));
+    if (!k->value().is_string()) return at(bad_request("field \"key\" must be a string"));
+    b.key.assign(k->value().get_string().data(), k->value().get_string().size());
+    if (auto why = key_fault(b.key)) return at(bad_request("field \"key\" " + std::string(why)));
+    if (auto e = get_string(entry, "owner", max_owner_bytes, b.owner)) return at(*e);
+    if (auto e = get_uint(entry, "token", 1, max_token, b.token)) return at(*e);
+    if (auto e = get_ttl(entry, bounds, b.ttl)) return at(*e);
+    // Two entries for one key would make the answer depend on their order within one request; a client
+    // holds one lease per key, so a repeated key is a client bug.
+    if (!keys.insert(k->value().get_string()).second)
+      return at(bad_request("key \"" + b.key + "\" appears more than once in the batch"));
+  }
+  return r;
+}
+
 std::variant<release_request, api_error> parse_release(std::string_view body) {
   auto parsed = parse_object(body);
   if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
@@ -288,6 +336,7 @@ std::variant<lock_target::kind, api_error> route_of(boost::urls::url_view u) {
   if (parts.size() == 1 && parts[0] == "metrics") return kind::metrics;
   if (parts.size() == 1 && parts[0] == "healthz") return kind::healthz;
   if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "capabilities") return kind::capabilities;
+  if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "renew") return kind::renew_batch;
   // A key is one segment whatever it holds (an empty one included: that is a bad key, not another route);
   // a raw '/' in a key makes more segments, and so another route or none.
   if (parts.size() < 3 || parts.size() > 4 || parts[0] != "v1" || parts[1] != "locks")
@@ -314,14 +363,11 @@ std::variant<lock_target, api_error> parse_target(std::string_view target) {
   if (auto* e = std::get_if<api_error>(&route)) return std::move(*e);
   lock_target t{std::get<lock_target::kind>(route), {}, {}, {}};
   if (t.what == lock_target::kind::healthz || t.what == lock_target::kind::metrics ||
-      t.what == lock_target::kind::capabilities)
+      t.what == lock_target::kind::capabilities || t.what == lock_target::kind::renew_batch)
     return t;
 
   t.key = (*std::next(u.encoded_segments().begin(), 2)).decode();
-  if (t.key.empty() || t.key.size() > max_key_bytes)
-    return bad_request("key must be 1 to " + std::to_string(max_key_bytes) + " bytes after percent-decoding");
-  if (!valid_utf8(t.key)) return bad_request("key must be valid UTF-8 after percent-decoding");
-  if (has_control_chars(t.key)) return bad_request("key must not contain control characters");
+  if (auto why = key_fault(t.key)) return bad_request("key " + std::string(why) + " after percent-decoding");
   if (t.what != lock_target::kind::get) return t;
 
   // Unknown parameters are ignored, as unknown JSON fields are. A known one given twice is refused, like a
@@ -341,9 +387,10 @@ std::variant<lock_target, api_error> parse_target(std::string_view target) {
   return t;
 }
 
-std::string capabilities_body() {
+std::string capabilities_body(std::size_t max_body_bytes) {
   // Features are only ever added (docs/protocol.md, "Versions and features").
-  return R"({"protocol_version":1,"features":["lease_values"]})";
+  return R"({"protocol_version":1,"features":["lease_values","renew_batch"],"renew_batch_max":)" +
+         std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) + "}";
 }
 
 std::string_view method_for(lock_target::kind k) {
@@ -351,6 +398,7 @@ std::string_view method_for(lock_target::kind k) {
     case lock_target::kind::acquire:
     case lock_target::kind::renew:
     case lock_target::kind::release:
+    case lock_target::kind::renew_batch:
       return "POST";
     case lock_target::kind::get:
     case lock_target::kind::healthz:

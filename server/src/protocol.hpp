@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace baton::server {
 
@@ -30,6 +31,9 @@ inline constexpr std::size_t max_key_bytes = 512;
 inline constexpr std::size_t max_owner_bytes = 256;
 inline constexpr std::size_t max_value_bytes = 1024;
 inline constexpr std::uint64_t max_wait_ms = 60'000;
+/// The most entries a `POST /v1/renew` may carry (advertised in GET /v1/capabilities). The body limit
+/// (--max-body-bytes) bounds a batch too, and at its default is the tighter bound.
+inline constexpr std::size_t max_renew_batch = 1000;
 
 struct acquire_request {
   std::string owner;
@@ -42,6 +46,17 @@ struct renew_request {
   std::uint64_t token;
   std::chrono::milliseconds ttl;
 };
+/// One entry of a batch renewal: a renew of `key` with its own condition and TTL.
+struct renew_batch_entry {
+  std::string key;
+  std::string owner;
+  std::uint64_t token;
+  std::chrono::milliseconds ttl;
+};
+/// `POST /v1/renew`: 1 to max_renew_batch entries, no key twice.
+struct renew_batch_request {
+  std::vector<renew_batch_entry> leases;
+};
 struct release_request {
   std::string owner;
   std::uint64_t token;
@@ -50,12 +65,16 @@ struct release_request {
 std::variant<acquire_request, api_error> parse_acquire(std::string_view body, const ttl_bounds& bounds);
 std::variant<renew_request, api_error> parse_renew(std::string_view body, const ttl_bounds& bounds);
 std::variant<release_request, api_error> parse_release(std::string_view body);
+/// A batch is refused as a whole (400, naming the entry) when any entry is malformed: each is checked as
+/// a single renew's body is, and its key as a key in a path is. A key given twice is malformed too.
+std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view body,
+                                                               const ttl_bounds& bounds);
 
 /// What a request target names.
 struct lock_target {
-  enum class kind { acquire, renew, release, get, healthz, metrics, capabilities };
+  enum class kind { acquire, renew, release, get, healthz, metrics, capabilities, renew_batch };
   kind what;
-  std::string key;  // percent-decoded; empty for healthz, metrics and capabilities
+  std::string key;  // percent-decoded; empty for healthz, metrics, capabilities and renew_batch
   /// Long-poll parameters of GET /v1/locks/{key}; wait_ms is already clamped to max_wait_ms.
   std::optional<std::uint64_t> wait_ms;
   std::optional<std::uint64_t> token;
@@ -70,8 +89,9 @@ std::variant<lock_target::kind, api_error> parse_route(std::string_view target);
 /// then the query (400: a bad `wait_ms` or `token`, or either given twice; other parameters are ignored).
 std::variant<lock_target, api_error> parse_target(std::string_view target);
 
-/// The body of GET /v1/capabilities: the protocol version and the optional features this server has.
-std::string capabilities_body();
+/// The body of GET /v1/capabilities: the protocol version, the optional features this server has, and the
+/// limits a client needs to size a batch renewal (`max_body_bytes`: the server's body limit).
+std::string capabilities_body(std::size_t max_body_bytes);
 
 /// The HTTP method a target kind accepts ("POST" or "GET").
 std::string_view method_for(lock_target::kind k);

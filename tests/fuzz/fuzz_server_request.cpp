@@ -75,6 +75,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (t->what == lock_target::kind::healthz || t->what == lock_target::kind::metrics ||
       t->what == lock_target::kind::capabilities)
     return 0;
+  if (t->what == lock_target::kind::renew_batch) {
+    // The keys are in the body: each entry is checked as a single renew's body and path are.
+    if (const auto v = parse_renew_batch(req.body(), bounds); auto* r = decoded(v)) {
+      require(!r->leases.empty() && r->leases.size() <= max_renew_batch, "a batch has 1 to N entries");
+      for (const auto& e : r->leases) {
+        check_text(e.key, max_key_bytes, "a key is 1-512 bytes without control characters");
+        check_text(e.owner, max_owner_bytes, "an owner is 1-256 bytes without control characters");
+        require(e.token >= 1 && e.token <= static_cast<std::uint64_t>(INT64_MAX), "token in range");
+        require(e.ttl >= bounds.min && e.ttl <= bounds.max, "ttl within bounds");
+      }
+    }
+    return 0;
+  }
   check_text(t->key, max_key_bytes, "a key is 1-512 bytes without control characters");
   if (t->wait_ms) require(*t->wait_ms <= max_wait_ms, "wait_ms is clamped");
 

@@ -11,6 +11,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <list>
 #include <optional>
 
 using namespace baton::server;
@@ -186,4 +187,120 @@ BOOST_AUTO_TEST_CASE(a_granted_value_is_logged_and_restored_after_a_restart) {
   log.open(table, clock::now());
   BOOST_TEST(table.get("leader", clock::now())->value == "10.0.0.1:81");
   BOOST_TEST(table.get("plain", clock::now())->value.empty());
+}
+
+namespace {
+renew_batch_entry entry(std::string key, std::string owner, std::uint64_t token,
+                        std::chrono::milliseconds ttl) {
+  return renew_batch_entry{std::move(key), std::move(owner), token, ttl};
+}
+
+// renew_batch() reads its entries until it completes (as renew() reads its key): they must outlive it.
+const std::vector<renew_batch_entry>& keep(std::vector<renew_batch_entry> entries) {
+  static std::list<std::vector<renew_batch_entry>> kept;
+  return kept.emplace_back(std::move(entries));
+}
+}  // namespace
+
+// Each entry gets the answer a single renew would give, in order; one batch is one answered request.
+BOOST_FIXTURE_TEST_CASE(a_batch_answers_each_entry_as_a_single_renew_would, fixture) {
+  log.start();
+  const auto now = clock::now();
+  service.table().restore("b", "bob", 2, 1000ms, now);
+  service.table().restore("gone", "a", 3, 1ms, now - 1s);                           // expired, not yet swept
+  auto batch = start(ioc, service.renew_batch(keep({entry("k", "a", 1, 1000ms),     // ok
+                                                    entry("b", "a", 2, 1000ms),     // another owner
+                                                    entry("free", "a", 1, 1000ms),  // never held
+                                                    entry("gone", "a", 3, 1000ms),  // its own, expired
+                                                    entry("b", "bob", 1, 1000ms)})));  // an older token
+  wait_done(ioc, batch);
+  BOOST_REQUIRE(!batch->error);
+  const auto& r = *batch->result;
+  BOOST_REQUIRE(r.size() == 5u);
+  BOOST_TEST(std::holds_alternative<renew_ok>(r[0]));
+  BOOST_TEST((std::get<renew_refused>(r[1]).reason == lost_reason::owner_mismatch));
+  BOOST_TEST((std::get<renew_refused>(r[2]).reason == lost_reason::not_held));
+  BOOST_TEST((std::get<renew_refused>(r[3]).reason == lost_reason::not_held));
+  BOOST_TEST((std::get<renew_refused>(r[4]).reason == lost_reason::token_mismatch));
+  BOOST_TEST(metrics.renew_ok.load() == 1u);
+  BOOST_TEST(metrics.renew_lost.load() == 4u);
+  BOOST_TEST(metrics.renew_batches.load() == 1u);
+  // The expiry the answer showed was logged, as a single renew logs it.
+  BOOST_TEST(!service.table().contains("gone"));
+  // The successful entry moved its lease: it is held well past the 1 s the fixture gave it.
+  BOOST_TEST(service.table().get("k", clock::now())->token == 1u);
+}
+
+// The whole answer waits for the highest record any entry rests on: here an entry's TTL raise, so the
+// entries renewed from memory are held back with it, and none is answered before the extend is durable.
+BOOST_FIXTURE_TEST_CASE(a_batch_entry_whose_ttl_raise_is_pending_keeps_the_whole_answer_waiting, fixture) {
+  service.table().restore("m", "a", 2, 60'000ms, clock::now());  // durable; same TTL: memory only
+  auto batch =
+      start(ioc, service.renew_batch(keep({entry("m", "a", 2, 60'000ms), entry("k", "a", 1, 60'000ms)})));
+  settle(ioc);
+  BOOST_TEST(!batch->done);
+  log.start();
+  wait_done(ioc, batch);
+  BOOST_TEST(std::holds_alternative<renew_ok>((*batch->result)[0]));
+  BOOST_TEST(std::holds_alternative<renew_ok>((*batch->result)[1]));
+  BOOST_TEST(log.durable() >= 1u);
+}
+
+// An earlier single renew's extend still in flight: a batch that renews the same lease with the same TTL
+// waits for it, exactly as a single retry does.
+BOOST_FIXTURE_TEST_CASE(a_batch_waits_for_an_earlier_renews_extend_of_one_of_its_leases, fixture) {
+  auto single = start(ioc, service.renew("k", "a", 1, 60'000ms));
+  settle(ioc);
+  BOOST_TEST(!single->done);
+  auto batch = start(ioc, service.renew_batch(keep({entry("k", "a", 1, 60'000ms)})));
+  settle(ioc);
+  BOOST_TEST(!batch->done);
+  log.start();
+  wait_done(ioc, single);
+  wait_done(ioc, batch);
+  BOOST_TEST(std::holds_alternative<renew_ok>((*batch->result)[0]));
+}
+
+// A refusal in a batch waits for the release it reports, like a single renew's refusal.
+BOOST_FIXTURE_TEST_CASE(a_batch_refusal_waits_for_the_release_it_reports, fixture) {
+  auto rel = start(ioc, service.release("k", "a", 1));
+  settle(ioc);
+  auto batch = start(ioc, service.renew_batch(keep({entry("k", "a", 1, 1000ms)})));
+  settle(ioc);
+  BOOST_TEST(!batch->done);
+  log.start();
+  wait_done(ioc, rel);
+  wait_done(ioc, batch);
+  BOOST_TEST((std::get<renew_refused>((*batch->result)[0]).reason == lost_reason::not_held));
+}
+
+// Nothing pending about any lease of the batch: answered from memory while the disk is stalled.
+BOOST_FIXTURE_TEST_CASE(a_batch_with_nothing_pending_for_its_leases_is_answered_from_memory, fixture) {
+  service.table().restore("m", "a", 2, 1000ms, clock::now());
+  auto batch = start(ioc, service.renew_batch(keep({entry("k", "a", 1, 1000ms), entry("m", "a", 2, 500ms)})));
+  settle(ioc);
+  BOOST_TEST(batch->done);
+  BOOST_TEST(std::holds_alternative<renew_ok>((*batch->result)[0]));
+  BOOST_TEST(std::holds_alternative<renew_ok>((*batch->result)[1]));
+}
+
+// The planted defect reaches the batch too (the simulation switches it on to be found): successes are
+// answered before their extend is durable.
+BOOST_FIXTURE_TEST_CASE(the_renew_before_durable_defect_applies_to_batches_as_to_renews, fixture) {
+  service.plant(planted_defects{.renew_before_durable = true});
+  auto batch = start(ioc, service.renew_batch(keep({entry("k", "a", 1, 60'000ms)})));
+  settle(ioc);
+  BOOST_TEST(batch->done);  // the defect: answered while the extend is not on disk
+  log.start();
+}
+
+// A failed journal leaves every entry's outcome unknown: the batch fails as one renew does.
+BOOST_FIXTURE_TEST_CASE(a_batch_on_a_stopped_journal_fails_instead_of_acknowledging, fixture) {
+  auto batch = start(ioc, service.renew_batch(keep({entry("k", "a", 1, 60'000ms)})));
+  settle(ioc);
+  log.stop();
+  wait_done(ioc, batch);
+  BOOST_REQUIRE(batch->error);
+  BOOST_CHECK_THROW(std::rethrow_exception(batch->error), storage_unavailable);
+  BOOST_TEST(metrics.renew_batches.load() == 0u);
 }

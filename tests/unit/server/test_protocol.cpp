@@ -3,6 +3,9 @@
 
 #include "protocol.hpp"
 
+#include <string>
+#include <vector>
+
 using namespace baton::server;
 using kind = lock_target::kind;
 
@@ -79,11 +82,12 @@ BOOST_AUTO_TEST_CASE(acquire_body_is_validated_field_by_field) {
   auto ok = std::get<acquire_request>(parse_acquire(R"({"owner":"w","ttl_ms":1000,"extra":[1]})", bounds));
   BOOST_TEST(ok.owner == "w");
   BOOST_TEST(ok.ttl.count() == 1000);
-  for (const char* body : {"", "{", "[]", "null", R"({"ttl_ms":1000})", R"({"owner":"w"})", R"({"owner":5,"ttl_ms":1000})",
-                           R"({"owner":"","ttl_ms":1000})", R"({"owner":"w","ttl_ms":"1000"})",
-                           R"({"owner":"w","ttl_ms":99})", R"({"owner":"w","ttl_ms":3600001})",
-                           R"({"owner":"w","ttl_ms":1000.5})", R"({"owner":"w","ttl_ms":-5})",
-                           R"({"owner":"a\u0000b","ttl_ms":1000})", R"({"owner":"w","ttl_ms":true})"}) {
+  for (const char* body :
+       {"", "{", "[]", "null", R"({"ttl_ms":1000})", R"({"owner":"w"})", R"({"owner":5,"ttl_ms":1000})",
+        R"({"owner":"","ttl_ms":1000})", R"({"owner":"w","ttl_ms":"1000"})", R"({"owner":"w","ttl_ms":99})",
+        R"({"owner":"w","ttl_ms":3600001})", R"({"owner":"w","ttl_ms":1000.5})",
+        R"({"owner":"w","ttl_ms":-5})", R"({"owner":"a\u0000b","ttl_ms":1000})",
+        R"({"owner":"w","ttl_ms":true})"}) {
     auto e = err(parse_acquire(body, bounds));
     BOOST_TEST(e.status == 400, body);
     BOOST_TEST(e.code == "bad_request");
@@ -152,7 +156,8 @@ BOOST_AUTO_TEST_CASE(the_same_name_in_different_objects_is_not_a_duplicate) {
 }
 
 BOOST_AUTO_TEST_CASE(error_body_is_json_with_code_and_message) {
-  BOOST_TEST(error_body("bad_request", "say \"why\"") == R"({"error":"bad_request","message":"say \"why\""})");
+  BOOST_TEST(error_body("bad_request", "say \"why\"") ==
+             R"({"error":"bad_request","message":"say \"why\""})");
 }
 
 BOOST_AUTO_TEST_CASE(loopback_hosts_are_localhost_127_x_and_ipv6_one_with_any_port) {
@@ -244,11 +249,113 @@ BOOST_AUTO_TEST_CASE(control_characters_are_unicodes_c0_del_and_c1) {
   BOOST_TEST(err(owner("\\ud800")).status == 400);
   BOOST_TEST(err(owner("\\udc00x")).status == 400);
   BOOST_TEST(target_err("/v1/locks/a%C2%85b").status == 400);
-  BOOST_TEST(target_ok("/v1/locks/a%E2%80%A8b").key == "a\xe2\x80\xa8" "b");
+  BOOST_TEST(target_ok("/v1/locks/a%E2%80%A8b").key ==
+             "a\xe2\x80\xa8"
+             "b");
   BOOST_TEST(err(to_any(parse_acquire(R"({"owner":"o","ttl_ms":1000,"value":"v\u0085"})", bounds))).status ==
              400);
 }
 
-BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_lease_values) {
-  BOOST_TEST(capabilities_body() == R"({"protocol_version":1,"features":["lease_values"]})");
+BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_lease_values_and_batch_renewal_and_its_limits) {
+  BOOST_TEST(capabilities_body(8192) ==
+             R"({"protocol_version":1,"features":["lease_values","renew_batch"],"renew_batch_max":1000,)"
+             R"("max_body_bytes":8192})");
+}
+
+namespace {
+std::string entry(std::string_view key, std::string_view rest = R"("owner":"o","token":1,"ttl_ms":1000)") {
+  return R"({"key":")" + std::string(key) + R"(",)" + std::string(rest) + "}";
+}
+std::string batch(std::initializer_list<std::string> entries) {
+  std::string s = R"({"leases":[)";
+  for (const auto& e : entries)
+    s += (s.back() == '[' ? "" : ",") + e;
+  return s + "]}";
+}
+api_error batch_err(const std::string& body) {
+  auto r = parse_renew_batch(body, bounds);
+  BOOST_REQUIRE_MESSAGE(std::holds_alternative<api_error>(r), body);
+  return std::get<api_error>(r);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_batch_route_is_post_v1_renew_with_no_key) {
+  BOOST_TEST((std::get<kind>(parse_route("/v1/renew")) == kind::renew_batch));
+  BOOST_TEST((target_ok("/v1/renew?x=1").what == kind::renew_batch));
+  BOOST_TEST(target_ok("/v1/renew").key.empty());
+  BOOST_TEST(method_for(kind::renew_batch) == "POST");
+  BOOST_TEST(target_err("/v1/renew/k").status == 404);
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_is_parsed_in_order_with_each_entrys_own_condition_and_ttl) {
+  auto r = parse_renew_batch(batch({entry("a/b", R"("owner":"x","token":7,"ttl_ms":100)"),
+                                    entry("caf\\u00e9", R"("owner":"y","token":9223372036854775807,)"
+                                                        R"("ttl_ms":3600000,"unknown":[1,{}])")}),
+                             bounds);
+  BOOST_REQUIRE(std::holds_alternative<renew_batch_request>(r));
+  const auto& l = std::get<renew_batch_request>(r).leases;
+  BOOST_REQUIRE(l.size() == 2u);
+  BOOST_TEST(l[0].key == "a/b");  // a key in a body is not percent-encoded: '/' is itself
+  BOOST_TEST(l[0].owner == "x");
+  BOOST_TEST(l[0].token == 7u);
+  BOOST_TEST(l[0].ttl.count() == 100);
+  BOOST_TEST(l[1].key == "caf\xC3\xA9");
+  BOOST_TEST(l[1].token == 9223372036854775807u);
+  BOOST_TEST(l[1].ttl.count() == 3'600'000);
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_with_any_malformed_entry_is_refused_as_a_whole_naming_the_entry) {
+  const auto good = entry("fine");
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {entry(""), "key"},
+      {entry(std::string(513, 'k')), "key"},
+      {entry("a\\u0001"), "key"},
+      {entry("a\\u0085"), "key"},
+      {R"({"owner":"o","token":1,"ttl_ms":1000})", "key"},
+      {R"({"key":5,"owner":"o","token":1,"ttl_ms":1000})", "key"},
+      {entry("k", R"("token":1,"ttl_ms":1000)"), "owner"},
+      {entry("k", R"("owner":"","token":1,"ttl_ms":1000)"), "owner"},
+      {entry("k", R"("owner":"o","token":0,"ttl_ms":1000)"), "token"},
+      {entry("k", R"("owner":"o","token":"1","ttl_ms":1000)"), "token"},
+      {entry("k", R"("owner":"o","token":9223372036854775808,"ttl_ms":1000)"), "token"},
+      {entry("k", R"("owner":"o","token":1,"ttl_ms":99)"), "ttl_ms"},
+      {entry("k", R"("owner":"o","token":1,"ttl_ms":3600001)"), "ttl_ms"},
+      {entry("k", R"("owner":"o","token":1,"ttl_ms":1000.0)"), "ttl_ms"},
+      {"[]", "object"},
+      {"7", "object"},
+  };
+  for (const auto& [e, what] : bad) {
+    auto error = batch_err(batch({good, e}));
+    BOOST_TEST(error.status == 400, e);
+    BOOST_TEST(error.message.find("leases[1]") != std::string::npos, error.message);
+    BOOST_TEST(error.message.find(what) != std::string::npos, error.message);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_must_hold_1_to_the_maximum_of_entries_and_no_key_twice) {
+  BOOST_TEST(batch_err(R"({"leases":[]})").status == 400);
+  BOOST_TEST(batch_err(R"({})").message.find("leases") != std::string::npos);
+  BOOST_TEST(batch_err(R"({"leases":{}})").status == 400);
+  BOOST_TEST(batch_err(R"({"leases":null})").status == 400);
+  BOOST_TEST(batch_err(R"([])").status == 400);
+  BOOST_TEST(batch_err("").status == 400);
+  BOOST_TEST(batch_err(R"({"leases":[)").status == 400);
+  // A member named twice, in an entry or at the top, as in any body.
+  BOOST_TEST(batch_err(batch({R"({"key":"a","key":"b","owner":"o","token":1,"ttl_ms":1000})"})).status ==
+             400);
+  BOOST_TEST(batch_err(R"({"leases":[],"leases":[)" + entry("a") + "]}").status == 400);
+  auto twice =
+      batch_err(batch({entry("a"), entry("b"), entry("a", R"("owner":"p","token":2,"ttl_ms":1000)")}));
+  BOOST_TEST(twice.message.find("leases[2]") != std::string::npos, twice.message);
+  BOOST_TEST(twice.message.find("more than once") != std::string::npos, twice.message);
+
+  std::vector<std::string> many;
+  for (std::size_t i = 0; i < max_renew_batch; ++i)
+    many.push_back(entry("k" + std::to_string(i)));
+  std::string full = R"({"leases":[)";
+  for (const auto& e : many)
+    full += (full.back() == '[' ? "" : ",") + e;
+  auto at_max = parse_renew_batch(full + "]}", bounds);
+  BOOST_TEST(std::get<renew_batch_request>(at_max).leases.size() == max_renew_batch);
+  BOOST_TEST(batch_err(full + "," + entry("one-more") + "]}").status == 400);
 }
