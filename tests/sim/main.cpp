@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
           ("baton-sim-" + std::to_string(::getpid()));
 
   const auto started = std::chrono::steady_clock::now();
-  std::uint64_t ran = 0, failed = 0, ops = 0, steps = 0, faults = 0, waits = 0, woken = 0;
+  std::uint64_t ran = 0, failed = 0, ops = 0, steps = 0, faults = 0, waits = 0, woken = 0, refused = 0, cancelled = 0;
   for (std::uint64_t seed = first; seed < first + count; ++seed) {
     o.seed = seed;
     ++ran;
@@ -145,6 +145,8 @@ int main(int argc, char** argv) {
     faults += r.faults;
     waits += r.waits;
     woken += r.waits_woken;
+    refused += r.waits_refused;
+    cancelled += r.waits_cancelled;
     if (trace)
       for (const auto& line : r.history)
         std::cout << line << "\n";
@@ -167,12 +169,14 @@ int main(int argc, char** argv) {
   // With --trace, stdout is the history alone (two runs of a seed compare byte for byte).
   std::fprintf(
       trace ? stderr : stdout,
-      "seeds=%llu failed=%llu ops=%llu steps=%llu faults=%llu waits=%llu waits_woken=%llu seconds=%.1f "
+      "seeds=%llu failed=%llu ops=%llu steps=%llu faults=%llu waits=%llu waits_woken=%llu waits_refused=%llu "
+      "waits_cancelled=%llu seconds=%.1f "
       "seeds_per_minute=%.0f ops_per_second=%.0f bug=%s\n",
       static_cast<unsigned long long>(ran), static_cast<unsigned long long>(failed),
       static_cast<unsigned long long>(ops), static_cast<unsigned long long>(steps),
       static_cast<unsigned long long>(faults), static_cast<unsigned long long>(waits),
-      static_cast<unsigned long long>(woken), secs, secs > 0 ? static_cast<double>(ran) * 60 / secs : 0.0,
+      static_cast<unsigned long long>(woken), static_cast<unsigned long long>(refused),
+      static_cast<unsigned long long>(cancelled), secs, secs > 0 ? static_cast<double>(ran) * 60 / secs : 0.0,
       secs > 0 ? static_cast<double>(ops) / secs : 0.0, bug_name.c_str());
   if (expect_violation) return failed ? 0 : 1;
   return failed ? 1 : 0;

@@ -11,6 +11,8 @@
 
 #include "baton/detail/lease_fsm.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -122,6 +124,9 @@ asio::awaitable<reply> serve(server::lock_service& s, request r) {
   } catch (const server::storage_unavailable& e) {
     out.st = status::unavailable;
     out.text = e.what();
+  } catch (const server::waiters_exhausted&) {
+    out.st = status::unavailable;  // 503 too_many_waiters
+    out.text = "too_many_waiters";
   }
   co_return out;
 }
@@ -136,6 +141,14 @@ struct server_process {
       : ctx(s), journal(o, &metrics), service(journal, metrics, &virtual_now, std::move(timers)) {
     service.plant(o.defects);
   }
+  // Long-polls in progress, each cancellable as http_server cancels one whose connection closed. Declared
+  // last, so destroyed first: after a crash has destroyed the waiting coroutines, before their context.
+  struct open_wait {
+    const void* client = nullptr;
+    std::uint64_t client_inc = 0;
+    asio::cancellation_signal cancel;
+  };
+  std::map<std::uint64_t, open_wait> open_waits;
 };
 
 // The SDK's timing for the simulated leases (short, so a run sees many lease lifetimes).
@@ -266,8 +279,11 @@ class world {
     d.renew_before_durable = o_.bug_switch == bug::renew_before_durable;
     d.release_by_key = o_.bug_switch == bug::release_by_key;
     d.cut_at_damaged_record = o_.bug_switch == bug::cut_damaged_record;
-    return std::make_unique<server_process>(
+    auto p = std::make_unique<server_process>(
         s_, server::journal_options{o_.dir, server::max_compact_bytes, &disk_, d}, std::move(timers));
+    // Every other seed runs batond with waiter limits small enough to be reached (503 too_many_waiters).
+    if (o_.seed % 2 == 0) p->service.set_waiter_limits(2, 3);
+    return p;
   }
 
   // A damaged sector in the middle of the stopped server's log, as the chaos run's `bitflip`: one bit of a
@@ -354,6 +370,24 @@ class world {
 
   bool server_paused() const { return s_.now() < server_paused_until_; }
 
+  // A crashed client's connections close, and batond cancels its long-polls (terminal cancellation of the
+  // waiting coroutine, as http_server does when the peer goes away); a paused batond notices when it runs.
+  void close_connections(const client& c) {
+    if (!server_) return;
+    if (server_paused()) {
+      s_.at(server_paused_until_, [this, &c, inc = server_inc_] {
+        if (server_inc_ == inc) close_connections(c);
+      });
+      return;
+    }
+    std::vector<std::uint64_t> ids;
+    for (auto& [id, w] : server_->open_waits)
+      if (w.client == &c && w.client_inc < c.inc) ids.push_back(id);
+    for (auto id : ids)
+      if (auto it = server_->open_waits.find(id); it != server_->open_waits.end())
+        it->second.cancel.emit(asio::cancellation_type::terminal);
+  }
+
   void schedule_flush() {
     if (!server_ || flush_pending_ || server_->journal.last_appended() <= server_->journal.durable()) return;
     flush_pending_ = true;
@@ -415,14 +449,32 @@ class world {
     }
     const bool acquire = r.kind == op::acquire;
     const bool wait = r.kind == op::wait;
-    asio::co_spawn(
-        executor(server_->ctx), serve(server_->service, r),
-        [this, &c, cinc, acquire, wait, r, arrived = virtual_now()](std::exception_ptr e, reply rep) {
-          if (e) std::rethrow_exception(e);  // a defect of the simulation or the service
-          if (acquire && rep.st == status::ok) note_grant(r.key, r.owner, rep);
-          if (wait && rep.st == status::ok) check_long_poll(r, rep, arrived);
-          send(c, [this, &c, cinc, rep = std::move(rep)] { on_reply(c, cinc, rep); });
-        });
+    auto done = [this, &c, cinc, acquire, wait, r, arrived = virtual_now()](std::exception_ptr e, reply rep) {
+      if (e) std::rethrow_exception(e);  // a defect of the simulation or the service
+      if (acquire && rep.st == status::ok) note_grant(r.key, r.owner, rep);
+      if (wait && cinc != c.inc) {  // cancelled: the client's connection closed when it crashed
+        ++result_.waits_cancelled;
+        return;
+      }
+      if (wait && rep.st == status::unavailable && rep.text == "too_many_waiters") ++result_.waits_refused;
+      if (wait && rep.st == status::ok) check_long_poll(r, rep, arrived);
+      send(c, [this, &c, cinc, rep = std::move(rep)] { on_reply(c, cinc, rep); });
+    };
+    if (!wait) return asio::co_spawn(executor(server_->ctx), serve(server_->service, r), std::move(done));
+    const auto id = ++next_wait_;
+    auto& w = server_->open_waits[id];
+    w.client = &c;
+    w.client_inc = cinc;
+    asio::co_spawn(executor(server_->ctx), serve(server_->service, r),
+                   asio::bind_cancellation_slot(
+                       w.cancel.slot(), [this, id, inc = server_inc_, done = std::move(done)](
+                                            std::exception_ptr e, reply rep) mutable {
+                         // Forgotten once the coroutine has let go of its slot.
+                         s_.after(nanos(0), [this, id, inc] {
+                           if (server_ && server_inc_ == inc) server_->open_waits.erase(id);
+                         });
+                         done(std::move(e), std::move(rep));
+                       }));
   }
 
   // A long-poll answers before its time only with a change: a holder other than the one it waited on.
@@ -748,6 +800,7 @@ class world {
         fault("crash_client", {{"client", c.name}});
         c.down = true;
         ++c.inc;
+        close_connections(c);
         c.ph = client::phase::idle;
         c.fsm.reset();
         c.req_id = c.renew_id = 0;
@@ -847,6 +900,7 @@ class world {
   std::set<std::uint64_t> late_holders_;           // tokens with a held_after_expiry reported
   std::map<std::uint64_t, std::string> owner_of_;  // token -> owner, of every grant answered
   std::uint64_t next_id_ = 0;
+  std::uint64_t next_wait_ = 0;
   run_result result_;
 };
 

@@ -57,6 +57,8 @@ struct run_result {
   std::uint64_t fault_points = 0;  // faults drawn, injected or skipped: the ordinals skip_faults names
   std::uint64_t waits = 0;         // long-polls answered
   std::uint64_t waits_woken = 0;   // of them, answered with a change (a new holder, or none)
+  std::uint64_t waits_refused = 0;    // refused at a waiter limit (503 too_many_waiters)
+  std::uint64_t waits_cancelled = 0;  // cancelled by batond when the client's connection closed
 };
 
 run_result run(const options& o);
