@@ -26,6 +26,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -293,6 +294,42 @@ class suite {
   }
   void set_restarted(restart_state r) { restart_ = std::move(r); }
 
+  // POST /v1/renew with these entries (key, owner, token, ttl_ms).
+  struct batch_entry {
+    std::string key, owner;
+    std::int64_t token, ttl_ms;
+  };
+  reply renew_batch(connection& c, const std::vector<batch_entry>& entries) const {
+    json::array leases;
+    for (const auto& e : entries)
+      leases.push_back(
+          json::object{{"key", e.key}, {"owner", e.owner}, {"token", e.token}, {"ttl_ms", e.ttl_ms}});
+    return c.request(http::verb::post, "/v1/renew",
+                     json::serialize(json::object{{"leases", std::move(leases)}}), timeout_);
+  }
+  // Whether GET /v1/capabilities names renew_batch; the batch checks are skipped when it does not. Asked
+  // once per run.
+  bool has_renew_batch() const {
+    if (!renew_batch_) {
+      auto c = open();
+      auto r = c.request(http::verb::get, "/v1/capabilities", {}, timeout_);
+      bool named = false;
+      if (auto* o = r.json.if_object(); r.status == 200 && o)
+        if (auto* f = o->if_contains("features"); f && f->is_array())
+          named = std::find(f->get_array().begin(), f->get_array().end(), json::value("renew_batch")) !=
+                  f->get_array().end();
+      renew_batch_ = named;
+    }
+    return *renew_batch_;
+  }
+  // The lease whose TTL a batch raised before the restart (restart mode, when the server has batches).
+  struct batch_raise {
+    std::string key, owner;
+    std::int64_t token = 0;
+    std::string error;
+  };
+  mutable std::optional<batch_raise> batch_raised;
+
   // A remark printed after a passed check's name.
   void note(std::string text) const { note_ = std::move(text); }
   std::string take_note() const { return std::exchange(note_, {}); }
@@ -305,6 +342,7 @@ class suite {
   restart_state restart_;
   mutable std::atomic<std::int64_t> max_token_{0};
   mutable std::string note_;
+  mutable std::optional<bool> renew_batch_;
 };
 
 // --- the checks
@@ -838,6 +876,7 @@ struct feature_check {
 };
 constexpr feature_check known_features[] = {
     {"lease_values", "a lease's value is published, replaced and kept"},
+    {"renew_batch", "renew batch"},
 };
 
 // GET /v1/capabilities: optional. When answered, it must have the documented shape; each advertised feature
@@ -869,6 +908,110 @@ void capabilities(const suite& s) {
   s.note(note);
 }
 
+// --- renew batch (docs/protocol.md, "renew batch"): run when the server advertises renew_batch
+
+void require_renew_batch(const suite& s) {
+  if (!s.has_renew_batch()) throw check_skipped("the server does not advertise renew_batch");
+}
+
+// The results array of a 200 batch answer with one result per entry.
+const json::array& batch_results(const reply& r, std::size_t entries, const std::string& what) {
+  expect(r.status == 200, what + ": expected 200, got " + r.describe());
+  const json::value* v = r.json.is_object() ? r.json.as_object().if_contains("results") : nullptr;
+  expect(v && v->is_array() && v->as_array().size() == entries,
+         what + ": expected \"results\" with " + std::to_string(entries) + " entries, got " + r.describe());
+  return v->as_array();
+}
+
+// One result as a reply of its own, so a result is judged with the single renew's words.
+reply result_reply(const json::value& v) {
+  reply r;
+  r.json = v;
+  r.body = json::serialize(v);
+  r.status = r.str("error").empty() ? 200 : 409;
+  return r;
+}
+
+// Leases in five states, renewed in one batch: each answered as a single renew of it is
+// (docs/protocol.md, renew), in request order, and only the live one's expiry moves.
+void renew_batch_mixed(const suite& s) {
+  require_renew_batch(s);
+  auto c = s.open();
+  const auto live = s.key("batch-live"), other = s.key("batch-other"), free = s.key("batch-free"),
+             gone = s.key("batch-expired"), made_up = s.key("batch-made-up");
+  auto mine = s.must_acquire(c, live, "batcher", 2'000);
+  auto theirs = s.must_acquire(c, other, "someone-else", 30'000);
+  auto held = s.must_acquire(c, made_up, "batcher", 30'000);
+  auto short_lived = s.must_acquire(c, gone, "batcher", 200);
+  std::this_thread::sleep_until(short_lived.sent + 1'200ms);
+  auto r = s.renew_batch(c, {{live, "batcher", mine.token(), 60'000},
+                             {other, "batcher", theirs.token(), 60'000},
+                             {free, "batcher", mine.token(), 60'000},
+                             {gone, "batcher", short_lived.token(), 60'000},
+                             {made_up, "batcher", held.token() + 1'000'000, 60'000}});
+  auto g = s.get(c, live);
+  auto still = s.get(c, other);
+  s.release(c, live, "batcher", mine.token());
+  s.release(c, other, "someone-else", theirs.token());
+  s.release(c, made_up, "batcher", held.token());
+  const auto& out = batch_results(r, 5, "a batch of 5 entries");
+  auto first = result_reply(out[0]);
+  expect(first.status == 200 && first.num("token") == mine.num("token") && first.num("ttl_ms") == 60'000,
+         "entry 0 (the batcher's live lease): expected its lease back, got " + first.describe());
+  expect_lost(result_reply(out[1]), {"owner_mismatch"}, "entry 1 (a key another owner holds)");
+  expect_lost(result_reply(out[2]), {"not_held"}, "entry 2 (a key nobody holds)");
+  expect_lost(result_reply(out[3]), {"expired", "not_held"}, "entry 3 (a 200 ms lease renewed 1.2 s on)");
+  expect_lost(result_reply(out[4]), {"token_mismatch"},
+              "entry 4 (the batcher's lease, a token never issued)");
+  expect(g.status == 200 && g.num("ttl_remaining_ms").value_or(0) > 2'000,
+         "after the batch renewed a 2 s lease for 60 s, GET should show more than 2 s left: " + g.describe());
+  expect(still.status == 200 && still.num("token") == theirs.num("token"),
+         "the entry refused owner_mismatch changed its lease: " + still.describe());
+}
+
+// A re-acquire supersedes the old token: in a batch too, the old one renews nothing, and the entry beside
+// it with the current token is renewed.
+void renew_batch_superseded(const suite& s) {
+  require_renew_batch(s);
+  auto c = s.open();
+  const auto key = s.key("batch-superseded"), beside = s.key("batch-beside");
+  auto first = s.must_acquire(c, key, "batcher", 30'000);
+  auto second = s.must_acquire(c, key, "batcher", 30'000);
+  auto next = s.must_acquire(c, beside, "batcher", 30'000);
+  auto r =
+      s.renew_batch(c, {{key, "batcher", first.token(), 60'000}, {beside, "batcher", next.token(), 60'000}});
+  auto still = s.get(c, key);
+  s.release(c, key, "batcher", second.token());
+  s.release(c, beside, "batcher", next.token());
+  const auto& out = batch_results(r, 2, "a batch with a superseded token");
+  expect_lost(result_reply(out[0]), {"token_mismatch"}, "a batch entry with the superseded token");
+  expect(result_reply(out[1]).status == 200,
+         "the entry beside it with its current token: expected its lease, got " + json::serialize(out[1]));
+  expect(still.status == 200 && still.num("token") == second.num("token") &&
+             still.num("ttl_remaining_ms").value_or(60'000) <= 30'000,
+         "after a batch entry with the superseded token, the lease should keep token " +
+             std::to_string(second.token()) + " and its 30 s: " + still.describe());
+}
+
+// A malformed entry refuses the whole batch: 400 with a JSON error, and the well-formed entry beside it is
+// not renewed. A key given twice is malformed too.
+void renew_batch_malformed(const suite& s) {
+  require_renew_batch(s);
+  auto c = s.open();
+  const auto key = s.key("batch-malformed");
+  auto a = s.must_acquire(c, key, "batcher", 20'000);
+  auto bad_token =
+      s.renew_batch(c, {{key, "batcher", a.token(), 3'600'000}, {s.key("batch-x"), "batcher", 0, 1'000}});
+  auto twice =
+      s.renew_batch(c, {{key, "batcher", a.token(), 3'600'000}, {key, "batcher", a.token(), 3'600'000}});
+  auto g = s.get(c, key);
+  s.release(c, key, "batcher", a.token());
+  suite::expect_error(bad_token, 400, "bad_request", "a batch with an entry whose token is 0");
+  suite::expect_error(twice, 400, "bad_request", "a batch that names one key twice");
+  expect(g.status == 200 && g.num("ttl_remaining_ms").value_or(3'600'000) <= 20'000,
+         "after refused batches, the lease should keep its 20 s (nothing renewed): " + g.describe());
+}
+
 // --- restart mode
 // -------------------------------------------------------------------------------------------
 
@@ -892,6 +1035,19 @@ restart_state restart_server(const suite& s) {
     auto witness = s.open();
     auto h = witness.request(http::verb::get, "/healthz", {}, s.timeout());
     expect(h.status == 200, "GET /healthz before the restart: " + h.describe());
+    if (s.has_renew_batch()) {
+      // A 2 s lease raised to 300 s by a batch: restored with 2 s if the raise was not durable.
+      suite::batch_raise b{s.key("restart-batch"), "batch-survivor", 0, {}};
+      b.token = s.must_acquire(c, b.key, b.owner, 2'000).token();
+      auto r = s.renew_batch(c, {{b.key, b.owner, b.token, 300'000}});
+      try {
+        auto one = result_reply(batch_results(r, 1, "batch renewal before the restart")[0]);
+        expect(one.status == 200, "batch renewal before the restart: " + one.describe());
+      } catch (const check_failed& e) {
+        b.error = e.what();
+      }
+      s.batch_raised = std::move(b);
+    }
     st.max_token_before = s.max_token();
     if (auto failed = run_restart_command(*s.restart_command())) throw check_failed(*failed);
     // A signal sent by CMD may land a moment after CMD returned.
@@ -927,6 +1083,21 @@ void restart_keeps_held_lease(const suite& s) {
              " before the restart: GET after it says " + g.describe());
   auto r = s.renew(c, st.held_key, st.held_owner, st.held_token, 300'000);
   expect(r.status == 200, "renew of that lease after the restart: expected 200, got " + r.describe());
+}
+
+void restart_keeps_batch_raise(const suite& s) {
+  s.restarted();
+  require_renew_batch(s);
+  expect(s.batch_raised.has_value(), "no lease was batch-renewed before the restart");
+  const auto& b = *s.batch_raised;
+  expect(b.error.empty(), b.error);
+  auto c = s.open();
+  auto g = s.get(c, b.key);
+  s.release(c, b.key, b.owner, b.token);
+  expect(g.status == 200 && g.num("token") == b.token && g.num("ttl_remaining_ms").value_or(0) > 60'000,
+         "a 2 s lease a batch renewed for 300 s before the restart should be held with most of the 300 s "
+         "after it (a server that answered before storing the raise restores 2 s): " +
+             g.describe());
 }
 
 void restart_keeps_release(const suite& s) {
@@ -990,6 +1161,9 @@ constexpr check checks[] = {
      on_backend::long_poll_stale_token},
     {"a lease's value is published, replaced and kept", value_round_trip, on_backend::value_round_trip},
     {"capabilities", capabilities},
+    {"renew batch: each entry is answered as a single renew", renew_batch_mixed},
+    {"renew batch: a superseded token is refused", renew_batch_superseded},
+    {"renew batch: a malformed batch is 400 and renews nothing", renew_batch_malformed},
     {"malformed JSON is 400 bad_request", malformed_json},
     {"missing field is 400 bad_request", missing_field},
     {"ttl out of range is 400 bad_request", ttl_out_of_range},
@@ -1004,6 +1178,7 @@ constexpr check restart_checks[] = {
     {"restart: a held lease keeps its owner and token", restart_keeps_held_lease,
      on_backend::restart_keeps_held_lease},
     {"restart: a released lock stays released", restart_keeps_release, on_backend::restart_keeps_release},
+    {"restart: a TTL raised by a batch renewal is kept", restart_keeps_batch_raise},
     {"restart: new tokens are larger than every token before", restart_tokens_increase,
      on_backend::restart_tokens_increase},
 };

@@ -19,11 +19,13 @@
 //   winners no-value                leases carry no value (a server from before values: the field is ignored,
 //   never
 //                           answered)
+//   batch-ignores-token     POST /v1/renew renews an entry whose owner holds the key whatever its token
 //   none                    no bug
 // --state-file PATH keeps leases and the token counter in PATH (rewritten after each change, read at start),
 // so that a restart on the same --listen address can be checked. GET /v1/capabilities answers 404 unless
-// --capabilities JSON gives the body to answer (verbatim, as a test's choice).
-// Usage: broken-lockd --listen 127.0.0.1:0 --bug NAME [--state-file PATH] [--capabilities JSON]; prints
+// --capabilities JSON gives the body to answer (verbatim, as a test's choice). POST /v1/renew (renew batch)
+// is served only when that body names "renew_batch"; otherwise it is 404, as from a server without it. Usage:
+// broken-lockd --listen 127.0.0.1:0 --bug NAME [--state-file PATH] [--capabilities JSON]; prints
 // "broken-lockd listening on HOST:PORT".
 
 #include <boost/asio/as_tuple.hpp>
@@ -213,6 +215,39 @@ answer renew(const std::string& key, const json::object& o) {
   return {http::status::ok, {{"key", key}, {"owner", owner}, {"token", token}, {"ttl_ms", ttl}}, {}};
 }
 
+// docs/protocol.md, "renew batch": every entry checked first (a malformed one, or a key twice, refuses the
+// whole batch), then each renewed as renew() would, answered in order.
+answer renew_batch(const json::object& o) {
+  auto* leases = o.if_contains("leases");
+  if (!leases || !leases->is_array() || leases->get_array().empty() || leases->get_array().size() > 1000)
+    return error(http::status::bad_request, "bad_request", "leases must be an array of 1 to 1000 entries");
+  std::vector<std::string> keys;
+  for (const auto& e : leases->get_array()) {
+    std::string key, owner;
+    std::int64_t token = 0, ttl = 0;
+    if (!e.is_object() || !field_string(e.get_object(), "key", key) ||
+        !field_string(e.get_object(), "owner", owner) ||
+        !field_int(e.get_object(), "token", 1, INT64_MAX, token) ||
+        !field_int(e.get_object(), "ttl_ms", 100, 3'600'000, ttl))
+      return error(http::status::bad_request, "bad_request", "each entry needs key, owner, token and ttl_ms");
+    if (std::find(keys.begin(), keys.end(), key) != keys.end())
+      return error(http::status::bad_request, "bad_request", "a key appears twice");
+    keys.push_back(key);
+  }
+  json::array results;
+  for (const auto& e : leases->get_array()) {
+    json::object entry = e.get_object();
+    const std::string key(entry.at("key").get_string());
+    if (auto* h = holder(key);
+        h && bug == "batch-ignores-token" && h->owner == entry.at("owner").get_string())
+      entry["token"] = h->token;
+    auto one = renew(key, entry);
+    if (one.status != http::status::ok) one.body["key"] = key;
+    results.push_back(std::move(one.body));
+  }
+  return {http::status::ok, {{"results", std::move(results)}}, {}};
+}
+
 answer release(const std::string& key, const json::object& o) {
   std::string owner;
   std::int64_t token = 0;
@@ -271,7 +306,8 @@ asio::awaitable<answer> route(const http::request<http::string_body>& req) {
   std::vector<std::string> seg(url.segments().begin(), url.segments().end());
   if (seg.size() == 1 && seg[0] == "healthz") {
     if (req.method() != http::verb::get)
-      co_return answer{http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "GET"}}, "GET"};
+      co_return answer{
+          http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "GET"}}, "GET"};
     co_return answer{http::status::ok, {{"status", "ok"}}, {}};
   }
   if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "capabilities" && req.method() == http::verb::get) {
@@ -281,22 +317,36 @@ asio::awaitable<answer> route(const http::request<http::string_body>& req) {
     co_return answer{
         http::status::ok, ec || !v.is_object() ? json::object{{"raw", capabilities}} : v.as_object(), {}};
   }
+  if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "renew" &&
+      capabilities.find("\"renew_batch\"") != std::string::npos) {
+    if (req.method() != http::verb::post)
+      co_return answer{
+          http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "POST"}}, "POST"};
+    json::error_code ec;
+    auto v = json::parse(req.body(), ec);
+    if (ec || !v.is_object())
+      co_return error(http::status::bad_request, "bad_request", "body is not a JSON object");
+    co_return renew_batch(v.as_object());
+  }
   if (seg.size() < 3 || seg.size() > 4 || seg[0] != "v1" || seg[1] != "locks" || seg[2].empty())
     co_return error(http::status::not_found, "not_found", "unknown route");
   const auto& key = seg[2];
   if (seg.size() == 3) {
     if (req.method() != http::verb::get)
-      co_return answer{http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "GET"}}, "GET"};
+      co_return answer{
+          http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "GET"}}, "GET"};
     co_return co_await get(key, url);
   }
   const auto& op = seg[3];
   if (op != "acquire" && op != "renew" && op != "release")
     co_return error(http::status::not_found, "not_found", "unknown route");
   if (req.method() != http::verb::post)
-    co_return answer{http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "POST"}}, "POST"};
+    co_return answer{
+        http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "POST"}}, "POST"};
   json::error_code ec;
   auto v = json::parse(req.body(), ec);
-  if (ec || !v.is_object()) co_return error(http::status::bad_request, "bad_request", "body is not a JSON object");
+  if (ec || !v.is_object())
+    co_return error(http::status::bad_request, "bad_request", "body is not a JSON object");
   if (op == "acquire") co_return co_await acquire(key, v.as_object());
   if (op == "renew") co_return renew(key, v.as_object());
   co_return release(key, v.as_object());
@@ -348,18 +398,23 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string opt = argv[i];
-    if (opt == "--listen") listen = argv[i + 1];
-    else if (opt == "--bug") bug = argv[i + 1];
+    if (opt == "--listen")
+      listen = argv[i + 1];
+    else if (opt == "--bug")
+      bug = argv[i + 1];
     else if (opt == "--state-file")
       state_file = argv[i + 1];
     else if (opt == "--capabilities")
       capabilities = argv[i + 1];
   }
-  static const char* const bugs[] = {"release-by-key",         "release-old-token",  "counter-restarts",
-                                     "tokens-not-kept",        "no-expiry",          "early-expiry-40ms",
-                                     "early-expiry-15ms",      "renew-no-extend",    "ttl-32bit-us",
-                                     "reacquire-keeps-expiry", "poll-ignores-token", "poll-every-5s",
-                                     "racy-acquire",           "no-value",           "none"};
+  static const char* const bugs[] = {"release-by-key",      "release-old-token",
+                                     "counter-restarts",    "tokens-not-kept",
+                                     "no-expiry",           "early-expiry-40ms",
+                                     "early-expiry-15ms",   "renew-no-extend",
+                                     "ttl-32bit-us",        "reacquire-keeps-expiry",
+                                     "poll-ignores-token",  "poll-every-5s",
+                                     "racy-acquire",        "no-value",
+                                     "batch-ignores-token", "none"};
   if (std::find(std::begin(bugs), std::end(bugs), bug) == std::end(bugs)) {
     std::cerr << "usage: broken-lockd --listen HOST:PORT --bug NAME [--state-file PATH] [--capabilities JSON]"
                  " (NAME: see the top of broken_server.cpp)\n";
