@@ -5,12 +5,17 @@
 #include "http_transport.hpp"
 #include "tls_context.hpp"
 
+#include <boost/asio/error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/encode.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <vector>
 
 namespace baton {
@@ -30,12 +35,18 @@ void unexpected(http_result& r) {
   // come after the change reached the server: its outcome is unknown, which storage_unavailable says.
   const bool at_limit =
       r.status == 429 || (r.status == 503 && (code == "too_many_waiters" || code == "too_many_connections"));
-  if (r.status == 400) r.ec = error::bad_request;
-  else if (r.status == 401) r.ec = error::unauthorized;
-  else if (r.status == 403) r.ec = error::forbidden;
-  else if (at_limit) r.ec = error::server_busy;
-  else if (r.status == 503) r.ec = error::storage_unavailable;
-  else r.ec = error::server_error;
+  if (r.status == 400)
+    r.ec = error::bad_request;
+  else if (r.status == 401)
+    r.ec = error::unauthorized;
+  else if (r.status == 403)
+    r.ec = error::forbidden;
+  else if (at_limit)
+    r.ec = error::server_busy;
+  else if (r.status == 503)
+    r.ec = error::storage_unavailable;
+  else
+    r.ec = error::server_error;
   r.diagnostic = "HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
 }
 
@@ -56,7 +67,8 @@ class http_backend final : public backend {
         https ? detail::make_client_tls_context(config.tls) : nullptr);
     if (!config.bearer_token.empty()) transport_->set_authorization("Bearer " + config.bearer_token);
     base_path_ = std::string(u->encoded_path());
-    while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
+    while (!base_path_.empty() && base_path_.back() == '/')
+      base_path_.pop_back();
   }
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
@@ -69,11 +81,13 @@ class http_backend final : public backend {
     json::object body{{"owner", owner}, {"ttl_ms", ttl.count()}};
     // Sent only when there is one: an acquire without a value is the same request as before values.
     if (!value.empty()) body["value"] = value;
-    auto r = co_await transport_->request("POST", lock_path(key) + "/acquire", json::serialize(body), timeout);
+    auto r =
+        co_await transport_->request("POST", lock_path(key) + "/acquire", json::serialize(body), timeout);
     acquire_reply out;
     if (!r.ec) {
       if (r.status == 200) {
-        if (!uint_field(r.body, "token", out.token) || out.token == 0) protocol(r, "acquire answer has no token");
+        if (!uint_field(r.body, "token", out.token) || out.token == 0)
+          protocol(r, "acquire answer has no token");
       } else if (r.status == 409 && string_field(r.body, "error") == "held") {
         r.ec = error::held;
         out.holder.owner = string_field(r.body, "owner");
@@ -90,8 +104,8 @@ class http_backend final : public backend {
     co_return with_outcome(std::move(out), r);
   }
 
-  asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
-                                     milliseconds timeout) override {
+  asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
+                                     milliseconds ttl, milliseconds timeout) override {
     json::object body{{"owner", owner}, {"token", token}, {"ttl_ms", ttl.count()}};
     auto r = co_await transport_->request("POST", lock_path(key) + "/renew", json::serialize(body), timeout);
     renew_reply out;
@@ -111,7 +125,8 @@ class http_backend final : public backend {
   asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
                                          milliseconds timeout) override {
     json::object body{{"owner", owner}, {"token", token}};
-    auto r = co_await transport_->request("POST", lock_path(key) + "/release", json::serialize(body), timeout);
+    auto r =
+        co_await transport_->request("POST", lock_path(key) + "/release", json::serialize(body), timeout);
     release_reply out;
     if (!r.ec) {
       if (r.status == 200) {
@@ -153,6 +168,54 @@ class http_backend final : public backend {
     co_return with_outcome(std::move(out), r);
   }
 
+  asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
+                                                        milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (batch_ == batch_support::unknown) co_await learn_batch_support(timeout);
+    if (batch_ != batch_support::yes)
+      co_return co_await backend::renew_batch(std::move(entries), left(deadline));
+    std::vector<renew_reply> out(entries.size());
+    // Consecutive entries, as many as both server limits allow, per request.
+    std::vector<std::string> encoded;
+    encoded.reserve(entries.size());
+    for (const auto& e : entries)
+      encoded.push_back(json::serialize(
+          json::object{{"key", e.key}, {"owner", e.owner}, {"token", e.token}, {"ttl_ms", e.ttl.count()}}));
+    const std::string head = R"({"leases":[)", tail = "]}";
+    for (std::size_t first = 0; first < entries.size();) {
+      std::string body = head;
+      std::size_t end = first;
+      while (end < entries.size() && end - first < batch_max_ &&
+             body.size() + encoded[end].size() + 1 + tail.size() <= body_max_) {
+        if (end > first) body += ',';
+        body += encoded[end++];
+      }
+      if (end == first) {
+        // One entry alone exceeds the body limit (a very long key and owner): a renew of its own fits.
+        const auto& e = entries[first];
+        out[first] = co_await renew(e.key, e.owner, e.token, e.ttl, left(deadline));
+        ++first;
+        continue;
+      }
+      body += tail;
+      auto r =
+          co_await transport_->request("POST", base_path_ + "/v1/renew", std::move(body), left(deadline));
+      if (!r.ec && r.status == 404) {
+        // The server lost the feature (a downgrade behind the same URL): single renews mean the same.
+        batch_ = batch_support::no;
+        std::vector<renew_entry> rest(
+            std::make_move_iterator(entries.begin() + static_cast<std::ptrdiff_t>(first)),
+            std::make_move_iterator(entries.end()));
+        auto singles = co_await backend::renew_batch(std::move(rest), left(deadline));
+        std::move(singles.begin(), singles.end(), out.begin() + static_cast<std::ptrdiff_t>(first));
+        co_return out;
+      }
+      read_batch_answer(r, out, first, end);
+      first = end;
+    }
+    co_return out;
+  }
+
   void close() override { transport_->close(); }
 
  private:
@@ -174,6 +237,74 @@ class http_backend final : public backend {
     return base_path_ + "/v1/locks/" + boost::urls::encode(key, boost::urls::unreserved_chars);
   }
 
+  static milliseconds left(std::chrono::steady_clock::time_point deadline) {
+    return std::max(milliseconds(1),
+                    std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
+  }
+
+  // Asks GET /v1/capabilities once. A 404 (no endpoint) or an answer without `renew_batch` means single
+  // renews for this backend's life; any other failure says nothing, and is asked again at the next batch.
+  asio::awaitable<void> learn_batch_support(milliseconds timeout) {
+    auto r = co_await transport_->request("GET", base_path_ + "/v1/capabilities", {}, timeout);
+    if (r.ec) co_return;
+    if (r.status == 404) {
+      batch_ = batch_support::no;
+      co_return;
+    }
+    if (r.status != 200 || !r.body.is_object()) co_return;
+    batch_ = batch_support::no;
+    const auto* features = r.body.as_object().if_contains("features");
+    if (!features || !features->is_array()) co_return;
+    const auto& f = features->as_array();
+    if (std::find(f.begin(), f.end(), json::value("renew_batch")) == f.end()) co_return;
+    std::uint64_t n = 0;
+    if (!uint_field(r.body, "renew_batch_max", n) || n == 0) co_return;
+    batch_max_ = static_cast<std::size_t>(n);
+    // Without the server's body limit, the protocol's default one (8 KiB).
+    body_max_ = uint_field(r.body, "max_body_bytes", n) && n > 0 ? static_cast<std::size_t>(n) : 8192;
+    batch_ = batch_support::yes;
+  }
+
+  // Fills out[first, end) from a batch answer; a failed request or a malformed answer gives each entry the
+  // same error (its outcome unknown, as for a renew whose answer was lost or unreadable).
+  static void read_batch_answer(http_result& r, std::vector<renew_reply>& out, std::size_t first,
+                                std::size_t end) {
+    const json::array* results = nullptr;
+    if (!r.ec) {
+      if (r.status == 200 && r.body.is_object()) {
+        const auto* v = r.body.as_object().if_contains("results");
+        if (v && v->is_array() && v->as_array().size() == end - first)
+          results = &v->as_array();
+        else
+          protocol(r, "batch renew answer lacks one result per entry");
+      } else {
+        unexpected(r);
+      }
+    }
+    for (std::size_t i = first; i < end; ++i) {
+      renew_reply& one = out[i];
+      if (!results) {
+        one.ec = r.ec;
+        one.diagnostic = r.diagnostic;
+        continue;
+      }
+      const json::value& v = (*results)[i - first];
+      if (string_field(v, "error") == "lost") {
+        one.ec = error::lease_lost;
+        one.lost_reason = string_field(v, "reason");
+        one.diagnostic = string_field(v, "message");
+      } else if (std::uint64_t token = 0; !uint_field(v, "token", token)) {
+        one.ec = error::protocol_error;
+        one.diagnostic = "batch renew result " + std::to_string(i - first) + " is neither a lease nor lost";
+      }
+    }
+  }
+
+  enum class batch_support { unknown, yes, no };
+  batch_support batch_ = batch_support::unknown;
+  std::size_t batch_max_ = 0;
+  std::size_t body_max_ = 0;
+
   asio::any_io_executor ex_;
   client_config config_;
   std::string base_path_;
@@ -188,6 +319,29 @@ asio::awaitable<acquire_reply> backend::acquire(std::string key, std::string own
   acquire_reply out;
   out.ec = error::invalid_config;
   out.diagnostic = "this backend cannot publish a value with a lease";
+  co_return out;
+}
+
+asio::awaitable<std::vector<renew_reply>> backend::renew_batch(std::vector<renew_entry> entries,
+                                                               milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<renew_reply> out(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left <= milliseconds(0)) {
+      out[i].ec = error::request_timeout;
+      out[i].diagnostic = "not sent: the batch's time ran out";
+      continue;
+    }
+    auto& e = entries[i];
+    out[i] = co_await renew(std::move(e.key), std::move(e.owner), e.token, e.ttl, left);
+    // Cancelled: the rest is abandoned (not sent).
+    if (out[i].ec == asio::error::operation_aborted) {
+      for (std::size_t j = i + 1; j < entries.size(); ++j)
+        out[j].ec = asio::error::operation_aborted;
+      break;
+    }
+  }
   co_return out;
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace baton {
 
@@ -38,6 +39,14 @@ struct renew_reply {
   boost::system::error_code ec;
   std::string diagnostic;
   std::string lost_reason;
+};
+
+/// One lease of a batch renewal: renew `key` if `owner` holds it with `token`, for `ttl` from now.
+struct renew_entry {
+  std::string key;
+  std::string owner;
+  std::uint64_t token = 0;
+  milliseconds ttl{0};
 };
 
 enum class release_outcome {
@@ -85,8 +94,17 @@ class backend {
                                                         milliseconds timeout) = 0;
   virtual boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                                     milliseconds ttl, milliseconds timeout) = 0;
-  virtual boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
-                                                        milliseconds timeout) = 0;
+  virtual boost::asio::awaitable<release_reply> release(std::string key, std::string owner,
+                                                        std::uint64_t token, milliseconds timeout) = 0;
+  /// Renews many leases: one answer per entry, in order, each what renew() of that entry would answer (ec
+  /// empty: renewed; error::lease_lost: refused, with lost_reason; any other error: outcome unknown, as for
+  /// a renew whose answer was lost). `timeout` bounds the whole call; entries not sent in time get
+  /// error::request_timeout. Cancellation (terminal) abandons the entries not yet answered; like any renew,
+  /// an abandoned one may or may not have taken effect. The default implementation renews the entries one by
+  /// one with renew() (backends without a batch request, the etcd backend among them: docs/protocol.md,
+  /// "renew batch"); the HTTP backend sends `POST /v1/renew` when the server advertises `renew_batch`.
+  virtual boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
+                                                                       milliseconds timeout);
   /// Reads the holder; with `wait`, long-polls (the timeout should cover the wait).
   virtual boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                                 milliseconds timeout) = 0;
