@@ -1,6 +1,7 @@
 #include "protocol.hpp"
 
 #include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <boost/json/value_stack.hpp>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <memory>
 #include <optional>
 #include <unordered_set>
 #include <vector>
@@ -78,19 +80,47 @@ struct unique_members_handler {
   static constexpr std::size_t max_key_size = json::string::max_size();
   static constexpr std::size_t max_string_size = json::string::max_size();
 
+  // The member names of the open objects. An object's first names are kept in `flat` (one vector for all
+  // open objects, reused: a batch of a hundred small entries allocates nothing for its names) and searched
+  // in order; past `few` names it gets a hash set, so a body with thousands of members stays linear.
+  static constexpr std::size_t few = 16;
+  struct scope {
+    std::size_t start;                                      // its first name in `flat`
+    std::unique_ptr<std::unordered_set<std::string>> many;  // all its names, once it has more than `few`
+  };
+
   json::value_stack st;
-  std::vector<std::unordered_set<std::string>> names;  // the member names seen, one set per open object
-  std::string key;                                     // the current name, while it arrives in parts
-  std::optional<std::string> duplicate;                // the first repeated name, once found
+  std::vector<std::string> flat;
+  std::vector<scope> scopes;
+  std::string key;                       // the current name, while it arrives in parts
+  std::optional<std::string> duplicate;  // the first repeated name, once found
+
+  // False when the open object already has this name.
+  bool add_name(const std::string& name) {
+    scope& sc = scopes.back();
+    if (sc.many) return sc.many->insert(name).second;
+    for (std::size_t i = sc.start; i < flat.size(); ++i)
+      if (flat[i] == name) return false;
+    if (flat.size() - sc.start < few) {
+      flat.push_back(name);
+      return true;
+    }
+    sc.many = std::make_unique<std::unordered_set<std::string>>(
+        std::make_move_iterator(flat.begin() + static_cast<std::ptrdiff_t>(sc.start)),
+        std::make_move_iterator(flat.end()));
+    flat.resize(sc.start);
+    return sc.many->insert(name).second;
+  }
 
   bool on_document_begin(boost::system::error_code&) { return true; }
   bool on_document_end(boost::system::error_code&) { return true; }
   bool on_object_begin(boost::system::error_code&) {
-    names.emplace_back();
+    scopes.push_back(scope{flat.size(), nullptr});
     return true;
   }
   bool on_object_end(std::size_t n, boost::system::error_code&) {
-    names.pop_back();
+    flat.resize(scopes.back().start);
+    scopes.pop_back();
     st.push_object(n);
     return true;
   }
@@ -107,7 +137,7 @@ struct unique_members_handler {
   bool on_key(json::string_view s, std::size_t, boost::system::error_code& ec) {
     key.append(s.data(), s.size());
     // Names are compared after unescaping, so "owner" and "\u006fwner" are the same member.
-    if (!names.back().insert(key).second) {
+    if (!add_name(key)) {
       duplicate = std::move(key);
       ec = boost::system::errc::make_error_code(boost::system::errc::invalid_argument);
       return false;
@@ -150,10 +180,11 @@ struct unique_members_handler {
 };
 
 // Parses the body as a JSON object; unknown fields are ignored, a member named twice in any object is not.
-std::variant<json::object, api_error> parse_object(std::string_view body) {
+// The object's memory comes from `storage` (default: the heap); it must outlive the object.
+std::variant<json::object, api_error> parse_object(std::string_view body, json::storage_ptr storage = {}) {
   if (body.empty()) return bad_request("request body is empty; expected a JSON object");
   json::basic_parser<unique_members_handler> p(json::parse_options{});
-  p.handler().st.reset();
+  p.handler().st.reset(std::move(storage));
   boost::system::error_code ec;
   const std::size_t used = p.write_some(false, body.data(), body.size(), ec);
   if (auto& name = p.handler().duplicate)
@@ -187,21 +218,24 @@ std::optional<api_error> get_uint(const json::object& o, std::string_view name, 
   auto it = o.find(name);
   if (it == o.end()) return bad_request("missing field \"" + std::string(name) + "\"");
   const json::value& v = it->value();
-  std::string range = " must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  // The message is built only for a refusal: a renew batch reads two integers per entry.
+  auto refused = [&] {
+    return bad_request("field \"" + std::string(name) + "\" must be an integer from " + std::to_string(min) +
+                       " to " + std::to_string(max));
+  };
   if (v.is_int64()) {
     if (v.get_int64() < 0 || static_cast<std::uint64_t>(v.get_int64()) < min ||
         static_cast<std::uint64_t>(v.get_int64()) > max)
-      return bad_request("field \"" + std::string(name) + "\"" + range);
+      return refused();
     out = static_cast<std::uint64_t>(v.get_int64());
     return std::nullopt;
   }
   if (v.is_uint64()) {
-    if (v.get_uint64() < min || v.get_uint64() > max)
-      return bad_request("field \"" + std::string(name) + "\"" + range);
+    if (v.get_uint64() < min || v.get_uint64() > max) return refused();
     out = v.get_uint64();
     return std::nullopt;
   }
-  return bad_request("field \"" + std::string(name) + "\"" + range);
+  return refused();
 }
 
 std::optional<api_error> get_ttl(const json::object& o, const ttl_bounds& b, std::chrono::milliseconds& out) {
@@ -274,7 +308,9 @@ std::variant<renew_request, api_error> parse_renew(std::string_view body, const 
 
 std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view body,
                                                                const ttl_bounds& bounds) {
-  auto parsed = parse_object(body);
+  // The parsed body lives only in this function: its memory comes from one arena, freed at once.
+  json::monotonic_resource arena;
+  auto parsed = parse_object(body, &arena);
   if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
   const auto& o = std::get<json::object>(parsed);
   auto it = o.find("leases");

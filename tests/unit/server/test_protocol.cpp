@@ -359,3 +359,22 @@ BOOST_AUTO_TEST_CASE(a_batch_must_hold_1_to_the_maximum_of_entries_and_no_key_tw
   BOOST_TEST(std::get<renew_batch_request>(at_max).leases.size() == max_renew_batch);
   BOOST_TEST(batch_err(full + "," + entry("one-more") + "]}").status == 400);
 }
+
+// The duplicate-member check keeps an object's first names in a list and moves to a hash set past 16: a
+// name repeated on either side of that switch is found, and nested objects keep their own names.
+BOOST_AUTO_TEST_CASE(a_repeated_member_is_found_in_small_and_large_objects) {
+  auto body = [](int unknown, const std::string& extra) {
+    std::string s = R"({"owner":"o","ttl_ms":1000)";
+    for (int i = 0; i < unknown; ++i)
+      s += R"(,"f)" + std::to_string(i) + R"(":{"owner":1,"f0":2})";
+    return s + extra + "}";
+  };
+  for (int n : {0, 5, 14, 15, 16, 40}) {
+    BOOST_TEST_CONTEXT(n << " unknown fields") {
+      BOOST_TEST(std::holds_alternative<acquire_request>(parse_acquire(body(n, ""), bounds)));
+      auto e = err(to_any(parse_acquire(body(n, R"(,"owner":"p")"), bounds)));
+      BOOST_TEST(e.message.find("\"owner\" more than once") != std::string::npos, e.message);
+      if (n > 2) BOOST_TEST(err(to_any(parse_acquire(body(n, R"(,"f2":0)"), bounds))).status == 400);
+    }
+  }
+}
