@@ -253,11 +253,53 @@ class etcd_backend final : public backend {
   asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token, milliseconds,
                                      milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
-    renew_reply out;
     json::object body2{{"key", encode64(prefix_ + key)}};
     auto r = co_await call("/v3/kv/range", body2, deadline);
     if (r.ec) co_return fail<renew_reply>(r);
-    const json::value* kv = first_kv(r.body, false);
+    co_return co_await keep_alive_if_held(first_kv(r.body, false), owner, token, deadline);
+  }
+
+  // A batch (docs/protocol.md, "renew batch"): the keys of up to `max_txn_reads` entries are read in one txn,
+  // at one revision, and each lease still held by its owner with its token is kept alive on its own, as
+  // renew() does. Each entry's conditions are exactly a renew's; what the batch saves is a read per lease.
+  asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
+                                                        milliseconds timeout) override {
+    // etcd refuses a txn of more operations than its --max-txn-ops, 128 by default.
+    constexpr std::size_t max_txn_reads = 128;
+    const auto deadline = clock::now() + timeout;
+    std::vector<renew_reply> out(entries.size());
+    for (std::size_t first = 0; first < entries.size(); first += max_txn_reads) {
+      const std::size_t end = std::min(entries.size(), first + max_txn_reads);
+      json::array reads;
+      for (std::size_t i = first; i < end; ++i) {
+        json::object range{{"key", encode64(prefix_ + entries[i].key)}};
+        json::object read{{"request_range", std::move(range)}};
+        reads.push_back(std::move(read));
+      }
+      json::object txn{{"success", std::move(reads)}};
+      auto r = co_await call("/v3/kv/txn", txn, deadline);
+      const json::value* responses = r.ec ? nullptr : path(r.body, {"responses"});
+      if (!r.ec && (!responses || !responses->is_array() || responses->as_array().size() != end - first))
+        protocol(r, "txn answer lacks one response per read");
+      for (std::size_t i = first; i < end; ++i) {
+        if (r.ec) {
+          out[i] = fail<renew_reply>(r);
+          continue;
+        }
+        const json::value* kvs = path(responses->as_array()[i - first], {"response_range", "kvs"});
+        const json::value* kv =
+            kvs && kvs->is_array() && !kvs->as_array().empty() ? &kvs->as_array()[0] : nullptr;
+        out[i] = co_await keep_alive_if_held(kv, entries[i].owner, entries[i].token, deadline);
+      }
+    }
+    co_return out;
+  }
+
+  // The rest of a renew once the key has been read (`kv`, null when absent): refused unless it holds this
+  // owner's entry under `token`, else its etcd lease is kept alive.
+  asio::awaitable<renew_reply> keep_alive_if_held(const json::value* kv, const std::string& owner,
+                                                  std::uint64_t token, clock::time_point deadline) {
+    renew_reply out;
     std::uint64_t rev = 0, lease = 0;
     std::string holder;
     if (kv) {
@@ -556,7 +598,8 @@ class etcd_backend final : public backend {
                : r.status == 401 || no_credentials ? make_error_code(error::unauthorized)
                : r.status == 403                   ? make_error_code(error::forbidden)
                                                    : make_error_code(error::server_error);
-        r.diagnostic = "etcd " + ep.name() + " HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
+        r.diagnostic =
+            "etcd " + ep.name() + " HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
       }
       co_return r;
     }

@@ -299,15 +299,26 @@ asio::awaitable<answer> get(const std::string& key, boost::urls::url_view url) {
   }
 }
 
+answer not_allowed(const char* method) {
+  return {http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", method}}, method};
+}
+
+// The request's body as a JSON object; false when it is not one.
+bool object_body(const http::request<http::string_body>& req, json::object& out) {
+  json::error_code ec;
+  auto v = json::parse(req.body(), ec);
+  if (ec || !v.is_object()) return false;
+  out = std::move(v.as_object());
+  return true;
+}
+
 asio::awaitable<answer> route(const http::request<http::string_body>& req) {
   auto parsed = boost::urls::parse_origin_form(req.target());
   if (!parsed) co_return error(http::status::bad_request, "bad_request", "bad target");
   auto url = *parsed;
   std::vector<std::string> seg(url.segments().begin(), url.segments().end());
   if (seg.size() == 1 && seg[0] == "healthz") {
-    if (req.method() != http::verb::get)
-      co_return answer{
-          http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "GET"}}, "GET"};
+    if (req.method() != http::verb::get) co_return not_allowed("GET");
     co_return answer{http::status::ok, {{"status", "ok"}}, {}};
   }
   if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "capabilities" && req.method() == http::verb::get) {
@@ -319,37 +330,29 @@ asio::awaitable<answer> route(const http::request<http::string_body>& req) {
   }
   if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "renew" &&
       capabilities.find("\"renew_batch\"") != std::string::npos) {
-    if (req.method() != http::verb::post)
-      co_return answer{
-          http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "POST"}}, "POST"};
-    json::error_code ec;
-    auto v = json::parse(req.body(), ec);
-    if (ec || !v.is_object())
+    if (req.method() != http::verb::post) co_return not_allowed("POST");
+    json::object body;
+    if (!object_body(req, body))
       co_return error(http::status::bad_request, "bad_request", "body is not a JSON object");
-    co_return renew_batch(v.as_object());
+    co_return renew_batch(body);
   }
   if (seg.size() < 3 || seg.size() > 4 || seg[0] != "v1" || seg[1] != "locks" || seg[2].empty())
     co_return error(http::status::not_found, "not_found", "unknown route");
   const auto& key = seg[2];
   if (seg.size() == 3) {
-    if (req.method() != http::verb::get)
-      co_return answer{
-          http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "GET"}}, "GET"};
+    if (req.method() != http::verb::get) co_return not_allowed("GET");
     co_return co_await get(key, url);
   }
   const auto& op = seg[3];
   if (op != "acquire" && op != "renew" && op != "release")
     co_return error(http::status::not_found, "not_found", "unknown route");
-  if (req.method() != http::verb::post)
-    co_return answer{
-        http::status::method_not_allowed, {{"error", "method_not_allowed"}, {"message", "POST"}}, "POST"};
-  json::error_code ec;
-  auto v = json::parse(req.body(), ec);
-  if (ec || !v.is_object())
+  if (req.method() != http::verb::post) co_return not_allowed("POST");
+  json::object body;
+  if (!object_body(req, body))
     co_return error(http::status::bad_request, "bad_request", "body is not a JSON object");
-  if (op == "acquire") co_return co_await acquire(key, v.as_object());
-  if (op == "renew") co_return renew(key, v.as_object());
-  co_return release(key, v.as_object());
+  if (op == "acquire") co_return co_await acquire(key, body);
+  if (op == "renew") co_return renew(key, body);
+  co_return release(key, body);
 }
 
 asio::awaitable<void> session(tcp::socket socket) {
