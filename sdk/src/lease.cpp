@@ -1,6 +1,7 @@
 #include "baton/lease.hpp"
 
 #include "lease_core.hpp"
+#include "renew_batcher.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -72,8 +73,19 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     watch->async_wait([c, watch](boost::system::error_code ec) {
       if (!ec && c->fsm.poll(clock::now()) == lease_fsm::action::declare_lost) c->publish();
     });
-    auto r = co_await cs.backend->renew(c->key, c->owner, c->token, c->options.ttl,
-                                        std::chrono::ceil<milliseconds>(budget));
+    // A renewal with its whole request_timeout ahead may wait up to the batch window for others; one that
+    // is short of time (retrying near the deadline) goes alone, at once. `sent` stays the instant it fell
+    // due, so the window only makes the next deadline earlier.
+    renew_reply r;
+    if (cs.config.renew_batch_window.count() > 0 && budget >= cs.config.request_timeout) {
+      if (!cs.batcher) cs.batcher = std::make_shared<renew_batcher>(cs);
+      // Named: GCC 12 destroys a braced temporary in a co_await expression twice.
+      renew_entry entry{c->key, c->owner, c->token, c->options.ttl};
+      r = co_await cs.batcher->renew(std::move(entry), std::chrono::ceil<milliseconds>(budget));
+    } else {
+      r = co_await cs.backend->renew(c->key, c->owner, c->token, c->options.ttl,
+                                     std::chrono::ceil<milliseconds>(budget));
+    }
     watch->cancel();
     if (BATON_CANCELLED()) co_return;
     const auto now = clock::now();

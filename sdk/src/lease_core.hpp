@@ -61,6 +61,7 @@ class wakeup_list {
 };
 
 struct lease_core;
+class renew_batcher;
 
 /// What a client shares with its leases (leases may outlive the client object).
 struct client_shared : std::enable_shared_from_this<client_shared> {
@@ -75,6 +76,7 @@ struct client_shared : std::enable_shared_from_this<client_shared> {
   wakeup_list on_shutdown;  // waits that end when shutdown() begins (acquire's long-poll and backoff)
   int in_flight = 0;        // acquire requests, and clean-ups of their grants, still running
   wakeup_list on_idle;      // woken when in_flight drops
+  std::shared_ptr<renew_batcher> batcher;  // made at the first renewal that may join a batch
 
   // Any thread.
   std::atomic<bool> context_gone{false};  // the io_context is shut down or destroyed: post nothing to it

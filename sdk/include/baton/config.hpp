@@ -67,6 +67,10 @@ struct client_config {
   /// Prefix of every owner string this client uses; each acquisition appends `#<random>`.
   /// Default (empty): `<hostname>:<pid>`.
   std::string identity;
+  /// Renewals of this client's leases that fall due within this window of each other are sent together, in
+  /// one request to a server that renews batches (docs/sdk.md, "Batch renewal"); a renewal waits at most this
+  /// long for others to join. 0: every lease renews on its own. At most request_timeout / 4.
+  milliseconds renew_batch_window{2};
   /// Idle keep-alive connections kept open to the server.
   std::size_t max_idle_connections = 16;
   /// Connections open at once (per server member); further requests wait for a free one within their
