@@ -43,6 +43,8 @@ class backend_suite {
                                                      milliseconds ttl, std::string value = {}) const;
   boost::asio::awaitable<renew_reply> renew(const std::string& key, const std::string& owner,
                                             std::uint64_t token, milliseconds ttl) const;
+  // A batch renewal whose every entry the server answered (renewed or lost).
+  boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries) const;
   // A release the server answered (any outcome).
   boost::asio::awaitable<release_outcome> release(const std::string& key, const std::string& owner,
                                                   std::uint64_t token) const;
@@ -104,6 +106,8 @@ boost::asio::awaitable<void> long_poll_release(const backend_suite& s);
 boost::asio::awaitable<void> long_poll_expiry(const backend_suite& s);
 boost::asio::awaitable<void> long_poll_stale_token(const backend_suite& s);
 boost::asio::awaitable<void> value_round_trip(const backend_suite& s);
+boost::asio::awaitable<void> renew_batch_mixed(const backend_suite& s);
+boost::asio::awaitable<void> renew_batch_superseded(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_held_lease(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_release(const backend_suite& s);
 boost::asio::awaitable<void> restart_tokens_increase(const backend_suite& s);

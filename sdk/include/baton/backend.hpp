@@ -101,8 +101,9 @@ class backend {
   /// a renew whose answer was lost). `timeout` bounds the whole call; entries not sent in time get
   /// error::request_timeout. Cancellation (terminal) abandons the entries not yet answered; like any renew,
   /// an abandoned one may or may not have taken effect. The default implementation renews the entries one by
-  /// one with renew() (backends without a batch request, the etcd backend among them: docs/protocol.md,
-  /// "renew batch"); the HTTP backend sends `POST /v1/renew` when the server advertises `renew_batch`.
+  /// one with renew(); the HTTP backend sends `POST /v1/renew` when the server advertises `renew_batch`, and
+  /// the etcd backend reads the keys in one txn before each lease's keep-alive (docs/protocol.md, "renew
+  /// batch").
   virtual boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
                                                                        milliseconds timeout);
   /// Reads the holder; with `wait`, long-polls (the timeout should cover the wait).
