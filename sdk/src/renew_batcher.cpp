@@ -57,10 +57,11 @@ void renew_batcher::flush(std::shared_ptr<batch> b) {
   if (b->sent) return;
   b->sent = true;
   if (open_ == b) open_.reset();
-  asio::co_spawn(cs_.ex, send(std::move(b)), asio::detached);
+  // The client's shared state (and this batcher with it) lives until the batch is answered.
+  asio::co_spawn(cs_.ex, send(std::move(b), cs_.shared_from_this()), asio::detached);
 }
 
-asio::awaitable<void> renew_batcher::send(std::shared_ptr<batch> b) {
+asio::awaitable<void> renew_batcher::send(std::shared_ptr<batch> b, std::shared_ptr<client_shared> /*keep*/) {
   // The batch may take as long as the most patient entry allows. The entries joined within one window, each
   // with its whole request_timeout ahead (a renewal short of time goes alone), so their bounds differ by at
   // most the window.

@@ -30,7 +30,7 @@ class renew_batcher {
   struct pending;
   struct batch;
   void flush(std::shared_ptr<batch> b);
-  boost::asio::awaitable<void> send(std::shared_ptr<batch> b);
+  boost::asio::awaitable<void> send(std::shared_ptr<batch> b, std::shared_ptr<client_shared> keep);
 
   client_shared& cs_;
   std::shared_ptr<batch> open_;  // the batch gathering entries, if any
