@@ -171,6 +171,9 @@ class http_backend final : public backend {
   asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
                                                         milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
+    // A server without the feature is asked again now and then: it may have been upgraded behind its URL.
+    if (batch_ == batch_support::no && std::chrono::steady_clock::now() - learned_at_ >= ask_again_after)
+      batch_ = batch_support::unknown;
     if (batch_ == batch_support::unknown) co_await learn_batch_support(timeout);
     if (batch_ != batch_support::yes)
       co_return co_await backend::renew_batch(std::move(entries), left(deadline));
@@ -200,9 +203,12 @@ class http_backend final : public backend {
       body += tail;
       auto r =
           co_await transport_->request("POST", base_path_ + "/v1/renew", std::move(body), left(deadline));
-      if (!r.ec && r.status == 404) {
-        // The server lost the feature (a downgrade behind the same URL): single renews mean the same.
-        batch_ = batch_support::no;
+      if (!r.ec && (r.status == 404 || r.status == 413)) {
+        // 404: the server lost the feature (a downgrade behind the same URL, or a proxy in front that knows
+        // only the single routes). 413: its body limit shrank since it was asked. Either way the batch was
+        // not read, and single renews mean the same; the limits are asked again at a later batch.
+        batch_ = r.status == 404 ? batch_support::no : batch_support::unknown;
+        learned_at_ = std::chrono::steady_clock::now();
         std::vector<renew_entry> rest(
             std::make_move_iterator(entries.begin() + static_cast<std::ptrdiff_t>(first)),
             std::make_move_iterator(entries.end()));
@@ -242,11 +248,12 @@ class http_backend final : public backend {
                     std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
   }
 
-  // Asks GET /v1/capabilities once. A 404 (no endpoint) or an answer without `renew_batch` means single
-  // renews for this backend's life; any other failure says nothing, and is asked again at the next batch.
+  // Asks GET /v1/capabilities. A 404 (no endpoint) or an answer without `renew_batch` means single renews
+  // until `ask_again_after` has passed; any other failure says nothing, and is asked again at the next batch.
   asio::awaitable<void> learn_batch_support(milliseconds timeout) {
     auto r = co_await transport_->request("GET", base_path_ + "/v1/capabilities", {}, timeout);
     if (r.ec) co_return;
+    learned_at_ = std::chrono::steady_clock::now();
     if (r.status == 404) {
       batch_ = batch_support::no;
       co_return;
@@ -301,7 +308,9 @@ class http_backend final : public backend {
   }
 
   enum class batch_support { unknown, yes, no };
+  static constexpr auto ask_again_after = std::chrono::minutes(5);
   batch_support batch_ = batch_support::unknown;
+  std::chrono::steady_clock::time_point learned_at_{};
   std::size_t batch_max_ = 0;
   std::size_t body_max_ = 0;
 
