@@ -26,8 +26,10 @@
 #   BENCH_OPEN_SECONDS=5 (q 3)     measured seconds of each open-loop run; BENCH_OPEN=0 skips step 2
 #   BENCH_WRK=1                    0 skips step 3
 #   BENCH_SDK_LEASES="1000 10000 100000" (q "1000 10000")   empty skips step 4
-#   BENCH_SDK_SECONDS=10 (q 5)     steady window of each SDK point; BENCH_SDK_TTL=60s (at 15 s, 100k leases
-#                                  need 20,000 renews/s, more than this 2-vCPU machine sustains next to batond)
+#   BENCH_SDK_TTL=60s (q 15s)      lease TTL of the SDK sweep (at 15 s, 100k leases need 20,000 renews/s,
+#                                  more than a 2-vCPU machine sustains next to batond)
+#   BENCH_SDK_SECONDS=40 (q 10)    steady window of each SDK point: two renew periods (ttl/3), since leases
+#                                  acquired in one burst renew in bursts
 #   BENCH_DIR=/var/tmp             where the temporary data directories go (must not be tmpfs)
 #   BENCH_OUT=build/release/bench  where results are kept
 #   BENCH_BUILD=1                  set to 0 to skip the build
@@ -66,8 +68,8 @@ conns_list=${BENCH_CONNS:-$(q "1 16 64" "1 4 16 64 256")}
 targets=${BENCH_TARGETS:-"batond etcd redis"}
 open_seconds=${BENCH_OPEN_SECONDS:-$(q 3 5)}
 sdk_leases=${BENCH_SDK_LEASES-$(q "1000 10000" "1000 10000 100000")}
-sdk_seconds=${BENCH_SDK_SECONDS:-$(q 5 10)}
-sdk_ttl=${BENCH_SDK_TTL:-60s}
+sdk_seconds=${BENCH_SDK_SECONDS:-$(q 10 40)}
+sdk_ttl=${BENCH_SDK_TTL:-$(q 15s 60s)}
 base=${BENCH_DIR:-/var/tmp}
 out=${BENCH_OUT:-$root/build/release/bench}
 bin=${BENCH_BIN:-$root/build/release/bin}
@@ -530,7 +532,8 @@ fi
 if command -v gnuplot >/dev/null; then
   stamp="$(sed -n 's/^date: //p' "$out/machine.txt"), $(nproc) vCPU shared by server and load generator"
   for op in acquire renew release cycle; do
-    gnuplot <<GNUPLOT
+    [[ -s $results_txt ]] || break
+    gnuplot <<GNUPLOT || log "gnuplot failed for $op"
 set terminal svg size 760,460 dynamic font "sans,12" background rgb "white"
 set datafile missing "?"
 set key top left
@@ -555,8 +558,8 @@ plot "$out/sweep-$op.dat" using 1:5 with linespoints lw 2 pt 7 title "batond", \
      "" using 1:7 with linespoints lw 2 pt 9 title "Redis (appendfsync always)"
 GNUPLOT
   done
-  if [[ -s $out/sdk.dat ]]; then
-    gnuplot <<GNUPLOT
+  if [[ -s $sdk_txt ]]; then
+    gnuplot <<GNUPLOT || log "gnuplot failed for the SDK plots"
 set terminal svg size 760,460 dynamic font "sans,12" background rgb "white"
 set key top left
 set grid
