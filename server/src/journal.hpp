@@ -72,7 +72,7 @@ struct journal_options {
   /// never cut or compacted (recovery still reads the directory: the device's owner writes it there).
   log_device* device = nullptr;
   /// Only the simulation sets these (planted_defects.hpp).
-  planted_defects defects;
+  planted_defects defects{};
 };
 
 struct recovery_stats {

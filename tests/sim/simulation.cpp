@@ -97,7 +97,20 @@ asio::awaitable<reply> serve(server::lock_service& s, request r) {
         break;
       }
       case op::renew: {
-        auto res = co_await s.renew(r.key, r.owner, r.token, r.ttl);
+        // Every other renew goes through the batch route (POST /v1/renew), with a second entry for a key
+        // nobody holds, which must be refused without touching the first.
+        server::renew_result res;
+        if (r.id % 2 == 0) {
+          res = co_await s.renew(r.key, r.owner, r.token, r.ttl);
+        } else {
+          std::vector<server::renew_batch_entry> batch{{r.key, r.owner, r.token, r.ttl},
+                                                       {"unheld", r.owner, r.token, r.ttl}};
+          auto both = co_await s.renew_batch(batch);
+          if (!std::holds_alternative<server::renew_refused>(both.at(1)) ||
+              std::get<server::renew_refused>(both[1]).reason != server::lost_reason::not_held)
+            throw std::logic_error("a batch renewed a key nobody holds");
+          res = both.at(0);
+        }
         if (auto* no = std::get_if<server::renew_refused>(&res)) {
           out.st = status::refused;
           out.text = server::to_string(no->reason);
