@@ -9,6 +9,7 @@
 #include "lock_requests.hpp"
 
 #include "baton/backend.hpp"
+#include "baton/client.hpp"
 #include "baton/error.hpp"
 
 #include <string>
@@ -153,4 +154,36 @@ BOOST_AUTO_TEST_CASE(a_batch_whose_time_ran_out_reports_the_unsent_entries_as_ti
   BOOST_REQUIRE(out.size() == 2u);
   BOOST_TEST((out[0].ec == error::request_timeout));
   BOOST_TEST((out[1].ec == error::request_timeout));
+}
+
+// End to end: one client holding 30 leases that renew every 300 ms renews them in batches (a window of 50 ms
+// gathers the renewals of leases acquired together), batond answers each entry, and every lease stays held.
+BOOST_AUTO_TEST_CASE(a_client_holding_many_leases_renews_them_in_batches) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto direct = server.client();
+  asio::io_context ioc;
+  auto cfg = at(server.url());
+  cfg.renew_batch_window = 50ms;
+  client c(ioc.get_executor(), cfg);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    lease_options o;
+    o.ttl = 10s;
+    o.renew_every = 300ms;
+    o.jitter = 0;
+    std::vector<lease> leases;
+    for (int i = 0; i < 30; ++i) leases.push_back(co_await c.acquire("many-" + std::to_string(i), o));
+    // At least three rounds of renewals, within 60 s.
+    for (int i = 0; i < 600 && c.stats().renews < 90; ++i) co_await sleep_for(100ms);
+    BOOST_TEST(c.stats().renews >= 90u);
+    BOOST_TEST(c.stats().losses == 0u);
+    for (auto& l : leases) BOOST_TEST(l.active());
+    const auto batches = metric(direct, R"(baton_requests_total{route="renew_batch",code="200"})");
+    const auto singles = metric(direct, R"(baton_requests_total{route="renew",code="200"})");
+    // Far fewer requests than renewals: on average at least three leases a request.
+    BOOST_TEST(batches >= 1);
+    BOOST_TEST((batches + singles) * 3 <= static_cast<long long>(c.stats().renews));
+    for (auto& l : leases) co_await l.release();
+  }());
+  BOOST_TEST(direct.get("/v1/locks/many-0").status == 404);
 }
