@@ -64,6 +64,7 @@ struct options {
   std::size_t cancel_sample = 0;       // guarded works in the cancellation phase; 0: every lease
   milliseconds cycle_seconds{10'000};  // the acquire+release window; 0: skipped
   std::size_t cycle_workers = 16;      // acquire+release loops at a time, each on its own key
+  long long batch_window_ms = -1;      // client_config::renew_batch_window; -1: the SDK's default
 };
 
 // `15s`, `500ms`, `2m`: one integer and one unit (the agent's richer parser lives in baton::common, which
@@ -338,6 +339,7 @@ class benchmark {
   client_config config() {
     client_config c;
     c.server_url = o_.server;
+    if (o_.batch_window_ms >= 0) c.renew_batch_window = milliseconds(o_.batch_window_ms);
     c.on_event = [this](const lease_event& e) { events_.on_event(e); };
     return c;
   }
@@ -523,7 +525,9 @@ int main(int argc, char** argv) {
       "cycle-seconds", po::value(&cycle_text)->default_value("10s"),
       "length of the acquire+release window before the hold phase; 0: skipped")(
       "cycle-workers", po::value(&o.cycle_workers)->default_value(o.cycle_workers),
-      "acquire+release loops at a time, each on its own key");
+      "acquire+release loops at a time, each on its own key")(
+      "renew-batch-window-ms", po::value(&o.batch_window_ms)->default_value(-1),
+      "renewals falling due within this many ms leave in one batch (0: each alone; -1: the SDK's default)");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
