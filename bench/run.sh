@@ -56,6 +56,7 @@ for arg in "$@"; do
       ;;
   esac
 done
+# q QUICK FULL: the default of a --quick run or of a full one.
 if ((quick)); then
   q() { echo "$1"; }
 else
@@ -339,7 +340,7 @@ fi
 
 # 3. wrk, a load generator that shares no code with baton-loadgen, against batond's acquire at 64
 # connections. A fresh key per request (the Lua request hook), one thread like baton-loadgen; wrk measures
-# closed-loop latency, like step 1. Non-2xx answers are counted as errors.
+# closed-loop latency, like step 1. Non-2xx answers make the run exit 3, like failed requests.
 wrk_line=""
 if [[ ${BENCH_WRK:-1} != 0 && $targets == *batond* ]]; then
   if command -v wrk >/dev/null; then
@@ -366,6 +367,7 @@ LUA
       /^ +50%/ { p50 = $2 } /^ +99%/ { p99 = $2 }
       /Non-2xx/ { bad = $NF }
       END { printf "wrk_ops_per_s=%s wrk_p50=%s wrk_p99=%s wrk_non_2xx=%d", rps, p50, p99, bad }' "$work/wrk.txt")
+    [[ $wrk_line == *wrk_non_2xx=0 ]] || failed_requests=1
   else
     log "wrk not installed: cross-check skipped"
   fi
