@@ -1,25 +1,51 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package Baton needs to build, test, demo and benchmark.
+# Installs the Debian 12 packages Baton needs, by profile; the single list of every dependency.
+#   bash deploy/install-deps.sh [build|test|bench|all]...   (default: all)
+#     build  compile the programs and the SDK (the container images' build stage)
+#     test   build, plus what the tests and the demo start or call (etcd, clang for the fuzz targets, curl...)
+#     bench  build, plus the benchmarks' comparisons and tools (etcd, Redis, wrk, gnuplot)
 # Idempotent and non-interactive: only missing packages are installed.
 set -euo pipefail
 
-packages=(
+build=(
   # toolchain (make too: a plain `cmake -S . -B build` uses the Makefile generator)
   g++ cmake ninja-build make ccache pkg-config git
   # Boost 1.81 (the unversioned libboost-all-dev is 1.74, too old for us)
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libboost-test1.81-dev libboost-program-options1.81-dev
-  # TLS (openssl: the tests make a throwaway CA and certificates at run time)
-  libssl-dev openssl
-  # fuzzing: clang with libFuzzer and the sanitizer runtimes (the `fuzz` preset)
-  clang-14 libclang-rt-14-dev
+  # TLS
+  libssl-dev
   # baton-agent: YAML configuration, time zones (Howard Hinnant's date/tz over the system tz database)
   libyaml-cpp-dev libhowardhinnant-date-dev tzdata
+)
+test=(
+  # openssl: the tests make a throwaway CA and certificates at run time
+  openssl
+  # fuzzing: clang with libFuzzer and the sanitizer runtimes (the `fuzz` preset)
+  clang-14 libclang-rt-14-dev
+  # the etcd backend's tests and the etcd chaos run
+  etcd-server etcd-client
   # demo and tooling; python3-yaml for the offline checks of the deployment files
   curl procps iproute2 python3 python3-yaml
-  # benchmarks: the etcd and Redis comparisons, wrk as a second load generator, gnuplot for the plots
-  wrk etcd-server etcd-client redis-server redis-tools gnuplot-nox
 )
+bench=(
+  # the etcd and Redis comparisons, wrk as a second load generator, gnuplot for the plots
+  etcd-server etcd-client redis-server redis-tools wrk gnuplot-nox curl procps
+)
+
+profiles=("$@")
+((${#profiles[@]})) || profiles=(all)
+packages=("${build[@]}")
+for p in "${profiles[@]}"; do
+  case $p in
+    build) ;;
+    test) packages+=("${test[@]}") ;;
+    bench) packages+=("${bench[@]}") ;;
+    all) packages+=("${test[@]}" "${bench[@]}") ;;
+    *) echo "install-deps: unknown profile '$p' (build, test, bench, all)" >&2; exit 2 ;;
+  esac
+done
+mapfile -t packages < <(printf '%s\n' "${packages[@]}" | awk '!seen[$0]++')
 
 missing=()
 for p in "${packages[@]}"; do

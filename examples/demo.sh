@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash deploy/install-deps.sh
+bash deploy/install-deps.sh test
 cmake --preset release >/dev/null
 cmake --build --preset release --target batond fenced-store baton-example-timeline baton-example-long-job \
   baton-agent

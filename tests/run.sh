@@ -11,10 +11,13 @@ cd "$(dirname "$0")/.."
 quick=0
 if [[ ${1:-} == --quick ]]; then quick=1; fi
 
-bash deploy/install-deps.sh
+bash deploy/install-deps.sh test
 cmake --preset dev
 cmake --build --preset dev
-ctest --preset dev
+# Unit tests two at a time (they are built for a loaded 2-core machine); the rest, which start servers and
+# time real failovers, one at a time.
+ctest --preset dev -L unit -j2
+ctest --preset dev -LE unit
 if ((quick)); then exit 0; fi
 
 # A sanitizer report fails the test that triggers it (UBSan only prints by default); batond and the other
@@ -28,7 +31,9 @@ cmake --build --preset asan
 # chaos runs (real-time runs of fixed length; one seed already runs the same binaries under the sanitizers)
 # also run in the dev suite only, to keep CI within its time budget; so do the simulation's self-tests and
 # margin cases (the same code runs under the sanitizers in sim_seeds).
-ctest --preset asan -E '^(test_deploy_files|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd|sim_finds_.*|sim_margin_.*)$'
+asan_skip='^(test_deploy_files|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd|sim_finds_.*|sim_margin_.*)$'
+ctest --preset asan -L unit -j2 -E "$asan_skip"
+ctest --preset asan -LE unit -E "$asan_skip"
 
 cmake --preset fuzz
 cmake --build --preset fuzz

@@ -8,7 +8,7 @@
 FROM debian:12 AS build
 WORKDIR /src
 COPY deploy/install-deps.sh deploy/install-deps.sh
-RUN bash deploy/install-deps.sh
+RUN bash deploy/install-deps.sh build
 COPY CMakeLists.txt ./
 COPY cmake cmake
 COPY common common

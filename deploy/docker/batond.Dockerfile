@@ -11,7 +11,7 @@ FROM debian:12 AS build
 WORKDIR /src
 # The installer first, alone, so the package layer is reused while only sources change.
 COPY deploy/install-deps.sh deploy/install-deps.sh
-RUN bash deploy/install-deps.sh
+RUN bash deploy/install-deps.sh build
 # Only what the build reads: the sources are named one by one because a .dockerignore would have to sit at
 # the repository root, and BuildKit then sends just these paths (not build/ or .git).
 COPY CMakeLists.txt ./
