@@ -25,19 +25,19 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
-#include <boost/json/array.hpp>
-#include <boost/json/monotonic_resource.hpp>
-#include <boost/json/object.hpp>
-#include <boost/json/serialize.hpp>
 
 #include <sys/socket.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <concepts>
+#include <cstddef>
 #include <cstdio>
 #include <functional>
 #include <list>
+#include <memory_resource>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -47,79 +47,187 @@ namespace baton::server {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-namespace json = boost::json;
 using tcp = asio::ip::tcp;
-using request = http::request<http::string_body>;
-using response = http::response<http::string_body>;
+
+// A request's header, body and answer live in its connection's request_arena (below), so a request served
+// from memory costs no heap allocation for them.
+template <class T>
+struct arena_allocator;
+using fields = http::basic_fields<arena_allocator<char>>;
+using body = http::basic_string_body<char, std::char_traits<char>, arena_allocator<char>>;
+using request = http::request<body, fields>;
+using response = http::response<body, fields>;
+using request_parser = http::request_parser<body, arena_allocator<char>>;
+using text = body::value_type;
+
+// An allocator over a memory resource, as std::pmr::polymorphic_allocator but assignable (Beast's fields
+// need that). Every message of a connection uses its one arena, so moving a message moves its memory.
+template <class T>
+struct arena_allocator {
+  using value_type = T;
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+
+  std::pmr::memory_resource* resource = std::pmr::new_delete_resource();
+
+  arena_allocator() noexcept = default;  // the heap: for a message made before its request has an arena
+  arena_allocator(std::pmr::memory_resource* r) noexcept : resource(r) {}  // NOLINT: implicit, as pmr's
+  template <class U>
+  arena_allocator(const arena_allocator<U>& other) noexcept : resource(other.resource) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(resource->allocate(n * sizeof(T), alignof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { resource->deallocate(p, n * sizeof(T), alignof(T)); }
+  template <class U>
+  bool operator==(const arena_allocator<U>& other) const noexcept {
+    return resource == other.resource;
+  }
+};
 
 namespace {
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-response make_response(http::status status, unsigned version, bool keep_alive, std::string body,
-                       std::string_view content_type = "application/json") {
-  response res{status, version};
+// Memory for one request at a time on a connection: a bump allocator over a buffer the connection keeps,
+// emptied before each request. The common request (a few header fields, a body under a hundred bytes, an
+// answer of four fields) fits; what does not fit is taken from the heap and freed as before, so a large or
+// stalled request holds what it did without the arena (docs/security.md, "Memory per connection"), plus
+// the buffer.
+class request_arena final : public std::pmr::memory_resource {
+ public:
+  // Empties the arena. Only once nothing allocated from it for the last request is alive.
+  void reset() { used_ = 0; }
+
+ private:
+  static constexpr std::size_t size = 2048;
+  alignas(std::max_align_t) std::byte memory_[size];
+  std::size_t used_ = 0;
+
+  void* do_allocate(std::size_t n, std::size_t align) override {
+    const std::size_t start = (used_ + align - 1) & ~(align - 1);
+    if (start <= size && n <= size - start) {
+      used_ = start + n;
+      return memory_ + start;
+    }
+    return ::operator new(n, std::align_val_t(align));
+  }
+  void do_deallocate(void* p, std::size_t n, std::size_t align) override {
+    auto* b = static_cast<std::byte*>(p);
+    if (b >= memory_ && b < memory_ + size) return;  // reclaimed by reset()
+    ::operator delete(p, n, std::align_val_t(align));
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+};
+
+// `mem` is the request's arena; heap memory for answers outside a request's life (a refused connection).
+response make_response(std::pmr::memory_resource* mem, http::status status, unsigned version, bool keep_alive,
+                       text&& body, std::string_view content_type = "application/json") {
+  response res{std::piecewise_construct, std::make_tuple(std::move(body)), std::make_tuple(mem)};
+  res.result(status);
+  res.version(version);
   res.set(http::field::server, "batond");
   res.set(http::field::content_type, content_type);
   res.keep_alive(keep_alive);
-  res.body() = std::move(body);
   res.prepare_payload();
   return res;
 }
-
-std::string lease_body(std::string_view key, std::string_view owner, std::uint64_t token,
-                       std::string_view ttl_name, std::int64_t ttl, std::string_view client = {},
-                       std::optional<std::string_view> value = std::nullopt) {
-  json::object o;
-  o["key"] = key;
-  o["owner"] = owner;
-  if (!client.empty()) o["client"] = client;
-  o["token"] = token;
-  o[ttl_name] = ttl;
-  // Answers that describe a holder always carry its value, "" included: a client can tell a server that
-  // keeps values from one that predates them (docs/protocol.md).
-  if (value) o["value"] = *value;
-  return json::serialize(o);
+response make_response(std::pmr::memory_resource* mem, http::status status, unsigned version, bool keep_alive,
+                       std::string_view body, std::string_view content_type = "application/json") {
+  return make_response(mem, status, version, keep_alive, text(body, mem), content_type);
+}
+response make_response(std::pmr::memory_resource* mem, http::status status, unsigned version, bool keep_alive,
+                       const char* body, std::string_view content_type = "application/json") {
+  return make_response(mem, status, version, keep_alive, std::string_view(body), content_type);
 }
 
-// The body of a renew's 409 `lost`, and of a refused entry of a batch (which adds the key).
-void set_lost(json::object& o, lost_reason reason) {
-  o["error"] = "lost";
-  o["reason"] = to_string(reason);
+// The answers are written as text rather than through a JSON DOM: members in the order a json::object
+// built in that order serializes them, strings escaped as its serializer escapes them (append_json_string),
+// so the bytes are the same without a value, a table and a copy per answer.
+void append_member(text& out, std::string_view name, std::string_view value) {
+  out += out.size() > 1 ? ",\"" : "\"";
+  out += name;
+  out += "\":";
+  append_json_string(out, value);
+}
+template <std::integral Int>
+void append_member(text& out, std::string_view name, Int value) {
+  out += out.size() > 1 ? ",\"" : "\"";
+  out += name;
+  out += "\":";
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
+  out.append(digits, end);
+}
+
+text lease_body(std::pmr::memory_resource* mem, std::string_view key, std::string_view owner,
+                std::uint64_t token, std::string_view ttl_name, std::int64_t ttl,
+                std::string_view client = {}, std::optional<std::string_view> value = std::nullopt) {
+  text out(mem);
+  out.reserve(80 + key.size() + owner.size() + client.size() + (value ? value->size() : 0));
+  out += '{';
+  append_member(out, "key", key);
+  append_member(out, "owner", owner);
+  if (!client.empty()) append_member(out, "client", client);
+  append_member(out, "token", token);
+  append_member(out, ttl_name, ttl);
+  // Answers that describe a holder always carry its value, "" included: a client can tell a server that
+  // keeps values from one that predates them (docs/protocol.md).
+  if (value) append_member(out, "value", *value);
+  out += '}';
+  return out;
+}
+
+// The members of a renew's 409 `lost`, and of a refused entry of a batch (which has the key before them).
+void append_lost(text& out, lost_reason reason) {
+  append_member(out, "error", "lost");
+  append_member(out, "reason", to_string(reason));
   switch (reason) {
     case lost_reason::not_held:
-      o["message"] = "the lock is not held (it is free, or its lease expired)";
+      append_member(out, "message", "the lock is not held (it is free, or its lease expired)");
       break;
     case lost_reason::owner_mismatch:
-      o["message"] = "the lock is held by another owner";
+      append_member(out, "message", "the lock is held by another owner");
       break;
     case lost_reason::token_mismatch:
       // Another token than the holder's, older or never issued: only the holder's own token renews.
-      o["message"] = "the lock is held by this owner with another token";
+      append_member(out, "message", "the lock is held by this owner with another token");
       break;
   }
 }
 
-// {"results":[...]} in the batch's order: each a single renew's 200 body, or its 409 body with the key. Built
-// in one arena: a hundred results are a few hundred small values, freed at once.
-std::string renew_batch_body(const renew_batch_request& batch, const std::vector<renew_result>& results) {
-  json::monotonic_resource arena;
-  json::object body(&arena);
-  json::array& out = body["results"].emplace_array();
-  out.reserve(results.size());
+text error_text(std::pmr::memory_resource* mem, std::string_view code, std::string_view message) {
+  text out(mem);
+  out.reserve(24 + code.size() + message.size());
+  out += '{';
+  append_member(out, "error", code);
+  append_member(out, "message", message);
+  out += '}';
+  return out;
+}
+
+// {"results":[...]} in the batch's order: each a single renew's 200 body, or its 409 body with the key.
+text renew_batch_body(std::pmr::memory_resource* mem, const renew_batch_request& batch,
+                      const std::vector<renew_result>& results) {
+  text out(mem);
+  out.reserve(16 + results.size() * 96);
+  out += R"({"results":[)";
+  text entry(mem);
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& e = batch.leases[i];
-    json::object& o = out.emplace_back(json::object_kind).get_object();
-    o["key"] = e.key;
+    entry.assign("{");
+    append_member(entry, "key", e.key);
     if (std::holds_alternative<renew_ok>(results[i])) {
-      o["owner"] = e.owner;
-      o["token"] = e.token;
-      o["ttl_ms"] = e.ttl.count();
+      append_member(entry, "owner", e.owner);
+      append_member(entry, "token", e.token);
+      append_member(entry, "ttl_ms", e.ttl.count());
     } else {
-      set_lost(o, std::get<renew_refused>(results[i]).reason);
+      append_lost(entry, std::get<renew_refused>(results[i]).reason);
     }
+    entry += '}';
+    if (i != 0) out += ',';
+    out += entry;
   }
-  return json::serialize(body);
+  out += "]}";
+  return out;
 }
 
 // Only a lone `chunked` transfer coding, and no Content-Length beside it. Anything else is where a front
@@ -190,17 +298,20 @@ struct http_server::impl {
     return w;
   }
 
+  // The answer's memory comes from `mem`, the request's arena.
   asio::awaitable<response> handle(const request& req, route& counted_as, const std::string& peer_address,
-                                   clock::time_point started, std::string& authenticated_as) {
+                                   clock::time_point started, std::string& authenticated_as,
+                                   std::pmr::memory_resource* mem) {
     const unsigned v = req.version();
     const bool ka = req.keep_alive() && !draining.load(std::memory_order_relaxed);
     auto error = [&](const api_error& e) {
-      return make_response(static_cast<http::status>(e.status), v, ka, error_body(e.code, e.message));
+      return make_response(mem, static_cast<http::status>(e.status), v, ka,
+                           error_text(mem, e.code, e.message));
     };
     if (auto e = browser_check(req)) {
       log::debug("browser_refused", {{"status", e->status}, {"target", std::string(req.target())}});
-      co_return make_response(static_cast<http::status>(e->status), v, false,
-                              error_body(e->code, e->message));
+      co_return make_response(mem, static_cast<http::status>(e->status), v, false,
+                              error_text(mem, e->code, e->message));
     }
 
     // The order of checks (docs/protocol.md, "Order of checks"): who is asking (401), then the route (404),
@@ -226,10 +337,10 @@ struct http_server::impl {
     // their address's bucket, kept apart from the names' buckets.
     if (auto wait =
             client.empty() ? address_rate.admit(peer_address, started) : client_rate.admit(client, started)) {
-      auto res =
-          make_response(http::status::too_many_requests, v, ka,
-                        error_body("rate_limited", "more than " + rate_text() +
-                                                       " requests per second from this client; retry later"));
+      auto res = make_response(
+          mem, http::status::too_many_requests, v, ka,
+          error_text(mem, "rate_limited",
+                     "more than " + rate_text() + " requests per second from this client; retry later"));
       res.set(http::field::retry_after, retry_after_seconds(*wait));
       co_return res;
     }
@@ -264,17 +375,20 @@ struct http_server::impl {
       case lock_target::kind::healthz:
         // Unhealthy from the moment the log fails until batond has exited (fail-stop, docs/design.md).
         if (!service.storage_healthy()) {
-          json::object o;
-          o["status"] = "storage_failed";
-          o["error"] = "storage_failed";
-          o["message"] = service.storage_failure();
-          co_return make_response(http::status::service_unavailable, v, false, json::serialize(o));
+          text o(mem);
+          o += '{';
+          append_member(o, "status", "storage_failed");
+          append_member(o, "error", "storage_failed");
+          append_member(o, "message", service.storage_failure());
+          o += '}';
+          co_return make_response(mem, http::status::service_unavailable, v, false, std::move(o));
         }
-        co_return make_response(http::status::ok, v, ka, R"({"status":"ok"})");
+        co_return make_response(mem, http::status::ok, v, ka, R"({"status":"ok"})");
       case lock_target::kind::metrics:
-        co_return make_response(http::status::ok, v, ka, metrics.render(), "text/plain; version=0.0.4");
+        co_return make_response(mem, http::status::ok, v, ka, metrics.render(), "text/plain; version=0.0.4");
       case lock_target::kind::capabilities:
-        co_return make_response(http::status::ok, v, ka, capabilities_body(options.limits.max_body_bytes));
+        co_return make_response(mem, http::status::ok, v, ka,
+                                capabilities_body(options.limits.max_body_bytes));
       case lock_target::kind::acquire: {
         auto body = parse_acquire(req.body(), options.ttl);
         if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
@@ -283,20 +397,24 @@ struct http_server::impl {
         if (options.tokens && !client.empty()) quota = auth::lock_quota(*options.tokens->current(), client);
         auto result = co_await service.acquire(t.key, r.owner, r.ttl, client, quota, r.value);
         if (auto* g = std::get_if<acquire_granted>(&result)) {
-          log::debug("acquire", {{"key", t.key}, {"owner", r.owner}, {"token", g->token}});
-          co_return make_response(http::status::ok, v, ka,
-                                  lease_body(t.key, r.owner, g->token, "ttl_ms", r.ttl.count()));
+          // The fields are strings: built only when the line is written.
+          if (log::enabled(log::level::debug))
+            log::debug("acquire", {{"key", t.key}, {"owner", r.owner}, {"token", g->token}});
+          co_return make_response(mem, http::status::ok, v, ka,
+                                  lease_body(mem, t.key, r.owner, g->token, "ttl_ms", r.ttl.count()));
         }
         const auto& h = std::get<acquire_refused>(result).holder;
-        json::object o;
-        o["error"] = "held";
-        o["message"] = "the lock is held by another owner";
-        o["owner"] = h.owner;
-        if (!h.client.empty()) o["client"] = h.client;
-        o["token"] = h.token;
-        o["ttl_remaining_ms"] = h.remaining.count();
-        o["value"] = h.value;
-        co_return make_response(http::status::conflict, v, ka, json::serialize(o));
+        text o(mem);
+        o += '{';
+        append_member(o, "error", "held");
+        append_member(o, "message", "the lock is held by another owner");
+        append_member(o, "owner", h.owner);
+        if (!h.client.empty()) append_member(o, "client", h.client);
+        append_member(o, "token", h.token);
+        append_member(o, "ttl_remaining_ms", h.remaining.count());
+        append_member(o, "value", h.value);
+        o += '}';
+        co_return make_response(mem, http::status::conflict, v, ka, std::move(o));
       }
       case lock_target::kind::renew: {
         auto body = parse_renew(req.body(), options.ttl);
@@ -304,11 +422,13 @@ struct http_server::impl {
         auto& r = std::get<renew_request>(body);
         auto result = co_await service.renew(t.key, r.owner, r.token, r.ttl, client);
         if (std::holds_alternative<renew_ok>(result))
-          co_return make_response(http::status::ok, v, ka,
-                                  lease_body(t.key, r.owner, r.token, "ttl_ms", r.ttl.count()));
-        json::object o;
-        set_lost(o, std::get<renew_refused>(result).reason);
-        co_return make_response(http::status::conflict, v, ka, json::serialize(o));
+          co_return make_response(mem, http::status::ok, v, ka,
+                                  lease_body(mem, t.key, r.owner, r.token, "ttl_ms", r.ttl.count()));
+        text o(mem);
+        o += '{';
+        append_lost(o, std::get<renew_refused>(result).reason);
+        o += '}';
+        co_return make_response(mem, http::status::conflict, v, ka, std::move(o));
       }
       case lock_target::kind::renew_batch: {
         auto body = parse_renew_batch(req.body(), options.ttl);
@@ -320,7 +440,7 @@ struct http_server::impl {
           if (auto* e = std::get_if<api_error>(&d)) co_return refuse(*e);
         }
         auto results = co_await service.renew_batch(batch.leases, client);
-        co_return make_response(http::status::ok, v, ka, renew_batch_body(batch, results));
+        co_return make_response(mem, http::status::ok, v, ka, renew_batch_body(mem, batch, results));
       }
       case lock_target::kind::release: {
         auto body = parse_release(req.body());
@@ -329,7 +449,7 @@ struct http_server::impl {
         auto result = co_await service.release(t.key, r.owner, r.token, client);
         if (result.outcome == release_outcome::not_owner)
           co_return error({409, "not_owner", "the lock is held by another owner or token; nothing changed"});
-        co_return make_response(http::status::ok, v, ka,
+        co_return make_response(mem, http::status::ok, v, ka,
                                 result.outcome == release_outcome::released
                                     ? R"({"released":true,"outcome":"released"})"
                                     : R"({"released":true,"outcome":"already_free"})");
@@ -342,8 +462,8 @@ struct http_server::impl {
           view = co_await service.get(t.key);
         }
         if (!view) co_return error({404, "not_held", "the lock is not held"});
-        co_return make_response(http::status::ok, v, ka,
-                                lease_body(t.key, view->owner, view->token, "ttl_remaining_ms",
+        co_return make_response(mem, http::status::ok, v, ka,
+                                lease_body(mem, t.key, view->owner, view->token, "ttl_remaining_ms",
                                            view->remaining.count(), view->client, view->value));
       }
     }
@@ -458,8 +578,10 @@ struct http_server::impl {
       impl& self;
       ~counted() { self.refusing.fetch_sub(1); }
     } guard{*this};
+    auto* mem = std::pmr::new_delete_resource();
     beast::tcp_stream stream(std::move(socket));
-    auto res = make_response(http::status::service_unavailable, 11, false, error_body(code, message));
+    auto res =
+        make_response(mem, http::status::service_unavailable, 11, false, error_text(mem, code, message));
     res.set(http::field::retry_after, "1");
     metrics.count_request(route::other, 503);
     stream.expires_after(std::chrono::seconds(1));
@@ -556,9 +678,10 @@ struct http_server::impl {
     auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
     if (ec) co_return;
     metrics.count_request(route::other, 400);
-    auto res =
-        make_response(http::status::bad_request, parser.get().version(), false,
-                      error_body("tls_required", "this server accepts only TLS connections: use https://"));
+    auto* mem = std::pmr::new_delete_resource();
+    auto res = make_response(
+        mem, http::status::bad_request, parser.get().version(), false,
+        error_text(mem, "tls_required", "this server accepts only TLS connections: use https://"));
     co_await http::async_write(stream, res, use_tuple);
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -571,13 +694,21 @@ struct http_server::impl {
                               const std::string& client) {
     auto& lowest = beast::get_lowest_layer(stream);
     bool authenticated = false;  // this connection has made a request with a valid token
+    // This connection's entry in w.idle, moved in while it waits for a request and out while it serves
+    // one: splicing allocates nothing.
+    std::list<beast::tcp_stream*> mine{&lowest};
+    const auto pos = mine.begin();
+    auto arena = std::make_unique<request_arena>();
+    std::pmr::memory_resource* const mem = arena.get();
     for (;;) {
       if (draining.load()) break;
-      http::request_parser<http::string_body> parser;
+      // Nothing of the last request is alive: its parser and answer ended with the last iteration.
+      arena->reset();
+      request_parser parser{std::piecewise_construct, std::make_tuple(mem), std::make_tuple(mem)};
       parser.body_limit(options.limits.max_body_bytes);
       parser.header_limit(static_cast<std::uint32_t>(options.limits.max_header_bytes));
       lowest.expires_after(authenticated ? options.read_timeout : first_request_timeout());
-      auto pos = w.idle.insert(w.idle.end(), &lowest);
+      w.idle.splice(w.idle.end(), mine, pos);
       // The header first: its framing is checked before a byte of the body is read as anything.
       auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
       std::optional<api_error> framing;
@@ -592,7 +723,7 @@ struct http_server::impl {
         }
         if (!framing && !ec) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, use_tuple);
       }
-      w.idle.erase(pos);
+      mine.splice(mine.end(), w.idle, pos);
       if (ec || framing) {
         std::optional<api_error> answer = framing;
         if (framing) {
@@ -611,8 +742,8 @@ struct http_server::impl {
         }
         if (answer) {
           metrics.count_request(route::other, answer->status);
-          auto res = make_response(static_cast<http::status>(answer->status), 11, false,
-                                   error_body(answer->code, answer->message));
+          auto res = make_response(mem, static_cast<http::status>(answer->status), 11, false,
+                                   error_text(mem, answer->code, answer->message));
           lowest.expires_after(options.read_timeout);
           co_await http::async_write(stream, res, use_tuple);
         }
@@ -622,7 +753,7 @@ struct http_server::impl {
       request& req = parser.get();
       auto started = clock::now();
       lowest.expires_never();  // a long-poll may legitimately take up to a minute
-      response res;
+      response res{std::piecewise_construct, std::make_tuple(mem), std::make_tuple(mem)};
       route r = route::other;
       std::string name;  // the authenticated client, empty without a valid token
       const bool long_poll =
@@ -631,30 +762,30 @@ struct http_server::impl {
       try {
         if (watch) {
           res = co_await asio::co_spawn(
-              co_await asio::this_coro::executor, handle(req, r, client, started, name),
+              co_await asio::this_coro::executor, handle(req, r, client, started, name, mem),
               asio::bind_cancellation_slot(watch->signal.slot(), asio::use_awaitable));
         } else {
-          res = co_await handle(req, r, client, started, name);
+          res = co_await handle(req, r, client, started, name, mem);
         }
       } catch (const waiters_exhausted& e) {
-        res = make_response(http::status::service_unavailable, req.version(), req.keep_alive(),
-                            error_body("too_many_waiters", std::string(e.what()) + "; retry later"));
+        res = make_response(mem, http::status::service_unavailable, req.version(), req.keep_alive(),
+                            error_text(mem, "too_many_waiters", std::string(e.what()) + "; retry later"));
         res.set(http::field::retry_after, "1");
       } catch (const locks_exhausted& e) {
-        res =
-            make_response(e.server_wide ? http::status::service_unavailable : http::status::too_many_requests,
-                          req.version(), req.keep_alive(),
-                          error_body(e.server_wide ? "too_many_locks" : "lock_quota_exceeded",
-                                     std::string(e.what()) + "; release a lock or retry later"));
+        res = make_response(
+            mem, e.server_wide ? http::status::service_unavailable : http::status::too_many_requests,
+            req.version(), req.keep_alive(),
+            error_text(mem, e.server_wide ? "too_many_locks" : "lock_quota_exceeded",
+                       std::string(e.what()) + "; release a lock or retry later"));
         res.set(http::field::retry_after, "1");
       } catch (const storage_unavailable& e) {
-        res = make_response(http::status::service_unavailable, req.version(), false,
-                            error_body("storage_unavailable", e.what()));
+        res = make_response(mem, http::status::service_unavailable, req.version(), false,
+                            error_text(mem, "storage_unavailable", e.what()));
         res.set(http::field::retry_after, "1");
       } catch (const std::exception& e) {
         log::error("request_failed", {{"target", std::string(req.target())}, {"error", e.what()}});
-        res = make_response(http::status::internal_server_error, req.version(), false,
-                            error_body("internal", e.what()));
+        res = make_response(mem, http::status::internal_server_error, req.version(), false,
+                            error_text(mem, "internal", e.what()));
       }
       if (watch) {
         watch->done = true;
@@ -675,7 +806,7 @@ struct http_server::impl {
       lowest.expires_after(options.read_timeout);
       // The answer to a HEAD (always 405) is its header alone: a client reads no body after a HEAD, so body
       // bytes would be taken for the start of the next answer on the connection.
-      http::response_serializer<http::string_body> serializer{res};
+      http::response_serializer<body, fields> serializer{res};
       auto [wec, wn] = req.method() == http::verb::head
                            ? co_await http::async_write_header(stream, serializer, use_tuple)
                            : co_await http::async_write(stream, serializer, use_tuple);

@@ -8,9 +8,13 @@
 #include <boost/url/parse.hpp>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <cstddef>
 #include <memory>
+#include <memory_resource>
 #include <optional>
+#include <span>
 #include <unordered_set>
 #include <vector>
 
@@ -89,27 +93,35 @@ struct unique_members_handler {
     std::unique_ptr<std::unordered_set<std::string>> many;  // all its names, once it has more than `few`
   };
 
+  // The names and scopes of a small body live in `names_memory`, inside the parser on the caller's stack;
+  // a body with more names than fit spills to the heap (the resource never frees, and is bounded by the
+  // body limit).
+  alignas(std::max_align_t) std::array<std::byte, 512> names_memory;
+  std::pmr::monotonic_buffer_resource names{names_memory.data(), names_memory.size()};
   json::value_stack st;
-  std::vector<std::string> flat;
-  std::vector<scope> scopes;
-  std::string key;                       // the current name, while it arrives in parts
+  std::pmr::vector<std::pmr::string> flat{&names};
+  std::pmr::vector<scope> scopes{&names};
+  std::pmr::string key{&names};          // the current name, while it arrives in parts
   std::optional<std::string> duplicate;  // the first repeated name, once found
 
+  // `storage` holds the parser's value stack (the parsed value's own storage is set by st.reset()).
+  explicit unique_members_handler(json::storage_ptr storage) : st(std::move(storage)) {}
+
   // False when the open object already has this name.
-  bool add_name(const std::string& name) {
+  bool add_name(const std::pmr::string& name) {
     scope& sc = scopes.back();
-    if (sc.many) return sc.many->insert(name).second;
+    if (sc.many) return sc.many->emplace(name).second;
     for (std::size_t i = sc.start; i < flat.size(); ++i)
       if (flat[i] == name) return false;
     if (flat.size() - sc.start < few) {
       flat.push_back(name);
       return true;
     }
-    sc.many = std::make_unique<std::unordered_set<std::string>>(
-        std::make_move_iterator(flat.begin() + static_cast<std::ptrdiff_t>(sc.start)),
-        std::make_move_iterator(flat.end()));
+    sc.many = std::make_unique<std::unordered_set<std::string>>();
+    for (std::size_t i = sc.start; i < flat.size(); ++i)
+      sc.many->emplace(flat[i]);
     flat.resize(sc.start);
-    return sc.many->insert(name).second;
+    return sc.many->emplace(name).second;
   }
 
   bool on_document_begin(boost::system::error_code&) { return true; }
@@ -138,7 +150,7 @@ struct unique_members_handler {
     key.append(s.data(), s.size());
     // Names are compared after unescaping, so "owner" and "\u006fwner" are the same member.
     if (!add_name(key)) {
-      duplicate = std::move(key);
+      duplicate.emplace(key);
       ec = boost::system::errc::make_error_code(boost::system::errc::invalid_argument);
       return false;
     }
@@ -180,10 +192,10 @@ struct unique_members_handler {
 };
 
 // Parses the body as a JSON object; unknown fields are ignored, a member named twice in any object is not.
-// The object's memory comes from `storage` (default: the heap); it must outlive the object.
+// The object's memory, and the parser's, come from `storage` (default: the heap); it must outlive the object.
 std::variant<json::object, api_error> parse_object(std::string_view body, json::storage_ptr storage = {}) {
   if (body.empty()) return bad_request("request body is empty; expected a JSON object");
-  json::basic_parser<unique_members_handler> p(json::parse_options{});
+  json::basic_parser<unique_members_handler> p(json::parse_options{}, storage);
   p.handler().st.reset(std::move(storage));
   boost::system::error_code ec;
   const std::size_t used = p.write_some(false, body.data(), body.size(), ec);
@@ -195,6 +207,13 @@ std::variant<json::object, api_error> parse_object(std::string_view body, json::
   if (!v.is_object()) return bad_request("request body must be a JSON object");
   return std::move(v.as_object());
 }
+
+// The memory of one parsed body: a single acquire, renew or release (and the parser's stack) fits in the
+// inline buffer, on the caller's stack; a larger body continues on the heap, all freed at once.
+struct body_arena {
+  alignas(std::max_align_t) std::array<unsigned char, 2048> memory;
+  json::monotonic_resource resource{memory.data(), memory.size()};
+};
 
 std::optional<api_error> get_string(const json::object& o, std::string_view name, std::size_t max_bytes,
                                     std::string& out) {
@@ -268,14 +287,19 @@ std::optional<std::uint64_t> parse_decimal(std::string_view s) {
 }  // namespace
 
 std::string error_body(std::string_view code, std::string_view message) {
-  json::object o;
-  o["error"] = code;
-  o["message"] = message;
-  return json::serialize(o);
+  std::string out;
+  out.reserve(24 + code.size() + message.size());
+  out += R"({"error":)";
+  append_json_string(out, code);
+  out += R"(,"message":)";
+  append_json_string(out, message);
+  out += '}';
+  return out;
 }
 
 std::variant<acquire_request, api_error> parse_acquire(std::string_view body, const ttl_bounds& bounds) {
-  auto parsed = parse_object(body);
+  body_arena arena;
+  auto parsed = parse_object(body, &arena.resource);
   if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
   const auto& o = std::get<json::object>(parsed);
   acquire_request r;
@@ -296,7 +320,8 @@ std::variant<acquire_request, api_error> parse_acquire(std::string_view body, co
 }
 
 std::variant<renew_request, api_error> parse_renew(std::string_view body, const ttl_bounds& bounds) {
-  auto parsed = parse_object(body);
+  body_arena arena;
+  auto parsed = parse_object(body, &arena.resource);
   if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
   const auto& o = std::get<json::object>(parsed);
   renew_request r;
@@ -309,8 +334,8 @@ std::variant<renew_request, api_error> parse_renew(std::string_view body, const 
 std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view body,
                                                                const ttl_bounds& bounds) {
   // The parsed body lives only in this function: its memory comes from one arena, freed at once.
-  json::monotonic_resource arena;
-  auto parsed = parse_object(body, &arena);
+  body_arena arena;
+  auto parsed = parse_object(body, &arena.resource);
   if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
   const auto& o = std::get<json::object>(parsed);
   auto it = o.find("leases");
@@ -348,7 +373,8 @@ std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view 
 }
 
 std::variant<release_request, api_error> parse_release(std::string_view body) {
-  auto parsed = parse_object(body);
+  body_arena arena;
+  auto parsed = parse_object(body, &arena.resource);
   if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
   const auto& o = std::get<json::object>(parsed);
   release_request r;
@@ -366,8 +392,14 @@ std::variant<boost::urls::url_view, api_error> parse_url(std::string_view target
 }
 
 std::variant<lock_target::kind, api_error> route_of(boost::urls::url_view u) {
-  auto segs = u.encoded_segments();
-  std::vector<boost::urls::pct_string_view> parts(segs.begin(), segs.end());
+  // At most five segments matter (a route has four): more are a path that names no route.
+  std::array<boost::urls::pct_string_view, 5> segments;
+  std::size_t count = 0;
+  for (auto seg : u.encoded_segments()) {
+    if (count == segments.size()) break;
+    segments[count++] = seg;
+  }
+  const std::span<const boost::urls::pct_string_view> parts(segments.data(), count);
   using kind = lock_target::kind;
   if (parts.size() == 1 && parts[0] == "metrics") return kind::metrics;
   if (parts.size() == 1 && parts[0] == "healthz") return kind::healthz;
