@@ -108,12 +108,16 @@ class request_arena final : public std::pmr::memory_resource {
       used_ = start + n;
       return memory_ + start;
     }
+    if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) return ::operator new(n);
     return ::operator new(n, std::align_val_t(align));
   }
   void do_deallocate(void* p, std::size_t n, std::size_t align) override {
     auto* b = static_cast<std::byte*>(p);
     if (b >= memory_ && b < memory_ + size) return;  // reclaimed by reset()
-    ::operator delete(p, n, std::align_val_t(align));
+    if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+      ::operator delete(p, n);
+    else
+      ::operator delete(p, n, std::align_val_t(align));
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
 };
