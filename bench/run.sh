@@ -2,8 +2,8 @@
 # Benchmarks batond against etcd (v3 JSON gateway) and Redis (SET NX PX, appendfsync always) with
 # baton-loadgen, side by side in one run, and renders the tables and plots of docs/benchmarks.md.
 #
-#   bash bench/run.sh            # everything, about 10 minutes on the 2-vCPU machine of docs/benchmarks.md
-#   bash bench/run.sh --quick    # fewer connection counts, shorter phases, no 100k-lease point: ~4 minutes
+#   bash bench/run.sh            # everything, about 14 minutes on the 2-vCPU machine of docs/benchmarks.md
+#   bash bench/run.sh --quick    # fewer connection counts, shorter phases, no 100k-lease point: ~3 minutes
 #
 # Builds Release, then:
 #  1. connection sweep: for each server and each connection count a fresh server on loopback, data on the
@@ -35,8 +35,9 @@
 #   BENCH_BUILD=1                  set to 0 to skip the build
 #   BENCH_BIN=build/release/bin    where batond, baton-loadgen and baton-bench-sdk-leases are taken from
 #   BENCH_BATOND_THREADS           --threads for batond (default: its own default, the number of cores)
-#   BENCH_MAX_OTHER_CORES=0.3, BENCH_RETRIES=1 (q 0)   re-measure a sweep block once if other processes took
-#                                  more than 0.3 cores during it (shared machines); the quieter attempt is kept
+#   BENCH_MAX_OTHER_CORES=0.3, BENCH_RETRIES=1 (q 0)   re-measure a sweep or open-loop block once if other
+#                                  processes took more than 0.3 cores during it (shared machines); the quieter
+#                                  attempt is kept
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -161,7 +162,7 @@ start_batond() {
     >"$dir/stdout" 2>"$dir/stderr" &
   server_pid=$!
   for _ in $(seq 100); do
-    if grep -q "batond listening on" "$dir/stdout"; then
+    if grep -qs "batond listening on" "$dir/stdout"; then
       server_url="http://$(sed -n 's/^batond listening on //p' "$dir/stdout")"
       return 0
     fi
@@ -172,7 +173,23 @@ start_batond() {
   die "batond did not start (output in $dir)"
 }
 
+# etcd and Redis bind fixed ports: if another process took one between free_port and the bind, the server
+# is started again on other ports (up to three times).
+port_taken() { grep -qis "address already in use" "$@"; }
+
 start_etcd() {
+  local dir=$1 attempt
+  for attempt in 1 2 3; do
+    rm -rf "$dir"
+    try_start_etcd "$dir" && return 0
+    port_taken "$dir/stderr" || break
+    log "etcd found its port taken; starting it again on other ports"
+  done
+  tail -20 "$dir/stderr" >&2
+  die "etcd did not start (output in $dir)"
+}
+
+try_start_etcd() {
   local dir=$1
   mkdir -p "$dir"
   local client peer
@@ -185,21 +202,33 @@ start_etcd() {
     >"$dir/stdout" 2>"$dir/stderr" &
   server_pid=$!
   for _ in $(seq 200); do
-    if curl -sf "http://127.0.0.1:$client/health" 2>/dev/null | grep -q '"health":"true"'; then
+    kill -0 "$server_pid" 2>/dev/null || break
+    if curl -sf -m 2 "http://127.0.0.1:$client/health" 2>/dev/null | grep -q '"health":"true"'; then
       server_url="http://127.0.0.1:$client"
       return 0
     fi
-    kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
   done
-  tail -20 "$dir/stderr" >&2
-  die "etcd did not start (output in $dir)"
+  stop_server
+  return 1
 }
 
 # A throwaway Redis: loopback only, no RDB snapshots, every write in the append-only file and fsynced before
 # the answer (appendfsync always: Redis's most durable setting, which a lock service needs to be compared
 # with batond and etcd at all).
 start_redis() {
+  local dir=$1 attempt
+  for attempt in 1 2 3; do
+    rm -rf "$dir"
+    try_start_redis "$dir" && return 0
+    port_taken "$dir/redis.log" "$dir/stderr" || break
+    log "redis-server found its port taken; starting it again on other ports"
+  done
+  tail -20 "$dir/redis.log" "$dir/stderr" >&2 2>/dev/null || true
+  die "redis-server did not start (output in $dir)"
+}
+
+try_start_redis() {
   local dir=$1
   mkdir -p "$dir/data"
   local port
@@ -207,16 +236,17 @@ start_redis() {
   redis-server --bind 127.0.0.1 --port "$port" --dir "$dir/data" --appendonly yes --appendfsync always \
     --save '' --daemonize no --logfile "$dir/redis.log" >"$dir/stdout" 2>"$dir/stderr" &
   server_pid=$!
+  # Only ours is asked, and with a time limit: whatever else holds a taken port need not answer at all.
   for _ in $(seq 100); do
-    if [[ $(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]]; then
+    kill -0 "$server_pid" 2>/dev/null || break
+    if [[ $(timeout 2 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]]; then
       server_url="redis://127.0.0.1:$port"
       return 0
     fi
-    kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
   done
-  tail -20 "$dir/redis.log" "$dir/stderr" >&2 2>/dev/null || true
-  die "redis-server did not start (output in $dir)"
+  stop_server
+  return 1
 }
 
 # The machine, for the record: figures only mean something next to it.
