@@ -104,7 +104,7 @@ class request_arena final : public std::pmr::memory_resource {
 
   void* do_allocate(std::size_t n, std::size_t align) override {
     const std::size_t start = (used_ + align - 1) & ~(align - 1);
-    if (start <= size && n <= size - start) {
+    if (align <= alignof(std::max_align_t) && start <= size && n <= size - start) {
       used_ = start + n;
       return memory_ + start;
     }
@@ -122,7 +122,8 @@ class request_arena final : public std::pmr::memory_resource {
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
 };
 
-// `mem` is the request's arena; heap memory for answers outside a request's life (a refused connection).
+// `mem`: the request's arena, or std::pmr::new_delete_resource() for an answer outside a request's life (a
+// refused connection).
 response make_response(std::pmr::memory_resource* mem, http::status status, unsigned version, bool keep_alive,
                        text&& body, std::string_view content_type = "application/json") {
   response res{std::piecewise_construct, std::make_tuple(std::move(body)), std::make_tuple(mem)};
@@ -145,7 +146,8 @@ response make_response(std::pmr::memory_resource* mem, http::status status, unsi
 
 // The answers are written as text rather than through a JSON DOM: members in the order a json::object
 // built in that order serializes them, strings escaped as its serializer escapes them (append_json_string),
-// so the bytes are the same without a value, a table and a copy per answer.
+// so the bytes are the same without a value, a table and a copy per answer. `out` holds one object's text
+// from its `{`: a member right after the brace takes no comma.
 void append_member(text& out, std::string_view name, std::string_view value) {
   out += out.size() > 1 ? ",\"" : "\"";
   out += name;
@@ -157,9 +159,8 @@ void append_member(text& out, std::string_view name, Int value) {
   out += out.size() > 1 ? ",\"" : "\"";
   out += name;
   out += "\":";
-  char digits[24];
-  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
-  out.append(digits, end);
+  char digits[24];  // 20 digits and a sign at most
+  out.append(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
 }
 
 text lease_body(std::pmr::memory_resource* mem, std::string_view key, std::string_view owner,
