@@ -46,6 +46,17 @@ asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> 
   co_return r;
 }
 
+// Whether a renewal of `c` should wait for others: when the client's leases renew often enough that about one
+// other renewal falls due within the window (leases renewing × window ≥ this lease's renew period). Fewer
+// leases would pay the window's wait and the batcher's work for batches of one.
+bool worth_batching(const lease_core& c) {
+  const auto window = c.client->config.renew_batch_window;
+  if (window.count() <= 0) return false;
+  const auto period = c.options.renew_every.count() > 0 ? c.options.renew_every : c.options.ttl / 3;
+  return static_cast<double>(c.client->renewing) * static_cast<double>(window.count()) >=
+         static_cast<double>(period.count());
+}
+
 // The renewal task: carries out what the state machine decides, until the lease is no longer active.
 asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
   auto& cs = *c->client;
@@ -77,7 +88,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     // is short of time (retrying near the deadline) goes alone, at once. `sent` stays the instant it fell
     // due, so the window only makes the next deadline earlier.
     renew_reply r;
-    if (cs.config.renew_batch_window.count() > 0 && budget >= cs.config.request_timeout) {
+    if (worth_batching(*c) && budget >= cs.config.request_timeout) {
       if (!cs.batcher) cs.batcher = std::make_shared<renew_batcher>(cs);
       // Named: GCC 12 destroys a braced temporary in a co_await expression twice.
       renew_entry entry{c->key, c->owner, c->token, c->options.ttl};
@@ -214,9 +225,11 @@ void lease_core::publish() {
 
 void lease_core::start() {
   renewal_running = true;
+  ++client->renewing;
   asio::co_spawn(client->ex, run_renewal(shared_from_this()),
                  asio::bind_cancellation_slot(stop_renewal.slot(), [self = shared_from_this()](std::exception_ptr) {
                    self->renewal_running = false;
+                   --self->client->renewing;
                  }));
 }
 

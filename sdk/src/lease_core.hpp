@@ -77,6 +77,7 @@ struct client_shared : std::enable_shared_from_this<client_shared> {
   int in_flight = 0;        // acquire requests, and clean-ups of their grants, still running
   wakeup_list on_idle;      // woken when in_flight drops
   std::shared_ptr<renew_batcher> batcher;  // made at the first renewal that may join a batch
+  std::size_t renewing = 0;                // leases whose renewal task runs
 
   // Any thread.
   std::atomic<bool> context_gone{false};  // the io_context is shut down or destroyed: post nothing to it

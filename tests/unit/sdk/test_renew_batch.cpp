@@ -152,28 +152,38 @@ BOOST_AUTO_TEST_CASE(a_refused_entry_loses_only_its_own_lease) {
 }
 
 BOOST_AUTO_TEST_CASE(a_batched_renewal_counts_its_deadline_from_when_it_fell_due) {
-  // With a 400 ms window the first renewal of a batch waits 400 ms for others before the batch leaves. The
+  // With a 400 ms window the renewal that opens a batch waits 400 ms for others before the batch leaves. The
   // deadline it confirms is counted from when it fell due: at least 400 ms before departure + TTL - margin.
+  // Three leases renewing every second: 3 x 400 ms >= 1 s, so they batch.
   fixture f(400ms);
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto o = lease_opts(10s, 1000ms);
     o.jitter = 0;
-    auto l = co_await f.c.acquire("k0", o);
-    const auto first = l.deadline();
-    for (int i = 0; i < 3000 && f.c.stats().renews < 1; ++i) co_await sleep_for(10ms);
-    BOOST_REQUIRE(f.c.stats().renews == 1u);  // the next one falls due a second later
-    BOOST_REQUIRE(f.backend->batch_sent.empty());  // alone in its batch: sent as a single renew
-    BOOST_REQUIRE(f.backend->renews == 1);
-    BOOST_TEST((l.deadline() > first));
-    BOOST_TEST((l.deadline() <= f.backend->renew_sent.front() - 400ms + o.ttl - o.ttl / 10));
-    co_await l.release();
+    std::vector<lease> leases;
+    for (int i = 0; i < 3; ++i) leases.push_back(co_await f.c.acquire("k" + std::to_string(i), o));
+    std::vector<lease_clock::time_point> first;
+    for (auto& l : leases) first.push_back(l.deadline());
+    for (int i = 0; i < 3000 && f.c.stats().renews < 3; ++i) co_await sleep_for(10ms);
+    BOOST_REQUIRE(f.c.stats().renews >= 3u);
+    BOOST_REQUIRE(f.c.stats().renews < 6u);  // the next round falls due a second later
+    // The first departure, in a batch or (if the others fell due later than the window) alone.
+    auto departed = lease_clock::time_point::max();
+    if (!f.backend->batch_sent.empty()) departed = f.backend->batch_sent.front();
+    if (!f.backend->renew_sent.empty()) departed = std::min(departed, f.backend->renew_sent.front());
+    auto earliest = lease_clock::time_point::max();
+    for (std::size_t i = 0; i < leases.size(); ++i) {
+      BOOST_TEST((leases[i].deadline() > first[i]));
+      earliest = std::min(earliest, leases[i].deadline());
+    }
+    BOOST_TEST((earliest <= departed - 400ms + o.ttl - o.ttl / 10));
+    for (auto& l : leases) co_await l.release();
   }());
 }
 
 BOOST_AUTO_TEST_CASE(a_release_does_not_wait_for_the_batch_its_renewal_waits_in) {
   fixture f(400ms);
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto leases = co_await f.acquire_all(1);
+    auto leases = co_await f.acquire_all(2);  // 2 x 400 ms >= 300 ms: they batch
     // Let the renewal fall due and join a batch (it waits up to 400 ms there), then release.
     co_await sleep_for(350ms);
     auto r = co_await leases[0].release();
@@ -184,6 +194,20 @@ BOOST_AUTO_TEST_CASE(a_release_does_not_wait_for_the_batch_its_renewal_waits_in)
     co_await sleep_for(600ms);
     BOOST_TEST(!f.server->holder("k0"));
     BOOST_TEST((leases[0].state() == lease_state::released));
+    co_await leases[1].release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(a_client_with_few_leases_renews_them_alone) {
+  // 5 leases renewing every 300 ms with a 50 ms window: 5 x 50 ms < 300 ms, about one renewal falls due per
+  // window, so each goes alone at once instead of waiting for a batch of one.
+  fixture f(50ms);
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto leases = co_await f.acquire_all(5);
+    for (int i = 0; i < 3000 && f.c.stats().renews < 10; ++i) co_await sleep_for(10ms);
+    BOOST_TEST(f.c.stats().renews >= 10u);
+    BOOST_TEST(f.backend->batches == 0);
+    for (auto& l : leases) co_await l.release();
   }());
 }
 
