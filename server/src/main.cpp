@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
   // clang-format off
   opts.add_options()
     ("help,h", "show this help")
+    ("version", "print the version and exit")
     ("listen", po::value(&listen)->default_value("127.0.0.1:7070"), "address to serve on, HOST:PORT (port 0 picks a free one)")
     ("data-dir", po::value(&data_dir), "directory for the write-ahead log and snapshots (required)")
     ("min-ttl-ms", po::value(&min_ttl)->default_value(100), "smallest lease TTL a client may ask for")
@@ -151,6 +152,10 @@ int main(int argc, char** argv) {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, opts), vm);
     po::notify(vm);
+    if (vm.count("version")) {
+      std::cout << "batond " BATOND_VERSION "\n";
+      return 0;
+    }
     if (vm.count("help")) {
       std::cout << "usage: batond --data-dir DIR [options]\n"
                    "       batond repair --data-dir DIR   (a damaged log; see batond repair --help)\n"

@@ -835,3 +835,10 @@ BOOST_AUTO_TEST_CASE(owners_refuse_c0_del_c1_and_lone_surrogates_and_keep_other_
   BOOST_TEST(c.get("/v1/locks/%C2%80").status == 400);
   BOOST_TEST(c.get("/v1/locks/%C2%A0").status == 404);
 }
+
+BOOST_AUTO_TEST_CASE(version_prints_the_projects_version_and_exits) {
+  temp_dir dir;
+  child_process p({bin_path("batond"), "--version"}, (dir.path() / "stderr").string());
+  BOOST_TEST(p.read_line(std::chrono::seconds(30)) == "batond " BATON_VERSION);
+  BOOST_TEST(p.wait(std::chrono::seconds(30)) == 0);
+}
