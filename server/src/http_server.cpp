@@ -322,7 +322,8 @@ struct http_server::impl {
     // The order of checks (docs/protocol.md, "Order of checks"): who is asking (401), then the route (404),
     // the method (405), the key and query (400), the caller's access to that key (403), the body (400).
     // Nothing about a route or a key is revealed to a caller without a valid token.
-    const auto route_kind = parse_route(req.target());
+    // The target is parsed once; its route's errors and its key's are answered at their places below.
+    auto [route_kind, parsed] = parse_request_target(req.target());
     const auto* kind = std::get_if<lock_target::kind>(&route_kind);
     if (kind) counted_as = route_of(lock_target{*kind, {}, {}, {}});
     std::string client;  // the authenticated name; empty without authentication
@@ -367,7 +368,6 @@ struct http_server::impl {
       res.set(http::field::allow, method_for(*kind));
       co_return res;
     }
-    auto parsed = parse_target(req.target());
     if (auto* e = std::get_if<api_error>(&parsed)) co_return error(*e);
     const auto& t = std::get<lock_target>(parsed);
     counted_as = route_of(t);

@@ -423,13 +423,10 @@ std::variant<lock_target::kind, api_error> parse_route(std::string_view target) 
   return route_of(std::get<boost::urls::url_view>(u));
 }
 
-std::variant<lock_target, api_error> parse_target(std::string_view target) {
-  auto parsed = parse_url(target);
-  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
-  const auto u = std::get<boost::urls::url_view>(parsed);
-  auto route = route_of(u);
-  if (auto* e = std::get_if<api_error>(&route)) return std::move(*e);
-  lock_target t{std::get<lock_target::kind>(route), {}, {}, {}};
+namespace {
+// The key and the query of a target whose route is known.
+std::variant<lock_target, api_error> decode_target(boost::urls::url_view u, lock_target::kind route) {
+  lock_target t{route, {}, {}, {}};
   if (t.what == lock_target::kind::healthz || t.what == lock_target::kind::metrics ||
       t.what == lock_target::kind::capabilities || t.what == lock_target::kind::renew_batch)
     return t;
@@ -453,6 +450,25 @@ std::variant<lock_target, api_error> parse_target(std::string_view target) {
     *slot = param.key == "wait_ms" ? std::min(*v, max_wait_ms) : *v;
   }
   return t;
+}
+}  // namespace
+
+std::variant<lock_target, api_error> parse_target(std::string_view target) {
+  auto parsed = parse_url(target);
+  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
+  const auto u = std::get<boost::urls::url_view>(parsed);
+  auto route = route_of(u);
+  if (auto* e = std::get_if<api_error>(&route)) return std::move(*e);
+  return decode_target(u, std::get<lock_target::kind>(route));
+}
+
+request_target parse_request_target(std::string_view target) {
+  auto parsed = parse_url(target);
+  if (auto* e = std::get_if<api_error>(&parsed)) return {*e, std::move(*e)};
+  const auto u = std::get<boost::urls::url_view>(parsed);
+  auto route = route_of(u);
+  if (auto* e = std::get_if<api_error>(&route)) return {*e, std::move(*e)};
+  return {route, decode_target(u, std::get<lock_target::kind>(route))};
 }
 
 std::string capabilities_body(std::size_t max_body_bytes) {

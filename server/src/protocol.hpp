@@ -122,6 +122,15 @@ std::variant<lock_target::kind, api_error> parse_route(std::string_view target);
 /// then the query (400: a bad `wait_ms` or `token`, or either given twice; other parameters are ignored).
 std::variant<lock_target, api_error> parse_target(std::string_view target);
 
+/// parse_route() and parse_target() of one target with one parse of the URL, for a server that answers their
+/// errors at different points of its order of checks: `route` as parse_route() gives it, `target` as
+/// parse_target() does.
+struct request_target {
+  std::variant<lock_target::kind, api_error> route;
+  std::variant<lock_target, api_error> target;
+};
+request_target parse_request_target(std::string_view target);
+
 /// The body of GET /v1/capabilities: the protocol version, the optional features this server has, and the
 /// limits a client needs to size a batch renewal (`max_body_bytes`: the server's body limit).
 std::string capabilities_body(std::size_t max_body_bytes);

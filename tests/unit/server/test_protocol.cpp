@@ -164,6 +164,32 @@ BOOST_AUTO_TEST_CASE(error_body_is_json_with_code_and_message) {
              R"({"error":"bad_request","message":"say \"why\""})");
 }
 
+BOOST_AUTO_TEST_CASE(one_parse_of_a_target_gives_what_parse_route_and_parse_target_give) {
+  for (std::string_view t :
+       {"/v1/locks/a%2Fb/acquire", "/v1/locks/jobs?wait_ms=70000&token=3", "/v1/locks/%FF",
+        "/v1/locks//renew", "/v1/locks/k?wait_ms=x", "/v1/locks/k/steal", "/healthz", "/v1/renew",
+        "/v1/capabilities", "http://h/v1/locks/k", "/v1/locks/k?token=1&token=2"}) {
+    BOOST_TEST_CONTEXT(t) {
+      auto both = parse_request_target(t);
+      auto route = parse_route(t);
+      auto target = parse_target(t);
+      BOOST_TEST(both.route.index() == route.index());
+      BOOST_TEST(both.target.index() == target.index());
+      if (auto* k = std::get_if<lock_target::kind>(&route))
+        BOOST_TEST((std::get<lock_target::kind>(both.route) == *k));
+      else
+        BOOST_TEST(std::get<api_error>(both.route).message == std::get<api_error>(route).message);
+      if (auto* x = std::get_if<lock_target>(&target)) {
+        const auto& y = std::get<lock_target>(both.target);
+        BOOST_TEST((y.what == x->what && y.key == x->key && y.wait_ms == x->wait_ms && y.token == x->token));
+      } else {
+        BOOST_TEST(std::get<api_error>(both.target).status == std::get<api_error>(target).status);
+        BOOST_TEST(std::get<api_error>(both.target).message == std::get<api_error>(target).message);
+      }
+    }
+  }
+}
+
 // batond writes its answers as text; they must be the bytes Boost.JSON's serializer gives for the same
 // strings, whatever a client put in a key, an owner or a value (or in a header an error message quotes).
 BOOST_AUTO_TEST_CASE(json_strings_are_escaped_as_the_json_serializer_escapes_them) {
