@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -46,19 +47,31 @@ bool eventually(Pred pred, std::chrono::seconds bound = 30s) {
   return pred();
 }
 
-// Index of the agent whose sidecar says it leads, or -1; fails the test if more than one does.
+// The token agent i says it leads with, or nullopt when it does not lead (or is not running).
+std::optional<std::uint64_t> leads_with(std::vector<std::unique_ptr<agent_process>>& agents, std::size_t i) {
+  if (!agents[i] || !agents[i]->process().running()) return std::nullopt;
+  auto r = agents[i]->leader();
+  if (r.status != 200 || !r.json.at("is_leader").as_bool()) return std::nullopt;
+  return r.json.at("token").to_number<std::uint64_t>();
+}
+
+// Index of the agent whose sidecar says it leads, or -1; fails the test if two lead at once. The sidecars
+// are asked one after another, so two claims in one sweep may be a handover between the two answers; two
+// leaders at once is proven when the earlier claimant still leads, with the same token, after the later
+// claim.
 int leader_of(std::vector<std::unique_ptr<agent_process>>& agents) {
-  int found = -1, count = 0;
-  for (std::size_t i = 0; i < agents.size(); ++i) {
-    if (!agents[i] || !agents[i]->process().running()) continue;
-    auto r = agents[i]->leader();
-    if (r.status == 200 && r.json.at("is_leader").as_bool()) {
-      found = static_cast<int>(i);
-      ++count;
-    }
+  std::vector<std::pair<std::size_t, std::uint64_t>> claims;
+  for (std::size_t i = 0; i < agents.size(); ++i)
+    if (auto t = leads_with(agents, i)) claims.emplace_back(i, *t);
+  if (claims.empty()) return -1;
+  for (std::size_t c = 0; c + 1 < claims.size(); ++c) {
+    auto again = leads_with(agents, claims[c].first);
+    BOOST_REQUIRE_MESSAGE(again != claims[c].second, "two agents lead at once: agent "
+                                                         << claims[c].first << " (token " << claims[c].second
+                                                         << ") and agent " << claims.back().first << " (token "
+                                                         << claims.back().second << ")");
   }
-  BOOST_REQUIRE_MESSAGE(count <= 1, "two agents lead at once");
-  return found;
+  return static_cast<int>(claims.back().first);
 }
 
 bool process_gone(int pid) {
