@@ -52,9 +52,8 @@ asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> 
 bool worth_batching(const lease_core& c) {
   const auto window = c.client->config.renew_batch_window;
   if (window.count() <= 0) return false;
-  const auto period = c.options.renew_every.count() > 0 ? c.options.renew_every : c.options.ttl / 3;
   return static_cast<double>(c.client->renewing) * static_cast<double>(window.count()) >=
-         static_cast<double>(period.count());
+         static_cast<double>(c.options.effective_renew_every().count());
 }
 
 // The renewal task: carries out what the state machine decides, until the lease is no longer active.

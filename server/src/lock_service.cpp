@@ -188,11 +188,12 @@ asio::awaitable<release_result> lock_service::release(std::string_view key, std:
     std::lock_guard lk(mu_);
     if (journal_.failed())
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    const auto now = now_();
     std::optional<lease_view> any_holder;
-    if (defects_.release_by_key && (any_holder = table_.get(key, now_())))
-      result = table_.release(key, any_holder->owner, any_holder->token, now_(), any_holder->client);
+    if (defects_.release_by_key && (any_holder = table_.get(key, now)))
+      result = table_.release(key, any_holder->owner, any_holder->token, now, any_holder->client);
     else
-      result = table_.release(key, owner, token, now_(), client);
+      result = table_.release(key, owner, token, now, client);
     if (result.removed_token != 0) {
       auto type = result.outcome == release_outcome::released ? record_type::release : record_type::expire;
       lsn = journal_.append(type, result.removed_token, 0, key);

@@ -175,7 +175,7 @@ BOOST_AUTO_TEST_CASE(a_batched_renewal_counts_its_deadline_from_when_it_fell_due
       BOOST_TEST((leases[i].deadline() > first[i]));
       earliest = std::min(earliest, leases[i].deadline());
     }
-    BOOST_TEST((earliest <= departed - 400ms + o.ttl - o.ttl / 10));
+    BOOST_TEST((earliest <= departed - 400ms + o.ttl - o.effective_safety_margin()));
     for (auto& l : leases) co_await l.release();
   }());
 }
