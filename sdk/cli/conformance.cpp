@@ -718,6 +718,33 @@ void reacquire_refreshes_expiry(const suite& s) {
              " to 30000: the re-acquire must set a new expiry)");
 }
 
+// docs/protocol.md, "renew" and "acquire": no request shortens a lease. A late copy of an earlier, shorter
+// renew or acquire (a retrying proxy) reaching the server after a renew raised the TTL must not free the key
+// while its holder counts on the raised TTL.
+void shorter_requests_keep_expiry(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("no-shortening");
+  auto a = s.must_acquire(c, key, "owner-a", 1000);
+  auto raised = s.renew(c, key, "owner-a", a.token(), 30'000);
+  expect(raised.status == 200, "renew raising the TTL to 30000 ms: expected 200, got " + raised.describe());
+  auto shorter = s.renew(c, key, "owner-a", a.token(), 1000);
+  expect(shorter.status == 200, "renew with 1000 ms after it: expected 200, got " + shorter.describe());
+  auto after_renew = s.get(c, key);
+  auto again = s.must_acquire(c, key, "owner-a", 1000);
+  auto after_acquire = s.get(c, key);
+  s.release(c, key, "owner-a", again.token());
+  auto judge = [&](const reply& g, const char* what) {
+    const auto at_least = 30'000 - std::chrono::ceil<milliseconds>(g.received - raised.sent).count();
+    const auto left = g.num("ttl_remaining_ms").value_or(-1);
+    expect(g.status == 200 && left >= at_least,
+           std::string("a lease renewed for 30000 ms, then ") + what + " for 1000 ms, has ttl_remaining_ms " +
+               std::to_string(left) + " (expected at least " + std::to_string(at_least) +
+               ": a shorter request must not move the expiry earlier): " + g.describe());
+  };
+  judge(after_renew, "renewed");
+  judge(after_acquire, "renewed and re-acquired by its owner");
+}
+
 // docs/protocol.md, Time: a lease acquired by a request sent at client time a is held until at least a + ttl.
 // GETs sent back to back over the last 60 ms before that instant must all find it held; those answered within
 // `expiry_tolerance` of it are not judged (the protocol's TTLs are whole milliseconds).
@@ -1146,6 +1173,7 @@ constexpr check checks[] = {
     {"renew is refused for a wrong token", renew_wrong_token, on_backend::renew_wrong_token},
     {"renew is refused for an expired lease", renew_expired, on_backend::renew_expired},
     {"renew extends the lease past its first TTL", renew_extends, on_backend::renew_extends},
+    {"a shorter renew or re-acquire does not shorten a lease", shorter_requests_keep_expiry},
     {"release is conditional on owner and token", release_conditional, on_backend::release_conditional},
     {"a superseded token can neither renew nor release", superseded_token_refused,
      on_backend::superseded_token_refused},

@@ -96,8 +96,8 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
     }
     result = table_.acquire(key, owner, ttl, now, client, value);
     if (auto* g = std::get_if<acquire_granted>(&result)) {
-      lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(ttl.count()), key,
-                            owner, client, value);
+      lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(g->restore_ttl.count()),
+                            key, owner, client, value);
       table_.mark_logged(key, g->token, lsn);
       if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
       notify_locked(key);

@@ -38,6 +38,10 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     lease_record& r = it->second;
     if (!expired(r, now) && !held_by(r, owner, client)) return acquire_refused{view_of(r, now)};
     // Expired, or the same owner acquiring again (a retry after a lost reply): supersede with a new token.
+    // The same owner's unexpired lease is never shortened by it (docs/design.md, "No request shortens a
+    // lease"): the request may be a late copy of an acquire sent before a renew that raised the TTL, and
+    // the holder of the superseded token counts on that TTL until its next renew tells it otherwise.
+    const bool live = !expired(r, now);
     replaced = r.token;
     if (r.client != client) {
       count(r.client, -1);
@@ -46,17 +50,17 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     r.owner.assign(owner);
     r.client.assign(client);
     r.token = ++last_token_;
-    r.expires = deadline_after(now, ttl);
+    r.expires = live ? std::max(r.expires, deadline_after(now, ttl)) : deadline_after(now, ttl);
     r.value.assign(value);
-    r.restore_ttl = ttl;
+    r.restore_ttl = live ? std::max(r.restore_ttl, ttl) : ttl;
     r.log_seq = 0;
-    return acquire_granted{r.token, replaced};
+    return acquire_granted{r.token, replaced, r.restore_ttl};
   }
   std::uint64_t token = ++last_token_;
   count(std::string(client), +1);
   leases_.emplace(std::string(key), lease_record{std::string(owner), std::string(client), token,
                                                  deadline_after(now, ttl), std::string(value), ttl});
-  return acquire_granted{token, 0};
+  return acquire_granted{token, 0, ttl};
 }
 
 renew_result lock_table::renew(std::string_view key, std::string_view owner, std::uint64_t token,
@@ -67,7 +71,9 @@ renew_result lock_table::renew(std::string_view key, std::string_view owner, std
   if (expired(r, now)) return renew_refused{lost_reason::not_held};
   if (!held_by(r, owner, client)) return renew_refused{lost_reason::owner_mismatch};
   if (r.token != token) return renew_refused{lost_reason::token_mismatch};
-  r.expires = deadline_after(now, ttl);
+  // Never earlier than it was (docs/design.md, "No request shortens a lease"): a delayed copy of an
+  // earlier renew with a shorter TTL may arrive after the renew that raised it was answered.
+  r.expires = std::max(r.expires, deadline_after(now, ttl));
   bool grew = ttl > r.restore_ttl;
   if (grew) r.restore_ttl = ttl;
   return renew_ok{grew, r.log_seq};

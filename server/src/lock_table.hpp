@@ -54,6 +54,9 @@ struct acquire_granted {
   std::uint64_t token = 0;
   /// Token of the lease this grant replaced (an expired lease, or the same owner's active one); 0 if none.
   std::uint64_t replaced_token = 0;
+  /// The TTL to log with the grant: the one asked for, or the longer restore TTL of the same owner's
+  /// unexpired lease it superseded (a delayed copy of an earlier acquire must not shorten a lease).
+  milliseconds restore_ttl{0};
 };
 struct acquire_refused {
   lease_view holder;

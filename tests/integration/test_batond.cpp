@@ -247,6 +247,33 @@ BOOST_AUTO_TEST_CASE(restart_restores_held_leases_for_their_full_ttl) {
   BOOST_TEST(c.post("/v1/locks/migration/renew", renew_body("m", token, 60000)).status == 200);
 }
 
+// A late copy of an earlier request (a retrying proxy, a held packet) that arrives after a renew raised the
+// TTL must not shorten the lease its holder counts on: neither a 1 s renew nor a same-owner 1 s acquire,
+// and not after a kill -9 either (docs/design.md, "No request shortens a lease").
+BOOST_AUTO_TEST_CASE(late_copies_of_shorter_requests_do_not_shorten_a_raised_lease_even_across_a_kill9) {
+  temp_dir dir;
+  {
+    batond_process server(dir.path());
+    auto c = server.client();
+    const auto token = token_of(c.post("/v1/locks/job/acquire", acquire_body("w", 1000)));
+    BOOST_TEST(c.post("/v1/locks/job/renew", renew_body("w", token, 60000)).status == 200);
+    BOOST_TEST(c.post("/v1/locks/job/renew", renew_body("w", token, 1000)).status == 200);
+    auto g = c.get("/v1/locks/job");
+    BOOST_REQUIRE(g.status == 200);
+    BOOST_TEST(g.json.at("ttl_remaining_ms").as_int64() > 30000);
+    auto again = c.post("/v1/locks/job/acquire", acquire_body("w", 1000));
+    BOOST_REQUIRE(again.status == 200);
+    BOOST_TEST(token_of(again) > token);
+    BOOST_TEST(c.get("/v1/locks/job").json.at("ttl_remaining_ms").as_int64() > 30000);
+    BOOST_TEST(c.post("/v1/locks/job/acquire", acquire_body("other", 1000)).status == 409);
+    server.kill9();
+  }
+  batond_process server(dir.path());
+  auto g = server.client().get("/v1/locks/job");
+  BOOST_REQUIRE(g.status == 200);
+  BOOST_TEST(g.json.at("ttl_remaining_ms").as_int64() > 30000);
+}
+
 BOOST_AUTO_TEST_CASE(long_poll_wakes_on_release_well_before_wait_ms) {
   temp_dir dir;
   batond_process server(dir.path());

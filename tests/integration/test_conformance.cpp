@@ -188,6 +188,7 @@ const char* const lease_checks[] = {
     "a lease's value is published, replaced and kept",
 };
 const char* const wire_checks[] = {
+    "a shorter renew or re-acquire does not shorten a lease",
     "capabilities",
     "malformed JSON is 400 bad_request",
     "missing field is 400 bad_request",
@@ -262,6 +263,7 @@ const std::map<std::string, broken_run>& broken_runs() {
       {"renew-no-extend", {"renew-no-extend", {}, false}},
       {"ttl-32bit-us", {"ttl-32bit-us", {}, false}},
       {"reacquire-keeps-expiry", {"reacquire-keeps-expiry", {}, false}},
+      {"renew-shortens", {"renew-shortens", {}, false}},
       {"poll-ignores-token", {"poll-ignores-token", {}, false}},
       {"poll-every-5s", {"poll-every-5s", {}, false}},
       {"racy-acquire", {"racy-acquire", {}, false}},
@@ -340,7 +342,7 @@ BOOST_AUTO_TEST_CASE(batond_passes_every_check_across_a_kill_9) {
                                                                                     << r.text());
   BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + batch_restart_check), r.text());
   BOOST_CHECK(!r.has_line("FAIL"));
-  BOOST_CHECK_MESSAGE(r.has_line("34 of 34 checks passed, 0 failed, 0 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("35 of 35 checks passed, 0 failed, 0 skipped"), r.text());
 }
 
 // A single etcd member that restart.sh kill -9s and starts again on the same ports and data directory.
@@ -400,7 +402,7 @@ BOOST_AUTO_TEST_CASE(etcd_backend_passes_every_lease_check_across_a_kill_9) {
   BOOST_CHECK_MESSAGE(
       r.has_line(std::string("SKIP  ") + batch_restart_check + ": not applicable to an etcd backend"),
       r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("24 of 34 checks passed, 0 failed, 10 skipped against " + url), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("24 of 35 checks passed, 0 failed, 11 skipped against " + url), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(without_restart_command_the_restart_checks_are_skipped_not_passed) {
@@ -413,7 +415,7 @@ BOOST_AUTO_TEST_CASE(without_restart_command_the_restart_checks_are_skipped_not_
   for (const auto* name : batch_checks)
     BOOST_CHECK_MESSAGE(
         r.has_line(std::string("SKIP  ") + name + ": the server does not advertise renew_batch"), r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("26 of 34 checks passed, 0 failed, 8 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("27 of 35 checks passed, 0 failed, 8 skipped"), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes_with_capabilities_and_a_restart) {
@@ -429,7 +431,7 @@ BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes_with_capabilities_and_a_r
     BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
                                                                                     << r.text());
   BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + batch_restart_check), r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("34 of 34 checks passed, 0 failed, 0 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("35 of 35 checks passed, 0 failed, 0 skipped"), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(malformed_capabilities_are_caught) {
@@ -486,6 +488,10 @@ BOOST_AUTO_TEST_CASE(a_ttl_that_wraps_past_35_minutes_is_caught) {
 
 BOOST_AUTO_TEST_CASE(reacquire_keeping_the_old_expiry_is_caught) {
   expect_failure("reacquire-keeps-expiry", {"same-owner re-acquire sets a new expiry"});
+}
+
+BOOST_AUTO_TEST_CASE(a_renew_that_shortens_a_lease_is_caught) {
+  expect_failure("renew-shortens", {"a shorter renew or re-acquire does not shorten a lease"});
 }
 
 BOOST_AUTO_TEST_CASE(long_poll_ignoring_its_token_is_caught) {

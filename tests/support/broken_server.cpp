@@ -10,15 +10,16 @@
 //   early-expiry-15ms       the same, 15 ms early
 //   renew-no-extend         renew answers 200 but leaves the expiry where it was
 //   ttl-32bit-us            the TTL is kept in 32-bit microseconds: past about 35 minutes it wraps (1 hour
-//   ends
-//                           at once)
+//                           ends at once)
 //   reacquire-keeps-expiry  a same-owner re-acquire issues a new token but keeps the old expiry
+//   renew-shortens          a renew sets the expiry to now + its TTL even when that is earlier than before
+//                           (a late copy of a shorter renew frees the key while its holder counts on more)
 //   poll-ignores-token      a long-poll waits for a change from the state it arrived in, whatever its token
 //   poll-every-5s           a long-poll looks at the lock every 5 s instead of being woken by the change
 //   racy-acquire            acquire checks the key, then waits (a "disk write"), then takes it: races have
-//   winners no-value                leases carry no value (a server from before values: the field is ignored,
-//   never
-//                           answered)
+//                           winners
+//   no-value                leases carry no value (a server from before values: the field is ignored,
+//                           never answered)
 //   batch-ignores-token     POST /v1/renew renews an entry whose owner holds the key whatever its token
 //   none                    no bug
 // --state-file PATH keeps leases and the token counter in PATH (rewritten after each change, read at start),
@@ -188,8 +189,13 @@ asio::awaitable<answer> acquire(const std::string& key, const json::object& o) {
   }
   const auto token = next_token++;
   auto expiry = expiry_after(ttl);
-  if (auto* h = holder(key); h && bug == "reacquire-keeps-expiry") expiry = h->expiry;
-  locks[key] = lease{owner, token, expiry, value, ttl};
+  // A same-owner re-acquire never makes the key free sooner, and a restart restores the longer TTL.
+  auto restore_ttl = ttl;
+  if (auto* h = holder(key)) {
+    expiry = bug == "reacquire-keeps-expiry" ? h->expiry : std::max(expiry, h->expiry);
+    restore_ttl = std::max(ttl, h->ttl_ms);
+  }
+  locks[key] = lease{owner, token, expiry, value, restore_ttl};
   save_state();
   co_return answer{http::status::ok, {{"key", key}, {"owner", owner}, {"token", token}, {"ttl_ms", ttl}}, {}};
 }
@@ -208,7 +214,7 @@ answer renew(const std::string& key, const json::object& o) {
   if (h->owner != owner) return lost("owner_mismatch");
   if (h->token != token) return lost("token_mismatch");
   if (bug != "renew-no-extend") {
-    h->expiry = expiry_after(ttl);
+    h->expiry = bug == "renew-shortens" ? expiry_after(ttl) : std::max(h->expiry, expiry_after(ttl));
     h->ttl_ms = std::max(h->ttl_ms, ttl);
     save_state();
   }
@@ -415,6 +421,7 @@ int main(int argc, char** argv) {
                                      "no-expiry",           "early-expiry-40ms",
                                      "early-expiry-15ms",   "renew-no-extend",
                                      "ttl-32bit-us",        "reacquire-keeps-expiry",
+                                     "renew-shortens",
                                      "poll-ignores-token",  "poll-every-5s",
                                      "racy-acquire",        "no-value",
                                      "batch-ignores-token", "none"};

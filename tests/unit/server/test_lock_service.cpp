@@ -189,6 +189,38 @@ BOOST_AUTO_TEST_CASE(a_granted_value_is_logged_and_restored_after_a_restart) {
   BOOST_TEST(table.get("plain", clock::now())->value.empty());
 }
 
+// The grant that supersedes the same owner's unexpired lease is logged with the longer TTL that lease had
+// (a late copy of an acquire sent before a raising renew): restored after a restart for that long.
+BOOST_AUTO_TEST_CASE(a_superseding_grant_is_logged_with_the_longer_ttl_of_the_lease_it_replaced) {
+  temp_dir dir;
+  {
+    server_metrics metrics;
+    journal log{journal_options{dir.path()}, &metrics};
+    lock_service service{log, metrics};
+    asio::io_context ioc;
+    log.open(service.table(), clock::now());
+    log.start();
+    auto a = start(ioc, service.acquire("k", "a", 1000ms));
+    wait_done(ioc, a);
+    auto raised = start(ioc, service.renew("k", "a", 1, 60'000ms));
+    wait_done(ioc, raised);
+    BOOST_TEST(std::holds_alternative<renew_ok>(*raised->result));
+    auto copy = start(ioc, service.acquire("k", "a", 1000ms));
+    wait_done(ioc, copy);
+    BOOST_TEST(std::get<acquire_granted>(*copy->result).token == 2u);
+    log.stop();
+  }
+  server_metrics metrics;
+  journal log{journal_options{dir.path()}, &metrics};
+  lock_table table;
+  const auto restarted = clock::now();
+  log.open(table, restarted);
+  auto held = table.get("k", restarted);
+  BOOST_REQUIRE(held.has_value());
+  BOOST_TEST(held->token == 2u);
+  BOOST_TEST(held->remaining.count() == 60'000);
+}
+
 namespace {
 renew_batch_entry entry(std::string key, std::string owner, std::uint64_t token,
                         std::chrono::milliseconds ttl) {

@@ -139,6 +139,39 @@ BOOST_AUTO_TEST_CASE(renew_with_a_longer_ttl_reports_that_the_restore_ttl_grew) 
   BOOST_TEST(t.snapshot().at(0).restore_ttl.count() == 5000);
 }
 
+// A delayed copy of an earlier request (a proxy retrying, a packet held in a queue) can arrive after a
+// renew that raised the TTL was answered: the holder counts on the raised TTL, so nothing shortens it.
+BOOST_AUTO_TEST_CASE(a_renew_with_a_shorter_ttl_never_moves_the_expiry_earlier) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  as<renew_ok>(t.renew("k", "a", 1, 30'000ms, t0 + 300ms));  // held until t0+30.3s
+  as<renew_ok>(t.renew("k", "a", 1, 1000ms, t0 + 500ms));    // the late copy of a 1 s renew
+  BOOST_TEST(t.get("k", t0 + 30'299ms).has_value());
+  BOOST_TEST(!t.get("k", t0 + 30'300ms).has_value());
+  // A shorter renew still extends once the longer expiry is nearer than its TTL.
+  as<renew_ok>(t.renew("k", "a", 1, 1000ms, t0 + 30'000ms));
+  BOOST_TEST(t.get("k", t0 + 30'999ms).has_value());
+  BOOST_TEST(!t.get("k", t0 + 31'000ms).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_same_owner_reacquire_with_a_shorter_ttl_keeps_the_longer_expiry_and_restore_ttl) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  as<renew_ok>(t.renew("k", "a", 1, 30'000ms, t0 + 300ms));
+  // The late copy of the first acquire supersedes token 1 (its holder learns it at its next renew), but
+  // the key stays held, and a restart restores it, for as long as token 1's holder may still act.
+  auto g = as<acquire_granted>(t.acquire("k", "a", 1000ms, t0 + 500ms));
+  BOOST_TEST(g.token == 2u);
+  BOOST_TEST(g.restore_ttl.count() == 30'000);
+  BOOST_TEST(t.snapshot().at(0).restore_ttl.count() == 30'000);
+  BOOST_TEST(std::holds_alternative<acquire_refused>(t.acquire("k", "b", 1000ms, t0 + 30'299ms)));
+  BOOST_TEST(std::holds_alternative<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 30'300ms)));
+  // Once expired, the next grant is a lease of its own with the TTL it asked for.
+  auto fresh = as<acquire_granted>(t.acquire("k", "a", 2000ms, t0 + 40'000ms));
+  BOOST_TEST(fresh.restore_ttl.count() == 2000);
+  BOOST_TEST(!t.get("k", t0 + 42'000ms).has_value());
+}
+
 BOOST_AUTO_TEST_CASE(release_requires_exact_owner_and_token) {
   lock_table t;
   t.acquire("k", "a", 1000ms, t0);
@@ -307,9 +340,11 @@ BOOST_AUTO_TEST_CASE(the_value_is_shown_with_its_holder_replaced_by_a_reacquire_
   BOOST_TEST(t.get("k", t0 + 20ms)->value == "10.0.0.1:81");
   as<acquire_granted>(t.acquire("k", "a", 1000ms, t0 + 30ms));  // a re-acquire without a value clears it
   BOOST_TEST(t.get("k", t0 + 30ms)->value.empty());
-  // A new holder after expiry starts with its own value, not the old one's.
-  t.acquire("k", "b", 1000ms, t0 + 2000ms, {}, "b's");
-  BOOST_TEST(t.get("k", t0 + 2000ms)->value == "b's");
+  // A new holder after expiry (of the 5 s the renew granted: re-acquires do not shorten it) starts with
+  // its own value, not the old one's.
+  BOOST_TEST(std::holds_alternative<acquire_refused>(t.acquire("k", "b", 1000ms, t0 + 5009ms, {}, "b's")));
+  t.acquire("k", "b", 1000ms, t0 + 5010ms, {}, "b's");
+  BOOST_TEST(t.get("k", t0 + 5010ms)->value == "b's");
   BOOST_TEST(g.replaced_token == 1u);
   auto snap = t.snapshot();
   BOOST_REQUIRE(snap.size() == 1u);
