@@ -128,7 +128,7 @@ first_event() { # EVENT gt|eq TOKEN FILE...
       t = -1
       for (i = 2; i <= NF; i++) if ($i ~ /^token=/) t = substr($i, 7) + 0
       if ((op == "gt" && t > tok) || (op == "eq" && t == tok)) {
-        ms = epoch_ms($1); if (best == "" || ms < best) best = ms
+        ms = epoch_ms(substr($1, 4)); if (best == "" || ms < best) best = ms  # $1 is ts=...
       }
     }
     END { if (best != "") printf "%.0f\n", best }' "$@"

@@ -297,7 +297,7 @@ def probe(address, conns, seconds, out, start_after):
 
 def read_compactions(stderr_path, offset_ns):
     """The wal_compacted lines, each as a window [start, end] on CLOCK_MONOTONIC (ns)."""
-    line_re = re.compile(r"^(\S+) level=info event=wal_compacted (.*)$")
+    line_re = re.compile(r"^ts=(\S+) level=info event=wal_compacted (.*)$")
     out = []
     for line in open(stderr_path, errors="replace"):
         m = line_re.match(line)

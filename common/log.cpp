@@ -1,10 +1,14 @@
 #include "baton/common/log.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <utility>
 
@@ -12,6 +16,11 @@ namespace baton::log {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(level::info)};
+std::atomic<int> g_format{static_cast<int>(format::logfmt)};
+std::atomic<int> g_fd{STDERR_FILENO};
+// Whether lines start with the journald priority prefix: -1 not decided yet (decided at the first line, from
+// JOURNAL_STREAM and the output's fstat), 0 no, 1 yes.
+std::atomic<int> g_journal{-1};
 
 const char* level_name(level l) {
   switch (l) {
@@ -25,6 +34,21 @@ const char* level_name(level l) {
       return "error";
   }
   return "info";
+}
+
+// The syslog priority of a level, as the journal reads it at the start of a line (sd-daemon(3)).
+const char* syslog_prefix(level l) {
+  switch (l) {
+    case level::debug:
+      return "<7>";
+    case level::info:
+      return "<6>";
+    case level::warn:
+      return "<4>";
+    case level::error:
+      return "<3>";
+  }
+  return "<6>";
 }
 
 bool needs_quotes(std::string_view v) {
@@ -51,14 +75,10 @@ std::size_t utf8_sequence(std::string_view v, char32_t& cp) {
   return n;
 }
 
-// Code points that end or rearrange a line on a terminal or in a log viewer: C1 controls (U+0085 is a
-// line break to some readers), the Unicode line and paragraph separators, and the bidirectional formatting
-// characters that can make a line read differently from what it holds (U+202E reverses what follows).
-void append_value(std::string& out, std::string_view v) {
-  if (!needs_quotes(v)) {
-    out += v;
-    return;
-  }
+// Appends `v` quoted, the body escaped the same way for both formats but for two kinds of byte: `control`
+// writes an ASCII control byte or DEL, `not_utf8` a byte that is not part of well-formed UTF-8.
+template <class Control, class NotUtf8>
+void append_quoted(std::string& out, std::string_view v, Control control, NotUtf8 not_utf8) {
   out += '"';
   char buf[16];
   for (std::size_t i = 0; i < v.size();) {
@@ -68,8 +88,7 @@ void append_value(std::string& out, std::string_view v) {
       out += static_cast<char>(c);
       ++i;
     } else if (c < 0x20 || c == 0x7f) {
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
+      control(out, c);
       ++i;
     } else if (c < 0x80) {
       out += static_cast<char>(c);
@@ -78,9 +97,7 @@ void append_value(std::string& out, std::string_view v) {
       char32_t cp = 0;
       std::size_t n = utf8_sequence(v.substr(i), cp);
       if (n == 0) {
-        // Not UTF-8: the byte itself, so the line stays valid UTF-8 and says what was sent.
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-        out += buf;
+        not_utf8(out, c);
         ++i;
       } else if (is_layout_control(cp)) {
         std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
@@ -93,6 +110,40 @@ void append_value(std::string& out, std::string_view v) {
     }
   }
   out += '"';
+}
+
+void append_hex_byte(std::string& out, unsigned char c) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02x", c);
+  out += buf;
+}
+
+void append_value(std::string& out, std::string_view v) {
+  if (!needs_quotes(v)) {
+    out += v;
+    return;
+  }
+  // A byte that is not UTF-8 is written as itself, so the line stays valid UTF-8 and says what was sent.
+  append_quoted(out, v, append_hex_byte, append_hex_byte);
+}
+
+// `v` as a JSON string. What JSON cannot hold (bytes that are not UTF-8) becomes U+FFFD; what would break or
+// reorder the line where it is shown is escaped, which a JSON parser undoes, so those values round-trip.
+void append_json_string(std::string& out, std::string_view v) {
+  const auto control = [](std::string& o, unsigned char c) {
+    if (c == '\n') {
+      o += "\\n";
+    } else if (c == '\r') {
+      o += "\\r";
+    } else if (c == '\t') {
+      o += "\\t";
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+    }
+  };
+  append_quoted(out, v, control, [](std::string& o, unsigned char) { o += "\\ufffd"; });
 }
 
 void append_timestamp(std::string& out) {
@@ -128,6 +179,43 @@ bool enabled(level l) {
   return static_cast<int>(l) >= g_level.load(std::memory_order_relaxed);
 }
 
+bool parse_format(std::string_view text, format& out) {
+  if (text == "logfmt") {
+    out = format::logfmt;
+    return true;
+  }
+  if (text == "json") {
+    out = format::json;
+    return true;
+  }
+  return false;
+}
+
+void set_format(format f) {
+  g_format.store(static_cast<int>(f), std::memory_order_relaxed);
+}
+
+void set_output(int fd) {
+  g_fd.store(fd);
+  g_journal.store(-1);
+}
+
+bool is_journal_stream(const char* journal_stream, int fd) {
+  if (journal_stream == nullptr) return false;
+  std::string_view text(journal_stream);
+  auto colon = text.find(':');
+  if (colon == std::string_view::npos) return false;
+  auto number = [](std::string_view part, std::uint64_t& out) {
+    auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return !part.empty() && ec == std::errc() && ptr == part.data() + part.size();
+  };
+  std::uint64_t dev = 0, ino = 0;
+  if (!number(text.substr(0, colon), dev) || !number(text.substr(colon + 1), ino)) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return false;
+  return static_cast<std::uint64_t>(st.st_dev) == dev && static_cast<std::uint64_t>(st.st_ino) == ino;
+}
+
 std::optional<std::uint64_t> throttle::admit(std::string_view event, clock::time_point now) {
   std::lock_guard lk(mu_);
   auto it = events_.find(std::string(event));
@@ -155,29 +243,61 @@ void write_line(level l, std::string_view event, std::initializer_list<field> fi
     if (!admitted) return;
     suppressed = *admitted;
   }
+  const int fd = g_fd.load();
+  int journal = g_journal.load();
+  if (journal < 0) {
+    journal = is_journal_stream(std::getenv("JOURNAL_STREAM"), fd) ? 1 : 0;
+    g_journal.store(journal);
+  }
   std::string line;
   line.reserve(128);
-  append_timestamp(line);
-  line += " level=";
-  line += level_name(l);
-  line += " event=";
-  append_value(line, event);
-  for (const auto& f : fields) {
-    line += ' ';
-    line += f.name;
-    line += '=';
-    append_value(line, f.value);
-  }
-  if (suppressed != 0) {
-    line += " suppressed=";
-    line += std::to_string(suppressed);
+  if (journal == 1) line += syslog_prefix(l);
+  if (static_cast<format>(g_format.load(std::memory_order_relaxed)) == format::json) {
+    line += "{\"ts\":\"";
+    append_timestamp(line);
+    line += "\",\"level\":\"";
+    line += level_name(l);
+    line += "\",\"event\":";
+    append_json_string(line, event);
+    for (const auto& f : fields) {
+      line += ',';
+      append_json_string(line, f.name);
+      line += ':';
+      append_json_string(line, f.value);
+    }
+    if (suppressed != 0) {
+      line += ",\"suppressed\":\"";
+      line += std::to_string(suppressed);
+      line += '"';
+    }
+    line += '}';
+  } else {
+    line += "ts=";
+    append_timestamp(line);
+    line += " level=";
+    line += level_name(l);
+    line += " event=";
+    append_value(line, event);
+    for (const auto& f : fields) {
+      line += ' ';
+      line += f.name;
+      line += '=';
+      append_value(line, f.value);
+    }
+    if (suppressed != 0) {
+      line += " suppressed=";
+      line += std::to_string(suppressed);
+    }
   }
   line += '\n';
   // One write per line: concurrent lines never interleave. A failed log write has nowhere to be reported.
-  [[maybe_unused]] auto n = ::write(STDERR_FILENO, line.data(), line.size());
+  [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());
 }
 }  // namespace
 
+// Code points that end or rearrange a line on a terminal or in a log viewer: C1 controls (U+0085 is a
+// line break to some readers), the Unicode line and paragraph separators, and the bidirectional formatting
+// characters that can make a line read differently from what it holds (U+202E reverses what follows).
 bool is_layout_control(char32_t cp) {
   return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
          (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);

@@ -1,6 +1,10 @@
 #pragma once
-// One logging facility for every Baton process: one line per event, structured as key=value fields,
-//   2026-11-30T10:00:00.123Z level=info event=acquire key=jobs/a token=7 latency_us=310
+// One logging facility for every Baton process: one line per event on stderr, structured as fields. Two
+// formats (--log-format):
+//   logfmt (default): ts=2026-11-30T10:00:00.123Z level=info event=acquire key=jobs/a token=7 latency_us=310
+//   json:             {"ts":"2026-11-30T10:00:00.123Z","level":"info","event":"acquire","key":"jobs/a",...}
+// Under systemd, when stderr is the journal (JOURNAL_STREAM names it), each line starts with its syslog
+// priority (`<6>` info, `<4>` warn, ...) so `journalctl -p warning` selects by level.
 // Thread-safe; a line is written with a single write(2) so lines from several threads never interleave.
 
 #include <chrono>
@@ -10,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 namespace baton::log {
@@ -23,11 +28,36 @@ bool parse_level(std::string_view text, level& out);
 void set_level(level l);
 bool enabled(level l);
 
+/// How a line is written. logfmt: `ts=... level=... event=...` then the fields, every token `name=value`
+/// (values quoted and escaped as `field` says). json: one object per line, `ts`, `level`, `event`, then the
+/// fields (and `suppressed`), every value a JSON string; see `field` for how values are escaped.
+enum class format { logfmt, json };
+
+/// Parses "logfmt" or "json"; returns false for anything else.
+bool parse_format(std::string_view text, format& out);
+
+/// Sets the format of the lines written from now on (default: logfmt). Thread-safe.
+void set_format(format f);
+
+/// Sends the lines to `fd` instead of stderr, and decides again whether they carry the journald priority
+/// prefix (is_journal_stream on `fd`). For tests; call it before other threads log.
+void set_output(int fd);
+
+/// True when `journal_stream` (JOURNAL_STREAM as systemd sets it: "DEV:INO", the device and inode numbers
+/// in decimal of the stream it connected to the journal) names the file open on `fd`. False when it is
+/// null, malformed, or names another file: then stderr was redirected, and a `<N>` prefix would only clutter
+/// whatever reads it.
+bool is_journal_stream(const char* journal_stream, int fd);
+
 /// One field of a log line. A value with a space, quote, '=', backslash or any byte outside printable ASCII
 /// is quoted; inside the quotes `"` and `\` are escaped with a backslash, ASCII control bytes and bytes that
 /// are not UTF-8 are written `\xNN`, and code points that break or reorder a line on a terminal (C1
 /// controls, U+2028/U+2029, bidirectional controls such as U+202E) are written `\uNNNN`. Other UTF-8 is
 /// kept as it is. So one event is one line, which reads as what it holds, whatever a client sent.
+/// In JSON every value is a string: `"` and `\` are escaped with a backslash, control bytes and the code
+/// points above as `\uNNNN` (`\n`, `\t`, ... for the usual ones), so a parser gets the value back exactly;
+/// a byte that is not part of well-formed UTF-8 becomes U+FFFD, since a JSON text is UTF-8 and cannot carry
+/// it (the logfmt format keeps it as `\xNN`).
 struct field {
   std::string_view name;
   std::string value;
@@ -75,7 +105,7 @@ std::string printable(std::string_view text);
 /// bidirectional formatting characters.
 bool is_layout_control(char32_t cp);
 
-/// Writes `event=<event>` followed by the fields, if `l` is enabled (throttled, see throttle).
+/// Writes a line of `event` and the fields, if `l` is enabled (throttled, see throttle).
 void write(level l, std::string_view event, std::initializer_list<field> fields = {});
 /// The same, never throttled: for lines whose volume the operator controls and which are data to them
 /// (baton-agent's `job_output`, a job's own stdout and stderr), where a dropped line would be lost output.
