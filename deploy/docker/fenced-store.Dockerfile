@@ -30,6 +30,16 @@ RUN groupadd --system --gid 10001 baton \
  && useradd --system --uid 10001 --gid baton --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin baton
 COPY --from=build /src/build/bin/fenced-store /usr/local/bin/fenced-store
+# OCI annotations (docker inspect, registries). After the last RUN, so another VERSION reuses every layer.
+# VERSION defaults to the project's version in CMakeLists.txt (keep them equal; tests/deploy checks it).
+# SOURCE_URL is a placeholder: set it to the repository you build from (--build-arg SOURCE_URL=https://...).
+ARG VERSION=0.1.0
+ARG SOURCE_URL=https://git.example.com/baton/baton
+LABEL org.opencontainers.image.title="fenced-store" \
+      org.opencontainers.image.description="Baton example store that refuses writes with a stale fencing token" \
+      org.opencontainers.image.source="$SOURCE_URL" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="$VERSION"
 USER baton:baton
 EXPOSE 7080
 STOPSIGNAL SIGTERM

@@ -2,10 +2,11 @@
 # Offline checks of the deployment files under deploy/ (docs/deploy.md): what can be verified without a
 # Docker engine, a Kubernetes cluster or a running systemd.
 #
-#   check-deploy.sh SOURCE_DIR BIN_DIR     (BIN_DIR holds the built baton-agent, batond and fenced-store)
+#   check-deploy.sh SOURCE_DIR BIN_DIR     (BIN_DIR holds the built baton, baton-agent, batond and fenced-store)
 #
-# Needs python3 with PyYAML (Debian: python3-yaml). Uses ldd and dpkg, systemd-analyze and kubectl when
-# present and says which checks it skipped without them. Runs every check, prints one line per check
+# Needs python3 with PyYAML (Debian: python3-yaml) and openssl (the Compose setup's certificates), both in
+# deploy/install-deps.sh's `test` profile. Uses ldd and dpkg, systemd-analyze and kubectl when present and
+# says which checks it skipped without them. Runs every check, prints one line per check
 # (ok/FAIL/skip) and exits 1 if any failed.
 set -euo pipefail
 
@@ -20,7 +21,11 @@ if ! command -v python3 >/dev/null || ! python3 -c 'import yaml' 2>/dev/null; th
   echo "check-deploy: FAIL: python3 with PyYAML is needed to parse the YAML files (Debian: python3-yaml)" >&2
   exit 1
 fi
-for exe in baton-agent batond fenced-store; do
+if ! command -v openssl >/dev/null; then
+  echo "check-deploy: FAIL: openssl is needed to check the Compose setup's certificates (Debian: openssl)" >&2
+  exit 1
+fi
+for exe in baton baton-agent batond fenced-store; do
   if [[ ! -x $bin/$exe ]]; then
     echo "check-deploy: FAIL: $bin/$exe is missing: build it first (cmake --build --preset dev)" >&2
     exit 1
@@ -31,7 +36,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 python3 - "$src" "$bin" "$work" <<'PY'
-import glob, json, os, re, shlex, shutil, subprocess, sys
+import glob, json, os, re, select, shlex, shutil, subprocess, sys
 import yaml
 
 src, bin_dir, work = sys.argv[1:4]
@@ -228,6 +233,50 @@ def configure_context(copies, cmake_args, cache={}):
         cache[key] = (os.path.join(tree, "build") if r.returncode == 0 else None, r.stdout[-2000:] + r.stderr[-2000:])
     return cache[key]
 
+def project_version():
+    """The version in CMakeLists.txt's project(), which the binaries' --version prints."""
+    with open(os.path.join(src, "CMakeLists.txt")) as f:
+        m = re.search(r"project\(\s*\S+\s+VERSION\s+([0-9][0-9.]*)", f.read())
+    return m.group(1) if m else None
+
+# The images an operator works in also carry the baton CLI (docs/cli.md).
+cli_images = ("batond", "baton-agent")
+oci_labels = ("title", "description", "source", "licenses", "version")
+
+def check_oci_labels(name, runtime, target):
+    """The runtime stage's org.opencontainers.image.* labels: all of oci_labels, the title naming the image's
+    program, Apache-2.0, and a version from ARG VERSION whose default is the project's version."""
+    args, labels = {}, {}
+    for i, a in runtime:
+        if i == "ARG":
+            key, _, default = a.partition("=")
+            args[key.strip()] = default.strip().strip('"')
+        elif i == "LABEL":
+            for item in shlex.split(a):
+                key, _, value = item.partition("=")
+                labels[key] = (value, re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), value))
+    prefix = "org.opencontainers.image."
+    missing = [k for k in oci_labels if prefix + k not in labels]
+    if missing:
+        fail(f"{name}: the runtime stage has no LABEL {', '.join(prefix + k for k in missing)}")
+        return
+    raw_version, version = labels[prefix + "version"]
+    problems = []
+    if labels[prefix + "title"][1] != target:
+        problems.append(f"title {labels[prefix + 'title'][1]!r} is not {target!r}")
+    if labels[prefix + "licenses"][1] != "Apache-2.0":
+        problems.append(f"licenses {labels[prefix + 'licenses'][1]!r} is not 'Apache-2.0' (LICENSE)")
+    if not labels[prefix + "source"][1].startswith("https://"):
+        problems.append(f"source {labels[prefix + 'source'][1]!r} is not an https:// URL")
+    if not re.fullmatch(r"\$\{?VERSION\}?", raw_version) or "VERSION" not in args:
+        problems.append(f"version {raw_version!r} does not come from a build ARG VERSION")
+    elif version != project_version():
+        problems.append(f"ARG VERSION defaults to {version!r}, CMakeLists.txt's project version is {project_version()!r}")
+    if problems:
+        fail(f"{name}: OCI labels: {'; '.join(problems)}")
+    else:
+        ok(f"{name}: OCI labels title={target} licenses=Apache-2.0 version=${{VERSION:-{version}}} source, description")
+
 def check_dockerfile(path):
     name = rel(path)
     ins = dockerfile_instructions(path)
@@ -254,29 +303,40 @@ def check_dockerfile(path):
     else:
         ok(f"{name}: COPY sources exist ({len(copies)})")
     runs = " && ".join(a for i, a in build if i == "RUN")
-    if "bash deploy/install-deps.sh" not in runs:
+    # Only the `build` profile: the test and bench packages (etcd, clang, Redis...) have no place in an image.
+    profiles = [p.split() for p in re.findall(r"bash deploy/install-deps\.sh((?:[ \t]+[\w-]+)*)", runs)]
+    if not profiles:
         fail(f"{name}: the build stage does not run bash deploy/install-deps.sh")
+    elif any(p != ["build"] for p in profiles):
+        fail(f"{name}: the build stage runs install-deps.sh with {profiles}, not the `build` profile alone")
+    else:
+        ok(f"{name}: the build stage installs install-deps.sh's `build` profile only")
     configure = re.search(r"cmake -S \. -B build([^&]*)", runs)
-    target = re.search(r"cmake --build build --target (\S+)", runs)
-    if not configure or not target:
+    targets = re.search(r"cmake --build build --target ([^&]+)", runs)
+    if not configure or not targets:
         fail(f"{name}: no 'cmake -S . -B build ...' and 'cmake --build build --target X' in the build stage")
         return
-    target = target.group(1)
+    targets = targets.group(1).split()
+    target = targets[0]   # the image's own program; the others ship beside it
     if not missing:
         build_dir, log = configure_context(copies, shlex.split(configure.group(1)))
         if not build_dir:
             fail(f"{name}: cmake cannot configure the COPYed sources:\n{log}")
         else:
-            r = run(["cmake", "--build", build_dir, "--target", target, "--", "-n"])
+            r = run(["cmake", "--build", build_dir, "--target", *targets, "--", "-n"])
             if r.returncode == 0:
-                ok(f"{name}: target {target} exists and builds from the COPYed sources (dry run)")
+                ok(f"{name}: target{'s' * (len(targets) > 1)} {' '.join(targets)} "
+                   f"exist{'s' * (len(targets) == 1)} and build{'s' * (len(targets) == 1)} from the COPYed sources (dry run)")
             else:
-                fail(f"{name}: target {target}: {(r.stderr or r.stdout).strip()[-500:]}")
+                fail(f"{name}: targets {' '.join(targets)}: {(r.stderr or r.stdout).strip()[-500:]}")
 
     # The runtime stage: runs the binary built above as a non-root user, with the libraries it links.
-    built = f"{workdir.rstrip('/')}/build/bin/{target}"
-    dest = next((c[2] for c in (shlex.split(a) for i, a in runtime if i == "COPY" and a.startswith("--from="))
-                 if c[1] == built), None)
+    def copied(program):
+        """Where the runtime stage COPYs a program from the build stage, or None."""
+        built = f"{workdir.rstrip('/')}/build/bin/{program}"
+        return next((c[2] for c in (shlex.split(a) for i, a in runtime if i == "COPY" and a.startswith("--from="))
+                     if c[1] == built), None)
+    built, dest = f"{workdir.rstrip('/')}/build/bin/{target}", copied(target)
     entry = next((exec_form(a) for i, a in runtime if i == "ENTRYPOINT"), None)
     if dest is None:
         fail(f"{name}: the runtime stage does not COPY {built} from the build stage")
@@ -299,14 +359,26 @@ def check_dockerfile(path):
     installed = set(re.findall(r"[a-z0-9][a-z0-9.+-]+", " ".join(a for i, a in runtime if i == "RUN")))
     if "curl" in healthcheck and "curl" not in installed:
         fail(f"{name}: the HEALTHCHECK uses curl, which the runtime stage does not install")
-    if shutil.which("ldd") and shutil.which("dpkg"):
-        libs = re.findall(r"=>\s+(/\S+)", run(["ldd", os.path.join(bin_dir, target)]).stdout)
-        needed = sorted(p for p in packages_of(libs) - slim_base if not sanitizer_runtime.match(p))
-        absent = [p for p in needed if p not in installed]
-        if absent:
-            fail(f"{name}: {target} links libraries from {absent}, which the runtime stage does not install")
+    check_oci_labels(name, runtime, target)
+    shipped = [t for t in targets if copied(t)]
+    if target in cli_images:
+        cli = copied("baton")
+        if "baton" not in targets or not cli:
+            fail(f"{name}: the image does not ship the baton CLI (build target baton, and COPY --from=build "
+                 f"{workdir.rstrip('/')}/build/bin/baton /usr/local/bin/baton)")
+        elif not cli.startswith("/usr/local/bin/"):
+            fail(f"{name}: baton is copied to {cli}, not onto the PATH (/usr/local/bin/)")
         else:
-            ok(f"{name}: the runtime stage installs the libraries {target} links ({', '.join(needed)})")
+            ok(f"{name}: ships the baton CLI as {cli}")
+    if shutil.which("ldd") and shutil.which("dpkg"):
+        for program in shipped:
+            libs = re.findall(r"=>\s+(/\S+)", run(["ldd", os.path.join(bin_dir, program)]).stdout)
+            needed = sorted(p for p in packages_of(libs) - slim_base if not sanitizer_runtime.match(p))
+            absent = [p for p in needed if p not in installed]
+            if absent:
+                fail(f"{name}: {program} links libraries from {absent}, which the runtime stage does not install")
+            else:
+                ok(f"{name}: the runtime stage installs the libraries {program} links ({', '.join(needed)})")
     else:
         skip(f"{name}: runtime libraries: ldd or dpkg not found")
     images[path] = {"target": target, "entrypoint": entry or [], "healthcheck": bool(healthcheck)}
@@ -322,6 +394,139 @@ def agent_config_path():
 
 # ---- 3. compose -----------------------------------------------------------------------------------------
 
+# The documented step that makes the Compose setup's certificates (docs/deploy.md): a script beside the compose
+# file that writes them into tls/ there, a directory git ignores. The files it writes are checked as it writes
+# them, in a scratch directory, whether or not tls/ exists in this checkout.
+tls_generator, tls_dir = "make-tls.sh", "tls"
+
+def generated_files(base, cache={}):
+    """{path under base/tls_dir that the generator writes: the copy it wrote in a scratch directory}."""
+    if base not in cache:
+        cache[base] = {}
+        script = os.path.join(base, tls_generator)
+        if os.path.isfile(script):
+            scratch = os.path.join(work, f"generated{len(cache)}")
+            r = run(["bash", script, scratch], timeout=60)
+            if r.returncode != 0:
+                fail(f"{rel(script)}: {(r.stderr or r.stdout).strip()[:500]}")
+            else:
+                cache[base] = {os.path.join(base, tls_dir, f): os.path.join(scratch, f) for f in os.listdir(scratch)}
+                ok(f"{rel(script)} writes {', '.join(sorted(os.listdir(scratch)))}")
+    return cache[base]
+
+def openssl(*args):
+    return run(["openssl", *args], timeout=20)
+
+def certificate_names(cert):
+    """The DNS names and IP addresses in a certificate's subjectAltName (what clients check, never the CN)."""
+    text = openssl("x509", "-in", cert, "-noout", "-ext", "subjectAltName").stdout
+    return set(re.findall(r"(?:DNS:|IP Address:)([^,\s]+)", text))
+
+def url_host(url):
+    m = re.match(r"https?://(\[[^]]+\]|[^:/]+)", url or "")
+    return m.group(1).strip("[]") if m else None
+
+def check_tls_handshake(where, cert, key, ca):
+    """batond serves HTTPS with the certificate and key, and the baton CLI trusting only the CA gets an answer
+    by name (localhost) and by address (127.0.0.1)."""
+    data = os.path.join(work, "tls-handshake-data")
+    os.makedirs(data, exist_ok=True)
+    server = subprocess.Popen([os.path.join(bin_dir, "batond"), "--listen", "127.0.0.1:0", "--data-dir", data,
+                               "--tls-cert", cert, "--tls-key", key, "--log-level", "error"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], 10)
+        line = server.stdout.readline() if ready else ""
+        port = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if not port:
+            server.kill()
+            fail(f"{where}: batond does not start with these TLS files: {line.strip()} {server.stderr.read()[:300]}")
+            return
+        for host in ("localhost", "127.0.0.1"):
+            r = run([os.path.join(bin_dir, "baton"), "--server", f"https://{host}:{port.group(1)}", "--ca-file", ca,
+                     "get", "deploy-check/tls"], timeout=20)
+            if r.returncode == 0:
+                ok(f"{where}: batond serves HTTPS with them; baton trusting only the CA reaches https://{host}")
+            else:
+                fail(f"{where}: baton --ca-file CA get over https://{host}: {r.stderr.strip()[:300]}")
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+def check_compose_tls(name, base, batond, agents):
+    """batond serves HTTPS from mounted files, which the repository holds or the documented step writes; its
+    health check and every agent use https:// and trust the CA that signed them; the certificate names every
+    host they use. batond: (service, argv, mounts, healthcheck); agents: [(service, config, flags, mounts)]."""
+    svc, argv, mounts, healthcheck = batond
+    where = f"{name}: {svc}"
+    cert_path, key_path = flag_value(argv, "--tls-cert"), flag_value(argv, "--tls-key")
+    if not cert_path or not key_path:
+        fail(f"{where}: batond runs without --tls-cert and --tls-key: bearer tokens and leases cross the network "
+             f"in clear ({' '.join(argv)})")
+        return
+    cert, key = mounts.get(cert_path), mounts.get(key_path)
+    if not cert or not key:
+        fail(f"{where}: --tls-cert {cert_path} and --tls-key {key_path} must be files mounted into the container")
+        return
+    ok(f"{where}: batond serves HTTPS with --tls-cert {cert_path} --tls-key {key_path}")
+    if openssl("x509", "-in", cert, "-noout", "-pubkey").stdout != openssl("pkey", "-in", key, "-pubout").stdout:
+        fail(f"{where}: {cert_path} and {key_path} are not a certificate and its key")
+    names, users = certificate_names(cert), []   # users: (who, host, CA file on this machine)
+    test = " ".join(argv_of(healthcheck.get("test")))
+    health_url = next(iter(re.findall(r"\bhttps?://\S+", test)), "")
+    if not health_url.startswith("https://"):
+        fail(f"{where}: the health check does not use https:// ({test}); batond answers plain HTTP with 400")
+    else:
+        ca_path = flag_value(argv_of(healthcheck.get("test")), "--cacert")
+        if not ca_path or not mounts.get(ca_path):
+            fail(f"{where}: the health check does not verify batond's certificate with a mounted --cacert")
+        else:
+            users.append(("health check", url_host(health_url), mounts[ca_path]))
+    for agent, config, flags, agent_mounts in agents:
+        server = flag_value(flags, "--server") or config.get("server", "")
+        ca_path = flag_value(flags, "--ca-file") or (config.get("tls") or {}).get("ca_file")
+        if not server.startswith("https://"):
+            fail(f"{name}: {agent}: the agent's server {server} is not https://")
+        elif url_host(server) != svc:
+            fail(f"{name}: {agent}: the agent's server {server} is not the batond service {svc}")
+        elif not ca_path or not agent_mounts.get(ca_path):
+            fail(f"{name}: {agent}: tls.ca_file {ca_path} is not a file mounted into the container")
+        else:
+            users.append((agent, url_host(server), agent_mounts[ca_path]))
+    for who, host, ca in users:
+        r = openssl("verify", "-CAfile", ca, cert)
+        if r.returncode != 0:
+            fail(f"{name}: {who}: batond's certificate does not verify against its CA: {(r.stdout + r.stderr).strip()}")
+        elif host not in names:
+            fail(f"{name}: {who}: batond's certificate names {sorted(names)}, not {host}")
+        else:
+            ok(f"{name}: {who}: https://{host} verifies against its CA")
+    if users:
+        check_tls_handshake(where, cert, key, users[0][2])
+
+def check_tls_documented(base):
+    """The generator is what the docs tell an operator to run, and what it writes stays out of git."""
+    if not os.path.isfile(os.path.join(base, tls_generator)):
+        return
+    step = os.path.relpath(os.path.join(base, tls_generator), src)
+    for doc in ("deploy/README.md", "docs/deploy.md", os.path.relpath(os.path.join(base, "compose.yaml"), src)):
+        with open(os.path.join(src, doc)) as f:
+            if step not in f.read():
+                fail(f"{doc}: does not say to run {step} before docker compose up")
+    ignore = os.path.join(src, ".gitignore")
+    ignored = os.path.relpath(os.path.join(base, tls_dir), src)
+    with open(ignore) as f:
+        patterns = [line.strip().strip("/") for line in f]
+    if ignored not in patterns:
+        fail(f".gitignore: the generated {ignored}/ is not ignored (a line /{ignored}/)")
+    else:
+        ok(f"{step} is documented and its output {ignored}/ is ignored by git")
+
 def check_compose_file(path):
     name, base = rel(path), os.path.dirname(path)
     compose = docs[path][0]
@@ -335,6 +540,7 @@ def check_compose_file(path):
         context = os.path.normpath(os.path.join(base, b.get("context", ".")))
         return context, os.path.normpath(os.path.join(context, b.get("dockerfile", "Dockerfile")))
 
+    batond, agents = None, []
     for svc, spec in services.items():
         where = f"{name}: {svc}"
         context, dockerfile = dockerfile_of(spec)
@@ -349,11 +555,15 @@ def check_compose_file(path):
             source, target = v.split(":")[:2] if isinstance(v, str) else (v.get("source"), v.get("target"))
             if source.startswith((".", "/")):
                 host = os.path.normpath(os.path.join(base, source))
-                if os.path.exists(host):
+                generated = generated_files(base).get(host)
+                if generated:   # checked as the documented step writes it, even if an older copy is there
+                    ok(f"{where}: mounts {rel(host)}, written by {tls_generator}")
+                    mounts[target] = generated
+                elif os.path.exists(host):
                     ok(f"{where}: mounts {rel(host)}")
                     mounts[target] = host
                 else:
-                    fail(f"{where}: mounted file {source} does not exist")
+                    fail(f"{where}: mounted file {source} does not exist, and {tls_generator} does not write it")
             elif source not in (compose.get("volumes") or {}):
                 fail(f"{where}: named volume {source} is not declared under volumes:")
         for dep, cond in (spec.get("depends_on") or {}).items():
@@ -366,15 +576,24 @@ def check_compose_file(path):
         for port in spec.get("ports") or []:
             if not str(port).startswith("127.0.0.1:"):
                 fail(f"{where}: port {port} is published on every host address; bind it to 127.0.0.1")
-        if images.get(dockerfile, {}).get("target") == "baton-agent":
+        image = images.get(dockerfile, {})
+        if image.get("target") == "batond":
+            batond = (svc, image["entrypoint"] + argv_of(spec.get("command")), mounts, spec.get("healthcheck") or {})
+            check_flags(batond[1], f"{where} entrypoint + command")
+        if image.get("target") == "baton-agent":
             config = mounts.get(agent_config_path())
             if not config:
                 fail(f"{where}: no configuration file mounted at {agent_config_path()}")
                 continue
             check_agent_config(config, argv_of(spec.get("command")))
             with open(config) as f:
-                check_stop_timeout(f"{where} stop_grace_period",
-                                   agent_seconds(spec.get("stop_grace_period", "10s")), yaml.safe_load(f))
+                agent_config = yaml.safe_load(f) or {}
+            check_stop_timeout(f"{where} stop_grace_period",
+                               agent_seconds(spec.get("stop_grace_period", "10s")), agent_config)
+            agents.append((svc, agent_config, argv_of(spec.get("command")), mounts))
+    if batond:
+        check_compose_tls(name, base, batond, agents)
+    check_tls_documented(base)
 
 def check_compose():
     for path in [p for p in docs if is_compose(p)]:
@@ -412,6 +631,145 @@ def check_pod(where, pod, configmaps, kustomized_images):
         check_stop_timeout(f"{where} terminationGracePeriodSeconds",
                            pod.get("terminationGracePeriodSeconds", 30), yaml.safe_load(config_text))
 
+def selects(selector, labels):
+    """Whether a label selector (matchLabels and matchExpressions) selects an object with these labels."""
+    selector = selector or {}
+    if any(labels.get(k) != str(v) for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e.get("key"), e.get("operator"), [str(v) for v in e.get("values") or []]
+        if not {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
+                "Exists": key in labels, "DoesNotExist": key not in labels}.get(op, False):
+            return False
+    return True
+
+def pods_of(objects):
+    """[(where, kind, name, replicas, pod labels, pod spec)] for every object that makes pods."""
+    out = []
+    for p, d in objects:
+        kind, spec = d.get("kind"), d.get("spec") or {}
+        if kind == "CronJob":
+            spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+        if kind == "Pod":
+            meta, pod = d.get("metadata") or {}, spec
+        elif kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"):
+            template = spec.get("template") or {}
+            meta, pod = template.get("metadata") or {}, template.get("spec") or {}
+        else:
+            continue
+        name = (d.get("metadata") or {}).get("name")
+        out.append((f"{rel(p)}: {kind}/{name}", kind, name, spec.get("replicas", 1),
+                    {k: str(v) for k, v in (meta.get("labels") or {}).items()}, pod))
+    return out
+
+def runs_image(pod, program):
+    """The pod runs this Baton program as its image's entrypoint (a container with no command of its own)."""
+    return any(re.search(rf"/{re.escape(program)}:", c.get("image", "") + ":") and not c.get("command")
+               for c in pod.get("containers") or [])
+
+def check_k8s_hardening(objects):
+    """Every pod: no service account token (nothing here calls the Kubernetes API); batond's StatefulSet: a
+    headless governing Service; the agents: a disruption budget; batond: a NetworkPolicy."""
+    pods = pods_of(objects)
+    services = {d["metadata"]["name"]: d for _, d in objects if d.get("kind") == "Service"}
+    for where, kind, name, replicas, labels, pod in pods:
+        if pod.get("automountServiceAccountToken") is False:
+            ok(f"{where}: automountServiceAccountToken: false")
+        else:
+            fail(f"{where}: the pod mounts a service account token it never uses; "
+                 "set automountServiceAccountToken: false in its pod spec")
+
+    # The StatefulSet's serviceName: a headless Service (clusterIP: None) selecting its pods.
+    for p, d in objects:
+        if d.get("kind") != "StatefulSet":
+            continue
+        where = f"{rel(p)}: StatefulSet/{d['metadata']['name']}"
+        service_name = (d.get("spec") or {}).get("serviceName")
+        labels = ((((d.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")) or {}
+        service = services.get(service_name)
+        if not service:
+            fail(f"{where}: serviceName {service_name!r} names no Service in deploy/k8s")
+        elif (service.get("spec") or {}).get("clusterIP") != "None":
+            fail(f"{where}: serviceName {service_name} is not a headless Service (clusterIP: None)")
+        elif not selects({"matchLabels": (service.get("spec") or {}).get("selector") or {"": ""}},
+                         {k: str(v) for k, v in labels.items()}):
+            fail(f"{where}: the headless Service {service_name} does not select the StatefulSet's pods")
+        else:
+            ok(f"{where}: serviceName {service_name} is a headless Service selecting its pods")
+
+    # The agents: a PodDisruptionBudget selecting their pods (and no other) that lets at most one go at a
+    # time and keeps a candidate for the election.
+    budgets = [(p, d) for p, d in objects if d.get("kind") == "PodDisruptionBudget"]
+    agents = [x for x in pods if runs_image(x[5], "baton-agent")]
+    for where, kind, name, replicas, labels, pod in agents:
+        mine = [(p, d) for p, d in budgets if selects((d.get("spec") or {}).get("selector"), labels)]
+        if len(mine) != 1:
+            fail(f"{where}: {len(mine)} PodDisruptionBudgets select the agent pods' labels {labels}; want one")
+            continue
+        p, budget = mine[0]
+        spec, bwhere = budget.get("spec") or {}, f"{rel(p)}: PodDisruptionBudget/{budget['metadata']['name']}"
+        others = [w for w, _, _, _, l, _ in pods if w != where and selects(spec.get("selector"), l)]
+        max_unavailable, min_available = spec.get("maxUnavailable"), spec.get("minAvailable")
+        if others:
+            fail(f"{bwhere}: also selects the pods of {others}")
+        elif max_unavailable is not None and min_available is None:
+            if max_unavailable == 1:
+                ok(f"{bwhere}: selects {where.split(': ')[1]}'s pods; maxUnavailable: 1")
+            else:
+                fail(f"{bwhere}: maxUnavailable {max_unavailable!r}: want 1 (0 blocks every drain, more lets a "
+                     "drain take several agents at once)")
+        elif min_available is not None and max_unavailable is None:
+            if isinstance(min_available, int) and 1 <= min_available < replicas:
+                ok(f"{bwhere}: selects {where.split(': ')[1]}'s pods; minAvailable {min_available} of {replicas}")
+            else:
+                fail(f"{bwhere}: minAvailable {min_available!r} of {replicas} replicas: want a number from 1 "
+                     "(a candidate for the election) to replicas - 1 (drains can proceed)")
+        else:
+            fail(f"{bwhere}: set exactly one of maxUnavailable and minAvailable")
+    if not agents:
+        fail("deploy/k8s: no workload runs baton-agent")
+
+    # batond: a NetworkPolicy selecting its pods that admits, on its port only, the agents and no one
+    # unlabelled; egress at most DNS.
+    policies = [(p, d) for p, d in objects if d.get("kind") == "NetworkPolicy"]
+    for where, kind, name, replicas, labels, pod in [x for x in pods if runs_image(x[5], "batond")]:
+        ports = {str(cp.get(k)) for c in pod.get("containers") or [] for cp in c.get("ports") or []
+                 for k in ("containerPort", "name") if cp.get(k) is not None}
+        mine = [(p, d) for p, d in policies if selects((d.get("spec") or {}).get("podSelector"), labels)]
+        if not mine:
+            fail(f"{where}: no NetworkPolicy selects batond's pod labels {labels}")
+            continue
+        for p, policy in mine:
+            spec, pwhere = policy.get("spec") or {}, f"{rel(p)}: NetworkPolicy/{policy['metadata']['name']}"
+            problems, admitted = [], set()
+            types = spec.get("policyTypes") or []
+            if "Ingress" not in types or "Egress" not in types:
+                problems.append(f"policyTypes {types}: want Ingress and Egress")
+            for rule in spec.get("ingress") or []:
+                rule_ports = rule.get("ports") or []
+                if not rule_ports or any(str(rp.get("port")) not in ports or rp.get("protocol", "TCP") != "TCP"
+                                         for rp in rule_ports):
+                    problems.append(f"an ingress rule on ports {rule_ports}, not only batond's port {sorted(ports)}")
+                peers = rule.get("from") or []
+                if not peers:
+                    problems.append("an ingress rule without from: admits every source")
+                for peer in peers:
+                    if "ipBlock" in peer or not (peer.get("podSelector") or {}):
+                        problems.append(f"an ingress peer {peer} that is not a pod selector with labels")
+                    elif "namespaceSelector" not in peer:
+                        admitted |= {w for w, _, _, _, l, _ in agents if selects(peer["podSelector"], l)}
+            for rule in spec.get("egress") or []:
+                if any(str(rp.get("port")) != "53" for rp in rule.get("ports") or [{}]):
+                    problems.append(f"an egress rule {rule}: batond needs no egress but DNS")
+            refused = [w for w, _, _, _, _, _ in agents if w not in admitted]
+            if refused:
+                problems.append(f"does not admit the agents of {refused}")
+            if problems:
+                fail(f"{pwhere}: {'; '.join(problems)}")
+            else:
+                ok(f"{pwhere}: selects batond's pods; admits the agents and labelled pods on port "
+                   f"{'/'.join(sorted(ports))} only; no egress but DNS")
+
 def check_kubernetes():
     k8s = os.path.join(deploy, "k8s")
     kustomization = os.path.join(k8s, "kustomization.yaml")
@@ -444,6 +802,7 @@ def check_kubernetes():
             else:
                 fail(f"{where}: must run exactly one replica (two would each keep their own tokens)")
         check_pod(where, d["spec"]["template"]["spec"], configmaps, {i.get("name") for i in k.get("images") or []})
+    check_k8s_hardening(objects)
     if shutil.which("kubectl"):
         r = run(["kubectl", "kustomize", k8s])
         if r.returncode == 0:
