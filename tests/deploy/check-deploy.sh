@@ -325,10 +325,9 @@ def check_dockerfile(path):
         else:
             r = run(["cmake", "--build", build_dir, "--target", *targets, "--", "-n"])
             if r.returncode == 0:
-                ok(f"{name}: target{'s' * (len(targets) > 1)} {' '.join(targets)} "
-                   f"exist{'s' * (len(targets) == 1)} and build{'s' * (len(targets) == 1)} from the COPYed sources (dry run)")
+                ok(f"{name}: builds {' '.join(targets)} from the COPYed sources (targets exist; dry run)")
             else:
-                fail(f"{name}: targets {' '.join(targets)}: {(r.stderr or r.stdout).strip()[-500:]}")
+                fail(f"{name}: building {' '.join(targets)}: {(r.stderr or r.stdout).strip()[-500:]}")
 
     # The runtime stage: runs the binary built above as a non-root user, with the libraries it links.
     def copied(program):
