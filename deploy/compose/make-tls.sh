@@ -35,11 +35,20 @@ fi
 if ((!force)) && [[ -f $dir/ca.crt && -f $dir/batond.key ]] \
   && openssl x509 -in "$dir/batond.crt" -noout -checkend 86400 >/dev/null 2>&1 \
   && openssl verify -CAfile "$dir/ca.crt" "$dir/batond.crt" >/dev/null 2>&1 \
-  && [[ $(openssl x509 -in "$dir/batond.crt" -noout -pubkey) == $(openssl pkey -in "$dir/batond.key" -pubout) ]]; then
+  && [[ $(openssl x509 -in "$dir/batond.crt" -noout -pubkey) == \
+        $(openssl pkey -in "$dir/batond.key" -pubout) ]]; then
   echo "make-tls: $dir already holds a valid CA and certificate (--force makes new ones)"
   exit 0
 fi
 
+# A path Compose created as an empty directory, when `up` ran before this script: root owns it.
+for f in ca.crt batond.crt batond.key; do
+  if [[ -d $dir/$f ]]; then
+    echo "make-tls: $dir/$f is a directory (Compose made it before the certificates existed): remove it" \
+      "(sudo rm -r '$dir/$f') and run this again" >&2
+    exit 1
+  fi
+done
 mkdir -p "$dir"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

@@ -271,11 +271,13 @@ def check_oci_labels(name, runtime, target):
     if not re.fullmatch(r"\$\{?VERSION\}?", raw_version) or "VERSION" not in args:
         problems.append(f"version {raw_version!r} does not come from a build ARG VERSION")
     elif version != project_version():
-        problems.append(f"ARG VERSION defaults to {version!r}, CMakeLists.txt's project version is {project_version()!r}")
+        problems.append(f"ARG VERSION defaults to {version!r}, CMakeLists.txt's project version is "
+                        f"{project_version()!r}")
     if problems:
         fail(f"{name}: OCI labels: {'; '.join(problems)}")
     else:
-        ok(f"{name}: OCI labels title={target} licenses=Apache-2.0 version=${{VERSION:-{version}}} source, description")
+        ok(f"{name}: OCI labels title={target} licenses=Apache-2.0 version=ARG VERSION ({version}), source, "
+           "description")
 
 def check_dockerfile(path):
     name = rel(path)
