@@ -22,7 +22,7 @@ constexpr unsigned help_width = 110;
 
 const char* const synopsis =
     R"(usage: baton-agent --config FILE [--server URL] [--identity ID] [--listen ADDR:PORT]
-                   [--election-key KEY] [--log-level debug|info|warn|error]
+                   [--election-key KEY] [--log-level debug|info|warn|error] [--log-format logfmt|json]
                    [--ca-file FILE] [--cert FILE --key FILE]
        baton-agent --check-config FILE [flags as above]
        baton-agent --next-runs N --config FILE [--from TIME]
@@ -52,6 +52,7 @@ constexpr override_flag override_flags[] = {
     {"listen", "ADDR:PORT", "the sidecar API's address, e.g. 127.0.0.1:7071, [::1]:0 (file: listen)"},
     {"election-key", "KEY", "the lock the replicas compete for (file: election.key)"},
     {"log-level", "LEVEL", "debug, info, warn or error (file: log_level)"},
+    {"log-format", "FORMAT", "logfmt or json, one object per line (file: log_format)"},
     {"ca-file", "FILE", "CA bundle that signs the server's certificate (file: tls.ca_file)"},
     {"cert", "FILE", "client certificate for mutual TLS; needs --key (file: tls.cert_file)"},
     {"key", "FILE", "private key of --cert (file: tls.key_file)"},

@@ -112,6 +112,12 @@ std::string check_log_level(const std::string& level) {
   return {};
 }
 
+std::string check_log_format(const std::string& format) {
+  baton::log::format ignored;
+  if (!baton::log::parse_format(format, ignored)) return "expected logfmt or json, got " + quoted(format);
+  return {};
+}
+
 // Levenshtein distance, for "did you mean" on unknown keys.
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
@@ -162,9 +168,9 @@ std::string child(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);
 }
 
-constexpr std::string_view top_keys[] = {"server",    "identity",     "listen",         "mode",
-                                         "log_level", "resign_token", "shutdown_grace", "election",
-                                         "jobs",      "tls",          "token_file",     "history_limit"};
+constexpr std::string_view top_keys[] = {
+    "server",         "identity", "listen", "mode", "log_level",  "log_format",   "resign_token",
+    "shutdown_grace", "election", "jobs",   "tls",  "token_file", "history_limit"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
 constexpr std::string_view job_keys[] = {"name",    "schedule",      "timezone",          "command",
@@ -545,6 +551,7 @@ constexpr flag_target overridable[] = {
     {"listen", [](agent_config& c) -> std::string& { return c.listen; }, check_listen},
     {"election-key", [](agent_config& c) -> std::string& { return c.election_key; }, check_lock_key},
     {"log-level", [](agent_config& c) -> std::string& { return c.log_level; }, check_log_level},
+    {"log-format", [](agent_config& c) -> std::string& { return c.log_format; }, check_log_format},
     {"ca-file", [](agent_config& c) -> std::string& { return c.tls.ca_file; }, check_readable_file},
     {"cert", [](agent_config& c) -> std::string& { return c.tls.cert_file; }, check_readable_file},
     {"key", [](agent_config& c) -> std::string& { return c.tls.key_file; }, check_readable_file},
@@ -649,6 +656,10 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     config.log_level = r.text(n, "log_level");
     r.check(n, "log_level", check_log_level(config.log_level));
   }
+  if (const auto n = root["log_format"]) {
+    config.log_format = r.text(n, "log_format");
+    r.check(n, "log_format", check_log_format(config.log_format));
+  }
   if (const auto n = root["resign_token"]) {
     config.resign_token = r.text(n, "resign_token");
     if (config.resign_token.empty())
@@ -748,6 +759,7 @@ config_changes compare_configs(const agent_config& running, const agent_config& 
   differs("listen", a.listen != b.listen, true);
   differs("mode", a.mode != b.mode, true);
   differs("log_level", a.log_level != b.log_level, false);
+  differs("log_format", a.log_format != b.log_format, false);
   differs("token_file", a.token_file != b.token_file || a.server_token != b.server_token, true);
   differs("resign_token", a.resign_token != b.resign_token, false);
   differs("shutdown_grace", a.shutdown_grace != b.shutdown_grace, false);
@@ -831,7 +843,7 @@ void apply_overrides(agent_config& config, const std::map<std::string, std::stri
     if (target == std::end(overridable))
       throw config_error("", 0, 0, flag,
                          "unknown flag (the file can be overridden by --server, --identity, --listen, "
-                         "--election-key, --log-level, --ca-file, --cert, --key)");
+                         "--election-key, --log-level, --log-format, --ca-file, --cert, --key)");
     if (value.empty()) continue;
     if (const auto reason = target->check(value); !reason.empty()) throw config_error("", 0, 0, flag, reason);
     target->field(next) = value;

@@ -109,6 +109,8 @@ struct agent_config {
   agent_mode mode = agent_mode::leader;
   /// debug, info, warn or error (baton::log::parse_level accepts it).
   std::string log_level = "info";
+  /// logfmt or json (baton::log::parse_format accepts it): how each log line is written.
+  std::string log_format = "logfmt";
   /// A file holding the bearer token the agent sends to batond (docs/security.md); empty: no token. A
   /// relative path is taken from the agent's working directory.
   std::string token_file;
@@ -167,8 +169,8 @@ void load_server_token(agent_config& config, const std::string& config_path);
 /// it takes. Keys are named as in the file.
 struct config_changes {
   /// Every top-level key whose value differs, in the file's order of keys (docs/agent.md): `server`, `tls`,
-  /// `identity`, `listen`, `mode`, `log_level`, `token_file`, `resign_token`, `shutdown_grace`, `election`,
-  /// `history_limit`, `jobs`. A new token in an unchanged token_file counts as `token_file`.
+  /// `identity`, `listen`, `mode`, `log_level`, `log_format`, `token_file`, `resign_token`, `shutdown_grace`,
+  /// `election`, `history_limit`, `jobs`. A new token in an unchanged token_file counts as `token_file`.
   std::vector<std::string> keys;
   /// Of `keys`, those a running agent cannot take: the sidecar's socket (`listen`), the connection to the
   /// lock server that holds the lease (`server`, `tls`, `identity`, `token_file`), and `mode`. They need a
@@ -194,10 +196,9 @@ boost::asio::ip::tcp::endpoint parse_listen(const std::string& listen);
 std::string to_listen_string(const boost::asio::ip::tcp::endpoint& endpoint);
 
 /// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key`,
-/// `log-level`, `ca-file`, `cert` and `key` (leading dashes allowed: `--server` works too). An empty value
-/// means the flag was not given. Each value is validated as the file's key is; an unknown flag name is an
-/// error too. Throws config_error
-/// (`--server: reason`), leaving `config` unchanged.
+/// `log-level`, `log-format`, `ca-file`, `cert` and `key` (leading dashes allowed: `--server` works too). An
+/// empty value means the flag was not given. Each value is validated as the file's key is; an unknown flag
+/// name is an error too. Throws config_error (`--server: reason`), leaving `config` unchanged.
 void apply_overrides(agent_config& config, const std::map<std::string, std::string>& flags);
 
 }  // namespace baton::agent

@@ -9,12 +9,14 @@
 
 #include "baton/common/log.hpp"
 #include "baton/common/process_group.hpp"
+#include "baton/common/sd_notify.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/host_name.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <csignal>
 #include <cstdio>
@@ -73,6 +75,27 @@ std::string jobs_summary(const config_changes& c) {
   return out.empty() ? "none" : out;
 }
 
+// log_level and log_format, validated when the configuration was loaded.
+void apply_log_settings(const agent_config& cfg) {
+  baton::log::level lvl = baton::log::level::info;
+  baton::log::parse_level(cfg.log_level, lvl);
+  baton::log::set_level(lvl);
+  baton::log::format format = baton::log::format::logfmt;
+  baton::log::parse_format(cfg.log_format, format);
+  baton::log::set_format(format);
+}
+
+// systemd's watchdog (WatchdogSec): WATCHDOG=1 every half of the timeout from a timer on the agent's one
+// io_context, which also runs the election, the jobs and the sidecar, so a wedged loop stops the pings and
+// systemd restarts the agent. Ends when the timer is cancelled or the context stops.
+void ping_watchdog(asio::steady_timer& timer, std::chrono::microseconds half) {
+  baton::sd_notify::notify("WATCHDOG=1");
+  timer.expires_after(half);
+  timer.async_wait([&timer, half](const boost::system::error_code& ec) {
+    if (!ec) ping_watchdog(timer, half);
+  });
+}
+
 // The configuration as the command line and the file give it, checked; throws config_error. The server
 // token is read only to run: --check-config and --next-runs work without the secret.
 agent_config load(const command_line& cmd, bool read_token) {
@@ -125,9 +148,7 @@ reload_result reload(const command_line& cmd, agent_config& running, agent_runti
                                      "; nothing of the file was applied"}});
     return out;
   }
-  baton::log::level lvl = baton::log::level::info;
-  baton::log::parse_level(loaded.log_level, lvl);
-  baton::log::set_level(lvl);
+  apply_log_settings(loaded);
   agent.apply_settings(loaded.resign_token, loaded.shutdown_grace);
   if (!changes.jobs_added.empty() || !changes.jobs_removed.empty() || !changes.jobs_changed.empty())
     agent.apply_jobs(loaded.jobs);
@@ -154,9 +175,7 @@ int run_agent(const command_line& cmd) {
   agent_config running = cfg;  // what a reload compares the file with, and replaces once applied
   const auto listen_key =
       cmd.overrides.contains("listen") && !cmd.overrides.at("listen").empty() ? "--listen" : "listen";
-  baton::log::level lvl = baton::log::level::info;
-  baton::log::parse_level(cfg.log_level, lvl);
-  baton::log::set_level(lvl);
+  apply_log_settings(cfg);
   ::signal(SIGPIPE, SIG_IGN);
   // Jobs' descendants that outlive them are re-parented here and reaped with their group.
   baton::become_subreaper();
@@ -179,9 +198,14 @@ int run_agent(const command_line& cmd) {
                                  {"key", cfg.election_key},
                                  {"jobs", cfg.jobs.size()},
                                  {"listen", to_listen_string(bound)}});
+    // Configuration loaded and the sidecar bound: what a unit ordered after this one (Type=notify) needs.
+    baton::sd_notify::notify("READY=1\nSTATUS=sidecar on " + to_listen_string(bound));
+    asio::steady_timer watchdog(ioc);
+    if (const auto timeout = baton::sd_notify::watchdog_timeout()) ping_watchdog(watchdog, *timeout / 2);
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
       if (ec) return;
       baton::log::info("shutdown", {{"signal", sig}});
+      baton::sd_notify::notify("STOPPING=1");
       agent.shutdown();
     });
     std::function<void()> wait_for_hangup = [&] {
@@ -204,6 +228,8 @@ int run_agent(const command_line& cmd) {
           status = exit_failed;
         }
       }
+      baton::sd_notify::notify("STOPPING=1");
+      watchdog.cancel();
       signals.cancel();
       hangups.cancel();
       api.close();

@@ -1,6 +1,7 @@
 #include "http_server.hpp"
 
 #include "baton/common/log.hpp"
+#include "baton/common/sd_notify.hpp"
 #include "baton/common/tls_files.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -28,6 +29,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -880,6 +882,7 @@ struct http_server::impl {
   // Starts drain() once, whoever asks first (a signal, or a storage failure). Thread-safe.
   void begin_drain(std::chrono::milliseconds timeout) {
     if (drain_started.exchange(true)) return;
+    sd_notify::notify("STOPPING=1");
     asio::co_spawn(workers[0]->ioc, drain(timeout), asio::detached);
   }
 
@@ -902,6 +905,33 @@ struct http_server::impl {
     }
     for (auto& w : workers)
       w->ioc.stop();
+  }
+
+  // systemd's watchdog (WatchdogSec): WATCHDOG=1 every half of `timeout`, and only when every worker ran the
+  // probe posted to it at the previous ping. A worker whose loop is wedged (a handler that never returns, a
+  // deadlock) then stops the pings, and systemd restarts batond within `timeout` instead of leaving it up
+  // and unable to answer. Runs on worker 0, so a wedged worker 0 stops its own timer too.
+  asio::awaitable<void> watchdog_loop(std::chrono::microseconds timeout) {
+    const auto half = timeout / 2;
+    const auto half_ms = std::chrono::duration_cast<std::chrono::milliseconds>(half).count();
+    auto answered = std::make_shared<std::vector<std::atomic<bool>>>(workers.size());
+    for (auto& a : *answered)
+      a.store(true);
+    asio::steady_timer t(workers[0]->ioc);
+    while (!draining.load()) {
+      if (std::all_of(answered->begin(), answered->end(), [](const auto& a) { return a.load(); })) {
+        sd_notify::notify("WATCHDOG=1");
+      } else {
+        log::warn("watchdog_ping_withheld",
+                  {{"reason", "a worker thread did not run the probe posted to it"}, {"within_ms", half_ms}});
+      }
+      for (std::size_t i = 0; i < workers.size(); ++i) {
+        (*answered)[i].store(false);
+        asio::post(workers[i]->ioc, [answered, i] { (*answered)[i].store(true); });
+      }
+      t.expires_after(half);
+      co_await t.async_wait(use_tuple);
+    }
   }
 };
 
@@ -950,6 +980,8 @@ void http_server::run() {
   });
   asio::co_spawn(main_ioc, m.accept_loop(), asio::detached);
   asio::co_spawn(main_ioc, m.sweep_loop(), asio::detached);
+  if (auto timeout = sd_notify::watchdog_timeout())
+    asio::co_spawn(main_ioc, m.watchdog_loop(*timeout), asio::detached);
 
   // Keep every worker's run() alive until drain() stops it, even while it has no connection.
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;

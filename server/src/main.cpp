@@ -1,6 +1,7 @@
 // batond: the reference lock server of the Baton protocol (docs/protocol.md).
 
 #include "baton/common/log.hpp"
+#include "baton/common/sd_notify.hpp"
 #include "http_server.hpp"
 #include "journal.hpp"
 #include "lock_service.hpp"
@@ -112,7 +113,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::string listen, data_dir, level_name, tokens_file;
+  std::string listen, data_dir, level_name, tokens_file, format_name;
   std::int64_t min_ttl = 0, max_ttl = 0, read_timeout = 0, unauthenticated_timeout = 0;
   std::uint64_t compact_bytes = 0;
   unsigned threads = 0;
@@ -131,6 +132,7 @@ int main(int argc, char** argv) {
     ("threads", po::value(&threads)->default_value(std::max(1u, std::thread::hardware_concurrency())), "worker threads")
     ("read-timeout-ms", po::value(&read_timeout)->default_value(30'000), "disconnect a client that sends no complete request for this long")
     ("compact-bytes", po::value(&compact_bytes)->default_value(64ull << 20), "compact the log once it grows past this size")
+    ("log-format", po::value(&format_name)->default_value("logfmt"), "logfmt (ts=... level=... event=... key=value) or json (one object per line)")
     ("log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error")
     ("tls-cert", po::value(&tls.cert_file), "serve HTTPS only, with this PEM certificate chain (needs --tls-key)")
     ("tls-key", po::value(&tls.key_file), "PEM private key of --tls-cert")
@@ -167,6 +169,10 @@ int main(int argc, char** argv) {
     if (!baton::log::parse_level(level_name, lvl))
       throw std::invalid_argument("--log-level must be debug, info, warn or error");
     baton::log::set_level(lvl);
+    baton::log::format format;
+    if (!baton::log::parse_format(format_name, format))
+      throw std::invalid_argument("--log-format must be logfmt or json, got \"" + format_name + "\"");
+    baton::log::set_format(format);
     if (min_ttl < 1) throw std::invalid_argument("--min-ttl-ms must be at least 1");
     if (max_ttl < min_ttl) throw std::invalid_argument("--max-ttl-ms must be at least --min-ttl-ms");
     if (max_ttl > max_ttl_limit_ms)
@@ -255,6 +261,8 @@ int main(int argc, char** argv) {
                                    {"tls", !http.tls                    ? "off"
                                            : tls.client_ca_file.empty() ? "on"
                                                                         : "mutual"}});
+    // Recovered and bound: a unit ordered after batond (Type=notify) starts only now, when it can be served.
+    baton::sd_notify::notify("READY=1\nSTATUS=serving on " + where + ":" + std::to_string(bound.port()));
     server.run();
     log.stop();
     if (log.failed()) {

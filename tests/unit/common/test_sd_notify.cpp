@@ -4,55 +4,23 @@
 #include "baton/common/log.hpp"
 #include "baton/common/sd_notify.hpp"
 #include "batond_fixture.hpp"
+#include "notify_listener.hpp"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 using namespace std::chrono_literals;
+using baton::test::notify_listener;
 using baton::test::temp_dir;
 namespace sd = baton::sd_notify;
 
 namespace {
-
-// A datagram socket bound to `name` (a path, or an abstract name when it starts with '@'), as systemd's
-// NOTIFY_SOCKET is.
-class notify_listener {
- public:
-  explicit notify_listener(const std::string& name) {
-    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw std::runtime_error("socket failed");
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, name.data(), name.size());
-    if (name[0] == '@') addr.sun_path[0] = '\0';
-    auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), length) != 0)
-      throw std::runtime_error("bind failed: " + std::string(std::strerror(errno)));
-  }
-  ~notify_listener() { ::close(fd_); }
-
-  /// The next datagram, or "" when none comes within `timeout`.
-  std::string receive(std::chrono::milliseconds timeout) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return "";
-    char buf[4096];
-    auto n = ::recv(fd_, buf, sizeof buf, 0);
-    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
-  }
-
- private:
-  int fd_ = -1;
-};
 
 std::string read_all(const std::filesystem::path& p) {
   std::ifstream in(p);
