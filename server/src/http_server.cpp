@@ -879,6 +879,22 @@ struct http_server::impl {
     }
   }
 
+  // SIGHUP: new connections get the certificate, key and client CAs the files hold now; open connections,
+  // leases and the lock table are not touched. A file that does not load leaves the old ones in use.
+  void reload_tls() {
+    auto r = reload_server_tls(*options.tls, std::chrono::system_clock::now());
+    if (!r.ok()) {
+      metrics.tls_reloads_failed.fetch_add(1, std::memory_order_relaxed);
+      log::error("tls_reload_failed", {{"error", r.error},
+                                       {"kept", "previous certificate"},
+                                       {"served_sha256", r.certificate.sha256}});
+      return;
+    }
+    metrics.tls_reloads_ok.fetch_add(1, std::memory_order_relaxed);
+    metrics.tls_certificate_not_after.store(r.certificate.not_after_seconds, std::memory_order_relaxed);
+    log_certificate("tls_reloaded", r.certificate);
+  }
+
   // Starts drain() once, whoever asks first (a signal, or a storage failure). Thread-safe.
   void begin_drain(std::chrono::milliseconds timeout) {
     if (drain_started.exchange(true)) return;
@@ -961,14 +977,17 @@ void http_server::run() {
   std::function<void()> await_hangup = [&] {
     hangup.async_wait([&](const boost::system::error_code& ec, int) {
       if (ec) return;
-      if (!m.options.tokens) {
-        log::info("sighup_ignored", {{"reason", "no --tokens-file"}});
-      } else if (auto failed = m.options.tokens->reload()) {
-        log::error("tokens_reload_failed", {{"error", *failed}, {"kept", "previous tokens"}});
-      } else {
-        log::info("tokens_reloaded", {{"file", m.options.tokens->path()},
-                                      {"clients", m.options.tokens->current()->clients.size()}});
+      if (!m.options.tokens && !m.options.tls)
+        log::info("sighup_ignored", {{"reason", "no --tokens-file and no --tls-cert"}});
+      if (m.options.tokens) {
+        if (auto failed = m.options.tokens->reload())
+          log::error("tokens_reload_failed", {{"error", *failed}, {"kept", "previous tokens"}});
+        else
+          log::info("tokens_reloaded", {{"file", m.options.tokens->path()},
+                                        {"clients", m.options.tokens->current()->clients.size()}});
       }
+      // Independent of the tokens: a bad tokens file does not keep a new certificate out, nor the reverse.
+      if (m.options.tls) m.reload_tls();
       await_hangup();
     });
   };

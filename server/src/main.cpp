@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
     ("compact-bytes", po::value(&compact_bytes)->default_value(64ull << 20), "compact the log once it grows past this size")
     ("log-format", po::value(&format_name)->default_value("logfmt"), "logfmt (ts=... level=... event=... key=value) or json (one object per line)")
     ("log-level", po::value(&level_name)->default_value("info"), "debug, info, warn or error")
-    ("tls-cert", po::value(&tls.cert_file), "serve HTTPS only, with this PEM certificate chain (needs --tls-key)")
+    ("tls-cert", po::value(&tls.cert_file), "serve HTTPS only, with this PEM certificate chain (needs --tls-key); SIGHUP reloads it, --tls-key and --tls-client-ca for new connections, keeping the old ones if a file is bad")
     ("tls-key", po::value(&tls.key_file), "PEM private key of --tls-cert")
     ("tls-client-ca", po::value(&tls.client_ca_file), "mutual TLS: require a client certificate issued by a CA in this PEM bundle")
     ("tokens-file", po::value(&tokens_file), "require bearer tokens listed in this file (docs/security.md); SIGHUP reloads it")
@@ -202,7 +202,13 @@ int main(int argc, char** argv) {
     http.ttl = {std::chrono::milliseconds(min_ttl), std::chrono::milliseconds(max_ttl)};
     http.read_timeout = std::chrono::milliseconds(read_timeout);
     // Certificates are read before the journal is opened, so a bad file stops batond before it does anything.
-    if (vm.count("tls-cert")) http.tls = make_server_tls_context(tls);
+    std::int64_t tls_not_after = 0;
+    if (vm.count("tls-cert")) {
+      http.tls = make_server_tls_context(tls);
+      auto served = served_certificate(*http.tls, std::chrono::system_clock::now());
+      log_certificate("tls_certificate", served);
+      tls_not_after = served.not_after_seconds;
+    }
     if (vm.count("tokens-file")) {
       if (tokens_file.empty()) throw std::invalid_argument("--tokens-file must name a file");
       try {
@@ -231,6 +237,7 @@ int main(int argc, char** argv) {
     lock_service service(log, metrics);
     auto stats = log.open(service.table(), clock::now());
     metrics.locks_held.store(static_cast<std::int64_t>(stats.restored_leases));
+    metrics.tls_certificate_not_after.store(tls_not_after);
     baton::log::info("recovered", {{"data_dir", data_dir},
                                    {"generation", stats.generation},
                                    {"snapshot_entries", stats.snapshot_entries},

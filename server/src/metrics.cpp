@@ -124,6 +124,23 @@ std::string server_metrics::render() const {
       "1 while the write-ahead log accepts writes; 0 after a storage failure (batond exits with status 74).",
       "gauge", storage_healthy.load(std::memory_order_relaxed));
 
+  if (const auto not_after = tls_certificate_not_after.load(std::memory_order_relaxed); not_after != 0) {
+    out +=
+        "# HELP baton_tls_reloads_total SIGHUP reloads of the TLS files by outcome (failed: the old ones are "
+        "kept).\n# TYPE baton_tls_reloads_total counter\n";
+    std::snprintf(buf, sizeof buf, "baton_tls_reloads_total{outcome=\"ok\"} %llu\n",
+                  static_cast<unsigned long long>(tls_reloads_ok.load(std::memory_order_relaxed)));
+    out += buf;
+    std::snprintf(buf, sizeof buf, "baton_tls_reloads_total{outcome=\"failed\"} %llu\n",
+                  static_cast<unsigned long long>(tls_reloads_failed.load(std::memory_order_relaxed)));
+    out += buf;
+    out +=
+        "# HELP baton_tls_certificate_not_after_seconds End of validity of the certificate new TLS "
+        "connections get (seconds since the epoch).\n# TYPE baton_tls_certificate_not_after_seconds gauge\n"
+        "baton_tls_certificate_not_after_seconds " +
+        std::to_string(not_after) + "\n";
+  }
+
   out += "# HELP baton_wal_fsync_batch_records Records made durable by one fsync (group commit size).\n";
   out += "# TYPE baton_wal_fsync_batch_records histogram\n";
   fsync_batch_records.render(out, "baton_wal_fsync_batch_records");

@@ -52,6 +52,11 @@ struct server_metrics {
   std::atomic<std::uint64_t> storage_errors{0};
   /// 1 while the log accepts writes; 0 once a write, fsync or rename failed (batond then exits).
   std::atomic<int> storage_healthy{1};
+  /// SIGHUP reloads of the TLS certificate, key and client CAs: applied, and refused (the old ones kept).
+  std::atomic<std::uint64_t> tls_reloads_ok{0}, tls_reloads_failed{0};
+  /// notAfter of the certificate new connections get, in seconds since the epoch; 0 without TLS, and then
+  /// no TLS series is rendered.
+  std::atomic<std::int64_t> tls_certificate_not_after{0};
 
   // The write-ahead log.
   histogram fsync_batch_records;

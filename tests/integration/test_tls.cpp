@@ -6,6 +6,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "eventually.hpp"
 #include "lease_opts.hpp"
 #include "test_pki.hpp"
 #include "tls_files.hpp"
@@ -13,12 +14,24 @@
 
 #include "baton/client.hpp"
 
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/parse.hpp>
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -367,4 +380,310 @@ BOOST_AUTO_TEST_CASE(agent_leads_through_a_mutual_tls_server) {
   BOOST_TEST(contains(held.out, "tls-agent#"), held.out);
   agent.signal(SIGTERM);
   BOOST_TEST(agent.wait(30s) == 0);
+}
+
+// --- Certificate reload on SIGHUP -------------------------------------------------------------------------
+
+namespace {
+
+namespace beast = boost::beast;
+
+// A TLS connection of the test's own to batond (trusting the test CA): which certificate it was served, and
+// requests on it later. Every step is bounded; a failed one throws.
+class tls_connection {
+ public:
+  explicit tls_connection(unsigned short port, const std::string& cert = {}, const std::string& key = {}) {
+    ctx_.load_verify_file(pki().ca());
+    ctx_.set_verify_mode(asio::ssl::verify_peer);
+    if (!cert.empty()) {
+      ctx_.use_certificate_chain_file(cert);
+      ctx_.use_private_key_file(key, asio::ssl::context::pem);
+    }
+    // A connection copies its context's certificate when it is made, so only now.
+    stream_.emplace(ioc_, ctx_);
+    run_coro(
+        ioc_,
+        [&]() -> asio::awaitable<void> {
+          auto& tcp = beast::get_lowest_layer(*stream_);
+          tcp.expires_after(10s);
+          co_await tcp.async_connect({asio::ip::make_address("127.0.0.1"), port}, asio::use_awaitable);
+          co_await stream_->async_handshake(asio::ssl::stream_base::client, asio::use_awaitable);
+        }(),
+        20s);
+  }
+
+  // The SHA-256 fingerprint of the certificate the server presented on this connection.
+  std::string fingerprint() {
+    X509* cert = ::SSL_get1_peer_certificate(stream_->native_handle());
+    if (!cert) throw std::runtime_error("the server presented no certificate");
+    unsigned char* der = nullptr;
+    const int n = ::i2d_X509(cert, &der);
+    ::X509_free(cert);
+    if (n <= 0) throw std::runtime_error("cannot encode the server's certificate");
+    auto out = test_pki::sha256_fingerprint(std::string_view(reinterpret_cast<const char*>(der), n));
+    ::OPENSSL_free(der);
+    return out;
+  }
+
+  // GET `target` on this connection, kept alive; the answer's status.
+  int get(const std::string& target) {
+    int status = 0;
+    run_coro(
+        ioc_,
+        [&]() -> asio::awaitable<void> {
+          beast::get_lowest_layer(*stream_).expires_after(10s);
+          beast::http::request<beast::http::empty_body> req{beast::http::verb::get, target, 11};
+          req.set(beast::http::field::host, "127.0.0.1");
+          co_await beast::http::async_write(*stream_, req, asio::use_awaitable);
+          beast::flat_buffer buffer;
+          beast::http::response<beast::http::string_body> res;
+          co_await beast::http::async_read(*stream_, buffer, res, asio::use_awaitable);
+          status = res.result_int();
+        }(),
+        20s);
+    return status;
+  }
+
+ private:
+  asio::io_context ioc_;
+  asio::ssl::context ctx_{asio::ssl::context::tls_client};
+  std::optional<beast::ssl_stream<beast::tcp_stream>> stream_;
+};
+
+// The fingerprint a new connection is served now.
+std::string served_fingerprint(unsigned short port) {
+  return tls_connection(port).fingerprint();
+}
+
+// A new connection with this client certificate gets an answer (mutual TLS accepts the certificate).
+bool accepted_with(unsigned short port, const std::string& cert, const std::string& key) {
+  try {
+    return tls_connection(port, cert, key).get("/healthz") == 200;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Replaces `to` with a copy of `from` in one step, as a certificate rotation does: batond never reads half
+// a file.
+void install(const std::string& from, const std::string& to) {
+  std::filesystem::copy_file(from, to + ".new", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::rename(to + ".new", to);
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".new") << text;
+  std::filesystem::rename(path + ".new", path);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::size_t count_lines_with(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size()))
+    ++n;
+  return n;
+}
+
+// The last line of `text` that holds `part`, empty when none does.
+std::string last_line_with(const std::string& text, const std::string& part) {
+  const auto at = text.rfind(part);
+  if (at == std::string::npos) return {};
+  const auto begin = text.rfind('\n', at);
+  const auto start = begin == std::string::npos ? 0 : begin + 1;
+  return text.substr(start, text.find('\n', at) - start);
+}
+
+// batond serving certificate files of the test's own (copies it can replace), its log in a file.
+struct reloading_server {
+  temp_dir data, files;
+  std::string cert = (files.path() / "cert.pem").string();
+  std::string key = (files.path() / "key.pem").string();
+  std::string client_ca = (files.path() / "client-ca.pem").string();
+  std::string log = (files.path() / "batond.log").string();
+  std::unique_ptr<child_process> server;
+  unsigned short port_ = 0;
+
+  // At log level info (batond_process starts it at warn), for the lines that answer a reload.
+  explicit reloading_server(bool mutual = false) {
+    install(pki().server_cert(), cert);
+    install(pki().server_key(), key);
+    std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir",
+                                  data.path().string()};
+    argv.insert(argv.end(), {"--log-level", "info", "--tls-cert", cert, "--tls-key", key});
+    if (mutual) {
+      install(pki().ca(), client_ca);
+      argv.insert(argv.end(), {"--tls-client-ca", client_ca});
+    }
+    server = std::make_unique<child_process>(argv, log);
+    const auto line = server->read_line(30s);
+    BOOST_REQUIRE_MESSAGE(line.rfind("batond listening on ", 0) == 0, line);
+    port_ = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+  }
+  ~reloading_server() {
+    server->signal(SIGTERM);
+    server->wait(30s);
+  }
+  unsigned short port() const { return port_; }
+
+  // SIGHUP, then waits (bounded) for batond's answer in the log; returns that line (`tls_reloaded` or
+  // `tls_reload_failed`).
+  std::string reload() {
+    const auto answers = [&] { return count_lines_with(read_file(log), "event=tls_reload"); };
+    const std::size_t before = answers();
+    server->signal(SIGHUP);
+    BOOST_REQUIRE_MESSAGE(eventually([&] { return answers() > before; }, 10s),
+                          "no answer to SIGHUP in the log:\n"
+                              << read_file(log));
+    return last_line_with(read_file(log), "event=tls_reload");
+  }
+};
+
+bool reloaded(const std::string& line) {
+  return contains(line, "level=info event=tls_reloaded ");
+}
+bool failed(const std::string& line) {
+  return contains(line, "level=error event=tls_reload_failed ");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sighup_serves_a_replaced_certificate_to_new_connections_and_keeps_leases_and_open_ones) {
+  reloading_server s;
+  temp_dir scratch;
+  const std::string url = "https://127.0.0.1:" + std::to_string(s.port());
+  const std::string a = test_pki::sha256_fingerprint_of_file(pki().server_cert());
+  pki().make_leaf("server-b", "ca", "localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost");
+  const std::string b = test_pki::sha256_fingerprint_of_file(pki().file("server-b.pem"));
+  BOOST_REQUIRE(a != b);
+  BOOST_TEST(served_fingerprint(s.port()) == a);
+
+  auto acquired = run_cli(scratch, {"acquire", "reload/k", "--ttl", "60s", "--owner", "me", "--server", url,
+                                    "--ca-file", pki().ca()});
+  BOOST_REQUIRE_MESSAGE(acquired.code == 0, acquired.err);
+  const auto token = boost::json::parse(acquired.out).at("token").as_int64();
+  tls_connection opened_before(s.port());
+  BOOST_TEST(opened_before.get("/healthz") == 200);
+
+  install(pki().file("server-b.pem"), s.cert);
+  install(pki().file("server-b.key"), s.key);
+  BOOST_TEST(reloaded(s.reload()));
+  BOOST_TEST(eventually([&] { return served_fingerprint(s.port()) == b; }, 10s));
+  BOOST_TEST(contains(read_file(s.log), "sha256=" + b), read_file(s.log));
+  // The connection opened before keeps its certificate and is still served; the lease is untouched.
+  BOOST_TEST(opened_before.fingerprint() == a);
+  BOOST_TEST(opened_before.get("/healthz") == 200);
+  auto held = run_cli(scratch, {"get", "reload/k", "--server", url, "--ca-file", pki().ca()});
+  BOOST_REQUIRE_MESSAGE(held.code == 0, held.err);
+  BOOST_TEST(boost::json::parse(held.out).at("token").as_int64() == token, held.out);
+
+  auto metrics = run_curl(scratch, {"--cacert", pki().ca(), url + "/metrics"});
+  BOOST_TEST(contains(metrics.out, "baton_tls_reloads_total{outcome=\"ok\"} 1\n"), metrics.out);
+  BOOST_TEST(contains(metrics.out, "baton_tls_reloads_total{outcome=\"failed\"} 0\n"), metrics.out);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_file_on_sighup_keeps_the_certificate_served_and_logs_the_file_and_reason) {
+  reloading_server s;
+  temp_dir scratch;
+  const std::string url = "https://127.0.0.1:" + std::to_string(s.port());
+  pki().make_leaf("server-c", "ca", "localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost");
+  const std::string c = test_pki::sha256_fingerprint_of_file(pki().file("server-c.pem"));
+  install(pki().file("server-c.pem"), s.cert);
+  install(pki().file("server-c.key"), s.key);
+  BOOST_REQUIRE(reloaded(s.reload()));
+  BOOST_REQUIRE(eventually([&] { return served_fingerprint(s.port()) == c; }, 10s));
+  auto acquired = run_cli(scratch, {"acquire", "reload/bad", "--ttl", "60s", "--owner", "me", "--server", url,
+                                    "--ca-file", pki().ca()});
+  BOOST_REQUIRE_MESSAGE(acquired.code == 0, acquired.err);
+  const auto token = boost::json::parse(acquired.out).at("token").as_int64();
+
+  // The error line holds its value in quotes, escaped.
+  const auto quoted = [](const std::string& file) { return "\\\"" + file + "\\\""; };
+  struct bad_case {
+    std::string what;
+    std::string cert_text, key_text;  // what the file holds instead; empty: server-c's; "-": no file at all
+    std::string file_and_reason;      // in the error line
+    std::string detail = {};          // in the error line too
+  };
+  const std::string not_pem = "this is not PEM\n";
+  const bad_case cases[] = {
+      {"a key that is not PEM", {}, not_pem, "--tls-key " + quoted(s.key) + ": not a PEM private key"},
+      {"a certificate that is not PEM",
+       not_pem,
+       {},
+       "--tls-cert " + quoted(s.cert) + ": not a PEM certificate"},
+      {"a key of another certificate",
+       {},
+       read_file(pki().server_key()),
+       "--tls-key " + quoted(s.key) + ": ",
+       "mismatch"},
+      {"a missing certificate", "-", {}, "--tls-cert " + quoted(s.cert) + ": cannot read"},
+      {"a missing key", {}, "-", "--tls-key " + quoted(s.key) + ": cannot read"},
+  };
+  for (const auto& bad : cases) {
+    BOOST_TEST_CONTEXT(bad.what) {
+      install(pki().file("server-c.pem"), s.cert);
+      install(pki().file("server-c.key"), s.key);
+      for (const auto& [file, text] : {std::pair{s.cert, bad.cert_text}, std::pair{s.key, bad.key_text}}) {
+        if (text == "-")
+          std::filesystem::remove(file);
+        else if (!text.empty())
+          write_file(file, text);
+      }
+      // One error line names the file and the reason, and the fingerprint still served.
+      const auto line = s.reload();
+      BOOST_TEST(failed(line), line);
+      BOOST_TEST(contains(line, bad.file_and_reason), line);
+      BOOST_TEST(contains(line, bad.detail), line);
+      BOOST_TEST(contains(line, "served_sha256=" + c), line);
+      // New connections still get server-c, and batond serves them with the lease as it was.
+      BOOST_TEST(served_fingerprint(s.port()) == c);
+      auto held = run_cli(scratch, {"get", "reload/bad", "--server", url, "--ca-file", pki().ca()});
+      BOOST_REQUIRE_MESSAGE(held.code == 0, held.err);
+      BOOST_TEST(boost::json::parse(held.out).at("token").as_int64() == token, held.out);
+    }
+  }
+  auto metrics = run_curl(scratch, {"--cacert", pki().ca(), url + "/metrics"});
+  BOOST_TEST(contains(metrics.out, "baton_tls_reloads_total{outcome=\"ok\"} 1\n"), metrics.out);
+  BOOST_TEST(contains(metrics.out, "baton_tls_reloads_total{outcome=\"failed\"} 5\n"), metrics.out);
+  // Good files again: the next reload takes them.
+  install(pki().server_cert(), s.cert);
+  install(pki().server_key(), s.key);
+  BOOST_TEST(reloaded(s.reload()));
+  BOOST_TEST(served_fingerprint(s.port()) == test_pki::sha256_fingerprint_of_file(pki().server_cert()));
+}
+
+BOOST_AUTO_TEST_CASE(an_expired_certificate_is_loaded_on_sighup_and_logged_as_expired) {
+  reloading_server s;
+  pki().make_leaf("server-expired", "ca", "localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost", -1);
+  install(pki().file("server-expired.pem"), s.cert);
+  install(pki().file("server-expired.key"), s.key);
+  BOOST_TEST(reloaded(s.reload()));
+  const auto log = read_file(s.log);
+  BOOST_TEST(contains(log, "level=warn event=tls_certificate_expired file=" + s.cert), log);
+  // Served all the same (a client that checks validity refuses it: the SDK's does).
+  auto e = try_acquire_error(config("https://127.0.0.1:" + std::to_string(s.port()), trusting_ca()));
+  BOOST_REQUIRE(e.has_value());
+  BOOST_TEST(contains(e->diagnostic(), "expired"), e->diagnostic());
+}
+
+BOOST_AUTO_TEST_CASE(sighup_reloads_the_client_ca_of_mutual_tls) {
+  reloading_server s(true);
+  BOOST_TEST(accepted_with(s.port(), pki().client_cert(), pki().client_key()));
+  BOOST_TEST(!accepted_with(s.port(), pki().other_client_cert(), pki().other_client_key()));
+  install(pki().other_ca(), s.client_ca);
+  BOOST_TEST(reloaded(s.reload()));
+  BOOST_TEST(eventually(
+      [&] { return accepted_with(s.port(), pki().other_client_cert(), pki().other_client_key()); }, 10s));
+  BOOST_TEST(!accepted_with(s.port(), pki().client_cert(), pki().client_key()));
+  // A client CA file that is not PEM is refused and the other CA stays trusted.
+  write_file(s.client_ca, "not PEM\n");
+  BOOST_TEST(failed(s.reload()));
+  BOOST_TEST(contains(read_file(s.log), "--tls-client-ca \\\"" + s.client_ca + "\\\""), read_file(s.log));
+  BOOST_TEST(accepted_with(s.port(), pki().other_client_cert(), pki().other_client_key()));
 }

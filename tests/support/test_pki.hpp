@@ -6,6 +6,7 @@
 #include "batond_fixture.hpp"
 
 #include <string>
+#include <string_view>
 
 namespace baton::test {
 
@@ -33,8 +34,14 @@ class test_pki {
   std::string file(const std::string& name) const { return (dir_.path() / name).string(); }
   /// Issues NAME.pem and NAME.key from the CA `ca` ("ca" or "other-ca") for the subject CN=`cn`, with the
   /// extension line `san` (e.g. "subjectAltName=IP:::1"), for a test that needs a certificate of its own.
+  /// Valid from now for `days`; a negative number makes one that has already expired.
   void make_leaf(const std::string& name, const std::string& ca, const std::string& cn,
-                 const std::string& san) const;
+                 const std::string& san, int days = 2) const;
+
+  /// SHA-256 of a DER certificate, as `openssl x509 -noout -fingerprint -sha256` prints it ("AB:01:...").
+  static std::string sha256_fingerprint(std::string_view der);
+  /// The same, of the first certificate of the PEM file `pem_file`; throws when there is none.
+  static std::string sha256_fingerprint_of_file(const std::string& pem_file);
 
   /// One PKI per test program, made on first use.
   static const test_pki& shared() {
