@@ -110,7 +110,10 @@ class lock_service {
   void set_waiter_limits(std::size_t per_key, std::size_t total);
 
   /// Switches known defects back on (the simulation only; call before serving).
-  void plant(planted_defects d) { defects_ = d; }
+  void plant(planted_defects d) {
+    defects_ = d;
+    table_.plant_shorten_lease(d.shorten_lease);
+  }
 
   /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or after `wait`.
   /// Must run on a single-threaded executor (each batond worker thread has its own io_context). Throws

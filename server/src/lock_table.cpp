@@ -41,7 +41,7 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     // The same owner's unexpired lease is never shortened by it (docs/design.md, "No request shortens a
     // lease"): the request may be a late copy of an acquire sent before a renew that raised the TTL, and
     // the holder of the superseded token counts on that TTL until its next renew tells it otherwise.
-    const bool live = !expired(r, now);
+    const bool live = !expired(r, now) && !shorten_lease_;
     replaced = r.token;
     if (r.client != client) {
       count(r.client, -1);
@@ -73,7 +73,7 @@ renew_result lock_table::renew(std::string_view key, std::string_view owner, std
   if (r.token != token) return renew_refused{lost_reason::token_mismatch};
   // Never earlier than it was (docs/design.md, "No request shortens a lease"): a delayed copy of an
   // earlier renew with a shorter TTL may arrive after the renew that raised it was answered.
-  r.expires = std::max(r.expires, deadline_after(now, ttl));
+  r.expires = shorten_lease_ ? deadline_after(now, ttl) : std::max(r.expires, deadline_after(now, ttl));
   bool grew = ttl > r.restore_ttl;
   if (grew) r.restore_ttl = ttl;
   return renew_ok{grew, r.log_seq};

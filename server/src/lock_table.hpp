@@ -164,6 +164,9 @@ class lock_table {
   bool contains(std::string_view key) const { return leases_.find(key) != leases_.end(); }
   std::vector<snapshot_entry> snapshot() const;
 
+  /// The simulation's planted defect (planted_defects::shorten_lease); false in batond.
+  void plant_shorten_lease(bool on) { shorten_lease_ = on; }
+
  private:
   struct string_hash {
     using is_transparent = void;
@@ -181,6 +184,7 @@ class lock_table {
   map_type leases_;
   std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;
   std::uint64_t last_token_ = 0;
+  bool shorten_lease_ = false;
 };
 
 }  // namespace baton::server

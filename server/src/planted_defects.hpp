@@ -14,6 +14,10 @@ struct planted_defects {
   /// journal::open cuts the log at a record that does not decode even when valid records follow it, as
   /// if it were a torn tail: acknowledged records after it are lost, the token counter goes back.
   bool cut_at_damaged_record = false;
+  /// lock_table sets a renewed or same-owner re-acquired lease's expiry to now + the TTL asked, even when
+  /// that is earlier than before, and logs the re-acquire with that TTL: a late copy of a shorter request
+  /// frees the key while its holder counts on a longer TTL.
+  bool shorten_lease = false;
 };
 
 }  // namespace baton::server

@@ -149,15 +149,6 @@ check_result check_history(std::vector<event>& events) {
         it->second.until = e.t;
         it->second.end = i;
       }
-    } else if (e.ev == "replaced") {
-      // The server itself reports a lease replaced by a grant to the same owner (a retried or late acquire
-      // of that owner): the lease ends there, whatever TTL it was renewed with. Only the simulation, which
-      // sees the server's answers, records it.
-      for (auto& [sid, s] : spans)
-        if (s.key == e.key && s.token == e.token && e.t < s.until) {
-          s.until = e.t;
-          s.end = i;
-        }
     } else if (e.ev == "released") {
       if (e.outcome == "released" || e.outcome == "already_free")
         release_acked.emplace(std::pair{e.key, e.token}, i);

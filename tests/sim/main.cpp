@@ -30,7 +30,7 @@ int usage(const char* why) {
       "baton-sim: %s\n"
       "usage: baton-sim [--seed S | --seeds N [--first S]] [--trace] [--history FILE]\n"
       "                 [--bug none|skip-fence|work-after-loss|fsync-lies|stays-down|zero-margin|\n"
-      "                        renew-before-durable|release-by-key|cut-damaged-record]\n"
+      "                        renew-before-durable|release-by-key|cut-damaged-record|shorten-lease]\n"
       "                 [--expect-violation]\n"
       "                 [--duration-ms MS] [--clients N] [--keys N] [--drift PERCENT] [--margin-ms MS]\n"
       "                 [--no-faults]\n"

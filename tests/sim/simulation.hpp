@@ -14,7 +14,7 @@
 namespace baton::sim {
 
 /// Defects the simulation can switch on, to show the checker catches them: the first five in its own
-/// actors, the last three in batond's real code (server/src/planted_defects.hpp).
+/// actors, the last four in batond's real code (server/src/planted_defects.hpp).
 enum class bug {
   none,
   skip_fence,       // the resource accepts any token
@@ -25,6 +25,7 @@ enum class bug {
   renew_before_durable,  // lock_service answers a renew before the records its lease rests on are durable
   release_by_key,        // lock_service releases a key whoever holds it
   cut_damaged_record,    // journal::open cuts a log at a damaged record with valid ones after it
+  shorten_lease,         // lock_table lets a renew or a same-owner re-acquire move a lease's expiry earlier
 };
 bool parse_bug(const std::string& name, bug& out);
 
