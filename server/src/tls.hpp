@@ -57,10 +57,11 @@ struct tls_reload_result {
 
 /// Reads the files of `served` (a context made by make_server_tls_context()) again into a new context and,
 /// once everything loaded and the key belongs to the certificate, makes it the one new handshakes use.
-/// Handshakes already under way and open connections keep the old one. On any failure (a missing or
-/// unreadable file, a file that is not PEM, a key of another certificate) `served` goes on with what it
-/// had. An expired certificate is loaded: `certificate.expired` says so. `now` decides expiry.
-/// Thread-safe, also against handshakes on other threads; reloads are serialized.
+/// Connections whose handshake already read the client's hello keep the old one. On any failure (a missing
+/// or unreadable file, a file that is not PEM, a key of another certificate) `served` goes on with what it
+/// had. An expired certificate is loaded: `certificate.expired` says so. `now` decides expiry. A context
+/// made otherwise is a std::logic_error. Thread-safe, also against handshakes on other threads; reloads are
+/// serialized.
 tls_reload_result reload_server_tls(boost::asio::ssl::context& served,
                                     std::chrono::system_clock::time_point now);
 
