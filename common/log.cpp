@@ -22,33 +22,17 @@ std::atomic<int> g_fd{STDERR_FILENO};
 // JOURNAL_STREAM and the output's fstat), 0 no, 1 yes.
 std::atomic<int> g_journal{-1};
 
+// Indexed by level (debug, info, warn, error): its name, and its syslog priority as the journal reads it at
+// the start of a line (sd-daemon(3): 7 debug, 6 info, 4 warning, 3 error).
+constexpr const char* level_names[] = {"debug", "info", "warn", "error"};
+constexpr const char* syslog_prefixes[] = {"<7>", "<6>", "<4>", "<3>"};
+
 const char* level_name(level l) {
-  switch (l) {
-    case level::debug:
-      return "debug";
-    case level::info:
-      return "info";
-    case level::warn:
-      return "warn";
-    case level::error:
-      return "error";
-  }
-  return "info";
+  return level_names[static_cast<int>(l)];
 }
 
-// The syslog priority of a level, as the journal reads it at the start of a line (sd-daemon(3)).
 const char* syslog_prefix(level l) {
-  switch (l) {
-    case level::debug:
-      return "<7>";
-    case level::info:
-      return "<6>";
-    case level::warn:
-      return "<4>";
-    case level::error:
-      return "<3>";
-  }
-  return "<6>";
+  return syslog_prefixes[static_cast<int>(l)];
 }
 
 bool needs_quotes(std::string_view v) {
