@@ -7,6 +7,7 @@
 
 #include "agent_fixture.hpp"
 #include "batond_fixture.hpp"
+#include "eventually.hpp"
 #include "notify_listener.hpp"
 
 #include <boost/json.hpp>
@@ -36,9 +37,9 @@ std::vector<std::string> lines_of(const std::filesystem::path& p) {
 
 // Every line of a log written with --log-format json is one JSON object with ts, level and event first and
 // every value a string; returns the events in order.
-std::vector<std::string> json_events(const std::filesystem::path& log) {
+std::vector<std::string> json_events(const std::vector<std::string>& lines) {
   std::vector<std::string> events;
-  for (const auto& line : lines_of(log)) {
+  for (const auto& line : lines) {
     BOOST_TEST_CONTEXT(line) {
       boost::system::error_code ec;
       auto v = boost::json::parse(line, ec);
@@ -97,7 +98,7 @@ BOOST_AUTO_TEST_CASE(batond_says_ready_once_listening_pings_the_watchdog_and_say
   BOOST_TEST(systemd.wait_for("STOPPING=1", 5s));
   BOOST_TEST(server.process().wait(10s) == 0);
 
-  const auto events = json_events(log);
+  const auto events = json_events(lines_of(log));
   BOOST_TEST((events == std::vector<std::string>{"waiters_not_below_connections"}), events.size());
 }
 
@@ -133,9 +134,39 @@ BOOST_AUTO_TEST_CASE(the_agent_says_ready_with_its_sidecar_up_pings_and_says_sto
   BOOST_TEST(systemd.wait_for("STOPPING=1", 5s));
   BOOST_TEST(agent.process().wait(10s) == 0);
 
-  const auto events = json_events(log);
+  const auto events = json_events(lines_of(log));
   BOOST_TEST(std::count(events.begin(), events.end(), "started") == 1);
   BOOST_TEST(std::count(events.begin(), events.end(), "stopped") == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_reload_switches_the_agents_log_format_at_once) {
+  temp_dir dir;
+  batond_process server(dir.path() / "data", {}, 0, (dir.path() / "batond.log").string());
+  const auto base = base_config(server, "2s", "  []\n");
+  const auto config = write_config(dir, "agent.yaml", base + "log_format: json\n");
+  const auto log = dir.path() / "agent.log";
+  agent_process agent(config, "node-0", log);
+  write_config(dir, "agent.yaml", base + "log_format: logfmt\n");
+  agent.process().signal(SIGHUP);
+  BOOST_TEST(eventually(
+                 [&] {
+                   return !agent.log_lines({"ts=", " event=config_reload "}).empty();
+                 },
+                 10s),
+             agent.log());
+  BOOST_TEST(agent.process().wait(0ms) == -1);  // still running
+  agent.process().signal(SIGTERM);
+  BOOST_TEST(agent.process().wait(10s) == 0);
+
+  // JSON up to the reload; from its own line on, logfmt.
+  const auto lines = lines_of(log);
+  const auto switched =
+      std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("ts=", 0) == 0; });
+  BOOST_REQUIRE(switched != lines.end());
+  BOOST_TEST(switched->find(" event=config_reload ") != std::string::npos, *switched);
+  BOOST_TEST(json_events({lines.begin(), switched}).front() == "started");
+  for (auto it = switched; it != lines.end(); ++it)
+    BOOST_TEST(it->rfind("ts=", 0) == 0u, *it);
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_log_format_is_refused_with_one_line_and_status_2) {
