@@ -117,11 +117,13 @@ only increase, conditional and idempotent release, expiry on time (never early),
 superseded tokens refused, long-poll answers within 250 ms, errors for bad input, advertised capabilities.
 With --restart-command CMD, CMD (run through /bin/sh) must restart the server on the same URL; held leases,
 released locks and the token counter must survive it. An etcd:// or etcds:// server is checked through the
-SDK's etcd backend, and the checks only the wire shows (statuses, bodies) are skipped. Prints
+SDK's etcd backend, and the checks only the wire shows (statuses, bodies) are skipped. An https:// server
+is checked over TLS (--ca-file, --cert, --key); a server that requires bearer tokens needs --token-file (or
+$BATON_TOKEN) with read-write access to conformance/, else the run ends at once with exit 78. Prints
 `PASS  check`, `FAIL  check: reason` or `SKIP  check: reason` per check, then a summary. Takes about 10
 seconds (20 against etcd).
 Exit 0 when no check failed (skipped ones are not passed), 70 when any failed, 69 when the server cannot be
-reached.)"},
+reached, 78 when it refuses the run's token (or wants one).)"},
 };
 
 const command_spec* find_spec(std::string_view name) {

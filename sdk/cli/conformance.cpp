@@ -18,9 +18,13 @@
 #include "exit_code.hpp"
 
 #include "baton/config.hpp"
+#include "baton/error.hpp"
+#include "tls_context.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
@@ -100,18 +104,23 @@ struct reply {
   }
 };
 
+// Where the checks connect, and what every request carries: for https:// the TLS context (verification on,
+// the SDK's, from --ca-file/--cert/--key), for a server that requires tokens the Authorization header.
 struct server_address {
   std::string host;
   std::string port;
+  std::shared_ptr<asio::ssl::context> tls;  // null: plain http://
+  std::string authorization;                // empty: none
 };
 
 server_address parse_url(const std::string& url) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0)
-    throw cli_error(exit_code::usage, "conformance: --server must be http://HOST[:PORT]");
-  std::string rest = url.substr(scheme.size());
+  const bool https = url.rfind("https://", 0) == 0;
+  if (!https && url.rfind("http://", 0) != 0)
+    throw cli_error(exit_code::usage,
+                    "conformance: --server must be http://HOST[:PORT] or https://HOST[:PORT]");
+  std::string rest = url.substr(url.find("://") + 3);
   rest = rest.substr(0, rest.find('/'));
-  server_address a{rest, "80"};
+  server_address a{rest, https ? "443" : "80", nullptr, {}};
   if (!rest.empty() && rest.front() == '[') {  // [v6]:port
     auto close = rest.find(']');
     if (close == std::string::npos) throw cli_error(exit_code::usage, "conformance: bad --server URL " + url);
@@ -137,20 +146,14 @@ class connection {
                 steady::duration timeout = 10s) {
     reply r;
     r.sent = steady::now();
-    beast::error_code ec;
     if (!open_) {
-      tcp::resolver resolver(ioc_);
-      auto endpoints = resolver.resolve(addr_.host, addr_.port, ec);
-      if (ec) return fail(r, "resolve: " + ec.message());
-      stream_.expires_after(timeout);
-      stream_.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
-      run();
-      if (ec) return fail(r, "connect: " + ec.message());
+      if (auto why = connect(timeout)) return fail(r, *why);
       open_ = true;
       buffer_.clear();
     }
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, addr_.host);
+    if (!addr_.authorization.empty()) req.set(http::field::authorization, addr_.authorization);
     req.keep_alive(true);
     if (method == http::verb::post) {
       req.set(http::field::content_type, "application/json");
@@ -160,13 +163,23 @@ class connection {
     http::response_parser<http::string_body> parser;
     parser.body_limit(1 << 20);
     beast::error_code write_ec, read_ec;
-    stream_.expires_after(timeout);
-    http::async_write(stream_, req, [&](beast::error_code e, std::size_t) { write_ec = e; });
-    http::async_read(stream_, buffer_, parser, [&](beast::error_code e, std::size_t) { read_ec = e; });
+    tcp_.expires_after(timeout);
+    auto exchange = [&](auto& stream) {
+      http::async_write(stream, req, [&](beast::error_code e, std::size_t) { write_ec = e; });
+      http::async_read(stream, buffer_, parser, [&](beast::error_code e, std::size_t) { read_ec = e; });
+    };
+    if (tls_)
+      exchange(*tls_);
+    else
+      exchange(tcp_);
     run();
     r.received = steady::now();
-    if (read_ec)
-      return fail(r, (read_ec == beast::error::timeout ? std::string("timed out") : read_ec.message()));
+    if (read_ec) {
+      if (read_ec == beast::error::timeout) return fail(r, "timed out");
+      if (tls_ && detail::is_tls_error(read_ec))
+        return fail(r, detail::describe_tls_failure(tls_->native_handle(), read_ec, where(), false));
+      return fail(r, read_ec.message());
+    }
     const auto& res = parser.get();
     r.status = static_cast<int>(res.result_int());
     r.body = res.body();
@@ -180,11 +193,40 @@ class connection {
 
   void close() {
     beast::error_code ignored;
-    stream_.socket().close(ignored);
+    tcp_.socket().close(ignored);
+    // A TLS session is not reused across TCP connections: each connection gets a fresh stream.
+    tls_.reset();
     open_ = false;
   }
 
  private:
+  // Connects (and for https:// shakes hands, checking the certificate against the host); why it failed.
+  std::optional<std::string> connect(steady::duration timeout) {
+    beast::error_code ec;
+    tcp::resolver resolver(ioc_);
+    auto endpoints = resolver.resolve(addr_.host, addr_.port, ec);
+    if (ec) return "resolve: " + ec.message();
+    tcp_.expires_after(timeout);
+    tcp_.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    run();
+    if (ec) return "connect: " + ec.message();
+    if (!addr_.tls) return std::nullopt;
+    tls_.emplace(tcp_, *addr_.tls);
+    if (auto why = detail::set_expected_host(tls_->native_handle(), addr_.host); !why.empty()) {
+      close();
+      return "TLS: " + why;
+    }
+    tcp_.expires_after(timeout);
+    tls_->async_handshake(asio::ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
+    run();
+    if (!ec) return std::nullopt;
+    std::string why = ec == beast::error::timeout
+                          ? std::string("TLS handshake timed out")
+                          : detail::describe_tls_failure(tls_->native_handle(), ec, where(), true);
+    close();
+    return why;
+  }
+  std::string where() const { return addr_.host + ":" + addr_.port; }
   void run() {
     ioc_.restart();
     ioc_.run();
@@ -198,7 +240,9 @@ class connection {
 
   server_address addr_;
   asio::io_context ioc_;
-  beast::tcp_stream stream_{ioc_};
+  beast::tcp_stream tcp_{ioc_};
+  // The TLS layer over tcp_ (which it refers to) for https://; empty for http://.
+  std::optional<asio::ssl::stream<beast::tcp_stream&>> tls_;
   beast::flat_buffer buffer_;
   bool open_ = false;
 };
@@ -1345,16 +1389,43 @@ std::optional<std::string> run_restart_command(const std::string& command) {
   }
 }
 
+// Why a server refused the run's first lock request (401 or 403), and what to do about it.
+static std::string access_problem(const client_config& client, const reply& r) {
+  const auto told =
+      r.str("message").empty() ? r.describe() : std::to_string(r.status) + " " + r.str("message");
+  if (r.status == 403)
+    return "the bearer token may not use keys under conformance/ (" + told +
+           "); it needs read-write access to that prefix";
+  if (client.bearer_token.empty())
+    return "the server requires a bearer token (" + told + "); give one with --token-file";
+  return "the server refused the bearer token (" + told + ")";
+}
+
 int run_conformance(const client_config& client, const std::optional<std::string>& restart_command) {
   if (is_backend_url(client.server_url)) return run_on_backend(client, restart_command);
   const auto& server_url = client.server_url;
+  auto address = parse_url(server_url);
+  if (uses_tls(server_url)) {
+    try {
+      address.tls = detail::make_client_tls_context(client.tls);
+    } catch (const exception& e) {
+      throw cli_error(exit_code::usage, "conformance: " + e.diagnostic());
+    }
+  }
+  if (!client.bearer_token.empty()) address.authorization = "Bearer " + client.bearer_token;
   // The checks' own waits are longer than the CLI's default round trip; never bound a request below 10 s.
-  suite s(parse_url(server_url), std::max(client.request_timeout, milliseconds(10'000)), restart_command);
+  suite s(std::move(address), std::max(client.request_timeout, milliseconds(10'000)), restart_command);
   {
     auto c = s.open();
     auto h = c.request(http::verb::get, "/healthz", {}, s.timeout());
     if (h.status == 0)
       throw cli_error(exit_code::unavailable, "conformance: " + server_url + ": " + h.describe());
+    // /healthz is open to all; a lock route tells whether this server wants a token the run lacks. Every
+    // check would fail on it, so say so once instead.
+    auto probe = s.get(c, s.key("access"));
+    if (probe.status == 401 || probe.status == 403)
+      throw cli_error(exit_code::access_denied,
+                      "conformance: " + server_url + ": " + access_problem(client, probe));
   }
   report out;
   auto run = [&](const check& ch) {

@@ -3,6 +3,9 @@
 
 #include "batond_fixture.hpp"
 #include "etcd_cluster.hpp"
+#include "test_pki.hpp"
+
+#include <openssl/evp.h>
 
 #include <signal.h>
 #include <stdlib.h>
@@ -315,6 +318,39 @@ void expect_failure(const std::string& name, std::vector<std::string> failing) {
   BOOST_CHECK_MESSAGE(r.has_line("PASS  acquire while held is refused naming the holder"), r.text());
 }
 
+// What a run prints first: the line of its first check, or where it stopped. The run is then ended (the
+// whole suite is the long cases' job); this is enough to see it reached the server and was served.
+std::string first_line(std::vector<std::string> args) {
+  temp_dir scratch;
+  args.insert(args.begin(), bin_path("baton"));
+  child_process p(std::move(args), (scratch.path() / "stderr").string());
+  try {
+    return p.read_line(60s);
+  } catch (const std::runtime_error& e) {
+    return std::string("no line: ") + e.what();
+  }
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// `sha256:<hex>` of a token, as batond's --tokens-file holds it.
+std::string hash_of(std::string_view token) {
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(token.data(), token.size(), d, &n, EVP_sha256(), nullptr);
+  std::string s = "sha256:";
+  static const char* digits = "0123456789abcdef";
+  for (unsigned i = 0; i < n; ++i) {
+    s.push_back(digits[d[i] >> 4]);
+    s.push_back(digits[d[i] & 15]);
+  }
+  return s;
+}
+
+constexpr const char* first_check = "PASS  concurrent acquires have one winner";
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(batond_passes_every_check_across_a_kill_9) {
@@ -541,4 +577,47 @@ BOOST_AUTO_TEST_CASE(unreachable_etcd_is_69) {
 BOOST_AUTO_TEST_CASE(conformance_takes_no_key) {
   auto r = run_baton({"conformance", "some-key", "--server", "http://127.0.0.1:1"});
   BOOST_CHECK_EQUAL(r.code, usage);
+}
+
+BOOST_AUTO_TEST_CASE(a_batond_that_requires_tokens_is_checked_with_token_file_and_refused_clearly_without) {
+  temp_dir data, scratch;
+  const auto tokens = scratch.path() / "tokens";
+  std::ofstream(tokens) << hash_of("conformance-token") << " checker rw:conformance/\n"
+                        << hash_of("elsewhere-token") << " elsewhere rw:jobs/\n";
+  const auto good = scratch.path() / "good", other = scratch.path() / "other";
+  std::ofstream(good) << "conformance-token\n";
+  std::ofstream(other) << "elsewhere-token\n";
+  batond_process server(data.path(), {"--tokens-file", tokens.string()});
+
+  auto none = run_baton({"conformance", "--server", server.url()});
+  BOOST_CHECK_EQUAL(none.code, 78);
+  BOOST_CHECK(none.out.empty());
+  BOOST_TEST(contains(none.err, "requires a bearer token (401"), none.err);
+  BOOST_TEST(contains(none.err, "--token-file"), none.err);
+
+  auto scoped = run_baton({"conformance", "--server", server.url(), "--token-file", other.string()});
+  BOOST_CHECK_EQUAL(scoped.code, 78);
+  BOOST_TEST(contains(scoped.err, "may not use keys under conformance/ (403"), scoped.err);
+
+  BOOST_TEST(first_line({"conformance", "--server", server.url(), "--token-file", good.string()}) ==
+             first_check);
+}
+
+BOOST_AUTO_TEST_CASE(an_https_batond_is_checked_with_ca_file_and_refused_clearly_without) {
+  const auto& pki = test_pki::shared();
+  temp_dir data;
+  batond_process server(data.path(), pki.batond_args());
+  const auto url = "https://127.0.0.1:" + std::to_string(server.port());
+
+  // Without --ca-file the system store decides, and it does not know the test CA.
+  auto untrusted = run_baton({"conformance", "--server", url});
+  BOOST_CHECK_EQUAL(untrusted.code, unavailable);
+  BOOST_CHECK(untrusted.out.empty());
+  BOOST_TEST(contains(untrusted.err, "is not trusted"), untrusted.err);
+
+  auto missing = run_baton({"conformance", "--server", url, "--ca-file", "/nonexistent.pem"});
+  BOOST_CHECK_EQUAL(missing.code, usage);
+  BOOST_TEST(contains(missing.err, "/nonexistent.pem"), missing.err);
+
+  BOOST_TEST(first_line({"conformance", "--server", url, "--ca-file", pki.ca()}) == first_check);
 }
