@@ -17,6 +17,7 @@ build=(
   libssl-dev
   # baton-agent: YAML configuration, time zones (Howard Hinnant's date/tz over the system tz database)
   libyaml-cpp-dev libhowardhinnant-date-dev tzdata
+  libpq-dev libsqlite3-dev  # the fenced-database examples (PostgreSQL client library, SQLite)
 )
 test=(
   # openssl: the tests make a throwaway CA and certificates at run time
@@ -27,6 +28,7 @@ test=(
   etcd-server etcd-client
   # demo and tooling; python3-yaml for the offline checks of the deployment files
   curl procps iproute2 python3 python3-yaml
+  postgresql  # initdb, pg_ctl and postgres for test_fenced_db's throwaway cluster
 )
 bench=(
   # the etcd and Redis comparisons, wrk as a second load generator, gnuplot for the plots
