@@ -10,6 +10,7 @@ set -euo pipefail
 build=(
   # toolchain (make too: a plain `cmake -S . -B build` uses the Makefile generator)
   g++ cmake ninja-build make ccache pkg-config git
+  help2man dpkg-dev file  # man pages from --help; Debian packages with cpack (dpkg-shlibdeps)
   # Boost 1.81 (the unversioned libboost-all-dev is 1.74, too old for us)
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libboost-test1.81-dev libboost-program-options1.81-dev
