@@ -68,15 +68,13 @@ void configure(ssl::context& ctx, const tls_files& files) {
 int on_client_hello(SSL* connection, int* alert, void* arg) {
   const auto next = static_cast<reloadable_tls*>(arg)->loaded.load();
   if (!next || ::SSL_get_SSL_CTX(connection) == next->native_handle()) return SSL_CLIENT_HELLO_SUCCESS;
-  // Takes the certificate, the key and (at verification) the trusted CAs of `next`, and a reference to it.
+  // Takes the certificate and key of `next` and a reference to it; the trusted client CAs and the CA names
+  // of a certificate request are read from the connection's context when they are needed, so they are
+  // `next`'s too (a connection has no list of its own unless one is set on it).
   if (::SSL_set_SSL_CTX(connection, next->native_handle()) != next->native_handle()) {
     *alert = SSL_AD_INTERNAL_ERROR;
     return SSL_CLIENT_HELLO_ERROR;
   }
-  // The CA names of a certificate request were copied into the connection when it was created from
-  // `front`; the new ones replace them.
-  if (STACK_OF(X509_NAME)* names = ::SSL_CTX_get_client_CA_list(next->native_handle()))
-    ::SSL_set_client_CA_list(connection, ::SSL_dup_CA_list(names));
   return SSL_CLIENT_HELLO_SUCCESS;
 }
 

@@ -425,6 +425,19 @@ class tls_connection {
     return out;
   }
 
+  // The CA names the server listed when it asked for a client certificate, one line each ("/CN=...").
+  std::string requested_ca_names() {
+    std::string out;
+    if (const auto* names = ::SSL_get_client_CA_list(stream_->native_handle())) {
+      for (int i = 0; i < sk_X509_NAME_num(names); ++i) {
+        char line[256];
+        out += ::X509_NAME_oneline(sk_X509_NAME_value(names, i), line, sizeof line);
+        out += '\n';
+      }
+    }
+    return out;
+  }
+
   // GET `target` on this connection, kept alive; the answer's status.
   int get(const std::string& target) {
     int status = 0;
@@ -681,6 +694,10 @@ BOOST_AUTO_TEST_CASE(sighup_reloads_the_client_ca_of_mutual_tls) {
   BOOST_TEST(eventually(
       [&] { return accepted_with(s.port(), pki().other_client_cert(), pki().other_client_key()); }, 10s));
   BOOST_TEST(!accepted_with(s.port(), pki().client_cert(), pki().client_key()));
+  // The certificate request names the new CA, so a client holding several certificates picks the right one.
+  const auto names =
+      tls_connection(s.port(), pki().other_client_cert(), pki().other_client_key()).requested_ca_names();
+  BOOST_TEST(names == "/CN=baton-other-ca\n", names);
   // A client CA file that is not PEM is refused and the other CA stays trusted.
   write_file(s.client_ca, "not PEM\n");
   BOOST_TEST(failed(s.reload()));
