@@ -26,6 +26,7 @@ client_config make_client_config(const agent_config& c) {
   client_config cc;
   cc.server_url = c.server;
   cc.tls = c.tls;
+  cc.etcd_password_file = c.etcd_password_file;
   cc.identity = c.identity;
   cc.bearer_token = c.server_token;
   return cc;

@@ -23,7 +23,7 @@ constexpr unsigned help_width = 110;
 const char* const synopsis =
     R"(usage: baton-agent --config FILE [--server URL] [--identity ID] [--listen ADDR:PORT]
                    [--election-key KEY] [--log-level debug|info|warn|error] [--log-format logfmt|json]
-                   [--ca-file FILE] [--cert FILE --key FILE]
+                   [--ca-file FILE] [--cert FILE --key FILE] [--etcd-password-file FILE]
        baton-agent --check-config FILE [flags as above]
        baton-agent --next-runs N --config FILE [--from TIME]
        baton-agent run-now NAME --config FILE [--listen ADDR:PORT]
@@ -56,6 +56,8 @@ constexpr override_flag override_flags[] = {
     {"ca-file", "FILE", "CA bundle that signs the server's certificate (file: tls.ca_file)"},
     {"cert", "FILE", "client certificate for mutual TLS; needs --key (file: tls.cert_file)"},
     {"key", "FILE", "private key of --cert (file: tls.key_file)"},
+    {"etcd-password-file", "FILE",
+     "password of the etcd:// URL's user, one trailing newline stripped (file: etcd_password_file)"},
 };
 
 po::options_description options() {

@@ -70,6 +70,15 @@ std::string check_readable_file(const std::string& path) {
   return {};
 }
 
+// The SDK's rule: a password file goes with an etcd URL that names a user and no password.
+std::string check_etcd_password_combination(const agent_config& c) {
+  if (c.etcd_password_file.empty()) return {};
+  baton::client_config cc;
+  cc.server_url = c.server;
+  cc.etcd_password_file = c.etcd_password_file;
+  return sdk_check([&] { cc.validate(); });
+}
+
 // Settings that only make sense together: certificates need a TLS server URL, a client certificate its key.
 std::string check_tls_combination(const agent_config& c) {
   if (c.tls.empty()) return {};
@@ -169,8 +178,8 @@ std::string child(const std::string& path, std::string_view key) {
 }
 
 constexpr std::string_view top_keys[] = {
-    "server",         "identity", "listen", "mode", "log_level",  "log_format",   "resign_token",
-    "shutdown_grace", "election", "jobs",   "tls",  "token_file", "history_limit"};
+    "server",         "identity", "listen", "mode", "log_level",  "log_format",    "resign_token",
+    "shutdown_grace", "election", "jobs",   "tls",  "token_file", "history_limit", "etcd_password_file"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
 constexpr std::string_view job_keys[] = {"name",    "schedule",      "timezone",          "command",
@@ -555,6 +564,8 @@ constexpr flag_target overridable[] = {
     {"ca-file", [](agent_config& c) -> std::string& { return c.tls.ca_file; }, check_readable_file},
     {"cert", [](agent_config& c) -> std::string& { return c.tls.cert_file; }, check_readable_file},
     {"key", [](agent_config& c) -> std::string& { return c.tls.key_file; }, check_readable_file},
+    {"etcd-password-file", [](agent_config& c) -> std::string& { return c.etcd_password_file; },
+     check_readable_file},
 };
 
 }  // namespace
@@ -679,6 +690,11 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     read_tls(r, n, config);
     r.check(n, "tls", check_tls_combination(config));
   }
+  if (const auto n = root["etcd_password_file"]) {
+    config.etcd_password_file = r.text(n, "etcd_password_file");
+    r.check(n, "etcd_password_file", check_readable_file(config.etcd_password_file));
+    r.check(n, "etcd_password_file", check_etcd_password_combination(config));
+  }
 
   if (const auto jobs = root["jobs"]) {
     if (!jobs.IsSequence()) r.fail(jobs, "jobs", "expected a list of jobs, got " + kind_of(jobs));
@@ -755,6 +771,7 @@ config_changes compare_configs(const agent_config& running, const agent_config& 
           a.tls.ca_file != b.tls.ca_file || a.tls.cert_file != b.tls.cert_file ||
               a.tls.key_file != b.tls.key_file,
           true);
+  differs("etcd_password_file", a.etcd_password_file != b.etcd_password_file, true);
   differs("identity", a.identity != b.identity, true);
   differs("listen", a.listen != b.listen, true);
   differs("mode", a.mode != b.mode, true);
@@ -843,13 +860,16 @@ void apply_overrides(agent_config& config, const std::map<std::string, std::stri
     if (target == std::end(overridable))
       throw config_error("", 0, 0, flag,
                          "unknown flag (the file can be overridden by --server, --identity, --listen, "
-                         "--election-key, --log-level, --log-format, --ca-file, --cert, --key)");
+                         "--election-key, --log-level, --log-format, --ca-file, --cert, --key, "
+                         "--etcd-password-file)");
     if (value.empty()) continue;
     if (const auto reason = target->check(value); !reason.empty()) throw config_error("", 0, 0, flag, reason);
     target->field(next) = value;
   }
   if (const auto reason = check_tls_combination(next); !reason.empty())
     throw config_error("", 0, 0, "--ca-file/--cert/--key", reason);
+  if (const auto reason = check_etcd_password_combination(next); !reason.empty())
+    throw config_error("", 0, 0, "--etcd-password-file", reason);
   config = std::move(next);
 }
 

@@ -97,6 +97,11 @@ struct agent_config {
   /// YAML `tls: {ca_file, cert_file, key_file}`, flags --ca-file, --cert, --key: certificates for an
   /// https:// or etcds:// server (baton::tls_config). Each file must be readable when the file is loaded.
   baton::tls_config tls;
+  /// YAML `etcd_password_file`, flag --etcd-password-file: for an etcd:// or etcds:// server whose URL names
+  /// a user without a password (`etcd://baton@host:2379`), the file holding the password
+  /// (baton::client_config::etcd_password_file). Must be readable when the file is loaded; read when the
+  /// agent connects. Empty: the URL's password, if any.
+  std::string etcd_password_file;
   /// Owner prefix on the server; empty = `<hostname>:<pid>` (baton::default_identity()).
   std::string identity;
   /// The sidecar HTTP API's address: `address:port` or `[v6-address]:port` (parse_listen); port 0 picks a
@@ -169,12 +174,13 @@ void load_server_token(agent_config& config, const std::string& config_path);
 /// it takes. Keys are named as in the file.
 struct config_changes {
   /// Every top-level key whose value differs, in the file's order of keys (docs/agent.md): `server`, `tls`,
-  /// `identity`, `listen`, `mode`, `log_level`, `log_format`, `token_file`, `resign_token`, `shutdown_grace`,
-  /// `election`, `history_limit`, `jobs`. A new token in an unchanged token_file counts as `token_file`.
+  /// `etcd_password_file`, `identity`, `listen`, `mode`, `log_level`, `log_format`, `token_file`,
+  /// `resign_token`, `shutdown_grace`, `election`, `history_limit`, `jobs`. A new token in an unchanged
+  /// token_file counts as `token_file`.
   std::vector<std::string> keys;
   /// Of `keys`, those a running agent cannot take: the sidecar's socket (`listen`), the connection to the
-  /// lock server that holds the lease (`server`, `tls`, `identity`, `token_file`), and `mode`. They need a
-  /// restart.
+  /// lock server that holds the lease (`server`, `tls`, `etcd_password_file`, `identity`, `token_file`), and
+  /// `mode`. They need a restart.
   std::vector<std::string> restart_needed;
   /// `jobs` in detail, by name, in file order: new names, names gone, and names whose settings differ.
   std::vector<std::string> jobs_added, jobs_removed, jobs_changed;
@@ -196,9 +202,9 @@ boost::asio::ip::tcp::endpoint parse_listen(const std::string& listen);
 std::string to_listen_string(const boost::asio::ip::tcp::endpoint& endpoint);
 
 /// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key`,
-/// `log-level`, `log-format`, `ca-file`, `cert` and `key` (leading dashes allowed: `--server` works too). An
-/// empty value means the flag was not given. Each value is validated as the file's key is; an unknown flag
-/// name is an error too. Throws config_error (`--server: reason`), leaving `config` unchanged.
+/// `log-level`, `log-format`, `ca-file`, `cert`, `key` and `etcd-password-file` (leading dashes allowed:
+/// `--server` works too). An empty value means the flag was not given. Each value is validated as the file's
+/// key is; an unknown flag name is an error too. Throws config_error (`--server: reason`), leaving `config` unchanged.
 void apply_overrides(agent_config& config, const std::map<std::string, std::string>& flags);
 
 }  // namespace baton::agent

@@ -53,6 +53,9 @@ options of every command:
   --cert FILE            client certificate (PEM) for servers that require mutual TLS; needs --key
   --key FILE             private key (PEM) of --cert
   --token-file FILE      bearer token for batond, read from FILE (default: $BATON_TOKEN, else none)
+  --etcd-password-file FILE
+                         etcd:// and etcds://: the password of the URL's user (etcd://user@host:2379), read
+                         from FILE (one trailing newline stripped)
   -h [ --help ]          this help; after a command, that command's help
   --version              baton's version
 
@@ -150,6 +153,9 @@ po::options_description common_options() {
   add("key", po::value<std::string>()->value_name("FILE"), "private key (PEM) of --cert");
   add("token-file", po::value<std::string>()->value_name("FILE"),
       "bearer token for batond, read from FILE (default: $BATON_TOKEN, else none)");
+  add("etcd-password-file", po::value<std::string>()->value_name("FILE"),
+      "etcd:// and etcds://: the password of the URL's user (etcd://user@host:2379), read from FILE (one "
+      "trailing newline stripped)");
   add("help,h", "this help");
   return d;
 }
@@ -228,7 +234,7 @@ std::optional<milliseconds> wait_timeout_value(const po::variables_map& vm, bool
 // Options that take a value, so the search for the command word can skip that value.
 bool takes_value(std::string_view arg) {
   return arg == "--server" || arg == "--request-timeout" || arg == "--ca-file" || arg == "--cert" ||
-         arg == "--key" || arg == "--token-file";
+         arg == "--key" || arg == "--token-file" || arg == "--etcd-password-file";
 }
 
 // A token is one word of visible characters; the message never repeats it.
@@ -252,6 +258,11 @@ client_config client_settings(const po::variables_map& vm, const char* env_serve
   if (vm.count("cert")) c.tls.cert_file = required_string(vm, "cert");
   if (vm.count("key")) c.tls.key_file = required_string(vm, "key");
   if (c.tls.cert_file.empty() != c.tls.key_file.empty()) usage_error("--cert and --key go together");
+  if (vm.count("etcd-password-file")) {
+    c.etcd_password_file = required_string(vm, "etcd-password-file");
+    if (c.server_url.rfind("etcd://", 0) != 0 && c.server_url.rfind("etcds://", 0) != 0)
+      usage_error("--etcd-password-file needs an etcd:// or etcds:// server, got \"" + c.server_url + "\"");
+  }
   if (!c.tls.empty() && !uses_tls(c.server_url))
     usage_error("--ca-file, --cert and --key need an https:// or etcds:// server, got \"" + c.server_url +
                 "\"");

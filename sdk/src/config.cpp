@@ -66,6 +66,17 @@ void client_config::validate() const {
       invalid("server_url \"" + shown + "\" must start with http://, https://, etcd:// or etcds://");
     if (!u->has_authority() || u->host().empty()) invalid("server_url \"" + shown + "\" has no host");
   }
+  if (!etcd_password_file.empty()) {
+    if (server_url.rfind("etcd://", 0) != 0 && server_url.rfind("etcds://", 0) != 0)
+      invalid("etcd_password_file needs an etcd:// or etcds:// server_url, got \"" + shown + "\"");
+    const auto start = server_url.find("://") + 3;
+    const auto authority = server_url.substr(start, server_url.find('/', start) - start);
+    const auto at = authority.rfind('@');
+    if (at == std::string::npos || at == 0)
+      invalid("etcd_password_file needs a user in server_url (etcd://user@host:port), got \"" + shown + "\"");
+    if (authority.substr(0, at).find(':') != std::string::npos)
+      invalid("server_url holds a password and etcd_password_file is set: give the password once");
+  }
   // Certificates with a plain URL would look like protection that is not there.
   if (!tls.empty() && !uses_tls(server_url))
     invalid("tls settings need an https:// or etcds:// server_url, got \"" + shown + "\"");

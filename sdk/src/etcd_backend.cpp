@@ -41,7 +41,12 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 
 namespace baton {
 namespace {
@@ -117,6 +122,65 @@ entry split_entry(std::string_view e) {
   return {std::string(e.substr(0, nul)), std::string(e.substr(nul + 1))};
 }
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The URL's user or password as etcd is to be told it: %XY is the byte XY (RFC 3986, 2.1). The message never
+// quotes the text, which may be a password.
+std::string percent_decoded(std::string_view text, const char* what) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const int hi = i + 2 < text.size() ? hex_digit(text[i + 1]) : -1;
+    const int lo = hi >= 0 ? hex_digit(text[i + 2]) : -1;
+    if (lo < 0)
+      throw exception(error::invalid_config, std::string("etcd URL credentials: the ") + what +
+                                                 " has a '%' that is not followed by two hex digits "
+                                                 "(write a '%' itself as %25)");
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+// etcd_password_file's content without one trailing newline; the message names the file, never its content.
+std::string read_password_file(const std::string& path) {
+  const auto refused = [&](const std::string& why) {
+    return exception(error::invalid_config, "etcd_password_file \"" + path + "\": " + why);
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw refused(std::string("cannot read: ") + std::strerror(errno));
+  std::string password;
+  char buf[4096];
+  for (;;) {
+    const auto n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw refused(std::string("cannot read: ") + std::strerror(e));
+    }
+    password.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  // One line ending, as an editor or `echo` leaves it; anything else (spaces included) is the password's.
+  if (password.ends_with('\n')) {
+    password.pop_back();
+    if (password.ends_with('\r')) password.pop_back();
+  }
+  if (password.empty()) throw refused("the file is empty");
+  return password;
+}
+
 struct etcd_endpoint {
   std::string host, port, name;
 };
@@ -136,15 +200,25 @@ class etcd_backend final : public backend {
     tls_ = tls;
     auto slash = rest.find('/');
     std::string_view hosts = rest.substr(0, slash);
-    // etcd's own authentication: etcd://user:password@host:port,... (the password holds no '@', ',' or '/').
+    // etcd's own authentication: etcd://user:password@host:port,..., each part percent-encoded as RFC 3986
+    // has it (a password with '@', ':' or '/' is written p%40ss), or etcd://user@... with the password in
+    // config.etcd_password_file.
     if (auto at = hosts.rfind('@'); at != std::string_view::npos) {
       std::string_view userinfo = hosts.substr(0, at);
       auto colon = userinfo.find(':');
-      if (colon == std::string_view::npos || colon == 0)
-        throw exception(error::invalid_config, "etcd URL credentials must be user:password@");
-      user_ = std::string(userinfo.substr(0, colon));
-      password_ = std::string(userinfo.substr(colon + 1));
+      if (colon == 0 || (colon == std::string_view::npos && config.etcd_password_file.empty()))
+        throw exception(error::invalid_config,
+                        "etcd URL credentials must be user:password@ (or user@ with etcd_password_file)");
+      if (colon != std::string_view::npos && !config.etcd_password_file.empty())
+        throw exception(error::invalid_config,
+                        "server_url holds a password and etcd_password_file is set: give the password once");
+      user_ = percent_decoded(userinfo.substr(0, colon), "user");
+      password_ = colon == std::string_view::npos ? read_password_file(config.etcd_password_file)
+                                                  : percent_decoded(userinfo.substr(colon + 1), "password");
       hosts.remove_prefix(at + 1);
+    } else if (!config.etcd_password_file.empty()) {
+      throw exception(error::invalid_config,
+                      "etcd_password_file needs a user in server_url (etcd://user@host:port)");
     }
     prefix_ = slash == std::string_view::npos ? "baton/locks/" : std::string(rest.substr(slash + 1));
     if (prefix_.empty()) prefix_ = "baton/locks/";

@@ -18,6 +18,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detail/base64.hpp>
 
+#include <fstream>
+
 using namespace baton;
 using namespace baton::test;
 using namespace std::chrono_literals;
@@ -234,4 +236,57 @@ BOOST_AUTO_TEST_CASE(a_value_is_stored_after_the_owner_and_entries_without_one_r
     BOOST_TEST(((co_await b->release("old", "old-owner", old.holder->token, 2000ms)).outcome ==
                 release_outcome::released));
   }());
+}
+
+BOOST_AUTO_TEST_CASE(etcd_auth_takes_a_percent_encoded_url_password_or_one_from_a_password_file) {
+  etcd_cluster etcd(1);
+  http_client admin(etcd.client_port(0));
+  // Every character the URL would otherwise take for syntax: '@', ':', '/', ',' and '%'.
+  const std::string password = "p@ss:w/rd,%x";
+  const std::pair<const char*, std::string> setup[] = {
+      {"/v3/auth/user/add", R"({"name":"root","password":"p@ss:w/rd,%x"})"},
+      {"/v3/auth/role/add", R"({"name":"root"})"},
+      {"/v3/auth/user/grant", R"({"user":"root","role":"root"})"},
+      {"/v3/auth/enable", "{}"},
+  };
+  for (const auto& [target, body] : setup)
+    BOOST_REQUIRE_EQUAL(admin.post(target, body).status, 200);
+
+  temp_dir scratch;
+  const auto file = scratch.path() / "etcd-password";
+  std::ofstream(file) << password << "\n";
+  const std::string member = "127.0.0.1:" + std::to_string(etcd.client_port(0));
+  auto from_file = config("etcd://root@" + member);
+  from_file.etcd_password_file = file.string();
+  asio::io_context ioc;
+  client in_url(ioc.get_executor(), config("etcd://root:p%40ss%3Aw%2Frd%2C%25x@" + member));
+  client in_file(ioc.get_executor(), from_file);
+  client undecoded(ioc.get_executor(), config("etcd://root:p%2540ss@" + member));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    for (client* c : {&in_url, &in_file}) {
+      auto l = co_await c->acquire("jobs/password", lease_opts(3000ms, 1000ms));
+      BOOST_TEST(l.token() > 0u);
+      BOOST_TEST((co_await l.release() == release_outcome::released));
+    }
+    boost::system::error_code ec;
+    try {
+      co_await undecoded.get("jobs/password");
+    } catch (const baton::exception& e) {
+      ec = e.code();
+    }
+    BOOST_TEST((ec == error::unauthorized), ec.message());
+  }());
+  // The CLI's --etcd-password-file, and its one-line error for a file that is not there.
+  auto cli = run_to_end({bin_path("baton"), "get", "jobs/password", "--server", "etcd://root@" + member,
+                         "--etcd-password-file", file.string()},
+                        (scratch.path() / "cli-stderr").string());
+  BOOST_TEST(cli.code == 0, cli.err);
+  BOOST_TEST(cli.out == "{\"key\":\"jobs/password\",\"held\":false}\n");
+  auto missing = run_to_end({bin_path("baton"), "get", "jobs/password", "--server", "etcd://root@" + member,
+                             "--etcd-password-file", "/nonexistent/pw"},
+                            (scratch.path() / "cli-stderr").string());
+  BOOST_TEST(missing.code == 64);
+  BOOST_TEST(missing.err ==
+             "baton: error: invalid configuration: etcd_password_file \"/nonexistent/pw\": cannot read: "
+             "No such file or directory\n");
 }

@@ -80,6 +80,13 @@ struct client_config {
   /// empty: none. A secret: the SDK never logs it or puts it in an error message. Not used by the etcd
   /// backend, which takes etcd's own credentials from the URL.
   std::string bearer_token;
+  /// etcd:// and etcds:// only: a file holding the password of the URL's user (`etcd://user@host:2379`), so
+  /// the password need not stand in the URL. Read when the client is created; one trailing newline (`\n` or
+  /// `\r\n`) is stripped, everything else is the password. Empty (default): the password is the URL's
+  /// (`etcd://user:password@...`, percent-decoded: `p%40ss` is `p@ss`). Setting it with a batond URL, with a
+  /// URL without a user, or with a URL that also holds a password is error::invalid_config, as is a file
+  /// that cannot be read or is empty.
+  std::string etcd_password_file;
   /// Called on the client's executor for every lease event; must not block. Optional.
   std::function<void(const lease_event&)> on_event;
 

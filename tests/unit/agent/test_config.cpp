@@ -731,3 +731,46 @@ BOOST_AUTO_TEST_CASE(jitter_stays_below_the_shortest_gap_between_slots) {
   BOOST_TEST(parse_config(two + "    jitter: 9m59s\n", "t.yaml").jobs[0].jitter.count() == 599'000);
   BOOST_TEST(error_of(two + "    jitter: 10m\n").find("(600s)") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(etcd_password_file_is_read_as_a_key_and_a_flag_and_needs_an_etcd_url_with_a_user) {
+  char path[] = "/tmp/baton-config-etcd-password-XXXXXX";
+  const int fd = ::mkstemp(path);
+  BOOST_REQUIRE(fd >= 0);
+  ::close(fd);
+  const std::string file = path;
+  auto c = parse_config("server: etcd://baton@10.0.0.1:2379\netcd_password_file: " + file + "\n", "t.yaml");
+  BOOST_TEST(c.etcd_password_file == file);
+
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"server: etcd://baton@h:2379\netcd_password_file: /nonexistent/pw\n",
+       "t.yaml:2:21: etcd_password_file: \"/nonexistent/pw\": cannot read: No such file or directory"},
+      {"server: http://b:1\netcd_password_file: " + file + "\n",
+       "t.yaml:2:21: etcd_password_file: etcd_password_file needs an etcd:// or etcds:// server_url"},
+      {"server: etcd://baton:pw@h:2379\netcd_password_file: " + file + "\n",
+       "t.yaml:2:21: etcd_password_file: server_url holds a password and etcd_password_file is set"},
+  };
+  for (const auto& [yaml, expected] : rows) {
+    BOOST_TEST_CONTEXT(yaml) {
+      BOOST_TEST(error_of(yaml).find(expected) == 0u, error_of(yaml));
+    }
+  }
+
+  auto f = parse_config("server: etcds://baton@h:2379\n", "t.yaml");
+  apply_overrides(f, {{"etcd-password-file", file}});
+  BOOST_TEST(f.etcd_password_file == file);
+  auto g = parse_config("", "t.yaml");
+  try {
+    apply_overrides(g, {{"etcd-password-file", file}});
+    BOOST_FAIL("an etcd password file for a batond server was taken");
+  } catch (const config_error& e) {
+    BOOST_TEST(std::string(e.what()).find("--etcd-password-file: etcd_password_file needs an etcd://") == 0u,
+               e.what());
+  }
+  BOOST_TEST(g.etcd_password_file.empty());
+  // A changed file name needs a restart, as every setting of the connection to the lock server does.
+  auto h = f;
+  h.etcd_password_file = "/elsewhere";
+  const auto changes = compare_configs(f, h);
+  BOOST_TEST(changes.restart_needed == std::vector<std::string>{"etcd_password_file"});
+  std::filesystem::remove(file);
+}
