@@ -94,9 +94,9 @@ check_program() {
       fail "$unit names /usr/local"
     fi
     local env_file
-    for env_file in $(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$unit_file"); do
+    while read -r env_file; do
       grep -qxF "$env_file" "$work/$package.files" || fail "$unit reads $env_file, which $package does not ship"
-    done
+    done < <(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$unit_file")
     # The user the unit runs as is the one the package's sysusers.d file creates, and postinst creates it
     # with systemd-sysusers, not useradd.
     local user
@@ -113,6 +113,7 @@ check_program() {
 check_program batond batond 8 batond.service batond.conf /etc/default/batond
 grep -q '^BATOND_OPTS=".*--data-dir /var/lib/baton' "$root/etc/default/batond" ||
   fail "/etc/default/batond sets no BATOND_OPTS with --data-dir /var/lib/baton"
+# shellcheck disable=SC2016 # the unit's text, not an expansion
 grep -qx 'ExecStart=/usr/bin/batond $BATOND_OPTS' "$root/usr/lib/systemd/system/batond.service" ||
   fail "batond.service does not start batond with \$BATOND_OPTS"
 check_program baton-agent baton-agent 8 baton-agent.service baton-agent.conf /etc/baton/agent.yaml
