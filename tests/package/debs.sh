@@ -129,6 +129,19 @@ grep -qE '^/usr/lib/libbaton\.(a|so)' "$work/libbaton-dev.files" || fail "libbat
   fail "libbaton-dev: baton.pc is not version $version"
 grep -q "\"$version\"" "$root/usr/include/baton/version.hpp" || fail "libbaton-dev: version.hpp does not say $version"
 
+# systemd accepts the installed units, pointed at the unpacked programs and options file (any message fails).
+if command -v systemd-analyze >/dev/null; then
+  mkdir "$work/units"
+  for unit in batond.service baton-agent.service; do
+    sed "s|/usr/bin/|$root/usr/bin/|g; s|^EnvironmentFile=/etc/|EnvironmentFile=$root/etc/|" \
+      "$root/usr/lib/systemd/system/$unit" >"$work/units/$unit"
+  done
+  if ! messages=$(systemd-analyze verify --man=no "$work/units/batond.service" "$work/units/baton-agent.service" 2>&1) ||
+    [[ -n $messages ]]; then
+    fail "systemd-analyze verify of the installed units: $messages"
+  fi
+fi
+
 # The users the units run as, created from the sysusers.d files in the unpacked root.
 if command -v systemd-sysusers >/dev/null; then
   systemd-sysusers --root="$root" batond.conf baton-agent.conf 2>/dev/null
