@@ -11,7 +11,8 @@
 # The CA's key is made in a scratch directory and deleted once batond's certificate is signed: no one, not
 # even whoever reads DIR, can issue another certificate that the agents would trust. Renewing is making a new
 # CA and certificate together: run this again with --force (or wait: it renews by itself within a day of the
-# certificate's expiry), then `docker compose restart`, since batond and the agents read these files at start.
+# certificate's expiry), then `docker compose restart`: the agents read the CA at start (batond alone would
+# take a new certificate on SIGHUP, but not one from a CA its clients do not trust yet).
 #
 # Existing files that are valid for another day are kept, so running this before every `up` is harmless.
 set -euo pipefail
