@@ -1,8 +1,10 @@
 # Debian packages, one per install component, made in a build directory with `cpack -G DEB`:
-#   batond        (component server)  batond, its systemd unit, sysusers.d file, /etc/default/batond, batond(8)
-#   baton-agent   (component agent)   baton-agent, its unit, sysusers.d file, /etc/baton/agent.yaml, baton-agent(8)
+#   batond        (component server)  batond, its systemd unit and sysusers.d file, /etc/default/batond,
+#                                     batond(8)
+#   baton-agent   (component agent)   baton-agent, its unit and sysusers.d file, /etc/baton/agent.yaml,
+#                                     baton-agent(8)
 #   baton-cli     (component cli)     baton, baton(1)
-#   libbaton-dev  (component sdk)     the SDK: library, headers, CMake package and baton.pc (cmake/install.cmake)
+#   libbaton-dev  (component sdk)     the SDK: library, headers, CMake package, baton.pc (cmake/install.cmake)
 # Every file is installed by an ordinary install() rule too, so `cmake --install` gives the same tree under
 # its prefix. The units come from deploy/systemd/ and the configuration files from deploy/systemd/ and
 # packaging/, rewritten at install time for the installation's paths (packaging/install-files.cmake).
@@ -49,6 +51,7 @@ function(baton_man_page target section summary component)
     return()
   endif()
   set(page ${baton_packaging_out}/man/${target}.${section})
+  # help2man runs `<program> <help option>` in a shell, so the option can pipe the help through usage.awk.
   add_custom_command(OUTPUT ${page}.gz
     COMMAND ${HELP2MAN_PROGRAM} --no-info --section ${section} --name ${summary}
             --include ${baton_packaging_dir}/man/${target}.h2m
@@ -75,7 +78,8 @@ install(CODE "
   include(\"${baton_packaging_dir}/install-files.cmake\")
   baton_install_unit(SOURCE \"${PROJECT_SOURCE_DIR}/deploy/systemd/batond.service\" PROGRAM batond SECTION 8
     DOC_DIR batond WORK_DIR \"${baton_packaging_out}/server\"
-    OPTIONS_VARIABLE BATOND_OPTS OPTIONS_FILE batond OPTIONS_TEMPLATE \"${baton_packaging_dir}/batond.default.in\")
+    OPTIONS_VARIABLE BATOND_OPTS OPTIONS_FILE batond
+    OPTIONS_TEMPLATE \"${baton_packaging_dir}/batond.default.in\")
   " COMPONENT server)
 baton_install_docs(server batond deploy.md protocol.md security.md design.md fencing.md)
 

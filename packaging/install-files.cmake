@@ -1,7 +1,7 @@
 # Run by `cmake --install` and cpack (install(CODE) rules in cmake/Packaging.cmake), when the installation's
 # prefix is known: the systemd units from deploy/systemd/ are installed with that installation's paths, and
-# configuration files go to its system configuration directory, /etc for the prefix /usr (as the Debian
-# packages are built) or / , else <prefix>/etc (GNUInstallDirs' rule, applied here at install time).
+# configuration files go to its system configuration directory: /etc for the prefix /usr (the Debian
+# packages' prefix) or /, else <prefix>/etc (GNUInstallDirs' rule, applied here at install time).
 
 function(baton_sysconfdir out)
   if(CMAKE_INSTALL_PREFIX STREQUAL "/usr" OR CMAKE_INSTALL_PREFIX STREQUAL "/")
@@ -30,8 +30,8 @@ endfunction()
 # OPTIONS_TEMPLATE with @<var>@ set to them), read with EnvironmentFile=, so an administrator changes them
 # there and a package upgrade keeps the change.
 function(baton_install_unit)
-  cmake_parse_arguments(U "" "SOURCE;PROGRAM;SECTION;DOC_DIR;WORK_DIR;OPTIONS_VARIABLE;OPTIONS_FILE;OPTIONS_TEMPLATE"
-                        "" ${ARGN})
+  cmake_parse_arguments(U ""
+    "SOURCE;PROGRAM;SECTION;DOC_DIR;WORK_DIR;OPTIONS_VARIABLE;OPTIONS_FILE;OPTIONS_TEMPLATE" "" ${ARGN})
   baton_sysconfdir(etc)
   set(prefix "${CMAKE_INSTALL_PREFIX}")
   file(READ "${U_SOURCE}" unit)
@@ -47,7 +47,10 @@ function(baton_install_unit)
                           "${U_OPTIONS_FILE}: ${options}")
     endif()
     string(REPLACE "/etc/baton/" "${etc}/baton/" options "${options}")
-    set(exec "# The options: ${U_OPTIONS_VARIABLE} in ${etc}/default/${U_OPTIONS_FILE}.\nEnvironmentFile=${etc}/default/${U_OPTIONS_FILE}\nExecStart=${prefix}/bin/${U_PROGRAM} $${U_OPTIONS_VARIABLE}")
+    set(env_file "${etc}/default/${U_OPTIONS_FILE}")
+    string(CONCAT exec "# The options: ${U_OPTIONS_VARIABLE} in ${env_file}.\n"
+                       "EnvironmentFile=${env_file}\n"
+                       "ExecStart=${prefix}/bin/${U_PROGRAM} $${U_OPTIONS_VARIABLE}")
     set(${U_OPTIONS_VARIABLE} "${options}")
     set(BATON_SYSCONF_DIR "${etc}")
     configure_file("${U_OPTIONS_TEMPLATE}" "${U_WORK_DIR}/${U_OPTIONS_FILE}" @ONLY)
