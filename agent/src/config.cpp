@@ -186,7 +186,7 @@ constexpr std::string_view job_keys[] = {"name",    "schedule",      "timezone",
                                          "shell",   "http",          "timeout",           "grace",
                                          "overlap", "misfire",       "history_limit",     "suspend",
                                          "retries", "retry_backoff", "starting_deadline", "jitter"};
-constexpr std::string_view http_keys[] = {"method", "url", "headers", "body"};
+constexpr std::string_view http_keys[] = {"method", "url", "headers", "body", "ca_file"};
 
 // Reads typed values out of the YAML tree, failing with the node's position and key path. yaml-cpp's own
 // as<T>() is not used: it accepts YAML 1.1 spellings (`yes`, `on`) and its errors carry no key path.
@@ -334,9 +334,7 @@ std::string check_url(const std::string& url) {
   const auto shown = quoted(baton::without_credentials(url));
   const auto u = boost::urls::parse_absolute_uri(url);
   if (!u) return shown + " is not an absolute URL (http://host[:port]/path)";
-  // The agent's HTTP client speaks plain HTTP only; refusing https here fails at start, not at the first run.
-  if (u->scheme() == "https") return shown + ": https:// is not supported yet";
-  if (u->scheme() != "http") return shown + " must start with http://";
+  if (u->scheme() != "http" && u->scheme() != "https") return shown + " must start with http:// or https://";
   if (!u->has_authority() || u->host().empty()) return shown + " has no host";
   return {};
 }
@@ -369,6 +367,12 @@ http_job read_http(const reader& r, const YAML::Node& node, const std::string& p
               });
   }
   if (const auto body = node["body"]) http.body = r.text(body, path + ".body");
+  if (const auto ca = node["ca_file"]) {
+    http.ca_file = r.text(ca, path + ".ca_file");
+    r.check(ca, path + ".ca_file", check_readable_file(http.ca_file));
+    // A CA for a plain URL would look like protection that is not there.
+    if (http.url.rfind("https://", 0) != 0) r.fail(ca, path + ".ca_file", "needs an https:// url");
+  }
   return http;
 }
 
@@ -737,7 +741,8 @@ bool same_lease(const baton::lease_options& a, const baton::lease_options& b) {
 
 bool same_http(const std::optional<http_job>& a, const std::optional<http_job>& b) {
   if (!a || !b) return !a && !b;
-  return a->method == b->method && a->url == b->url && a->headers == b->headers && a->body == b->body;
+  return a->method == b->method && a->url == b->url && a->headers == b->headers && a->body == b->body &&
+         a->ca_file == b->ca_file;
 }
 
 // Everything that decides when and how a job runs; not where it is written in the file.

@@ -34,6 +34,9 @@ struct http_job {
   std::string method = "POST";
   /// `http://` or `https://` URL.
   std::string url;
+  /// https:// only: the PEM CA bundle the server's certificate must chain to; empty: the system's CA store.
+  /// The certificate must always name the URL's host. Must be readable when the file is loaded.
+  std::string ca_file;
   /// In the order the file lists them. Names are HTTP tokens; values have no CR, LF or NUL.
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;

@@ -2,6 +2,7 @@
 
 #include "baton/common/log.hpp"
 #include "baton/common/process_group.hpp"
+#include "baton/config.hpp"
 #include "http_job.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -267,6 +268,7 @@ asio::awaitable<run_result> run_http(const job_config& job, const run_context& c
   http_request_spec spec;
   spec.method = job.http->method;
   spec.url = job.http->url;
+  spec.ca_file = job.http->ca_file;
   spec.headers = job.http->headers;
   spec.headers.emplace_back("Fencing-Token", std::to_string(ctx.token));
   spec.headers.emplace_back("Baton-Job", job.name);
@@ -297,6 +299,13 @@ asio::awaitable<run_result> run_http(const job_config& job, const run_context& c
     result.exit_status = call.status;
     result.outcome = call.status >= 200 && call.status < 300 ? run_outcome::succeeded : run_outcome::failed;
     result.detail = call.body.substr(0, 200);
+    // A redirect is the run's answer: following it would send the fencing token and the body to a place the
+    // configuration never named.
+    if (call.status >= 300 && call.status < 400)
+      result.detail =
+          "redirect to " +
+          (call.location.empty() ? std::string("(no Location)") : without_credentials(call.location)) +
+          " not followed";
   }
   co_return result;
 }

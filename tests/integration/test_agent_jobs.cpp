@@ -7,6 +7,8 @@
 
 #include "agent_fixture.hpp"
 #include "eventually.hpp"
+#include "test_pki.hpp"
+#include "tls_stub_server.hpp"
 
 #include <netinet/in.h>
 #include <poll.h>
@@ -46,10 +48,11 @@ struct listener {
 };
 
 // An HTTP server on a thread that keeps each request's head and answers the n-th request (1-based) with
-// status(n).
+// status(n), and the header lines `extra_headers` (each ending in CRLF).
 class recording_server {
  public:
-  explicit recording_server(std::function<int(int)> status) : status_(std::move(status)) {
+  explicit recording_server(std::function<int(int)> status, std::string extra_headers = {})
+      : status_(std::move(status)), extra_headers_(std::move(extra_headers)) {
     thread_ = std::thread([this] { serve(); });
   }
   ~recording_server() {
@@ -84,8 +87,8 @@ class recording_server {
         requests_.push_back(head);
         n = static_cast<int>(requests_.size());
       }
-      const auto answer =
-          "HTTP/1.1 " + std::to_string(status_(n)) + " X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+      const auto answer = "HTTP/1.1 " + std::to_string(status_(n)) + " X\r\n" + extra_headers_ +
+                          "Content-Length: 2\r\nConnection: close\r\n\r\nok";
       [[maybe_unused]] auto w = ::write(c, answer.data(), answer.size());
       ::close(c);
     }
@@ -93,6 +96,7 @@ class recording_server {
 
   listener socket_;
   std::function<int(int)> status_;
+  std::string extra_headers_;
   mutable std::mutex mu_;
   std::vector<std::string> requests_;
   std::atomic<bool> done_{false};
@@ -293,6 +297,54 @@ BOOST_AUTO_TEST_CASE(an_http_job_is_told_its_attempt_and_run_id_in_headers) {
     BOOST_TEST(header(requests[i], "Fencing-Token") ==
                std::to_string(runs[0].at("token").to_number<std::uint64_t>()));
   }
+  stop(agent);
+}
+
+BOOST_AUTO_TEST_CASE(an_https_job_verifies_the_server_against_its_ca_file_and_a_redirect_is_its_result) {
+  const auto& pki = test_pki::shared();
+  temp_dir dir;
+  batond_process server(dir.path());
+  // Answers every request 500 once the handshake is done, and records it.
+  tls_stub_server https(pki.server_cert(), pki.server_key());
+  const auto https_url = "https://127.0.0.1:" + std::to_string(https.port()) + "/report";
+  recording_server moved([](int) { return 302; }, "Location: https://elsewhere.example/report\r\n");
+  const std::string once = "    schedule: \"0 0 1 1 *\"\n";
+  auto cfg = write_config(dir, "agent.yaml",
+                          base_config(server, "30s",
+                                      "  - name: trusted\n" + once + "    http: {url: \"" + https_url +
+                                          "\", ca_file: \"" + pki.ca() + "\"}\n  - name: untrusted\n" + once +
+                                          "    http: {url: \"" + https_url + "\"}\n  - name: moved\n" + once +
+                                          "    http: {url: \"" + moved.url("/report") + "\"}\n"));
+  agent_process agent(cfg, "node-0", dir.path() / "a.log");
+  BOOST_REQUIRE(eventually([&] { return agent.leader().json.at("is_leader").as_bool(); }));
+  const auto run = [&](const std::string& job) {
+    BOOST_REQUIRE(http_client(agent.port(), 10s).post("/v1/jobs/" + job + "/run", "").status == 202);
+    BOOST_REQUIRE(eventually([&] { return runs_of(agent, job).size() == 1u; }, 20s));
+    return runs_of(agent, job)[0].as_object();
+  };
+
+  // The system store does not know the test CA: no request reaches the server.
+  const auto untrusted = run("untrusted");
+  BOOST_TEST(untrusted.at("outcome").as_string() == "failed");
+  BOOST_TEST(std::string(untrusted.at("detail").as_string()).find("is not trusted") != std::string::npos,
+             untrusted.at("detail").as_string());
+  BOOST_TEST(https.received().empty());
+
+  const auto trusted = run("trusted");
+  BOOST_TEST(trusted.at("outcome").as_string() == "failed");  // the stub's 500, over TLS
+  BOOST_TEST(https.received().rfind("POST /report HTTP/1.1\r\n", 0) == 0u, https.received());
+  BOOST_TEST(header(https.received(), "Fencing-Token") ==
+             std::to_string(trusted.at("token").to_number<std::uint64_t>()));
+
+  // A 302 is the run's answer: failed, with where it pointed; nothing follows it.
+  const auto redirected = run("moved");
+  BOOST_TEST(redirected.at("outcome").as_string() == "failed");
+  BOOST_TEST(redirected.at("detail").as_string() ==
+             "redirect to https://elsewhere.example/report not followed");
+  BOOST_TEST(moved.requests().size() == 1u);
+  BOOST_TEST(
+      read_file(dir.path() / "a.log").find("redirect to https://elsewhere.example/report not followed") !=
+      std::string::npos);
   stop(agent);
 }
 

@@ -406,8 +406,10 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
       {http_job_with("      method: POST\n"), "t.yaml:5:7: jobs[0].http.url: required key is missing"},
       {http_job_with("      url: ftp://h/\n"),
        "t.yaml:5:12: jobs[0].http.url: \"ftp://h/\" must start with http://"},
-      {http_job_with("      url: https://h/\n"),
-       "t.yaml:5:12: jobs[0].http.url: \"https://h/\": https:// is not supported"},
+      {http_job_with("      url: http://h/\n      ca_file: /dev/null\n"),
+       "t.yaml:6:16: jobs[0].http.ca_file: needs an https:// url"},
+      {http_job_with("      url: https://h/\n      ca_file: /nonexistent/ca.pem\n"),
+       "t.yaml:6:16: jobs[0].http.ca_file: \"/nonexistent/ca.pem\": cannot read: No such file or directory"},
       {http_job_with("      url: reports\n"),
        "t.yaml:5:12: jobs[0].http.url: \"reports\" is not an absolute URL"},
       {http_job_with("      url: \"http:///x\"\n"),
@@ -773,4 +775,15 @@ BOOST_AUTO_TEST_CASE(etcd_password_file_is_read_as_a_key_and_a_flag_and_needs_an
   const auto changes = compare_configs(f, h);
   BOOST_TEST(changes.restart_needed == std::vector<std::string>{"etcd_password_file"});
   std::filesystem::remove(file);
+}
+
+BOOST_AUTO_TEST_CASE(an_http_job_takes_an_https_url_with_or_without_a_ca_file) {
+  auto c = parse_config(http_job_with("      url: https://h:8443/hook\n"), "t.yaml");
+  BOOST_TEST(c.jobs[0].http->url == "https://h:8443/hook");
+  BOOST_TEST(c.jobs[0].http->ca_file.empty());
+  auto d =
+      parse_config(http_job_with("      url: https://h:8443/hook\n      ca_file: /dev/null\n"), "t.yaml");
+  BOOST_TEST(d.jobs[0].http->ca_file == "/dev/null");
+  // A new CA bundle changes the job.
+  BOOST_TEST(compare_configs(c, d).jobs_changed == std::vector<std::string>{"a"});
 }
