@@ -56,6 +56,21 @@ bool worth_batching(const lease_core& c) {
          static_cast<double>(c.options.effective_renew_every().count());
 }
 
+// When to wake for the next look. A client renewing enough leases to batch them wakes each lease on a grid of
+// the batch window: renewals falling due within one step of it wake together, so the process wakes once per
+// step, not once per lease (at 10,000 leases, ~500 wake-ups a second instead of ~2,000). The wake is moved
+// later, by less than one window, and only when the renewal still has its whole request_timeout before the
+// deadline; a wake for the deadline itself (the loss) is never moved.
+clock::time_point wake_time(const lease_core& c) {
+  const auto& f = c.fsm;
+  const auto at = f.wake_at();
+  if (at >= f.deadline() || !worth_batching(c)) return at;
+  const clock::duration step = c.client->config.renew_batch_window;
+  const auto since_epoch = at.time_since_epoch();
+  const auto on_grid = clock::time_point((since_epoch + step - clock::duration(1)) / step * step);
+  return on_grid + c.client->config.request_timeout <= f.deadline() ? on_grid : at;
+}
+
 // The renewal task: carries out what the state machine decides, until the lease is no longer active.
 asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
   auto& cs = *c->client;
@@ -68,7 +83,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     }
     if (c->fsm.state() != lease_state::active) co_return;
     if (action == lease_fsm::action::wait) {
-      wake.expires_at(c->fsm.wake_at());
+      wake.expires_at(wake_time(*c));
       co_await wake.async_wait(use_tuple);
       if (BATON_CANCELLED()) co_return;  // renewal stopped (release or abandonment)
       continue;
