@@ -1,6 +1,7 @@
 #include "agent.hpp"
 
 #include "baton/common/log.hpp"
+#include "baton/common/process_metrics.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -836,6 +837,7 @@ std::string agent_runtime::render_metrics() const {
       "# HELP baton_agent_lock_server_errors_total Requests to the lock server that got no usable answer.\n";
   out += "# TYPE baton_agent_lock_server_errors_total counter\n";
   line("baton_agent_lock_server_errors_total %llu\n", static_cast<unsigned long long>(server.errors));
+  out += process_metrics_text();
   return out;
 }
 

@@ -352,6 +352,10 @@ recovery_stats journal::open(lock_table& table, time_point now) {
 
   stats.restored_leases = table.size();
   stats.last_token = table.last_token();
+  if (metrics_) {
+    metrics_->wal_bytes.store(file_size_, std::memory_order_relaxed);
+    metrics_->last_token.store(stats.last_token, std::memory_order_relaxed);
+  }
   return stats;
 }
 
@@ -466,6 +470,7 @@ bool journal::write_batch(const std::string& batch, std::uint64_t up_to_lsn, std
   }
   file_size_ += batch.size();
   if (metrics_) {
+    metrics_->wal_bytes.store(file_size_, std::memory_order_relaxed);
     metrics_->fsync_batch_records.observe(static_cast<double>(records));
     metrics_->fsync_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
   }
@@ -559,6 +564,7 @@ bool journal::cut() {
   wal_fd_ = fd;
   generation_ = next;
   file_size_ = 0;
+  if (metrics_) metrics_->wal_bytes.store(0, std::memory_order_relaxed);
   {
     std::lock_guard lk(mu_);
     compacting_ = true;

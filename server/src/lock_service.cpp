@@ -99,6 +99,7 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
       lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(g->restore_ttl.count()),
                             key, owner, client, value);
       table_.mark_logged(key, g->token, lsn);
+      metrics_.last_token.store(g->token, std::memory_order_relaxed);
       if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
       notify_locked(key);
     } else {

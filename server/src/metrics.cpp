@@ -1,5 +1,7 @@
 #include "metrics.hpp"
 
+#include "baton/common/process_metrics.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -123,6 +125,10 @@ std::string server_metrics::render() const {
       "baton_storage_healthy",
       "1 while the write-ahead log accepts writes; 0 after a storage failure (batond exits with status 74).",
       "gauge", storage_healthy.load(std::memory_order_relaxed));
+  gauge("baton_wal_bytes", "Size of the write-ahead log file being appended to, in bytes.", "gauge",
+        static_cast<long long>(wal_bytes.load(std::memory_order_relaxed)));
+  gauge("baton_last_token", "The last fencing token issued.", "gauge",
+        static_cast<long long>(last_token.load(std::memory_order_relaxed)));
 
   if (const auto not_after = tls_certificate_not_after.load(std::memory_order_relaxed); not_after != 0) {
     out +=
@@ -150,6 +156,7 @@ std::string server_metrics::render() const {
   out += "# HELP baton_request_seconds Time from a request's arrival to its answer (long-polls excluded).\n";
   out += "# TYPE baton_request_seconds histogram\n";
   request_seconds.render(out, "baton_request_seconds");
+  out += process_metrics_text();
   return out;
 }
 

@@ -57,13 +57,17 @@ struct server_metrics {
   /// notAfter of the certificate new connections get, in seconds since the epoch; 0 without TLS, and then
   /// no TLS series is rendered.
   std::atomic<std::int64_t> tls_certificate_not_after{0};
+  /// Size of the write-ahead log file being appended to (it starts again near 0 after each cut).
+  std::atomic<std::uint64_t> wal_bytes{0};
+  /// The last fencing token issued (recovered at start, then each grant's).
+  std::atomic<std::uint64_t> last_token{0};
 
   // The write-ahead log.
   histogram fsync_batch_records;
   histogram fsync_seconds;
   histogram request_seconds;
 
-  /// The whole exposition text.
+  /// The whole exposition text, ending with baton_build_info and the process_* series (process_metrics.hpp).
   std::string render() const;
 
  private:

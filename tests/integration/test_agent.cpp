@@ -5,6 +5,7 @@
 
 #include "agent_fixture.hpp"
 #include "fault_proxy.hpp"
+#include "process_metrics_check.hpp"
 
 #include <boost/json/parse.hpp>
 
@@ -676,6 +677,9 @@ BOOST_AUTO_TEST_CASE(jobs_endpoint_reports_each_jobs_schedule_and_its_last_runs_
     BOOST_TEST(standby.metric("baton_agent_job_last_success_timestamp_seconds{job=\"" + job + "\"}") == 0);
   }
   BOOST_TEST(runs_of(standby.get("/v1/jobs").json, 0).empty());
+  // The build and process series, on every agent.
+  check_process_metrics(leader.get("/metrics").body, BATON_VERSION);
+  check_process_metrics(standby.get("/metrics").body, BATON_VERSION);
   leader.process().signal(SIGTERM);
   BOOST_TEST(leader.process().wait(30s) == 0);
   standby.process().signal(SIGTERM);

@@ -3,6 +3,7 @@
 
 #include "batond_fixture.hpp"
 #include "lock_requests.hpp"
+#include "process_metrics_check.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -428,9 +429,12 @@ BOOST_AUTO_TEST_CASE(metrics_and_healthz_answer) {
   auto h = c.get("/healthz");
   BOOST_TEST(h.status == 200);
   BOOST_TEST(str(h, "status") == "ok");
-  c.post("/v1/locks/m/acquire", acquire_body("o", 1000));
+  const auto token = token_of(c.post("/v1/locks/m/acquire", acquire_body("o", 1000)));
   auto m = c.get("/metrics");
   BOOST_TEST(m.status == 200);
+  BOOST_TEST(metric_value(m.body, "baton_last_token").value_or(-1) == static_cast<double>(token));
+  BOOST_TEST(metric_value(m.body, "baton_wal_bytes").value_or(0) > 0);
+  check_process_metrics(m.body, BATON_VERSION);
   BOOST_TEST(m.body.find("baton_requests_total{route=\"acquire\",code=\"200\"} 1") != std::string::npos);
   BOOST_TEST(m.body.find("baton_operations_total{op=\"acquire\",outcome=\"granted\"} 1") !=
              std::string::npos);
