@@ -62,13 +62,9 @@ bool worth_batching(const lease_core& c) {
 // later, by less than one window, and only when the renewal still has its whole request_timeout before the
 // deadline; a wake for the deadline itself (the loss) is never moved.
 clock::time_point wake_time(const lease_core& c) {
-  const auto& f = c.fsm;
-  const auto at = f.wake_at();
-  if (at >= f.deadline() || !worth_batching(c)) return at;
-  const clock::duration step = c.client->config.renew_batch_window;
-  const auto since_epoch = at.time_since_epoch();
-  const auto on_grid = clock::time_point((since_epoch + step - clock::duration(1)) / step * step);
-  return on_grid + c.client->config.request_timeout <= f.deadline() ? on_grid : at;
+  if (!worth_batching(c)) return c.fsm.wake_at();
+  return wake_on_grid(c.fsm.wake_at(), c.fsm.deadline(), c.client->config.renew_batch_window,
+                      c.client->config.request_timeout);
 }
 
 // The renewal task: carries out what the state machine decides, until the lease is no longer active.

@@ -150,3 +150,25 @@ BOOST_AUTO_TEST_CASE(options_validation_rejects_unsafe_renew_periods) {
   o.jitter = 1.0;
   BOOST_CHECK_THROW(o.validate(), std::exception);
 }
+
+// A batching client's renewals wake on a grid of the batch window: later by less than one step, never for
+// the deadline itself, never so late that a whole request no longer fits before the deadline.
+BOOST_AUTO_TEST_CASE(wakes_move_up_to_the_batch_grid_but_never_past_what_the_deadline_allows) {
+  const auto deadline = t0 + 8100ms;
+  // On the grid already: unchanged. Between two steps: the next one.
+  BOOST_TEST((wake_on_grid(t0 + 3000ms, deadline, 2ms, 2000ms) == t0 + 3000ms));
+  BOOST_TEST((wake_on_grid(t0 + 3000ms + 1ns, deadline, 2ms, 2000ms) == t0 + 3002ms));
+  BOOST_TEST((wake_on_grid(t0 + 3001ms + 999us, deadline, 2ms, 2000ms) == t0 + 3002ms));
+  // Renewals falling due anywhere within one step wake at one instant.
+  std::set<clock::time_point> wakes;
+  for (auto at = t0 + 5000ms + 1ns; at <= t0 + 5002ms; at += 37us)
+    wakes.insert(wake_on_grid(at, deadline, 2ms, 2000ms));
+  BOOST_TEST(wakes.size() == 1u);
+  BOOST_TEST((*wakes.begin() == t0 + 5002ms));
+  // The deadline's own look is never moved, nor one whose moved wake leaves less than a request's time.
+  BOOST_TEST((wake_on_grid(deadline, deadline, 2ms, 2000ms) == deadline));
+  BOOST_TEST((wake_on_grid(t0 + 6100ms + 1ns, deadline, 2ms, 2000ms) == t0 + 6100ms + 1ns));
+  BOOST_TEST((wake_on_grid(t0 + 6098ms + 1ns, deadline, 2ms, 2000ms) == t0 + 6100ms));
+  // No window: no grid.
+  BOOST_TEST((wake_on_grid(t0 + 3000ms + 1ns, deadline, 0ms, 2000ms) == t0 + 3000ms + 1ns));
+}

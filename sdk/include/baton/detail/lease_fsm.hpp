@@ -36,6 +36,19 @@ class jitter_rng {
   std::uint64_t state_;
 };
 
+/// When a batching client's driver wakes for `f`'s next look (docs/design.md, "Batch renewal in the client"):
+/// wake_at() moved up to the next multiple of `step` on lease_clock, so that renewals falling due within one
+/// step wake the process together; unchanged when step is not positive, when the look is for the deadline
+/// itself, or when the moved wake would leave less than `budget` (a whole request) before the deadline.
+/// Never earlier than wake_at(), and later by less than one step.
+inline clock::time_point wake_on_grid(clock::time_point wake_at, clock::time_point deadline,
+                                      clock::duration step, clock::duration budget) {
+  if (step <= clock::duration::zero() || wake_at >= deadline) return wake_at;
+  const auto since = wake_at.time_since_epoch();
+  const auto on_grid = clock::time_point((since + step - clock::duration(1)) / step * step);
+  return on_grid + budget <= deadline ? on_grid : wake_at;
+}
+
 /// The pause before the `attempt`-th retry (1-based): initial_backoff doubled per earlier failure, capped at
 /// max_backoff, drawn uniformly from [b * (1 - jitter), b]. The one backoff rule of the SDK (acquire, release,
 /// get and renew retries).
