@@ -3,6 +3,8 @@
 // accepted (docs/fencing.md, "PostgreSQL"). The token is stored in the account's row and checked by the
 // UPDATE itself, so the database refuses a stale writer in the same step as the write.
 
+#include "../fenced-sqlite/account.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,21 +12,6 @@
 struct pg_conn;
 
 namespace baton::examples::postgres {
-
-/// What the database decided about one fenced write.
-struct write_outcome {
-  bool accepted = false;
-  /// The account's last_token after the attempt: the writer's token when accepted, the newer token that made
-  /// it stale when refused.
-  std::uint64_t highest_token = 0;
-};
-
-/// One row of `accounts`.
-struct account {
-  std::int64_t balance = 0;
-  std::string updated_by;
-  std::uint64_t last_token = 0;
-};
 
 /// A connection to a PostgreSQL database holding the `accounts` table (created if missing).
 ///

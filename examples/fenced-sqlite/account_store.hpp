@@ -5,26 +5,13 @@
 
 #include <sqlite3.h>
 
+#include "account.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace baton::examples::sqlite {
-
-/// What the database decided about one fenced write.
-struct write_outcome {
-  bool accepted = false;
-  /// The account's last_token after the attempt: the writer's token when accepted, the newer token that made
-  /// it stale when refused.
-  std::uint64_t highest_token = 0;
-};
-
-/// One row of `accounts`.
-struct account {
-  std::int64_t balance = 0;
-  std::string updated_by;
-  std::uint64_t last_token = 0;
-};
 
 /// An open SQLite database holding the `accounts` table (created if missing).
 ///
