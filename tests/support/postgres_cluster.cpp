@@ -76,7 +76,9 @@ fs::path postgres_bin_dir() {
                              install_advice + ", or set BATON_POSTGRES_BIN_DIR");
   // Newest version first: compare the version directories numerically ("9.6" < "15").
   std::sort(found.begin(), found.end(), [](const fs::path& x, const fs::path& y) {
-    return std::stod(x.parent_path().filename().string()) > std::stod(y.parent_path().filename().string());
+    // strtod: a directory whose name is not a version counts as 0 instead of throwing.
+    return std::strtod(x.parent_path().filename().c_str(), nullptr) >
+           std::strtod(y.parent_path().filename().c_str(), nullptr);
   });
   return found.front();
 }
