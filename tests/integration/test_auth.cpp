@@ -4,8 +4,8 @@
 #include "batond_fixture.hpp"
 #include "eventually.hpp"
 #include "lock_requests.hpp"
+#include "token_hash.hpp"
 
-#include <openssl/evp.h>
 #include <boost/json/serialize.hpp>
 
 #include <signal.h>
@@ -22,20 +22,6 @@ namespace json = boost::json;
 namespace {
 
 constexpr auto event_bound = 30s;
-
-// `sha256:<hex>` of a token, as `printf %s TOKEN | sha256sum` gives it.
-std::string hash_of(std::string_view token) {
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(token.data(), token.size(), d, &n, EVP_sha256(), nullptr);
-  std::string s = "sha256:";
-  static const char* digits = "0123456789abcdef";
-  for (unsigned i = 0; i < n; ++i) {
-    s.push_back(digits[d[i] >> 4]);
-    s.push_back(digits[d[i] & 15]);
-  }
-  return s;
-}
 
 void write_file(const std::filesystem::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::trunc);

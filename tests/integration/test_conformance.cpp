@@ -4,8 +4,7 @@
 #include "batond_fixture.hpp"
 #include "etcd_cluster.hpp"
 #include "test_pki.hpp"
-
-#include <openssl/evp.h>
+#include "token_hash.hpp"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -333,20 +332,6 @@ std::string first_line(std::vector<std::string> args) {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
-}
-
-// `sha256:<hex>` of a token, as batond's --tokens-file holds it.
-std::string hash_of(std::string_view token) {
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(token.data(), token.size(), d, &n, EVP_sha256(), nullptr);
-  std::string s = "sha256:";
-  static const char* digits = "0123456789abcdef";
-  for (unsigned i = 0; i < n; ++i) {
-    s.push_back(digits[d[i] >> 4]);
-    s.push_back(digits[d[i] & 15]);
-  }
-  return s;
 }
 
 constexpr const char* first_check = "PASS  concurrent acquires have one winner";
