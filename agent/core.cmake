@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The agent's runtime and the baton-agent executable.
 add_library(baton_agent_core STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/scheduler.cpp

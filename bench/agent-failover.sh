@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # How long a baton-agent group is without a cron runner when its leader dies or stops: batond and three
 # agents on loopback (election ttl 2s, one job every second with misfire: run_once, running /bin/true).
 # Each trial finds the leader through the sidecars, stops it, and measures from that instant to the first

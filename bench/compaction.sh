@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Measures how much a background compaction delays durable answers while batond holds many locks.
 #
 #   bash bench/compaction.sh [--seconds 60] [--locks 200000] [--compact-bytes 8388608] [--no-build]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Sourced by the bench scripts. free_port: a loopback TCP port nothing listens on now (etcd and Redis need
 # fixed ports; batond picks its own with --listen :0). Calls `die` (the sourcing script's) when none is found.

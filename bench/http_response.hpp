@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The smallest HTTP/1.1 response reader the load generator can get away with.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Latency histogram of the load generator: log-linear buckets at microsecond resolution.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton-loadgen: load generator for batond and, for comparison, etcd's v3 JSON gateway and Redis.
 //
 // C keep-alive connections each run one request at a time; every operation (acquire, renew, release, cycle)

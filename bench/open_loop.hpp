@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The fixed-rate (open-loop) schedule of baton-loadgen --rate, as arithmetic on time points.
 //

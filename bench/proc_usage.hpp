@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What a process and the machine have spent, from /proc and getrusage, for the benchmarks' CPU figures.
 

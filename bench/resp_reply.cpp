@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "resp_reply.hpp"
 
 #include <charconv>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Reads one Redis (RESP2) reply: the few reply shapes the lock commands of the Redis comparison get back.
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmarks batond against etcd (v3 JSON gateway) and Redis (SET NX PX, appendfsync always) with
 # baton-loadgen, side by side in one run, and renders the tables and plots of docs/benchmarks.md.
 #

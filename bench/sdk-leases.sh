@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One process holding many leases through the C++ SDK, against a real batond on loopback: acquire+release
 # cycles per second, the client's CPU and memory per lease in steady state, then how long after each lease's
 # local deadline its guarded work is cancelled when batond is frozen (SIGSTOP). Figures and method:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton-bench-sdk-leases: what holding many leases costs one process, and how fast a lost lease cancels work.
 //
 // One io_context thread and one baton::client acquire N leases on distinct keys, then hold them while the SDK

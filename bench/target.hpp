@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How each server under test spells the four benchmarked lock operations (batond's protocol v1, the
 // equivalent lease-and-transaction recipe on etcd's v3 JSON gateway, and SET NX PX on Redis), as pure

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the load generator's pure parts: if these are wrong, every figure in docs/benchmarks.md is.
 #define BOOST_TEST_MODULE bench_core
 #include <boost/test/unit_test.hpp>

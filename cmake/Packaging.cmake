@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Debian packages, one per install component, made in a build directory with `cpack -G DEB`:
 #   batond        (component server)  batond, its systemd unit and sysusers.d file, /etc/default/batond,
 #                                     batond(8)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installation of the SDK (baton_sdk_package, sdk/CMakeLists.txt) as a CMake package and a pkg-config module,
 # all in the install component `sdk`:
 #   cmake --install build --prefix /usr/local                    # the SDK and the programs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "baton/common/process_group.hpp"
 
 #include <boost/asio/steady_timer.hpp>

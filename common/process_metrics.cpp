@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "baton/common/process_metrics.hpp"
 
 #include <unistd.h>

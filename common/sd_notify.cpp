@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "baton/common/sd_notify.hpp"
 
 #include "baton/common/log.hpp"

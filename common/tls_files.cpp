@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "baton/common/tls_files.hpp"
 
 #include <boost/asio/ssl/context.hpp>

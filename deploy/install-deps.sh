@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages Baton needs, by profile; the single list of every dependency.
 #   bash deploy/install-deps.sh [build|test|bench|all]...   (default: all)
 #     build  compile the programs and the SDK (the container images' build stage)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The leader-elected cron demo: batond, three baton-agents and fenced-store on loopback. A job every 2 seconds
 # writes to fenced-store with its fencing token. The demo kills the leader (kill -9), watches a standby take
 # over with a larger token, then freezes the new leader (SIGSTOP) past its TTL while its job is mid-write,

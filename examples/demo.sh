@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The demo: builds Baton (Release), starts batond on loopback with a fresh data directory and replays the
 # lock's timeline from docs/protocol.md with real HTTP calls, printing each step.
 set -euo pipefail

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Run by `cmake --install` and cpack (install(CODE) rules in cmake/Packaging.cmake), when the installation's
 # prefix is known: the systemd units from deploy/systemd/ are installed with that installation's paths, and
 # configuration files go to its system configuration directory: /etc for the prefix /usr (the Debian

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The test command, and all that CI checks (.ci/run calls it). Installs what is missing, then:
 #  1. builds the `dev` preset (Debug) and runs every test with CTest;
 #  2. builds the `asan` preset (AddressSanitizer + UndefinedBehaviorSanitizer) and runs every test again;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The agent's runtime: campaigns for the election key with the SDK's baton::election, publishing who it is
 // and where its sidecar answers, schedules the jobs while it leads, runs them with the lease's token, stops

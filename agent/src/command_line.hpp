@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // baton-agent's command line: which of its commands to run (the agent itself, --check-config, --next-runs,
 // --help, --version) with which flags, and what the two one-shot commands print. Parsing is pure, so every

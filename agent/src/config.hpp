@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // baton-agent's configuration: the YAML file (docs/agent.md is the reference for every key), the command-line
 // flags that override it, and validation. Everything is checked once, at load, so a bad file is refused at

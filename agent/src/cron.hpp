@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Cron schedules: parsing and the next-fire calculation. Pure functions of their inputs (no clock, no I/O),
 // so every rule is tested against a table. The syntax and the daylight-saving rule are in docs/cron.md.

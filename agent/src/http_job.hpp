@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // HTTP jobs: one request per run, carrying the fencing token downstream.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The runs each job had on this agent, newest first, bounded per job (`history_limit`), and the times the
 // per-job metrics report. No clock and no I/O: the runtime gives it the times; tests give it explicit ones.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One run of one job: a command in its own process group, or an HTTP request, carrying the lease's fencing
 // token. A run can be stopped at any moment (leadership lost, shutdown): a command gets SIGTERM on its whole

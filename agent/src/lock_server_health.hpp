@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Whether the agent reaches its lock server, from the outcome of every request it sends there. The SDK
 // retries a failed acquire or renew on its own and says nothing while it does; without this an agent that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton-agent: elects one runner among replicas with a Baton lease and runs cron jobs on it, passing the
 // fencing token to every job and downstream write (docs/agent.md).
 

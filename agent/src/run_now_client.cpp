@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "run_now_client.hpp"
 
 #include <boost/asio/co_spawn.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `baton-agent run-now NAME --config FILE`: asks the agent running with that configuration, through its
 // sidecar API (POST /v1/jobs/{name}/run), to start a run of a job now.

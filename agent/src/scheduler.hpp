@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The job scheduler's decisions, with no clock, no processes and no network: given the jobs, the time and the
 // agent's leadership, which slots start now, which are skipped and when to look again. The agent's runtime

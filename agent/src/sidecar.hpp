@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The sidecar HTTP API beside the application (loopback by default):
 //   GET  /v1/leader  {"identity","is_leader","token","key","leader","leader_identity","leader_value",

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A throwaway CA and a certificate for batond, for deploy/compose/compose.yaml only. Run it once before
 # `docker compose up` (it needs openssl, which deploy/install-deps.sh's `test` profile installs):
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # baton-agent, the leader-elected cron sidecar. Build from the repository root:
 #   docker build -f deploy/docker/baton-agent.Dockerfile -t baton/baton-agent:0.1.0 .
 # Run with a configuration file mounted at /etc/baton/agent.yaml (none is built in); flags after the image

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # batond, the lock server. Build from the repository root (the context must be the checkout):
 #   docker build -f deploy/docker/batond.Dockerfile -t baton/batond:0.1.0 .
 # Run (the data directory is a volume; keep the port private, and give batond a tokens file, docs/security.md):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # fenced-store, the example key-value store that enforces fencing tokens. Build from the repository root:
 #   docker build -f deploy/docker/fenced-store.Dockerfile -t baton/fenced-store:0.1.0 .
 #   docker run -d --name fenced-store -p 127.0.0.1:7080:7080 baton/fenced-store:0.1.0

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Command-line flags of the SDK examples: `--name value` pairs and `--help`, nothing more. A flag the
 // example does not know is an error rather than ignored, so a typo does not run the example against the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A minimal blocking HTTP client for the examples: writes an item to fenced-store with a fencing token.
 // Examples block freely; a service would use an async client.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Leader election with baton::election: each instance publishes its address as the value of its campaign,
 // follows whoever leads (observe() on the server's long-poll), leads for a while once elected, then resigns
 // so the next candidate takes over at once.

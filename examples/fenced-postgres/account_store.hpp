@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Accounts in a PostgreSQL table, each written only with a fencing token at least as high as the last one it
 // accepted (docs/fencing.md, "PostgreSQL"). The token is stored in the account's row and checked by the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A lock holder that writes to PostgreSQL with its fencing token: it acquires a Baton lease, then deposits
 // into an account, each deposit one conditional UPDATE that writes only if the token is not lower than the
 // account's last_token (account_store::deposit). A holder paused long enough to lose its lease, and resumed

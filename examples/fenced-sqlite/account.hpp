@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the fenced-database examples store and answer (fenced-sqlite, fenced-postgres): an account row with
 // the highest fencing token it accepted, and the database's decision about one fenced write.

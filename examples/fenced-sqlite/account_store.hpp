@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Accounts in an SQLite database, each written only with a fencing token at least as high as the last one it
 // accepted (docs/fencing.md, "SQLite"). The token is stored in the account's row, so it is exactly as durable

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The lock holder of the fenced-database examples (fenced-sqlite, fenced-postgres): it acquires a Baton
 // lease, then deposits into an account with the lease's fencing token, and says whether the database accepted

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A lock holder that writes to SQLite with its fencing token: it acquires a Baton lease, then deposits into
 // an account, each deposit one transaction that checks the account's last_token and writes
 // (account_store::deposit). A holder paused long enough to lose its lease, and resumed after a newer holder

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // fenced-store's HTTP API as a pure function from a parsed request to a response (no sockets), so every route
 // and every refusal can be read in one place:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // fenced-store's state: key→value items in memory, written only through a fence guard, plus a history of
 // every write attempt. No sockets: the HTTP layer (http_api.cpp) decodes requests and calls into this.

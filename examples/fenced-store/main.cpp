@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fenced-store: a small key→value HTTP service that enforces fencing tokens on every write, the resource side
 // of docs/fencing.md. State is in memory only; it exists to show, and to test, how a resource refuses writes
 // from a lock holder that has been superseded.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A long job under a lease: runs its steps inside baton::with_lease, so the moment the lease is lost the
 // job is cancelled — before the server can give the lock to anyone else — and stops.
 // Usage: baton-example-long-job [--server URL] [--key K] [--ttl-ms N] [--steps N] [--step-ms N]

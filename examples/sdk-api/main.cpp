@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SDK's API beyond the tutorial, runnable without a server: with_lock, the completion-token forms
 // (callbacks, use_future, deferred, as_tuple, per-operation cancellation), shutdown, and a unit test's view of
 // a lease through baton::testing::memory_backend. docs/sdk.md quotes it. Exits 0 when every step behaved as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The lock's timeline (docs/protocol.md) told with the SDK and a fenced resource:
 //   worker-a takes the lock (token N) and writes; worker-a stalls (its event loop does not run, as in a long
 //   GC pause) and its lease expires; worker-b takes the lock (token N+1) and writes; worker-a wakes up, its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton conformance through baton::backend: the checks of conformance.cpp that a backend's interface can
 // express, for servers that do not speak docs/protocol.md (etcd). Each check is a coroutine on the suite's
 // io_context, on keys conformance/<random>/<check> like the HTTP checks.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The checks of `baton conformance` for lock servers it cannot speak docs/protocol.md to (etcd://, etcds://):
 // the guarantees that are visible through baton::backend (acquire, renew, release, get and long-poll), each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What `baton` was asked to do: the command line parsed into one command with checked values, or the help
 // text to print. Pure (the environment's BATON_SERVER is passed in), so parsing has no side effects and the

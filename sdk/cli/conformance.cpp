@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton conformance: the guarantees of docs/protocol.md, checked from the outside against any server.
 //
 // Every check speaks raw HTTP/1.1 + JSON (the SDK's backend maps answers into its own errors, and the checks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `baton conformance`: checks the guarantees of docs/protocol.md against a lock server from the outside, with
 // raw HTTP/1.1 + JSON requests (or through the SDK's backend for etcd), and prints one PASS/FAIL/SKIP line

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the two ways of running `baton conformance` share: how a check reports its outcome, the bounds on
 // long-poll wake-ups, and the restart phase's command and state. conformance.cpp speaks raw HTTP to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "exec_command.hpp"
 
 #include "baton/common/process_group.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `baton exec`: runs a command under a lock, like `consul lock` or `etcdctl lock`, but stops the command's
 // whole process group the moment the lease is lost, not after the fact.

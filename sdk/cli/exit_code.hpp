@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The exit statuses of `baton`, and the one error type the commands throw to end with one of them.
 // The numbers follow sysexits.h where one fits, so scripts can tell "try again later" from "fix the call";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // acquire, renew, release and get: one protocol request each (plus the SDK's retries), the server's answer
 // printed as one JSON line on stdout. No lease object: these commands exit at once, and a lease handle would

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton: the command-line client of the Baton lock protocol (docs/cli.md).
 
 #include "command_line.hpp"

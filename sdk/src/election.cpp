@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "baton/election.hpp"
 
 #include "lease_core.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The etcd backend: Baton's lock semantics on etcd 3.4+ through its v3 JSON gateway (docs/sdk.md, etcd).
 //
 //   entry    = the key's value: the owner, or, for a lease that carries a value (docs/protocol.md, "value"),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP backend: docs/protocol.md over a pool of HTTP/1.1 keep-alive connections (http_transport).
 
 #include "baton/backend.hpp"

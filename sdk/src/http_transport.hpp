@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // HTTP/1.1 keep-alive connections to one server (Beast), shared by the SDK's backends. Private to the SDK:
 // Beast never reaches a public header.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The shared state behind a client, a lease handle and its renewal task. Private to the SDK.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "renew_batcher.hpp"
 
 #include <boost/asio/as_tuple.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Batch renewal in the client (docs/sdk.md, "Batch renewal"): the renewals of a client's leases that fall
 // due within `client_config::renew_batch_window` of each other leave in one backend renew_batch() call, one

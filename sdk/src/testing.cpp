@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton::testing::memory_backend: the protocol's rules in memory, on a clock the test moves.
 
 #include "baton/testing.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tls_context.hpp"
 
 #include "baton/common/tls_files.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The client side of TLS for the SDK's transports: the OpenSSL context built from client_config::tls, and
 // what a failed connection is told. Private to the SDK; the Asio SSL headers stay in the .cpp files.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Bearer-token authentication and per-key-prefix permissions for batond. Pure: parsing a tokens file,
 // looking a token up and deciding whether a request may proceed take no sockets and no clock; only

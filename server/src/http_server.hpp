@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The HTTP face of batond: Beast over C++20 coroutines, one io_context per worker thread, keep-alive
 // connections spread across the workers. Everything protocol-specific is in protocol.* and lock_service.*;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The durable store of batond: a write-ahead log with group commit, snapshots and background compaction.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // batond's abuse limits (docs/security.md, "Limits"): the sizes, counts and rates past which a request is
 // answered with an error instead of being served. The rate limiter is pure: it takes `now` and never reads a

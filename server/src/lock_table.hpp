@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The lock table: the whole lock semantics of the protocol, with no sockets, no disk and no clock of its own.
 // Every operation takes `now` from the server's monotonic clock, so tests drive time by hand.

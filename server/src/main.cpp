@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // batond: the reference lock server of the Baton protocol (docs/protocol.md).
 
 #include "baton/common/log.hpp"

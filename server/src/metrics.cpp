@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "metrics.hpp"
 
 #include "baton/common/process_metrics.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Prometheus metrics of batond. Every metric is a fixed set of atomics, so the request path never takes a
 // lock to count; /metrics renders them in the text exposition format.

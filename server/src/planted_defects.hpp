@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Known defects of batond's past, which the deterministic simulation (tests/sim, `baton-sim --bug NAME`)
 // switches back on to show that it finds each one. batond never sets any of them: every flag is false

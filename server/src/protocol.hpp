@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Protocol v1 request decoding and validation (docs/protocol.md), with no I/O: every function maps bytes
 // to a request or to the exact error the client gets.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // batond's TLS settings (--tls-cert, --tls-key, --tls-client-ca), the OpenSSL context built from them, and
 // their reload on SIGHUP. Only the server's connection code includes the Asio SSL headers; this header

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "wal_record.hpp"
 
 #include <boost/crc.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The on-disk record format shared by the write-ahead log and snapshots. Pure encode/decode, no I/O.
 //

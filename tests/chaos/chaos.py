@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The chaos run: real processes on loopback, faults from a seed, then the history checker.
 
 See docs/reliability.md. Started through tests/chaos/run.sh; --help lists the options.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // chaos-check: verifies a chaos run's recorded history (docs/reliability.md).
 //
 //   chaos-check [--seed S] [--expect-violation KIND] [--max-shown N] FILE...

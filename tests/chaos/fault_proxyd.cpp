@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fault-proxy: the fault-injecting proxy of tests/support/fault_proxy as a process, driven by commands on
 // stdin, so a runner in any language can put it between clients and a server.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The history checker of the chaos run (docs/reliability.md): reads the events that workers, fenced-store
 // and the runner recorded, all stamped with the host's CLOCK_MONOTONIC in microseconds, and verifies the

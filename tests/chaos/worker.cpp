@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // chaos-worker: one client of the chaos run (docs/reliability.md). It loops: try to acquire one of a few
 // contended keys, write to fenced-store with the lease's token (sometimes a long write of several chunks
 // that straddles renews), release. It records every step as one JSON line with a CLOCK_MONOTONIC timestamp

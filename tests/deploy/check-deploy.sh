@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Offline checks of the deployment files under deploy/ (docs/deploy.md): what can be verified without a
 # Docker engine, a Kubernetes cluster or a running systemd.
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton-faultfs: a storage fault injector for batond, loaded with LD_PRELOAD (docs/reliability.md,
 // "Storage faults"). It wraps the calls that make data durable and, for files under one directory only,
 // makes them stall or fail as a sick disk would, or kills the process around the snapshot's rename.

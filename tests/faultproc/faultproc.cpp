@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton-faultproc: a process fault injector for baton-agent, loaded with LD_PRELOAD. It makes the calls the
 // agent starts and stops jobs with fail as an overloaded or locked-down machine would, so the tests can walk
 // the agent's failure paths (tests/integration/test_agent_failures.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the agent's YAML configuration parser. Any input is either a configuration or a
 // config_error with a reason; nothing else may escape (no YAML exception, no crash).
 

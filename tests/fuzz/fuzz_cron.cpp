@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the agent's cron parser and next-fire calculator. The input is a schedule expression;
 // a parsed schedule's next fire must be strictly after the instant asked, in UTC and in a zone with daylight
 // saving, and parse errors must be cron_error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the lock service behind batond's handler, over its real write-ahead journal (group
 // commit, cuts and background compaction) in a data directory on tmpfs, on a clock the input advances.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the SDK's reply decoding, through its public API (make_backend), against an in-process
 // loopback server that answers each HTTP request with the next piece of the input, raw (status line, headers
 // and body, so Beast's response parser is fuzzed too), and closes the connection after each answer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: batond's request path without sockets. The bytes are one HTTP request, parsed by Beast
 // with batond's default limits, then checked, routed and decoded as http_server does (protocol.cpp), and
 // finally carried out on the lock table behind the service (lock_table.cpp), which already holds a lease

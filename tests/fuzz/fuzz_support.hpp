@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the server targets share: the abort that reports a broken invariant, and batond's HTTP request
 // parsing (Beast's parser with batond's default limits) without a socket.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpus of fuzz_lock_service (tests/fuzz/corpus/fuzz_lock_service/) from readable scripts.
 
 The target reads its input with libFuzzer's FuzzedDataProvider: numbers and choices from the end of the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every libFuzzer target for a bounded time, starting from its seed corpus (tests/fuzz/corpus/<target>).
 # Any finding (crash, sanitizer report, timeout, out-of-memory) fails the run; the input that caused it is
 # kept in <build>/fuzz-findings/.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // batond on a sick disk: a real batond process with the storage fault injector (tests/faultfs) preloaded,
 // or with its log damaged while it is stopped. Each test is one failure of docs/reliability.md's "Storage
 // faults": a disk that stalls under a renew, an fsync or a write that fails, a crash around the snapshot's

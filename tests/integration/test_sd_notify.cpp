@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // batond and baton-agent under a service manager: the sd_notify messages a Type=notify unit with
 // WatchdogSec relies on (READY=1 once serving, WATCHDOG=1 while the loop turns, STOPPING=1 on SIGTERM), and
 // the log formats an operator picks (--log-format, log_format). The test plays systemd: it binds the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the Debian packages of a build tree with `cpack -G DEB` (cmake/Packaging.cmake) into a temporary
 # directory and checks each one: its control fields (Version the project's, Depends from the programs'
 # libraries), its maintainer script (users from sysusers.d, no useradd), its conffiles, and its files at

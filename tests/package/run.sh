@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the SDK alone (install component `sdk`) from a build tree into a prefix, checks what a program that
 # uses Asio by default gets from it, then builds and runs the consumer project (tests/package/consumer):
 #  1. with find_package(baton): an executable, and a shared library of the consumer's own loaded by an executable;

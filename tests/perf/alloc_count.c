@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Counts heap allocations in a process (LD_PRELOAD), for batond's allocations per request
 // (docs/benchmarks.md, "Allocations and instructions per request"). Every malloc, calloc, realloc,
 // aligned allocation and operator new (which calls malloc) is counted, in every thread. On SIGUSR2 the

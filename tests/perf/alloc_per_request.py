@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """batond's heap allocations, instructions or system calls per request, one figure per route
 (docs/benchmarks.md, "Allocations and instructions per request"). Counts, unlike times, do not depend on
 what else the machine runs.

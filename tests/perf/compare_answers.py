@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Sends the same requests to two batond binaries (each on a fresh data directory) and compares every answer
 byte for byte: status line, headers in their order, body. For a change to how batond writes its answers,
 which must not change what a client reads (docs/benchmarks.md, "Allocations and instructions per request").

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Server CPU per renewed lease: batond's own CPU time (utime + stime from /proc/PID/stat) over many
 POST /v1/renew batches, and over as many single renews for comparison (docs/benchmarks.md, "Batch renewal").
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A failing seed's --trace is the history of a shrunk run: shorter than the whole run's, with faults left
 # out, and the replay command it names fails with the same kind of violation.
 #   check_shrink.sh BATON_SIM SEED BUG

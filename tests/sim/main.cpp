@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton-sim: the deterministic simulation's command line (docs/reliability.md, "Deterministic simulation").
 //   baton-sim --seed S [--trace] [--history FILE]   one seed; --trace prints its whole history, or, when
 //                                                    the seed fails, that of its shrunk run (--no-shrink:

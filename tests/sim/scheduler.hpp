@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The simulation's one thread of time: a virtual clock, a queue of events ordered by (time, arrival), a
 // seeded random source, and an Asio executor that queues onto it, so batond's coroutines (lock_service)

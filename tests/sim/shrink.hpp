@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Shrinking a failing seed (docs/reliability.md, "Deterministic simulation"): the same seed, run again
 // shorter (an earlier end) and with fewer faults (ordinals left out), as long as the same kind of violation

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A simulated process's own clock: it runs at `rate` seconds per second of the scheduler's true time, from
 // its own origin. batond decides expiry on its clock and each client's lease_fsm on the client's, so the

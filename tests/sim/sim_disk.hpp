@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The simulated disk under batond's journal: appends stay in a volatile cache until synced; a crash keeps
 // the synced bytes and, when asked, a torn prefix of what was written after them. Faults are armed by the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A long-poll waiter's timer (lock_service::wait_timer) on the simulation's virtual time: it fires when
 // batond's clock reaches its expiry, not while batond is paused, and cancel() completes the wait at once, as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One seeded run of the deterministic simulation (docs/reliability.md, "Deterministic simulation"):
 // batond's lock_service, lock table and journal over a simulated disk, SDK clients driving the real

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: a real baton-agent process with its configuration written to a file, its log kept in a file,
 // and its sidecar API on an ephemeral loopback port.

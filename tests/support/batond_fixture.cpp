@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "batond_fixture.hpp"
 
 #include <signal.h>

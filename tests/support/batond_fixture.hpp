@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: a real batond process on an ephemeral loopback port with its own data directory.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // broken-lockd: a tiny in-memory lock server for the conformance tests. It follows docs/protocol.md except
 // for ONE deliberate bug chosen with --bug, which `baton conformance` must catch:
 //   release-by-key          release frees the lock whatever owner and token it names

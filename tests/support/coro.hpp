@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: runs a coroutine on an io_context to completion, within a bound, rethrowing its exception.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "etcd_cluster.hpp"
 
 #include "http_client.hpp"

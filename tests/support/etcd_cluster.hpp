@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: a real etcd cluster (Debian's etcd-server, 3.4+) on loopback, each member with ephemeral
 // client and peer ports and its own data directory. Members can be stopped, killed and restarted on the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: polls a condition until it holds or a bound passes (for integration tests, where a real
 // process decides when something happens).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: a TCP proxy on loopback that injects the faults of a real network (lost replies, lost
 // requests, resets, partitions, latency, refused connections) between an HTTP/1.1 client and batond.

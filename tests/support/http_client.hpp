@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: a small blocking HTTP/1.1 keep-alive client with a receive timeout.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: the JSON bodies of batond's lock requests (docs/protocol.md) and the token of an answer, for
 // tests that speak the protocol directly through http_client.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: a throwaway PostgreSQL cluster (initdb + pg_ctl) in a temporary directory, listening only on
 // 127.0.0.1 on a free port, stopped and removed when the object goes away.

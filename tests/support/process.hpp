@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: a child process with its stdout captured, always killed when the handle goes away.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: checks the series every Baton daemon's /metrics ends with (common/process_metrics.cpp) are
 // there and plausible for a process started moments ago. Include after <boost/test/unit_test.hpp>.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: the storage fault injector (tests/faultfs/faultfs.cpp) for a batond process. Pass
 // environment() to batond_process; set() changes the mode while batond runs.

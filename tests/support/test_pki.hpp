@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: a throwaway PKI made with the `openssl` command at test time (no key is ever committed):
 // a CA, a server certificate for 127.0.0.1 and localhost, a server certificate for another host name, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: the SDK's TLS settings in one line (for tests that link baton::sdk).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: a TLS server that presents the certificate it is given, on 127.0.0.1 and ::1 with one port,
 // and records what clients send once a handshake completes. It answers `GET /version` as etcd does (so an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: batond's write-ahead log as bytes, to damage it the way a disk does. A record is framed as
 // u32 payload_len | u32 crc32c(payload) | payload, little-endian (server/src/wal_record.hpp); logs are

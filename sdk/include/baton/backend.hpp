@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The wire protocol behind an interface: the lease code speaks to a backend, and a backend speaks to a lock
 // server. The HTTP backend speaks docs/protocol.md; others (etcd, TLS) drop in without touching lease code.

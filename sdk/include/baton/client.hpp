@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The Baton client: acquires leases from a lock server and keeps them renewed.
 //

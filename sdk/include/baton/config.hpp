@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Configuration of a Baton client and of the leases it takes. Plain aggregates with documented defaults,
 // validated once (validate()) with a clear error.

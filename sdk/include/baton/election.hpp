@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Leader election on one lock key: whoever holds the key leads, and publishes a value (its address, say)
 // with the lease for the others to read.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Errors of the Baton SDK: one enum, one error category, and an exception that carries both the code and the
 // server's own explanation (the diagnostic). Every failure of an SDK call, cancellation included, is thrown as

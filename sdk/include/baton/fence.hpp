@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The resource side of fencing: a per-resource "highest token accepted" with an atomic check-and-apply.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A held lock: the lease handle, its automatic renewal, and running work under it.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test support for code that uses Baton: an in-memory lock server with a clock the test moves by hand, and
 // faults on demand, so a unit test needs no server and no sleeps.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Uses the installed SDK next to Asio code of its own, both header-only with Asio's defaults: a bad URL is
 // refused with the SDK's own error, a client on a closed port reports connection_failed, and the version
 // header says the package's version.

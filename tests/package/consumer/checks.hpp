@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The consumer's use of the SDK, compiled into the consumer executable and into a shared library.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The consumer's executable: Asio of its own, written against Asio's defaults (io_context::work is a
 // deprecated feature, there unless BOOST_ASIO_NO_DEPRECATED), running the checks linked in or from a library.
 #include "checks.hpp"

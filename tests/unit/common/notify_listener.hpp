@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test helper: the receiving end of the sd_notify protocol, a datagram socket as systemd binds it for
 // NOTIFY_SOCKET.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // baton-faultfs (tests/faultfs) on its own: each mode, applied to small shell commands run with the library
 // preloaded (dash, printf, sync and mv call write, fsync, fdatasync and renameat2 through libc like batond).
 #define BOOST_TEST_MODULE faultfs

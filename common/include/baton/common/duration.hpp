@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Durations as people write them on a command line: `500ms`, `10s`, `2m`, `1h`, or a sum of such parts
 // (`1m30s`). Pure, so every accepted and refused form is unit-tested without a process.

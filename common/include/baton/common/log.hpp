@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One logging facility for every Baton process: one line per event on stderr, structured as fields. Two
 // formats (--log-format):

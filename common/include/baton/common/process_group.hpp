@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A command run under a lease (`baton exec`, baton-agent's jobs): started directly (execvp, no shell) as the
 // leader of its own process group, so that one kill(-pgid) reaches everything it started, and reaped from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The metrics every Baton daemon exports about itself, in the Prometheus text format: baton_build_info and
 // the standard process_* series (process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds,

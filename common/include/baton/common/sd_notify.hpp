@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // systemd's service notification protocol (sd_notify(3)), spoken directly: one datagram of `NAME=value`
 // lines to the AF_UNIX socket named by NOTIFY_SOCKET. batond and baton-agent say READY=1 once they serve,

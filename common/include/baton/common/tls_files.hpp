@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Loading PEM certificates and keys into an OpenSSL context, with errors a person can act on ("tls.ca_file
 // \"/etc/baton/ca.pem\": cannot read: No such file or directory"). Shared by batond and the SDK. The Asio SSL

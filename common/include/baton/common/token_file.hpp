@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Reading a bearer token from a file, shared by the `baton` CLI (--token-file) and baton-agent (token_file).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The lease state machine: when to renew, when the local deadline passes, what a renew answer means.
 // Pure: no I/O, no clock of its own (every call takes `now`), a seeded random source for jitter. The Asio
