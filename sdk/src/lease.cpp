@@ -68,10 +68,26 @@ clock::time_point wake_time(const lease_core& c) {
                       c.client->config.request_timeout);
 }
 
+// A deadline watch's handler: declares the loss if the deadline has passed without a confirmed renew.
+void on_deadline(lease_core& c, boost::system::error_code ec) {
+  if (!ec && c.fsm.poll(clock::now()) == lease_fsm::action::declare_lost) c.publish();
+}
+
+// Declares the loss at the deadline, when the renewal task has ended by an exception while its request ran.
+void watch_deadline(const std::shared_ptr<lease_core>& c) {
+  auto watch = std::make_shared<timer>(c->client->ex, c->fsm.deadline());
+  watch->async_wait([c, watch](boost::system::error_code ec) { on_deadline(*c, ec); });
+}
+
 // The renewal task: carries out what the state machine decides, until the lease is no longer active.
 asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
   auto& cs = *c->client;
   timer wake(cs.ex);
+  // The deadline is watched on its own while a request runs: the loss is declared at that instant (and
+  // guarded work cancelled), not when the request's own, millisecond-rounded, timeout expires. A "renewed"
+  // that still arrives afterwards finds the lease lost and hands it back below. One timer for the task's
+  // life, re-armed per request: it dies with the frame, whose end cancels a wait still pending.
+  timer deadline_watch(cs.ex);
   for (;;) {
     auto action = c->fsm.poll(clock::now());
     if (action == lease_fsm::action::declare_lost) {
@@ -88,27 +104,32 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     // Renew. The request may take at most until the local deadline: an answer after it is worthless.
     const auto sent = clock::now();
     auto budget = std::min<clock::duration>(cs.config.request_timeout, c->fsm.deadline() - sent);
-    // The deadline is watched on its own while the request runs: the loss is declared at that instant (and
-    // guarded work cancelled), not when the request's own, millisecond-rounded, timeout expires. A "renewed"
-    // that still arrives afterwards finds the lease lost and hands it back below.
-    auto watch = std::make_shared<timer>(cs.ex, c->fsm.deadline());
-    watch->async_wait([c, watch](boost::system::error_code ec) {
-      if (!ec && c->fsm.poll(clock::now()) == lease_fsm::action::declare_lost) c->publish();
-    });
+    deadline_watch.expires_at(c->fsm.deadline());
+    deadline_watch.async_wait([c](boost::system::error_code ec) { on_deadline(*c, ec); });
     // A renewal with its whole request_timeout ahead may wait up to the batch window for others; one that
     // is short of time (retrying near the deadline) goes alone, at once. `sent` stays the instant it fell
     // due, so the window only makes the next deadline earlier.
     renew_reply r;
-    if (worth_batching(*c) && budget >= cs.config.request_timeout) {
-      if (!cs.batcher) cs.batcher = std::make_shared<renew_batcher>(cs);
-      // Named: GCC 12 destroys a braced temporary in a co_await expression twice.
-      renew_entry entry{c->key, c->owner, c->token, c->options.ttl};
-      r = co_await cs.batcher->renew(std::move(entry), std::chrono::ceil<milliseconds>(budget));
-    } else {
-      r = co_await cs.backend->renew(c->key, c->owner, c->token, c->options.ttl,
-                                     std::chrono::ceil<milliseconds>(budget));
+    std::exception_ptr failure;
+    try {
+      if (worth_batching(*c) && budget >= cs.config.request_timeout) {
+        if (!cs.batcher) cs.batcher = std::make_shared<renew_batcher>(cs);
+        // Named: GCC 12 destroys a braced temporary in a co_await expression twice.
+        renew_entry entry{c->key, c->owner, c->token, c->options.ttl};
+        r = co_await cs.batcher->renew(std::move(entry), std::chrono::ceil<milliseconds>(budget));
+      } else {
+        r = co_await cs.backend->renew(c->key, c->owner, c->token, c->options.ttl,
+                                       std::chrono::ceil<milliseconds>(budget));
+      }
+    } catch (...) {
+      failure = std::current_exception();
     }
-    watch->cancel();
+    if (failure) {
+      // The task ends here, and its timer with it; the deadline is still declared on time.
+      watch_deadline(c);
+      std::rethrow_exception(failure);
+    }
+    deadline_watch.cancel();
     if (BATON_CANCELLED()) co_return;
     const auto now = clock::now();
     if (!r.ec) {

@@ -28,8 +28,8 @@ class renew_batcher {
   boost::asio::awaitable<renew_reply> renew(renew_entry entry, milliseconds timeout);
 
  private:
-  struct pending;
   struct batch;
+  class waiter;
   void flush(std::shared_ptr<batch> b);
   boost::asio::awaitable<void> send(std::shared_ptr<batch> b, std::shared_ptr<client_shared> keep);
 
