@@ -12,6 +12,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <filesystem>
 #include <list>
 #include <optional>
 
@@ -161,33 +162,54 @@ BOOST_FIXTURE_TEST_CASE(the_expiry_sweep_takes_a_large_table_in_several_steps, f
   BOOST_TEST(service.table().size() == 1u);  // the fixture's own lease is still valid
 }
 
+namespace {
+// A lock service over a real journal in `dir`, running until it goes (a clean stop: what a restart reads).
+struct service_on_disk {
+  server_metrics metrics;
+  journal log;
+  lock_service service{log, metrics};
+  asio::io_context ioc;
+
+  explicit service_on_disk(const std::filesystem::path& dir) : log{journal_options{dir}, &metrics} {
+    log.open(service.table(), clock::now());
+    log.start();
+  }
+  ~service_on_disk() { log.stop(); }
+
+  // Runs `op` to its end and returns what it answered.
+  template <class T>
+  T run(asio::awaitable<T> op) {
+    auto p = start(ioc, std::move(op));
+    wait_done(ioc, p);
+    if (p->error) std::rethrow_exception(p->error);
+    return std::move(*p->result);
+  }
+};
+
+// The lock table a restart recovers from `dir`, read at `now`.
+lock_table restored(const std::filesystem::path& dir, clock::time_point now) {
+  server_metrics metrics;
+  journal log{journal_options{dir}, &metrics};
+  lock_table table;
+  log.open(table, now);
+  return table;
+}
+}  // namespace
+
 // The value goes into the log with the grant: a restart restores it, and a re-acquire's record replaces it.
 BOOST_AUTO_TEST_CASE(a_granted_value_is_logged_and_restored_after_a_restart) {
   temp_dir dir;
   {
-    server_metrics metrics;
-    journal log{journal_options{dir.path()}, &metrics};
-    lock_service service{log, metrics};
-    asio::io_context ioc;
-    log.open(service.table(), clock::now());
-    log.start();
-    auto a = start(ioc, service.acquire("leader", "a", 60'000ms, {}, std::nullopt, "10.0.0.1:80"));
-    wait_done(ioc, a);
-    auto again = start(ioc, service.acquire("leader", "a", 60'000ms, {}, std::nullopt, "10.0.0.1:81"));
-    wait_done(ioc, again);
-    auto plain = start(ioc, service.acquire("plain", "b", 60'000ms));
-    wait_done(ioc, plain);
-    auto view = start(ioc, service.get("leader"));
-    wait_done(ioc, view);
-    BOOST_TEST((*view->result)->value == "10.0.0.1:81");
-    log.stop();
+    service_on_disk s(dir.path());
+    s.run(s.service.acquire("leader", "a", 60'000ms, {}, std::nullopt, "10.0.0.1:80"));
+    s.run(s.service.acquire("leader", "a", 60'000ms, {}, std::nullopt, "10.0.0.1:81"));
+    s.run(s.service.acquire("plain", "b", 60'000ms));
+    BOOST_TEST(s.run(s.service.get("leader"))->value == "10.0.0.1:81");
   }
-  server_metrics metrics;
-  journal log{journal_options{dir.path()}, &metrics};
-  lock_table table;
-  log.open(table, clock::now());
-  BOOST_TEST(table.get("leader", clock::now())->value == "10.0.0.1:81");
-  BOOST_TEST(table.get("plain", clock::now())->value.empty());
+  const auto now = clock::now();
+  auto table = restored(dir.path(), now);
+  BOOST_TEST(table.get("leader", now)->value == "10.0.0.1:81");
+  BOOST_TEST(table.get("plain", now)->value.empty());
 }
 
 // The grant that supersedes the same owner's unexpired lease is logged with the longer TTL that lease had
@@ -195,28 +217,13 @@ BOOST_AUTO_TEST_CASE(a_granted_value_is_logged_and_restored_after_a_restart) {
 BOOST_AUTO_TEST_CASE(a_superseding_grant_is_logged_with_the_longer_ttl_of_the_lease_it_replaced) {
   temp_dir dir;
   {
-    server_metrics metrics;
-    journal log{journal_options{dir.path()}, &metrics};
-    lock_service service{log, metrics};
-    asio::io_context ioc;
-    log.open(service.table(), clock::now());
-    log.start();
-    auto a = start(ioc, service.acquire("k", "a", 1000ms));
-    wait_done(ioc, a);
-    auto raised = start(ioc, service.renew("k", "a", 1, 60'000ms));
-    wait_done(ioc, raised);
-    BOOST_TEST(std::holds_alternative<renew_ok>(*raised->result));
-    auto copy = start(ioc, service.acquire("k", "a", 1000ms));
-    wait_done(ioc, copy);
-    BOOST_TEST(std::get<acquire_granted>(*copy->result).token == 2u);
-    log.stop();
+    service_on_disk s(dir.path());
+    s.run(s.service.acquire("k", "a", 1000ms));
+    BOOST_TEST(std::holds_alternative<renew_ok>(s.run(s.service.renew("k", "a", 1, 60'000ms))));
+    BOOST_TEST(std::get<acquire_granted>(s.run(s.service.acquire("k", "a", 1000ms))).token == 2u);
   }
-  server_metrics metrics;
-  journal log{journal_options{dir.path()}, &metrics};
-  lock_table table;
-  const auto restarted = clock::now();
-  log.open(table, restarted);
-  auto held = table.get("k", restarted);
+  const auto now = clock::now();
+  auto held = restored(dir.path(), now).get("k", now);
   BOOST_REQUIRE(held.has_value());
   BOOST_TEST(held->token == 2u);
   BOOST_TEST(held->remaining.count() == 60'000);
