@@ -773,10 +773,12 @@ config_changes compare_configs(const agent_config& running, const agent_config& 
   const auto& a = running;
   const auto& b = loaded;
   differs("server", a.server != b.server, true);
+  // Applied by reading the files into the client's TLS context (client::reload_tls()), as unchanged paths are
+  // read again on every reload.
   differs("tls",
           a.tls.ca_file != b.tls.ca_file || a.tls.cert_file != b.tls.cert_file ||
               a.tls.key_file != b.tls.key_file,
-          true);
+          false);
   differs("etcd_password_file", a.etcd_password_file != b.etcd_password_file, true);
   differs("identity", a.identity != b.identity, true);
   differs("listen", a.listen != b.listen, true);

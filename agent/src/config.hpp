@@ -183,8 +183,8 @@ struct config_changes {
   /// token_file counts as `token_file`.
   std::vector<std::string> keys;
   /// Of `keys`, those a running agent cannot take: the sidecar's socket (`listen`), the connection to the
-  /// lock server that holds the lease (`server`, `tls`, `etcd_password_file`, `identity`, `token_file`), and
-  /// `mode`. They need a restart.
+  /// lock server that holds the lease (`server`, `etcd_password_file`, `identity`, `token_file`), and `mode`.
+  /// They need a restart. (`tls` is applied: its files are read into the client's TLS context.)
   std::vector<std::string> restart_needed;
   /// `jobs` in detail, by name, in file order: new names, names gone, and names whose settings differ.
   std::vector<std::string> jobs_added, jobs_removed, jobs_changed;

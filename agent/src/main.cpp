@@ -19,6 +19,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -116,10 +117,33 @@ std::optional<agent_config> load_or_print(const command_line& cmd, bool read_tok
   }
 }
 
+// The `tls` files, read again into the client's TLS context (changed paths, or the same ones: a certificate
+// rotated in place is the common case), with one log line either way. Connections made from then on use
+// them; open ones and the lease are untouched. Returns the error, empty on success.
+std::string reload_tls(agent_runtime& agent, const agent_config& loaded, bool paths_changed) {
+  const auto r =
+      paths_changed ? agent.lock_client().reload_tls(loaded.tls) : agent.lock_client().reload_tls();
+  if (r.ec) {
+    baton::log::error("tls_reload_failed",
+                      {{"error", r.diagnostic},
+                       {"kept", "the previous certificate; nothing of the file was applied"},
+                       {"not_after", r.not_after},
+                       {"sha256", r.sha256}});
+    return r.diagnostic;
+  }
+  baton::log::info("tls_reloaded", {{"ca_file", loaded.tls.ca_file},
+                                    {"cert_file", loaded.tls.cert_file},
+                                    {"subject", r.subject},
+                                    {"not_after", r.not_after},
+                                    {"sha256", r.sha256}});
+  return {};
+}
+
 // SIGHUP and POST /v1/reload: the file is read and checked again, then compared with the running
 // configuration. A bad file changes nothing. A good one is applied whole, or not at all when a key changed
 // that only a restart applies (the sidecar's socket, the connection that holds the lease, the mode): half a
-// configuration would be one that no file describes. Nothing applied here can fail, so "whole" holds.
+// configuration would be one that no file describes. Its TLS files are read first, since that is the one
+// step that can fail: when it does, nothing else is applied either, so "whole" holds.
 reload_result reload(const command_line& cmd, agent_config& running, agent_runtime& agent) {
   reload_result out;
   agent_config loaded;
@@ -133,6 +157,12 @@ reload_result reload(const command_line& cmd, agent_config& running, agent_runti
   }
   out.changes = compare_configs(running, loaded);
   const auto& changes = out.changes;
+  if (changes.restart_needed.empty() && baton::uses_tls(loaded.server)) {
+    const bool paths_changed =
+        std::find(changes.keys.begin(), changes.keys.end(), "tls") != changes.keys.end();
+    out.error = reload_tls(agent, loaded, paths_changed);
+    if (!out.error.empty()) return out;
+  }
   if (changes.empty()) {
     baton::log::info("config_reload", {{"file", cmd.config_path}, {"changed", "none"}, {"applied", "true"}});
     out.applied = true;

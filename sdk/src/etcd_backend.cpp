@@ -189,15 +189,15 @@ struct etcd_endpoint {
 // How a watch on the key ended.
 enum class watch_end { changed, timed_out, failed, cancelled };
 
-class etcd_backend final : public backend {
+class etcd_backend final : public backend, public tls_reloadable {
  public:
   etcd_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)) {
     // etcd://host:port[,host:port...][/key/prefix/]; etcds:// speaks TLS to every member, one tls_config.
     std::string_view rest(config.server_url);
     const bool tls = rest.rfind("etcds://", 0) == 0;
     rest.remove_prefix(rest.find("://") + 3);
-    std::shared_ptr<asio::ssl::context> tls_context;
-    if (tls) tls_context = detail::make_client_tls_context(config.tls);
+    // One context for every member's connections, so one reload changes them all.
+    if (tls) tls_context_ = detail::make_client_tls(config.tls);
     tls_ = tls;
     auto slash = rest.find('/');
     std::string_view hosts = rest.substr(0, slash);
@@ -234,7 +234,7 @@ class etcd_backend final : public backend {
       if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
       endpoints_.push_back(std::make_unique<detail::http_transport>(
           ex_, host, std::string(one.substr(colon + 1)), std::string(one), config.max_idle_connections,
-          config.max_connections, tls_context));
+          config.max_connections, tls_context_));
       hosts_.push_back({host, std::string(one.substr(colon + 1)), std::string(one)});
       probed_.push_back(false);
       authenticated_.push_back(false);
@@ -501,6 +501,10 @@ class etcd_backend final : public backend {
     }
   }
 
+  tls_reload_result reload_tls(std::optional<tls_config> tls) override {
+    return detail::reload_client_tls(tls_context_, std::move(tls));
+  }
+
   void close() override {
     for (auto& e : endpoints_)
       e->close();
@@ -711,6 +715,7 @@ class etcd_backend final : public backend {
   std::vector<bool> probed_;
   std::size_t current_ = 0;
   bool tls_ = false;
+  std::shared_ptr<detail::client_tls> tls_context_;  // null for etcd://
 };
 
 }  // namespace

@@ -51,7 +51,7 @@ void unexpected(http_result& r) {
   r.diagnostic = "HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
 }
 
-class http_backend final : public backend {
+class http_backend final : public backend, public tls_reloadable {
  public:
   http_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)), config_(config) {
     auto u = boost::urls::parse_absolute_uri(config.server_url);
@@ -65,7 +65,7 @@ class http_backend final : public backend {
     transport_ = std::make_unique<detail::http_transport>(
         ex_, host, u->has_port() ? std::string(u->port()) : std::string(https ? "443" : "80"),
         std::string(u->encoded_host_and_port()), config.max_idle_connections, config.max_connections,
-        https ? detail::make_client_tls_context(config.tls) : nullptr);
+        https ? detail::make_client_tls(config.tls) : nullptr);
     if (!config.bearer_token.empty()) transport_->set_authorization("Bearer " + config.bearer_token);
     base_path_ = std::string(u->encoded_path());
     while (!base_path_.empty() && base_path_.back() == '/')
@@ -224,6 +224,9 @@ class http_backend final : public backend {
   }
 
   void close() override { transport_->close(); }
+  tls_reload_result reload_tls(std::optional<tls_config> tls) override {
+    return detail::reload_client_tls(transport_->tls(), std::move(tls));
+  }
 
  private:
   // Every reply type carries the request's error and the server's message the same way.

@@ -38,6 +38,9 @@ using response_t = http::response<http::string_body>;
 struct http_transport::connection {
   explicit connection(const asio::any_io_executor& ex) : socket(ex) {}
   tcp::socket socket;
+  /// The TLS context `tls` was made with, current when the connection was made: kept for the connection's
+  /// life, whatever reloads follow.
+  std::shared_ptr<asio::ssl::context> tls_context;
   /// Over `socket`, for https:// and etcds://.
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
   beast::flat_buffer buffer;
@@ -74,7 +77,7 @@ bool uint_field(const json::value& v, std::string_view name, std::uint64_t& out)
 
 http_transport::http_transport(asio::any_io_executor ex, std::string host, std::string port,
                                std::string host_header, std::size_t max_idle, std::size_t max_open,
-                               std::shared_ptr<asio::ssl::context> tls)
+                               std::shared_ptr<client_tls> tls)
     : ex_(std::move(ex)),
       tls_(std::move(tls)),
       host_(std::move(host)),
@@ -128,7 +131,8 @@ asio::awaitable<error_code> http_transport::exchange(connection& c, void* req_pt
         error_code ignored;
         c.socket.set_option(tcp::no_delay(true), ignored);
         if (tls_) {
-          c.tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(c.socket, *tls_);
+          c.tls_context = tls_->current();
+          c.tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(c.socket, *c.tls_context);
           if (auto why = set_expected_host(c.tls->native_handle(), host_); !why.empty()) {
             c.tls_failure = "cannot verify the TLS certificate of " + host_header_ + ": " + why;
             co_return make_error_code(error::tls_failed);

@@ -18,11 +18,9 @@
 #include <string_view>
 #include <vector>
 
-namespace boost::asio::ssl {
-class context;
-}
-
 namespace baton::detail {
+
+class client_tls;
 
 /// One answer: ec is set for transport errors (connection_failed, request_timeout, tls_failed), a body that
 /// is not JSON (protocol_error), or cancellation (operation_aborted); otherwise status and body are the
@@ -41,10 +39,10 @@ bool uint_field(const boost::json::value& v, std::string_view name, std::uint64_
 class http_transport {
  public:
   /// At most `max_open` connections are open at once; a request that finds none free waits for one (within
-  /// its timeout). With `tls` (make_client_tls_context()), every connection is TLS, verified for `host`.
+  /// its timeout). With `tls` (make_client_tls()), every connection is TLS, verified for `host`, made
+  /// with the context `tls` holds when it connects (client_tls::reload() changes it for later connections).
   http_transport(boost::asio::any_io_executor ex, std::string host, std::string port, std::string host_header,
-                 std::size_t max_idle, std::size_t max_open,
-                 std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
+                 std::size_t max_idle, std::size_t max_open, std::shared_ptr<client_tls> tls = nullptr);
   ~http_transport();
   http_transport(const http_transport&) = delete;
   http_transport& operator=(const http_transport&) = delete;
@@ -57,6 +55,8 @@ class http_transport {
   void set_authorization(std::string value) { authorization_ = std::move(value); }
   void close();
   const std::string& name() const { return host_header_; }
+  /// The TLS settings of this transport's connections; null without TLS.
+  const std::shared_ptr<client_tls>& tls() const { return tls_; }
 
  private:
   struct connection;
@@ -64,7 +64,7 @@ class http_transport {
                                                              std::chrono::steady_clock::time_point deadline,
                                                              bool connect);
   boost::asio::any_io_executor ex_;
-  std::shared_ptr<boost::asio::ssl::context> tls_;
+  std::shared_ptr<client_tls> tls_;
   std::string host_, port_, host_header_;
   std::string authorization_;
   std::size_t max_idle_;

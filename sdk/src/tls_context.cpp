@@ -8,15 +8,25 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/error.hpp>
 
+#include <openssl/bio.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <ctime>
 #include <stdexcept>
 
 namespace baton::detail {
 namespace ssl = boost::asio::ssl;
 
-std::shared_ptr<ssl::context> make_client_tls_context(const tls_config& tls) {
+namespace {
+
+// A complete client context from `tls`. Throws baton::exception(error::invalid_config) naming the setting,
+// the file and the reason.
+std::shared_ptr<ssl::context> build_context(const tls_config& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty())
+    throw exception(error::invalid_config, "tls.cert_file and tls.key_file go together");
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
   try {
     ctx->set_options(ssl::context::default_workarounds | ssl::context::no_compression);
@@ -35,6 +45,80 @@ std::shared_ptr<ssl::context> make_client_tls_context(const tls_config& tls) {
   }
   ctx->set_verify_mode(ssl::verify_peer);
   return ctx;
+}
+
+std::string subject_of(X509* cert) {
+  BIO* bio = ::BIO_new(::BIO_s_mem());
+  if (!bio) return {};
+  std::string out;
+  if (::X509_NAME_print_ex(bio, ::X509_get_subject_name(cert), 0, XN_FLAG_RFC2253) >= 0) {
+    char* data = nullptr;
+    const long n = BIO_get_mem_data(bio, &data);
+    if (n > 0) out.assign(data, static_cast<std::size_t>(n));
+  }
+  ::BIO_free(bio);
+  return out;
+}
+
+// The client certificate `ctx` presents, for the caller's log line; left empty without one.
+void describe_certificate(ssl::context& ctx, tls_reload_result& out) {
+  X509* cert = ::SSL_CTX_get0_certificate(ctx.native_handle());
+  if (!cert) return;
+  out.subject = subject_of(cert);
+  std::tm tm{};
+  if (::ASN1_TIME_to_tm(::X509_get0_notAfter(cert), &tm) == 1) {
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    out.not_after = text;
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (::X509_digest(cert, ::EVP_sha256(), digest, &length) == 1) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    for (unsigned int i = 0; i < length; ++i) {
+      if (i != 0) out.sha256 += ':';
+      out.sha256 += hex[digest[i] >> 4];
+      out.sha256 += hex[digest[i] & 0xF];
+    }
+  }
+}
+
+}  // namespace
+
+client_tls::client_tls(tls_config files) : files_(std::move(files)), current_(build_context(files_)) {}
+
+tls_reload_result client_tls::reload(std::optional<tls_config> files) {
+  std::lock_guard lock(reload_mu_);
+  tls_reload_result out;
+  const tls_config& next = files ? *files : files_;
+  try {
+    auto ctx = build_context(next);
+    describe_certificate(*ctx, out);
+    current_.store(std::move(ctx));
+    if (files) files_ = std::move(*files);
+  } catch (const exception& e) {
+    out = {};
+    out.ec = e.code();
+    out.diagnostic = e.diagnostic();
+    if (auto still = current_.load()) describe_certificate(*still, out);
+  }
+  return out;
+}
+
+std::shared_ptr<ssl::context> make_client_tls_context(const tls_config& tls) {
+  return build_context(tls);
+}
+
+std::shared_ptr<client_tls> make_client_tls(const tls_config& tls) {
+  return std::make_shared<client_tls>(tls);
+}
+
+tls_reload_result reload_client_tls(const std::shared_ptr<client_tls>& tls, std::optional<tls_config> files) {
+  if (tls) return tls->reload(std::move(files));
+  tls_reload_result out;
+  out.ec = error::invalid_config;
+  out.diagnostic = "this client does not use TLS (its server_url is neither https:// nor etcds://)";
+  return out;
 }
 
 std::string set_expected_host(void* handle, const std::string& host) {

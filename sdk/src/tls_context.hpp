@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The client side of TLS for the SDK's transports: the OpenSSL context built from client_config::tls, and
-// what a failed connection is told. Private to the SDK; the Asio SSL headers stay in the .cpp files.
+// The client side of TLS for the SDK's transports: the OpenSSL context built from client_config::tls (and
+// rebuilt by client::reload_tls()), and what a failed connection is told. Private to the SDK; the Asio SSL
+// headers stay in the .cpp files.
 
+#include "baton/client.hpp"
 #include "baton/config.hpp"
 
 #include <boost/system/error_code.hpp>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 namespace boost::asio::ssl {
@@ -16,9 +21,40 @@ class context;
 
 namespace baton::detail {
 
+/// The TLS settings a backend's connections are made with (make_client_tls_context()). Each connection takes
+/// the context current when it connects and keeps it (a reference) for its whole life; reload() builds a
+/// complete new context and swaps it in, so a connection never sees half of a rotation, and one already open
+/// is not disturbed.
+class client_tls {
+ public:
+  /// Reads the files. Throws baton::exception(error::invalid_config) naming the setting, the file and the
+  /// reason.
+  explicit client_tls(tls_config files);
+
+  /// The context for a new connection. Thread-safe.
+  std::shared_ptr<boost::asio::ssl::context> current() const { return current_.load(); }
+
+  /// Reads `files` (nullopt: the files last loaded, again) into a new context; once everything loaded and
+  /// the key belongs to the certificate, new connections use it. On failure nothing changes. Thread-safe;
+  /// reloads are serialized.
+  tls_reload_result reload(std::optional<tls_config> files);
+
+ private:
+  std::mutex reload_mu_;  // one reload at a time; connections never take it
+  tls_config files_;      // guarded by reload_mu_
+  std::atomic<std::shared_ptr<boost::asio::ssl::context>> current_;
+};
+
 /// Peer verification on (ca_file or the system store), TLS 1.2+, the client certificate when given.
 /// Throws baton::exception(error::invalid_config) naming the setting, the file and the reason.
 std::shared_ptr<boost::asio::ssl::context> make_client_tls_context(const tls_config& tls);
+
+/// The same context, held for a backend's connections so that it can be read again (client_tls::reload()).
+std::shared_ptr<client_tls> make_client_tls(const tls_config& tls);
+
+/// tls_reloadable::reload_tls() of a backend whose connections use `tls` (null: a backend without TLS, which
+/// answers error::invalid_config).
+tls_reload_result reload_client_tls(const std::shared_ptr<client_tls>& tls, std::optional<tls_config> files);
 
 /// Prepares the OpenSSL connection `ssl` (an `SSL*`) for `host`: SNI (names only) and verification that the
 /// certificate's subjectAltName names `host`, a DNS name or an IP address (the common name is not consulted).

@@ -14,6 +14,7 @@
 #include "tls_stub_server.hpp"
 
 #include "baton/client.hpp"
+#include "baton/testing.hpp"
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -521,6 +522,7 @@ struct reloading_server {
   std::string client_ca = (files.path() / "client-ca.pem").string();
   std::string log = (files.path() / "batond.log").string();
   std::unique_ptr<child_process> server;
+  std::vector<std::string> argv_;
   unsigned short port_ = 0;
 
   // At log level info (batond_process starts it at warn), for the lines that answer a reload.
@@ -534,10 +536,22 @@ struct reloading_server {
       install(pki().ca(), client_ca);
       argv.insert(argv.end(), {"--tls-client-ca", client_ca});
     }
-    server = std::make_unique<child_process>(argv, log);
+    argv_ = argv;
+    start();
+  }
+  void start() {
+    server = std::make_unique<child_process>(argv_, log);
     const auto line = server->read_line(30s);
     BOOST_REQUIRE_MESSAGE(line.rfind("batond listening on ", 0) == 0, line);
     port_ = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+  }
+  // Stops batond and starts it again on the same port and data: every connection to it is closed, and
+  // clients must make new ones.
+  void restart() {
+    server->signal(SIGTERM);
+    BOOST_REQUIRE(server->wait(30s) == 0);
+    argv_[2] = "127.0.0.1:" + std::to_string(port_);
+    start();
   }
   ~reloading_server() {
     server->signal(SIGTERM);
@@ -704,4 +718,305 @@ BOOST_AUTO_TEST_CASE(sighup_reloads_the_client_ca_of_mutual_tls) {
   BOOST_TEST(failed(s.reload()));
   BOOST_TEST(contains(read_file(s.log), "--tls-client-ca \\\"" + s.client_ca + "\\\""), read_file(s.log));
   BOOST_TEST(accepted_with(s.port(), pki().other_client_cert(), pki().other_client_key()));
+}
+
+// --- The client certificate read again: client::reload_tls(), and baton-agent on SIGHUP ------------------
+
+namespace {
+
+// A client certificate and key at paths of the test's own, which it can replace as a rotation does.
+struct client_files {
+  temp_dir dir;
+  std::string cert = (dir.path() / "client.pem").string();
+  std::string key = (dir.path() / "client.key").string();
+  client_files(const std::string& from_cert, const std::string& from_key) { rotate(from_cert, from_key); }
+  void rotate(const std::string& from_cert, const std::string& from_key) const {
+    install(from_cert, cert);
+    install(from_key, key);
+  }
+  tls_config tls() const { return tls_files(pki().ca(), cert, key); }
+};
+
+// Polls `pred` on the coroutine's executor until it holds or `bound` passes.
+template <class Pred>
+asio::awaitable<bool> eventually_co(Pred pred, std::chrono::milliseconds bound = 10s) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= until) co_return false;
+    co_await sleep_for(20ms);
+  }
+  co_return true;
+}
+
+// The error of one get() of `key` (a new connection: the client keeps none idle), or nullopt.
+asio::awaitable<std::optional<exception>> get_error(client& c, const std::string& key) {
+  try {
+    co_await c.get(key);
+  } catch (const exception& e) {
+    co_return e;
+  }
+  co_return std::nullopt;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(
+    reload_tls_makes_new_connections_present_a_rotated_client_certificate_and_keeps_the_lease) {
+  reloading_server s(true);
+  // CA "other-ca" issues the certificate the files rotate to.
+  pki().make_leaf("client-y", "other-ca", "baton-client", "subjectAltName=DNS:baton-client");
+  const std::string x = test_pki::sha256_fingerprint_of_file(pki().client_cert());
+  const std::string y = test_pki::sha256_fingerprint_of_file(pki().file("client-y.pem"));
+  client_files files(pki().client_cert(), pki().client_key());
+  auto cfg = config("https://127.0.0.1:" + std::to_string(s.port()), files.tls());
+  cfg.max_idle_connections = 0;  // every request on a new connection: the one the test looks at
+  asio::io_context ioc;
+  client c(ioc.get_executor(), cfg);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    // Renewed every 300 ms, on a new connection each time; the TTL outlasts the test.
+    auto l = co_await c.acquire("rotate/k", lease_opts(60'000ms, 300ms));
+    BOOST_TEST(co_await eventually_co([&] { return c.stats().renews >= 1u; }));
+
+    // The files now hold a certificate of another CA, and batond trusts only that CA.
+    files.rotate(pki().file("client-y.pem"), pki().file("client-y.key"));
+    install(pki().other_ca(), s.client_ca);
+    BOOST_REQUIRE(reloaded(s.reload()));
+    // Until the client reads the files again, its new connections present the old certificate: refused.
+    auto e = co_await get_error(c, "rotate/k");
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST((e->code() == error::tls_failed || e->code() == error::connection_failed), e->what());
+
+    const auto r = c.reload_tls();
+    BOOST_TEST(!r.ec, r.diagnostic);
+    BOOST_TEST(r.sha256 == y);
+    BOOST_TEST(r.sha256 != x);
+    BOOST_TEST(r.subject == "CN=baton-client");
+    BOOST_TEST(r.not_after.size() == 20u, r.not_after);
+    e = co_await get_error(c, "rotate/k");
+    BOOST_TEST(!e.has_value(), (e ? e->what() : std::string()));
+    // The lease was untouched, and its renewals go through on new connections again.
+    const auto renews = c.stats().renews;
+    BOOST_TEST(co_await eventually_co([&] { return c.stats().renews >= renews + 2; }));
+    BOOST_TEST(l.active());
+    auto h = co_await c.get("rotate/k");
+    BOOST_REQUIRE(h.has_value());
+    BOOST_TEST(h->token == l.token());
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(reload_tls_with_a_bad_file_changes_nothing_and_says_which_file_and_why) {
+  reloading_server s(true);
+  pki().make_leaf("client-z", "ca", "baton-client-z", "subjectAltName=DNS:baton-client-z");
+  const std::string x = test_pki::sha256_fingerprint_of_file(pki().client_cert());
+  client_files files(pki().client_cert(), pki().client_key());
+  auto cfg = config("https://127.0.0.1:" + std::to_string(s.port()), files.tls());
+  cfg.max_idle_connections = 0;
+  asio::io_context ioc;
+  client c(ioc.get_executor(), cfg);
+  const auto quoted = [](const std::string& file) { return "\"" + file + "\""; };
+  struct bad_case {
+    std::string what;
+    std::string cert_text, key_text;  // what the file holds instead; empty: a good one; "-": no file at all
+    std::string file_and_reason;
+  };
+  const std::string not_pem = "this is not PEM\n";
+  const bad_case cases[] = {
+      {"a key that is not PEM", {}, not_pem, "tls.key_file " + quoted(files.key) + ": not a PEM private key"},
+      {"a certificate that is not PEM", not_pem, {}, "tls.cert_file " + quoted(files.cert) + ": not a PEM"},
+      {"a key of another certificate",
+       {},
+       read_file(pki().server_key()),
+       "tls.key_file " + quoted(files.key)},
+      {"a missing certificate", "-", {}, "tls.cert_file " + quoted(files.cert) + ": cannot read"},
+      {"a missing key", {}, "-", "tls.key_file " + quoted(files.key) + ": cannot read"},
+  };
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("rotate/bad", lease_opts(60'000ms, 300ms));
+    for (const auto& bad : cases) {
+      BOOST_TEST_CONTEXT(bad.what) {
+        // A good certificate of the trusted CA beside the broken file: none of it may be taken.
+        files.rotate(pki().file("client-z.pem"), pki().file("client-z.key"));
+        for (const auto& [file, text] :
+             {std::pair{files.cert, bad.cert_text}, std::pair{files.key, bad.key_text}}) {
+          if (text == "-")
+            std::filesystem::remove(file);
+          else if (!text.empty())
+            write_file(file, text);
+        }
+        const auto r = c.reload_tls();
+        BOOST_TEST((r.ec == error::invalid_config), r.ec.message());
+        BOOST_TEST(contains(r.diagnostic, bad.file_and_reason), r.diagnostic);
+        BOOST_TEST(r.sha256 == x);  // still presented
+        // New connections still present the previous certificate, which batond accepts.
+        auto e = co_await get_error(c, "rotate/bad");
+        BOOST_TEST(!e.has_value(), (e ? e->what() : std::string()));
+      }
+    }
+    // The mismatch says so.
+    files.rotate(pki().client_cert(), pki().server_key());
+    auto r = c.reload_tls();
+    BOOST_TEST(contains(r.diagnostic, "mismatch"), r.diagnostic);
+    // Files given anew: a missing CA file, and a certificate without its key.
+    r = c.reload_tls(tls_files("/nonexistent/ca.pem", files.cert, files.key));
+    BOOST_TEST((r.ec == error::invalid_config));
+    BOOST_TEST(contains(r.diagnostic, "tls.ca_file \"/nonexistent/ca.pem\": cannot read"), r.diagnostic);
+    r = c.reload_tls(tls_files(pki().ca(), pki().client_cert()));
+    BOOST_TEST((r.ec == error::invalid_config));
+    BOOST_TEST(contains(r.diagnostic, "go together"), r.diagnostic);
+    BOOST_TEST(r.sha256 == x);
+    // Renewals went on throughout.
+    const auto renews = c.stats().renews;
+    BOOST_TEST(co_await eventually_co([&] { return c.stats().renews >= renews + 1; }));
+    BOOST_TEST(l.active());
+
+    // Other paths, given anew, are taken, and a later reload_tls() reads those again.
+    const auto z = test_pki::sha256_fingerprint_of_file(pki().file("client-z.pem"));
+    r = c.reload_tls(tls_files(pki().ca(), pki().file("client-z.pem"), pki().file("client-z.key")));
+    BOOST_TEST(!r.ec, r.diagnostic);
+    BOOST_TEST(r.sha256 == z);
+    r = c.reload_tls();
+    BOOST_TEST(!r.ec, r.diagnostic);
+    BOOST_TEST(r.sha256 == z);
+    auto e = co_await get_error(c, "rotate/bad");
+    BOOST_TEST(!e.has_value(), (e ? e->what() : std::string()));
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(reload_tls_on_a_client_without_tls_is_a_configuration_error) {
+  temp_dir data;
+  batond_process server(data.path());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config(server.url()));
+  const auto r = c.reload_tls();
+  BOOST_TEST((r.ec == error::invalid_config));
+  BOOST_TEST(contains(r.diagnostic, "does not use TLS"), r.diagnostic);
+  // A backend of the test's own cannot read TLS files either.
+  client own(ioc.get_executor(), config("https://127.0.0.1:1", trusting_ca()),
+             std::make_shared<baton::testing::memory_backend>(ioc.get_executor()));
+  BOOST_TEST((own.reload_tls().ec == error::invalid_config));
+}
+
+namespace {
+
+// baton-agent on `server` with its client certificate in `files`, its log in a file, leading alone.
+struct tls_agent {
+  temp_dir dir;
+  std::string config_path = (dir.path() / "agent.yaml").string();
+  std::string log = (dir.path() / "agent.log").string();
+  std::unique_ptr<child_process> process;
+  unsigned short port = 0;
+
+  tls_agent(const reloading_server& server, const tls_config& tls) {
+    write(server, tls);
+    process = std::make_unique<child_process>(
+        std::vector<std::string>{bin_path("baton-agent"), "--config", config_path, "--identity", "tls-agent"},
+        log);
+    const auto line = process->read_line(30s);
+    BOOST_REQUIRE_MESSAGE(line.rfind("baton-agent listening on ", 0) == 0, line);
+    port = static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+  }
+  ~tls_agent() {
+    process->signal(SIGTERM);
+    process->wait(30s);
+  }
+
+  // The configuration file: the election renews every second, well apart from batond's idle timeout.
+  void write(const reloading_server& server, const tls_config& tls) const {
+    std::ofstream(config_path + ".new")
+        << "server: https://127.0.0.1:" << server.port()
+        << "\nlisten: 127.0.0.1:0\nshutdown_grace: 1s\nlog_level: info\n"
+        << "election:\n  key: tls/rotate\n  ttl: 3s\n"
+        << "tls:\n  ca_file: " << tls.ca_file << "\n  cert_file: " << tls.cert_file
+        << "\n  key_file: " << tls.key_file << "\n";
+    std::filesystem::rename(config_path + ".new", config_path);
+  }
+
+  bool leads() const {
+    try {
+      auto r = http_client(port, 5s).get("/v1/leader");
+      return r.status == 200 && r.json.at("is_leader").as_bool();
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
+  // Confirmed renews so far (the count of the renew latency summary), -1 when the sidecar does not answer.
+  long renews() const {
+    try {
+      const auto body = http_client(port, 5s).get("/metrics").body;
+      const std::string series = "baton_agent_renew_latency_seconds_count ";
+      const auto at = body.find(series);
+      return at == std::string::npos ? -1 : std::stol(body.substr(at + series.size()));
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+
+  // SIGHUP, then waits (bounded) for the agent's TLS line; returns it (`tls_reloaded` or
+  // `tls_reload_failed`).
+  std::string reload() {
+    const auto answers = [&] { return count_lines_with(read_file(log), "event=tls_reload"); };
+    const std::size_t before = answers();
+    process->signal(SIGHUP);
+    BOOST_REQUIRE_MESSAGE(eventually([&] { return answers() > before; }, 10s), "no TLS line after SIGHUP:\n"
+                                                                                   << read_file(log));
+    return last_line_with(read_file(log), "event=tls_reload");
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(agent_sighup_reads_a_client_certificate_rotated_in_place_and_reconnects_with_it) {
+  reloading_server s(true);
+  pki().make_leaf("agent-y", "other-ca", "baton-agent", "subjectAltName=DNS:baton-agent");
+  const std::string x = test_pki::sha256_fingerprint_of_file(pki().client_cert());
+  const std::string y = test_pki::sha256_fingerprint_of_file(pki().file("agent-y.pem"));
+  client_files files(pki().client_cert(), pki().client_key());
+  tls_agent agent(s, files.tls());
+  BOOST_REQUIRE(eventually([&] { return agent.leads(); }, 30s));
+
+  // A broken key file: the agent says so, keeps its certificate and goes on renewing.
+  write_file(files.key, "this is not PEM\n");
+  auto line = agent.reload();
+  BOOST_TEST(contains(line, "level=error event=tls_reload_failed "), line);
+  BOOST_TEST(contains(line, "tls.key_file \\\"" + files.key + "\\\""), line);
+  BOOST_TEST(contains(line, "previous certificate"), line);
+  BOOST_TEST(contains(line, "sha256=" + x), line);
+  auto renews = agent.renews();
+  BOOST_TEST(eventually([&] { return agent.renews() >= renews + 2; }, 10s));
+
+  // Rotated in place to a certificate of another CA, and batond now trusts only that CA: the old
+  // certificate is refused on every new connection, and after SIGHUP the agent's new ones present the new.
+  files.rotate(pki().file("agent-y.pem"), pki().file("agent-y.key"));
+  install(pki().other_ca(), s.client_ca);
+  BOOST_REQUIRE(reloaded(s.reload()));
+  BOOST_TEST(!accepted_with(s.port(), pki().client_cert(), pki().client_key()));
+  line = agent.reload();
+  BOOST_TEST(contains(line, "level=info event=tls_reloaded "), line);
+  BOOST_TEST(contains(line, "sha256=" + y), line);
+  BOOST_TEST(contains(line, "cert_file=" + files.cert), line);
+  // batond restarted: every connection is new, and only the new certificate is accepted.
+  s.restart();
+  renews = std::max(agent.renews(), 0L);
+  BOOST_TEST(eventually([&] { return agent.leads() && agent.renews() >= renews + 2; }, 20s),
+             "renews " << agent.renews() << "\n"
+                       << read_file(agent.log));
+
+  // Other paths in the file are applied too, without a restart.
+  client_files moved(pki().file("agent-y.pem"), pki().file("agent-y.key"));
+  agent.write(s, moved.tls());
+  auto r = http_client(agent.port, 10s).post("/v1/reload", "");
+  BOOST_TEST(r.status == 200, r.body);
+  BOOST_TEST(contains(r.body, "\"changed\":[\"tls\"]"), r.body);
+  BOOST_TEST(contains(r.body, "\"restart_needed\":[]"), r.body);
+  BOOST_TEST(contains(last_line_with(read_file(agent.log), "event=tls_reload"), "cert_file=" + moved.cert));
+  // And a path that cannot be read is refused with the file's name, nothing applied.
+  agent.write(s, tls_files(pki().ca(), moved.cert, "/nonexistent/agent.key"));
+  r = http_client(agent.port, 10s).post("/v1/reload", "");
+  BOOST_TEST(r.status == 400, r.body);
+  BOOST_TEST(contains(r.body, "/nonexistent/agent.key"), r.body);
+  renews = std::max(agent.renews(), 0L);
+  BOOST_TEST(eventually([&] { return agent.leads() && agent.renews() >= renews + 2; }, 15s));
 }

@@ -55,6 +55,34 @@ struct client_stats {
   std::chrono::microseconds max_renew_latency{0};
 };
 
+/// What client::reload_tls() did.
+struct tls_reload_result {
+  /// Empty: new connections use the files just read. error::invalid_config: nothing changed, and
+  /// `diagnostic` names the setting, the file and why (`tls.key_file "/etc/baton/client.key": does not belong
+  /// to the certificate in "/etc/baton/client.pem"`), or says that the client does not use TLS.
+  boost::system::error_code ec;
+  std::string diagnostic;
+  /// The client certificate new connections present from now on (after a failure: the one they still
+  /// present); empty without one. `subject` in RFC 2253 form ("CN=worker-7"), `not_after` as
+  /// "2026-12-03T20:30:00Z", `sha256` as `openssl x509 -noout -fingerprint -sha256` prints it ("AB:01:...").
+  std::string subject;
+  std::string not_after;
+  std::string sha256;
+};
+
+/// A backend whose connections use TLS files it can read again: the SDK's https:// and etcds:// backends
+/// (make_backend()). A backend that wraps another (to observe or route its requests) implements it by
+/// forwarding to the one it wraps, so that client::reload_tls() reaches the connections.
+class tls_reloadable {
+ public:
+  /// Reads `tls` (nullopt: the files in use, again) into a complete new TLS context; on success the
+  /// connections made from then on use it. Thread-safe; must not throw.
+  virtual tls_reload_result reload_tls(std::optional<tls_config> tls) = 0;
+
+ protected:
+  ~tls_reloadable() = default;
+};
+
 /// A client of one lock server.
 ///
 /// Threads: every member may be called from any thread, and its coroutines awaited on any executor: each
@@ -181,6 +209,26 @@ class client {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
         [s = shared()](auto handler, milliseconds t) { start_shutdown(s, t, std::move(handler)); }, token, timeout);
   }
+
+  /// Reads the TLS files again (a certificate rotated at the same path) and, once the CA bundle, the
+  /// certificate and its key all loaded and the key belongs to the certificate, makes the new context the one
+  /// every connection made from then on uses, to the lock server and, for etcds://, to every member.
+  /// Connections already open keep theirs until they close; leases, their renewals and requests in flight
+  /// are untouched. The form with `tls` reads those files instead and uses them from then on, for later
+  /// reloads too (config() still returns the configuration the client was made with).
+  ///
+  /// Errors are returned, never thrown (but a moved-from client throws baton::exception(error::empty_handle),
+  /// as every member does): on any failure (a missing or unreadable file, a file that is not PEM, a key of
+  /// another certificate, cert_file without key_file) nothing changes, and the result's ec is
+  /// error::invalid_config with a diagnostic naming the setting, the file and the reason. A client of an
+  /// http:// or etcd:// server, or one given a backend that is not tls_reloadable, gets
+  /// error::invalid_config too.
+  ///
+  /// Thread-safety: may be called from any thread, concurrently with the client's operations (the new
+  /// context is swapped in atomically); reloads are serialized. It reads the files on the calling thread and
+  /// does not wait for the client's executor. Not an asynchronous operation: nothing to cancel.
+  tls_reload_result reload_tls();
+  tls_reload_result reload_tls(const tls_config& tls);
 
   /// The owner prefix of this client (`config.identity`, or `<hostname>:<pid>`).
   const std::string& identity() const;
