@@ -4,6 +4,7 @@
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
 #include "http_transport.hpp"
+#include "renew_batch_body.hpp"
 #include "tls_context.hpp"
 
 #include <boost/asio/error.hpp>
@@ -179,20 +180,25 @@ class http_backend final : public backend, public tls_reloadable {
     if (batch_ != batch_support::yes)
       co_return co_await backend::renew_batch(std::move(entries), left(deadline));
     std::vector<renew_reply> out(entries.size());
-    // Consecutive entries, as many as both server limits allow, per request.
-    std::vector<std::string> encoded;
-    encoded.reserve(entries.size());
-    for (const auto& e : entries)
-      encoded.push_back(json::serialize(
-          json::object{{"key", e.key}, {"owner", e.owner}, {"token", e.token}, {"ttl_ms", e.ttl.count()}}));
-    const std::string head = R"({"leases":[)", tail = "]}";
+    // Consecutive entries, as many as both server limits allow, per request; each entry's text is written
+    // straight into the body, and taken back out when it would not fit.
+    constexpr std::string_view head = R"({"leases":[)", tail = "]}";
     for (std::size_t first = 0; first < entries.size();) {
-      std::string body = head;
+      std::string body;
+      body.reserve(
+          std::min(body_max_, head.size() + tail.size() + 96 * std::min(entries.size() - first, batch_max_)));
+      body += head;
       std::size_t end = first;
-      while (end < entries.size() && end - first < batch_max_ &&
-             body.size() + encoded[end].size() + 1 + tail.size() <= body_max_) {
+      while (end < entries.size() && end - first < batch_max_) {
+        const auto before = body.size();
         if (end > first) body += ',';
-        body += encoded[end++];
+        detail::append_renew_entry(body, entries[end]);
+        // Each entry is counted with a separator byte, the first one too.
+        if (body.size() + (end == first ? 1 : 0) + tail.size() > body_max_) {
+          body.resize(before);
+          break;
+        }
+        ++end;
       }
       if (end == first) {
         // One entry alone exceeds the body limit (a very long key and owner): a renew of its own fits.
