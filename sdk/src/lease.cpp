@@ -114,9 +114,11 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     try {
       if (worth_batching(*c) && budget >= cs.config.request_timeout) {
         if (!cs.batcher) cs.batcher = std::make_shared<renew_batcher>(cs);
-        // Named: GCC 12 destroys a braced temporary in a co_await expression twice.
-        renew_entry entry{c->key, c->owner, c->token, c->options.ttl};
-        r = co_await cs.batcher->renew(std::move(entry), std::chrono::ceil<milliseconds>(budget));
+        // The answer comes on `wake` (idle while a request runs): one frame fewer per renewal.
+        auto place = cs.batcher->join(renew_entry{c->key, c->owner, c->token, c->options.ttl},
+                                      std::chrono::ceil<milliseconds>(budget), wake);
+        if (!place.answered()) co_await wake.async_wait(use_tuple);
+        r = place.take();
       } else {
         r = co_await cs.backend->renew(c->key, c->owner, c->token, c->options.ttl,
                                        std::chrono::ceil<milliseconds>(budget));

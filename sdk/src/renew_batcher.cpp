@@ -32,26 +32,29 @@ struct renew_batcher::batch {
   bool answered = false;
 };
 
-// One renewal's place in its batch. The timer lives in the renewal's coroutine frame; the batch points at it
-// only while the frame waits, so an answer arriving after the renewal has gone (cancelled, or its frame
-// destroyed) touches nothing.
-class renew_batcher::waiter {
- public:
-  waiter(std::shared_ptr<batch> b, timer& t) : b_(std::move(b)), i_(b_->waiters.size()) {
-    b_->waiters.push_back(&t);
+renew_batcher::place::place(std::shared_ptr<batch> b, timer& done)
+    : b_(std::move(b)), i_(b_->waiters.size()) {
+  b_->waiters.push_back(&done);
+}
+
+renew_batcher::place::~place() {
+  if (b_) b_->waiters[i_] = nullptr;
+}
+
+bool renew_batcher::place::answered() const {
+  return b_->answered;
+}
+
+renew_reply renew_batcher::place::take() {
+  if (!b_->answered) {
+    renew_reply aborted;
+    aborted.ec = asio::error::operation_aborted;
+    return aborted;
   }
-  ~waiter() { b_->waiters[i_] = nullptr; }
-  waiter(const waiter&) = delete;
-  waiter& operator=(const waiter&) = delete;
-  batch& of() const { return *b_; }
-  std::size_t index() const { return i_; }
+  return std::move(b_->replies[i_]);
+}
 
- private:
-  std::shared_ptr<batch> b_;
-  std::size_t i_;
-};
-
-asio::awaitable<renew_reply> renew_batcher::renew(renew_entry entry, milliseconds timeout) {
+renew_batcher::place renew_batcher::join(renew_entry entry, milliseconds timeout, timer& done) {
   if (!open_) {
     open_ = std::make_shared<batch>();
     auto b = open_;
@@ -60,19 +63,12 @@ asio::awaitable<renew_reply> renew_batcher::renew(renew_entry entry, millisecond
     auto t = std::make_shared<timer>(cs_.ex, clock::now() + cs_.config.renew_batch_window);
     t->async_wait([this, b, t, keep = cs_.shared_from_this()](boost::system::error_code) { flush(b); });
   }
-  timer done_signal(cs_.ex, clock::time_point::max());  // cancelled when the answer is in
-  waiter w(open_, done_signal);
-  auto& b = w.of();
-  b.until = std::max(b.until, clock::now() + timeout);
-  b.entries.push_back(std::move(entry));
-  if (b.entries.size() >= max_entries) flush(open_);
-  co_await done_signal.async_wait(asio::as_tuple(asio::use_awaitable));
-  if (!b.answered) {
-    renew_reply aborted;
-    aborted.ec = asio::error::operation_aborted;
-    co_return aborted;
-  }
-  co_return std::move(b.replies[w.index()]);
+  done.expires_at(clock::time_point::max());
+  open_->until = std::max(open_->until, clock::now() + timeout);
+  open_->entries.push_back(std::move(entry));
+  place p(open_, done);
+  if (open_->entries.size() >= max_entries) flush(open_);
+  return p;
 }
 
 void renew_batcher::flush(std::shared_ptr<batch> b) {

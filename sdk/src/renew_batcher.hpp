@@ -19,17 +19,38 @@
 namespace baton::detail {
 
 class renew_batcher {
+  struct batch;
+
  public:
   explicit renew_batcher(client_shared& cs) : cs_(cs) {}
 
-  /// Renews one lease with the others falling due within the window; what backend::renew would answer.
-  /// `timeout` bounds the wait for the batch to leave plus its round trip. Cancellation (terminal) returns
-  /// operation_aborted at once; the entry may still leave with its batch. Executor only.
-  boost::asio::awaitable<renew_reply> renew(renew_entry entry, milliseconds timeout);
+  /// One renewal's place in its batch, held by the renewal while it waits for the answer. The batch points
+  /// at the renewal's timer only while the place lives, so an answer that arrives after the renewal has gone
+  /// (cancelled, or its coroutine frame destroyed) touches nothing.
+  class place {
+   public:
+    place(std::shared_ptr<batch> b, timer& done);
+    ~place();
+    place(place&& other) noexcept : b_(std::move(other.b_)), i_(other.i_) {}
+    place& operator=(place&&) = delete;
+    /// Whether the answer is in (`done` has been cancelled, or is about to be).
+    bool answered() const;
+    /// The answer; what backend::renew would answer. operation_aborted when the wait on `done` ended before
+    /// the answer came in (cancellation).
+    renew_reply take();
+
+   private:
+    std::shared_ptr<batch> b_;
+    std::size_t i_;
+  };
+
+  /// Adds one lease's renewal to the batch gathering the others falling due within the window. `timeout`
+  /// bounds the wait for the batch to leave plus its round trip. `done` (the renewal's own timer, which
+  /// must outlive the place) is set to expire never, and is cancelled when the answer is in: the renewal
+  /// waits on it, then takes the answer from the place. No coroutine frame per renewal. Executor only.
+  place join(renew_entry entry, milliseconds timeout, timer& done);
 
  private:
-  struct batch;
-  class waiter;
   void flush(std::shared_ptr<batch> b);
   boost::asio::awaitable<void> send(std::shared_ptr<batch> b, std::shared_ptr<client_shared> keep);
 
