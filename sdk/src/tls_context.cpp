@@ -100,8 +100,14 @@ tls_reload_result client_tls::reload(std::optional<tls_config> files) {
     out = {};
     out.ec = e.code();
     out.diagnostic = e.diagnostic();
-    if (auto still = current_.load()) describe_certificate(*still, out);
+  } catch (const std::exception& e) {
+    // OpenSSL refusing to make a context at all (out of memory): reported like a bad file, nothing changed.
+    out = {};
+    out.ec = error::invalid_config;
+    out.diagnostic = std::string("cannot build a TLS context: ") + e.what();
   }
+  if (out.ec)
+    if (auto still = current_.load()) describe_certificate(*still, out);
   return out;
 }
 
