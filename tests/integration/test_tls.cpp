@@ -892,6 +892,8 @@ BOOST_AUTO_TEST_CASE(reload_tls_on_a_client_without_tls_is_a_configuration_error
   const auto r = c.reload_tls();
   BOOST_TEST((r.ec == error::invalid_config));
   BOOST_TEST(contains(r.diagnostic, "does not use TLS"), r.diagnostic);
+  client plain_etcd(ioc.get_executor(), config("etcd://127.0.0.1:1"));
+  BOOST_TEST((plain_etcd.reload_tls().ec == error::invalid_config));
   // A backend of the test's own cannot read TLS files either.
   client own(ioc.get_executor(), config("https://127.0.0.1:1", trusting_ca()),
              std::make_shared<baton::testing::memory_backend>(ioc.get_executor()));
@@ -1019,4 +1021,22 @@ BOOST_AUTO_TEST_CASE(agent_sighup_reads_a_client_certificate_rotated_in_place_an
   BOOST_TEST(contains(r.body, "/nonexistent/agent.key"), r.body);
   renews = std::max(agent.renews(), 0L);
   BOOST_TEST(eventually([&] { return agent.leads() && agent.renews() >= renews + 2; }, 15s));
+}
+
+BOOST_AUTO_TEST_CASE(reload_tls_of_an_etcds_client_reads_the_files_for_every_member) {
+  // Connections are made lazily: the files are read and checked without any member being reached.
+  client_files files(pki().client_cert(), pki().client_key());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config("etcds://127.0.0.1:1,127.0.0.1:2", files.tls()));
+  pki().make_leaf("etcd-client-y", "ca", "baton-etcd-client", "subjectAltName=DNS:baton-etcd-client");
+  files.rotate(pki().file("etcd-client-y.pem"), pki().file("etcd-client-y.key"));
+  auto r = c.reload_tls();
+  BOOST_TEST(!r.ec, r.diagnostic);
+  BOOST_TEST(r.sha256 == test_pki::sha256_fingerprint_of_file(pki().file("etcd-client-y.pem")));
+  BOOST_TEST(r.subject == "CN=baton-etcd-client");
+  write_file(files.key, "this is not PEM\n");
+  r = c.reload_tls();
+  BOOST_TEST((r.ec == error::invalid_config));
+  BOOST_TEST(contains(r.diagnostic, "tls.key_file \"" + files.key + "\""), r.diagnostic);
+  BOOST_TEST(r.sha256 == test_pki::sha256_fingerprint_of_file(pki().file("etcd-client-y.pem")));
 }
