@@ -3,12 +3,15 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <stdexcept>
 
@@ -76,6 +79,39 @@ bool verify_failed_on_name(void* ssl) {
   if (!ssl) return false;
   long result = ::SSL_get_verify_result(static_cast<SSL*>(ssl));
   return result == X509_V_ERR_HOSTNAME_MISMATCH || result == X509_V_ERR_IP_ADDRESS_MISMATCH;
+}
+
+certificate_summary describe_certificate(void* ssl_ctx) {
+  certificate_summary out;
+  X509* cert = ssl_ctx ? ::SSL_CTX_get0_certificate(static_cast<SSL_CTX*>(ssl_ctx)) : nullptr;
+  if (!cert) return out;
+  out.present = true;
+  if (BIO* bio = ::BIO_new(::BIO_s_mem())) {
+    if (::X509_NAME_print_ex(bio, ::X509_get_subject_name(cert), 0, XN_FLAG_RFC2253) >= 0) {
+      char* data = nullptr;
+      const long n = BIO_get_mem_data(bio, &data);
+      if (n > 0) out.subject.assign(data, static_cast<std::size_t>(n));
+    }
+    ::BIO_free(bio);
+  }
+  std::tm tm{};
+  if (::ASN1_TIME_to_tm(::X509_get0_notAfter(cert), &tm) == 1) {
+    out.not_after_seconds = static_cast<std::int64_t>(::timegm(&tm));
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    out.not_after = text;
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (::X509_digest(cert, ::EVP_sha256(), digest, &length) == 1) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    for (unsigned int i = 0; i < length; ++i) {
+      if (i != 0) out.sha256 += ':';
+      out.sha256 += hex[digest[i] >> 4];
+      out.sha256 += hex[digest[i] & 0xF];
+    }
+  }
+  return out;
 }
 
 }  // namespace baton::tls

@@ -47,40 +47,12 @@ std::shared_ptr<ssl::context> build_context(const tls_config& tls) {
   return ctx;
 }
 
-std::string subject_of(X509* cert) {
-  BIO* bio = ::BIO_new(::BIO_s_mem());
-  if (!bio) return {};
-  std::string out;
-  if (::X509_NAME_print_ex(bio, ::X509_get_subject_name(cert), 0, XN_FLAG_RFC2253) >= 0) {
-    char* data = nullptr;
-    const long n = BIO_get_mem_data(bio, &data);
-    if (n > 0) out.assign(data, static_cast<std::size_t>(n));
-  }
-  ::BIO_free(bio);
-  return out;
-}
-
 // The client certificate `ctx` presents, for the caller's log line; left empty without one.
 void describe_certificate(ssl::context& ctx, tls_reload_result& out) {
-  X509* cert = ::SSL_CTX_get0_certificate(ctx.native_handle());
-  if (!cert) return;
-  out.subject = subject_of(cert);
-  std::tm tm{};
-  if (::ASN1_TIME_to_tm(::X509_get0_notAfter(cert), &tm) == 1) {
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    out.not_after = text;
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (::X509_digest(cert, ::EVP_sha256(), digest, &length) == 1) {
-    static constexpr char hex[] = "0123456789ABCDEF";
-    for (unsigned int i = 0; i < length; ++i) {
-      if (i != 0) out.sha256 += ':';
-      out.sha256 += hex[digest[i] >> 4];
-      out.sha256 += hex[digest[i] & 0xF];
-    }
-  }
+  auto c = baton::tls::describe_certificate(ctx.native_handle());
+  out.subject = std::move(c.subject);
+  out.not_after = std::move(c.not_after);
+  out.sha256 = std::move(c.sha256);
 }
 
 }  // namespace

@@ -79,44 +79,18 @@ int on_client_hello(SSL* connection, int* alert, void* arg) {
   return SSL_CLIENT_HELLO_SUCCESS;
 }
 
-std::string subject_of(X509* cert) {
-  BIO* bio = ::BIO_new(::BIO_s_mem());
-  if (!bio) return {};
-  std::string out;
-  if (::X509_NAME_print_ex(bio, ::X509_get_subject_name(cert), 0, XN_FLAG_RFC2253) >= 0) {
-    char* data = nullptr;
-    const long n = BIO_get_mem_data(bio, &data);
-    if (n > 0) out.assign(data, static_cast<std::size_t>(n));
-  }
-  ::BIO_free(bio);
-  return out;
-}
-
 tls_certificate_info describe(SSL_CTX* ctx, const std::string& file,
                               std::chrono::system_clock::time_point now) {
   tls_certificate_info out;
   out.file = file;
-  X509* cert = ::SSL_CTX_get0_certificate(ctx);
-  if (!cert) return out;
-  out.subject = subject_of(cert);
-  std::tm tm{};
-  if (::ASN1_TIME_to_tm(::X509_get0_notAfter(cert), &tm) == 1) {
-    out.not_after_seconds = static_cast<std::int64_t>(::timegm(&tm));
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    out.not_after = text;
-    out.expired = std::chrono::system_clock::to_time_t(now) > static_cast<std::time_t>(out.not_after_seconds);
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (::X509_digest(cert, ::EVP_sha256(), digest, &length) == 1) {
-    static constexpr char hex[] = "0123456789ABCDEF";
-    for (unsigned int i = 0; i < length; ++i) {
-      if (i != 0) out.sha256 += ':';
-      out.sha256 += hex[digest[i] >> 4];
-      out.sha256 += hex[digest[i] & 0xF];
-    }
-  }
+  auto c = baton::tls::describe_certificate(ctx);
+  if (!c.present) return out;
+  out.subject = std::move(c.subject);
+  out.not_after_seconds = c.not_after_seconds;
+  out.not_after = std::move(c.not_after);
+  out.sha256 = std::move(c.sha256);
+  out.expired = !out.not_after.empty() &&
+                std::chrono::system_clock::to_time_t(now) > static_cast<std::time_t>(out.not_after_seconds);
   return out;
 }
 

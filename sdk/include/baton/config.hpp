@@ -44,7 +44,7 @@ struct lease_event {
 
 /// TLS settings for `https://` and `etcds://` servers. The server's certificate is always verified: against
 /// `ca_file` when given, else the system's CA store; and it must name the host of the URL (DNS name or IP
-/// address). Files are read when the client is created.
+/// address). Files are read when the client is created, and again by client::reload_tls().
 struct tls_config {
   /// PEM bundle of the CAs to trust instead of the system store. Empty: the system store.
   std::string ca_file;

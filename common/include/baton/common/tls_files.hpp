@@ -4,6 +4,7 @@
 // \"/etc/baton/ca.pem\": cannot read: No such file or directory"). Shared by batond and the SDK. The Asio SSL
 // headers stay out of this header: callers that only pass a context along do not pay for them.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -32,5 +33,20 @@ std::string verify_failure(void* ssl);
 
 /// True when verify_failure() was a host name or IP address mismatch.
 bool verify_failed_on_name(void* ssl);
+
+/// What a certificate says, for log lines and metrics.
+struct certificate_summary {
+  bool present = false;  // false: the context has no certificate; the rest is empty
+  /// RFC 2253 form, e.g. "CN=localhost".
+  std::string subject;
+  /// End of validity (notAfter), in seconds since the Unix epoch, and as "2026-12-03T20:30:00Z".
+  std::int64_t not_after_seconds = 0;
+  std::string not_after;
+  /// SHA-256 of the DER certificate, as `openssl x509 -noout -fingerprint -sha256` prints it ("AB:01:...").
+  std::string sha256;
+};
+
+/// The certificate the OpenSSL context `ssl_ctx` (an `SSL_CTX*`) presents.
+certificate_summary describe_certificate(void* ssl_ctx);
 
 }  // namespace baton::tls
