@@ -61,59 +61,12 @@ std::vector<std::shared_ptr<const job_config>> share_jobs(const std::vector<job_
   return out;
 }
 
-// What the client talks to: the lock server health wrapper (observe_backend()), and for client::reload_tls()
-// the backend it wraps, whose connections hold the TLS settings (SIGHUP reads the files again).
-class reloadable_observed_backend final : public backend, public tls_reloadable {
- public:
-  reloadable_observed_backend(std::shared_ptr<backend> observed, std::shared_ptr<backend> inner)
-      : observed_(std::move(observed)), inner_(std::move(inner)) {}
-
-  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                         std::string value, milliseconds timeout) override {
-    return observed_->acquire(std::move(key), std::move(owner), ttl, std::move(value), timeout);
-  }
-  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                         milliseconds timeout) override {
-    return observed_->acquire(std::move(key), std::move(owner), ttl, timeout);
-  }
-  asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
-                                     milliseconds ttl, milliseconds timeout) override {
-    return observed_->renew(std::move(key), std::move(owner), token, ttl, timeout);
-  }
-  asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
-                                                        milliseconds timeout) override {
-    return observed_->renew_batch(std::move(entries), timeout);
-  }
-  asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
-                                         milliseconds timeout) override {
-    return observed_->release(std::move(key), std::move(owner), token, timeout);
-  }
-  asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
-                                 milliseconds timeout) override {
-    return observed_->get(std::move(key), wait, timeout);
-  }
-  void close() override { observed_->close(); }
-
-  tls_reload_result reload_tls(std::optional<tls_config> tls) override {
-    if (auto* reloadable = dynamic_cast<tls_reloadable*>(inner_.get()))
-      return reloadable->reload_tls(std::move(tls));
-    tls_reload_result out;
-    out.ec = error::invalid_config;
-    out.diagnostic = "the lock server's backend cannot read TLS files again";
-    return out;
-  }
-
- private:
-  std::shared_ptr<backend> observed_, inner_;
-};
-
-// The backend of make_backend() for `config`, observed by `observe`, with its TLS reload.
+// The backend of make_backend() for `config`, observed by `observe` (which also carries client::reload_tls()
+// through to it).
 std::shared_ptr<backend> make_observed_backend(
     const asio::any_io_executor& ex, const client_config& config,
     std::function<void(const boost::system::error_code&, const std::string&)> observe) {
-  auto inner = make_backend(ex, config);
-  auto observed = observe_backend(inner, std::move(observe));
-  return std::make_shared<reloadable_observed_backend>(std::move(observed), std::move(inner));
+  return observe_backend(make_backend(ex, config), std::move(observe));
 }
 
 std::chrono::sys_seconds wall_now() {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "lock_server_health.hpp"
 
+#include "baton/client.hpp"
 #include "baton/error.hpp"
 
 #include <boost/asio/error.hpp>
@@ -48,7 +49,7 @@ std::optional<lock_server_notice> lock_server_health::answered(std::chrono::stea
 namespace {
 
 // Forwards every call and reports its outcome; the lease code cannot tell it from the real backend.
-class observed_backend final : public backend {
+class observed_backend final : public backend, public tls_reloadable {
  public:
   observed_backend(std::shared_ptr<backend> inner,
                    std::function<void(const boost::system::error_code&, const std::string&)> observe)
@@ -78,6 +79,16 @@ class observed_backend final : public backend {
     co_return seen(co_await inner_->get(std::move(key), wait, timeout));
   }
   void close() override { inner_->close(); }
+
+  // client::reload_tls() reaches the wrapped backend, whose connections hold the TLS settings.
+  tls_reload_result reload_tls(std::optional<tls_config> tls) override {
+    if (auto* reloadable = dynamic_cast<tls_reloadable*>(inner_.get()))
+      return reloadable->reload_tls(std::move(tls));
+    tls_reload_result out;
+    out.ec = error::invalid_config;
+    out.diagnostic = "the lock server's backend cannot read TLS files again";
+    return out;
+  }
 
  private:
   template <class Reply>

@@ -67,7 +67,8 @@ class lock_server_health {
 };
 
 /// Wraps `inner` so that `observe(ec, diagnostic)` is called after every request it completes, on the
-/// backend's executor, with the request's outcome.
+/// backend's executor, with the request's outcome. The wrapper is tls_reloadable: client::reload_tls()
+/// reaches `inner` (invalid_config when `inner` cannot read its TLS files again).
 std::shared_ptr<backend> observe_backend(
     std::shared_ptr<backend> inner,
     std::function<void(const boost::system::error_code&, const std::string&)> observe);
