@@ -4,7 +4,7 @@
 // accepted (docs/fencing.md, "PostgreSQL"). The token is stored in the account's row and checked by the
 // UPDATE itself, so the database refuses a stale writer in the same step as the write.
 
-#include "../fenced-sqlite/account.hpp"
+#include "../common/fenced_account.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -6,7 +6,7 @@
 
 #include <sqlite3.h>
 
-#include "account.hpp"
+#include "../common/fenced_account.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -9,7 +9,7 @@
 //       4 the lease was lost before a write, which was not attempted; 1 other error; 2 usage.
 
 #include "account_store.hpp"
-#include "holder.hpp"
+#include "../common/fenced_holder.hpp"
 
 int main(int argc, char** argv) {
   return baton::examples::run_fenced_holder<baton::examples::sqlite::account_store>(

@@ -7,8 +7,8 @@
 // Exit: 0 every write accepted (lease released); 3 a write refused by the database (stale token); 4 the lease
 // was lost before a write, which was not attempted; 1 other error; 2 usage.
 
-#include "../common/flags.hpp"
-#include "account.hpp"
+#include "fenced_account.hpp"
+#include "flags.hpp"
 
 #include <baton/client.hpp>
 
