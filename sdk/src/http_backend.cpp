@@ -4,6 +4,7 @@
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
 #include "http_transport.hpp"
+#include "renew_batch_answer.hpp"
 #include "renew_batch_body.hpp"
 #include "tls_context.hpp"
 
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <vector>
 
 namespace baton {
@@ -208,8 +210,11 @@ class http_backend final : public backend, public tls_reloadable {
         continue;
       }
       body += tail;
-      auto r =
-          co_await transport_->request("POST", base_path_ + "/v1/renew", std::move(body), left(deadline));
+      // The answer comes as text: a 200 is read straight into the replies (read_batch_answer); anything
+      // else is rare, and read as any other answer.
+      auto r = co_await transport_->request("POST", base_path_ + "/v1/renew", std::move(body), left(deadline),
+                                            detail::answer_form::text);
+      if (!r.ec && r.status != 200) detail::parse_json_body(r);
       if (!r.ec && (r.status == 404 || r.status == 413)) {
         // 404: the server lost the feature (a downgrade behind the same URL, or a proxy in front that knows
         // only the single routes). 413: its body limit shrank since it was asked. Either way the batch was
@@ -282,38 +287,35 @@ class http_backend final : public backend, public tls_reloadable {
     batch_ = batch_support::yes;
   }
 
-  // Fills out[first, end) from a batch answer; a failed request or a malformed answer gives each entry the
-  // same error (its outcome unknown, as for a renew whose answer was lost or unreadable).
+  // Fills out[first, end) from a batch answer (its 200 body still text, any other already parsed); a failed
+  // request or a malformed answer gives each entry the same error (its outcome unknown, as for a renew whose
+  // answer was lost or unreadable).
   static void read_batch_answer(http_result& r, std::vector<renew_reply>& out, std::size_t first,
                                 std::size_t end) {
-    const json::array* results = nullptr;
     if (!r.ec) {
-      if (r.status == 200 && r.body.is_object()) {
-        const auto* v = r.body.as_object().if_contains("results");
-        if (v && v->is_array() && v->as_array().size() == end - first)
-          results = &v->as_array();
-        else
-          protocol(r, "batch renew answer lacks one result per entry");
+      if (r.status == 200) {
+        const auto replies = std::span(out).subspan(first, end - first);
+        switch (detail::read_renew_batch_answer(r.text, replies)) {
+          case detail::batch_answer_status::ok:
+            return;
+          case detail::batch_answer_status::not_json:
+            // Parsed again as any answer, for the same error and message; never taken as an answer.
+            detail::parse_json_body(r);
+            if (!r.ec) protocol(r, "HTTP 200 with a body that is not JSON");
+            break;
+          case detail::batch_answer_status::wrong_shape:
+            protocol(r, "batch renew answer lacks one result per entry");
+            break;
+        }
       } else {
         unexpected(r);
       }
     }
     for (std::size_t i = first; i < end; ++i) {
       renew_reply& one = out[i];
-      if (!results) {
-        one.ec = r.ec;
-        one.diagnostic = r.diagnostic;
-        continue;
-      }
-      const json::value& v = (*results)[i - first];
-      if (string_field(v, "error") == "lost") {
-        one.ec = error::lease_lost;
-        one.lost_reason = string_field(v, "reason");
-        one.diagnostic = string_field(v, "message");
-      } else if (std::uint64_t token = 0; !uint_field(v, "token", token)) {
-        one.ec = error::protocol_error;
-        one.diagnostic = "batch renew result " + std::to_string(i - first) + " is neither a lease nor lost";
-      }
+      one.ec = r.ec;
+      one.diagnostic = r.diagnostic;
+      one.lost_reason.clear();
     }
   }
 

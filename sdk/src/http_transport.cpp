@@ -2,6 +2,7 @@
 #include "http_transport.hpp"
 
 #include "baton/error.hpp"
+#include "renew_batch_answer.hpp"
 #include "tls_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -60,14 +61,10 @@ bool uint_field(const json::value& v, std::string_view name, std::uint64_t& out)
   auto* f = v.as_object().if_contains(name);
   if (!f) return false;
   if (f->is_string()) {
-    const auto& s = f->as_string();
-    if (s.empty()) return false;
-    std::uint64_t x = 0;
-    for (char c : s) {
-      if (c < '0' || c > '9' || x > (UINT64_MAX - 9) / 10) return false;
-      x = x * 10 + static_cast<std::uint64_t>(c - '0');
-    }
-    out = x;
+    decimal_reader d;
+    d.add(f->as_string());
+    if (!d.ok()) return false;
+    out = d.value();
     return true;
   }
   error_code ec;
@@ -176,8 +173,23 @@ asio::awaitable<error_code> http_transport::exchange(connection& c, void* req_pt
     co_return std::get<0>(result);
   }
 
+namespace {
+void parse_body(http_result& r, std::string_view text) {
+  error_code jec;
+  r.body = json::parse(text, jec);
+  if (jec) {
+    r.ec = error::protocol_error;
+    r.diagnostic = "HTTP " + std::to_string(r.status) + " with a body that is not JSON";
+  }
+}
+}  // namespace
+
+void parse_json_body(http_result& r) {
+  parse_body(r, r.text);
+}
+
 asio::awaitable<http_result> http_transport::request(std::string_view method, std::string target, std::string body,
-                                                    milliseconds timeout) {
+                                                    milliseconds timeout, answer_form form) {
     const http::verb verb = http::string_to_verb(method);
     request_t req{verb, target, 11};
     req.set(http::field::host, host_header_);
@@ -247,12 +259,10 @@ asio::awaitable<http_result> http_transport::request(std::string_view method, st
         co_return out;
       }
       out.status = static_cast<int>(res.result_int());
-      error_code jec;
-      out.body = json::parse(res.body(), jec);
-      if (jec) {
-        out.ec = error::protocol_error;
-        out.diagnostic = "HTTP " + std::to_string(out.status) + " with a body that is not JSON";
-      }
+      if (form == answer_form::text)
+        out.text = std::move(res.body());
+      else
+        parse_body(out, res.body());
       if (res.keep_alive() && idle_.size() < max_idle_) {
         idle_.push_back(std::move(c));
         if (!waiting_.empty()) waiting_.front()->cancel();  // a waiter can take it

@@ -11,8 +11,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
-#include <list>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,13 +24,23 @@ class client_tls;
 
 /// One answer: ec is set for transport errors (connection_failed, request_timeout, tls_failed), a body that
 /// is not JSON (protocol_error), or cancellation (operation_aborted); otherwise status and body are the
-/// server's.
+/// server's. An answer asked for as text (answer_form::text) has its body in `text`, unread: not JSON is no
+/// error yet, and `body` is null until parse_json_body().
 struct http_result {
   boost::system::error_code ec;
   std::string diagnostic;
   int status = 0;
   boost::json::value body;
+  std::string text;
 };
+
+/// How request() hands over the answer's body: parsed into http_result::body, or as it came, for a caller
+/// that reads it itself (the batch renew answer, read without building a tree).
+enum class answer_form { json, text };
+
+/// Parses `r.text` into `r.body` as request() does for answer_form::json: a body that is not JSON sets
+/// protocol_error.
+void parse_json_body(http_result& r);
 
 std::string string_field(const boost::json::value& v, std::string_view name);
 /// Reads an unsigned integer field written as a JSON number or, as etcd writes int64, a decimal string.
@@ -50,7 +60,8 @@ class http_transport {
   /// One request (`body` sent as JSON when not empty or when POST), bounded by `timeout`, on a pooled
   /// connection. A pooled connection the server closed while idle gets one retry on a fresh connection.
   boost::asio::awaitable<http_result> request(std::string_view method, std::string target, std::string body,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout,
+                                              answer_form form = answer_form::json);
   /// Sends `value` as the Authorization header of every request (empty: none).
   void set_authorization(std::string value) { authorization_ = std::move(value); }
   void close();
