@@ -306,20 +306,44 @@ struct http_server::impl {
     return w;
   }
 
-  // The answer's memory comes from `mem`, the request's arena.
+  // What every answer to one request is built with; its memory comes from `mem`, the request's arena.
+  struct answer_context {
+    unsigned version;
+    bool keep_alive;
+    std::pmr::memory_resource* mem;
+  };
+
+  static response error_answer(const answer_context& c, const api_error& e) {
+    return make_response(c.mem, static_cast<http::status>(e.status), c.version, c.keep_alive,
+                         error_text(c.mem, e.code, e.message));
+  }
+
+  static response refusal(const request& req, const answer_context& c, const api_error& e) {
+    auto res = error_answer(c, e);
+    if (e.status == 401)
+      res.set(http::field::www_authenticate, req[http::field::authorization].empty()
+                                                 ? R"(Bearer realm="batond")"
+                                                 : R"(Bearer realm="batond", error="invalid_token")");
+    log::debug("auth_refused",
+               {{"status", e.status}, {"target", std::string(req.target())}, {"reason", e.message}});
+    return res;
+  }
+
+  // An answer known without waiting, as the awaitable handle() returns.
+  static asio::awaitable<response> answered(response res) { co_return res; }
+
+  // Answers `req`. The checks before its route and the routes that never wait run here as plain code;
+  // only a route that waits (for the log or for a lock) is a coroutine, each with a frame of its own.
+  // One coroutine holding every route's locals had a frame above the size Asio recycles, so it cost a
+  // heap allocation per request.
   asio::awaitable<response> handle(const request& req, route& counted_as, const std::string& peer_address,
                                    clock::time_point started, std::string& authenticated_as,
                                    std::pmr::memory_resource* mem) {
-    const unsigned v = req.version();
-    const bool ka = req.keep_alive() && !draining.load(std::memory_order_relaxed);
-    auto error = [&](const api_error& e) {
-      return make_response(mem, static_cast<http::status>(e.status), v, ka,
-                           error_text(mem, e.code, e.message));
-    };
+    const answer_context c{req.version(), req.keep_alive() && !draining.load(std::memory_order_relaxed), mem};
     if (auto e = browser_check(req)) {
       log::debug("browser_refused", {{"status", e->status}, {"target", std::string(req.target())}});
-      co_return make_response(mem, static_cast<http::status>(e->status), v, false,
-                              error_text(mem, e->code, e->message));
+      return answered(make_response(mem, static_cast<http::status>(e->status), c.version, false,
+                                    error_text(mem, e->code, e->message)));
     }
 
     // The order of checks (docs/protocol.md, "Order of checks"): who is asking (401), then the route (404),
@@ -347,36 +371,27 @@ struct http_server::impl {
     if (auto wait =
             client.empty() ? address_rate.admit(peer_address, started) : client_rate.admit(client, started)) {
       auto res = make_response(
-          mem, http::status::too_many_requests, v, ka,
+          mem, http::status::too_many_requests, c.version, c.keep_alive,
           error_text(mem, "rate_limited",
                      "more than " + rate_text() + " requests per second from this client; retry later"));
       res.set(http::field::retry_after, retry_after_seconds(*wait));
-      co_return res;
+      return answered(std::move(res));
     }
-    auto refuse = [&](const api_error& e) {
-      auto res = error(e);
-      if (e.status == 401)
-        res.set(http::field::www_authenticate, req[http::field::authorization].empty()
-                                                   ? R"(Bearer realm="batond")"
-                                                   : R"(Bearer realm="batond", error="invalid_token")");
-      log::debug("auth_refused",
-                 {{"status", e.status}, {"target", std::string(req.target())}, {"reason", e.message}});
-      return res;
-    };
-    if (refused) co_return refuse(*refused);
-    if (auto* e = std::get_if<api_error>(&route_kind)) co_return error(*e);
+    if (refused) return answered(refusal(req, c, *refused));
+    if (auto* e = std::get_if<api_error>(&route_kind)) return answered(error_answer(c, *e));
     if (req.method_string() != method_for(*kind)) {
-      auto res = error({405, "method_not_allowed",
-                        "use " + std::string(method_for(*kind)) + " for " + std::string(req.target())});
+      auto res =
+          error_answer(c, {405, "method_not_allowed",
+                           "use " + std::string(method_for(*kind)) + " for " + std::string(req.target())});
       res.set(http::field::allow, method_for(*kind));
-      co_return res;
+      return answered(std::move(res));
     }
-    if (auto* e = std::get_if<api_error>(&parsed)) co_return error(*e);
-    const auto& t = std::get<lock_target>(parsed);
+    if (auto* e = std::get_if<api_error>(&parsed)) return answered(error_answer(c, *e));
+    auto& t = std::get<lock_target>(parsed);
     counted_as = route_of(t);
     if (tokens) {
       auto d = auth::authorize(*tokens, req[http::field::authorization], t);
-      if (auto* e = std::get_if<api_error>(&d)) co_return refuse(*e);
+      if (auto* e = std::get_if<api_error>(&d)) return answered(refusal(req, c, *e));
     }
 
     switch (t.what) {
@@ -389,93 +404,137 @@ struct http_server::impl {
           append_member(o, "error", "storage_failed");
           append_member(o, "message", service.storage_failure());
           o += '}';
-          co_return make_response(mem, http::status::service_unavailable, v, false, std::move(o));
+          return answered(
+              make_response(mem, http::status::service_unavailable, c.version, false, std::move(o)));
         }
-        co_return make_response(mem, http::status::ok, v, ka, R"({"status":"ok"})");
+        return answered(make_response(mem, http::status::ok, c.version, c.keep_alive, R"({"status":"ok"})"));
       case lock_target::kind::metrics:
-        co_return make_response(mem, http::status::ok, v, ka, metrics.render(), "text/plain; version=0.0.4");
+        return answered(make_response(mem, http::status::ok, c.version, c.keep_alive, metrics.render(),
+                                      "text/plain; version=0.0.4"));
       case lock_target::kind::capabilities:
-        co_return make_response(mem, http::status::ok, v, ka,
-                                capabilities_body(options.limits.max_body_bytes));
-      case lock_target::kind::acquire: {
-        auto body = parse_acquire(req.body(), options.ttl);
-        if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
-        auto& r = std::get<acquire_request>(body);
-        std::optional<std::size_t> quota;
-        if (options.tokens && !client.empty()) quota = auth::lock_quota(*options.tokens->current(), client);
-        auto result = co_await service.acquire(t.key, r.owner, r.ttl, client, quota, r.value);
-        if (auto* g = std::get_if<acquire_granted>(&result)) {
-          // The fields are strings: built only when the line is written.
-          if (log::enabled(log::level::debug))
-            log::debug("acquire", {{"key", t.key}, {"owner", r.owner}, {"token", g->token}});
-          co_return make_response(mem, http::status::ok, v, ka,
-                                  lease_body(mem, t.key, r.owner, g->token, "ttl_ms", r.ttl.count()));
-        }
-        const auto& h = std::get<acquire_refused>(result).holder;
-        text o(mem);
-        o += '{';
-        append_member(o, "error", "held");
-        append_member(o, "message", "the lock is held by another owner");
-        append_member(o, "owner", h.owner);
-        if (!h.client.empty()) append_member(o, "client", h.client);
-        append_member(o, "token", h.token);
-        append_member(o, "ttl_remaining_ms", h.remaining.count());
-        append_member(o, "value", h.value);
-        o += '}';
-        co_return make_response(mem, http::status::conflict, v, ka, std::move(o));
-      }
-      case lock_target::kind::renew: {
-        auto body = parse_renew(req.body(), options.ttl);
-        if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
-        auto& r = std::get<renew_request>(body);
-        auto result = co_await service.renew(t.key, r.owner, r.token, r.ttl, client);
-        if (std::holds_alternative<renew_ok>(result))
-          co_return make_response(mem, http::status::ok, v, ka,
-                                  lease_body(mem, t.key, r.owner, r.token, "ttl_ms", r.ttl.count()));
-        text o(mem);
-        o += '{';
-        append_lost(o, std::get<renew_refused>(result).reason);
-        o += '}';
-        co_return make_response(mem, http::status::conflict, v, ka, std::move(o));
-      }
-      case lock_target::kind::renew_batch: {
-        auto body = parse_renew_batch(req.body(), options.ttl);
-        if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
-        auto& batch = std::get<renew_batch_request>(body);
-        // The keys are known only now: any key the token may not write refuses the whole batch.
-        if (tokens) {
-          auto d = auth::authorize_renew_batch(*tokens, req[http::field::authorization], batch);
-          if (auto* e = std::get_if<api_error>(&d)) co_return refuse(*e);
-        }
-        auto results = co_await service.renew_batch(batch.leases, client);
-        co_return make_response(mem, http::status::ok, v, ka, renew_batch_body(mem, batch, results));
-      }
-      case lock_target::kind::release: {
-        auto body = parse_release(req.body());
-        if (auto* e = std::get_if<api_error>(&body)) co_return error(*e);
-        auto& r = std::get<release_request>(body);
-        auto result = co_await service.release(t.key, r.owner, r.token, client);
-        if (result.outcome == release_outcome::not_owner)
-          co_return error({409, "not_owner", "the lock is held by another owner or token; nothing changed"});
-        co_return make_response(mem, http::status::ok, v, ka,
-                                result.outcome == release_outcome::released
-                                    ? R"({"released":true,"outcome":"released"})"
-                                    : R"({"released":true,"outcome":"already_free"})");
-      }
-      case lock_target::kind::get: {
-        std::optional<lease_view> view;
-        if (t.wait_ms) {
-          view = co_await service.wait(t.key, t.token.value_or(0), milliseconds(*t.wait_ms));
-        } else {
-          view = co_await service.get(t.key);
-        }
-        if (!view) co_return error({404, "not_held", "the lock is not held"});
-        co_return make_response(mem, http::status::ok, v, ka,
-                                lease_body(mem, t.key, view->owner, view->token, "ttl_remaining_ms",
-                                           view->remaining.count(), view->client, view->value));
-      }
+        return answered(make_response(mem, http::status::ok, c.version, c.keep_alive,
+                                      capabilities_body(options.limits.max_body_bytes)));
+      case lock_target::kind::acquire:
+        return acquire_route(req, c, std::move(t.key), std::move(client));
+      case lock_target::kind::renew:
+        return renew_route(req, c, std::move(t.key), std::move(client));
+      case lock_target::kind::renew_batch:
+        return renew_batch_route(req, c, std::move(client), std::move(tokens));
+      case lock_target::kind::release:
+        return release_route(req, c, std::move(t.key), std::move(client));
+      case lock_target::kind::get:
+        return get_route(c, std::move(t));
     }
-    co_return error({500, "internal", "unhandled route"});
+    return answered(error_answer(c, {500, "internal", "unhandled route"}));
+  }
+
+  // The routes that wait. Each one parses its body, waits for the service and builds its answer in plain
+  // functions, so that its frame holds little more than what lives across the wait.
+  asio::awaitable<response> acquire_route(const request& req, answer_context c, std::string key,
+                                          std::string client) {
+    auto body = parse_acquire(req.body(), options.ttl);
+    if (auto* e = std::get_if<api_error>(&body)) co_return error_answer(c, *e);
+    auto& r = std::get<acquire_request>(body);
+    std::optional<std::size_t> quota;
+    if (options.tokens && !client.empty()) quota = auth::lock_quota(*options.tokens->current(), client);
+    auto result = co_await service.acquire(key, r.owner, r.ttl, client, quota, r.value);
+    co_return acquire_answer(c, key, r, result);
+  }
+
+  static response acquire_answer(const answer_context& c, const std::string& key, const acquire_request& r,
+                                 const acquire_result& result) {
+    if (auto* g = std::get_if<acquire_granted>(&result)) {
+      // The fields are strings: built only when the line is written.
+      if (log::enabled(log::level::debug))
+        log::debug("acquire", {{"key", key}, {"owner", r.owner}, {"token", g->token}});
+      return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
+                           lease_body(c.mem, key, r.owner, g->token, "ttl_ms", r.ttl.count()));
+    }
+    const auto& h = std::get<acquire_refused>(result).holder;
+    text o(c.mem);
+    o += '{';
+    append_member(o, "error", "held");
+    append_member(o, "message", "the lock is held by another owner");
+    append_member(o, "owner", h.owner);
+    if (!h.client.empty()) append_member(o, "client", h.client);
+    append_member(o, "token", h.token);
+    append_member(o, "ttl_remaining_ms", h.remaining.count());
+    append_member(o, "value", h.value);
+    o += '}';
+    return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  }
+
+  asio::awaitable<response> renew_route(const request& req, answer_context c, std::string key,
+                                        std::string client) {
+    auto body = parse_renew(req.body(), options.ttl);
+    if (auto* e = std::get_if<api_error>(&body)) co_return error_answer(c, *e);
+    auto& r = std::get<renew_request>(body);
+    auto result = co_await service.renew(key, r.owner, r.token, r.ttl, client);
+    co_return renew_answer(c, key, r, result);
+  }
+
+  static response renew_answer(const answer_context& c, const std::string& key, const renew_request& r,
+                               const renew_result& result) {
+    if (std::holds_alternative<renew_ok>(result))
+      return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
+                           lease_body(c.mem, key, r.owner, r.token, "ttl_ms", r.ttl.count()));
+    text o(c.mem);
+    o += '{';
+    append_lost(o, std::get<renew_refused>(result).reason);
+    o += '}';
+    return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  }
+
+  asio::awaitable<response> renew_batch_route(const request& req, answer_context c, std::string client,
+                                              std::shared_ptr<const auth::token_table> tokens) {
+    auto body = parse_renew_batch(req.body(), options.ttl);
+    if (auto* e = std::get_if<api_error>(&body)) co_return error_answer(c, *e);
+    auto& batch = std::get<renew_batch_request>(body);
+    // The keys are known only now: any key the token may not write refuses the whole batch.
+    if (tokens) {
+      auto d = auth::authorize_renew_batch(*tokens, req[http::field::authorization], batch);
+      if (auto* e = std::get_if<api_error>(&d)) co_return refusal(req, c, *e);
+    }
+    auto results = co_await service.renew_batch(batch.leases, client);
+    co_return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
+                            renew_batch_body(c.mem, batch, results));
+  }
+
+  asio::awaitable<response> release_route(const request& req, answer_context c, std::string key,
+                                          std::string client) {
+    auto body = parse_release(req.body());
+    if (auto* e = std::get_if<api_error>(&body)) co_return error_answer(c, *e);
+    auto& r = std::get<release_request>(body);
+    auto result = co_await service.release(key, r.owner, r.token, client);
+    co_return release_answer(c, result);
+  }
+
+  static response release_answer(const answer_context& c, const release_result& result) {
+    if (result.outcome == release_outcome::not_owner)
+      return error_answer(c,
+                          {409, "not_owner", "the lock is held by another owner or token; nothing changed"});
+    return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
+                         result.outcome == release_outcome::released
+                             ? R"({"released":true,"outcome":"released"})"
+                             : R"({"released":true,"outcome":"already_free"})");
+  }
+
+  asio::awaitable<response> get_route(answer_context c, lock_target t) {
+    std::optional<lease_view> view;
+    if (t.wait_ms) {
+      view = co_await service.wait(t.key, t.token.value_or(0), milliseconds(*t.wait_ms));
+    } else {
+      view = co_await service.get(t.key);
+    }
+    co_return get_answer(c, t.key, view);
+  }
+
+  static response get_answer(const answer_context& c, const std::string& key,
+                             const std::optional<lease_view>& view) {
+    if (!view) return error_answer(c, {404, "not_held", "the lock is not held"});
+    return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
+                         lease_body(c.mem, key, view->owner, view->token, "ttl_remaining_ms",
+                                    view->remaining.count(), view->client, view->value));
   }
 
   // What stops a web page from driving batond through a browser (docs/security.md): no browser client is
@@ -886,9 +945,9 @@ struct http_server::impl {
     auto r = reload_server_tls(*options.tls, std::chrono::system_clock::now());
     if (!r.ok()) {
       metrics.tls_reloads_failed.fetch_add(1, std::memory_order_relaxed);
-      log::error("tls_reload_failed", {{"error", r.error},
-                                       {"kept", "previous certificate"},
-                                       {"served_sha256", r.certificate.sha256}});
+      log::error(
+          "tls_reload_failed",
+          {{"error", r.error}, {"kept", "previous certificate"}, {"served_sha256", r.certificate.sha256}});
       return;
     }
     metrics.tls_reloads_ok.fetch_add(1, std::memory_order_relaxed);

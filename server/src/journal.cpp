@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 
@@ -401,31 +403,111 @@ std::string journal::failure_message() const {
   return failure_;
 }
 
-void journal::enqueue_waiter(std::uint64_t lsn, waiter h) {
-  std::vector<waiter> ready;
+// Where the waiters of one executor complete. A group commit posts one handler per executor that
+// completes all that executor's waiters of the batch in LSN order, instead of one handler per waiter (each
+// an allocation, the scheduler's lock and perhaps a wake-up). The handler owns its waiters, so an executor
+// that never runs it destroys them with it, as it destroyed the single handlers before. Completed vectors
+// come back here and are filled again, so a batch allocates nothing once the vectors are large enough.
+class journal::completion_queue : public std::enable_shared_from_this<completion_queue> {
+ public:
+  struct entry {
+    handler_type handler;
+    boost::system::error_code ec;
+  };
+  using batch = std::vector<entry>;
+
+  explicit completion_queue(boost::asio::any_io_executor ex) : executor_(std::move(ex)) {}
+
+  const boost::asio::any_io_executor& executor() const { return executor_; }
+
+  /// An empty vector, with the capacity of one that completed before when there is one.
+  batch take_spare() {
+    std::lock_guard lk(mu_);
+    if (spares_.empty()) return {};
+    batch b = std::move(spares_.back());
+    spares_.pop_back();
+    return b;
+  }
+
+  /// Completes `b`'s entries, in order, in one handler on the executor.
+  void post(batch b) {
+    boost::asio::post(executor_, [q = shared_from_this(), b = std::move(b)]() mutable {
+      for (auto& e : b)
+        std::move(e.handler)(e.ec);
+      b.clear();
+      q->give_back(std::move(b));
+    });
+  }
+
+  batch filling;  // guarded by the journal's mu_: this executor's waiters of the batch being completed
+
+ private:
+  void give_back(batch b) {
+    std::lock_guard lk(mu_);
+    if (spares_.size() < max_spares) spares_.push_back(std::move(b));
+  }
+
+  static constexpr std::size_t max_spares = 2;
+  boost::asio::any_io_executor executor_;
+  std::mutex mu_;
+  std::vector<batch> spares_;  // guarded by mu_
+};
+
+struct journal::ready_batch {
+  completion_queue* queue;
+  completion_queue::batch entries;
+};
+
+journal::completion_queue* journal::queue_for_locked(const boost::asio::any_io_executor& ex) {
+  for (auto& q : queues_)
+    if (q->executor() == ex) return q.get();
+  return queues_.emplace_back(std::make_shared<completion_queue>(ex)).get();
+}
+
+void journal::enqueue_waiter(std::uint64_t lsn, boost::asio::any_io_executor ex, handler_type handler) {
   boost::system::error_code ec;
   {
     std::lock_guard lk(mu_);
-    if (lsn <= durable_lsn_) {
-      ready.push_back(std::move(h));
-    } else if (failed_ || writer_done_) {
+    if (lsn > durable_lsn_) {
+      if (!failed_ && !writer_done_) {
+        waiters_.emplace_back(lsn, queue_for_locked(ex), std::move(handler));
+        return;
+      }
       ec = errc::make_error_code(errc::io_error);
-      ready.push_back(std::move(h));
-    } else {
-      waiters_.emplace(lsn, std::move(h));
     }
   }
-  complete_waiters(ready, ec);
+  boost::asio::post(ex, [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
 }
 
-void journal::complete_waiters(std::vector<waiter>& ready, boost::system::error_code ec) {
-  for (auto& w : ready)
-    boost::asio::post(w.executor, [h = std::move(w.handler), ec]() mutable { std::move(h)(ec); });
-  ready.clear();
+// Takes every waiter for a record up to `up_to` and groups them by executor, each group in LSN order;
+// `to_post` gets the groups, to be posted outside mu_ (a post takes the executor's own lock).
+void journal::take_waiters_locked(std::uint64_t up_to, boost::system::error_code ec,
+                                  std::vector<ready_batch>& to_post) {
+  std::sort(waiters_.begin(), waiters_.end(), [](const waiter& a, const waiter& b) { return a.lsn < b.lsn; });
+  auto end =
+      std::partition_point(waiters_.begin(), waiters_.end(), [&](const waiter& w) { return w.lsn <= up_to; });
+  std::size_t first = to_post.size();
+  for (auto it = waiters_.begin(); it != end; ++it) {
+    auto& filling = it->queue->filling;
+    if (filling.empty()) {
+      if (filling.capacity() == 0) filling = it->queue->take_spare();
+      to_post.push_back({it->queue, {}});
+    }
+    filling.push_back({std::move(it->handler), ec});
+  }
+  waiters_.erase(waiters_.begin(), end);
+  for (std::size_t i = first; i < to_post.size(); ++i)
+    to_post[i].entries = std::move(to_post[i].queue->filling);
+}
+
+void journal::post_queues(std::vector<ready_batch>& to_post) {
+  for (auto& b : to_post)
+    b.queue->post(std::move(b.entries));
+  to_post.clear();
 }
 
 void journal::poison(const std::string& message) {
-  std::vector<waiter> ready;
+  std::vector<ready_batch> to_post;
   bool first = false;
   {
     std::lock_guard lk(mu_);
@@ -434,9 +516,7 @@ void journal::poison(const std::string& message) {
       first = true;
       failure_ = message;
     }
-    for (auto& [lsn, h] : waiters_)
-      ready.push_back(std::move(h));
-    waiters_.clear();
+    take_waiters_locked(UINT64_MAX, errc::make_error_code(errc::io_error), to_post);
   }
   cv_.notify_all();
   compact_cv_.notify_all();
@@ -444,7 +524,7 @@ void journal::poison(const std::string& message) {
     metrics_->storage_errors.fetch_add(1, std::memory_order_relaxed);
     metrics_->storage_healthy.store(0, std::memory_order_relaxed);
   }
-  complete_waiters(ready, errc::make_error_code(errc::io_error));
+  post_queues(to_post);
   if (first && on_failure_) on_failure_(message);
 }
 
@@ -475,16 +555,12 @@ bool journal::write_batch(const std::string& batch, std::uint64_t up_to_lsn, std
     metrics_->fsync_batch_records.observe(static_cast<double>(records));
     metrics_->fsync_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
   }
-  std::vector<waiter> ready;
   {
     std::lock_guard lk(mu_);
     durable_lsn_ = std::max(durable_lsn_, up_to_lsn);
-    auto end = waiters_.upper_bound(durable_lsn_);
-    for (auto it = waiters_.begin(); it != end; ++it)
-      ready.push_back(std::move(it->second));
-    waiters_.erase(waiters_.begin(), end);
+    take_waiters_locked(durable_lsn_, {}, batch_to_post_);
   }
-  complete_waiters(ready, {});
+  post_queues(batch_to_post_);
   return true;
 }
 
@@ -528,16 +604,14 @@ bool journal::flush() {
 
 void journal::end_writing() {
   // Whatever is still waiting can never become durable: no writer will run again.
-  std::vector<waiter> ready;
+  std::vector<ready_batch> to_post;
   {
     std::lock_guard lk(mu_);
     writer_done_ = true;
-    for (auto& [lsn, h] : waiters_)
-      ready.push_back(std::move(h));
-    waiters_.clear();
+    take_waiters_locked(UINT64_MAX, errc::make_error_code(errc::io_error), to_post);
   }
   compact_cv_.notify_all();
-  complete_waiters(ready, errc::make_error_code(errc::io_error));
+  post_queues(to_post);
 }
 
 bool journal::cut() {

@@ -42,11 +42,13 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 namespace baton::server {
 
@@ -165,7 +167,7 @@ class journal {
         [this, lsn](auto handler) {
           boost::asio::any_io_executor ex =
               boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-          enqueue_waiter(lsn, waiter{std::move(ex), handler_type(std::move(handler))});
+          enqueue_waiter(lsn, std::move(ex), handler_type(std::move(handler)));
         },
         token);
   }
@@ -178,11 +180,32 @@ class journal {
   std::string failure_message() const;
 
  private:
+  // The waiters of one executor that are ready to complete (journal.cpp). A group commit hands each
+  // executor's waiters over with one post instead of one per waiter.
+  class completion_queue;
   struct waiter {
-    boost::asio::any_io_executor executor;
+    std::uint64_t lsn;
+    completion_queue* queue;  // owned by queues_
     handler_type handler;
+
+    waiter(std::uint64_t l, completion_queue* q, handler_type h) : lsn(l), queue(q), handler(std::move(h)) {}
+    waiter(waiter&&) noexcept = default;
+    // Boost 1.81's any_completion_handler move assignment wraps the source in a new handler instead of
+    // taking it (it calls the converting constructor on an lvalue); sorting and erasing need a real move.
+    waiter& operator=(waiter&& other) noexcept {
+      lsn = other.lsn;
+      queue = other.queue;
+      handler_type taken(std::move(other.handler));
+      handler.swap(taken);
+      return *this;
+    }
   };
-  void enqueue_waiter(std::uint64_t lsn, waiter w);
+  void enqueue_waiter(std::uint64_t lsn, boost::asio::any_io_executor ex, handler_type handler);
+  completion_queue* queue_for_locked(const boost::asio::any_io_executor& ex);
+  struct ready_batch;
+  void take_waiters_locked(std::uint64_t up_to, boost::system::error_code ec,
+                           std::vector<ready_batch>& to_post);
+  static void post_queues(std::vector<ready_batch>& to_post);
   void take_batch_locked(std::string& batch, std::size_t& records, std::uint64_t& up_to);
   int write_log(const std::string& batch);
   int sync_log();
@@ -192,7 +215,6 @@ class journal {
   bool write_batch(const std::string& batch, std::uint64_t up_to_lsn, std::size_t records);
   bool cut();
   void compact(std::uint64_t up_to_generation);
-  static void complete_waiters(std::vector<waiter>& ready, boost::system::error_code ec);
   void poison(const std::string& message);
   std::filesystem::path wal_path(std::uint64_t generation) const;
 
@@ -219,7 +241,9 @@ class journal {
   std::uint64_t compact_up_to_ = 0;  // a cut waiting for the compactor: the first generation it keeps
   bool compacting_ = false;          // a cut was made and its snapshot is not installed yet
   std::uint64_t compactions_ = 0;
-  std::multimap<std::uint64_t, waiter> waiters_;
+  std::vector<waiter> waiters_;                            // in no particular order
+  std::vector<std::shared_ptr<completion_queue>> queues_;  // one per executor ever waited on; never shrinks
+  std::vector<ready_batch> batch_to_post_;                 // write_batch's, kept for its capacity
   std::thread writer_;
   std::thread compactor_;
 };

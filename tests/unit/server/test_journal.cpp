@@ -252,7 +252,8 @@ BOOST_AUTO_TEST_CASE(repair_cuts_the_damage_keeps_it_and_raises_the_token_floor)
     journal j(journal_options{dir.path()});
     auto stats = j.open(table, t0);
     BOOST_TEST(stats.last_token == report.token_floor);
-    for (const char* k : {"k0", "k2", "k3", "k4"}) BOOST_TEST(table.get(k, t0).has_value());
+    for (const char* k : {"k0", "k2", "k3", "k4"})
+      BOOST_TEST(table.get(k, t0).has_value());
     auto g = std::get<acquire_granted>(table.acquire("k1", "new", 1s, t0));
     BOOST_TEST(g.token > report.token_floor);
   }
@@ -615,4 +616,102 @@ BOOST_AUTO_TEST_CASE(a_device_takes_flushed_batches_and_a_failed_sync_poisons_th
   BOOST_TEST(waited.failed());
   BOOST_TEST(j.durable() == lsn);
   BOOST_TEST(failure.find("Input/output error") != std::string::npos);
+}
+
+// A group commit hands each executor its waiters in one go: every waiter on either of two executors
+// completes, in LSN order within its executor, never before its record is durable; when the sync fails,
+// every waiter still pending completes with io_error.
+BOOST_AUTO_TEST_CASE(many_waiters_on_two_executors_complete_in_order_with_the_batch_outcome) {
+  struct memory_device : log_device {
+    int sync_error = 0;
+    int write(std::string_view) override { return 0; }
+    int sync() override { return sync_error; }
+  } device;
+  temp_dir dir;
+  lock_table table;
+  journal j(journal_options{dir.path(), max_compact_bytes, &device});
+  j.open(table, t0);
+  boost::asio::io_context a, b;
+  struct completion {
+    std::uint64_t lsn;
+    boost::system::error_code ec;
+    std::uint64_t durable;
+  };
+  std::vector<completion> done_a, done_b;
+  auto wait_batch = [&](int records) {
+    std::vector<std::uint64_t> lsns;
+    for (int i = 0; i < records; ++i)
+      lsns.push_back(j.append(record_type::release, static_cast<std::uint64_t>(i + 1), 0, "k"));
+    // Enqueued out of LSN order, alternating executors.
+    for (int i = records - 1; i >= 0; --i) {
+      auto lsn = lsns[static_cast<std::size_t>(i)];
+      auto& ioc = i % 2 ? a : b;
+      auto& done = i % 2 ? done_a : done_b;
+      j.async_wait_durable(lsn, boost::asio::bind_executor(ioc, [&, lsn](boost::system::error_code ec) {
+                             done.push_back({lsn, ec, j.durable()});
+                           }));
+    }
+    return lsns;
+  };
+  auto check = [](const std::vector<completion>& done, std::size_t count, bool failed) {
+    BOOST_TEST_REQUIRE(done.size() == count);
+    for (std::size_t i = 0; i < done.size(); ++i) {
+      if (i > 0) BOOST_TEST(done[i - 1].lsn < done[i].lsn);
+      BOOST_TEST(done[i].ec.failed() == failed);
+      if (failed)
+        BOOST_TEST((done[i].ec == boost::system::errc::make_error_code(boost::system::errc::io_error)));
+      else
+        BOOST_TEST(done[i].durable >= done[i].lsn);
+    }
+  };
+
+  wait_batch(100);
+  a.poll();
+  b.poll();
+  BOOST_TEST(done_a.empty());  // nothing is durable yet
+  BOOST_TEST(done_b.empty());
+  BOOST_TEST(j.flush());
+  a.restart();
+  b.restart();
+  a.run();
+  b.run();
+  check(done_a, 50, false);
+  check(done_b, 50, false);
+
+  done_a.clear();
+  done_b.clear();
+  device.sync_error = EIO;
+  wait_batch(64);
+  BOOST_TEST(!j.flush());
+  a.restart();
+  b.restart();
+  a.run();
+  b.run();
+  check(done_a, 32, true);
+  check(done_b, 32, true);
+  BOOST_TEST(j.failed());
+}
+
+// The completions a batch posts belong to the executor's queue: when the executor is destroyed without
+// running them (a stopped server, a simulated crash), the waiters go with it, not with the journal later.
+BOOST_AUTO_TEST_CASE(waiters_posted_to_an_executor_that_never_runs_are_destroyed_with_it) {
+  struct memory_device : log_device {
+    int write(std::string_view) override { return 0; }
+    int sync() override { return 0; }
+  } device;
+  temp_dir dir;
+  lock_table table;
+  journal j(journal_options{dir.path(), max_compact_bytes, &device});
+  j.open(table, t0);
+  auto alive = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = alive;
+  {
+    boost::asio::io_context ioc;
+    auto lsn = j.append(record_type::release, 1, 0, "k");
+    j.async_wait_durable(
+        lsn, boost::asio::bind_executor(ioc, [held = std::move(alive)](boost::system::error_code) {}));
+    BOOST_TEST(j.flush());
+    BOOST_TEST(!watch.expired());  // posted, not run
+  }
+  BOOST_TEST(watch.expired());
 }
