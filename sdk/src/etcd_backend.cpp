@@ -337,7 +337,7 @@ class etcd_backend final : public backend, public tls_reloadable {
   // A batch (docs/protocol.md, "renew batch"): the keys of up to `max_txn_reads` entries are read in one txn,
   // at one revision, and each lease still held by its owner with its token is kept alive on its own, as
   // renew() does. Each entry's conditions are exactly a renew's; what the batch saves is a read per lease.
-  asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
+  asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                         milliseconds timeout) override {
     // etcd refuses a txn of more operations than its --max-txn-ops, 128 by default.
     constexpr std::size_t max_txn_reads = 128;

@@ -172,15 +172,14 @@ class http_backend final : public backend, public tls_reloadable {
     co_return with_outcome(std::move(out), r);
   }
 
-  asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
+  asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                         milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     // A server without the feature is asked again now and then: it may have been upgraded behind its URL.
     if (batch_ == batch_support::no && std::chrono::steady_clock::now() - learned_at_ >= ask_again_after)
       batch_ = batch_support::unknown;
     if (batch_ == batch_support::unknown) co_await learn_batch_support(timeout);
-    if (batch_ != batch_support::yes)
-      co_return co_await backend::renew_batch(std::move(entries), left(deadline));
+    if (batch_ != batch_support::yes) co_return co_await backend::renew_batch(entries, left(deadline));
     std::vector<renew_reply> out(entries.size());
     // Consecutive entries, as many as both server limits allow, per request; each entry's text is written
     // straight into the body, and taken back out when it would not fit.
@@ -221,10 +220,7 @@ class http_backend final : public backend, public tls_reloadable {
         // not read, and single renews mean the same; the limits are asked again at a later batch.
         batch_ = r.status == 404 ? batch_support::no : batch_support::unknown;
         learned_at_ = std::chrono::steady_clock::now();
-        std::vector<renew_entry> rest(
-            std::make_move_iterator(entries.begin() + static_cast<std::ptrdiff_t>(first)),
-            std::make_move_iterator(entries.end()));
-        auto singles = co_await backend::renew_batch(std::move(rest), left(deadline));
+        auto singles = co_await backend::renew_batch(entries.subspan(first), left(deadline));
         std::move(singles.begin(), singles.end(), out.begin() + static_cast<std::ptrdiff_t>(first));
         co_return out;
       }
@@ -343,7 +339,7 @@ asio::awaitable<acquire_reply> backend::acquire(std::string key, std::string own
   co_return out;
 }
 
-asio::awaitable<std::vector<renew_reply>> backend::renew_batch(std::vector<renew_entry> entries,
+asio::awaitable<std::vector<renew_reply>> backend::renew_batch(std::span<const renew_entry> entries,
                                                                milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<renew_reply> out(entries.size());
@@ -354,8 +350,8 @@ asio::awaitable<std::vector<renew_reply>> backend::renew_batch(std::vector<renew
       out[i].diagnostic = "not sent: the batch's time ran out";
       continue;
     }
-    auto& e = entries[i];
-    out[i] = co_await renew(std::move(e.key), std::move(e.owner), e.token, e.ttl, left);
+    const auto& e = entries[i];
+    out[i] = co_await renew(e.key, e.owner, e.token, e.ttl, left);
     // Cancelled: the rest is abandoned (not sent).
     if (out[i].ec == asio::error::operation_aborted) {
       for (std::size_t j = i + 1; j < entries.size(); ++j)

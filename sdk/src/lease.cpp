@@ -115,7 +115,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       if (worth_batching(*c) && budget >= cs.config.request_timeout) {
         if (!cs.batcher) cs.batcher = std::make_shared<renew_batcher>(cs);
         // The answer comes on `wake` (idle while a request runs): one frame fewer per renewal.
-        auto place = cs.batcher->join(renew_entry{c->key, c->owner, c->token, c->options.ttl},
+        auto place = cs.batcher->join(c->key, c->owner, c->token, c->options.ttl,
                                       std::chrono::ceil<milliseconds>(budget), wake);
         if (!place.answered()) co_await wake.async_wait(use_tuple);
         r = place.take();

@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <span>
 
 namespace baton::detail {
 namespace asio = boost::asio;
@@ -19,12 +20,17 @@ constexpr std::size_t max_entries = 1'000;
 // Room made in a new batch up front, so that a batch of a usual size grows its vectors once, not once per
 // doubling (at 10,000 leases of 15 s and a 2 ms window, a batch holds about four entries).
 constexpr std::size_t expected_entries = 16;
+// Entry vectors kept for later batches: about as many as are in flight at once (a window's batch, and the
+// one before it waiting for its answer), with room for a burst.
+constexpr std::size_t max_spare_entries = 4;
 }  // namespace
 
 // The entries of one batch and their answers, side by side: the entries go to the backend as they are (no
 // copy per batch), and each answer stays in place until its renewal picks it up.
 struct renew_batcher::batch {
+  // entries[0, n) are this batch's; any after them are left over from an earlier batch, memory to reuse.
   std::vector<renew_entry> entries;
+  std::size_t n = 0;
   std::vector<renew_reply> replies;
   std::vector<timer*> waiters;  // each entry's renewal waits on it; null once that renewal has gone
   clock::time_point until{};    // the most patient entry's own timeout
@@ -54,20 +60,32 @@ renew_reply renew_batcher::place::take() {
   return std::move(b_->replies[i_]);
 }
 
-renew_batcher::place renew_batcher::join(renew_entry entry, milliseconds timeout, timer& done) {
+renew_batcher::place renew_batcher::join(std::string_view key, std::string_view owner, std::uint64_t token,
+                                         milliseconds ttl, milliseconds timeout, timer& done) {
   if (!open_) {
     open_ = std::make_shared<batch>();
     auto b = open_;
-    b->entries.reserve(expected_entries);
+    if (!spare_entries_.empty()) {
+      b->entries = std::move(spare_entries_.back());
+      spare_entries_.pop_back();
+    } else {
+      b->entries.reserve(expected_entries);
+    }
     b->waiters.reserve(expected_entries);
     auto t = std::make_shared<timer>(cs_.ex, clock::now() + cs_.config.renew_batch_window);
     t->async_wait([this, b, t, keep = cs_.shared_from_this()](boost::system::error_code) { flush(b); });
   }
   done.expires_at(clock::time_point::max());
   open_->until = std::max(open_->until, clock::now() + timeout);
-  open_->entries.push_back(std::move(entry));
+  auto& b = *open_;
+  if (b.n == b.entries.size()) b.entries.emplace_back();
+  auto& e = b.entries[b.n++];
+  e.key.assign(key);
+  e.owner.assign(owner);
+  e.token = token;
+  e.ttl = ttl;
   place p(open_, done);
-  if (open_->entries.size() >= max_entries) flush(open_);
+  if (b.n >= max_entries) flush(open_);
   return p;
 }
 
@@ -83,15 +101,18 @@ asio::awaitable<void> renew_batcher::send(std::shared_ptr<batch> b, std::shared_
   // The batch may take as long as the most patient entry allows. The entries joined within one window, each
   // with its whole request_timeout ahead (a renewal short of time goes alone), so their bounds differ by at
   // most the window.
-  const auto n = b->entries.size();
+  const auto n = b->n;
   auto budget = std::max(milliseconds(1), std::chrono::ceil<milliseconds>(b->until - clock::now()));
   if (n == 1) {
-    auto& e = b->entries.front();
-    b->replies.push_back(
-        co_await cs_.backend->renew(std::move(e.key), std::move(e.owner), e.token, e.ttl, budget));
+    // Copied, not moved: the entry keeps its memory for a later batch.
+    const auto& e = b->entries.front();
+    b->replies.push_back(co_await cs_.backend->renew(e.key, e.owner, e.token, e.ttl, budget));
   } else {
-    b->replies = co_await cs_.backend->renew_batch(std::move(b->entries), budget);
+    const std::span<const renew_entry> entries(b->entries.data(), n);
+    b->replies = co_await cs_.backend->renew_batch(entries, budget);
   }
+  // The backend is done with the entries (renew_batch reads them until it completes).
+  if (spare_entries_.size() < max_spare_entries) spare_entries_.push_back(std::move(b->entries));
   // Each answer goes to its lease as it is: one that arrives after the lease's deadline is handled there (a
   // "renewed" too late for the lease is handed back with a release).
   if (b->replies.size() < n) {

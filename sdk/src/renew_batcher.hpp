@@ -13,7 +13,9 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 namespace baton::detail {
@@ -44,11 +46,14 @@ class renew_batcher {
     std::size_t i_;
   };
 
-  /// Adds one lease's renewal to the batch gathering the others falling due within the window. `timeout`
-  /// bounds the wait for the batch to leave plus its round trip. `done` (the renewal's own timer, which
-  /// must outlive the place) is set to expire never, and is cancelled when the answer is in: the renewal
-  /// waits on it, then takes the answer from the place. No coroutine frame per renewal. Executor only.
-  place join(renew_entry entry, milliseconds timeout, timer& done);
+  /// Adds one lease's renewal (renew `key` held by `owner` with `token` for `ttl`) to the batch gathering
+  /// the others falling due within the window; the key and owner are copied into an entry whose memory an
+  /// earlier batch left behind. `timeout` bounds the wait for the batch to leave plus its round trip. `done`
+  /// (the renewal's own timer, which must outlive the place) is set to expire never, and is cancelled when
+  /// the answer is in: the renewal waits on it, then takes the answer from the place. No coroutine frame
+  /// per renewal. Executor only.
+  place join(std::string_view key, std::string_view owner, std::uint64_t token, milliseconds ttl,
+             milliseconds timeout, timer& done);
 
  private:
   void flush(std::shared_ptr<batch> b);
@@ -56,6 +61,9 @@ class renew_batcher {
 
   client_shared& cs_;
   std::shared_ptr<batch> open_;  // the batch gathering entries, if any
+  // The entries of answered batches, their strings' memory kept for the next batches: the same leases renew
+  // again and again, so a key or owner copied into one rarely needs memory of its own.
+  std::vector<std::vector<renew_entry>> spare_entries_;
 };
 
 }  // namespace baton::detail

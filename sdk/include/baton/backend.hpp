@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -104,8 +105,9 @@ class backend {
   /// an abandoned one may or may not have taken effect. The default implementation renews the entries one by
   /// one with renew(); the HTTP backend sends `POST /v1/renew` when the server advertises `renew_batch`, and
   /// the etcd backend reads the keys in one txn before each lease's keep-alive (docs/protocol.md, "renew
-  /// batch").
-  virtual boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
+  /// batch"). The entries are read, not taken: they must stay valid and unchanged until the call completes
+  /// (a caller that renews the same leases again reuses them, and their strings' memory).
+  virtual boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                                        milliseconds timeout);
   /// Reads the holder; with `wait`, long-polls (the timeout should cover the wait).
   virtual boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,

@@ -15,7 +15,9 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 using namespace baton;
@@ -38,6 +40,7 @@ class counting_backend final : public backend {
   std::size_t batched_entries = 0;
   std::size_t largest_batch = 0;
   std::vector<lease_clock::time_point> batch_sent, renew_sent;
+  std::vector<std::vector<std::string>> batch_keys;  // each batch's keys, in order
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          milliseconds timeout) override {
@@ -53,15 +56,18 @@ class counting_backend final : public backend {
                                          milliseconds timeout) override {
     co_return co_await s_->release(std::move(key), std::move(owner), token, timeout);
   }
-  asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries,
+  asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                         milliseconds timeout) override {
     ++batches;
     batched_entries += entries.size();
     largest_batch = std::max(largest_batch, entries.size());
     batch_sent.push_back(lease_clock::now());
+    auto& keys = batch_keys.emplace_back();
+    for (const auto& e : entries)
+      keys.push_back(e.key);
     std::vector<renew_reply> out;
-    for (auto& e : entries)
-      out.push_back(co_await s_->renew(std::move(e.key), std::move(e.owner), e.token, e.ttl, timeout));
+    for (const auto& e : entries)
+      out.push_back(co_await s_->renew(e.key, e.owner, e.token, e.ttl, timeout));
     co_return out;
   }
   asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
@@ -130,6 +136,36 @@ BOOST_AUTO_TEST_CASE(renewals_falling_due_together_leave_in_one_batch) {
     BOOST_TEST(static_cast<std::uint64_t>(f.backend->batches + f.backend->renews) * 2 <= renews);
     for (auto& l : leases) co_await l.release();
     BOOST_TEST(!f.server->holder("k0"));
+  }());
+}
+
+// A batch reuses the entries (and their strings' memory) of an earlier, larger one: it carries its own
+// leases only, none left over from the earlier batch.
+BOOST_AUTO_TEST_CASE(a_smaller_batch_after_a_larger_one_carries_only_its_own_leases) {
+  fixture f(100ms);
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto leases = co_await f.acquire_all(12);
+    for (int i = 0; i < 3000 && f.c.stats().renews < 24; ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(f.backend->largest_batch >= 5u);
+    for (std::size_t i = 4; i < leases.size(); ++i) co_await leases[i].release();
+    // Two rounds of the four left, then two more, whose batches are checked.
+    auto renews = f.c.stats().renews;
+    for (int i = 0; i < 3000 && f.c.stats().renews < renews + 8; ++i) co_await sleep_for(10ms);
+    const auto first = f.backend->batch_keys.size();
+    renews = f.c.stats().renews;
+    for (int i = 0; i < 3000 && f.c.stats().renews < renews + 8; ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(f.backend->batch_keys.size() > first);
+    for (auto b = first; b < f.backend->batch_keys.size(); ++b) {
+      auto keys = f.backend->batch_keys[b];
+      std::sort(keys.begin(), keys.end());
+      BOOST_TEST((std::adjacent_find(keys.begin(), keys.end()) == keys.end()));
+      for (const auto& k : keys)
+        BOOST_TEST((k == "k0" || k == "k1" || k == "k2" || k == "k3"), k);
+    }
+    for (std::size_t i = 0; i < 4; ++i) {
+      BOOST_TEST((leases[i].state() == lease_state::active));
+      co_await leases[i].release();
+    }
   }());
 }
 
