@@ -36,10 +36,13 @@ lock_service::lock_service(journal& j, server_metrics& metrics, clock_function n
     };
 }
 
-asio::awaitable<void> lock_service::wait_durable(std::uint64_t lsn) {
-  if (journal_.durable() >= lsn) co_return;
-  auto [ec] = co_await journal_.async_wait_durable(lsn, asio::as_tuple(asio::use_awaitable));
-  if (ec) throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+asio::awaitable<std::tuple<boost::system::error_code>> lock_service::wait_durable(std::uint64_t lsn) {
+  return journal_.async_wait_durable(lsn, asio::as_tuple(asio::use_awaitable));
+}
+
+void lock_service::check_durable(std::tuple<boost::system::error_code> waited) const {
+  if (std::get<0>(waited))
+    throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
 }
 
 void lock_service::wake(const std::shared_ptr<waiter>& w) {
@@ -97,8 +100,8 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
     }
     result = table_.acquire(key, owner, ttl, now, client, value);
     if (auto* g = std::get_if<acquire_granted>(&result)) {
-      lsn = journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(g->restore_ttl.count()),
-                            key, owner, client, value);
+      lsn = journal_.append(record_type::acquire, g->token,
+                            static_cast<std::uint64_t>(g->restore_ttl.count()), key, owner, client, value);
       table_.mark_logged(key, g->token, lsn);
       metrics_.last_token.store(g->token, std::memory_order_relaxed);
       if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
@@ -107,7 +110,7 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
       lsn = journal_.last_appended();
     }
   }
-  co_await wait_durable(lsn);
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
   if (std::holds_alternative<acquire_granted>(result))
     metrics_.acquire_granted.fetch_add(1, std::memory_order_relaxed);
   else
@@ -145,7 +148,7 @@ asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::str
       throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
     lsn = renew_locked(key, owner, token, ttl, client, now_(), result);
   }
-  co_await wait_durable(lsn);
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
   if (std::holds_alternative<renew_ok>(result))
     metrics_.renew_ok.fetch_add(1, std::memory_order_relaxed);
   else
@@ -172,7 +175,7 @@ asio::awaitable<std::vector<renew_result>> lock_service::renew_batch(
       lsn = std::max(lsn, renew_locked(e.key, e.owner, e.token, e.ttl, client, now, results[i]));
     }
   }
-  co_await wait_durable(lsn);
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
   std::uint64_t ok = 0;
   for (const auto& r : results)
     ok += std::holds_alternative<renew_ok>(r) ? 1 : 0;
@@ -206,7 +209,7 @@ asio::awaitable<release_result> lock_service::release(std::string_view key, std:
       lsn = journal_.last_appended();
     }
   }
-  co_await wait_durable(lsn);
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
   switch (result.outcome) {
     case release_outcome::released:
       metrics_.release_released.fetch_add(1, std::memory_order_relaxed);
@@ -231,7 +234,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::get(std::string_view ke
     view = table_.get(key, now);
     lsn = journal_.last_appended();
   }
-  co_await wait_durable(lsn);
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
   co_return view;
 }
 
@@ -299,7 +302,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
       }
     }
     if (answer) {
-      co_await wait_durable(lsn);
+      if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
       co_return view;
     }
     co_await w->timer->wait();

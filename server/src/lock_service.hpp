@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -141,7 +142,13 @@ class lock_service {
     std::unique_ptr<wait_timer> timer;
   };
 
-  boost::asio::awaitable<void> wait_durable(std::uint64_t lsn);
+  // The wait for record `lsn` to be durable, co_awaited in the request's own coroutine as
+  //   if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
+  // rather than in a coroutine of its own, whose frame cost a heap allocation per request.
+  bool must_wait(std::uint64_t lsn) const { return journal_.durable() < lsn; }
+  boost::asio::awaitable<std::tuple<boost::system::error_code>> wait_durable(std::uint64_t lsn);
+  /// Throws storage_unavailable when the wait failed (the log can no longer make the record durable).
+  void check_durable(std::tuple<boost::system::error_code> waited) const;
   /// renew()'s decision for one lease, with mu_ held; returns the log position its answer rests on.
   std::uint64_t renew_locked(std::string_view key, std::string_view owner, std::uint64_t token,
                              milliseconds ttl, std::string_view client, time_point now, renew_result& result);
