@@ -370,11 +370,17 @@ void journal::start() {
 std::uint64_t journal::append(record_type type, std::uint64_t token, std::uint64_t ttl_ms,
                               std::string_view key, std::string_view owner, std::string_view client,
                               std::string_view value) {
-  std::lock_guard lk(mu_);
-  encode_record(type, token, ttl_ms, key, owner, pending_, client, value);
-  ++pending_records_;
-  std::uint64_t lsn = ++last_lsn_;
-  if (pending_records_ == 1) cv_.notify_one();
+  std::uint64_t lsn;
+  bool first;
+  {
+    std::lock_guard lk(mu_);
+    encode_record(type, token, ttl_ms, key, owner, pending_, client, value);
+    first = ++pending_records_ == 1;
+    lsn = ++last_lsn_;
+  }
+  // Woken after the unlock, the writer takes mu_ at once instead of blocking on it again (two futex calls
+  // per batch less). No wake-up is lost: the writer checks pending_ under mu_ before it waits.
+  if (first) cv_.notify_one();
   return lsn;
 }
 
