@@ -83,7 +83,7 @@ void client_config::validate() const {
     invalid("tls settings need an https:// or etcds:// server_url, got \"" + shown + "\"");
   if (tls.cert_file.empty() != tls.key_file.empty()) invalid("tls.cert_file and tls.key_file go together");
   if (request_timeout.count() <= 0) invalid("request_timeout must be positive");
-  if (renew_batch_window.count() < 0 || renew_batch_window > request_timeout / 4)
+  if (renew_batch_window && (renew_batch_window->count() < 0 || *renew_batch_window > request_timeout / 4))
     invalid("renew_batch_window must be between 0 and request_timeout / 4");
   if (retry.initial_backoff.count() <= 0 || retry.max_backoff < retry.initial_backoff)
     invalid("retry backoff must be positive and max_backoff >= initial_backoff");

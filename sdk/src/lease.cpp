@@ -47,11 +47,19 @@ asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> 
   co_return r;
 }
 
+// The batch window of `c`'s renewals: the client's, or by default a thousandth of the lease's renew period.
+milliseconds batch_window(const lease_core& c) {
+  const auto& config = c.client->config;
+  if (config.renew_batch_window) return *config.renew_batch_window;
+  return default_batch_window(c.options.effective_renew_every(), config.request_timeout);
+}
+
 // Whether a renewal of `c` should wait for others: when the client's leases renew often enough that about one
 // other renewal falls due within the window (leases renewing × window ≥ this lease's renew period). Fewer
-// leases would pay the window's wait and the batcher's work for batches of one.
+// leases would pay the window's wait and the batcher's work for batches of one. With the default window
+// that is a client renewing 1,000 leases or more.
 bool worth_batching(const lease_core& c) {
-  const auto window = c.client->config.renew_batch_window;
+  const auto window = batch_window(c);
   if (window.count() <= 0) return false;
   return static_cast<double>(c.client->renewing) * static_cast<double>(window.count()) >=
          static_cast<double>(c.options.effective_renew_every().count());
@@ -64,8 +72,7 @@ bool worth_batching(const lease_core& c) {
 // deadline; a wake for the deadline itself (the loss) is never moved.
 clock::time_point wake_time(const lease_core& c) {
   if (!worth_batching(c)) return c.fsm.wake_at();
-  return wake_on_grid(c.fsm.wake_at(), c.fsm.deadline(), c.client->config.renew_batch_window,
-                      c.client->config.request_timeout);
+  return wake_on_grid(c.fsm.wake_at(), c.fsm.deadline(), batch_window(c), c.client->config.request_timeout);
 }
 
 // A deadline watch's handler: declares the loss if the deadline has passed without a confirmed renew.
@@ -115,7 +122,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       if (worth_batching(*c) && budget >= cs.config.request_timeout) {
         if (!cs.batcher) cs.batcher = std::make_shared<renew_batcher>(cs);
         // The answer comes on `wake` (idle while a request runs): one frame fewer per renewal.
-        auto place = cs.batcher->join(c->key, c->owner, c->token, c->options.ttl,
+        auto place = cs.batcher->join(c->key, c->owner, c->token, c->options.ttl, batch_window(*c),
                                       std::chrono::ceil<milliseconds>(budget), wake);
         if (!place.answered()) co_await wake.async_wait(use_tuple);
         r = place.take();

@@ -61,7 +61,8 @@ renew_reply renew_batcher::place::take() {
 }
 
 renew_batcher::place renew_batcher::join(std::string_view key, std::string_view owner, std::uint64_t token,
-                                         milliseconds ttl, milliseconds timeout, timer& done) {
+                                         milliseconds ttl, milliseconds window, milliseconds timeout,
+                                         timer& done) {
   if (!open_) {
     open_ = std::make_shared<batch>();
     auto b = open_;
@@ -72,7 +73,7 @@ renew_batcher::place renew_batcher::join(std::string_view key, std::string_view 
       b->entries.reserve(expected_entries);
     }
     b->waiters.reserve(expected_entries);
-    auto t = std::make_shared<timer>(cs_.ex, clock::now() + cs_.config.renew_batch_window);
+    auto t = std::make_shared<timer>(cs_.ex, clock::now() + window);
     t->async_wait([this, b, t, keep = cs_.shared_from_this()](boost::system::error_code) { flush(b); });
   }
   done.expires_at(clock::time_point::max());

@@ -47,13 +47,14 @@ class renew_batcher {
   };
 
   /// Adds one lease's renewal (renew `key` held by `owner` with `token` for `ttl`) to the batch gathering
-  /// the others falling due within the window; the key and owner are copied into an entry whose memory an
+  /// the others falling due within the window; a renewal that finds no batch gathering opens one, which leaves
+  /// `window` later (that lease's window: leases of other renew periods may join it). The key and owner are copied into an entry whose memory an
   /// earlier batch left behind. `timeout` bounds the wait for the batch to leave plus its round trip. `done`
   /// (the renewal's own timer, which must outlive the place) is set to expire never, and is cancelled when
   /// the answer is in: the renewal waits on it, then takes the answer from the place. No coroutine frame
   /// per renewal. Executor only.
   place join(std::string_view key, std::string_view owner, std::uint64_t token, milliseconds ttl,
-             milliseconds timeout, timer& done);
+             milliseconds window, milliseconds timeout, timer& done);
 
  private:
   void flush(std::shared_ptr<batch> b);

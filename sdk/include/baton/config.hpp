@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -70,8 +71,10 @@ struct client_config {
   std::string identity;
   /// Renewals of this client's leases that fall due within this window of each other are sent together, in
   /// one request to a server that renews batches (docs/sdk.md, "Batch renewal"); a renewal waits at most this
-  /// long for others to join. 0: every lease renews on its own. At most request_timeout / 4.
-  milliseconds renew_batch_window{2};
+  /// long for others to join. Unset (the default): each lease's renew period / 1,000, at least 2 ms and at
+  /// most request_timeout / 4 (20 ms for a 60 s TTL renewed every 20 s). 0: every lease renews on its own.
+  /// When set, at most request_timeout / 4.
+  std::optional<milliseconds> renew_batch_window;
   /// Idle keep-alive connections kept open to the server.
   std::size_t max_idle_connections = 16;
   /// Connections open at once (per server member); further requests wait for a free one within their

@@ -7,6 +7,7 @@
 #include "baton/config.hpp"
 #include "baton/lease_state.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <random>
@@ -48,6 +49,14 @@ inline clock::time_point wake_on_grid(clock::time_point wake_at, clock::time_poi
   const auto since = wake_at.time_since_epoch();
   const auto on_grid = clock::time_point((since + step - clock::duration(1)) / step * step);
   return on_grid + budget <= deadline ? on_grid : wake_at;
+}
+
+/// The batch window of a lease renewed every `renew_every` when the client does not set one: a thousandth of
+/// the renew period, so the wait for others costs every lease the same small share of its lead time, at least
+/// 2 ms and at most a quarter of `request_timeout` (docs/design.md, "Batch renewal in the client").
+inline milliseconds default_batch_window(milliseconds renew_every, milliseconds request_timeout) {
+  const auto w = std::max(std::chrono::ceil<milliseconds>(renew_every / 1000.0), milliseconds(2));
+  return std::min(w, request_timeout / 4);
 }
 
 /// The pause before the `attempt`-th retry (1-based): initial_backoff doubled per earlier failure, capped at
