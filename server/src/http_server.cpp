@@ -117,10 +117,12 @@ class request_arena final : public std::pmr::memory_resource {
   void do_deallocate(void* p, std::size_t n, std::size_t align) override {
     auto* b = static_cast<std::byte*>(p);
     if (b >= memory_ && b < memory_ + size) return;  // reclaimed by reset()
+    // The unsized forms: clang before 16 does not declare the sized ones unless -fsized-deallocation.
+    (void)n;
     if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__)
-      ::operator delete(p, n);
+      ::operator delete(p);
     else
-      ::operator delete(p, n, std::align_val_t(align));
+      ::operator delete(p, std::align_val_t(align));
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
 };
