@@ -20,10 +20,21 @@
 //   eio-rename           rename/renameat/renameat2 onto a path in the directory fail with EIO
 //   kill-before-rename   the process sends itself SIGKILL instead of renaming a file onto `snapshot`
 //   kill-after-rename    the process renames a file onto `snapshot`, then sends itself SIGKILL
+//   eio-dirsync          fsync and fdatasync of a directory fail with EIO (files' syncs pass)
+//   stall-sync           fsync and fdatasync block until the mode changes; writes go through, so the page
+//                        cache holds data that a power cut (see the recorder below) would lose
 //
 // `once` (failing modes only) makes the fault apply to the first matching call and let later ones pass,
 // until the control file changes again. Replace the file atomically (write a temporary, rename it over):
 // the library notices a change by its inode, size and times, and a rename always gives a new inode.
+//
+// The power-cut recorder (BATON_FAULTFS_RECORD=/path/to/record, an existing directory outside the data
+// directory) notes what each successful sync made durable, whatever the mode: an fsync or fdatasync of a
+// file keeps a copy of its whole content as record/ino-<inode>, an fsync of the data directory keeps its
+// listing (inode and name of each entry) as record/dir.list. A later process with the same record
+// directory goes on from there; the first one takes the directory as it finds it as durable. The test
+// then builds what a power cut would have left (storage_faults::power_cut_image): the names of the last
+// durable listing, each with the content of its last sync. Each sync costs a copy of the file: for tests.
 //
 // Why this shape: the mode is looked up on every wrapped call (one stat(2); no allocation, and no lock a
 // caller could wait on), so a test or the chaos runner can change it while batond runs and the next call
@@ -46,6 +57,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <pthread.h>
+
 #include <atomic>
 #include <cerrno>
 
@@ -60,6 +74,8 @@ enum class mode : int {
   eio_rename,
   kill_before_rename,
   kill_after_rename,
+  eio_dirsync,
+  stall_sync,
 };
 
 struct mode_name {
@@ -75,6 +91,8 @@ constexpr mode_name mode_names[] = {
     {"eio-rename", mode::eio_rename},
     {"kill-before-rename", mode::kill_before_rename},
     {"kill-after-rename", mode::kill_after_rename},
+    {"eio-dirsync", mode::eio_dirsync},
+    {"stall-sync", mode::stall_sync},
 };
 
 const char* name_of(mode m) {
@@ -253,10 +271,15 @@ void note(mode m, const char* call, const char* path, const char* outcome) {
   say(msg);
 }
 
-void wait_out_stall() {
+void wait_out(mode stalled) {
   const timespec tick{0, 10'000'000};
-  while (current_mode() == mode::stall)
+  while (current_mode() == stalled)
     ::nanosleep(&tick, nullptr);
+}
+
+bool is_directory(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 // The fault for a write or sync call on `fd`: 0 to go ahead (after a stall, if one was in force), or the
@@ -271,8 +294,17 @@ int fault_for(int fd, bool is_sync, const char* call) {
   switch (m) {
     case mode::stall:
       note(m, call, path, "stalled");
-      wait_out_stall();
+      wait_out(mode::stall);
       return 0;
+    case mode::stall_sync:
+      if (!is_sync) return 0;
+      note(m, call, path, "stalled");
+      wait_out(mode::stall_sync);
+      return 0;
+    case mode::eio_dirsync:
+      if (!is_sync || !is_directory(fd) || !take_fault()) return 0;
+      note(m, call, path, "failed with EIO");
+      return EIO;
     case mode::eio_write:
       if (is_sync || !take_fault()) return 0;
       note(m, call, path, "failed with EIO");
@@ -354,6 +386,113 @@ int renaming(int dirfd, const char* to, const char* call, Go go) {
   return r;
 }
 
+// ---- the power-cut recorder ---------------------------------------------------------------------------
+char record_dir[PATH_MAX];
+std::size_t record_dir_len = 0;  // 0: not recording
+pthread_mutex_t record_mu = PTHREAD_MUTEX_INITIALIZER;
+
+bool write_whole(int fd, const char* data, std::size_t n) {
+  auto w = next(next_write, "write");
+  while (n > 0) {
+    ssize_t k = w(fd, data, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    data += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+// Writes what `fill` produces to record/<name> through a temporary and a rename, so that a test reading the
+// record while the process runs (or after it was killed) sees a whole file.
+template <class Fill>
+void record_file_as(const char* name, Fill fill) {
+  char tmp[PATH_MAX], final_path[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s/%s.tmp", record_dir, name);
+  snprintf(final_path, sizeof final_path, "%s/%s", record_dir, name);
+  int out = ::open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) return;
+  bool ok = fill(out);
+  ::close(out);
+  if (ok) next(next_rename, "rename")(tmp, final_path);
+}
+
+// The data directory's listing as it is now, made the durable one.
+void record_listing() {
+  record_file_as("dir.list", [](int out) {
+    DIR* d = ::opendir(data_dir);
+    if (!d) return true;  // not created yet: nothing in it is durable
+    bool ok = true;
+    while (dirent* e = ::readdir(d)) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      char line[PATH_MAX + 32];
+      int n = snprintf(line, sizeof line, "%llu %s\n", static_cast<unsigned long long>(e->d_ino), e->d_name);
+      ok = ok && write_whole(out, line, static_cast<std::size_t>(n));
+    }
+    ::closedir(d);
+    return ok;
+  });
+}
+
+// The whole content of the file at `path` (inode `ino`), made its durable content.
+void record_content(const char* path, ino_t ino) {
+  char name[64];
+  snprintf(name, sizeof name, "ino-%llu", static_cast<unsigned long long>(ino));
+  record_file_as(name, [path](int out) {
+    int in = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return false;
+    char buf[1 << 16];
+    bool ok = true;
+    for (;;) {
+      ssize_t n = ::read(in, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ok = ok && n == 0;
+        break;
+      }
+      ok = ok && write_whole(out, buf, static_cast<std::size_t>(n));
+    }
+    ::close(in);
+    return ok;
+  });
+}
+
+// After a successful sync of `fd`: what it made durable.
+void record_sync(int fd) {
+  if (record_dir_len == 0) return;
+  char path[PATH_MAX];
+  if (!fd_in_data_dir(fd, path)) return;
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return;
+  pthread_mutex_lock(&record_mu);
+  if (S_ISDIR(st.st_mode)) {
+    if (strcmp(path, data_dir) == 0) record_listing();
+  } else if (S_ISREG(st.st_mode)) {
+    // Through /proc, which opens the file for reading whatever the fd's own mode.
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    record_content(link, st.st_ino);
+  }
+  pthread_mutex_unlock(&record_mu);
+}
+
+// The first recording process takes the directory as it finds it as durable.
+void record_start() {
+  char list[PATH_MAX];
+  snprintf(list, sizeof list, "%s/dir.list", record_dir);
+  struct stat st;
+  if (::stat(list, &st) == 0) return;
+  record_listing();
+  DIR* d = ::opendir(data_dir);
+  if (!d) return;
+  while (dirent* e = ::readdir(d)) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", data_dir, e->d_name);
+    if (::stat(path, &st) == 0 && S_ISREG(st.st_mode)) record_content(path, st.st_ino);
+  }
+  ::closedir(d);
+}
+
 __attribute__((constructor)) void load() {
   const char* dir = ::getenv("BATON_FAULTFS_DIR");
   const char* control = ::getenv("BATON_FAULTFS_CONTROL");
@@ -366,6 +505,12 @@ __attribute__((constructor)) void load() {
   data_dir_len = strlen(data_dir);
   while (data_dir_len > 1 && data_dir[data_dir_len - 1] == '/')
     data_dir[--data_dir_len] = '\0';
+  const char* record = ::getenv("BATON_FAULTFS_RECORD");
+  if (record && *record && strlen(record) < sizeof record_dir - 64) {
+    strcpy(record_dir, record);
+    record_dir_len = strlen(record_dir);
+    record_start();
+  }
 }
 
 int fail(int err) {
@@ -414,12 +559,16 @@ ssize_t pwritev2(int fd, const iovec* iov, int count, off_t at, int flags) {
 
 int fsync(int fd) {
   if (int err = fault_for(fd, true, "fsync")) return fail(err);
-  return next(next_fsync, "fsync")(fd);
+  int r = next(next_fsync, "fsync")(fd);
+  if (r == 0) record_sync(fd);
+  return r;
 }
 
 int fdatasync(int fd) {
   if (int err = fault_for(fd, true, "fdatasync")) return fail(err);
-  return next(next_fdatasync, "fdatasync")(fd);
+  int r = next(next_fdatasync, "fdatasync")(fd);
+  if (r == 0) record_sync(fd);
+  return r;
 }
 
 int rename(const char* from, const char* to) noexcept {
