@@ -75,6 +75,25 @@ void create_data_dir(const fs::path& dir) {
     fsync_dir(it->parent_path());
 }
 
+// Makes the data directory's own name durable in its parent, and the parent's in its own, up to the root,
+// at every start: a batond that created them and died before their fsync (or whose fsync failed) left
+// names that a power cut can still take away, and the next start sees them as existing. The parent must
+// succeed; above it, a directory this user may not open, or a file system that cannot fsync a directory,
+// is passed over (the data directory's own entries do not depend on it).
+void fsync_ancestors(const fs::path& dir) {
+  const fs::path abs = fs::absolute(dir);
+  fsync_dir(abs.parent_path());
+  for (fs::path p = abs.parent_path(); p != p.parent_path();) {
+    p = p.parent_path();
+    int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    int rc = ::fsync(fd);
+    int err = errno;
+    ::close(fd);
+    if (rc != 0 && err != EINVAL && err != EROFS && err != EACCES) fail("fsync directory " + p.string(), err);
+  }
+}
+
 std::string read_file(const fs::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("open " + path.string(), errno);
@@ -159,29 +178,69 @@ std::uint64_t load_snapshot(const fs::path& dir, lock_table& table, time_point n
   return header->ttl_ms;
 }
 
-// Replays whole records from the front of `data`; returns how many bytes they span (the rest, if any,
-// starts with a record that does not decode).
-std::size_t replay_valid_prefix(std::string_view data, lock_table& table, time_point now,
-                                std::uint64_t& records) {
-  std::size_t offset = 0;
-  while (offset < data.size()) {
-    std::size_t used = 0;
-    auto r = decode_record(data.substr(offset), used);
-    if (!r) break;
-    replay_record(table, *r, now);
-    ++records;
-    offset += used;
+// What replaying the front of a log found.
+struct log_scan {
+  std::size_t valid = 0;  // bytes of whole batches (and bare records) from the start
+  bool framed = false;    // a batch frame was among them: from there on, only whole batches count
+};
+
+// Decodes the unit at the front of `data`: a whole batch (its frame and the body the frame describes) or,
+// in a log written before frames, a bare record. Appends its records to `out` and returns its size, or 0
+// when `data` does not start with a whole valid unit (`out` then holds nothing new).
+std::size_t decode_unit(std::string_view data, std::vector<wal_record>& out, bool& is_batch) {
+  std::size_t used = 0;
+  auto r = decode_record(data, used);
+  if (!r) return 0;
+  is_batch = r->type == record_type::batch;
+  if (!is_batch) {
+    out.push_back(std::move(*r));
+    return used;
   }
-  return offset;
+  const std::size_t before = out.size();
+  if (data.size() - used < r->token || !decode_batch(*r, data.substr(used, r->token), out)) {
+    out.resize(before);
+    return 0;
+  }
+  return used + r->token;
 }
 
-// The first offset at or after `from` where a whole valid record starts.
-std::optional<std::size_t> next_valid_record(std::string_view data, std::size_t from) {
+// Replays whole units from the front of `data`; `valid` is how many bytes they span (the rest, if any,
+// starts with a unit that does not decode). `records` counts the records replayed, frames not included.
+log_scan replay_valid_prefix(std::string_view data, lock_table& table, time_point now,
+                             std::uint64_t& records) {
+  log_scan scan;
+  std::vector<wal_record> unit;
+  while (scan.valid < data.size()) {
+    unit.clear();
+    bool is_batch = false;
+    std::size_t used = decode_unit(data.substr(scan.valid), unit, is_batch);
+    if (used == 0) break;
+    for (const auto& r : unit)
+      replay_record(table, r, now);
+    records += unit.size();
+    scan.framed = scan.framed || is_batch;
+    scan.valid += used;
+  }
+  return scan;
+}
+
+// The first offset at or after `from` where a whole valid unit starts that could only be there if the
+// damaged stretch before it was acknowledged. In a framed log that is a whole batch: the records inside
+// an incomplete last batch decode too, but none of them was acknowledged. Before frames, any record.
+std::optional<std::size_t> next_acknowledged(std::string_view data, std::size_t from, bool framed) {
+  std::vector<wal_record> unit;
   for (std::size_t at = from; at + min_record_bytes <= data.size(); ++at) {
-    std::size_t used = 0;
-    if (decode_record(data.substr(at), used)) return at;
+    unit.clear();
+    bool is_batch = false;
+    if (decode_unit(data.substr(at), unit, is_batch) != 0 && (is_batch || !framed)) return at;
   }
   return std::nullopt;
+}
+
+// The most grants a stretch of `bytes` lost bytes can have held: each took a record of at least
+// min_record_bytes.
+std::uint64_t grants_bound(std::uint64_t bytes) {
+  return (bytes + min_record_bytes - 1) / min_record_bytes;
 }
 
 std::string encode_snapshot(std::uint64_t generation, std::uint64_t last_token,
@@ -289,6 +348,7 @@ void replay_record(lock_table& table, const wal_record& r, time_point now) {
       break;
     case record_type::snapshot_header:
     case record_type::snapshot_end:
+    case record_type::batch:  // a frame: its records are replayed one by one
       break;
   }
 }
@@ -376,26 +436,34 @@ recovery_stats journal::open(lock_table& table, time_point now) {
   for (const auto& p : covered)
     fs::remove(p, ec);  // a crash between snapshot install and their removal
 
+  bool last_framed = false;
   for (std::size_t i = 0; i < logs.size(); ++i) {
     const auto& path = logs[i].second;
     std::string data = read_file(path);
-    std::size_t valid = replay_valid_prefix(data, table, now, stats.records);
+    const auto scan = replay_valid_prefix(data, table, now, stats.records);
+    const std::size_t valid = scan.valid;
     bool last = i + 1 == logs.size();
     if (valid < data.size()) {
-      // Only the last write of the last log may be incomplete: it was never acknowledged (answers wait for
-      // fsync), so cutting it loses nothing a client was told. Anything else (a bad record in an older,
-      // complete log, or one with valid records after it) is damage to acknowledged data.
+      // Only the last batch of the last log may be incomplete: it was never acknowledged (answers wait for
+      // its fdatasync), so cutting it loses nothing a client was told, even when a power cut kept some of
+      // its sectors and lost others. Anything else (a bad record in an older, complete log, or a whole
+      // batch after the bad one) is damage to acknowledged data.
       if (!last) throw journal_damaged(path, valid, "a record does not decode in a complete log");
-      if (auto next = next_valid_record(data, valid + 1); next && !options_.defects.cut_at_damaged_record)
+      if (auto next = next_acknowledged(data, valid + 1, scan.framed && !options_.defects.ignore_batch_frames);
+          next && !options_.defects.cut_at_damaged_record)
         throw journal_damaged(
             path, valid, "a record does not decode and a valid one follows at byte " + std::to_string(*next));
       stats.torn_bytes = data.size() - valid;
+      // Damage to the last batch reads the same as a torn write, so the cut part may have been an
+      // acknowledged batch that the disk lost: no token it could have held is issued again.
+      table.observe_token(table.last_token() + grants_bound(stats.torn_bytes));
       log::warn("wal_torn_tail", {{"file", path.string()}, {"offset", valid}, {"bytes", stats.torn_bytes}});
       if (::truncate(path.c_str(), static_cast<off_t>(valid)) != 0) fail("truncate " + path.string(), errno);
     }
     if (last) {
       generation_ = logs[i].first;
       file_size_ = valid;
+      last_framed = scan.framed;
     }
   }
   stats.log_files = logs.size();
@@ -405,8 +473,23 @@ recovery_stats journal::open(lock_table& table, time_point now) {
   auto path = wal_path(generation_);
   wal_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (wal_fd_ < 0) fail("open " + path.string(), errno);
-  if (::fsync(wal_fd_) != 0) fail("fsync " + path.string(), errno);
-  if (!existed || !covered.empty()) fsync_dir(options_.dir);
+  // A log that holds no frame yet (new, or written before frames) gets an empty one first, so that a batch
+  // torn by a power cut is always read as a framed one.
+  if (!last_framed) {
+    std::string marker(batch_frame_size, '\0');
+    encode_batch_frame({}, 0, marker.data());
+    if (int err = write_log(marker)) fail("write " + path.string(), err);
+    file_size_ += marker.size();
+  }
+  // Everything replayed becomes durable before the first answer that depends on it: the last log's bytes
+  // (a batch written before a failed fdatasync is still in the page cache, and was just replayed), the
+  // truncation of its torn tail, and every name in the directory (a log created just before a crash or a
+  // failed directory fsync, the snapshot's rename, the removal of covered logs), then the directory's own
+  // name in its parents.
+  if (int err = sync_log()) fail("fsync " + path.string(), err);
+  if (options_.device && ::fsync(wal_fd_) != 0) fail("fsync " + path.string(), errno);
+  fsync_dir(options_.dir);
+  fsync_ancestors(options_.dir);
 
   stats.restored_leases = table.size();
   stats.last_token = table.last_token();
@@ -429,6 +512,7 @@ std::uint64_t journal::append(record_type type, std::uint64_t token, std::uint64
   bool first;
   {
     std::lock_guard lk(mu_);
+    if (pending_.empty()) pending_.append(batch_frame_size, '\0');  // the frame, written at the batch's end
     encode_record(type, token, ttl_ms, key, owner, pending_, client, value);
     first = ++pending_records_ == 1;
     lsn = ++last_lsn_;
@@ -545,8 +629,9 @@ int journal::sync_log() {
   return ::fdatasync(wal_fd_) == 0 ? 0 : errno;
 }
 
-bool journal::write_batch(const std::string& batch, std::uint64_t up_to_lsn, std::size_t records) {
+bool journal::write_batch(std::string& batch, std::uint64_t up_to_lsn, std::size_t records) {
   auto started = clock::now();
+  encode_batch_frame(std::string_view(batch).substr(batch_frame_size), records, batch.data());
   if (int err = write_log(batch)) {
     poison("write " + wal_path(generation_).string() + ": " + errno_text(err));
     return false;
@@ -634,6 +719,17 @@ bool journal::cut() {
     poison("open " + path.string() + ": " + errno_text(errno));
     return false;
   }
+  // The new log starts with an empty frame, durable before any batch follows it, so that its first batch
+  // torn by a power cut reads as a framed one.
+  std::string marker(batch_frame_size, '\0');
+  encode_batch_frame({}, 0, marker.data());
+  int err = 0;
+  if (!write_all(fd, marker.data(), marker.size(), err) || ::fdatasync(fd) != 0) {
+    if (err == 0) err = errno;
+    ::close(fd);
+    poison("write " + path.string() + ": " + errno_text(err));
+    return false;
+  }
   try {
     fsync_dir(options_.dir);
   } catch (const std::exception& e) {
@@ -644,8 +740,8 @@ bool journal::cut() {
   ::close(wal_fd_);
   wal_fd_ = fd;
   generation_ = next;
-  file_size_ = 0;
-  if (metrics_) metrics_->wal_bytes.store(0, std::memory_order_relaxed);
+  file_size_ = marker.size();
+  if (metrics_) metrics_->wal_bytes.store(file_size_, std::memory_order_relaxed);
   {
     std::lock_guard lk(mu_);
     compacting_ = true;
@@ -687,7 +783,7 @@ void journal::compact(std::uint64_t up_to_generation) {
   for (std::uint64_t g = from; g < up_to_generation; ++g) {
     auto path = wal_path(g);
     std::string data = read_file(path);
-    if (replay_valid_prefix(data, table, now, records) != data.size())
+    if (replay_valid_prefix(data, table, now, records).valid != data.size())
       throw std::runtime_error(path.string() + " no longer decodes after it was written and fsynced");
   }
   std::string data = encode_snapshot(up_to_generation, table.last_token(), table.snapshot());
@@ -735,29 +831,31 @@ repair_report repair_data_dir(const fs::path& dir) {
   auto logs = list_logs(dir);
   check_log_sequence(dir, from, logs, nullptr);
 
-  // Replay every valid record, resynchronising after each damaged stretch. Grants are logged in token
-  // order, so the tokens a lost stretch held lie above every token before it; each lost grant took at
-  // least min_record_bytes.
+  // Replay every valid record, resynchronising after each damaged stretch (on any valid record, so that the
+  // intact records of a damaged batch are kept too). Grants are logged in token order, so the tokens a
+  // lost stretch held lie above every token before it; each lost grant took at least min_record_bytes.
   std::uint64_t lost_grants_bound = 0;
   for (std::size_t i = 0; i < logs.size(); ++i) {
     const auto& path = logs[i].second;
     std::string data = read_file(path);
     std::string_view in(data);
-    std::size_t offset = replay_valid_prefix(in, table, now, records);
+    const auto scan = replay_valid_prefix(in, table, now, records);
+    std::size_t offset = scan.valid;
     bool last = i + 1 == logs.size();
     if (offset == data.size()) continue;
-    auto next = next_valid_record(in, offset + 1);
-    if (!next && last) continue;  // a torn tail: the next start cuts it, nothing acknowledged was there
+    // A torn tail (as journal::open reads it): the next start cuts it, nothing acknowledged was there.
+    if (last && !next_acknowledged(in, offset + 1, scan.framed)) continue;
+    auto next = next_acknowledged(in, offset + 1, false);
     repair_report::damage d{path, offset, 0, 0};
     while (offset < data.size()) {
       std::size_t resume = next ? *next : data.size();
       d.lost_bytes += resume - offset;
       std::uint64_t before = records;
-      offset = resume + replay_valid_prefix(in.substr(resume), table, now, records);
+      offset = resume + replay_valid_prefix(in.substr(resume), table, now, records).valid;
       d.records_after += records - before;
-      if (offset < data.size()) next = next_valid_record(in, offset + 1);
+      if (offset < data.size()) next = next_acknowledged(in, offset + 1, false);
     }
-    lost_grants_bound += (d.lost_bytes + min_record_bytes - 1) / min_record_bytes;
+    lost_grants_bound += grants_bound(d.lost_bytes);
     report.damaged.push_back(d);
   }
   report.last_token_seen = table.last_token();

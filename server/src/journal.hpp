@@ -212,7 +212,7 @@ class journal {
   void run_writer();
   void end_writing();
   void run_compactor();
-  bool write_batch(const std::string& batch, std::uint64_t up_to_lsn, std::size_t records);
+  bool write_batch(std::string& batch, std::uint64_t up_to_lsn, std::size_t records);
   bool cut();
   void compact(std::uint64_t up_to_generation);
   void poison(const std::string& message);

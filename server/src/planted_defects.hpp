@@ -15,6 +15,10 @@ struct planted_defects {
   /// journal::open cuts the log at a record that does not decode even when valid records follow it, as
   /// if it were a torn tail: acknowledged records after it are lost, the token counter goes back.
   bool cut_at_damaged_record = false;
+  /// journal::open reads a framed log record by record, as before batches were framed: a power cut that
+  /// lost a sector inside the last, unacknowledged batch and kept a later one reads as damage, and batond
+  /// refuses to start.
+  bool ignore_batch_frames = false;
   /// lock_table sets a renewed or same-owner re-acquired lease's expiry to now + the TTL asked, even when
   /// that is earlier than before, and logs the re-acquire with that TTL: a late copy of a shorter request
   /// frees the key while its holder counts on a longer TTL.

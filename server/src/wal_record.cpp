@@ -30,16 +30,63 @@ std::uint64_t get_u64(const char* p) {
 }
 
 bool known_type(std::uint8_t t) {
-  return t >= static_cast<std::uint8_t>(record_type::acquire) &&
-         t <= static_cast<std::uint8_t>(record_type::snapshot_end);
+  return (t >= static_cast<std::uint8_t>(record_type::acquire) &&
+          t <= static_cast<std::uint8_t>(record_type::snapshot_end)) ||
+         t == static_cast<std::uint8_t>(record_type::batch);
+}
+
+using crc32c_state = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
+
+// Walks the records of a batch body by their framing alone, feeding each one's checksum field to `crc`.
+// Returns the number of records, or nullopt when a record's length runs past the body.
+std::optional<std::uint64_t> checksum_fields(std::string_view body, crc32c_state& crc) {
+  std::uint64_t n = 0;
+  while (!body.empty()) {
+    if (body.size() < record_header_size) return std::nullopt;
+    std::uint64_t len = get_u32(body.data());
+    if (body.size() - record_header_size < len) return std::nullopt;
+    crc.process_bytes(body.data() + 4, 4);
+    body.remove_prefix(record_header_size + len);
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace
 
 std::uint32_t crc32c(std::string_view data) {
-  boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
+  crc32c_state crc;
   crc.process_bytes(data.data(), data.size());
   return crc.checksum();
+}
+
+void encode_batch_frame(std::string_view body, std::size_t records, char* out) {
+  // The records' own checksums cover their bytes; the frame's covers which records are there, in order,
+  // so a sector of other valid records (or none) in the body cannot pass for the batch.
+  crc32c_state crc;
+  checksum_fields(body, crc);
+  std::string frame;
+  frame.reserve(batch_frame_size);
+  encode_record(record_type::batch, body.size(), (std::uint64_t{records} << 32) | crc.checksum(), {}, {},
+                frame);
+  std::memcpy(out, frame.data(), batch_frame_size);
+}
+
+bool decode_batch(const wal_record& frame, std::string_view body, std::vector<wal_record>& out) {
+  if (frame.type != record_type::batch || body.size() != frame.token) return false;
+  crc32c_state crc;
+  auto n = checksum_fields(body, crc);
+  if (!n || *n != frame.ttl_ms >> 32 || crc.checksum() != (frame.ttl_ms & 0xffffffffu)) return false;
+  while (!body.empty()) {
+    std::size_t used = 0;
+    auto r = decode_record(body, used);
+    if (!r || r->type == record_type::batch || r->type == record_type::snapshot_header ||
+        r->type == record_type::snapshot_end)
+      return false;
+    out.push_back(std::move(*r));
+    body.remove_prefix(used);
+  }
+  return true;
 }
 
 void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,

@@ -20,13 +20,28 @@
 // before, so a data directory that never saw a value stays readable by servers older than values, and
 // every directory they wrote reads the same here.
 //
-// A reader stops at the first record whose length or checksum does not match: that is a torn write
-// from a crash and everything after it was never acknowledged.
+// The log frames each group-commit batch (one write, one fdatasync) with a record of its own, written in
+// front of the batch's records:
+//
+//   frame   = record of type batch: token = length of the body in bytes,
+//             ttl_ms = u32 record count (high half) | crc32c of the records' checksum fields (low half)
+//   body    = the batch's records, back to back
+//
+// A power cut during a batch's write may keep any subset of its sectors (the disk orders nothing before
+// the fdatasync returns), so a lost sector in the middle of the last batch, with a later one kept, is not
+// damage: the whole batch was never acknowledged. The frame says where a batch ends and whether all of it
+// is there, so recovery drops an incomplete last batch whole and still refuses damage to an acknowledged
+// one (docs/design.md, "Batch frames"). An empty frame (no body) marks a log whose batches are framed from
+// there on; logs written before frames existed hold bare records and read as before.
+//
+// A reader stops at the first record (or batch) whose length or checksum does not match: that is a torn
+// write from a crash and everything after it was never acknowledged.
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace baton::server {
 
@@ -37,6 +52,7 @@ enum class record_type : std::uint8_t {
   extend = 4,    // key with token renewed with a TTL larger than any before (the restore TTL grew)
   snapshot_header = 5,  // snapshot files only: token = last issued token, ttl_ms = generation
   snapshot_end = 6,     // snapshot files only: token = number of entries
+  batch = 8,            // logs only: the frame of a group-commit batch (above)
 };
 
 /// The type byte on disk of an acquire record with a value (see above). Never a wal_record::type: such a
@@ -71,5 +87,18 @@ void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, 
 std::optional<wal_record> decode_record(std::string_view in, std::size_t& consumed);
 
 std::uint32_t crc32c(std::string_view data);
+
+/// Bytes of a batch frame (a record of type batch).
+inline constexpr std::size_t batch_frame_size = record_header_size + 1 + 8 + 8 + 4 + 4;
+
+/// Writes the frame of `body` (the encoded records of one batch, `records` of them) into the
+/// batch_frame_size bytes at `out`.
+void encode_batch_frame(std::string_view body, std::size_t records, char* out);
+
+/// Decodes the batch that `frame` (a decoded record of type batch) describes from `body`, which must be
+/// exactly frame.token bytes long, appending its records to `out`. Returns false, with `out` holding any
+/// prefix, unless every record decodes, none is a frame or a snapshot record, and their count and
+/// checksums are the frame's.
+bool decode_batch(const wal_record& frame, std::string_view body, std::vector<wal_record>& out);
 
 }  // namespace baton::server

@@ -139,14 +139,17 @@ class Proxy(Child):
 
 
 def wal_frames(path):
-    """The whole records of a batond log as (offset, size) pairs, up to the first incomplete one. A record is
-    u32 payload_len | u32 crc32c | payload, little-endian (server/src/wal_record.hpp); checksums are not
-    verified."""
+    """The whole units of a batond log as (offset, size) pairs, up to the first incomplete one. A record is
+    u32 payload_len | u32 crc32c | payload, little-endian; a group-commit batch is a record of type 8 whose
+    u64 token is the length of the records after it, and the unit spans both (server/src/wal_record.hpp).
+    Checksums are not verified."""
     with open(path, "rb") as f:
         data = f.read()
     frames, at = [], 0
     while len(data) - at >= 8:
         size = 8 + int.from_bytes(data[at:at + 4], "little")
+        if size >= 17 and len(data) - at >= size and data[at + 8] == 8:
+            size += int.from_bytes(data[at + 9:at + 17], "little")
         if len(data) - at < size:
             break
         frames.append((at, size))

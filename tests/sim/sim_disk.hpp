@@ -7,6 +7,7 @@
 #include "journal.hpp"
 #include "scheduler.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <string_view>
@@ -45,14 +46,35 @@ class sim_disk : public server::log_device {
   /// True once a write was torn by a crash inside it.
   bool torn() const { return torn_; }
 
-  /// What survives a crash: the synced bytes, plus (when `keep_torn`) a prefix of the unsynced ones.
+  /// What survives a crash: the synced bytes, plus (when `keep_torn`) some of the unsynced ones: half the
+  /// time a prefix, otherwise any subset of their 512-byte sectors (a power cut: the disk orders nothing
+  /// before a sync), zeros in place of a lost sector, up to the last kept one.
   std::string crash(bool keep_torn) {
     std::string kept = durable_;
-    if (keep_torn) kept += cache_.substr(0, rng_.below(cache_.size() + 1));
+    if (keep_torn && rng_.below(2) == 0) {
+      kept += cache_.substr(0, rng_.below(cache_.size() + 1));
+    } else if (keep_torn) {
+      constexpr std::size_t sector = 512;
+      std::size_t end = kept.size();
+      for (std::size_t at = 0; at < cache_.size();) {
+        // Sectors are aligned to the file's offsets: the first may be the rest of the last synced one.
+        const std::size_t n = std::min(cache_.size() - at, sector - (durable_.size() + at) % sector);
+        if (rng_.below(2) == 0) {
+          kept.resize(durable_.size() + at, '\0');
+          kept.append(cache_, at, n);
+          end = kept.size();
+        }
+        at += n;
+      }
+      kept.resize(end);
+    }
     cache_.clear();
     torn_ = false;
     return kept;
   }
+
+  /// What syncs have made durable so far.
+  const std::string& synced() const { return durable_; }
 
   /// The log as recovery left it (after a restart).
   void reset(std::string contents) {

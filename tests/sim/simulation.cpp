@@ -40,6 +40,7 @@ bool parse_bug(const std::string& name, bug& out) {
                                                 {"renew-before-durable", bug::renew_before_durable},
                                                 {"release-by-key", bug::release_by_key},
                                                 {"cut-damaged-record", bug::cut_damaged_record},
+                                                {"ignore-batch-frames", bug::ignore_batch_frames},
                                                 {"shorten-lease", bug::shorten_lease}};
   auto it = names.find(name);
   if (it == names.end()) return false;
@@ -293,6 +294,7 @@ class world {
     d.renew_before_durable = o_.bug_switch == bug::renew_before_durable;
     d.release_by_key = o_.bug_switch == bug::release_by_key;
     d.cut_at_damaged_record = o_.bug_switch == bug::cut_damaged_record;
+    d.ignore_batch_frames = o_.bug_switch == bug::ignore_batch_frames;
     d.shorten_lease = o_.bug_switch == bug::shorten_lease;
     auto p = std::make_unique<server_process>(
         s_, server::journal_options{o_.dir, server::max_compact_bytes, &disk_, d}, std::move(timers));
@@ -302,13 +304,18 @@ class world {
   }
 
   // A damaged sector in the middle of the stopped server's log, as the chaos run's `bitflip`: one bit of a
-  // record followed by another. batond must refuse to start and leave the file as it was; the bit is then
-  // flipped back. False when the log has fewer than two records.
+  // batch (or bare record) followed by another. batond must refuse to start and leave the file as it was;
+  // the bit is then flipped back. False when the log has fewer than two.
   bool start_on_flipped_bit() {
     std::vector<std::size_t> starts;
-    for (std::size_t at = 0, used = 0; at < log_.size() && server::decode_record(log_.substr(at), used);
-         at += used)
+    for (std::size_t at = 0, used = 0; at < log_.size();) {
+      auto r = server::decode_record(log_.substr(at), used);
+      if (!r) break;
+      if (r->type == server::record_type::batch) used += r->token;  // the batch's records
+      if (used > log_.size() - at) break;
       starts.push_back(at);
+      at += used;
+    }
     if (starts.size() < 2) return false;
     const auto i = rng_.below(starts.size() - 1);
     const auto from = starts[i] + server::record_header_size;
@@ -341,6 +348,7 @@ class world {
     }
     write_log_file(log_);
     auto p = new_process();
+    disk_.reset({});  // what recovery writes to the log (an empty frame) follows the file's contents
     try {
       // batond's own recovery: torn tail cut, every record replayed, the token counter restored.
       p->journal.open(p->service.table(), virtual_now());
@@ -351,7 +359,7 @@ class world {
       return;
     }
     std::ifstream f(log_path(), std::ios::binary);
-    disk_.reset(std::string(std::istreambuf_iterator<char>(f), {}));
+    disk_.reset(std::string(std::istreambuf_iterator<char>(f), {}) + disk_.synced());
     p->ctx.after_each([this] { schedule_flush(); });
     server_ = std::move(p);
     ++server_inc_;

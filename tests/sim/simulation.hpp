@@ -26,6 +26,7 @@ enum class bug {
   renew_before_durable,  // lock_service answers a renew before the records its lease rests on are durable
   release_by_key,        // lock_service releases a key whoever holds it
   cut_damaged_record,    // journal::open cuts a log at a damaged record with valid ones after it
+  ignore_batch_frames,   // journal::open takes a torn last batch's surviving records for acknowledged ones
   shorten_lease,         // lock_table lets a renew or a same-owner re-acquire move a lease's expiry earlier
 };
 bool parse_bug(const std::string& name, bug& out);

@@ -39,7 +39,10 @@ std::vector<wal_frame> wal_frames(const std::filesystem::path& log) {
   std::vector<wal_frame> out;
   std::size_t at = 0;
   while (data.size() - at >= header) {
-    const std::size_t size = header + le32(data, at);
+    std::size_t size = header + le32(data, at);
+    // A batch frame (type byte 8) covers the records after it: its token field is their length.
+    if (size >= header + 9 && static_cast<unsigned char>(data[at + header]) == 8 && data.size() - at >= size)
+      size += le32(data, at + header + 1) + (std::size_t{le32(data, at + header + 5)} << 32);
     if (data.size() - at < size) break;
     out.push_back({at, size});
     at += size;

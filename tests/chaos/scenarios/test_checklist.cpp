@@ -560,8 +560,9 @@ BOOST_AUTO_TEST_CASE(s08_lock_service_restart_restores_leases_and_never_reissues
 
 // (9) The token counter recovers from a failure.
 // (a) A crash in the middle of a group commit leaves a torn record at the end of the log. Recovery cuts it
-// off; the record was never acknowledged (answers wait for the fsync that covers them), so the token it
-// carried was never seen and may be issued again. Every acknowledged token stays below the next one; the
+// off; the record was never acknowledged (answers wait for the fsync that covers them), but a damaged last
+// batch reads the same, so the counter passes any token the cut bytes could have held rather than issue it
+// again. Every acknowledged token stays below the next one; the
 // held lease is restored with its token; the resource's fence (the largest acknowledged token) admits the
 // next holder.
 // (b) A real batond compacting every 4 KiB (snapshot + log) is killed with -9 while four clients acquire in
@@ -599,12 +600,15 @@ BOOST_AUTO_TEST_CASE(s09_token_counter_recovers_from_torn_tail_and_from_kill9_du
     auto stats = j.open(w.table, restart);
     w.now = restart;
     BOOST_TEST(stats.torn_bytes == torn.size() - 3);
-    BOOST_TEST(stats.last_token == 2u);
+    // The counter passes every token the cut bytes could have held: a damaged last batch reads the same
+    // as a torn one, so they may have been acknowledged.
+    BOOST_TEST(stats.last_token > 3u);
     EXPECT_OWNER(w, "B", 2u);
     BOOST_TEST(w.acquire("C", 10s) == 0u);
     w.now = restart + 10s;
-    BOOST_TEST(w.acquire("C", 10s) == 3u);  // 3 was never acknowledged, so issuing it now is safe
-    BOOST_TEST(w.write(3, "by C"));
+    const auto c_token = w.acquire("C", 10s);
+    BOOST_TEST(c_token == stats.last_token + 1);
+    BOOST_TEST(w.write(c_token, "by C"));
     BOOST_TEST(!w.write(2, "late B"));
   }
 
