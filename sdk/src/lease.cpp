@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "baton/lease.hpp"
 
+#include "boot_alarm.hpp"
 #include "lease_core.hpp"
 #include "renew_batcher.hpp"
 
@@ -83,6 +84,7 @@ void on_deadline(lease_core& c, boost::system::error_code ec) {
 // Declares the loss at the deadline, when the renewal task has ended by an exception while its request ran.
 void watch_deadline(const std::shared_ptr<lease_core>& c) {
   auto watch = std::make_shared<timer>(c->client->ex, c->fsm.deadline());
+  wake_on_boot_clock(c->client->ex, c->fsm.deadline());
   watch->async_wait([c, watch](boost::system::error_code ec) { on_deadline(*c, ec); });
 }
 
@@ -104,6 +106,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     if (c->fsm.state() != lease_state::active) co_return;
     if (action == lease_fsm::action::wait) {
       wake.expires_at(wake_time(*c));
+      wake_on_boot_clock(cs.ex, wake.expiry());  // a renewal or the deadline, on time after a suspend
       co_await wake.async_wait(use_tuple);
       if (BATON_CANCELLED()) co_return;  // renewal stopped (release or abandonment)
       continue;
@@ -112,6 +115,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     const auto sent = clock::now();
     auto budget = std::min<clock::duration>(cs.config.request_timeout, c->fsm.deadline() - sent);
     deadline_watch.expires_at(c->fsm.deadline());
+    wake_on_boot_clock(cs.ex, c->fsm.deadline());
     deadline_watch.async_wait([c](boost::system::error_code ec) { on_deadline(*c, ec); });
     // A renewal with its whole request_timeout ahead may wait up to the batch window for others; one that
     // is short of time (retrying near the deadline) goes alone, at once. `sent` stays the instant it fell
