@@ -25,7 +25,7 @@ import time
 ALL_FAULTS = [
     "delay", "drop_replies", "drop_requests", "duplicate", "reorder", "reset", "pause_worker", "pause_server",
     "kill_server", "kill_server_in_commit", "partition", "disk_full",
-    "disk_stall", "fsync_eio", "disk_enospc", "kill_in_snapshot", "bitflip",
+    "disk_stall", "fsync_eio", "disk_enospc", "kill_in_snapshot", "bitflip", "stale_write",
 ]
 ROOT_FAULTS = {"partition": "needs root for ip netns and a veth pair",
                "disk_full": "needs root to mount a tmpfs"}
@@ -380,6 +380,31 @@ class Run:
                 pass
         return self.rng.choice(busy or self.workers)
 
+    def stale_write(self):
+        """A worker stopped between its last lease check and its write, as by a GC pause, for longer than its
+        lease: SIGUSR1 makes its next write stop the process first (the worker's own event says when), and
+        the write goes out, blocking, when it is continued. Another worker has usually taken the key and
+        written meanwhile, so the store must refuse it: this is what makes runs report writes_rejected > 0,
+        and the checker confirms each refused write was stale and each accepted one was not."""
+        w, hold = self.rng.choice(self.workers), self.rng.uniform(2, 4) * self.ttl_ms / 1000
+        events = os.path.join(self.out, w.name + ".jsonl")
+        seen = os.path.getsize(events) if os.path.exists(events) else 0
+        w.signal(signal.SIGUSR1)
+        paused = False
+        deadline = time.monotonic() + 3  # the worker's arming lasts 2 s
+        while not paused and time.monotonic() < deadline:
+            time.sleep(0.02)
+            with open(events, "rb") as f:
+                f.seek(seen)
+                paused = b'"paused_before_write"' in f.read()
+        if paused:
+            self.log.emit("fault", kind="stale_write", worker=w.name, seconds=hold)
+        else:
+            self.log.emit("fault", kind="stale_write", worker=w.name, skipped="no write started within 2 s")
+        if paused:
+            time.sleep(hold)
+        w.signal(signal.SIGCONT)  # harmless when it never stopped
+
     def burst(self, count, results, pad=0):
         """`count` concurrent acquires straight to batond (each its own connection): a group commit in flight.
         `pad` more bytes in each owner make the log records larger."""
@@ -610,6 +635,8 @@ class Run:
             w.signal(signal.SIGSTOP)
             time.sleep(hold)
             w.signal(signal.SIGCONT)
+        elif kind == "stale_write":
+            self.stale_write()
         elif kind == "pause_server":
             hold = r.uniform(0.1, 2 * self.ttl_ms / 1000)
             self.log.emit("fault", kind=kind, seconds=hold)

@@ -187,6 +187,15 @@ check_result check_history(std::vector<event>& events) {
                    std::to_string(expected) + ")",
                {i});
       }
+    } else if (e.ev == "store_write" && !e.accepted) {
+      // Property 2, its other half: the store refuses only what is stale, a token below one it accepted.
+      auto highest = store_highest.find(e.key);
+      if (highest == store_highest.end() || e.token >= highest->second)
+        report("fresh_write_rejected",
+               "the store refused " + token_text(e) + " although the highest token it had accepted was " +
+                   (highest == store_highest.end() ? std::string("none") : std::to_string(highest->second)),
+               highest == store_highest.end() ? std::vector<std::size_t>{i}
+                                              : std::vector<std::size_t>{store_highest_at[e.key], i});
     } else if (e.ev == "store_write" && e.accepted) {
       // Property 2: per resource, accepted tokens never go down.
       auto& highest = store_highest[e.key];

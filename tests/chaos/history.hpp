@@ -46,7 +46,8 @@ struct event {
 std::vector<event> parse_events(std::istream& in, const std::string& name);
 
 /// Violation kinds, one or two per property:
-///   1 token_not_increasing, token_granted_twice   2 stale_write_accepted   3 overlapping_leases
+///   1 token_not_increasing, token_granted_twice   2 stale_write_accepted, fresh_write_rejected
+///   3 overlapping_leases
 ///   4 write_after_loss   5 lost_acquire, lost_release
 ///   6 wedged_on_storage_failure, damaged_log_accepted (from the runner's `server_exit` events)
 struct violation {

@@ -105,6 +105,16 @@ BOOST_AUTO_TEST_CASE(a_store_accepting_a_lower_token_after_a_higher_one_is_repor
       check(store(1, "k", 6, true) + store(2, "k", 6, true) + store(3, "j", 2, true)).violations.empty());
 }
 
+// The fence's other half: a refusal is right only for a token below one the store accepted.
+BOOST_AUTO_TEST_CASE(a_store_refusing_a_token_that_is_not_stale_is_reported) {
+  BOOST_TEST(count(check(store(1, "k", 6, true) + store(2, "k", 6, false)), "fresh_write_rejected") == 1u);
+  BOOST_TEST(count(check(store(1, "k", 6, true) + store(2, "k", 7, false)), "fresh_write_rejected") == 1u);
+  BOOST_TEST(count(check(store(1, "j", 6, true) + store(2, "k", 3, false)), "fresh_write_rejected") == 1u);
+  auto fine = check(store(1, "k", 6, true) + store(2, "k", 5, false));
+  BOOST_TEST(fine.violations.empty());
+  BOOST_TEST(fine.writes_rejected == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_grant_while_another_lease_is_certainly_valid_is_reported) {
   // w1's lease runs at least until 0 + 1000 ms; w2 gets the key at 500 ms without a release.
   auto r = check(grant(0, 2, "w1", "k", 5) + grant(498, 500, "w2", "k", 6));

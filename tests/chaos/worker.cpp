@@ -10,7 +10,8 @@
 // Safe mode writes inside baton::with_lease and checks lease.active() before each chunk: a chunk is never
 // started once the SDK says the lease is gone. --ignore-loss is the deliberately unsafe worker of the
 // checker's self-test: it writes every planned chunk whatever the lease's state. SIGTERM or SIGINT: finish
-// the current lease (release it) and exit 0.
+// the current lease (release it) and exit 0. SIGUSR1: the next chunk started within 2 s stops the process
+// (SIGSTOP to itself) right after its lease check, and is written when the runner continues it.
 //
 // With --raise-ttl-ms N, half the rounds raise their lease's TTL, which the SDK never does (it renews with
 // the TTL it acquired with): they speak the protocol through the SDK's backend, acquire with --ttl-ms,
@@ -35,7 +36,9 @@
 #include <boost/url/parse.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -137,6 +140,7 @@ struct worker {
   std::mt19937_64 rng;
   bool stopping = false;
   std::uint64_t raising_rounds = 0;
+  std::int64_t pause_armed_until = 0;  // SIGUSR1: stop before the next write that starts until then
 
   long uniform(long lo, long hi) { return std::uniform_int_distribution<long>(lo, hi)(rng); }
 
@@ -153,9 +157,24 @@ struct worker {
         co_return;
       }
       log.emit("write_start", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}, {"chunks", chunks}});
-      int status = co_await put_item(store, l.key(), l.token(),
-                                     opt.id + ":" + std::to_string(l.token()) + ":" + std::to_string(i),
-                                     milliseconds(opt.request_timeout_ms));
+      const std::string value = opt.id + ":" + std::to_string(l.token()) + ":" + std::to_string(i);
+      int status;
+      if (pause_armed_until > now_us()) {
+        // The stale_write fault (docs/reliability.md): stopped between the lease check and the write, as by
+        // a GC pause, until the runner continues the process; then a blocking write, which the SDK's
+        // cancellation cannot stop, as a program with a synchronous client writes. Only the fence can
+        // refuse it now.
+        pause_armed_until = 0;
+        log.emit("paused_before_write", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}});
+        ::raise(SIGSTOP);
+        asio::io_context blocking;
+        status = -1;
+        asio::co_spawn(blocking, put_item(store, l.key(), l.token(), value, milliseconds(opt.request_timeout_ms)),
+                       [&](std::exception_ptr, int s) { status = s; });
+        blocking.run();
+      } else {
+        status = co_await put_item(store, l.key(), l.token(), value, milliseconds(opt.request_timeout_ms));
+      }
       log.emit("write_done", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}, {"status", status}});
       if (i + 1 < chunks) co_await sleep(gap);
     }
@@ -460,6 +479,15 @@ int main(int argc, char** argv) {
     signals.async_wait([&](const boost::system::error_code& ec, int) {
       if (!ec) w.stopping = true;
     });
+    // SIGUSR1 (the runner's stale_write fault): the next write started within 2 s stops the process first.
+    asio::signal_set pause_signal(ioc, SIGUSR1);
+    std::function<void(const boost::system::error_code&, int)> on_pause = [&](const boost::system::error_code& ec,
+                                                                              int) {
+      if (ec) return;
+      w.pause_armed_until = now_us() + 2'000'000;
+      pause_signal.async_wait(on_pause);
+    };
+    pause_signal.async_wait(on_pause);
     log.emit("worker_start",
              {{"pid", static_cast<std::int64_t>(::getpid())}, {"ignore_loss", opt.ignore_loss}});
     asio::co_spawn(ioc, w.run(), [&](std::exception_ptr e) {
@@ -471,6 +499,7 @@ int main(int argc, char** argv) {
         }
       }
       signals.cancel();
+      pause_signal.cancel();
       ioc.stop();
     });
     ioc.run();
