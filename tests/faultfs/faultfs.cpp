@@ -30,11 +30,11 @@
 //
 // The power-cut recorder (BATON_FAULTFS_RECORD=/path/to/record, an existing directory outside the data
 // directory) notes what each successful sync made durable, whatever the mode: an fsync or fdatasync of a
-// file keeps a copy of its whole content as record/ino-<inode>, an fsync of the data directory keeps its
+// file keeps a copy of its content as record/ino-<inode> (only the new bytes, when it grew), an fsync of the data directory keeps its
 // listing (inode and name of each entry) as record/dir.list. A later process with the same record
 // directory goes on from there; the first one takes the directory as it finds it as durable. The test
 // then builds what a power cut would have left (storage_faults::power_cut_image): the names of the last
-// durable listing, each with the content of its last sync. Each sync costs a copy of the file: for tests.
+// durable listing, each with the content of its last sync.
 //
 // Why this shape: the mode is looked up on every wrapped call (one stat(2); no allocation, and no lock a
 // caller could wait on), so a test or the chaos runner can change it while batond runs and the next call
@@ -407,7 +407,7 @@ bool write_whole(int fd, const char* data, std::size_t n) {
 // record while the process runs (or after it was killed) sees a whole file.
 template <class Fill>
 void record_file_as(const char* name, Fill fill) {
-  char tmp[PATH_MAX], final_path[PATH_MAX];
+  char tmp[2 * PATH_MAX], final_path[2 * PATH_MAX];  // record_dir plus a short name
   snprintf(tmp, sizeof tmp, "%s/%s.tmp", record_dir, name);
   snprintf(final_path, sizeof final_path, "%s/%s", record_dir, name);
   int out = ::open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -434,27 +434,52 @@ void record_listing() {
   });
 }
 
-// The whole content of the file at `path` (inode `ino`), made its durable content.
+// Copies `in` from `from` to its end onto `out`.
+bool copy_from(int in, off_t from, int out) {
+  if (::lseek(in, from, SEEK_SET) != from) return false;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n == 0;
+    if (!write_whole(out, buf, static_cast<std::size_t>(n))) return false;
+  }
+}
+
+// Whether the last bytes (up to 4 KiB) of the record `rec` of `size` bytes are those of `in` at the same
+// offset: the file only grew since (an inode number reused by a new file almost never passes).
+bool only_grew(int in, int rec, off_t size) {
+  char a[4096], b[4096];
+  const off_t n = size < off_t{sizeof a} ? size : off_t{sizeof a};
+  return ::pread(in, a, static_cast<std::size_t>(n), size - n) == n &&
+         ::pread(rec, b, static_cast<std::size_t>(n), size - n) == n && memcmp(a, b, static_cast<std::size_t>(n)) == 0;
+}
+
+// The whole content of the file at `path` (inode `ino`), made its durable content. A file that only grew
+// since its last record (a log: batond only appends to it) has just the new bytes appended to the record;
+// anything else is copied whole.
 void record_content(const char* path, ino_t ino) {
-  char name[64];
+  char name[64], recorded[2 * PATH_MAX];
   snprintf(name, sizeof name, "ino-%llu", static_cast<unsigned long long>(ino));
-  record_file_as(name, [path](int out) {
-    int in = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (in < 0) return false;
-    char buf[1 << 16];
-    bool ok = true;
-    for (;;) {
-      ssize_t n = ::read(in, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        ok = ok && n == 0;
-        break;
-      }
-      ok = ok && write_whole(out, buf, static_cast<std::size_t>(n));
+  snprintf(recorded, sizeof recorded, "%s/%s", record_dir, name);
+  int in = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return;
+  struct stat now, before;
+  if (::fstat(in, &now) == 0 && ::stat(recorded, &before) == 0 && before.st_size <= now.st_size) {
+    int out = ::open(recorded, O_RDWR | O_APPEND | O_CLOEXEC);
+    if (out >= 0 && !only_grew(in, out, before.st_size)) {
+      ::close(out);
+      out = -1;
     }
-    ::close(in);
-    return ok;
-  });
+    if (out >= 0) {
+      copy_from(in, before.st_size, out);
+      ::close(out);
+      ::close(in);
+      return;
+    }
+  }
+  record_file_as(name, [in](int out) { return copy_from(in, 0, out); });
+  ::close(in);
 }
 
 // After a successful sync of `fd`: what it made durable.
@@ -478,7 +503,7 @@ void record_sync(int fd) {
 
 // The first recording process takes the directory as it finds it as durable.
 void record_start() {
-  char list[PATH_MAX];
+  char list[2 * PATH_MAX];
   snprintf(list, sizeof list, "%s/dir.list", record_dir);
   struct stat st;
   if (::stat(list, &st) == 0) return;
@@ -486,7 +511,7 @@ void record_start() {
   DIR* d = ::opendir(data_dir);
   if (!d) return;
   while (dirent* e = ::readdir(d)) {
-    char path[PATH_MAX];
+    char path[2 * PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", data_dir, e->d_name);
     if (::stat(path, &st) == 0 && S_ISREG(st.st_mode)) record_content(path, st.st_ino);
   }
