@@ -25,12 +25,12 @@ import time
 ALL_FAULTS = [
     "delay", "drop_replies", "drop_requests", "duplicate", "reorder", "reset", "pause_worker", "pause_server",
     "kill_server", "kill_server_in_commit", "partition", "disk_full",
-    "disk_stall", "fsync_eio", "disk_enospc", "kill_in_snapshot", "bitflip", "stale_write",
+    "disk_stall", "fsync_eio", "disk_enospc", "kill_in_snapshot", "bitflip", "stale_write", "power_cut",
 ]
 ROOT_FAULTS = {"partition": "needs root for ip netns and a veth pair",
                "disk_full": "needs root to mount a tmpfs"}
 # Faults of batond's data directory through the storage fault injector (tests/faultfs), preloaded into batond.
-FAULTFS_FAULTS = {"disk_stall", "fsync_eio", "disk_enospc", "kill_in_snapshot"}
+FAULTFS_FAULTS = {"disk_stall", "fsync_eio", "disk_enospc", "kill_in_snapshot", "power_cut"}
 STORAGE_FAULTS = FAULTFS_FAULTS | {"bitflip"}
 SERVER_FAULTS = {"pause_server", "kill_server", "kill_server_in_commit", "disk_full"} | STORAGE_FAULTS
 # Faults that speak batond's own API or need its small data directory.
@@ -211,6 +211,7 @@ class Run:
         self.storage = {"exits_74": 0, "refusals_65": 0, "stall_kills": 0, "snapshot_kills": 0,
                         "snapshot_probed": 0, "no_compaction": 0}
         self.faultfs_control = os.path.join(self.out, "faultfs.control")
+        self.sync_record = os.path.join(self.out, "sync-record")  # what batond's syncs made durable
         self.server_env = None  # batond's environment: the injector's preload when a storage fault is on
 
     # ---- setup
@@ -470,6 +471,8 @@ class Run:
                    # The preload comes before a sanitizer build's runtime, which otherwise refuses to start.
                    ASAN_OPTIONS=(asan + ":" if asan else "") + "verify_asan_link_order=0")
         os.makedirs(self.data_dir, exist_ok=True)  # the injector resolves it when batond starts
+        os.makedirs(self.sync_record, exist_ok=True)
+        env["BATON_FAULTFS_RECORD"] = self.sync_record
         self.server_env = env
 
     def set_storage_fault(self, mode):
@@ -528,6 +531,59 @@ class Run:
         if crash:
             time.sleep(down)
             self.start_server()
+
+    def power_cut(self):
+        """Acquire bursts straight to batond, batond killed 0-15 ms later, and then the power: the data
+        directory becomes what the injector's sync record says survives (names of the last directory fsync,
+        contents of each file's last sync; half the time also a random subset of the sectors written after
+        it, zeros for the others). Every acknowledged acquire must be there after the restart."""
+        count, after_ms = self.rng.randint(8, 32), self.rng.uniform(0, 15)
+        sectors = self.rng.random() < 0.5
+        self.log.emit("fault", kind="power_cut", burst=count, kill_after_ms=after_ms, unsynced_sectors=sectors)
+        granted = []
+        threads = self.burst(count, granted)
+        time.sleep(after_ms / 1000)
+        self.kill_server()
+        for t in threads:
+            t.join()
+        self.power_cut_image(sectors)
+        self.start_server()
+        self.probe_burst(granted)
+
+    def power_cut_image(self, unsynced_sectors):
+        """Replaces the data directory by what a power cut leaves of it (storage_faults::power_cut_image does
+        the same for the C++ tests), then starts a new sync record: the image is what is durable now."""
+        with open(os.path.join(self.sync_record, "dir.list")) as f:
+            listing = [line.rstrip("\n").split(" ", 1) for line in f if line.strip()]
+        files = {}
+        for ino, name in listing:
+            synced_path = os.path.join(self.sync_record, "ino-" + ino)
+            content = b""
+            if os.path.exists(synced_path):
+                with open(synced_path, "rb") as f:
+                    content = f.read()
+            live = os.path.join(self.data_dir, name)
+            if unsynced_sectors and os.path.exists(live) and str(os.stat(live).st_ino) == ino:
+                with open(live, "rb") as f:
+                    now = f.read()
+                if len(now) > len(content) and now.startswith(content):
+                    base, tail, end = len(content), bytearray(len(now) - len(content)), len(content)
+                    at = 0
+                    while at < len(tail):
+                        n = min(len(tail) - at, 512 - (base + at) % 512)  # sectors at the file's offsets
+                        if self.rng.random() < 0.5:
+                            tail[at:at + n] = now[base + at:base + at + n]
+                            end = base + at + n
+                        at += n
+                    content += bytes(tail[:end - base])
+            files[name] = content
+        for name in os.listdir(self.data_dir):
+            os.unlink(os.path.join(self.data_dir, name))
+        for name, content in files.items():
+            with open(os.path.join(self.data_dir, name), "wb") as f:
+                f.write(content)
+        shutil.rmtree(self.sync_record)
+        os.makedirs(self.sync_record)
 
     def kill_in_snapshot(self):
         """batond dies just before or just after it renames a new snapshot into place; acquire bursts with
@@ -699,6 +755,8 @@ class Run:
             self.kill_in_snapshot()
         elif kind == "bitflip":
             self.bitflip()
+        elif kind == "power_cut":
+            self.power_cut()
         else:
             raise ValueError(kind)
 
