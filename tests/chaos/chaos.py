@@ -540,13 +540,18 @@ class Run:
         count, after_ms = self.rng.randint(8, 32), self.rng.uniform(0, 15)
         sectors = self.rng.random() < 0.5
         self.log.emit("fault", kind="power_cut", burst=count, kill_after_ms=after_ms, unsynced_sectors=sectors)
+        self.kill_during_burst(count, after_ms, lambda: self.power_cut_image(sectors))
+
+    def kill_during_burst(self, count, after_ms, while_down):
+        """`count` concurrent acquires straight to batond, batond killed `after_ms` later, `while_down()`
+        before the restart; then every acknowledged acquire of the burst is probed."""
         granted = []
         threads = self.burst(count, granted)
         time.sleep(after_ms / 1000)
         self.kill_server()
         for t in threads:
             t.join()
-        self.power_cut_image(sectors)
+        while_down()
         self.start_server()
         self.probe_burst(granted)
 
@@ -706,15 +711,7 @@ class Run:
         elif kind == "kill_server_in_commit":
             count, after_ms, down = r.randint(8, 32), r.uniform(0, 15), r.uniform(0, 1)
             self.log.emit("fault", kind=kind, burst=count, kill_after_ms=after_ms, down_s=down)
-            granted = []
-            threads = self.burst(count, granted)
-            time.sleep(after_ms / 1000)
-            self.kill_server()
-            for t in threads:
-                t.join()
-            time.sleep(down)
-            self.start_server()
-            self.probe_burst(granted)
+            self.kill_during_burst(count, after_ms, lambda: time.sleep(down))
         elif kind == "partition":
             hold = r.uniform(0.5, 4)
             self.log.emit("fault", kind=kind, worker=self.workers[-1].name, seconds=hold)

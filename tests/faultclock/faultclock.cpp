@@ -33,6 +33,8 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "../preload/next_symbol.hpp"
+
 namespace {
 
 using clock_gettime_fn = int (*)(clockid_t, timespec*);
@@ -41,15 +43,7 @@ using timerfd_settime_fn = int (*)(int, int, const itimerspec*, itimerspec*);
 using timerfd_gettime_fn = int (*)(int, itimerspec*);
 using close_fn = int (*)(int);
 
-template <class F>
-F next(std::atomic<F>& slot, const char* name) {
-  F f = slot.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<F>(::dlsym(RTLD_NEXT, name));
-    slot.store(f, std::memory_order_release);
-  }
-  return f;
-}
+using baton::preload::next;
 std::atomic<clock_gettime_fn> next_clock_gettime{nullptr};
 std::atomic<timerfd_create_fn> next_timerfd_create{nullptr};
 std::atomic<timerfd_settime_fn> next_timerfd_settime{nullptr};

@@ -63,6 +63,8 @@
 #include <atomic>
 #include <cerrno>
 
+#include "../preload/next_symbol.hpp"
+
 namespace {
 
 enum class mode : int {
@@ -143,15 +145,7 @@ using rename_fn = int (*)(const char*, const char*);
 using renameat_fn = int (*)(int, const char*, int, const char*);
 using renameat2_fn = int (*)(int, const char*, int, const char*, unsigned);
 
-template <class F>
-F next(std::atomic<F>& slot, const char* name) {
-  F f = slot.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<F>(::dlsym(RTLD_NEXT, name));
-    slot.store(f, std::memory_order_release);
-  }
-  return f;
-}
+using baton::preload::next;
 std::atomic<write_fn> next_write{nullptr};
 std::atomic<pwrite_fn> next_pwrite{nullptr}, next_pwrite64{nullptr};
 std::atomic<writev_fn> next_writev{nullptr};
