@@ -486,8 +486,9 @@ recovery_stats journal::open(lock_table& table, time_point now) {
   // truncation of its torn tail, and every name in the directory (a log created just before a crash or a
   // failed directory fsync, the snapshot's rename, the removal of covered logs), then the directory's own
   // name in its parents.
-  if (int err = sync_log()) fail("fsync " + path.string(), err);
-  if (options_.device && ::fsync(wal_fd_) != 0) fail("fsync " + path.string(), errno);
+  if (options_.device)
+    if (int err = sync_log()) fail("sync the log device", err);
+  if (::fsync(wal_fd_) != 0) fail("fsync " + path.string(), errno);  // fsync: the truncation's size too
   fsync_dir(options_.dir);
   fsync_ancestors(options_.dir);
 
