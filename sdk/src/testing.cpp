@@ -10,6 +10,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
+
 namespace baton::testing {
 namespace asio = boost::asio;
 
@@ -129,7 +131,9 @@ acquire_reply memory_backend::do_acquire(const std::string& key, const std::stri
     return r;
   }
   r.token = ++last_token_;
-  locks_[key] = lock{owner, r.token, now_ + ttl, value};
+  // A same-owner re-acquire never makes the key free sooner (docs/protocol.md, acquire).
+  const auto expiry = it != locks_.end() ? std::max(it->second.expiry, now_ + ttl) : now_ + ttl;
+  locks_[key] = lock{owner, r.token, expiry, value};
   changed();
   return r;
 }
@@ -146,7 +150,7 @@ renew_reply memory_backend::do_renew(const std::string& key, const std::string& 
     r.diagnostic = r.lost_reason;
     return r;
   }
-  it->second.expiry = now_ + ttl;
+  it->second.expiry = std::max(it->second.expiry, now_ + ttl);  // a renew never shortens a lease
   return r;
 }
 

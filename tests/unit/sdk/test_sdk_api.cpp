@@ -613,3 +613,36 @@ BOOST_FIXTURE_TEST_CASE(with_lock_runs_under_the_lock_and_releases_on_every_path
   BOOST_TEST(out.done);
   BOOST_TEST(!server->holder("k").has_value());
 }
+
+// --- the test double follows the protocol ---
+
+// Issue 25, defect 7: memory_backend set expiry = now + ttl on every renew and same-owner re-acquire, the
+// lease-shortening defect docs/protocol.md rules out (a late copy of a shorter request freed the key while
+// its holder counted on the longer TTL). Neither may make the key free sooner.
+BOOST_FIXTURE_TEST_CASE(the_memory_backend_never_shortens_a_lease, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto a = co_await server->acquire("k", "o", 10'000ms, 1000ms);
+    BOOST_TEST_REQUIRE(!a.ec);
+    auto longer = co_await server->renew("k", "o", a.token, 60'000ms, 1000ms);
+    BOOST_TEST_REQUIRE(!longer.ec);
+    auto shorter = co_await server->renew("k", "o", a.token, 1'000ms, 1000ms);  // a late copy
+    BOOST_TEST(!shorter.ec);
+    server->advance(30'000ms);
+    auto h = server->holder("k");
+    BOOST_TEST_REQUIRE(h.has_value(), "a renew with a shorter TTL freed the key");
+    BOOST_TEST(h->ttl_remaining.count() > 25'000);
+    // A same-owner re-acquire with a short TTL keeps the longer expiry too, under its new token.
+    auto again = co_await server->acquire("k", "o", 1'000ms, 1000ms);
+    BOOST_TEST_REQUIRE(!again.ec);
+    BOOST_TEST(again.token > a.token);
+    server->advance(5'000ms);
+    h = server->holder("k");
+    BOOST_TEST_REQUIRE(h.has_value(), "a same-owner re-acquire with a shorter TTL freed the key");
+    BOOST_TEST(h->token == again.token);
+    // A longer TTL still extends it.
+    auto extended = co_await server->renew("k", "o", again.token, 120'000ms, 1000ms);
+    BOOST_TEST(!extended.ec);
+    server->advance(100'000ms);
+    BOOST_TEST(server->holder("k").has_value());
+  }());
+}
