@@ -18,7 +18,6 @@
 
 #include <signal.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -32,13 +31,6 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // Processes the command leaves in its group have no exit notification: look this often while stopping them.
 constexpr auto group_poll = std::chrono::milliseconds(50);
-
-// How often the supervisor process hears of the lease's deadline: a renew confirmed less than this before
-// the old deadline may still see the command stopped (on the safe side), so small against the TTL; and
-// cheap, a clock read when nothing changed.
-std::chrono::milliseconds report_period(const lease_options& o) {
-  return std::clamp(o.ttl / 100, std::chrono::milliseconds(5), std::chrono::milliseconds(100));
-}
 
 // The latest instant the command may get SIGKILL under a lease whose local deadline is `deadline`.
 lease_clock::time_point latest_kill(lease_clock::time_point deadline, const lease_options& o) {
@@ -178,7 +170,7 @@ class supervisor {
   asio::awaitable<void> report_renewals() {
     asio::steady_timer tick(co_await asio::this_coro::executor);
     for (;;) {
-      tick.expires_after(report_period(cmd_.lease));
+      tick.expires_after(report_period(cmd_.lease.ttl));
       co_await tick.async_wait(asio::use_awaitable);
       report_deadline();
     }
@@ -267,8 +259,11 @@ asio::awaitable<int> run_exec(client& c, const exec_command& cmd) {
   std::optional<spawn_error> failed;
   try {
     const auto deadline = l.deadline();
-    guard.emplace(ex, guard_limits{deadline.time_since_epoch(),
-                                   latest_kill(deadline, cmd.lease).time_since_epoch(), cmd.grace});
+    // The guard is the backstop: SIGTERM at the deadline, SIGKILL only at the latest instant, so that a
+    // baton exec that runs sends its own SIGKILL after --grace first and says so.
+    guard.emplace(
+        ex, guard_limits{deadline.time_since_epoch(), latest_kill(deadline, cmd.lease).time_since_epoch(),
+                         borrowed_time(cmd.lease.effective_safety_margin())});
     child.emplace(
         ex, cmd.argv,
         std::vector<std::pair<std::string, std::string>>{{"BATON_FENCING_TOKEN", std::to_string(l.token())},

@@ -5,6 +5,7 @@
 #include "batond_fixture.hpp"
 #include "eventually.hpp"
 #include "fault_proxy.hpp"
+#include "overlap.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -177,35 +178,17 @@ void wait_for_family(const cli_fixture& f, family& fam) {
   BOOST_TEST(::getpgid(fam.grandchild) == fam.child);  // the command leads its own group
 }
 
-// The command of the overlap tests: ignores SIGTERM (as a command busy shutting down gracefully would go on),
-// publishes its pid, then appends the wall clock time in nanoseconds to `stamps` every 50 ms until killed.
+// The command of the overlap tests (overlap.hpp), with its pid in "child" and its times in "stamps".
 std::string stamping_command(const cli_fixture& f) {
-  return "trap '' TERM; " + publish(f, "$$", "child") + "; while :; do date +%s%N >> " + f.path("stamps") +
-         "; sleep 0.05; done";
+  return stamping_script(f.path("child"), f.path("stamps"));
 }
 
-// The latest time the command wrote, in nanoseconds since the epoch (0 when none).
-std::int64_t last_stamp(const cli_fixture& f) {
-  std::istringstream lines(read_file(f.path("stamps")));
-  std::int64_t latest = 0;
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty() && std::all_of(line.begin(), line.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      latest = std::max<std::int64_t>(latest, std::stoll(line));
-  return latest;
+// Waits until the stamping command has written; returns its pid.
+int await_stamps(const cli_fixture& f) {
+  BOOST_REQUIRE(eventually(
+      [&] { return std::filesystem::exists(f.path("child")) && last_stamp(f.path("stamps")) > 0; }));
+  return std::stoi(read_file(f.path("child")));
 }
-
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// SIGCONT on the way out, so a failed assertion never leaves a stopped process behind.
-struct stopped_process {
-  explicit stopped_process(child_process& p) : process(p) { process.signal(SIGSTOP); }
-  ~stopped_process() { process.signal(SIGCONT); }
-  child_process& process;
-};
 
 // SIGCONT on the way out, so a failed assertion never leaves batond stopped.
 struct paused_server {
@@ -530,8 +513,7 @@ BOOST_AUTO_TEST_CASE(a_command_ignoring_sigterm_is_dead_before_the_next_holder_g
                          stamping_command(*this)},
                         false);
   family fam;
-  BOOST_REQUIRE(eventually([&] { return std::filesystem::exists(path("child")) && last_stamp(*this) > 0; }));
-  fam.child = std::stoi(read_file(path("child")));
+  fam.child = await_stamps(*this);
   proxy.set_blackhole(true);
   auto next = run({"acquire", "overlap", "--ttl", "30s", "--owner", "next", "--wait"});
   const auto next_started = wall_ns();
@@ -542,12 +524,7 @@ BOOST_AUTO_TEST_CASE(a_command_ignoring_sigterm_is_dead_before_the_next_holder_g
   auto r = collect(*p, err, command_bound);
   BOOST_TEST(r.err.find("lost") != std::string::npos, "stderr: " << r.err);
   // exec has ended, and its command's group with it: every write is in the file.
-  const auto first_wrote = last_stamp(*this);
-  BOOST_TEST_MESSAGE("last write " << (next_started - first_wrote) / 1'000'000
-                                   << " ms before the next holder");
-  BOOST_TEST(first_wrote <= next_started, "the first command wrote "
-                                              << (first_wrote - next_started) / 1'000'000
-                                              << " ms after the next holder got the lock");
+  check_written_before(path("stamps"), next_started);
 }
 
 // Issue 24, defect 8: a stopped exec left its command unsupervised. exec is SIGSTOPped (it neither renews
@@ -556,8 +533,7 @@ BOOST_AUTO_TEST_CASE(a_command_ignoring_sigterm_is_dead_before_the_next_holder_g
 BOOST_AUTO_TEST_CASE(a_stopped_exec_still_has_its_command_killed_before_the_lease_can_expire) {
   auto [p, err] = start({"exec", "frozen", "--ttl", "6s", "--", "/bin/sh", "-c", stamping_command(*this)});
   family fam;
-  BOOST_REQUIRE(eventually([&] { return std::filesystem::exists(path("child")) && last_stamp(*this) > 0; }));
-  fam.child = std::stoi(read_file(path("child")));
+  fam.child = await_stamps(*this);
   result next;
   std::int64_t next_started = 0;
   {
@@ -571,12 +547,7 @@ BOOST_AUTO_TEST_CASE(a_stopped_exec_still_has_its_command_killed_before_the_leas
   // Resumed, exec finds its lease lost (and its command gone), and ends.
   auto r = collect(*p, err, command_bound);
   BOOST_TEST(r.code == lease_lost, "stderr: " << r.err);
-  const auto first_wrote = last_stamp(*this);
-  BOOST_TEST_MESSAGE("last write " << (next_started - first_wrote) / 1'000'000
-                                   << " ms before the next holder");
-  BOOST_TEST(first_wrote <= next_started, "the first command wrote "
-                                              << (first_wrote - next_started) / 1'000'000
-                                              << " ms after the next holder got the lock");
+  check_written_before(path("stamps"), next_started);
 }
 
 // The supervisor also ends what the command started when exec dies at once (SIGKILL): PR_SET_PDEATHSIG

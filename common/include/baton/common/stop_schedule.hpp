@@ -33,6 +33,13 @@ constexpr bool grace_fits(std::chrono::nanoseconds grace, std::chrono::nanosecon
   return grace <= borrowed_time(safety_margin);
 }
 
+/// How often a holder tells its supervisor the lease's deadline: a renew confirmed less than this before the
+/// old deadline may still see the command stopped (on the safe side), so small against the TTL; and cheap,
+/// a clock read when nothing changed.
+constexpr std::chrono::milliseconds report_period(std::chrono::milliseconds ttl) {
+  return std::clamp(ttl / 100, std::chrono::milliseconds(5), std::chrono::milliseconds(100));
+}
+
 /// The supervisor's decisions for one command: SIGTERM to its group when the local deadline passes without
 /// an extension, SIGKILL `grace` later but no later than kill_by; each confirmed renew extends both, until
 /// the stop has begun (a lease lost is never regained).
