@@ -59,9 +59,13 @@ struct guard_extension {
   std::int64_t term_at_ns = 0;
   std::int64_t kill_at_ns = 0;
 };
-// What a guard with limits answers once it is ready (one byte): its timer is armed, or it could not be.
+// What a guard with limits answers once it is ready: its timer is armed, or it could not be (and why).
 constexpr char guard_ready = 'r';
 constexpr char guard_failed = 'f';
+struct guard_answer {
+  char kind = guard_ready;
+  int err = 0;
+};
 
 // Writes all of [data, data + size) to a socket, without SIGPIPE; false on failure (errno says why).
 // Async-signal-safe.
@@ -171,8 +175,9 @@ bool send_all(int fd, const void* data, std::size_t size) {
   int timer = -1;
   if (limits) {
     timer = ::timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC);
-    const char answer = timer >= 0 ? guard_ready : guard_failed;
-    send_all(STDIN_FILENO, &answer, 1);
+    guard_answer answer;
+    if (timer < 0) answer = {guard_failed, errno};
+    send_all(STDIN_FILENO, &answer, sizeof answer);
     if (timer < 0) ::_exit(0);
   }
   pid_t group = 0;
@@ -422,20 +427,20 @@ group_guard::group_guard(const asio::any_io_executor& ex, std::optional<guard_li
   fd_ = ends[1];
   if (!limits) return;
   // No command may start under a guard that cannot keep its deadline.
-  char answer = 0;
+  guard_answer answer{guard_failed, 0};
   ssize_t n;
   do {
-    n = ::recv(fd_, &answer, 1, 0);
+    n = ::recv(fd_, &answer, sizeof answer, 0);
   } while (n < 0 && errno == EINTR);
-  if (n != 1 || answer != guard_ready) {
-    const int err = n == 1 ? EINVAL : (n == 0 ? EPIPE : errno);
+  if (n != static_cast<ssize_t>(sizeof answer) || answer.kind != guard_ready) {
+    const int err = n == static_cast<ssize_t>(sizeof answer) ? answer.err : (n == 0 ? EPIPE : errno);
     ::close(fd_);
     fd_ = -1;
     int raw;
     while (::waitpid(pid_, &raw, 0) < 0 && errno == EINTR) {
     }
     pid_ = -1;
-    throw spawn_error(err, false, "guard: cannot arm its CLOCK_BOOTTIME timer");
+    throw spawn_error(err, false, "guard: cannot arm its CLOCK_BOOTTIME timer: " + errno_text(err));
   }
 }
 

@@ -242,6 +242,21 @@ BOOST_AUTO_TEST_CASE(a_job_the_agent_cannot_fork_for_is_recorded_as_spawn_failed
   s.check_recovered("backup", "spawn_failed", "ping");
 }
 
+BOOST_AUTO_TEST_CASE(a_job_whose_guard_cannot_arm_its_deadline_timer_is_spawn_failed_and_never_runs) {
+  solo_leader s;
+  // timerfd_create fails: no command may run without a guard that keeps the lease's deadline.
+  const auto ran = s.file("ran");
+  auto& a = s.start(job("backup", "shell: true", "    command: \"touch " + ran.string() + "\"\n") +
+                        job("ping", "http: {method: GET, url: \"" + s.server.url() + "/healthz\"}"),
+                    process_faults("timerfd-emfile"));
+  auto line = await_finished(a, "backup", "spawn_failed");
+  BOOST_TEST(
+      line.find("guard: cannot arm its CLOCK_BOOTTIME timer: Too many open files") != std::string::npos,
+      line);
+  BOOST_TEST(!std::filesystem::exists(ran));
+  s.check_recovered("backup", "spawn_failed", "ping");
+}
+
 // ---- Jobs that do not end as they should
 
 BOOST_AUTO_TEST_CASE(a_job_that_runs_past_its_timeout_is_stopped_with_its_group_and_recorded_as_timed_out) {

@@ -6,6 +6,7 @@
 #include "eventually.hpp"
 #include "fault_proxy.hpp"
 #include "overlap.hpp"
+#include "storage_faults.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -548,6 +549,26 @@ BOOST_AUTO_TEST_CASE(a_stopped_exec_still_has_its_command_killed_before_the_leas
   auto r = collect(*p, err, command_bound);
   BOOST_TEST(r.code == lease_lost, "stderr: " << r.err);
   check_written_before(path("stamps"), next_started);
+}
+
+// A command is never started without its supervisor: when the guard cannot arm its deadline timer
+// (timerfd_create fails, injected by baton-faultproc), exec exits 71 without running it, and releases.
+BOOST_AUTO_TEST_CASE(exec_does_not_run_a_command_its_supervisor_cannot_time) {
+  auto err = path("stderr-guard");
+  // The sanitizer build's runtime must tolerate a library preloaded before it.
+  std::string asan = "verify_asan_link_order=0";
+  if (const char* inherited = std::getenv("ASAN_OPTIONS"); inherited && *inherited)
+    asan = std::string(inherited) + ":" + asan;
+  child_process p(argv({"exec", "k", "--ttl", "10s", "--", "/bin/sh", "-c", "touch " + path("ran")}), err,
+                  {"LD_PRELOAD=" + lib_path("libbaton-faultproc.so"), "BATON_FAULTPROC=timerfd-emfile",
+                   "ASAN_OPTIONS=" + asan});
+  auto r = collect(p, err, command_bound);
+  check_error_line(r, 71);
+  BOOST_TEST(
+      r.err.find("guard: cannot arm its CLOCK_BOOTTIME timer: Too many open files") != std::string::npos,
+      r.err);
+  BOOST_TEST(!std::filesystem::exists(path("ran")));
+  BOOST_TEST(get_lock("k").status == 404);
 }
 
 // The supervisor also ends what the command started when exec dies at once (SIGKILL): PR_SET_PDEATHSIG
