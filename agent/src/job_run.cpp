@@ -302,6 +302,11 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
       // A refused SIGKILL was not delivered: waiting for it to work would only delay the report.
       if (stop_failure.empty()) status = co_await exit_before(*child, clock_type::now() + kill_wait);
     }
+  } else if (ctx.lease && !ctx.lease->active() && (*status == 128 + SIGTERM || *status == 128 + SIGKILL)) {
+    // Its guard stopped it at the lease's deadline, a moment before this agent would have: a stop as on any
+    // loss, not a failure of the job.
+    result.outcome = run_outcome::stopped;
+    result.detail = "stopped by its guard: the lease's deadline passed";
   } else {
     result.outcome = *status == 0 ? run_outcome::succeeded : run_outcome::failed;
   }
