@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "baton/common/process_group.hpp"
 
+#include "baton/common/stop_schedule.hpp"
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -20,6 +24,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -43,6 +48,23 @@ enum class child_step : int { exec = 0, guard = 1 };
 struct child_report {
   child_step step;
   int err;
+};
+
+// What this process tells a guard after the group id (each one record of the guard's SOCK_SEQPACKET socket,
+// so a message is never split): `done`, or `extend` with the new limits.
+constexpr char guard_done = 'd';
+constexpr char guard_extend = 'x';
+struct guard_extension {
+  char kind = guard_extend;
+  std::int64_t term_at_ns = 0;
+  std::int64_t kill_at_ns = 0;
+};
+// What a guard with limits answers once it is ready: its timer is armed, or it could not be (and why).
+constexpr char guard_ready = 'r';
+constexpr char guard_failed = 'f';
+struct guard_answer {
+  char kind = guard_ready;
+  int err = 0;
 };
 
 // Writes all of [data, data + size) to a socket, without SIGPIPE; false on failure (errno says why).
@@ -104,7 +126,7 @@ bool send_all(int fd, const void* data, std::size_t size) {
 }
 
 // The guard process (see group_guard), between fork and _exit: async-signal-safe calls only, as above.
-[[noreturn]] void become_guard(int guard_end, int agent_end, int max_fd) {
+[[noreturn]] void become_guard(int guard_end, int agent_end, int max_fd, std::optional<guard_limits> limits) {
   ::close(agent_end);
   // Its own process group: a kill aimed at the agent's group (a terminal's ^C, `kill -- -pgid`) spares it.
   ::setpgid(0, 0);
@@ -148,20 +170,78 @@ bool send_all(int fd, const void* data, std::size_t size) {
     } while (n < 0 && errno == EINTR);
     return n;
   };
+  // The timer of the lease's deadline, on CLOCK_BOOTTIME and armed at absolute times: a relative
+  // CLOCK_MONOTONIC timer would not count a host suspend, while the server's clock does.
+  int timer = -1;
+  if (limits) {
+    timer = ::timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC);
+    guard_answer answer;
+    if (timer < 0) answer = {guard_failed, errno};
+    send_all(STDIN_FILENO, &answer, sizeof answer);
+    if (timer < 0) ::_exit(0);
+  }
   pid_t group = 0;
   // The agent gave up on the command before it ran, or is gone already: nothing of the group can exist.
   if (read_some(&group, sizeof group) != static_cast<ssize_t>(sizeof group) || group <= 1) ::_exit(0);
-  char done = 0;
-  if (read_some(&done, 1) == 1) ::_exit(0);  // disarmed: the group is over
-  // End of stream without "done": the agent died. Kill the group; repeat briefly, in case a process of the
-  // group was forking while the first signal was sent.
-  for (int i = 0; i < 10 && ::kill(-group, SIGKILL) == 0; ++i) {
-    struct timespec pause {
-      0, 10'000'000
-    };
-    ::nanosleep(&pause, nullptr);
+  // Repeats SIGKILL briefly, in case a process of the group was forking while the first signal was sent.
+  auto kill_group = [group] {
+    for (int i = 0; i < 10 && ::kill(-group, SIGKILL) == 0; ++i) {
+      struct timespec pause {
+        0, 10'000'000
+      };
+      ::nanosleep(&pause, nullptr);
+    }
+  };
+  if (!limits) {
+    char done = 0;
+    if (read_some(&done, 1) == 1) ::_exit(0);  // disarmed: the group is over
+    // End of stream without "done": the agent died. Kill the group.
+    kill_group();
+    ::_exit(0);
   }
-  ::_exit(0);
+  stop_schedule schedule(limits->term_at, limits->kill_at, limits->grace);
+  auto boot_now = [] {
+    struct timespec ts {};
+    ::clock_gettime(CLOCK_BOOTTIME, &ts);
+    return std::chrono::nanoseconds(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+  };
+  for (;;) {
+    // Looked at after every wake, whatever woke it: a late wake-up still acts at once.
+    const auto now = boot_now();
+    const auto act = schedule.poll(now);
+    if (act.term) ::kill(-group, SIGTERM);
+    if (act.kill) kill_group();
+    struct itimerspec at {};
+    if (const auto wake = schedule.wake_at(); wake != stop_schedule::never) {
+      const auto s = std::chrono::duration_cast<std::chrono::seconds>(wake);
+      at.it_value.tv_sec = s.count();
+      at.it_value.tv_nsec = static_cast<long>((wake - s).count());
+      if (at.it_value.tv_sec == 0 && at.it_value.tv_nsec == 0) at.it_value.tv_nsec = 1;  // 0 would disarm
+    }
+    ::timerfd_settime(timer, TFD_TIMER_ABSTIME, &at, nullptr);
+    struct pollfd watch[2] = {{STDIN_FILENO, POLLIN, 0}, {timer, POLLIN, 0}};
+    if (::poll(watch, 2, -1) < 0) continue;  // EINTR
+    if (watch[1].revents & POLLIN) {
+      std::uint64_t expirations;
+      [[maybe_unused]] auto n = ::read(timer, &expirations, sizeof expirations);
+    }
+    if (watch[0].revents == 0) continue;
+    guard_extension message;
+    ssize_t n;
+    do {
+      n = ::recv(STDIN_FILENO, &message, sizeof message, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n == 1 && message.kind == guard_done) ::_exit(0);  // disarmed: the group is over
+    if (n == static_cast<ssize_t>(sizeof message) && message.kind == guard_extend) {
+      schedule.extend(std::chrono::nanoseconds(message.term_at_ns),
+                      std::chrono::nanoseconds(message.kill_at_ns));
+      continue;
+    }
+    if (n < 0 && errno == EAGAIN) continue;
+    // End of stream without "done" (or a message no version of this program sends): the holder died.
+    kill_group();
+    ::_exit(0);
+  }
 }
 
 }  // namespace
@@ -321,9 +401,10 @@ bool group_child::group_alive() {
   return ::kill(-pid_, 0) == 0 || errno == EPERM;
 }
 
-group_guard::group_guard(const asio::any_io_executor& ex) : ex_(ex) {
+group_guard::group_guard(const asio::any_io_executor& ex, std::optional<guard_limits> limits) : ex_(ex) {
   int ends[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
+  // Records, not a byte stream: extend() never blocks, and a message either goes whole or not at all.
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0)
     throw spawn_error(errno, false, "guard: socketpair: " + errno_text(errno));
   // Taken before fork: the guard closes every descriptor below it without calling anything unsafe.
   struct rlimit files {};
@@ -334,7 +415,7 @@ group_guard::group_guard(const asio::any_io_executor& ex) : ex_(ex) {
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t pid = ::fork();
-  if (pid == 0) become_guard(ends[0], ends[1], max_fd);
+  if (pid == 0) become_guard(ends[0], ends[1], max_fd, limits);
   const int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::close(ends[0]);
@@ -344,6 +425,32 @@ group_guard::group_guard(const asio::any_io_executor& ex) : ex_(ex) {
   }
   pid_ = pid;
   fd_ = ends[1];
+  if (!limits) return;
+  // No command may start under a guard that cannot keep its deadline.
+  guard_answer answer{guard_failed, 0};
+  ssize_t n;
+  do {
+    n = ::recv(fd_, &answer, sizeof answer, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof answer) || answer.kind != guard_ready) {
+    const int err = n == static_cast<ssize_t>(sizeof answer) ? answer.err : (n == 0 ? EPIPE : errno);
+    ::close(fd_);
+    fd_ = -1;
+    int raw;
+    while (::waitpid(pid_, &raw, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    throw spawn_error(err, false, "guard: cannot arm its CLOCK_BOOTTIME timer: " + errno_text(err));
+  }
+}
+
+bool group_guard::extend(std::chrono::nanoseconds term_at, std::chrono::nanoseconds kill_at) {
+  if (fd_ < 0) return false;
+  guard_extension message;
+  message.term_at_ns = term_at.count();
+  message.kill_at_ns = kill_at.count();
+  return ::send(fd_, &message, sizeof message, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+         static_cast<ssize_t>(sizeof message);
 }
 
 group_guard::~group_guard() {
@@ -357,8 +464,7 @@ group_guard::~group_guard() {
 
 asio::awaitable<void> group_guard::disarm() {
   if (fd_ < 0) co_return;
-  const char done = 'd';
-  send_all(fd_, &done, 1);
+  send_all(fd_, &guard_done, 1);
   ::close(fd_);
   fd_ = -1;
   // The guard exits as soon as it reads the byte; poll for it with growing pauses, then kill it.

@@ -407,8 +407,14 @@ std::string agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds
   auto control = std::make_shared<run_control>(ex_);
   runs_.push_back(control);
   auto it = std::prev(runs_.end());
-  run_context ctx{config_.election_key, l.token(), client_.identity(), slot,
-                  make_run_id(l.token(), ++runs_under_lease_)};
+  run_context ctx{config_.election_key,
+                  l.token(),
+                  client_.identity(),
+                  slot,
+                  make_run_id(l.token(), ++runs_under_lease_),
+                  1,
+                  &l,
+                  leading_options_};
   job_run_began(job->name, index, control);
   // The coroutine may run to its end before co_spawn returns (Boost 1.81 starts it at once, and a command
   // that cannot start fails at once): the caller holds no lock, and everything it touches is already set.
@@ -463,10 +469,12 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
         const bool retry = job.misfire == misfire_policy::run_once;
         const auto retry_until = slot + misfire_window(job);
         std::optional<lease> l;
+        lease_options opts;  // those the lock was taken with (a reload may change config_.election meanwhile)
         bool late = misfire;
         for (;;) {
           try {
-            auto got = co_await client_.try_acquire(key, config_.election);
+            opts = config_.election;
+            auto got = co_await client_.try_acquire(key, opts);
             if (got.acquired) l.emplace(std::move(*got.acquired));
             // Every replica but one lands here on every slot: not worth a line at info.
             else
@@ -489,7 +497,8 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
           co_await (pause.async_wait(use_tuple) || control->wake().async_wait(use_tuple));
         }
         if (l && !control->stop_requested()) {
-          run_context ctx{key, l->token(), client_.identity(), slot, make_run_id(l->token(), 1)};
+          run_context ctx{key, l->token(), client_.identity(), slot, make_run_id(l->token(), 1), 1,
+                          &*l, opts};
           // Each attempt has its own run id under the slot's lease: <token>-1, <token>-2, ...
           auto r = co_await run_attempts(
               shared, ctx, control, &*l, false,
@@ -670,6 +679,7 @@ asio::awaitable<void> agent_runtime::run() {
     }
     leader_ = true;
     token_ = l->token();
+    leading_options_ = opts;
     elections_won_.fetch_add(1);
     log::info("elected", {{"key", key}, {"token", l->token()}, {"identity", client_.identity()}});
 

@@ -179,6 +179,7 @@ class agent_runtime {
   std::vector<std::shared_ptr<const job_config>> jobs_;
   std::map<std::string, int> running_by_name_;  // runs in flight per job name, outlived groups included
   const lease* leading_lease_ = nullptr;        // leader mode: the lease while lead() schedules under it
+  lease_options leading_options_;               // leader mode: the options that lease was taken with
   std::set<std::string> suspended_;  // jobs suspended on this agent (the file's `suspend`, then the API)
   job_history history_;
   std::mt19937_64 random_{

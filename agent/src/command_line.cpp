@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "command_line.hpp"
 
+#include "baton/common/stop_schedule.hpp"
 #include "baton/config.hpp"
 
 #include <boost/program_options.hpp>
@@ -238,6 +239,27 @@ std::vector<std::string> program_warnings(const agent_config& config, std::strin
     const auto key = "jobs[" + std::to_string(i) + "].command" + (job.shell ? "" : "[0]");
     out.push_back(config_error(std::string(file), job.command_at.line, job.command_at.column, key,
                                problem + "; its runs would end as spawn_failed on this machine")
+                      .what());
+  }
+  return out;
+}
+
+std::vector<std::string> grace_warnings(const agent_config& config, std::string_view file) {
+  std::vector<std::string> out;
+  const auto margin = config.election.effective_safety_margin();
+  const auto left = std::chrono::floor<std::chrono::milliseconds>(borrowed_time(margin));
+  for (std::size_t i = 0; i < config.jobs.size(); ++i) {
+    const auto& job = config.jobs[i];
+    // The default is cut without a word (docs/agent.md says so); a grace written in the file is worth one.
+    if (job.command.empty() || job.grace_at.line == 0 || grace_fits(job.grace, margin)) continue;
+    out.push_back(config_error(std::string(file), job.grace_at.line, job.grace_at.column,
+                               "jobs[" + std::to_string(i) + "].grace",
+                               std::to_string(job.grace.count()) + "ms is longer than a lost lease leaves: " +
+                                   "after a loss SIGKILL comes " + std::to_string(left.count()) +
+                                   "ms after SIGTERM (half the election's safety margin of " +
+                                   std::to_string(margin.count()) +
+                                   "ms), before the server can expire the lease; a longer election.ttl or "
+                                   "election.safety_margin leaves more")
                       .what());
   }
   return out;

@@ -63,6 +63,13 @@ std::string help_text();
 std::vector<std::string> program_warnings(const agent_config& config, std::string_view file,
                                           const char* path_env);
 
+/// Warnings about grace periods a lost lease cuts short: for each command job whose `grace`, written in the
+/// file, is longer than what the election lease leaves after a loss (baton::borrowed_time: half its safety
+/// margin), one line `FILE:LINE:COLUMN: jobs[i].grace: reason`. After a loss SIGKILL comes that soon after
+/// SIGTERM, before the server can expire the lease; the whole grace still applies to a stop under a lease
+/// that is held (timeout, shutdown, replace). Pure; thread-safe.
+std::vector<std::string> grace_warnings(const agent_config& config, std::string_view file);
+
 /// Why execvp could not start `program` here, or empty when it could: not found (in `path_env` for a bare
 /// name), not a regular file, or not executable by this user.
 std::string program_problem(const std::string& program, const char* path_env);

@@ -43,7 +43,9 @@ std::string quoted(std::string_view s) {
 }
 
 // The protocol's control characters (C0, DEL, C1): what batond refuses in an owner.
-bool has_control(std::string_view s) { return baton::has_control_characters(s); }
+bool has_control(std::string_view s) {
+  return baton::has_control_characters(s);
+}
 
 // Validators shared by the file and the flags, so a value means the same wherever it is written. Each returns
 // the reason the value is refused, or an empty string.
@@ -478,7 +480,10 @@ job_config read_job(const reader& r, const YAML::Node& node, const std::string& 
   }
 
   if (const auto timeout = node["timeout"]) job.timeout = r.duration(timeout, path + ".timeout");
-  if (const auto grace = node["grace"]) job.grace = r.duration(grace, path + ".grace");
+  if (const auto grace = node["grace"]) {
+    job.grace = r.duration(grace, path + ".grace");
+    if (const auto at = grace.Mark(); !at.is_null()) job.grace_at = {at.line + 1, at.column + 1};
+  }
   if (const auto overlap = node["overlap"])
     job.overlap = r.choice<overlap_policy>(overlap, path + ".overlap",
                                            {{"forbid", overlap_policy::forbid},

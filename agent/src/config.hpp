@@ -70,6 +70,8 @@ struct job_config {
   std::chrono::milliseconds timeout{0};
   /// A run being stopped (timeout, lease lost, shutdown) gets SIGTERM, then SIGKILL after `grace`.
   std::chrono::milliseconds grace{5'000};
+  /// Where `grace` is written (line 0: not in the file, the default), for --check-config's warnings about it.
+  file_position grace_at;
   overlap_policy overlap = overlap_policy::forbid;
   misfire_policy misfire = misfire_policy::skip;
   /// How many finished runs of this job the agent keeps for GET /v1/jobs (1-1000); the top-level
@@ -208,7 +210,8 @@ std::string to_listen_string(const boost::asio::ip::tcp::endpoint& endpoint);
 /// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key`,
 /// `log-level`, `log-format`, `ca-file`, `cert`, `key` and `etcd-password-file` (leading dashes allowed:
 /// `--server` works too). An empty value means the flag was not given. Each value is validated as the file's
-/// key is; an unknown flag name is an error too. Throws config_error (`--server: reason`), leaving `config` unchanged.
+/// key is; an unknown flag name is an error too. Throws config_error (`--server: reason`), leaving `config`
+/// unchanged.
 void apply_overrides(agent_config& config, const std::map<std::string, std::string>& flags);
 
 }  // namespace baton::agent

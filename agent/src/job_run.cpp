@@ -3,6 +3,7 @@
 
 #include "baton/common/log.hpp"
 #include "baton/common/process_group.hpp"
+#include "baton/common/stop_schedule.hpp"
 #include "baton/config.hpp"
 #include "http_job.hpp"
 
@@ -144,6 +145,80 @@ asio::awaitable<void> await_stray_end(std::shared_ptr<group_child> stray, std::s
   log::info("job_group_ended", {{"job", job}, {"run", run_id}, {"pgid", stray->pid()}});
 }
 
+// The run's link to its lease: tells the guard each deadline a confirmed renew gives the lease, and says when
+// SIGKILL must come at the latest. Without a lease, neither.
+class lease_link {
+ public:
+  explicit lease_link(const run_context& ctx)
+      : ctx_(ctx), reported_(ctx.lease ? ctx.lease->deadline() : lease_clock::time_point()) {}
+
+  // The guard is the backstop: SIGTERM at the deadline, SIGKILL only at the latest instant, so that an agent
+  // that runs sends its own SIGKILL after the job's grace first, and logs it.
+  std::optional<guard_limits> limits() const {
+    if (!ctx_.lease) return std::nullopt;
+    return guard_limits{reported_.time_since_epoch(), latest_kill(reported_),
+                        borrowed_time(ctx_.lease_options.effective_safety_margin())};
+  }
+
+  void report(group_guard& guard) {
+    if (!ctx_.lease || !ctx_.lease->active()) return;
+    const auto deadline = ctx_.lease->deadline();
+    if (deadline > reported_ && guard.extend(deadline.time_since_epoch(), latest_kill(deadline)))
+      reported_ = deadline;
+  }
+
+  /// Never ends; cancel it.
+  asio::awaitable<void> report_renewals(group_guard& guard) {
+    asio::steady_timer tick(co_await asio::this_coro::executor, clock_type::time_point::max());
+    for (;;) {
+      if (ctx_.lease) tick.expires_after(report_period(ctx_.lease_options.ttl));
+      co_await tick.async_wait(asio::use_awaitable);
+      report(guard);
+    }
+  }
+
+  /// The latest instant for SIGKILL (on the agent's timers' clock) under the lease as it stands now; max
+  /// without a lease.
+  clock_type::time_point kill_at() const {
+    if (!ctx_.lease) return clock_type::time_point::max();
+    const auto left = lease_clock::time_point(latest_kill(ctx_.lease->deadline())) - lease_clock::now();
+    return clock_type::now() + std::chrono::duration_cast<clock_type::duration>(left);
+  }
+
+  /// How long a wait may last before report() and kill_at() are looked at again.
+  clock_type::duration look_again() const {
+    return ctx_.lease ? clock_type::duration(report_period(ctx_.lease_options.ttl))
+                      : clock_type::duration::max();
+  }
+
+ private:
+  std::chrono::nanoseconds latest_kill(lease_clock::time_point deadline) const {
+    return kill_by(deadline.time_since_epoch(), ctx_.lease_options.effective_safety_margin());
+  }
+
+  const run_context& ctx_;
+  lease_clock::time_point reported_;
+};
+
+// Waits for the command to exit until `grace_end`, or until the lease's SIGKILL time if that comes first
+// (the lease may be lost meanwhile), telling the guard of renewals meanwhile. The exit status if it exited;
+// `cut` says whether the lease ended the wait before the grace did.
+asio::awaitable<std::optional<int>> exit_within_grace(group_child& child, clock_type::time_point grace_end,
+                                                      lease_link& link, group_guard& guard, bool& cut) {
+  for (;;) {
+    const auto lease_end = link.kill_at();
+    const auto now = clock_type::now();
+    if (now >= std::min(grace_end, lease_end)) {
+      cut = lease_end < grace_end;
+      co_return std::nullopt;
+    }
+    auto wake = std::min(grace_end, lease_end);
+    if (wake - now > link.look_again()) wake = now + link.look_again();
+    if (auto status = co_await exit_before(child, wake)) co_return status;
+    link.report(guard);
+  }
+}
+
 asio::awaitable<run_result> run_command(const job_config& job, const run_context& ctx,
                                         std::shared_ptr<run_control> control) {
   auto ex = co_await asio::this_coro::executor;
@@ -173,12 +248,14 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) co_return spawn_failed("output pipe: " + errno_text(errno));
   auto reader = std::make_shared<asio::posix::stream_descriptor>(ex, out[0]);
-  // The guard kills the command's group if this agent dies before the run is over (docs/design.md).
+  // The guard kills the command's group if this agent dies before the run is over, and under a lease stops
+  // it by the lease's deadline should this agent not (docs/design.md).
+  lease_link link(ctx);
   std::unique_ptr<group_guard> guard;
   std::unique_ptr<group_child> child;
   std::string failure;
   try {
-    guard = std::make_unique<group_guard>(ex);
+    guard = std::make_unique<group_guard>(ex, link.limits());
     child = std::make_unique<group_child>(ex, argv, env, std::vector<int>{}, out[1], guard->command_fd());
   } catch (const spawn_error& e) {
     failure = e.what();
@@ -197,7 +274,7 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
   if (!control->stop_requested()) {
     auto r =
         co_await (child->wait_exit() || control->wake().async_wait(asio::as_tuple(asio::use_awaitable)) ||
-                  deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+                  deadline.async_wait(asio::as_tuple(asio::use_awaitable)) || link.report_renewals(*guard));
     if (r.index() == 0)
       status = std::get<0>(r);
     else if (r.index() == 2)
@@ -214,13 +291,22 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
     // Stop the whole process group: SIGTERM, then SIGKILL once the grace period is over.
     if (result.outcome != run_outcome::timed_out) result.outcome = run_outcome::stopped;
     send(SIGTERM);
-    status = co_await exit_before(*child, clock_type::now() + job.grace);
+    bool cut = false;
+    status = co_await exit_within_grace(*child, clock_type::now() + job.grace, link, *guard, cut);
     if (!status) {
-      log::warn("job_killed", {{"job", job.name}, {"run", ctx.run_id}, {"grace_ms", job.grace.count()}});
+      log::warn("job_killed", {{"job", job.name},
+                               {"run", ctx.run_id},
+                               {"grace_ms", job.grace.count()},
+                               {"reason", cut ? "lease_ending" : "grace_over"}});
       send(SIGKILL);
       // A refused SIGKILL was not delivered: waiting for it to work would only delay the report.
       if (stop_failure.empty()) status = co_await exit_before(*child, clock_type::now() + kill_wait);
     }
+  } else if (ctx.lease && !ctx.lease->active() && (*status == 128 + SIGTERM || *status == 128 + SIGKILL)) {
+    // Its guard stopped it at the lease's deadline, a moment before this agent would have: a stop as on any
+    // loss, not a failure of the job.
+    result.outcome = run_outcome::stopped;
+    result.detail = "stopped by its guard: the lease's deadline passed";
   } else {
     result.outcome = *status == 0 ? run_outcome::succeeded : run_outcome::failed;
   }

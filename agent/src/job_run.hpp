@@ -2,9 +2,13 @@
 #pragma once
 // One run of one job: a command in its own process group, or an HTTP request, carrying the lease's fencing
 // token. A run can be stopped at any moment (leadership lost, shutdown): a command gets SIGTERM on its whole
-// process group and SIGKILL after the job's grace; an HTTP request is aborted.
+// process group and SIGKILL after the job's grace, or sooner, before the server can expire its lease; an HTTP
+// request is aborted.
 
 #include "config.hpp"
+
+#include "baton/config.hpp"
+#include "baton/lease.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -39,6 +43,12 @@ struct run_context {
   std::string run_id;
   /// 1 for a slot's first attempt, then 2, 3, ... for its retries (`retries`).
   int attempt = 1;
+  /// The lease the run is under, valid until run_job() returns, and the options it was taken with; null when
+  /// the run is under none. A command's guard then holds the lease's deadline and stops the command itself
+  /// should the agent not (stopped, starved), and a stop's SIGKILL comes by the lease's kill_by() whatever
+  /// the grace (docs/design.md, "A command's stop under a lease").
+  const baton::lease* lease = nullptr;
+  baton::lease_options lease_options;
 };
 
 /// `<token>-<n>`, see run_context::run_id.

@@ -229,6 +229,8 @@ int run_agent(const command_line& cmd) {
                                  {"key", cfg.election_key},
                                  {"jobs", cfg.jobs.size()},
                                  {"listen", to_listen_string(bound)}});
+    for (const auto& warning : grace_warnings(cfg, cmd.config_path))
+      baton::log::warn("grace_cut_on_loss", {{"detail", warning}});
     // Configuration loaded and the sidecar bound: what a unit ordered after this one (Type=notify) needs.
     baton::sd_notify::notify("READY=1\nSTATUS=sidecar on " + to_listen_string(bound));
     asio::steady_timer watchdog(ioc);
@@ -279,6 +281,8 @@ int check_config(const command_line& cmd) {
   const auto cfg = load_or_print(cmd, false);
   if (!cfg) return exit_usage;
   for (const auto& warning : program_warnings(*cfg, cmd.config_path, std::getenv("PATH")))
+    print_error("warning: " + warning);
+  for (const auto& warning : grace_warnings(*cfg, cmd.config_path))
     print_error("warning: " + warning);
   std::printf("%s: ok (%zu jobs)\n", cmd.config_path.c_str(), cfg->jobs.size());
   return 0;

@@ -2,6 +2,7 @@
 #include "command_line.hpp"
 
 #include "baton/common/duration.hpp"
+#include "baton/common/stop_schedule.hpp"
 #include "baton/common/token_file.hpp"
 #include "baton/error.hpp"
 #include "exit_code.hpp"
@@ -39,10 +40,10 @@ commands:
       free a lease you hold; prints {"key","released","outcome"}
   get KEY
       show the holder: {"key","held":true,"owner","token","ttl_remaining_ms"} or {"key","held":false}
-  exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] -- CMD [ARGS...]
+  exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] -- CMD ...
       run CMD while holding the lock, renewing it all along; the moment the lease is lost, stop CMD's
-      whole process group (SIGTERM, then SIGKILL after the grace period). CMD gets BATON_FENCING_TOKEN,
-      BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment.
+      whole process group (SIGTERM, then SIGKILL after the grace period, before the server can expire the
+      lease). CMD gets BATON_FENCING_TOKEN, BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment.
   conformance [--restart-command CMD]
       check the server against the protocol's guarantees (docs/protocol.md) on keys conformance/...;
       prints one PASS/FAIL/SKIP line per check and a summary; CMD restarts the server for the restart checks
@@ -105,12 +106,16 @@ newer token holds it; nothing changes then.)"},
      R"(Prints the holder of KEY, {"key","held":true,"owner","token","ttl_remaining_ms"}, or
 {"key","held":false} when the lock is free. Both exit 0.)"},
     {"exec",
-     "baton exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] -- CMD [ARGS...]",
+     "baton exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] "
+     "-- "
+     "CMD [ARGS...]",
      R"(Acquires KEY, runs CMD (no shell) in its own process group with BATON_FENCING_TOKEN,
 BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment, renews the lease while CMD runs and releases it
 when CMD ends.
 The moment the lease is lost, CMD's process group gets SIGTERM, and SIGKILL after --grace; baton then
-exits 76. SIGTERM, SIGINT or SIGHUP to baton stop the group the same way (a second one: SIGKILL at
+exits 76. That grace runs on borrowed time, between the local deadline and the earliest moment the server
+can expire the lease: it may be at most half the safety margin (ttl/20 by default), and a longer one is
+refused. A supervisor process enforces the deadline even while baton itself is stopped. SIGTERM, SIGINT or SIGHUP to baton stop the group the same way (a second one: SIGKILL at
 once), and baton exits with CMD's status. Processes CMD leaves behind in its group are stopped the same
 way before the lease is released. Exit status: CMD's (128+N for signal N) when it ran under a valid
 lease; 75 not acquired, 76 lease lost, 126/127 CMD not runnable/not found.)"},
@@ -182,8 +187,11 @@ po::options_description command_options(std::string_view name) {
         "after the other checks, run CMD through /bin/sh to restart the server on the same URL, then check "
         "what survived (without it those checks are skipped)");
   if (name == "exec") {
-    add("grace", po::value<std::string>()->value_name("D"), "time between SIGTERM and SIGKILL (default 5s)");
+    add("grace", po::value<std::string>()->value_name("D"),
+        "time between SIGTERM and SIGKILL, at most half the safety margin (default 5s or that, the shorter)");
     add("renew-every", po::value<std::string>()->value_name("D"), "renew period (default ttl/3)");
+    add("safety-margin", po::value<std::string>()->value_name("D"),
+        "the local deadline comes this long before the lease's TTL runs out (default ttl/10)");
   }
   return d;
 }
@@ -302,6 +310,7 @@ command build(std::string_view name, std::string key, const po::variables_map& v
   e.key = std::move(key);
   e.lease.ttl = ttl;
   if (vm.count("renew-every")) e.lease.renew_every = positive_duration(vm, "renew-every");
+  if (vm.count("safety-margin")) e.lease.safety_margin = positive_duration(vm, "safety-margin");
   try {
     e.lease.validate();
   } catch (const exception& ex) {
@@ -309,12 +318,30 @@ command build(std::string_view name, std::string key, const po::variables_map& v
   }
   e.wait = vm["wait"].as<bool>();
   e.wait_timeout = wait_timeout_value(vm, e.wait);
-  if (vm.count("grace")) e.grace = duration_value(vm, "grace");
+  e.grace =
+      exec_grace(e.lease, vm.count("grace") ? std::optional(duration_value(vm, "grace")) : std::nullopt);
   e.argv = std::move(cmd_argv);
   return e;
 }
 
+std::string duration_text(milliseconds d) {
+  if (d.count() > 0 && d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + "s";
+  return std::to_string(d.count()) + "ms";
+}
+
 }  // namespace
+
+milliseconds exec_grace(const lease_options& lease, std::optional<milliseconds> requested) {
+  const auto margin = lease.effective_safety_margin();
+  const auto fits = std::chrono::floor<milliseconds>(borrowed_time(margin));
+  if (!requested) return std::min(milliseconds(5'000), fits);
+  if (grace_fits(*requested, margin)) return *requested;
+  usage_error("--grace " + duration_text(*requested) +
+              " does not fit the lease: once it is lost, SIGKILL must come before the server can expire it, "
+              "at most " +
+              duration_text(fits) + " after SIGTERM (half the safety margin of " + duration_text(margin) +
+              "); use a shorter --grace, or a longer --ttl or --safety-margin");
+}
 
 invocation parse_command_line(const std::vector<std::string>& args, const char* env_server,
                               const char* env_token) {
@@ -378,7 +405,8 @@ invocation parse_command_line(const std::vector<std::string>& args, const char* 
       keys.insert(keys.end(), after_dashes.begin(), after_dashes.end());
     if (name == "exec" && keys.size() > 1)
       usage_error("the command to run goes after --: baton exec KEY ... -- CMD [ARGS...]");
-    if (name == "conformance" && !keys.empty()) usage_error("takes no arguments, got \"" + keys.front() + "\"");
+    if (name == "conformance" && !keys.empty())
+      usage_error("takes no arguments, got \"" + keys.front() + "\"");
     if (name == "conformance") keys.emplace_back();
     if (keys.size() > 1) usage_error("expected one KEY, got " + std::to_string(keys.size()) + " arguments");
     if (name != "conformance" && (keys.empty() || keys.front().empty())) usage_error("missing KEY");

@@ -52,6 +52,7 @@ struct exec_command {
   lease_options lease;  // validated
   bool wait = false;
   std::optional<milliseconds> wait_timeout;
+  /// SIGTERM to SIGKILL. Fits the time a lost lease leaves (exec_grace()).
   milliseconds grace{5'000};
   std::vector<std::string> argv;  // CMD and its arguments, never empty
 };
@@ -70,6 +71,12 @@ struct invocation {
   /// --token-file: the caller reads it (token_from_file) into client.bearer_token.
   std::optional<std::string> token_file;
 };
+
+/// exec's grace for a validated `lease`: `requested` (--grace) when it fits the time a lost lease leaves
+/// between SIGTERM at the local deadline and the earliest server-side expiry (baton::grace_fits); without
+/// --grace, 5 s or that time, whichever is shorter. Throws cli_error(exit_code::usage) naming what would fit
+/// when `requested` does not.
+milliseconds exec_grace(const lease_options& lease, std::optional<milliseconds> requested);
 
 /// Parses `args` (argv without the program name). `env_server` is $BATON_SERVER (null when unset); --server
 /// wins over it. Throws cli_error(exit_code::usage) with a one-line message for anything it cannot accept.

@@ -2,6 +2,7 @@
 #include "exec_command.hpp"
 
 #include "baton/common/process_group.hpp"
+#include "baton/common/stop_schedule.hpp"
 #include "exit_code.hpp"
 #include "lock_commands.hpp"
 
@@ -30,6 +31,16 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // Processes the command leaves in its group have no exit notification: look this often while stopping them.
 constexpr auto group_poll = std::chrono::milliseconds(50);
+
+// The latest instant the command may get SIGKILL under a lease whose local deadline is `deadline`.
+lease_clock::time_point latest_kill(lease_clock::time_point deadline, const lease_options& o) {
+  return lease_clock::time_point(kill_by(deadline.time_since_epoch(), o.effective_safety_margin()));
+}
+
+// `t` on the clock of Asio's timers here.
+clock::time_point on_steady(lease_clock::time_point t) {
+  return clock::now() + std::chrono::duration_cast<clock::duration>(t - lease_clock::now());
+}
 
 void say(const std::string& line) {
   std::fprintf(stderr, "baton: %s\n", without_credentials(line).c_str());
@@ -92,16 +103,24 @@ asio::awaitable<void> acquire_into(client& c, const exec_command& cmd, std::opti
   }
 }
 
-// Watches the command while the lease lasts and stops its process group when it must stop.
+// Watches the command while the lease lasts and stops its process group when it must stop. The guard process
+// (group_guard with the lease's limits) stops it on its own if this process cannot: it hears every new
+// deadline from here.
 class supervisor {
  public:
-  supervisor(const exec_command& cmd, lease& l, group_child& child, asio::signal_set& stop_signals)
-      : cmd_(cmd), lease_(l), child_(child), stop_signals_(stop_signals) {}
+  supervisor(const exec_command& cmd, lease& l, group_child& child, group_guard& guard,
+             asio::signal_set& stop_signals)
+      : cmd_(cmd),
+        lease_(l),
+        child_(child),
+        guard_(guard),
+        stop_signals_(stop_signals),
+        reported_(l.deadline()) {}
 
   /// Returns once the command has exited and its group is empty.
   asio::awaitable<void> run() {
-    auto first =
-        co_await (child_.wait_exit() || lease_.wait_lost() || stop_signals_.async_wait(asio::use_awaitable));
+    auto first = co_await (child_.wait_exit() || lease_.wait_lost() ||
+                           stop_signals_.async_wait(asio::use_awaitable) || report_renewals());
     switch (first.index()) {
       case 0:
         command_ended();
@@ -116,10 +135,12 @@ class supervisor {
         say("the lease on \"" + cmd_.key + "\" was lost (" + loss_reason(lease_) + "); stopping the command");
         co_await stop_group();
         break;
-      default:
+      case 2:
         say(signal_name(std::get<2>(first)) + " received; stopping the command");
         co_await stop_group();
         break;
+      default:
+        break;  // report_renewals() never ends
     }
   }
 
@@ -138,18 +159,43 @@ class supervisor {
     }
   }
 
-  // SIGTERM to the group, SIGKILL once the grace period is over (at once on a second stop signal); returns
-  // when the command has exited and nothing of its group remains.
+  // Tells the guard the deadline a confirmed renew gave the lease.
+  void report_deadline() {
+    const auto deadline = lease_.deadline();
+    if (deadline <= reported_ || !lease_.active()) return;
+    if (guard_.extend(deadline.time_since_epoch(), latest_kill(deadline, cmd_.lease).time_since_epoch()))
+      reported_ = deadline;
+  }
+
+  asio::awaitable<void> report_renewals() {
+    asio::steady_timer tick(co_await asio::this_coro::executor);
+    for (;;) {
+      tick.expires_after(report_period(cmd_.lease.ttl));
+      co_await tick.async_wait(asio::use_awaitable);
+      report_deadline();
+    }
+  }
+
+  // SIGTERM to the group, SIGKILL once the grace period is over (at once on a second stop signal), and in
+  // any case before the server can expire the lease (docs/design.md, "A command's stop under a lease"):
+  // the grace of a stop while the lease is held ends early if the lease is lost meanwhile. Returns when the
+  // command has exited and nothing of its group remains.
   asio::awaitable<void> stop_group() {
     auto ex = co_await asio::this_coro::executor;
     child_.signal_group(SIGTERM);
-    auto kill_at = clock::now() + cmd_.grace;
+    auto grace_end = clock::now() + cmd_.grace;
     bool killed = false;
     for (;;) {
+      report_deadline();
       if (child_.try_wait()) command_ended();
       if (ended_ && !child_.group_alive()) co_return;
+      const auto lease_end = on_steady(latest_kill(lease_.deadline(), cmd_.lease));
+      const auto kill_at = std::min(grace_end, lease_end);
       if (!killed && clock::now() >= kill_at) {
-        if (cmd_.grace.count() > 0) say("the command's group outlived the grace period; sending SIGKILL");
+        if (kill_at < grace_end)
+          say("the lease's time ran out before the grace period; sending SIGKILL to the command's group");
+        else if (cmd_.grace.count() > 0)
+          say("the command's group outlived the grace period; sending SIGKILL");
         child_.signal_group(SIGKILL);
         killed = true;
       }
@@ -165,14 +211,16 @@ class supervisor {
         auto r = co_await (tick.async_wait(use_tuple) || stop_signals_.async_wait(use_tuple));
         again = r.index() == 1;
       }
-      if (again) kill_at = clock::now();
+      if (again) grace_end = clock::now();
     }
   }
 
   const exec_command& cmd_;
   lease& lease_;
   group_child& child_;
+  group_guard& guard_;
   asio::signal_set& stop_signals_;
+  lease_clock::time_point reported_;
   bool ended_ = false;
   bool lost_ = false;
 };
@@ -204,27 +252,38 @@ asio::awaitable<int> run_exec(client& c, const exec_command& cmd) {
   // Processes the command leaves behind become our children when it exits, so we can reap them and know
   // when the group is really empty.
   become_subreaper();
+  // The guard holds the lease's deadline from before the command's first instant: should this process be
+  // stopped or starved from then on, the guard still stops the command in time.
+  std::optional<group_guard> guard;
   std::optional<group_child> child;
   std::optional<spawn_error> failed;
   try {
+    const auto deadline = l.deadline();
+    // The guard is the backstop: SIGTERM at the deadline, SIGKILL only at the latest instant, so that a
+    // baton exec that runs sends its own SIGKILL after --grace first and says so.
+    guard.emplace(
+        ex, guard_limits{deadline.time_since_epoch(), latest_kill(deadline, cmd.lease).time_since_epoch(),
+                         borrowed_time(cmd.lease.effective_safety_margin())});
     child.emplace(
         ex, cmd.argv,
         std::vector<std::pair<std::string, std::string>>{{"BATON_FENCING_TOKEN", std::to_string(l.token())},
                                                          {"BATON_LOCK_KEY", l.key()},
                                                          {"BATON_LOCK_OWNER", l.owner()}},
-        inherited);
+        inherited, -1, guard->command_fd());
   } catch (const spawn_error& e) {
     failed = e;
   }
   if (failed) {
     say(failed->what());
+    if (guard) co_await guard->disarm();
     co_await release(l);
     if (!failed->exec_failed()) co_return exit_code::os_error;
     co_return failed->error_number() == ENOENT ? exit_code::command_not_found : exit_code::cannot_execute;
   }
 
-  supervisor s(cmd, l, *child, stop_signals);
+  supervisor s(cmd, l, *child, *guard, stop_signals);
   co_await s.run();
+  co_await guard->disarm();
   // A lost lease is not released: the server refused it or could not be reached in time, and in both cases
   // it ends on its own. A release would only delay the exit (by its retries) with nothing to gain.
   if (s.lost()) co_return exit_code::lease_lost;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// baton-faultproc: a process fault injector for baton-agent, loaded with LD_PRELOAD. It makes the calls the
-// agent starts and stops jobs with fail as an overloaded or locked-down machine would, so the tests can walk
-// the agent's failure paths (tests/integration/test_agent_failures.cpp).
+// baton-faultproc: a process fault injector for baton-agent and baton exec, loaded with LD_PRELOAD. It makes
+// the calls they start and stop commands with fail as an overloaded or locked-down machine would, so the
+// tests can walk their failure paths (tests/integration/test_agent_failures.cpp, test_cli.cpp).
 //
 //   LD_PRELOAD=<build>/lib/libbaton-faultproc.so
 //   BATON_FAULTPROC=<mode>         read once, when the library loads; unset: the library does nothing
@@ -11,6 +11,8 @@
 //   kill-eperm      kill() of a process group (pid < -1) with a real signal fails with EPERM, as when a
 //                   process of the group changed its credentials; kill(-pgid, 0), the probe whether the
 //                   group exists, still answers truthfully
+//   timerfd-emfile  timerfd_create() fails with EMFILE, as in a process out of descriptors: the guard of a
+//                   command under a lease cannot arm its deadline timer
 //
 // Why this shape: an environment variable set at start is all these tests need (the fault holds for the
 // agent's whole life), and the wrappers call nothing that is not async-signal-safe, because the agent calls
@@ -20,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -28,7 +31,7 @@
 
 namespace {
 
-enum class mode : int { unknown = -1, none = 0, fork_eagain, kill_eperm };
+enum class mode : int { unknown = -1, none = 0, fork_eagain, kill_eperm, timerfd_emfile };
 
 std::atomic<int> current{static_cast<int>(mode::unknown)};
 
@@ -39,6 +42,7 @@ mode fault() {
   mode found = mode::none;
   if (v && ::strcmp(v, "fork-eagain") == 0) found = mode::fork_eagain;
   if (v && ::strcmp(v, "kill-eperm") == 0) found = mode::kill_eperm;
+  if (v && ::strcmp(v, "timerfd-emfile") == 0) found = mode::timerfd_emfile;
   current.store(static_cast<int>(found), std::memory_order_relaxed);
   return found;
 }
@@ -46,10 +50,12 @@ mode fault() {
 // Resolved when the library loads, so no wrapper ever calls dlsym (which is not async-signal-safe).
 pid_t (*real_fork)() = nullptr;
 int (*real_kill)(pid_t, int) = nullptr;
+int (*real_timerfd_create)(int, int) = nullptr;
 
 __attribute__((constructor)) void resolve() {
   real_fork = reinterpret_cast<pid_t (*)()>(::dlsym(RTLD_NEXT, "fork"));
   real_kill = reinterpret_cast<int (*)(pid_t, int)>(::dlsym(RTLD_NEXT, "kill"));
+  real_timerfd_create = reinterpret_cast<int (*)(int, int)>(::dlsym(RTLD_NEXT, "timerfd_create"));
   fault();
 }
 
@@ -71,6 +77,14 @@ int kill(pid_t pid, int sig) {
     return -1;
   }
   return real_kill(pid, sig);
+}
+
+int timerfd_create(int clockid, int flags) {
+  if (fault() == mode::timerfd_emfile) {
+    errno = EMFILE;
+    return -1;
+  }
+  return real_timerfd_create(clockid, flags);
 }
 
 }  // extern "C"

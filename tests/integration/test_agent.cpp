@@ -70,8 +70,8 @@ int leader_of(std::vector<std::unique_ptr<agent_process>>& agents) {
     auto again = leads_with(agents, claims[c].first);
     BOOST_REQUIRE_MESSAGE(again != claims[c].second, "two agents lead at once: agent "
                                                          << claims[c].first << " (token " << claims[c].second
-                                                         << ") and agent " << claims.back().first << " (token "
-                                                         << claims.back().second << ")");
+                                                         << ") and agent " << claims.back().first
+                                                         << " (token " << claims.back().second << ")");
   }
   return static_cast<int>(claims.back().first);
 }
@@ -128,8 +128,19 @@ BOOST_AUTO_TEST_CASE(a_paused_leaders_late_write_is_refused_by_the_fenced_store)
   auto old_token = agents[leader]->leader().json.at("token").to_number<std::uint64_t>();
   http_client store_client(store.port);
   BOOST_REQUIRE(eventually([&] { return store_client.get("/items/report").status == 200; }));
-  // Freeze the leader agent (its job keeps running: it is a separate process group).
+  // Freeze the leader agent and its jobs' guards, as a stopped cgroup of supervisors would be (a stopped
+  // agent alone no longer suffices: the guard kills the job at the lease's deadline). The job, in a process
+  // group of its own, runs on.
   agents[leader]->process().signal(SIGSTOP);
+  struct stopped_guards {
+    std::vector<int> pids;
+    ~stopped_guards() {
+      for (int pid : pids)
+        ::kill(pid, SIGCONT);
+    }
+  } guards{guards_of(agents[leader]->pid())};
+  for (int pid : guards.pids)
+    ::kill(pid, SIGSTOP);
   int other = 1 - leader;
   BOOST_REQUIRE(eventually([&] {
     auto r = agents[other]->leader();
@@ -142,6 +153,8 @@ BOOST_AUTO_TEST_CASE(a_paused_leaders_late_write_is_refused_by_the_fenced_store)
     auto h = store_client.get("/history");
     return h.body.find("\"token\":" + std::to_string(old_token) + ",\"accepted\":false") != std::string::npos;
   }));
+  for (int pid : guards.pids)
+    ::kill(pid, SIGCONT);
   agents[leader]->process().signal(SIGCONT);
   BOOST_TEST(eventually([&] { return !agents[leader]->leader().json.at("is_leader").as_bool(); }));
 }

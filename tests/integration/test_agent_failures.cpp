@@ -12,6 +12,8 @@
 #include "agent_fixture.hpp"
 #include "eventually.hpp"
 #include "fault_proxy.hpp"
+#include "lock_requests.hpp"
+#include "overlap.hpp"
 #include "storage_faults.hpp"
 
 #include <netinet/in.h>
@@ -240,6 +242,21 @@ BOOST_AUTO_TEST_CASE(a_job_the_agent_cannot_fork_for_is_recorded_as_spawn_failed
   s.check_recovered("backup", "spawn_failed", "ping");
 }
 
+BOOST_AUTO_TEST_CASE(a_job_whose_guard_cannot_arm_its_deadline_timer_is_spawn_failed_and_never_runs) {
+  solo_leader s;
+  // timerfd_create fails: no command may run without a guard that keeps the lease's deadline.
+  const auto ran = s.file("ran");
+  auto& a = s.start(job("backup", "shell: true", "    command: \"touch " + ran.string() + "\"\n") +
+                        job("ping", "http: {method: GET, url: \"" + s.server.url() + "/healthz\"}"),
+                    process_faults("timerfd-emfile"));
+  auto line = await_finished(a, "backup", "spawn_failed");
+  BOOST_TEST(
+      line.find("guard: cannot arm its CLOCK_BOOTTIME timer: Too many open files") != std::string::npos,
+      line);
+  BOOST_TEST(!std::filesystem::exists(ran));
+  s.check_recovered("backup", "spawn_failed", "ping");
+}
+
 // ---- Jobs that do not end as they should
 
 BOOST_AUTO_TEST_CASE(a_job_that_runs_past_its_timeout_is_stopped_with_its_group_and_recorded_as_timed_out) {
@@ -453,6 +470,107 @@ BOOST_AUTO_TEST_CASE(kill9_of_the_agent_leaves_no_process_of_a_running_job) {
   BOOST_TEST(gone, left.size() << " process(es) of the job's group still run");
   for (int pid : left)
     ::kill(pid, SIGKILL);
+}
+
+// ---- A job that outlives its lease (issue 24, defects 3 and 8)
+
+namespace {
+
+// A leading agent with a job, `stubborn`, that ignores SIGTERM and writes the time every 50 ms (overlap.hpp),
+// started by hand; the election's TTL is 6 s, so SIGKILL must come by 5.7 s after the last renew was sent,
+// 300 ms before the server can expire the lease. `server_url` is where the agent sends its requests.
+struct stubborn_leader {
+  temp_dir dir;
+  batond_process server{dir.path()};
+  std::unique_ptr<agent_process> agent;
+  int pgid = 0;
+
+  std::filesystem::path file(const std::string& name) const { return dir.path() / name; }
+
+  void start(const std::string& server_url) {
+    const auto cfg = write_config(
+        dir, "agent.yaml",
+        "server: " + server_url +
+            "\nlisten: 127.0.0.1:0\nshutdown_grace: 1s\nelection:\n  key: test/leader\n  ttl: 6s\njobs:\n"
+            "  - name: stubborn\n    schedule: \"0 0 1 1 *\"\n    shell: true\n    command: \"" +
+            stamping_script(file("pgid"), file("stamps")) + "\"\n");
+    agent = std::make_unique<agent_process>(cfg, "solo", file("a.log"));
+    await_leadership(*agent);
+    BOOST_REQUIRE(http_client(agent->port(), 10s).post("/v1/jobs/stubborn/run", "").status == 202);
+    BOOST_REQUIRE(eventually(
+        [&] { return (pgid = read_pid(file("pgid"))) > 0 && last_stamp(file("stamps")) > 0; }, bound));
+  }
+
+  // Takes the election's lock straight from batond as soon as the server has expired the agent's lease, and
+  // returns when that was (wall clock, as the job writes it); whether the job's group was gone by then goes
+  // to `job_gone`.
+  std::int64_t next_holder_starts(bool& job_gone) {
+    auto c = server.client();
+    std::int64_t at = 0;
+    BOOST_REQUIRE(eventually(
+        [&] {
+          if (c.post("/v1/locks/test%2Fleader/acquire", acquire_body("next", 30'000)).status != 200)
+            return false;
+          at = wall_ns();
+          job_gone = live_processes_in_group(pgid).empty();
+          return true;
+        },
+        30s));
+    return at;
+  }
+
+  // Once the job's group is gone, its last write against the moment the next holder got the lock.
+  void check_last_write_before(std::int64_t next_started) {
+    BOOST_TEST(eventually([&] { return live_processes_in_group(pgid).empty(); }, bound));
+    check_written_before(file("stamps"), next_started);
+  }
+
+  ~stubborn_leader() {
+    if (pgid > 0)
+      for (int pid : live_processes_in_group(pgid))
+        ::kill(pid, SIGKILL);
+  }
+};
+
+}  // namespace
+
+// Defect 3: the job's grace (5 s by default) ran on after the lease had expired on the server. The agent's
+// renewals are cut off by a partition; SIGKILL must come before the next holder gets the lock.
+BOOST_AUTO_TEST_CASE(a_job_ignoring_sigterm_is_dead_before_the_next_holder_gets_the_agents_lost_lease) {
+  stubborn_leader s;
+  fault_proxy proxy(s.server.port());
+  s.start("http://127.0.0.1:" + std::to_string(proxy.port()));
+  proxy.set_blackhole(true);
+  bool gone = false;
+  const auto next_started = s.next_holder_starts(gone);
+  BOOST_TEST(gone, "the job still ran when the next holder got the lock");
+  s.check_last_write_before(next_started);
+  // Stopped as on any loss (the agent's SIGKILL and its guard's come at the same instant; either may be
+  // first).
+  BOOST_TEST(eventually(
+      [&] {
+        return !s.agent->log_lines({"event=job_stopped", "job=stubborn"}).empty();
+      },
+      bound));
+  proxy.set_blackhole(false);
+}
+
+// Defect 8: a stopped agent (SIGSTOP) left its job running past the lease. The job's guard must stop it by
+// the lease's deadline on its own.
+BOOST_AUTO_TEST_CASE(a_stopped_agents_job_is_killed_before_its_lease_can_expire) {
+  stubborn_leader s;
+  s.start(s.server.url());
+  bool gone = false;
+  std::int64_t next_started = 0;
+  {
+    stopped_process stopped(s.agent->process());
+    next_started = s.next_holder_starts(gone);
+    BOOST_TEST(gone, "the job still ran when the next holder got the lock");
+  }
+  s.check_last_write_before(next_started);
+  // Resumed, the agent finds its lease lost, and goes on.
+  BOOST_TEST(eventually([&] { return !s.agent->log_lines({"event=lost"}).empty(); }, bound));
+  BOOST_TEST(s.agent->get("/healthz", 5s).status == 200);
 }
 
 // A job's output is the operator's data: the log's per-event throttle (which bounds what a remote client can

@@ -406,7 +406,9 @@ BOOST_AUTO_TEST_CASE(a_grace_changed_by_sighup_is_the_one_used_at_the_next_lease
   const auto pid = dir.path() / "pid";
   // The job ignores SIGTERM: it ends only by SIGKILL, after its grace.
   const auto config = [&](const std::string& grace) {
-    return base_config(server, "1s",
+    // A safety margin of 1 s: a lost lease leaves 500 ms before SIGKILL must come, room for the 300 ms grace
+    // (a longer one is cut at 500 ms, and the agent's guard kills then too).
+    return base_config(server, "2s\n  safety_margin: 1s",
                        "  - name: stubborn\n    schedule: \"0 0 1 1 *\"\n    grace: " + grace +
                            "\n    shell: true\n    command: \"echo $$ > " + pid.string() +
                            "; trap '' TERM; sleep 1000\"\n");
@@ -426,7 +428,8 @@ BOOST_AUTO_TEST_CASE(a_grace_changed_by_sighup_is_the_one_used_at_the_next_lease
   const int shell = std::stoi(read_file(pid));
   server.process().signal(SIGSTOP);
   const auto frozen = clock_type::now();
-  // With the hour's grace, nothing would be killed for an hour; with 300 ms, soon after the loss.
+  // With the hour's grace, SIGKILL would come when the lost lease's time runs out (`grace_ms=3600000`); with
+  // 300 ms, 300 ms after the loss.
   const bool killed = eventually(
       [&] {
         return !agent.log_lines({"event=job_killed", "job=stubborn", "grace_ms=300"}).empty();

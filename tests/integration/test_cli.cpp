@@ -4,6 +4,9 @@
 
 #include "batond_fixture.hpp"
 #include "eventually.hpp"
+#include "fault_proxy.hpp"
+#include "overlap.hpp"
+#include "storage_faults.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -175,6 +179,18 @@ void wait_for_family(const cli_fixture& f, family& fam) {
   BOOST_TEST(::getpgid(fam.grandchild) == fam.child);  // the command leads its own group
 }
 
+// The command of the overlap tests (overlap.hpp), with its pid in "child" and its times in "stamps".
+std::string stamping_command(const cli_fixture& f) {
+  return stamping_script(f.path("child"), f.path("stamps"));
+}
+
+// Waits until the stamping command has written; returns its pid.
+int await_stamps(const cli_fixture& f) {
+  BOOST_REQUIRE(eventually(
+      [&] { return std::filesystem::exists(f.path("child")) && last_stamp(f.path("stamps")) > 0; }));
+  return std::stoi(read_file(f.path("child")));
+}
+
 // SIGCONT on the way out, so a failed assertion never leaves batond stopped.
 struct paused_server {
   explicit paused_server(batond_process& s) : server(s) { server.process().signal(SIGSTOP); }
@@ -249,7 +265,9 @@ BOOST_AUTO_TEST_CASE(acquire_of_a_held_key_exits_not_acquired_naming_the_holder_
 BOOST_AUTO_TEST_CASE(layout_controls_in_owners_and_keys_are_escaped_in_the_clis_output) {
   const std::string rlo = "\xe2\x80\xae";   // U+202E RIGHT-TO-LEFT OVERRIDE
   const std::string lsep = "\xe2\x80\xa8";  // U+2028 LINE SEPARATOR
-  BOOST_REQUIRE(run({"acquire", "spoof" + lsep + "key", "--ttl", "30s", "--owner", "evil" + rlo + "reversed"}).code == 0);
+  BOOST_REQUIRE(
+      run({"acquire", "spoof" + lsep + "key", "--ttl", "30s", "--owner", "evil" + rlo + "reversed"}).code ==
+      0);
   auto second = run({"acquire", "spoof" + lsep + "key", "--ttl", "30s", "--owner", "second"});
   check_error_line(second, not_acquired);
   BOOST_TEST(second.err.find(rlo) == std::string::npos, second.err);
@@ -323,6 +341,10 @@ BOOST_AUTO_TEST_CASE(bad_arguments_exit_usage_with_one_line_on_stderr) {
       {"exec", "k", "--ttl", "1s"},
       {"exec", "k", "--ttl", "1s", "--grace", "later", "--", "true"},
       {"exec", "k", "--ttl", "1s", "--renew-every", "5s", "--", "true"},
+      // A lost lease leaves half its safety margin (ttl/10) for the grace: 150 ms here.
+      {"exec", "k", "--ttl", "3s", "--grace", "5s", "--", "true"},
+      {"exec", "k", "--ttl", "3s", "--grace", "151ms", "--", "true"},
+      {"exec", "k", "--ttl", "3s", "--safety-margin", "3s", "--", "true"},
       {"get", "k", "--server", "not a url"},
   };
   for (const auto& args : cases) {
@@ -466,7 +488,7 @@ BOOST_AUTO_TEST_CASE(exec_wait_runs_the_command_once_the_holder_releases) {
 }
 
 BOOST_AUTO_TEST_CASE(exec_kills_the_whole_process_group_when_the_lease_is_lost) {
-  auto [p, err] = start(exec_family(*this, {"lost", "--ttl", "1s", "--grace", "500ms"}));
+  auto [p, err] = start(exec_family(*this, {"lost", "--ttl", "1s"}));
   family fam;
   wait_for_family(*this, fam);
   {
@@ -478,6 +500,86 @@ BOOST_AUTO_TEST_CASE(exec_kills_the_whole_process_group_when_the_lease_is_lost) 
   }
   auto r = collect(*p, err, command_bound);
   BOOST_TEST(r.err.find("lost") != std::string::npos, "stderr: " << r.err);
+}
+
+// Issue 24, defect 3: the grace after a loss outlasted the lease. Renewals are cut off (a partition between
+// exec and batond); the next holder's acquire (straight to batond) is answered once the server has expired
+// the lease. By then the first command, which ignores SIGTERM, must be dead and have written its last. With
+// --ttl 6s, SIGKILL comes by 5.7 s after the last renew was sent, the server expires the lease 6 s after it
+// received it: 300 ms to spare. The old exec sent SIGKILL 5 s after SIGTERM, at 10.4 s.
+BOOST_AUTO_TEST_CASE(a_command_ignoring_sigterm_is_dead_before_the_next_holder_gets_the_lost_lease) {
+  fault_proxy proxy(server.port());
+  const auto proxy_url = "http://127.0.0.1:" + std::to_string(proxy.port());
+  auto [p, err] = start({"--server", proxy_url, "exec", "overlap", "--ttl", "6s", "--", "/bin/sh", "-c",
+                         stamping_command(*this)},
+                        false);
+  family fam;
+  fam.child = await_stamps(*this);
+  proxy.set_blackhole(true);
+  auto next = run({"acquire", "overlap", "--ttl", "30s", "--owner", "next", "--wait"});
+  const auto next_started = wall_ns();
+  const bool first_gone = process_gone(fam.child);
+  BOOST_REQUIRE(next.code == 0);
+  BOOST_TEST(first_gone, "the first command still ran when the next holder got the lock");
+  BOOST_TEST(p->wait(event_bound) == lease_lost);
+  auto r = collect(*p, err, command_bound);
+  BOOST_TEST(r.err.find("lost") != std::string::npos, "stderr: " << r.err);
+  // exec has ended, and its command's group with it: every write is in the file.
+  check_written_before(path("stamps"), next_started);
+}
+
+// Issue 24, defect 8: a stopped exec left its command unsupervised. exec is SIGSTOPped (it neither renews
+// nor stops anything); its supervisor process must still stop the command by the lease's deadline, before
+// the next holder gets the lock. Bounds as above.
+BOOST_AUTO_TEST_CASE(a_stopped_exec_still_has_its_command_killed_before_the_lease_can_expire) {
+  auto [p, err] = start({"exec", "frozen", "--ttl", "6s", "--", "/bin/sh", "-c", stamping_command(*this)});
+  family fam;
+  fam.child = await_stamps(*this);
+  result next;
+  std::int64_t next_started = 0;
+  {
+    stopped_process stopped(*p);
+    next = run({"acquire", "frozen", "--ttl", "30s", "--owner", "next", "--wait"});
+    next_started = wall_ns();
+    const bool first_gone = process_gone(fam.child);
+    BOOST_REQUIRE(next.code == 0);
+    BOOST_TEST(first_gone, "the first command still ran when the next holder got the lock");
+  }
+  // Resumed, exec finds its lease lost (and its command gone), and ends.
+  auto r = collect(*p, err, command_bound);
+  BOOST_TEST(r.code == lease_lost, "stderr: " << r.err);
+  check_written_before(path("stamps"), next_started);
+}
+
+// A command is never started without its supervisor: when the guard cannot arm its deadline timer
+// (timerfd_create fails, injected by baton-faultproc), exec exits 71 without running it, and releases.
+BOOST_AUTO_TEST_CASE(exec_does_not_run_a_command_its_supervisor_cannot_time) {
+  auto err = path("stderr-guard");
+  // The sanitizer build's runtime must tolerate a library preloaded before it.
+  std::string asan = "verify_asan_link_order=0";
+  if (const char* inherited = std::getenv("ASAN_OPTIONS"); inherited && *inherited)
+    asan = std::string(inherited) + ":" + asan;
+  child_process p(argv({"exec", "k", "--ttl", "10s", "--", "/bin/sh", "-c", "touch " + path("ran")}), err,
+                  {"LD_PRELOAD=" + lib_path("libbaton-faultproc.so"), "BATON_FAULTPROC=timerfd-emfile",
+                   "ASAN_OPTIONS=" + asan});
+  auto r = collect(p, err, command_bound);
+  check_error_line(r, 71);
+  BOOST_TEST(
+      r.err.find("guard: cannot arm its CLOCK_BOOTTIME timer: Too many open files") != std::string::npos,
+      r.err);
+  BOOST_TEST(!std::filesystem::exists(path("ran")));
+  BOOST_TEST(get_lock("k").status == 404);
+}
+
+// The supervisor also ends what the command started when exec dies at once (SIGKILL): PR_SET_PDEATHSIG
+// reaches the command only, and its children were left running unsupervised.
+BOOST_AUTO_TEST_CASE(killing_exec_kills_the_commands_whole_group) {
+  auto [p, err] = start(exec_family(*this, {"k", "--ttl", "10s"}));
+  family fam;
+  wait_for_family(*this, fam);
+  p->signal(SIGKILL);
+  BOOST_TEST(p->wait(event_bound) == 128 + SIGKILL);
+  BOOST_TEST(eventually([&] { return process_gone(fam.child) && process_gone(fam.grandchild); }, 5s));
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_to_exec_is_forwarded_to_the_group_and_the_lock_released) {
@@ -503,7 +605,7 @@ BOOST_AUTO_TEST_CASE(a_group_that_ignores_sigterm_is_killed_after_the_grace_peri
 }
 
 BOOST_AUTO_TEST_CASE(processes_the_command_leaves_in_its_group_are_stopped_before_the_release) {
-  auto r = run({"exec", "k", "--ttl", "10s", "--grace", "2s", "--", "/bin/sh", "-c",
+  auto r = run({"exec", "k", "--ttl", "10s", "--grace", "500ms", "--", "/bin/sh", "-c",
                 "sleep 1000 & echo $! > " + path("gc.tmp") + " && mv " + path("gc.tmp") + " " +
                     path("grandchild") + "; exit 3"});
   BOOST_TEST(r.code == 3);

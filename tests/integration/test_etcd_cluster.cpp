@@ -474,8 +474,8 @@ BOOST_AUTO_TEST_CASE(baton_exec_cut_off_from_etcd_kills_its_command_and_exits_le
   proxied_members proxies(cluster);
   temp_dir dir;
   const auto pid_file = dir.path() / "pid";
-  child_process p({bin_path("baton"), "--server", proxies.url(), "exec", "exec/lost", "--ttl", "2s",
-                   "--grace", "500ms", "--", "/bin/sh", "-c",
+  child_process p({bin_path("baton"), "--server", proxies.url(), "exec", "exec/lost", "--ttl", "2s", "--",
+                   "/bin/sh", "-c",
                    "echo $$ > " + pid_file.string() + ".tmp && mv " + pid_file.string() + ".tmp " +
                        pid_file.string() + " && exec sleep 1000"},
                   (dir.path() / "err").string());

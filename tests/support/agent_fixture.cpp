@@ -110,8 +110,12 @@ std::string wait_until_after_a_slot(int period, int from, int to) {
   }
 }
 
-std::vector<int> live_processes_in_group(int pgid) {
-  std::vector<int> out;
+namespace {
+
+// Calls `visit(pid, comm, fields)` for each process in /proc, `fields` being its stat line after the command
+// name: state ppid pgrp ... (comm may hold spaces and parentheses, so the split is at the last ')').
+template <class Visit>
+void each_process(Visit visit) {
   DIR* proc = ::opendir("/proc");
   if (!proc) throw std::runtime_error("cannot read /proc");
   while (const dirent* e = ::readdir(proc)) {
@@ -119,18 +123,36 @@ std::vector<int> live_processes_in_group(int pgid) {
     const std::string_view name(e->d_name);
     auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
     if (ec != std::errc{} || end != name.data() + name.size()) continue;
-    // /proc/<pid>/stat: pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses, so parse
-    // from the last ')'.
     auto stat = read_file(std::filesystem::path("/proc") / name / "stat");
-    auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
+    auto open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
     std::istringstream fields(stat.substr(close + 1));
-    char state = 0;
-    int ppid = 0, group = 0;
-    if (!(fields >> state >> ppid >> group)) continue;
-    if (group == pgid && state != 'Z' && state != 'X') out.push_back(pid);
+    visit(pid, stat.substr(open + 1, close - open - 1), fields);
   }
   ::closedir(proc);
+}
+
+}  // namespace
+
+std::vector<int> live_processes_in_group(int pgid) {
+  std::vector<int> out;
+  each_process([&](int pid, const std::string&, std::istringstream& fields) {
+    char state = 0;
+    int ppid = 0, group = 0;
+    if ((fields >> state >> ppid >> group) && group == pgid && state != 'Z' && state != 'X')
+      out.push_back(pid);
+  });
+  return out;
+}
+
+std::vector<int> guards_of(int agent_pid) {
+  std::vector<int> out;
+  each_process([&](int pid, const std::string& comm, std::istringstream& fields) {
+    char state = 0;
+    int ppid = 0;
+    if ((fields >> state >> ppid) && ppid == agent_pid && comm == "baton-guard" && state != 'Z')
+      out.push_back(pid);
+  });
   return out;
 }
 

@@ -70,4 +70,7 @@ std::string wait_until_after_a_slot(int period, int from, int to);
 /// counted), from /proc.
 std::vector<int> live_processes_in_group(int pgid);
 
+/// The guard processes (`baton-guard`, one per command run) that `agent_pid` forked and that still run.
+std::vector<int> guards_of(int agent_pid);
+
 }  // namespace baton::test

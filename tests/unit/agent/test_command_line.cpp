@@ -231,3 +231,37 @@ BOOST_AUTO_TEST_CASE(run_now_takes_a_job_name_and_the_config_with_overrides) {
   // Only as the first word: elsewhere it is a stray argument.
   BOOST_TEST(usage_error_of({"--config", "a.yaml", "run-now", "report"}).starts_with("unexpected argument"));
 }
+
+BOOST_AUTO_TEST_CASE(check_config_warns_about_a_grace_a_lost_lease_cuts_short) {
+  // election.ttl 15 s: safety margin 1.5 s, so a lost lease leaves 750 ms between SIGTERM and SIGKILL.
+  const auto config = parse_config(R"(election:
+  ttl: 15s
+jobs:
+  - name: short
+    schedule: "* * * * *"
+    command: ["true"]
+    grace: 750ms
+  - name: default
+    schedule: "* * * * *"
+    command: ["true"]
+  - name: long
+    schedule: "* * * * *"
+    command: ["true"]
+    grace: 1s
+  - name: web
+    schedule: "* * * * *"
+    http: {url: "http://127.0.0.1:9/"}
+    grace: 1h
+)",
+                                   "agent.yaml");
+  const auto warnings = grace_warnings(config, "agent.yaml");
+  // Not the default 5 s (cut without a word, as documented), nor the HTTP job, which has no process.
+  BOOST_REQUIRE(warnings.size() == 1u);
+  BOOST_TEST(
+      warnings[0].starts_with("agent.yaml:14:12: jobs[2].grace: 1000ms is longer than a lost lease leaves: "
+                              "after a loss SIGKILL comes 750ms after SIGTERM"),
+      warnings[0]);
+  auto roomy = config;
+  roomy.election.safety_margin = std::chrono::seconds(10);
+  BOOST_TEST(grace_warnings(roomy, "agent.yaml").empty());
+}

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -95,24 +96,45 @@ class group_child {
   std::optional<boost::asio::signal_set> sigchld_;
 };
 
-/// A process that kills a command's process group when this process dies first, SIGKILL included.
+/// The lease limits a guard enforces on its own (see group_guard), as stop_schedule takes them: durations
+/// since boot on CLOCK_BOOTTIME.
+struct guard_limits {
+  std::chrono::nanoseconds term_at;  // the local deadline: SIGTERM to the group
+  std::chrono::nanoseconds kill_at;  // kill_by() of that deadline: SIGKILL at the latest
+  std::chrono::nanoseconds grace;    // SIGKILL this long after SIGTERM, when that is earlier
+};
+
+/// A process that kills a command's process group when this process dies first, SIGKILL included, and,
+/// given the lease's limits, stops the group itself when the lease's deadline passes without an extension,
+/// even while this process is stopped (SIGSTOP) or starved.
 ///
 /// PR_SET_PDEATHSIG reaches only the command itself; what the command started (`sh -c "sleep 60; ..."`) would
-/// be re-parented to init and run on unguarded, with a fencing token nobody renews. The guard is a small
-/// forked process in a process group of its own (so a kill aimed at this process's group spares it), with
-/// every descriptor closed but one end of a socket pair; this process holds the other end. The command
-/// writes its group id into the guard before it runs (group_child's `guard_fd`). When the socket closes
-/// without the "done" byte, this process is gone: the guard sends SIGKILL to the group and exits. On
-/// disarm() it exits without killing anything.
+/// be re-parented to init and run on unguarded, with a fencing token nobody renews. And a stopped holder
+/// (SIGSTOP, a debugger) neither renews nor stops its command, which runs on past the lease. The guard is a
+/// small forked process in a process group of its own (so a kill aimed at this process's group spares it),
+/// with every descriptor closed but one end of a socket pair; this process holds the other end. The command
+/// writes its group id into the guard before it runs (group_child's `guard_fd`). With limits, the guard holds
+/// the deadline on a CLOCK_BOOTTIME timerfd armed at an absolute time (a host suspend counts), hears each new
+/// one from extend(), and runs stop_schedule: SIGTERM at the deadline, SIGKILL after the grace but no later
+/// than kill_at. When the socket closes without the "done" byte, this process is gone: the guard sends
+/// SIGKILL to the group and exits. On disarm() it exits without killing anything.
 class group_guard {
  public:
-  /// Forks the guard. Throws spawn_error when socketpair or fork fails.
-  explicit group_guard(const boost::asio::any_io_executor& ex);
+  /// Forks the guard; with `limits`, one that also enforces them. Throws spawn_error when socketpair or fork
+  /// fails, or when the guard cannot arm its timer.
+  explicit group_guard(const boost::asio::any_io_executor& ex,
+                       std::optional<guard_limits> limits = std::nullopt);
   /// Not disarmed: closes this end, so the guard kills the group (if one was registered) and exits; does not
   /// wait for it.
   ~group_guard();
   group_guard(const group_guard&) = delete;
   group_guard& operator=(const group_guard&) = delete;
+
+  /// A confirmed renew moved the lease's deadline: the guard's limits become these (later ones only; once
+  /// the guard has sent SIGTERM, nothing changes). Call only once the command has started (group_child's
+  /// constructor returned), so that the group id comes first. Never blocks; a guard that is gone or not
+  /// reading is ignored (false).
+  bool extend(std::chrono::nanoseconds term_at, std::chrono::nanoseconds kill_at);
 
   /// The descriptor to pass as group_child's `guard_fd` (close-on-exec: the command does not keep it).
   int command_fd() const { return fd_; }
