@@ -21,6 +21,7 @@
 
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
+#include "etcd_prefix.hpp"
 #include "http_transport.hpp"
 #include "tls_context.hpp"
 
@@ -221,8 +222,8 @@ class etcd_backend final : public backend, public tls_reloadable {
       throw exception(error::invalid_config,
                       "etcd_password_file needs a user in server_url (etcd://user@host:port)");
     }
-    prefix_ = slash == std::string_view::npos ? "baton/locks/" : std::string(rest.substr(slash + 1));
-    if (prefix_.empty()) prefix_ = "baton/locks/";
+    prefix_ = detail::etcd_key_prefix(slash == std::string_view::npos ? std::string_view()
+                                                                      : rest.substr(slash + 1));
     while (!hosts.empty()) {
       auto comma = hosts.find(',');
       std::string_view one = hosts.substr(0, comma);

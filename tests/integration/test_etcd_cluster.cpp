@@ -316,6 +316,28 @@ BOOST_AUTO_TEST_CASE(an_owner_that_vanishes_is_replaced_after_expiry_with_a_larg
   }());
 }
 
+BOOST_AUTO_TEST_CASE(clients_spelling_the_prefix_with_and_without_its_slash_exclude_each_other) {
+  auto& cluster = shared_cluster();
+  asio::io_context ioc;
+  // Before, `/baton/locks` stored the key as `baton/locksspelled`, beside the others' `baton/locks/spelled`.
+  client bare(ioc.get_executor(), config(cluster.url() + "/baton/locks"));
+  client slashed(ioc.get_executor(), config(cluster.url() + "/baton/locks/"));
+  client by_default(ioc.get_executor(), config(cluster.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto held = co_await bare.acquire("spelled", lease_opts(30000ms));
+    BOOST_TEST(stored_token(cluster, "spelled") == held.token());
+    for (client* other : {&slashed, &by_default}) {
+      auto r = co_await other->try_acquire("spelled", lease_opts(30000ms));
+      BOOST_TEST(!r.acquired.has_value());
+      BOOST_TEST(r.holder.token == held.token());
+    }
+    BOOST_TEST((co_await held.release() == release_outcome::released));
+    auto next = co_await by_default.acquire("spelled", lease_opts(30000ms));
+    BOOST_TEST(!(co_await bare.try_acquire("spelled", lease_opts(30000ms))).acquired.has_value());
+    co_await next.release();
+  }());
+}
+
 // ---- Member failures
 
 // The leader is killed, then restarted while the clients go on: it rejoins as a follower.
