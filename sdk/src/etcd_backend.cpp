@@ -610,66 +610,61 @@ class etcd_backend final : public backend, public tls_reloadable {
     co_return milliseconds(static_cast<std::int64_t>(ttl) * 1000);
   }
 
-  // One gateway call on a healthy endpoint: a connection failure moves on to the next member (a request that
-  // may have been applied is safe to repeat: every operation above is conditional). The first call to each
-  // member probes /version and refuses etcd older than 3.4.
+  // One gateway call on a healthy endpoint. A member that fails to connect, or does not answer within its
+  // share of the time left, is left for the next one (a request that may have been applied is safe to repeat:
+  // every operation above is conditional). Each member not yet tried gets an equal share of what is left, so
+  // one that hangs (SIGSTOP, a stalled disk, cut off from the leader) costs at most its share and the call
+  // still ends by `deadline`; the next calls start at the member that answered. The first call to each member
+  // probes /version (probe_version()).
   asio::awaitable<http_result> call(std::string_view target, const json::object& body,
                                     clock::time_point deadline) {
     http_result r;
+    const std::string text = json::serialize(body);
     for (std::size_t tried = 0; tried < endpoints_.size(); ++tried) {
-      auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
-      if (left.count() <= 0) {
-        r.ec = error::request_timeout;
-        r.diagnostic = "no answer from etcd in time";
+      const auto now = clock::now();
+      if (std::chrono::duration_cast<milliseconds>(deadline - now).count() <= 0) {
+        if (!r.ec) {
+          r.ec = error::request_timeout;
+          r.diagnostic = "no answer from etcd in time";
+        }
         co_return r;
       }
-      auto& ep = *endpoints_[current_];
-      if (!probed_[current_]) {
-        auto v = co_await ep.request("GET", "/version", {}, left);
-        if (!v.ec && v.status == 200) {
-          std::string server = string_field(v.body, "etcdserver");
-          int major = 0, minor = 0;
-          if (std::sscanf(server.c_str(), "%d.%d", &major, &minor) != 2 || major < 3 ||
-              (major == 3 && minor < 4)) {
-            r.ec = error::invalid_config;
-            r.diagnostic =
-                ep.name() + " runs etcd \"" + server + "\"; Baton needs etcd 3.4 or newer (v3 gateway /v3/)";
-            co_return r;
-          }
-          probed_[current_] = true;
-        } else if (v.ec == asio::error::operation_aborted) {
-          co_return v;
-        } else {
-          current_ = (current_ + 1) % endpoints_.size();
+      const auto share = now + (deadline - now) / static_cast<int>(endpoints_.size() - tried);
+      const auto left = [&] {
+        return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(share - clock::now()));
+      };
+      const std::size_t m = current_;
+      auto& ep = *endpoints_[m];
+      if (!probed_[m]) {
+        auto v = co_await probe_version(m, left());
+        if (v.ec == asio::error::operation_aborted || v.ec == error::invalid_config) co_return v;
+        if (v.ec) {
           r = std::move(v);
+          leave(m, r);
           continue;
         }
-        left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
       }
       // etcd's simple auth tokens belong to the member that issued them and expire when idle: each member
       // gets its own, and a request refused with "invalid auth token" authenticates again once.
       for (int attempt = 0;; ++attempt) {
-        if (!user_.empty() && !authenticated_[current_]) {
-          auto a = co_await authenticate(ep, deadline);
+        if (!user_.empty() && !authenticated_[m]) {
+          auto a = co_await authenticate(ep, left());
           if (a.ec) {
             r = std::move(a);
             break;
           }
-          authenticated_[current_] = true;
+          authenticated_[m] = true;
         }
-        left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
-        r = co_await ep.request("POST", std::string(target), json::serialize(body), left);
+        r = co_await ep.request("POST", std::string(target), text, left());
         if (r.ec || r.status != 401 || user_.empty() || attempt > 0) break;
-        authenticated_[current_] = false;
+        authenticated_[m] = false;
       }
-      if (r.ec == error::connection_failed) {
-        probed_[current_] = false;
-        authenticated_[current_] = false;
-        current_ = (current_ + 1) % endpoints_.size();
+      if (r.ec == error::connection_failed || r.ec == error::request_timeout) {
+        leave(m, r);
         continue;
       }
       if (r.ec) co_return r;
-      if (!r.ec && r.status != 200) {
+      if (r.status != 200) {
         std::string msg = string_field(r.body, "message");
         if (msg.empty()) msg = string_field(r.body, "error");
         // etcd with authentication on answers a request without credentials 400 "user name is empty".
@@ -687,10 +682,44 @@ class etcd_backend final : public backend, public tls_reloadable {
     co_return r;
   }
 
+  // Member `m` failed `r` (no connection, or no answer in time): later calls start at the next member. Only
+  // if no other call has moved on already, so that two calls failing on one member skip it once, not twice.
+  // A member that refused the connection may come back as another process: probed and authenticated again.
+  void leave(std::size_t m, http_result& r) {
+    if (r.ec == error::request_timeout) r.diagnostic = "etcd " + endpoints_[m]->name() + ": " + r.diagnostic;
+    if (r.ec == error::connection_failed) {
+      probed_[m] = false;
+      authenticated_[m] = false;
+    }
+    if (current_ == m) current_ = (m + 1) % endpoints_.size();
+  }
+
+  // GET /version on member `m`: refuses etcd older than 3.4 (error::invalid_config); any other failure is
+  // the member's, and the caller moves on.
+  asio::awaitable<http_result> probe_version(std::size_t m, milliseconds timeout) {
+    auto& ep = *endpoints_[m];
+    auto v = co_await ep.request("GET", "/version", {}, timeout);
+    if (v.ec) co_return v;
+    if (v.status != 200) {
+      v.ec = error::connection_failed;
+      v.diagnostic = "etcd " + ep.name() + " answered /version with HTTP " + std::to_string(v.status);
+      co_return v;
+    }
+    std::string server = string_field(v.body, "etcdserver");
+    int major = 0, minor = 0;
+    if (std::sscanf(server.c_str(), "%d.%d", &major, &minor) != 2 || major < 3 || (major == 3 && minor < 4)) {
+      v.ec = error::invalid_config;
+      v.diagnostic =
+          ep.name() + " runs etcd \"" + server + "\"; Baton needs etcd 3.4 or newer (v3 gateway /v3/)";
+      co_return v;
+    }
+    probed_[m] = true;
+    co_return v;
+  }
+
   // POST /v3/auth/authenticate; on success every later request to `ep` carries the token. The password
   // never appears in a diagnostic.
-  asio::awaitable<http_result> authenticate(detail::http_transport& ep, clock::time_point deadline) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
+  asio::awaitable<http_result> authenticate(detail::http_transport& ep, milliseconds left) {
     ep.set_authorization({});  // etcd checks a stale token before the password
     json::object body{{"name", user_}, {"password", password_}};
     auto a = co_await ep.request("POST", "/v3/auth/authenticate", json::serialize(body), left);
