@@ -22,6 +22,7 @@
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
 #include "etcd_prefix.hpp"
+#include "etcd_version.hpp"
 #include "http_transport.hpp"
 #include "tls_context.hpp"
 
@@ -48,7 +49,9 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 
 namespace baton {
 namespace {
@@ -192,7 +195,8 @@ enum class watch_end { changed, timed_out, failed, cancelled };
 
 class etcd_backend final : public backend, public tls_reloadable {
  public:
-  etcd_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)) {
+  etcd_backend(asio::any_io_executor ex, const client_config& config)
+      : ex_(std::move(ex)), revocation_bug_(config.etcd_lease_revocation_bug), on_event_(config.on_event) {
     // etcd://host:port[,host:port...][/key/prefix/]; etcds:// speaks TLS to every member, one tls_config.
     std::string_view rest(config.server_url);
     const bool tls = rest.rfind("etcds://", 0) == 0;
@@ -238,6 +242,7 @@ class etcd_backend final : public backend, public tls_reloadable {
           config.max_connections, tls_context_));
       hosts_.push_back({host, std::string(one.substr(colon + 1)), std::string(one)});
       probed_.push_back(false);
+      warned_.push_back(false);
       authenticated_.push_back(false);
       if (comma == std::string_view::npos) break;
       hosts.remove_prefix(comma + 1);
@@ -694,24 +699,42 @@ class etcd_backend final : public backend, public tls_reloadable {
     if (current_ == m) current_ = (m + 1) % endpoints_.size();
   }
 
-  // GET /version on member `m`: refuses etcd older than 3.4 (error::invalid_config); any other failure is
-  // the member's, and the caller moves on.
+  // GET /version on member `m`: refuses etcd older than 3.4 (error::invalid_config), and one that revokes
+  // live leases as etcd_lease_revocation_bug says (warned about once per member); any other failure is the
+  // member's, and the caller moves on.
   asio::awaitable<http_result> probe_version(std::size_t m, milliseconds timeout) {
     auto& ep = *endpoints_[m];
-    auto v = co_await ep.request("GET", "/version", {}, timeout);
+    auto v = co_await ep.request("GET", "/version", {}, timeout, detail::answer_form::text);
     if (v.ec) co_return v;
     if (v.status != 200) {
       v.ec = error::connection_failed;
       v.diagnostic = "etcd " + ep.name() + " answered /version with HTTP " + std::to_string(v.status);
       co_return v;
     }
-    std::string server = string_field(v.body, "etcdserver");
-    int major = 0, minor = 0;
-    if (std::sscanf(server.c_str(), "%d.%d", &major, &minor) != 2 || major < 3 || (major == 3 && minor < 4)) {
+    using verdict = detail::etcd_version_check::verdict;
+    const auto check = detail::check_etcd_version(v.text);
+    if (check.what == verdict::too_old) {
       v.ec = error::invalid_config;
       v.diagnostic =
-          ep.name() + " runs etcd \"" + server + "\"; Baton needs etcd 3.4 or newer (v3 gateway /v3/)";
+          ep.name() + " runs etcd \"" + check.version + "\"; Baton needs etcd 3.4 or newer (v3 gateway /v3/)";
       co_return v;
+    }
+    if (check.what == verdict::revokes_live_leases) {
+      const bool refuse = revocation_bug_ == etcd_bug_policy::refuse;
+      auto message = detail::lease_revocation_message(ep.name(), check.version, refuse);
+      if (refuse) {
+        v.ec = error::invalid_config;
+        v.diagnostic = std::move(message);
+        co_return v;
+      }
+      if (!warned_[m]) {
+        warned_[m] = true;
+        // Loud: the event when someone listens, else stderr, which nobody has to set up to see.
+        if (on_event_)
+          on_event_(lease_event{lease_event::kind::server_warning, {}, 0, {}, message});
+        else
+          std::fprintf(stderr, "baton: warning: %s\n", message.c_str());
+      }
     }
     probed_[m] = true;
     co_return v;
@@ -743,6 +766,9 @@ class etcd_backend final : public backend, public tls_reloadable {
   std::vector<std::unique_ptr<detail::http_transport>> endpoints_;
   std::vector<etcd_endpoint> hosts_;
   std::vector<bool> probed_;
+  std::vector<bool> warned_;  // members whose etcd revokes live leases, warned about
+  etcd_bug_policy revocation_bug_ = etcd_bug_policy::warn;
+  std::function<void(const lease_event&)> on_event_;
   std::size_t current_ = 0;
   bool tls_ = false;
   std::shared_ptr<detail::client_tls> tls_context_;  // null for etcd://

@@ -10,6 +10,8 @@
 #include "etcd_cluster.hpp"
 #include "lease_opts.hpp"
 
+#include "etcd_version.hpp"
+
 #include "baton/client.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -34,6 +36,12 @@ client_config config(const std::string& url) {
   c.identity = "etcd-test";
   c.request_timeout = 2000ms;
   return c;
+}
+
+std::string b64(const std::string& s) {
+  std::string out(boost::beast::detail::base64::encoded_size(s.size()), '\0');
+  out.resize(boost::beast::detail::base64::encode(out.data(), s.data(), s.size()));
+  return out;
 }
 
 }  // namespace
@@ -195,11 +203,6 @@ BOOST_AUTO_TEST_CASE(a_value_is_stored_after_the_owner_and_entries_without_one_r
   etcd_cluster etcd(1);
   asio::io_context ioc;
   client a(ioc.get_executor(), config(etcd.url()));
-  auto b64 = [](const std::string& s) {
-    std::string out(boost::beast::detail::base64::encoded_size(s.size()), '\0');
-    out.resize(boost::beast::detail::base64::encode(out.data(), s.data(), s.size()));
-    return out;
-  };
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto b = a.get_backend();
     auto first = co_await b->acquire("leader", "owner-1", 5000ms, "10.0.0.1:80", 2000ms);
@@ -285,9 +288,56 @@ BOOST_AUTO_TEST_CASE(etcd_auth_takes_a_percent_encoded_url_password_or_one_from_
   BOOST_TEST(cli.out == "{\"key\":\"jobs/password\",\"held\":false}\n");
   auto missing = run_to_end({bin_path("baton"), "get", "jobs/password", "--server", "etcd://root@" + member,
                              "--etcd-password-file", "/nonexistent/pw"},
-                            (scratch.path() / "cli-stderr").string());
+                            (scratch.path() / "missing-stderr").string());  // the first's has a warning
   BOOST_TEST(missing.code == 64);
   BOOST_TEST(missing.err ==
              "baton: error: invalid configuration: etcd_password_file \"/nonexistent/pw\": cannot read: "
              "No such file or directory\n");
+}
+
+// ---- etcd versions whose leader revokes live leases after a disk stall (etcd issues 12528, 15247)
+
+BOOST_AUTO_TEST_CASE(debian_12s_etcd_is_warned_about_once_per_member_or_refused_when_asked) {
+  etcd_cluster etcd(1);
+  const auto version = http_client(etcd.client_port(0)).get("/version").body;
+  const bool affected =
+      detail::check_etcd_version(version).what == detail::etcd_version_check::verdict::revokes_live_leases;
+  BOOST_TEST_MESSAGE("etcd /version: " << version << (affected ? " (revokes live leases)" : ""));
+  asio::io_context ioc;
+  auto warned = config(etcd.url());
+  std::vector<std::string> warnings;
+  warned.on_event = [&](const lease_event& e) {
+    if (e.what == lease_event::kind::server_warning) warnings.emplace_back(e.reason);
+  };
+  auto refusing = config(etcd.url());
+  refusing.etcd_lease_revocation_bug = etcd_bug_policy::refuse;
+  client a(ioc.get_executor(), warned);
+  client r(ioc.get_executor(), refusing);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await a.acquire("versioned", lease_opts(5000ms));
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST(!(co_await a.get("versioned")).has_value());
+    BOOST_TEST(warnings.size() == (affected ? 1u : 0u));  // once per member, not per request
+    if (affected) BOOST_TEST(warnings.front().find("15247") != std::string::npos, warnings.front());
+    boost::system::error_code ec;
+    std::string diagnostic;
+    try {
+      co_await r.try_acquire("versioned", lease_opts(5000ms));
+    } catch (const exception& e) {
+      ec = e.code();
+      diagnostic = e.diagnostic();
+    }
+    if (affected) {
+      BOOST_TEST((ec == error::invalid_config), ec.message());
+      BOOST_TEST(diagnostic.find("refused") != std::string::npos, diagnostic);
+    } else {
+      BOOST_TEST(!ec);
+    }
+  }());
+  // Without an event handler (the CLI), the warning is one line on stderr.
+  temp_dir scratch;
+  auto cli = run_to_end({bin_path("baton"), "get", "versioned", "--server", etcd.url()},
+                        (scratch.path() / "cli-stderr").string());
+  BOOST_TEST(cli.code == 0, cli.err);
+  if (affected) BOOST_TEST(cli.err.rfind("baton: warning: etcd 127.0.0.1:", 0) == 0u, cli.err);
 }
