@@ -27,9 +27,14 @@
 #include "tls_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detail/base64.hpp>
@@ -52,6 +57,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <unordered_map>
 
 namespace baton {
 namespace {
@@ -193,7 +199,9 @@ struct etcd_endpoint {
 // How a watch on the key ended.
 enum class watch_end { changed, timed_out, failed, cancelled };
 
-class etcd_backend final : public backend, public tls_reloadable {
+class etcd_backend final : public backend,
+                           public tls_reloadable,
+                           public std::enable_shared_from_this<etcd_backend> {
  public:
   etcd_backend(asio::any_io_executor ex, const client_config& config)
       : ex_(std::move(ex)), revocation_bug_(config.etcd_lease_revocation_bug), on_event_(config.on_event) {
@@ -507,6 +515,25 @@ class etcd_backend final : public backend, public tls_reloadable {
     }
   }
 
+  // Every lease of this client is watched through one stream: a watch of the whole prefix, from the revision
+  // after the earliest grant, whose events are matched against the held keys (docs/design.md, "etcd: leases
+  // the server revokes"). Any event on a held key after its grant is a change this client did not make.
+  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
+                                         std::uint64_t token,
+                                         std::function<void(std::string_view)> on_lost) override {
+    // The stream is plain TCP, like the waiters' watch: over etcds:// the next renew finds a loss.
+    if (tls_ || token == 0) return nullptr;
+    const std::uint64_t id = ++last_watch_id_;
+    std::string k = prefix_ + key;
+    held_.emplace(k, held_key{id, owner, token, std::move(on_lost)});
+    if (!watching_) {
+      // Replaying events from before a grant is harmless (they are older than its token): start early enough.
+      if (next_rev_ == 0 || token + 1 < next_rev_) next_rev_ = token + 1;
+      start_loss_watch();
+    }
+    return std::make_unique<key_watch>(weak_from_this(), std::move(k), id);
+  }
+
   tls_reload_result reload_tls(std::optional<tls_config> tls) override {
     return detail::reload_client_tls(tls_context_, std::move(tls));
   }
@@ -514,6 +541,8 @@ class etcd_backend final : public backend, public tls_reloadable {
   void close() override {
     for (auto& e : endpoints_)
       e->close();
+    // The loss watch's connection too; it starts again while leases are still watched.
+    if (watching_) stop_watch_->emit(asio::cancellation_type::terminal);
   }
 
  private:
@@ -529,68 +558,97 @@ class etcd_backend final : public backend, public tls_reloadable {
     r.diagnostic = std::move(what);
   }
 
-  // One watch on `k` from revision `from`, on a connection of its own to the current member (a watch is a
-  // stream that never ends, so it cannot share the pooled keep-alive connections). The gateway streams one
-  // JSON object per line in a chunked reply: first "created", then events. Ends at the first event, at
+  // A watch stream on a connection of its own to member `m` (a watch is a stream that never ends, so it
+  // cannot share the pooled keep-alive connections): connects, sends `create` and reads the answer's header.
+  // The gateway then streams one JSON object per line in a chunked reply, first "created", then events;
+  // read_watch() hands each one's "result" to `on_result` until it returns false or the stream fails.
+  struct watch_stream {
+    explicit watch_stream(const asio::any_io_executor& ex) : socket(ex) {}
+    tcp::socket socket;
+    boost::beast::flat_buffer buffer;
+    http::response_parser<http::buffer_body> parser;
+  };
+
+  asio::awaitable<bool> open_watch(watch_stream& w, std::size_t m, const json::object& create) {
+    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+    const etcd_endpoint& ep = hosts_[m];
+    // A literal address skips the resolver (which runs on a thread of its own and cannot be cancelled).
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(ep.host, ec);
+    unsigned short port = 0;
+    const auto [end, pec] = std::from_chars(ep.port.data(), ep.port.data() + ep.port.size(), port);
+    if (!ec && pec == std::errc() && end == ep.port.data() + ep.port.size()) {
+      auto [cec] = co_await w.socket.async_connect(tcp::endpoint(address, port), use_tuple);
+      if (cec) co_return false;
+    } else {
+      tcp::resolver resolver(ex_);
+      auto [rec, found] = co_await resolver.async_resolve(ep.host, ep.port, use_tuple);
+      if (rec) co_return false;
+      auto [cec, connected] = co_await asio::async_connect(w.socket, found, use_tuple);
+      if (cec) co_return false;
+    }
+    http::request<http::string_body> req{http::verb::post, "/v3/watch", 11};
+    req.set(http::field::host, ep.name);
+    req.set(http::field::content_type, "application/json");
+    if (const auto& token = endpoints_[m]->authorization(); !token.empty())
+      req.set(http::field::authorization, token);
+    req.body() = json::serialize(create);
+    req.prepare_payload();
+    auto [wec, wn] = co_await http::async_write(w.socket, req, use_tuple);
+    if (wec) co_return false;
+    w.parser.body_limit(boost::none);  // the stream has no end
+    auto [hec, hn] = co_await http::async_read_header(w.socket, w.buffer, w.parser, use_tuple);
+    co_return !hec && w.parser.get().result_int() == 200;
+  }
+
+  // Reads `w`'s messages until `on_result` returns false (true is returned) or the stream fails or ends
+  // (false: an error object, a cancelled watch, a line that is not JSON, a member that closed it).
+  template <class OnResult>
+  asio::awaitable<bool> read_watch(watch_stream& w, OnResult on_result) {
+    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+    std::string pending;
+    char chunk[4096];
+    while (!w.parser.is_done()) {
+      w.parser.get().body().data = chunk;
+      w.parser.get().body().size = sizeof chunk;
+      auto [rec, rn] = co_await http::async_read_some(w.socket, w.buffer, w.parser, use_tuple);
+      if (rec && rec != http::error::need_buffer) co_return false;
+      pending.append(chunk, sizeof chunk - w.parser.get().body().size);
+      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+        boost::system::error_code jec;
+        auto message = json::parse(std::string_view(pending).substr(0, nl), jec);
+        pending.erase(0, nl + 1);
+        const json::value* result = jec ? nullptr : path(message, {"result"});
+        if (!result) co_return false;  // an error object, or not JSON
+        if (!on_result(*result)) co_return true;
+      }
+      if (pending.size() > (1u << 20)) co_return false;
+    }
+    co_return false;  // the member ended the stream
+  }
+
+  // One watch on `k` from revision `from` on the current member, for a waiter: ends at the first event, at
   // `until`, or when the stream fails (the caller then polls).
   asio::awaitable<watch_end> watch(const std::string& k, std::uint64_t from, clock::time_point until) {
     using namespace asio::experimental::awaitable_operators;
     constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-    const etcd_endpoint& ep = hosts_[current_];
-    tcp::socket socket(ex_);
+    watch_stream w(ex_);
     auto work = [&]() -> asio::awaitable<watch_end> {
-      // A literal address skips the resolver (which runs on a thread of its own and cannot be cancelled).
-      boost::system::error_code ec;
-      auto address = asio::ip::make_address(ep.host, ec);
-      unsigned short port = 0;
-      const auto [end, pec] = std::from_chars(ep.port.data(), ep.port.data() + ep.port.size(), port);
-      if (!ec && pec == std::errc() && end == ep.port.data() + ep.port.size()) {
-        auto [cec] = co_await socket.async_connect(tcp::endpoint(address, port), use_tuple);
-        if (cec) co_return watch_end::failed;
-      } else {
-        tcp::resolver resolver(ex_);
-        auto [rec, found] = co_await resolver.async_resolve(ep.host, ep.port, use_tuple);
-        if (rec) co_return watch_end::failed;
-        auto [cec, connected] = co_await asio::async_connect(socket, found, use_tuple);
-        if (cec) co_return watch_end::failed;
-      }
       json::object create{
           {"create_request", json::object{{"key", k}, {"start_revision", std::to_string(from)}}}};
-      http::request<http::string_body> req{http::verb::post, "/v3/watch", 11};
-      req.set(http::field::host, ep.name);
-      req.set(http::field::content_type, "application/json");
-      req.body() = json::serialize(create);
-      req.prepare_payload();
-      auto [wec, wn] = co_await http::async_write(socket, req, use_tuple);
-      if (wec) co_return watch_end::failed;
-      boost::beast::flat_buffer buffer;
-      http::response_parser<http::buffer_body> parser;
-      parser.body_limit(boost::none);  // the stream has no end
-      auto [hec, hn] = co_await http::async_read_header(socket, buffer, parser, use_tuple);
-      if (hec || parser.get().result_int() != 200) co_return watch_end::failed;
-      std::string pending;
-      char chunk[4096];
-      while (!parser.is_done()) {
-        parser.get().body().data = chunk;
-        parser.get().body().size = sizeof chunk;
-        auto [rec, rn] = co_await http::async_read_some(socket, buffer, parser, use_tuple);
-        if (rec && rec != http::error::need_buffer) co_return watch_end::failed;
-        pending.append(chunk, sizeof chunk - parser.get().body().size);
-        for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-          boost::system::error_code jec;
-          auto message = json::parse(std::string_view(pending).substr(0, nl), jec);
-          pending.erase(0, nl + 1);
-          const json::value* result = jec ? nullptr : path(message, {"result"});
-          if (!result) co_return watch_end::failed;  // an error object, or not JSON
-          if (auto* c = path(*result, {"canceled"}); c && c->is_bool() && c->as_bool())
-            co_return watch_end::failed;  // e.g. the start revision was compacted
-          if (auto* events = path(*result, {"events"});
-              events && events->is_array() && !events->as_array().empty())
-            co_return watch_end::changed;
+      if (!co_await open_watch(w, current_, create)) co_return watch_end::failed;
+      bool changed = false;
+      co_await read_watch(w, [&](const json::value& result) {
+        // A cancelled watch (e.g. the start revision was compacted) is a failed one.
+        if (auto* c = path(result, {"canceled"}); c && c->is_bool() && c->as_bool()) return false;
+        if (auto* events = path(result, {"events"});
+            events && events->is_array() && !events->as_array().empty()) {
+          changed = true;
+          return false;
         }
-        if (pending.size() > (1u << 20)) co_return watch_end::failed;
-      }
-      co_return watch_end::failed;  // the member ended the stream
+        return true;
+      });
+      co_return changed ? watch_end::changed : watch_end::failed;
     };
     asio::steady_timer timer(ex_, until);
     auto result = co_await (work() || timer.async_wait(use_tuple));
@@ -598,6 +656,142 @@ class etcd_backend final : public backend, public tls_reloadable {
       co_return watch_end::cancelled;
     if (result.index() == 1) co_return watch_end::timed_out;
     co_return std::get<0>(result);
+  }
+
+  // A lease watched for loss: `on_lost` is called once, when the key changes after `token`.
+  struct held_key {
+    std::uint64_t id;
+    std::string owner;
+    std::uint64_t token;
+    std::function<void(std::string_view)> on_lost;
+  };
+
+  class key_watch final : public loss_watch {
+   public:
+    key_watch(std::weak_ptr<etcd_backend> b, std::string k, std::uint64_t id)
+        : backend_(std::move(b)), key_(std::move(k)), id_(id) {}
+    ~key_watch() override {
+      if (auto b = backend_.lock()) b->unwatch(key_, id_);
+    }
+
+   private:
+    std::weak_ptr<etcd_backend> backend_;
+    std::string key_;
+    std::uint64_t id_;
+  };
+
+  void unwatch(const std::string& k, std::uint64_t id) {
+    auto [first, last] = held_.equal_range(k);
+    for (auto it = first; it != last; ++it)
+      if (it->second.id == id) {
+        held_.erase(it);
+        break;
+      }
+    // The last one gone: the stream ends, from outside whatever called this (it may be the stream's own
+    // callback), unless a lease is watched again by then.
+    if (held_.empty() && watching_)
+      asio::post(ex_, [w = weak_from_this()] {
+        if (auto b = w.lock(); b && b->held_.empty() && b->watching_)
+          b->stop_watch_->emit(asio::cancellation_type::terminal);
+      });
+  }
+
+  void start_loss_watch() {
+    watching_ = true;
+    // A signal per stream, kept alive by the stream's frame: its slot must outlive the coroutine.
+    stop_watch_ = std::make_shared<asio::cancellation_signal>();
+    asio::co_spawn(ex_, run_loss_watch(shared_from_this(), stop_watch_),
+                   asio::bind_cancellation_slot(stop_watch_->slot(), asio::detached));
+  }
+
+  // Keeps the loss watch open while leases are watched: a stream that fails or ends is opened again after
+  // a pause (100 ms, doubling to 2 s while the member does not answer), on the member calls use by then.
+  asio::awaitable<void> run_loss_watch(std::shared_ptr<etcd_backend> self,
+                                       std::shared_ptr<asio::cancellation_signal>) {
+    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+    for (int failures = 0; !held_.empty();) {
+      const bool answered = co_await watch_held_keys();
+      if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) break;
+      if (held_.empty()) break;
+      failures = answered ? 0 : std::min(failures + 1, 5);
+      asio::steady_timer pause(ex_, std::min<clock::duration>(std::chrono::milliseconds(100 << failures),
+                                                              std::chrono::seconds(2)));
+      co_await pause.async_wait(use_tuple);
+      if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) break;
+    }
+    watching_ = false;
+    if (!held_.empty()) self->start_loss_watch();  // watched again after the stop was asked
+  }
+
+  // One stream over every key under the prefix from next_rev_, on the current member, until it fails or no
+  // lease is watched any more. Returns whether the member answered (created the watch).
+  asio::awaitable<bool> watch_held_keys() {
+    watch_stream w(ex_);
+    std::string range_end = prefix_;
+    ++range_end.back();  // the prefix ends with '/' (etcd_prefix.hpp): the next byte ends its range
+    json::object create{{"create_request", json::object{{"key", encode64(prefix_)},
+                                                        {"range_end", encode64(range_end)},
+                                                        {"start_revision", std::to_string(next_rev_)},
+                                                        {"progress_notify", true}}}};
+    if (!co_await open_watch(w, current_, create)) co_return false;
+    bool created = false;
+    co_await read_watch(w, [&](const json::value& result) {
+      if (auto* c = path(result, {"canceled"}); c && c->is_bool() && c->as_bool()) {
+        // The start revision was compacted: go on from the oldest one kept. What was lost between is for the
+        // next renew to find, as without a watch.
+        std::uint64_t compacted = 0;
+        if (uint_field(result, "compact_revision", compacted)) next_rev_ = std::max(next_rev_, compacted);
+        return false;
+      }
+      if (auto* c = path(result, {"created"}); c && c->is_bool() && c->as_bool()) {
+        created = true;
+        return true;
+      }
+      const json::value* events = path(result, {"events"});
+      if (!events || !events->is_array() || events->as_array().empty()) {
+        // A progress notification: every event up to its header's revision has been sent.
+        std::uint64_t rev = 0;
+        if (const json::value* h = path(result, {"header"}); h && uint_field(*h, "revision", rev))
+          next_rev_ = std::max(next_rev_, rev + 1);
+        return true;
+      }
+      on_watch_events(events->as_array());
+      return !held_.empty();
+    });
+    co_return created;
+  }
+
+  // Declares lost every watched lease whose key one of `events` changed after its grant.
+  void on_watch_events(const json::array& events) {
+    std::vector<std::pair<std::function<void(std::string_view)>, std::string>> lost;
+    for (const auto& ev : events) {
+      const json::value* kv = path(ev, {"kv"});
+      if (!kv) continue;
+      std::uint64_t changed = 0, created = 0;
+      uint_field(*kv, "mod_revision", changed);
+      uint_field(*kv, "create_revision", created);
+      next_rev_ = std::max(next_rev_, changed + 1);
+      const bool deleted = string_field(ev, "type") == "DELETE";  // PUT, etcd's 0, is left out of the JSON
+      auto [first, last] = held_.equal_range(decode64(string_field(*kv, "key")));
+      for (auto it = first; it != last;) {
+        const held_key& h = it->second;
+        if (changed <= h.token) {  // history up to the grant itself
+          ++it;
+          continue;
+        }
+        const std::string at = " at etcd revision " + std::to_string(changed) + " (seen by the key watch)";
+        std::string why = deleted              ? "not_held: the key was deleted" + at
+                          : created != h.token ? "token_mismatch: the key was created anew" + at
+                          : split_entry(decode64(string_field(*kv, "value"))).owner != h.owner
+                              ? "owner_mismatch: another owner wrote the key" + at
+                              : "owner_mismatch: the key was written over, not by this lease," + at;
+        lost.emplace_back(std::move(it->second.on_lost), std::move(why));
+        it = held_.erase(it);
+      }
+    }
+    // After the table is settled: a callback may end other watches, or the stream.
+    for (auto& [on_lost, why] : lost)
+      on_lost(why);
   }
 
   asio::awaitable<void> revoke(std::uint64_t lease, clock::time_point deadline) {
@@ -767,6 +961,12 @@ class etcd_backend final : public backend, public tls_reloadable {
   std::vector<etcd_endpoint> hosts_;
   std::vector<bool> probed_;
   std::vector<bool> warned_;  // members whose etcd revokes live leases, warned about
+  // The loss watch: every lease watched (by its etcd key), the stream's next revision, whether it runs.
+  std::unordered_multimap<std::string, held_key> held_;
+  std::uint64_t last_watch_id_ = 0;
+  std::uint64_t next_rev_ = 0;
+  bool watching_ = false;
+  std::shared_ptr<asio::cancellation_signal> stop_watch_;
   etcd_bug_policy revocation_bug_ = etcd_bug_policy::warn;
   std::function<void(const lease_event&)> on_event_;
   std::size_t current_ = 0;

@@ -51,7 +51,7 @@ std::string lease_revocation_message(std::string_view member, std::string_view v
                     "acquire a lock this one still holds";
   if (refused) return out + "; refused (client_config::etcd_lease_revocation_bug is refuse)";
   return out +
-         ", until its next renew sees the loss. Upgrade etcd, or keep off such "
+         ", until the key watch or the next renew sees the loss. Upgrade etcd, or keep off such "
          "members with client_config::etcd_lease_revocation_bug = refuse";
 }
 

@@ -342,6 +342,11 @@ asio::awaitable<acquire_reply> backend::acquire(std::string key, std::string own
   co_return out;
 }
 
+std::unique_ptr<loss_watch> backend::watch_loss(const std::string&, const std::string&, std::uint64_t,
+                                                std::function<void(std::string_view)>) {
+  return nullptr;
+}
+
 asio::awaitable<std::vector<renew_reply>> backend::renew_batch(std::span<const renew_entry> entries,
                                                                milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
