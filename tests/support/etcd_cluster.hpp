@@ -67,6 +67,8 @@ class etcd_cluster {
   /// SIGCONT after pause().
   void resume(std::size_t i);
   bool paused(std::size_t i) const { return members_[i].paused; }
+  /// The member's process id (for a fault injector that attaches to it, such as strace); -1 when stopped.
+  int pid(std::size_t i) const { return running(i) ? members_[i].proc->pid() : -1; }
   void stop_all();
   /// Starts every stopped member and waits until the cluster is healthy again.
   void start_all(std::chrono::seconds bound = std::chrono::seconds(30));
