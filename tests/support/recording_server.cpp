@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "recording_server.hpp"
 
+#include "serve_http.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
 
 namespace baton::test {
 namespace {
@@ -32,11 +31,8 @@ recording_server::recording_server(int status, std::string body)
           asio::co_spawn(
               ioc_,
               [this, s = std::move(socket)]() mutable -> asio::awaitable<void> {
-                boost::beast::flat_buffer buffer;
-                for (;;) {
-                  http::request<http::string_body> req;
-                  auto [rec, rn] = co_await http::async_read(s, buffer, req, use_tuple);
-                  if (rec) co_return;
+                // Named: GCC 12 may destroy a class-type temporary of a co_await expression twice.
+                auto answer = [this](const http::request<http::string_body>& req) {
                   {
                     std::lock_guard lock(mutex_);
                     requests_.push_back(std::string(req.method_string()) + " " + std::string(req.target()));
@@ -44,11 +40,9 @@ recording_server::recording_server(int status, std::string body)
                   http::response<http::string_body> res{static_cast<http::status>(status_), 11};
                   res.set(http::field::content_type, "application/json");
                   res.body() = body_;
-                  res.keep_alive(req.keep_alive());
-                  res.prepare_payload();
-                  auto [wec, wn] = co_await http::async_write(s, res, use_tuple);
-                  if (wec || !req.keep_alive()) co_return;
-                }
+                  return res;
+                };
+                co_await serve_http(s, answer);
               },
               asio::detached);
         }
