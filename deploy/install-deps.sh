@@ -28,6 +28,7 @@ test=(
   clang-14 libclang-rt-14-dev
   # the etcd backend's tests and the etcd chaos run
   etcd-server etcd-client
+  strace  # test_etcd_disk_stall stalls an etcd leader's fsyncs (etcd is Go: LD_PRELOAD does not reach them)
   # demo and tooling; python3-yaml for the offline checks of the deployment files
   curl procps iproute2 python3 python3-yaml
   postgresql  # initdb, pg_ctl and postgres for test_fenced_db's throwaway cluster

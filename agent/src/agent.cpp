@@ -69,6 +69,18 @@ std::shared_ptr<backend> make_observed_backend(
   return observe_backend(make_backend(ex, config), std::move(observe));
 }
 
+// The backend's configuration: the client's, with its own event handler, since the backend reports a lock
+// server defect itself (an etcd that revokes live leases: client_config::etcd_lease_revocation_bug). Logged
+// once per member, as the SDK would otherwise say it on stderr.
+client_config backend_config(const agent_config& config) {
+  auto cc = make_client_config(config);
+  cc.on_event = [server = baton::without_credentials(config.server)](const lease_event& e) {
+    if (e.what == lease_event::kind::server_warning)
+      log::warn("lock_server_defect", {{"server", server}, {"reason", std::string(e.reason)}});
+  };
+  return cc;
+}
+
 std::chrono::sys_seconds wall_now() {
   return std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
 }
@@ -93,7 +105,7 @@ agent_runtime::agent_runtime(asio::any_io_executor ex, agent_config config)
             return cc;
           }(),
           // Every request, the SDK's internal retries included, tells whether the server answered.
-          make_observed_backend(ex, make_client_config(config_),
+          make_observed_backend(ex, backend_config(config_),
                                 [this](const boost::system::error_code& ec, const std::string& diagnostic) {
                                   observe_lock_server(ec, diagnostic);
                                 })),

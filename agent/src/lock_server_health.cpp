@@ -78,6 +78,12 @@ class observed_backend final : public backend, public tls_reloadable {
                                  milliseconds timeout) override {
     co_return seen(co_await inner_->get(std::move(key), wait, timeout));
   }
+  // Not a request: nothing to observe, but the lease code's loss watch must reach the wrapped backend.
+  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
+                                         std::uint64_t token,
+                                         std::function<void(std::string_view)> on_lost) override {
+    return inner_->watch_loss(key, owner, token, std::move(on_lost));
+  }
   void close() override { inner_->close(); }
 
   // client::reload_tls() reaches the wrapped backend, whose connections hold the TLS settings.

@@ -21,13 +21,20 @@
 
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
+#include "etcd_prefix.hpp"
+#include "etcd_version.hpp"
 #include "http_transport.hpp"
 #include "tls_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detail/base64.hpp>
@@ -47,7 +54,10 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <functional>
+#include <unordered_map>
 
 namespace baton {
 namespace {
@@ -189,9 +199,12 @@ struct etcd_endpoint {
 // How a watch on the key ended.
 enum class watch_end { changed, timed_out, failed, cancelled };
 
-class etcd_backend final : public backend, public tls_reloadable {
+class etcd_backend final : public backend,
+                           public tls_reloadable,
+                           public std::enable_shared_from_this<etcd_backend> {
  public:
-  etcd_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)) {
+  etcd_backend(asio::any_io_executor ex, const client_config& config)
+      : ex_(std::move(ex)), revocation_bug_(config.etcd_lease_revocation_bug), on_event_(config.on_event) {
     // etcd://host:port[,host:port...][/key/prefix/]; etcds:// speaks TLS to every member, one tls_config.
     std::string_view rest(config.server_url);
     const bool tls = rest.rfind("etcds://", 0) == 0;
@@ -221,8 +234,8 @@ class etcd_backend final : public backend, public tls_reloadable {
       throw exception(error::invalid_config,
                       "etcd_password_file needs a user in server_url (etcd://user@host:port)");
     }
-    prefix_ = slash == std::string_view::npos ? "baton/locks/" : std::string(rest.substr(slash + 1));
-    if (prefix_.empty()) prefix_ = "baton/locks/";
+    prefix_ = detail::etcd_key_prefix(slash == std::string_view::npos ? std::string_view()
+                                                                      : rest.substr(slash + 1));
     while (!hosts.empty()) {
       auto comma = hosts.find(',');
       std::string_view one = hosts.substr(0, comma);
@@ -237,6 +250,7 @@ class etcd_backend final : public backend, public tls_reloadable {
           config.max_connections, tls_context_));
       hosts_.push_back({host, std::string(one.substr(colon + 1)), std::string(one)});
       probed_.push_back(false);
+      warned_.push_back(false);
       authenticated_.push_back(false);
       if (comma == std::string_view::npos) break;
       hosts.remove_prefix(comma + 1);
@@ -501,6 +515,25 @@ class etcd_backend final : public backend, public tls_reloadable {
     }
   }
 
+  // Every lease of this client is watched through one stream: a watch of the whole prefix, from the revision
+  // after the earliest grant, whose events are matched against the held keys (docs/design.md, "etcd: leases
+  // the server revokes"). Any event on a held key after its grant is a change this client did not make.
+  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
+                                         std::uint64_t token,
+                                         std::function<void(std::string_view)> on_lost) override {
+    // The stream is plain TCP, like the waiters' watch: over etcds:// the next renew finds a loss.
+    if (tls_ || token == 0) return nullptr;
+    const std::uint64_t id = ++last_watch_id_;
+    std::string k = prefix_ + key;
+    held_.emplace(k, held_key{id, owner, token, std::move(on_lost)});
+    if (!watching_) {
+      // Replaying events from before a grant is harmless (they are older than its token): start early enough.
+      if (next_rev_ == 0 || token + 1 < next_rev_) next_rev_ = token + 1;
+      start_loss_watch();
+    }
+    return std::make_unique<key_watch>(weak_from_this(), std::move(k), id);
+  }
+
   tls_reload_result reload_tls(std::optional<tls_config> tls) override {
     return detail::reload_client_tls(tls_context_, std::move(tls));
   }
@@ -508,6 +541,8 @@ class etcd_backend final : public backend, public tls_reloadable {
   void close() override {
     for (auto& e : endpoints_)
       e->close();
+    // The loss watch's connection too; it starts again while leases are still watched.
+    if (watching_) stop_watch_->emit(asio::cancellation_type::terminal);
   }
 
  private:
@@ -523,68 +558,97 @@ class etcd_backend final : public backend, public tls_reloadable {
     r.diagnostic = std::move(what);
   }
 
-  // One watch on `k` from revision `from`, on a connection of its own to the current member (a watch is a
-  // stream that never ends, so it cannot share the pooled keep-alive connections). The gateway streams one
-  // JSON object per line in a chunked reply: first "created", then events. Ends at the first event, at
+  // A watch stream on a connection of its own to member `m` (a watch is a stream that never ends, so it
+  // cannot share the pooled keep-alive connections): connects, sends `create` and reads the answer's header.
+  // The gateway then streams one JSON object per line in a chunked reply, first "created", then events;
+  // read_watch() hands each one's "result" to `on_result` until it returns false or the stream fails.
+  struct watch_stream {
+    explicit watch_stream(const asio::any_io_executor& ex) : socket(ex) {}
+    tcp::socket socket;
+    boost::beast::flat_buffer buffer;
+    http::response_parser<http::buffer_body> parser;
+  };
+
+  asio::awaitable<bool> open_watch(watch_stream& w, std::size_t m, const json::object& create) {
+    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+    const etcd_endpoint& ep = hosts_[m];
+    // A literal address skips the resolver (which runs on a thread of its own and cannot be cancelled).
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(ep.host, ec);
+    unsigned short port = 0;
+    const auto [end, pec] = std::from_chars(ep.port.data(), ep.port.data() + ep.port.size(), port);
+    if (!ec && pec == std::errc() && end == ep.port.data() + ep.port.size()) {
+      auto [cec] = co_await w.socket.async_connect(tcp::endpoint(address, port), use_tuple);
+      if (cec) co_return false;
+    } else {
+      tcp::resolver resolver(ex_);
+      auto [rec, found] = co_await resolver.async_resolve(ep.host, ep.port, use_tuple);
+      if (rec) co_return false;
+      auto [cec, connected] = co_await asio::async_connect(w.socket, found, use_tuple);
+      if (cec) co_return false;
+    }
+    http::request<http::string_body> req{http::verb::post, "/v3/watch", 11};
+    req.set(http::field::host, ep.name);
+    req.set(http::field::content_type, "application/json");
+    if (const auto& token = endpoints_[m]->authorization(); !token.empty())
+      req.set(http::field::authorization, token);
+    req.body() = json::serialize(create);
+    req.prepare_payload();
+    auto [wec, wn] = co_await http::async_write(w.socket, req, use_tuple);
+    if (wec) co_return false;
+    w.parser.body_limit(boost::none);  // the stream has no end
+    auto [hec, hn] = co_await http::async_read_header(w.socket, w.buffer, w.parser, use_tuple);
+    co_return !hec && w.parser.get().result_int() == 200;
+  }
+
+  // Reads `w`'s messages until `on_result` returns false (true is returned) or the stream fails or ends
+  // (false: an error object, a cancelled watch, a line that is not JSON, a member that closed it).
+  template <class OnResult>
+  asio::awaitable<bool> read_watch(watch_stream& w, OnResult on_result) {
+    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+    std::string pending;
+    char chunk[4096];
+    while (!w.parser.is_done()) {
+      w.parser.get().body().data = chunk;
+      w.parser.get().body().size = sizeof chunk;
+      auto [rec, rn] = co_await http::async_read_some(w.socket, w.buffer, w.parser, use_tuple);
+      if (rec && rec != http::error::need_buffer) co_return false;
+      pending.append(chunk, sizeof chunk - w.parser.get().body().size);
+      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+        boost::system::error_code jec;
+        auto message = json::parse(std::string_view(pending).substr(0, nl), jec);
+        pending.erase(0, nl + 1);
+        const json::value* result = jec ? nullptr : path(message, {"result"});
+        if (!result) co_return false;  // an error object, or not JSON
+        if (!on_result(*result)) co_return true;
+      }
+      if (pending.size() > (1u << 20)) co_return false;
+    }
+    co_return false;  // the member ended the stream
+  }
+
+  // One watch on `k` from revision `from` on the current member, for a waiter: ends at the first event, at
   // `until`, or when the stream fails (the caller then polls).
   asio::awaitable<watch_end> watch(const std::string& k, std::uint64_t from, clock::time_point until) {
     using namespace asio::experimental::awaitable_operators;
     constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-    const etcd_endpoint& ep = hosts_[current_];
-    tcp::socket socket(ex_);
+    watch_stream w(ex_);
     auto work = [&]() -> asio::awaitable<watch_end> {
-      // A literal address skips the resolver (which runs on a thread of its own and cannot be cancelled).
-      boost::system::error_code ec;
-      auto address = asio::ip::make_address(ep.host, ec);
-      unsigned short port = 0;
-      const auto [end, pec] = std::from_chars(ep.port.data(), ep.port.data() + ep.port.size(), port);
-      if (!ec && pec == std::errc() && end == ep.port.data() + ep.port.size()) {
-        auto [cec] = co_await socket.async_connect(tcp::endpoint(address, port), use_tuple);
-        if (cec) co_return watch_end::failed;
-      } else {
-        tcp::resolver resolver(ex_);
-        auto [rec, found] = co_await resolver.async_resolve(ep.host, ep.port, use_tuple);
-        if (rec) co_return watch_end::failed;
-        auto [cec, connected] = co_await asio::async_connect(socket, found, use_tuple);
-        if (cec) co_return watch_end::failed;
-      }
       json::object create{
           {"create_request", json::object{{"key", k}, {"start_revision", std::to_string(from)}}}};
-      http::request<http::string_body> req{http::verb::post, "/v3/watch", 11};
-      req.set(http::field::host, ep.name);
-      req.set(http::field::content_type, "application/json");
-      req.body() = json::serialize(create);
-      req.prepare_payload();
-      auto [wec, wn] = co_await http::async_write(socket, req, use_tuple);
-      if (wec) co_return watch_end::failed;
-      boost::beast::flat_buffer buffer;
-      http::response_parser<http::buffer_body> parser;
-      parser.body_limit(boost::none);  // the stream has no end
-      auto [hec, hn] = co_await http::async_read_header(socket, buffer, parser, use_tuple);
-      if (hec || parser.get().result_int() != 200) co_return watch_end::failed;
-      std::string pending;
-      char chunk[4096];
-      while (!parser.is_done()) {
-        parser.get().body().data = chunk;
-        parser.get().body().size = sizeof chunk;
-        auto [rec, rn] = co_await http::async_read_some(socket, buffer, parser, use_tuple);
-        if (rec && rec != http::error::need_buffer) co_return watch_end::failed;
-        pending.append(chunk, sizeof chunk - parser.get().body().size);
-        for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-          boost::system::error_code jec;
-          auto message = json::parse(std::string_view(pending).substr(0, nl), jec);
-          pending.erase(0, nl + 1);
-          const json::value* result = jec ? nullptr : path(message, {"result"});
-          if (!result) co_return watch_end::failed;  // an error object, or not JSON
-          if (auto* c = path(*result, {"canceled"}); c && c->is_bool() && c->as_bool())
-            co_return watch_end::failed;  // e.g. the start revision was compacted
-          if (auto* events = path(*result, {"events"});
-              events && events->is_array() && !events->as_array().empty())
-            co_return watch_end::changed;
+      if (!co_await open_watch(w, current_, create)) co_return watch_end::failed;
+      bool changed = false;
+      co_await read_watch(w, [&](const json::value& result) {
+        // A cancelled watch (e.g. the start revision was compacted) is a failed one.
+        if (auto* c = path(result, {"canceled"}); c && c->is_bool() && c->as_bool()) return false;
+        if (auto* events = path(result, {"events"});
+            events && events->is_array() && !events->as_array().empty()) {
+          changed = true;
+          return false;
         }
-        if (pending.size() > (1u << 20)) co_return watch_end::failed;
-      }
-      co_return watch_end::failed;  // the member ended the stream
+        return true;
+      });
+      co_return changed ? watch_end::changed : watch_end::failed;
     };
     asio::steady_timer timer(ex_, until);
     auto result = co_await (work() || timer.async_wait(use_tuple));
@@ -592,6 +656,142 @@ class etcd_backend final : public backend, public tls_reloadable {
       co_return watch_end::cancelled;
     if (result.index() == 1) co_return watch_end::timed_out;
     co_return std::get<0>(result);
+  }
+
+  // A lease watched for loss: `on_lost` is called once, when the key changes after `token`.
+  struct held_key {
+    std::uint64_t id;
+    std::string owner;
+    std::uint64_t token;
+    std::function<void(std::string_view)> on_lost;
+  };
+
+  class key_watch final : public loss_watch {
+   public:
+    key_watch(std::weak_ptr<etcd_backend> b, std::string k, std::uint64_t id)
+        : backend_(std::move(b)), key_(std::move(k)), id_(id) {}
+    ~key_watch() override {
+      if (auto b = backend_.lock()) b->unwatch(key_, id_);
+    }
+
+   private:
+    std::weak_ptr<etcd_backend> backend_;
+    std::string key_;
+    std::uint64_t id_;
+  };
+
+  void unwatch(const std::string& k, std::uint64_t id) {
+    auto [first, last] = held_.equal_range(k);
+    for (auto it = first; it != last; ++it)
+      if (it->second.id == id) {
+        held_.erase(it);
+        break;
+      }
+    // The last one gone: the stream ends, from outside whatever called this (it may be the stream's own
+    // callback), unless a lease is watched again by then.
+    if (held_.empty() && watching_)
+      asio::post(ex_, [w = weak_from_this()] {
+        if (auto b = w.lock(); b && b->held_.empty() && b->watching_)
+          b->stop_watch_->emit(asio::cancellation_type::terminal);
+      });
+  }
+
+  void start_loss_watch() {
+    watching_ = true;
+    // A signal per stream, kept alive by the stream's frame: its slot must outlive the coroutine.
+    stop_watch_ = std::make_shared<asio::cancellation_signal>();
+    asio::co_spawn(ex_, run_loss_watch(shared_from_this(), stop_watch_),
+                   asio::bind_cancellation_slot(stop_watch_->slot(), asio::detached));
+  }
+
+  // Keeps the loss watch open while leases are watched: a stream that fails or ends is opened again after
+  // a pause (100 ms, doubling to 2 s while the member does not answer), on the member calls use by then.
+  asio::awaitable<void> run_loss_watch(std::shared_ptr<etcd_backend> self,
+                                       std::shared_ptr<asio::cancellation_signal>) {
+    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+    for (int failures = 0; !held_.empty();) {
+      const bool answered = co_await watch_held_keys();
+      if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) break;
+      if (held_.empty()) break;
+      failures = answered ? 0 : std::min(failures + 1, 5);
+      asio::steady_timer pause(ex_, std::min<clock::duration>(std::chrono::milliseconds(100 << failures),
+                                                              std::chrono::seconds(2)));
+      co_await pause.async_wait(use_tuple);
+      if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) break;
+    }
+    watching_ = false;
+    if (!held_.empty()) self->start_loss_watch();  // watched again after the stop was asked
+  }
+
+  // One stream over every key under the prefix from next_rev_, on the current member, until it fails or no
+  // lease is watched any more. Returns whether the member answered (created the watch).
+  asio::awaitable<bool> watch_held_keys() {
+    watch_stream w(ex_);
+    std::string range_end = prefix_;
+    ++range_end.back();  // the prefix ends with '/' (etcd_prefix.hpp): the next byte ends its range
+    json::object create{{"create_request", json::object{{"key", encode64(prefix_)},
+                                                        {"range_end", encode64(range_end)},
+                                                        {"start_revision", std::to_string(next_rev_)},
+                                                        {"progress_notify", true}}}};
+    if (!co_await open_watch(w, current_, create)) co_return false;
+    bool created = false;
+    co_await read_watch(w, [&](const json::value& result) {
+      if (auto* c = path(result, {"canceled"}); c && c->is_bool() && c->as_bool()) {
+        // The start revision was compacted: go on from the oldest one kept. What was lost between is for the
+        // next renew to find, as without a watch.
+        std::uint64_t compacted = 0;
+        if (uint_field(result, "compact_revision", compacted)) next_rev_ = std::max(next_rev_, compacted);
+        return false;
+      }
+      if (auto* c = path(result, {"created"}); c && c->is_bool() && c->as_bool()) {
+        created = true;
+        return true;
+      }
+      const json::value* events = path(result, {"events"});
+      if (!events || !events->is_array() || events->as_array().empty()) {
+        // A progress notification: every event up to its header's revision has been sent.
+        std::uint64_t rev = 0;
+        if (const json::value* h = path(result, {"header"}); h && uint_field(*h, "revision", rev))
+          next_rev_ = std::max(next_rev_, rev + 1);
+        return true;
+      }
+      on_watch_events(events->as_array());
+      return !held_.empty();
+    });
+    co_return created;
+  }
+
+  // Declares lost every watched lease whose key one of `events` changed after its grant.
+  void on_watch_events(const json::array& events) {
+    std::vector<std::pair<std::function<void(std::string_view)>, std::string>> lost;
+    for (const auto& ev : events) {
+      const json::value* kv = path(ev, {"kv"});
+      if (!kv) continue;
+      std::uint64_t changed = 0, created = 0;
+      uint_field(*kv, "mod_revision", changed);
+      uint_field(*kv, "create_revision", created);
+      next_rev_ = std::max(next_rev_, changed + 1);
+      const bool deleted = string_field(ev, "type") == "DELETE";  // PUT, etcd's 0, is left out of the JSON
+      auto [first, last] = held_.equal_range(decode64(string_field(*kv, "key")));
+      for (auto it = first; it != last;) {
+        const held_key& h = it->second;
+        if (changed <= h.token) {  // history up to the grant itself
+          ++it;
+          continue;
+        }
+        const std::string at = " at etcd revision " + std::to_string(changed) + " (seen by the key watch)";
+        std::string why = deleted              ? "not_held: the key was deleted" + at
+                          : created != h.token ? "token_mismatch: the key was created anew" + at
+                          : split_entry(decode64(string_field(*kv, "value"))).owner != h.owner
+                              ? "owner_mismatch: another owner wrote the key" + at
+                              : "owner_mismatch: the key was written over, not by this lease," + at;
+        lost.emplace_back(std::move(it->second.on_lost), std::move(why));
+        it = held_.erase(it);
+      }
+    }
+    // After the table is settled: a callback may end other watches, or the stream.
+    for (auto& [on_lost, why] : lost)
+      on_lost(why);
   }
 
   asio::awaitable<void> revoke(std::uint64_t lease, clock::time_point deadline) {
@@ -609,66 +809,61 @@ class etcd_backend final : public backend, public tls_reloadable {
     co_return milliseconds(static_cast<std::int64_t>(ttl) * 1000);
   }
 
-  // One gateway call on a healthy endpoint: a connection failure moves on to the next member (a request that
-  // may have been applied is safe to repeat: every operation above is conditional). The first call to each
-  // member probes /version and refuses etcd older than 3.4.
+  // One gateway call on a healthy endpoint. A member that fails to connect, or does not answer within its
+  // share of the time left, is left for the next one (a request that may have been applied is safe to repeat:
+  // every operation above is conditional). Each member not yet tried gets an equal share of what is left, so
+  // one that hangs (SIGSTOP, a stalled disk, cut off from the leader) costs at most its share and the call
+  // still ends by `deadline`; the next calls start at the member that answered. The first call to each member
+  // probes /version (probe_version()).
   asio::awaitable<http_result> call(std::string_view target, const json::object& body,
                                     clock::time_point deadline) {
     http_result r;
+    const std::string text = json::serialize(body);
     for (std::size_t tried = 0; tried < endpoints_.size(); ++tried) {
-      auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
-      if (left.count() <= 0) {
-        r.ec = error::request_timeout;
-        r.diagnostic = "no answer from etcd in time";
+      const auto now = clock::now();
+      if (std::chrono::duration_cast<milliseconds>(deadline - now).count() <= 0) {
+        if (!r.ec) {
+          r.ec = error::request_timeout;
+          r.diagnostic = "no answer from etcd in time";
+        }
         co_return r;
       }
-      auto& ep = *endpoints_[current_];
-      if (!probed_[current_]) {
-        auto v = co_await ep.request("GET", "/version", {}, left);
-        if (!v.ec && v.status == 200) {
-          std::string server = string_field(v.body, "etcdserver");
-          int major = 0, minor = 0;
-          if (std::sscanf(server.c_str(), "%d.%d", &major, &minor) != 2 || major < 3 ||
-              (major == 3 && minor < 4)) {
-            r.ec = error::invalid_config;
-            r.diagnostic =
-                ep.name() + " runs etcd \"" + server + "\"; Baton needs etcd 3.4 or newer (v3 gateway /v3/)";
-            co_return r;
-          }
-          probed_[current_] = true;
-        } else if (v.ec == asio::error::operation_aborted) {
-          co_return v;
-        } else {
-          current_ = (current_ + 1) % endpoints_.size();
+      const auto share = now + (deadline - now) / static_cast<int>(endpoints_.size() - tried);
+      const auto left = [&] {
+        return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(share - clock::now()));
+      };
+      const std::size_t m = current_;
+      auto& ep = *endpoints_[m];
+      if (!probed_[m]) {
+        auto v = co_await probe_version(m, left());
+        if (v.ec == asio::error::operation_aborted || v.ec == error::invalid_config) co_return v;
+        if (v.ec) {
           r = std::move(v);
+          leave(m, r);
           continue;
         }
-        left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
       }
       // etcd's simple auth tokens belong to the member that issued them and expire when idle: each member
       // gets its own, and a request refused with "invalid auth token" authenticates again once.
       for (int attempt = 0;; ++attempt) {
-        if (!user_.empty() && !authenticated_[current_]) {
-          auto a = co_await authenticate(ep, deadline);
+        if (!user_.empty() && !authenticated_[m]) {
+          auto a = co_await authenticate(ep, left());
           if (a.ec) {
             r = std::move(a);
             break;
           }
-          authenticated_[current_] = true;
+          authenticated_[m] = true;
         }
-        left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
-        r = co_await ep.request("POST", std::string(target), json::serialize(body), left);
+        r = co_await ep.request("POST", std::string(target), text, left());
         if (r.ec || r.status != 401 || user_.empty() || attempt > 0) break;
-        authenticated_[current_] = false;
+        authenticated_[m] = false;
       }
-      if (r.ec == error::connection_failed) {
-        probed_[current_] = false;
-        authenticated_[current_] = false;
-        current_ = (current_ + 1) % endpoints_.size();
+      if (r.ec == error::connection_failed || r.ec == error::request_timeout) {
+        leave(m, r);
         continue;
       }
       if (r.ec) co_return r;
-      if (!r.ec && r.status != 200) {
+      if (r.status != 200) {
         std::string msg = string_field(r.body, "message");
         if (msg.empty()) msg = string_field(r.body, "error");
         // etcd with authentication on answers a request without credentials 400 "user name is empty".
@@ -686,10 +881,62 @@ class etcd_backend final : public backend, public tls_reloadable {
     co_return r;
   }
 
+  // Member `m` failed `r` (no connection, or no answer in time): later calls start at the next member. Only
+  // if no other call has moved on already, so that two calls failing on one member skip it once, not twice.
+  // A member that refused the connection may come back as another process: probed and authenticated again.
+  void leave(std::size_t m, http_result& r) {
+    if (r.ec == error::request_timeout) r.diagnostic = "etcd " + endpoints_[m]->name() + ": " + r.diagnostic;
+    if (r.ec == error::connection_failed) {
+      probed_[m] = false;
+      authenticated_[m] = false;
+    }
+    if (current_ == m) current_ = (m + 1) % endpoints_.size();
+  }
+
+  // GET /version on member `m`: refuses etcd older than 3.4 (error::invalid_config), and one that revokes
+  // live leases as etcd_lease_revocation_bug says (warned about once per member); any other failure is the
+  // member's, and the caller moves on.
+  asio::awaitable<http_result> probe_version(std::size_t m, milliseconds timeout) {
+    auto& ep = *endpoints_[m];
+    auto v = co_await ep.request("GET", "/version", {}, timeout, detail::answer_form::text);
+    if (v.ec) co_return v;
+    if (v.status != 200) {
+      v.ec = error::connection_failed;
+      v.diagnostic = "etcd " + ep.name() + " answered /version with HTTP " + std::to_string(v.status);
+      co_return v;
+    }
+    using verdict = detail::etcd_version_check::verdict;
+    const auto check = detail::check_etcd_version(v.text);
+    if (check.what == verdict::too_old) {
+      v.ec = error::invalid_config;
+      v.diagnostic =
+          ep.name() + " runs etcd \"" + check.version + "\"; Baton needs etcd 3.4 or newer (v3 gateway /v3/)";
+      co_return v;
+    }
+    if (check.what == verdict::revokes_live_leases) {
+      const bool refuse = revocation_bug_ == etcd_bug_policy::refuse;
+      auto message = detail::lease_revocation_message(ep.name(), check.version, refuse);
+      if (refuse) {
+        v.ec = error::invalid_config;
+        v.diagnostic = std::move(message);
+        co_return v;
+      }
+      if (!warned_[m]) {
+        warned_[m] = true;
+        // Loud: the event when someone listens, else stderr, which nobody has to set up to see.
+        if (on_event_)
+          on_event_(lease_event{lease_event::kind::server_warning, {}, 0, {}, message});
+        else
+          std::fprintf(stderr, "baton: warning: %s\n", message.c_str());
+      }
+    }
+    probed_[m] = true;
+    co_return v;
+  }
+
   // POST /v3/auth/authenticate; on success every later request to `ep` carries the token. The password
   // never appears in a diagnostic.
-  asio::awaitable<http_result> authenticate(detail::http_transport& ep, clock::time_point deadline) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
+  asio::awaitable<http_result> authenticate(detail::http_transport& ep, milliseconds left) {
     ep.set_authorization({});  // etcd checks a stale token before the password
     json::object body{{"name", user_}, {"password", password_}};
     auto a = co_await ep.request("POST", "/v3/auth/authenticate", json::serialize(body), left);
@@ -713,6 +960,15 @@ class etcd_backend final : public backend, public tls_reloadable {
   std::vector<std::unique_ptr<detail::http_transport>> endpoints_;
   std::vector<etcd_endpoint> hosts_;
   std::vector<bool> probed_;
+  std::vector<bool> warned_;  // members whose etcd revokes live leases, warned about
+  // The loss watch: every lease watched (by its etcd key), the stream's next revision, whether it runs.
+  std::unordered_multimap<std::string, held_key> held_;
+  std::uint64_t last_watch_id_ = 0;
+  std::uint64_t next_rev_ = 0;
+  bool watching_ = false;
+  std::shared_ptr<asio::cancellation_signal> stop_watch_;
+  etcd_bug_policy revocation_bug_ = etcd_bug_policy::warn;
+  std::function<void(const lease_event&)> on_event_;
   std::size_t current_ = 0;
   bool tls_ = false;
   std::shared_ptr<detail::client_tls> tls_context_;  // null for etcd://

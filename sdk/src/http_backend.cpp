@@ -250,7 +250,10 @@ class http_backend final : public backend, public tls_reloadable {
   }
 
   std::string lock_path(std::string_view key) const {
-    // The key is one path segment: encode everything but unreserved characters, '/' included.
+    // The key is one path segment: encode everything but unreserved characters, '/' included. A key that is
+    // `.` or `..` is a dot segment, which HTTP libraries and proxies on the way may remove (RFC 3986, 5.2.4):
+    // its dots are encoded too (docs/protocol.md), so `..` travels as `%2E%2E`.
+    if (key == "." || key == "..") return base_path_ + "/v1/locks/" + (key == "." ? "%2E" : "%2E%2E");
     return base_path_ + "/v1/locks/" + boost::urls::encode(key, boost::urls::unreserved_chars);
   }
 
@@ -337,6 +340,11 @@ asio::awaitable<acquire_reply> backend::acquire(std::string key, std::string own
   out.ec = error::invalid_config;
   out.diagnostic = "this backend cannot publish a value with a lease";
   co_return out;
+}
+
+std::unique_ptr<loss_watch> backend::watch_loss(const std::string&, const std::string&, std::uint64_t,
+                                                std::function<void(std::string_view)>) {
+  return nullptr;
 }
 
 asio::awaitable<std::vector<renew_reply>> backend::renew_batch(std::span<const renew_entry> entries,

@@ -64,6 +64,8 @@ class http_transport {
                                               answer_form form = answer_form::json);
   /// Sends `value` as the Authorization header of every request (empty: none).
   void set_authorization(std::string value) { authorization_ = std::move(value); }
+  /// The Authorization header requests carry (empty: none), for a stream on a connection of its own.
+  const std::string& authorization() const { return authorization_; }
   void close();
   const std::string& name() const { return host_header_; }
   /// The TLS settings of this transport's connections; null without TLS.

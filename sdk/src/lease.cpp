@@ -255,6 +255,8 @@ lease_core::lease_core(std::shared_ptr<client_shared> c, std::string k, std::str
 void lease_core::publish() {
   deadline_ticks.store(fsm.deadline().time_since_epoch().count(), std::memory_order_release);
   auto s = fsm.state();
+  // Not active any more: nothing left to watch, and a release must not read as a loss.
+  if (s != lease_state::active) watch.reset();
   auto previous = state.exchange(s, std::memory_order_acq_rel);
   if (s == lease_state::active || previous == s) return;
   if (s == lease_state::lost) {
@@ -269,6 +271,15 @@ void lease_core::publish() {
 }
 
 void lease_core::start() {
+  // A loss the server shows (the etcd backend's watch: the key deleted or written over) ends the lease at
+  // once rather than at the next renew.
+  watch = client->backend->watch_loss(key, owner, token, [weak = weak_from_this()](std::string_view reason) {
+    auto self = weak.lock();
+    if (!self) return;
+    self->fsm.on_lost("server shows the lease is gone: " + std::string(reason));
+    self->publish();
+    self->stop();
+  });
   renewal_running = true;
   ++client->renewing;
   asio::co_spawn(client->ex, run_renewal(shared_from_this()),

@@ -137,6 +137,7 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   boost::asio::cancellation_signal stop_renewal;
   bool renewal_running = false;
   std::shared_ptr<release_op> release;
+  std::unique_ptr<baton::loss_watch> watch;  // the backend's watch on the key while active (null: none)
 
   // Any thread.
   std::atomic<lease_state> state{lease_state::active};
@@ -146,7 +147,7 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
 
   /// Copies the state machine's verdict to the thread-safe fields; wakes state waiters once not active.
   void publish();
-  /// Starts the renewal task.
+  /// Starts the renewal task, and the backend's loss watch (backend::watch_loss()).
   void start();
   /// Stops renewal (release or abandonment). Executor only.
   void stop();

@@ -66,7 +66,7 @@ std::string base64(const std::string& s) {
 // The key's create_revision as etcd itself reports it (0 when absent), read from any member that answers.
 std::uint64_t stored_token(const etcd_cluster& cluster, const std::string& key) {
   for (std::size_t i = 0; i < cluster.size(); ++i) {
-    if (!cluster.running(i)) continue;
+    if (!cluster.running(i) || cluster.paused(i)) continue;
     try {
       auto r = http_client(cluster.client_port(i), 5s)
                    .post("/v3/kv/range", R"({"key":")" + base64("baton/locks/" + key) + R"("})");
@@ -316,6 +316,28 @@ BOOST_AUTO_TEST_CASE(an_owner_that_vanishes_is_replaced_after_expiry_with_a_larg
   }());
 }
 
+BOOST_AUTO_TEST_CASE(clients_spelling_the_prefix_with_and_without_its_slash_exclude_each_other) {
+  auto& cluster = shared_cluster();
+  asio::io_context ioc;
+  // Before, `/baton/locks` stored the key as `baton/locksspelled`, beside the others' `baton/locks/spelled`.
+  client bare(ioc.get_executor(), config(cluster.url() + "/baton/locks"));
+  client slashed(ioc.get_executor(), config(cluster.url() + "/baton/locks/"));
+  client by_default(ioc.get_executor(), config(cluster.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto held = co_await bare.acquire("spelled", lease_opts(30000ms));
+    BOOST_TEST(stored_token(cluster, "spelled") == held.token());
+    for (client* other : {&slashed, &by_default}) {
+      auto r = co_await other->try_acquire("spelled", lease_opts(30000ms));
+      BOOST_TEST(!r.acquired.has_value());
+      BOOST_TEST(r.holder.token == held.token());
+    }
+    BOOST_TEST((co_await held.release() == release_outcome::released));
+    auto next = co_await by_default.acquire("spelled", lease_opts(30000ms));
+    BOOST_TEST(!(co_await bare.try_acquire("spelled", lease_opts(30000ms))).acquired.has_value());
+    co_await next.release();
+  }());
+}
+
 // ---- Member failures
 
 // The leader is killed, then restarted while the clients go on: it rejoins as a follower.
@@ -423,6 +445,43 @@ BOOST_AUTO_TEST_CASE(killing_the_etcd_leader_mid_run_never_gives_two_holders_and
   for (std::size_t i = 1; i < grants.size(); ++i)
     BOOST_TEST(grants[i] > grants[i - 1], "grant " << i);
   BOOST_TEST(released + lost_cleanly >= 3);
+}
+
+// A member that hangs (SIGSTOP: it accepts connections and answers nothing) while the other two keep the
+// quorum. Before, a renew that timed out stayed on that member, so every retry until the local deadline hung
+// there too and the holder lost its lease; now each member gets a share of the request's budget and the
+// renew moves on to the next.
+BOOST_AUTO_TEST_CASE(a_paused_etcd_member_does_not_cost_the_holder_its_lease) {
+  etcd_cluster cluster;
+  const std::size_t paused = (cluster.leader() + 1) % cluster.size();  // a follower: the quorum stays
+  // The paused member first in the URL: it is the one the client talks to.
+  std::string url = "etcd://127.0.0.1:" + std::to_string(cluster.client_port(paused));
+  for (std::size_t i = 0; i < cluster.size(); ++i)
+    if (i != paused) url += ",127.0.0.1:" + std::to_string(cluster.client_port(i));
+  asio::io_context ioc;
+  auto cfg = config(url);  // request_timeout 2 s: about 667 ms per member
+  std::vector<std::string> retries;
+  cfg.on_event = [&](const lease_event& e) {
+    if (e.what == lease_event::kind::renew_retry) retries.emplace_back(e.reason);
+  };
+  client holder(ioc.get_executor(), cfg);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    // TTL 4 s, renewed every 1 s; the local deadline is 3.6 s after each renew was sent.
+    auto l = co_await holder.acquire("paused-member", lease_opts(4000ms, 1000ms));
+    const auto renews_before = holder.stats().renews;
+    cluster.pause(paused);
+    co_await sleep_for(12000ms);  // three TTLs: only renewals through the other members hold it
+    const auto renews = holder.stats().renews - renews_before;
+    BOOST_TEST_MESSAGE("12 s with the client's member paused: " << renews << " renews, " << retries.size()
+                                                                << " retried");
+    BOOST_TEST(l.active(), l.loss_reason());
+    BOOST_TEST(renews >= 5u);  // about 11: one a second, each at most one member share late
+    // A renew that moved on counts from when it was first sent: the deadline is never later than that.
+    BOOST_TEST((l.deadline() <= lease_clock::now() + 3600ms));
+    BOOST_TEST(stored_token(cluster, "paused-member") == l.token());
+    cluster.resume(paused);
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+  }());
 }
 
 BOOST_AUTO_TEST_CASE(restarting_the_whole_etcd_cluster_never_makes_tokens_go_back) {

@@ -30,7 +30,8 @@ std::uint64_t as_uint(const boost::json::value* v) {
 
 }  // namespace
 
-etcd_cluster::etcd_cluster(std::size_t members, std::chrono::seconds bound, std::vector<std::string> extra_args)
+etcd_cluster::etcd_cluster(std::size_t members, std::chrono::seconds bound,
+                           std::vector<std::string> extra_args)
     : extra_args_(std::move(extra_args)) {
   members_.resize(members);
   for (std::size_t i = 0; i < members; ++i) {
@@ -76,18 +77,45 @@ void etcd_cluster::start(std::size_t i) {
   const std::string c = "http://127.0.0.1:" + std::to_string(m.client_port);
   const std::string p = "http://127.0.0.1:" + std::to_string(m.peer_port);
   // On a restart etcd ignores the --initial-* flags and rejoins from its data directory.
-  std::vector<std::string> argv{"/usr/bin/etcd", "--name", m.name, "--data-dir",
-                                (dir_.path() / m.name).string(), "--listen-client-urls", c,
-                                "--advertise-client-urls", c, "--listen-peer-urls", p,
-                                "--initial-advertise-peer-urls", p, "--initial-cluster", initial_cluster_,
-                                "--initial-cluster-token", "baton-test", "--initial-cluster-state", "new"};
+  std::vector<std::string> argv{"/usr/bin/etcd",
+                                "--name",
+                                m.name,
+                                "--data-dir",
+                                (dir_.path() / m.name).string(),
+                                "--listen-client-urls",
+                                c,
+                                "--advertise-client-urls",
+                                c,
+                                "--listen-peer-urls",
+                                p,
+                                "--initial-advertise-peer-urls",
+                                p,
+                                "--initial-cluster",
+                                initial_cluster_,
+                                "--initial-cluster-token",
+                                "baton-test",
+                                "--initial-cluster-state",
+                                "new"};
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   m.proc = std::make_unique<child_process>(argv, log_path(i).string());
+}
+
+void etcd_cluster::pause(std::size_t i) {
+  if (!running(i) || members_[i].paused) return;
+  members_[i].proc->signal(SIGSTOP);
+  members_[i].paused = true;
+}
+
+void etcd_cluster::resume(std::size_t i) {
+  if (!members_[i].paused) return;
+  members_[i].proc->signal(SIGCONT);
+  members_[i].paused = false;
 }
 
 void etcd_cluster::stop(std::size_t i) {
   auto& m = members_[i];
   if (!running(i)) return;
+  resume(i);  // a stopped process would not act on SIGTERM
   m.proc->signal(SIGTERM);
   if (m.proc->wait(std::chrono::seconds(30)) == -1) kill(i);
 }
@@ -95,8 +123,9 @@ void etcd_cluster::stop(std::size_t i) {
 void etcd_cluster::kill(std::size_t i) {
   auto& m = members_[i];
   if (!running(i)) return;
-  m.proc->signal(SIGKILL);
+  m.proc->signal(SIGKILL);  // ends a paused member too
   m.proc->wait(std::chrono::seconds(30));
+  m.paused = false;
 }
 
 void etcd_cluster::stop_all() {
@@ -112,7 +141,7 @@ void etcd_cluster::start_all(std::chrono::seconds bound) {
 
 std::optional<etcd_member_status> etcd_cluster::status(std::size_t i,
                                                        std::chrono::milliseconds timeout) const {
-  if (!running(i)) return std::nullopt;
+  if (!running(i) || members_[i].paused) return std::nullopt;
   try {
     auto r = http_client(members_[i].client_port, timeout).post("/v3/maintenance/status", "{}");
     if (r.status != 200 || !r.json.is_object()) return std::nullopt;
@@ -136,7 +165,7 @@ std::size_t etcd_cluster::leader(std::chrono::seconds bound) const {
     bool agreed = true, any = false;
     std::uint64_t leader_id = 0;
     for (std::size_t i = 0; i < members_.size() && agreed; ++i) {
-      if (!running(i)) continue;
+      if (!running(i) || members_[i].paused) continue;
       // A generous per-member bound: a member busy syncing its log under load (a slow CI disk, sanitizer
       // builds of the clients) may answer late without anything being wrong with the cluster.
       auto s = status(i, std::chrono::seconds(5));

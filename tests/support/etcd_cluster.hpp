@@ -61,6 +61,14 @@ class etcd_cluster {
   void kill(std::size_t i);
   /// Starts a stopped member again on its ports and data directory; does not wait for the cluster.
   void start(std::size_t i);
+  /// SIGSTOP: the member hangs with its sockets open (connections are accepted by the kernel, nothing is
+  /// answered) while the others go on. A paused member counts as not running for status() and leader().
+  void pause(std::size_t i);
+  /// SIGCONT after pause().
+  void resume(std::size_t i);
+  bool paused(std::size_t i) const { return members_[i].paused; }
+  /// The member's process id (for a fault injector that attaches to it, such as strace); -1 when stopped.
+  int pid(std::size_t i) const { return running(i) ? members_[i].proc->pid() : -1; }
   void stop_all();
   /// Starts every stopped member and waits until the cluster is healthy again.
   void start_all(std::chrono::seconds bound = std::chrono::seconds(30));
@@ -70,6 +78,7 @@ class etcd_cluster {
     std::string name;
     unsigned short client_port = 0;
     unsigned short peer_port = 0;
+    bool paused = false;
     std::unique_ptr<child_process> proc;
   };
   temp_dir dir_;

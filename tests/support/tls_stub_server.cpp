@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tls_stub_server.hpp"
 
+#include "serve_http.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -78,11 +80,8 @@ void tls_stub_server::accept(tcp::acceptor& acceptor) {
                   std::lock_guard lock(mutex_);
                   ++handshakes_;
                 }
-                boost::beast::flat_buffer buffer;
-                for (;;) {
-                  http::request<http::string_body> req;
-                  auto [rec, n] = co_await http::async_read(stream, buffer, req, use_tuple);
-                  if (rec) co_return;
+                // Named: GCC 12 may destroy a class-type temporary of a co_await expression twice.
+                auto answer = [this](const http::request<http::string_body>& req) {
                   {
                     std::ostringstream text;
                     text << req;
@@ -90,7 +89,6 @@ void tls_stub_server::accept(tcp::acceptor& acceptor) {
                     received_ += text.str();
                   }
                   http::response<http::string_body> res;
-                  res.version(11);
                   res.set(http::field::content_type, "application/json");
                   if (req.method() == http::verb::get && req.target() == "/version") {
                     res.result(http::status::ok);
@@ -99,11 +97,9 @@ void tls_stub_server::accept(tcp::acceptor& acceptor) {
                     res.result(http::status::internal_server_error);
                     res.body() = R"({"error":"stub","message":"a test stub answers nothing else"})";
                   }
-                  res.keep_alive(req.keep_alive());
-                  res.prepare_payload();
-                  auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
-                  if (wec || !req.keep_alive()) co_return;
-                }
+                  return res;
+                };
+                co_await serve_http(stream, answer);
               },
               asio::detached);
         }

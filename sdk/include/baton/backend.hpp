@@ -10,10 +10,12 @@
 #include <boost/system/error_code.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace baton {
@@ -77,6 +79,13 @@ struct wait_for_change {
   milliseconds wait{30'000};
 };
 
+/// A lease watched for loss (backend::watch_loss()): destroying it ends the watch, and its callback is not
+/// called after that. Destroy it on the backend's executor.
+class loss_watch {
+ public:
+  virtual ~loss_watch() = default;
+};
+
 /// One lock server connection (pool). Each call is one request, bounded by `timeout`, without retries: the
 /// caller decides what to retry. Timeouts report error::request_timeout. Every call supports terminal
 /// cancellation (the request is abandoned and its connection closed). Calls must be made from the
@@ -112,7 +121,19 @@ class backend {
   /// Reads the holder; with `wait`, long-polls (the timeout should cover the wait).
   virtual boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                                 milliseconds timeout) = 0;
-  /// Closes idle connections. Requests in flight finish normally.
+  /// Asks to be told as soon as the server shows that `owner` no longer holds `key` under `token` through a
+  /// change this client did not make (the key deleted, written over, or created anew), instead of at the next
+  /// renew. `on_lost(reason)` is called at most once, on the backend's executor, with a renew's lost_reason
+  /// first (`not_held`, `owner_mismatch`, `token_mismatch`), then what was seen. The lease code watches each
+  /// lease while it is active and ends the watch before it releases the lease. Returns null when the backend
+  /// does not watch: the default, and the HTTP backend (batond ends a lease only at its TTL or by a request
+  /// naming its owner and token); the next renew then finds a loss, as it always does. The etcd backend
+  /// watches every lease of a client through one watch stream (etcd:// only; null over etcds://).
+  virtual std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
+                                                 std::uint64_t token,
+                                                 std::function<void(std::string_view reason)> on_lost);
+  /// Closes idle connections (and the etcd backend's loss watch, which opens again while leases are watched).
+  /// Requests in flight finish normally.
   virtual void close() = 0;
 };
 

@@ -32,8 +32,20 @@ struct lease_event {
   /// acquire_retry: an acquire try or its long-poll failed without an answer and will be retried.
   /// acquire_abandoned: a cancelled (or shut down) acquire's request was granted, or may have been, after its
   /// caller gave up; the grant was released (token: the one released, 0 if none was found).
-  enum class kind { acquired, acquire_refused, acquire_retry, acquire_abandoned, renewed, renew_retry, lost,
-                    released };
+  /// server_warning: the lock server has a known defect that can cost a holder its lock (an etcd that revokes
+  /// live leases: client_config::etcd_lease_revocation_bug); `reason` says which and what to do, `key` is
+  /// empty and `token` 0. Once per server member and client.
+  enum class kind {
+    acquired,
+    acquire_refused,
+    acquire_retry,
+    acquire_abandoned,
+    renewed,
+    renew_retry,
+    lost,
+    released,
+    server_warning
+  };
   kind what;
   std::string_view key;
   std::uint64_t token = 0;
@@ -55,6 +67,18 @@ struct tls_config {
   std::string key_file;
 
   bool empty() const { return ca_file.empty() && cert_file.empty() && key_file.empty(); }
+};
+
+/// What an etcd:// or etcds:// client does with a member whose etcd can revoke live leases
+/// (client_config::etcd_lease_revocation_bug).
+enum class etcd_bug_policy {
+  /// Go on, and say so once per member: a lease_event of kind server_warning to on_event, or, when no
+  /// on_event
+  /// is set, one line on stderr (`baton: warning: ...`).
+  warn,
+  /// Refuse the member, as one older than etcd 3.4: every request that reaches it fails with
+  /// error::invalid_config, naming the member and its version.
+  refuse,
 };
 
 struct client_config {
@@ -91,6 +115,14 @@ struct client_config {
   /// URL without a user, or with a URL that also holds a password is error::invalid_config, as is a file
   /// that cannot be read or is empty.
   std::string etcd_password_file;
+  /// etcd:// and etcds:// only (other backends ignore it): what to do with a member running an etcd whose
+  /// leader can revoke live leases after its disk stalls for longer than a TTL (etcd 3.4 before 3.4.31 and
+  /// 3.5 before 3.5.13, etcd issues 12528 and 15247; Debian 12 ships 3.4.23). The first request to each
+  /// member reads its version (GET /version). Default warn: refusing would stop every client of Debian 12's
+  /// etcd, and with either setting the SDK watches its keys over etcd://, so such a revocation is a loss
+  /// within milliseconds (docs/sdk.md, etcd). refuse: no lease from such a member. Read when the client is
+  /// made.
+  etcd_bug_policy etcd_lease_revocation_bug = etcd_bug_policy::warn;
   /// Called on the client's executor for every lease event; must not block. Optional.
   std::function<void(const lease_event&)> on_event;
 
@@ -114,7 +146,8 @@ struct lease_options {
   /// (batond, etcd); another backend refuses a non-empty one with error::invalid_config.
   std::string value{};
   /// The local deadline is (time the acquire/renew was sent) + ttl - safety_margin. It covers clock-rate
-  /// drift between client and server and the time guarded work needs to stop. 0 means ttl / 10 (at least 1 ms).
+  /// drift between client and server and the time guarded work needs to stop. 0 means ttl / 10 (at least 1
+  /// ms).
   milliseconds safety_margin{0};
 
   milliseconds effective_renew_every() const { return renew_every.count() > 0 ? renew_every : ttl / 3; }

@@ -116,6 +116,8 @@ class scripted_backend final : public backend {
 
   asio::awaitable<release_reply> release(std::string, std::string, std::uint64_t, milliseconds) override {
     ++release_calls;
+    for (auto& w : watches)
+      if (!w->ended) watch_open_at_release = true;
     mode m = next(release_script, mode::ok);
     release_reply r;
     if (m == mode::fail) r.ec = error::connection_failed;
@@ -132,6 +134,28 @@ class scripted_backend final : public backend {
     co_return r;
   }
   void close() override {}
+
+  // A watch per lease, as the etcd backend keeps one: the test calls `on_lost` as a watch event would.
+  struct watched {
+    std::string key;
+    std::uint64_t token = 0;
+    std::function<void(std::string_view)> on_lost;
+    bool ended = false;  // the lease code destroyed its handle
+  };
+  std::vector<std::shared_ptr<watched>> watches;
+  bool watch_open_at_release = false;  // whether a watch was still open when a release was sent
+  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string&, std::uint64_t token,
+                                         std::function<void(std::string_view)> on_lost) override {
+    struct handle final : loss_watch {
+      std::shared_ptr<watched> w;
+      ~handle() override { w->ended = true; }
+    };
+    auto w = std::make_shared<watched>(watched{key, token, std::move(on_lost)});
+    watches.push_back(w);
+    auto h = std::make_unique<handle>();
+    h->w = w;
+    return h;
+  }
 
  private:
   asio::any_io_executor ex_;
@@ -178,6 +202,48 @@ BOOST_FIXTURE_TEST_CASE(guarded_work_is_cancelled_when_a_renew_is_refused, fixtu
     // Lost on the 409, long before the 27 s deadline.
     BOOST_TEST((*cancelled_at < l.deadline()));
     BOOST_TEST(c.stats().losses == 1u);
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_loss_the_backends_watch_reports_ends_the_lease_at_once, fixture) {
+  std::optional<clock_type::time_point> cancelled_at;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", lease_opts(30'000ms, 10'000ms));
+    BOOST_REQUIRE(b->watches.size() == 1u);
+    BOOST_TEST(b->watches[0]->key == "k");
+    BOOST_TEST(b->watches[0]->token == l.token());
+    const auto renews = b->renew_calls;
+    // The key deleted behind the holder's back 100 ms into guarded work: lost then, not at the next renew.
+    asio::steady_timer event(ioc, 100ms);
+    event.async_wait(
+        [&](boost::system::error_code) { b->watches[0]->on_lost("not_held: the key was deleted"); });
+    try {
+      co_await with_lease(l, long_work(cancelled_at));
+      BOOST_FAIL("expected lease_lost");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::lease_lost));
+    }
+    BOOST_TEST((l.state() == lease_state::lost));
+    BOOST_TEST(l.loss_reason().find("not_held: the key was deleted") != std::string::npos, l.loss_reason());
+    BOOST_TEST(cancelled_at.has_value());
+    BOOST_TEST(b->watches[0]->ended);  // the watch ends with the lease
+    BOOST_TEST(c.stats().losses == 1u);
+    co_await baton::test::sleep_for(50ms);
+    BOOST_TEST(b->renew_calls == renews);  // and so does its renewal
+  }());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_release_ends_the_leases_watch_before_it_is_sent_and_is_no_loss, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("k", lease_opts(30'000ms, 10'000ms));
+    BOOST_REQUIRE(b->watches.size() == 1u);
+    BOOST_TEST(!b->watches[0]->ended);
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST(b->release_calls == 1);
+    BOOST_TEST(!b->watch_open_at_release);  // the delete of the release could not read as a loss
+    BOOST_TEST(b->watches[0]->ended);
+    BOOST_TEST((l.state() == lease_state::released));
+    BOOST_TEST(c.stats().losses == 0u);
   }());
 }
 

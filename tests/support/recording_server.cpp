@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "recording_server.hpp"
+
+#include "serve_http.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+namespace baton::test {
+namespace {
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+}  // namespace
+
+recording_server::recording_server(int status, std::string body)
+    : acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+      status_(status),
+      body_(std::move(body)) {
+  port_ = acceptor_.local_endpoint().port();
+  asio::co_spawn(
+      ioc_,
+      [this]() -> asio::awaitable<void> {
+        for (;;) {
+          auto [ec, socket] = co_await acceptor_.async_accept(use_tuple);
+          if (ec) co_return;
+          asio::co_spawn(
+              ioc_,
+              [this, s = std::move(socket)]() mutable -> asio::awaitable<void> {
+                // Named: GCC 12 may destroy a class-type temporary of a co_await expression twice.
+                auto answer = [this](const http::request<http::string_body>& req) {
+                  {
+                    std::lock_guard lock(mutex_);
+                    requests_.push_back(std::string(req.method_string()) + " " + std::string(req.target()));
+                  }
+                  http::response<http::string_body> res{static_cast<http::status>(status_), 11};
+                  res.set(http::field::content_type, "application/json");
+                  res.body() = body_;
+                  return res;
+                };
+                co_await serve_http(s, answer);
+              },
+              asio::detached);
+        }
+      },
+      asio::detached);
+  thread_ = std::thread([this] { ioc_.run(); });
+}
+
+recording_server::~recording_server() {
+  ioc_.stop();
+  thread_.join();
+}
+
+std::vector<std::string> recording_server::requests() const {
+  std::lock_guard lock(mutex_);
+  return requests_;
+}
+
+}  // namespace baton::test
