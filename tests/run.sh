@@ -35,8 +35,7 @@ cmake --build --preset asan
 # (test_debs, test_spdx_headers) look at files, not at code paths; the installed variant of the SDK is not
 # built under the sanitizers (CMakeLists.txt), so test_package, which installs it, exists in the dev suite
 # only. test_conformance, test_etcd_cluster, test_etcd_disk_stall and test_agent (three agents failing over)
-# spend their time
-# waiting out real TTLs and elections; the code they drive runs under the sanitizers in test_batond,
+# spend their time waiting out real TTLs and elections; the code they drive runs under the sanitizers in test_batond,
 # test_sdk_lease, test_etcd_backend, test_agent_jobs, test_agent_failures, test_agent_cli and the chaos run.
 asan_skip='^(test_deploy_files|test_debs|test_spdx_headers|test_conformance|test_etcd_cluster|test_etcd_disk_stall|test_agent|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd|sim_finds_.*|sim_margin_.*)$'
 ctest --preset asan -L unit -j2 -E "$asan_skip"
