@@ -350,6 +350,9 @@ void replay_record(lock_table& table, const wal_record& r, time_point now) {
     case record_type::snapshot_end:
     case record_type::batch:  // a frame: its records are replayed one by one
       break;
+    case record_type::token_floor:
+      table.observe_token(r.token);
+      break;
   }
 }
 
@@ -436,7 +439,7 @@ recovery_stats journal::open(lock_table& table, time_point now) {
   for (const auto& p : covered)
     fs::remove(p, ec);  // a crash between snapshot install and their removal
 
-  bool last_framed = false;
+  bool last_framed = false, floor_raised = false;
   for (std::size_t i = 0; i < logs.size(); ++i) {
     const auto& path = logs[i].second;
     std::string data = read_file(path);
@@ -457,6 +460,7 @@ recovery_stats journal::open(lock_table& table, time_point now) {
       // Damage to the last batch reads the same as a torn write, so the cut part may have been an
       // acknowledged batch that the disk lost: no token it could have held is issued again.
       table.observe_token(table.last_token() + grants_bound(stats.torn_bytes));
+      floor_raised = true;
       log::warn("wal_torn_tail", {{"file", path.string()}, {"offset", valid}, {"bytes", stats.torn_bytes}});
       if (::truncate(path.c_str(), static_cast<off_t>(valid)) != 0) fail("truncate " + path.string(), errno);
     }
@@ -473,13 +477,16 @@ recovery_stats journal::open(lock_table& table, time_point now) {
   auto path = wal_path(generation_);
   wal_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (wal_fd_ < 0) fail("open " + path.string(), errno);
-  // A log that holds no frame yet (new, or written before frames) gets an empty one first, so that a batch
-  // torn by a power cut is always read as a framed one.
-  if (!last_framed) {
-    std::string marker(batch_frame_size, '\0');
-    encode_batch_frame({}, 0, marker.data());
-    if (int err = write_log(marker)) fail("write " + path.string(), err);
-    file_size_ += marker.size();
+  // A log that holds no frame yet (new, or written before frames) gets one first, so that a batch torn by
+  // a power cut is always read as a framed one: an empty one, or the batch of the token floor. The floor
+  // a cut tail raised is logged before any answer, or a second restart before the next grant would go back
+  // to the counter the cut left and could issue a token the lost bytes held.
+  if (!last_framed || floor_raised) {
+    std::string head(batch_frame_size, '\0');
+    if (floor_raised) encode_record(record_type::token_floor, table.last_token(), 0, {}, {}, head);
+    encode_batch_frame(std::string_view(head).substr(batch_frame_size), floor_raised ? 1 : 0, head.data());
+    if (int err = write_log(head)) fail("write " + path.string(), err);
+    file_size_ += head.size();
   }
   // Everything replayed becomes durable before the first answer that depends on it: the last log's bytes
   // (a batch written before a failed fdatasync is still in the page cache, and was just replayed), the

@@ -32,7 +32,8 @@ std::uint64_t get_u64(const char* p) {
 bool known_type(std::uint8_t t) {
   return (t >= static_cast<std::uint8_t>(record_type::acquire) &&
           t <= static_cast<std::uint8_t>(record_type::snapshot_end)) ||
-         t == static_cast<std::uint8_t>(record_type::batch);
+         t == static_cast<std::uint8_t>(record_type::batch) ||
+         t == static_cast<std::uint8_t>(record_type::token_floor);
 }
 
 using crc32c_state = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;

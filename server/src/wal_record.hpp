@@ -53,6 +53,7 @@ enum class record_type : std::uint8_t {
   snapshot_header = 5,  // snapshot files only: token = last issued token, ttl_ms = generation
   snapshot_end = 6,     // snapshot files only: token = number of entries
   batch = 8,            // logs only: the frame of a group-commit batch (above)
+  token_floor = 9,      // logs only: token = a floor the counter passed at recovery (no grant above it)
 };
 
 /// The type byte on disk of an acquire record with a value (see above). Never a wal_record::type: such a

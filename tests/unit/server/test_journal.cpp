@@ -153,8 +153,9 @@ BOOST_AUTO_TEST_CASE(torn_last_record_is_cut_off_and_the_counter_recovers_from_t
     BOOST_TEST(stats.torn_bytes == partial.size() / 2);
     // The counter passes any token the cut bytes could have held (a damaged last batch reads as torn).
     BOOST_TEST(stats.last_token > 2u);
-    // The tail is cut, and an empty frame follows the old log's records: batches are framed from there on.
-    BOOST_TEST(fs::file_size(wal_file(dir.path())) == good_size + batch_frame_size);
+    // The tail is cut, and a batch of one record follows the old log's records: the token floor, logged
+    // (batches are framed from there on).
+    BOOST_TEST(fs::file_size(wal_file(dir.path())) > good_size + batch_frame_size);
     // New appends after recovery land after the last good record and are readable next time.
     j.start();
     d_token = table.last_token() + 1;
@@ -164,7 +165,7 @@ BOOST_AUTO_TEST_CASE(torn_last_record_is_cut_off_and_the_counter_recovers_from_t
   lock_table table;
   journal j(journal_options{dir.path()});
   auto stats = j.open(table, t0);
-  BOOST_TEST(stats.records == 3u);
+  BOOST_TEST(stats.records == 4u);  // a, b, the token floor the cut logged, d
   BOOST_TEST(stats.torn_bytes == 0u);
   BOOST_TEST(stats.last_token == d_token);
   BOOST_TEST(table.get("d", t0).has_value());
@@ -231,7 +232,7 @@ BOOST_AUTO_TEST_CASE(a_damaged_last_record_is_a_torn_tail_and_is_cut) {
   BOOST_TEST(stats.records == 4u);
   BOOST_TEST(stats.torn_bytes > 0u);
   BOOST_TEST(stats.last_token > 5u);  // past token 5, which the damaged record held
-  BOOST_TEST(fs::file_size(wal_file(dir.path())) == offsets[4] + batch_frame_size);
+  BOOST_TEST(fs::file_size(wal_file(dir.path())) > offsets[4] + batch_frame_size);  // the floor, logged
 }
 
 namespace {
@@ -280,15 +281,30 @@ BOOST_AUTO_TEST_CASE(a_lost_sector_inside_the_last_batch_is_a_torn_tail) {
   BOOST_REQUIRE(size - starts[3] > 4 * 512u);
   zero_bytes(wal_file(dir.path()), starts[3] + 512, 512);  // the batch's second sector
   lock_table table;
-  journal j(journal_options{dir.path()});
+  auto j = std::make_unique<journal>(journal_options{dir.path()});
   recovery_stats stats;
-  BOOST_REQUIRE_NO_THROW(stats = j.open(table, t0));
+  BOOST_REQUIRE_NO_THROW(stats = j->open(table, t0));
   BOOST_TEST(stats.records == 6u);  // the three small batches
   BOOST_TEST(stats.torn_bytes == size - starts[3]);
   BOOST_TEST(stats.last_token >= last_small + 40);  // no token of the cut batch comes back
   BOOST_TEST(table.get("small-201", t0).has_value());
   BOOST_TEST(!table.get(std::string(150, 'q') + "339", t0).has_value());
-  BOOST_TEST(fs::file_size(wal_file(dir.path())) == starts[3]);
+  // The cut batch is gone; in its place one batch holds the raised floor, before any answer.
+  const auto after = contents(wal_file(dir.path()));
+  std::size_t used = 0;
+  auto frame = decode_record(std::string_view(after).substr(starts[3]), used);
+  BOOST_TEST_REQUIRE(frame.has_value());
+  BOOST_TEST((frame->type == record_type::batch));
+  BOOST_TEST(starts[3] + used + frame->token == after.size());
+  auto floor = decode_record(std::string_view(after).substr(starts[3] + used), used);
+  BOOST_TEST_REQUIRE(floor.has_value());
+  BOOST_TEST((floor->type == record_type::token_floor));
+  BOOST_TEST(floor->token == stats.last_token);
+  j.reset();
+  // A second restart, with no grant in between, keeps the floor: the lost batch's tokens stay unissued.
+  lock_table again;
+  journal k(journal_options{dir.path()});
+  BOOST_TEST(k.open(again, t0).last_token == stats.last_token);
 }
 
 // The same lost sector in an acknowledged batch, one with a whole batch after it, is damage: recovery
