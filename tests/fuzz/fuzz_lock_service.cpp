@@ -472,7 +472,8 @@ class harness {
     // reads the same, docs/design.md): at most one per 33 bytes cut. Beyond that, no token that was never
     // issued is adopted (the torn record's own, far above, is not).
     const auto torn_grants = (srv_->recovered.torn_bytes + 32) / 33;
-    floor_max_ = std::max(floor_max_, issued_max_token_ + torn_grants);  // logged: later starts keep it
+    // Raised from the counter as recovered, which may already hold an earlier floor: floors stack.
+    floor_max_ = std::max(issued_max_token_, floor_max_) + torn_grants;  // logged: later starts keep it
     require(last <= std::max(issued_max_token_, floor_max_), "recovery adopts no token that was never issued");
     if (disk_running) disk_catches_up();
     check_table();
