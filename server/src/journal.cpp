@@ -237,6 +237,15 @@ std::optional<std::size_t> next_acknowledged(std::string_view data, std::size_t 
   return std::nullopt;
 }
 
+// A batch written outside group commit: its frame, then `records` (encoded, `count` of them; none: the empty
+// frame that starts a log's framed part).
+std::string framed_batch(std::string_view records = {}, std::size_t count = 0) {
+  std::string batch(batch_frame_size, '\0');
+  batch.append(records);
+  encode_batch_frame(records, count, batch.data());
+  return batch;
+}
+
 // The most grants a stretch of `bytes` lost bytes can have held: each took a record of at least
 // min_record_bytes.
 std::uint64_t grants_bound(std::uint64_t bytes) {
@@ -482,9 +491,9 @@ recovery_stats journal::open(lock_table& table, time_point now) {
   // a cut tail raised is logged before any answer, or a second restart before the next grant would go back
   // to the counter the cut left and could issue a token the lost bytes held.
   if (!last_framed || floor_raised) {
-    std::string head(batch_frame_size, '\0');
-    if (floor_raised) encode_record(record_type::token_floor, table.last_token(), 0, {}, {}, head);
-    encode_batch_frame(std::string_view(head).substr(batch_frame_size), floor_raised ? 1 : 0, head.data());
+    std::string floor;
+    if (floor_raised) encode_record(record_type::token_floor, table.last_token(), 0, {}, {}, floor);
+    const std::string head = framed_batch(floor, floor_raised ? 1 : 0);
     if (int err = write_log(head)) fail("write " + path.string(), err);
     file_size_ += head.size();
   }
@@ -729,8 +738,7 @@ bool journal::cut() {
   }
   // The new log starts with an empty frame, durable before any batch follows it, so that its first batch
   // torn by a power cut reads as a framed one.
-  std::string marker(batch_frame_size, '\0');
-  encode_batch_frame({}, 0, marker.data());
+  const std::string marker = framed_batch();
   int err = 0;
   if (!write_all(fd, marker.data(), marker.size(), err) || ::fdatasync(fd) != 0) {
     if (err == 0) err = errno;
