@@ -1,45 +1,52 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The test command, and all that CI checks (.ci/run calls it). Installs what is missing, then:
-#  1. builds the `dev` preset (Debug) and runs every test with CTest;
-#  2. builds the `asan` preset (AddressSanitizer + UndefinedBehaviorSanitizer) and runs every test again;
+#  1. builds the `dev` preset (Debug) and runs there the tests listed in $debug_only below;
+#  2. builds the `asan` preset (AddressSanitizer + UndefinedBehaviorSanitizer) and runs every other test there;
 #  3. builds the libFuzzer targets (`fuzz` preset, clang) and runs each for a short time from its seed corpus
 #     (tests/fuzz/run.sh; BATON_FUZZ_SECONDS per target, default 12).
-# Exits non-zero on any failure. `bash tests/run.sh --quick` stops after step 1.
+# Each test runs once: the sanitizer build runs the same code and checks more, so running a test in both builds
+# would only spend CI's time budget twice. Exits non-zero on any failure. `bash tests/run.sh --quick` runs the
+# whole suite in the Debug build only and stops there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=0
 if [[ ${1:-} == --quick ]]; then quick=1; fi
 
+# Run in the Debug build only. test_deploy_files compares the binaries' shared libraries with the Docker
+# runtime images, which ship the release build; the sanitizer build links differently. The chaos checker's
+# self-tests (they prove the checker sees planted violations, not the code) and the second and etcd chaos runs
+# (real-time runs of fixed length; one seed runs the same binaries under the sanitizers); the simulation's
+# self-tests and margin cases (the same code runs under the sanitizers in sim_seeds). The packaging and
+# licence-header checks (test_debs, test_spdx_headers) look at files, not at code paths; the installed variant
+# of the SDK is not built under the sanitizers (CMakeLists.txt), so test_package, which installs it, is here.
+# test_conformance, test_etcd_cluster, test_etcd_disk_stall and test_agent (three agents failing over) spend
+# their time waiting out real TTLs and elections, and are not built under the sanitizers (tests/CMakeLists.txt);
+# the code they drive runs under the sanitizers in test_batond, test_sdk_lease, test_etcd_backend,
+# test_agent_jobs, test_agent_failures, test_agent_cli and the chaos run.
+debug_only='^(test_deploy_files|test_debs|test_spdx_headers|test_package|test_conformance|test_etcd_cluster|test_etcd_disk_stall|test_agent|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd|sim_finds_.*|sim_margin_.*)$'
+
 bash deploy/install-deps.sh test
 cmake --preset dev
 cmake --build --preset dev
+if ((quick)); then
+  ctest --preset dev -L unit -j2
+  ctest --preset dev -LE unit
+  exit 0
+fi
 # Unit tests two at a time (they are built for a loaded 2-core machine); the rest, which start servers and
 # time real failovers, one at a time.
-ctest --preset dev -L unit -j2
-ctest --preset dev -LE unit
-if ((quick)); then exit 0; fi
+ctest --preset dev -L unit -j2 -R "$debug_only"
+ctest --preset dev -LE unit -R "$debug_only"
 
 # A sanitizer report fails the test that triggers it (UBSan only prints by default); batond and the other
 # processes the tests start inherit this.
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cmake --preset asan
 cmake --build --preset asan
-# test_deploy_files compares the binaries' shared libraries with the Docker runtime images, which ship the
-# release build; the sanitizer build links differently, so that check runs in the dev suite only. The chaos
-# checker's self-tests (they prove the checker sees planted violations, not the code) and the second and etcd
-# chaos runs (real-time runs of fixed length; one seed already runs the same binaries under the sanitizers)
-# also run in the dev suite only, to keep CI within its time budget; so do the simulation's self-tests and
-# margin cases (the same code runs under the sanitizers in sim_seeds). The packaging and licence-header checks
-# (test_debs, test_spdx_headers) look at files, not at code paths; the installed variant of the SDK is not
-# built under the sanitizers (CMakeLists.txt), so test_package, which installs it, exists in the dev suite
-# only. test_conformance, test_etcd_cluster, test_etcd_disk_stall and test_agent (three agents failing over)
-# spend their time waiting out real TTLs and elections; the code they drive runs under the sanitizers in test_batond,
-# test_sdk_lease, test_etcd_backend, test_agent_jobs, test_agent_failures, test_agent_cli and the chaos run.
-asan_skip='^(test_deploy_files|test_debs|test_spdx_headers|test_conformance|test_etcd_cluster|test_etcd_disk_stall|test_agent|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd|sim_finds_.*|sim_margin_.*)$'
-ctest --preset asan -L unit -j2 -E "$asan_skip"
-ctest --preset asan -LE unit -E "$asan_skip"
+ctest --preset asan -L unit -j2 -E "$debug_only"
+ctest --preset asan -LE unit -E "$debug_only"
 
 cmake --preset fuzz
 cmake --build --preset fuzz

@@ -133,9 +133,11 @@ BOOST_AUTO_TEST_CASE(sdk_acquires_renews_and_releases_over_tls_on_one_kept_alive
     BOOST_TEST(h->token == l.token());
     BOOST_TEST((co_await l.release() == release_outcome::released));
     BOOST_TEST(!(co_await c.get("tls/job")).has_value());
-    // Every request went over one pooled connection, still open: the server counts it and curl's own.
+    // The 13 requests went over pooled connections, still open: one, or two when a renewal was in flight as
+    // get() was sent (a slow machine). The server counts them and curl's own.
     auto metrics = run_curl(s.data, {"--cacert", pki().ca(), https_url(s.server) + "/metrics"});
-    BOOST_TEST(contains(metrics.out, "\nbaton_connections 2\n"), metrics.out);
+    BOOST_TEST((contains(metrics.out, "\nbaton_connections 2\n") || contains(metrics.out, "\nbaton_connections 3\n")),
+               metrics.out);
   }());
 }
 
