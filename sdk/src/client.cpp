@@ -154,7 +154,7 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
   auto p = std::make_shared<pending_acquire>();
   asio::co_spawn(
       cs.ex,
-      [s, p, key, owner, ttl = o.ttl, value = o.value, counted = std::make_shared<in_flight_guard>(s)]()
+      [s, p, key, owner, ttl = o.ttl, value = o.value.str(), counted = std::make_shared<in_flight_guard>(s)]()
           -> asio::awaitable<void> {
         p->reply = co_await s->backend->acquire(key, owner, ttl, value, s->config.request_timeout);
         p->done = true;
@@ -193,7 +193,7 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
 }
 
 std::string owner_for(client_shared& s, const lease_options& o) {
-  return o.owner.empty() ? s.identity + "#" + random_suffix(s.rng) : o.owner;
+  return o.owner.empty() ? s.identity + "#" + random_suffix(s.rng) : o.owner.str();
 }
 
 void count_retry(client_shared& s, const std::string& key, const boost::system::error_code& ec) {
@@ -345,10 +345,22 @@ asio::awaitable<acquire_result> client::try_acquire(std::string key, lease_optio
   return on_client(shared(), try_acquire_impl(shared(), std::move(key), std::move(options)));
 }
 
+asio::awaitable<acquire_result> client::try_acquire(std::string key) {
+  return try_acquire(std::move(key), lease_options{});
+}
+
 asio::awaitable<lease> client::acquire(std::string key, lease_options options,
                                        std::optional<milliseconds> wait_timeout) {
   options.validate();
   return on_client(shared(), acquire_impl(shared(), std::move(key), std::move(options), wait_timeout));
+}
+
+asio::awaitable<lease> client::acquire(std::string key, lease_options options) {
+  return acquire(std::move(key), options, std::nullopt);
+}
+
+asio::awaitable<lease> client::acquire(std::string key) {
+  return acquire(std::move(key), lease_options{}, std::nullopt);
 }
 
 asio::awaitable<std::optional<holder_info>> client::get(std::string key) {
@@ -357,6 +369,10 @@ asio::awaitable<std::optional<holder_info>> client::get(std::string key) {
 
 asio::awaitable<void> client::shutdown(milliseconds timeout) {
   return on_client(shared(), shutdown_impl(shared(), timeout));
+}
+
+asio::awaitable<void> client::shutdown() {
+  return shutdown(milliseconds{5'000});
 }
 
 void client::start_acquire(shared_ptr_t s, std::string key, lease_options options,

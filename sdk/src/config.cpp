@@ -116,9 +116,9 @@ void lease_options::validate() const {
   auto longest_period = std::chrono::duration<double, std::milli>(effective_renew_every()) * (1 + jitter);
   if (renew_every.count() < 0 || longest_period >= ttl - effective_safety_margin())
     invalid("renew_every (with jitter) must leave time to renew before the local deadline (ttl - safety_margin)");
-  if (owner.size() > 256) invalid("owner must be at most 256 bytes");
+  if (owner.too_long()) invalid("owner must be at most 256 bytes (got " + std::to_string(owner.size()) + ")");
   if (has_control_characters(owner)) invalid("owner must not contain control characters (C0, DEL or C1)");
-  if (value.size() > 1024) invalid("value must be at most 1024 bytes");
+  if (value.too_long()) invalid("value must be at most 1024 bytes (got " + std::to_string(value.size()) + ")");
   if (has_control_characters(value)) invalid("value must not contain control characters (C0, DEL or C1)");
 }
 

@@ -169,6 +169,10 @@ asio::awaitable<lease> election::campaign(std::string value, lease_options optio
   return campaign_impl(state_, std::move(value), std::move(options));
 }
 
+asio::awaitable<lease> election::campaign(std::string value) {
+  return campaign_impl(state_, std::move(value), lease_options{});
+}
+
 asio::awaitable<void> election::resign() {
   return resign_impl(state_);
 }
@@ -179,6 +183,10 @@ asio::awaitable<std::optional<leader_info>> election::leader() {
 
 asio::awaitable<std::optional<leader_info>> election::observe(std::optional<std::uint64_t> known_token) {
   return observe_impl(state_, known_token);
+}
+
+asio::awaitable<std::optional<leader_info>> election::observe() {
+  return observe_impl(state_, std::nullopt);
 }
 
 }  // namespace baton

@@ -247,7 +247,8 @@ lease_core::lease_core(std::shared_ptr<client_shared> c, std::string k, std::str
       key(std::move(k)),
       owner(std::move(o)),
       token(t),
-      options(std::move(opts)),
+      options(opts),
+      value(opts.value.str()),
       fsm(lease_fsm::timing::from(options, client->config.retry), sent, client->rng()) {
   deadline_ticks.store(fsm.deadline().time_since_epoch().count());
 }
@@ -419,7 +420,7 @@ const detail::lease_core& lease::core() const {
 
 const std::string& lease::key() const { return core().key; }
 const std::string& lease::owner() const { return core().owner; }
-const std::string& lease::value() const { return core().options.value; }
+const std::string& lease::value() const { return core().value; }
 std::uint64_t lease::token() const { return core().token; }
 
 lease_state lease::state() const {

@@ -130,6 +130,7 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::string owner;
   std::uint64_t token;
   lease_options options;
+  std::string value;  // options.value, as lease::value() returns it
 
   // Executor only.
   lease_fsm fsm;

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs the SDK alone (install component `sdk`) from a build tree into a prefix, checks what a program that
 # uses Asio by default gets from it, then builds and runs the consumer project (tests/package/consumer):
-#  1. with find_package(baton): an executable, and a shared library of the consumer's own loaded by an executable;
+#  1. with find_package(baton): an executable, a shared library of the consumer's own loaded by an executable,
+#     and spellings.cpp (every public operation as users spell it) under AddressSanitizer and UBSan;
 #  2. with pkg-config: checks.cpp compiled and linked with the flags of baton.pc alone.
 # The consumer uses header-only Asio with Asio code of its own and fails to compile if the package imposes an
 # Asio define. Usage: run.sh <build dir> [compiler and linker flags of the build, e.g. sanitizers]
@@ -55,6 +56,8 @@ cmake -S "$src_dir/consumer" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$pre
 cmake --build "$work/build" >/dev/null
 "$work/build/consumer"
 "$work/build/consumer_host"
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$work/build/consumer_spellings" >/dev/null ||
+  fail "consumer_spellings (every public operation, GCC 12 and co_await temporaries, under ASan) failed"
 [[ $(ldd "$work/build/consumer_host") == *libconsumer_checks.so* ]] || fail "consumer_host does not load its library"
 
 # 2. pkg-config: the SDK's user compiled and linked with baton.pc's flags only.

@@ -5,8 +5,7 @@
 //   boost::asio::io_context ioc;
 //   baton::client c(ioc.get_executor(), {.server_url = "http://127.0.0.1:7070"});
 //   co_spawn(ioc, [&]() -> awaitable<void> {
-//     baton::lease_options opts{.ttl = 10s};  // named: GCC 12 may destroy a braced temporary in co_await twice
-//     baton::lease l = co_await c.acquire("jobs/nightly", opts);
+//     baton::lease l = co_await c.acquire("jobs/nightly", {.ttl = 10s});
 //     co_await baton::with_lease(l, run_job(l.token()));
 //     co_await l.release();
 //   }, detached);
@@ -120,15 +119,21 @@ class client {
   /// then thrown as baton::exception. Such an error means "outcome unknown", not "not acquired": the server
   /// may hold the lock for this try's owner until the TTL passes. Throws error::invalid_config for bad
   /// options, error::shut_down after shutdown().
-  boost::asio::awaitable<acquire_result> try_acquire(std::string key, lease_options options = {});
+  ///
+  /// No argument has a default: each shorter form is an overload (GCC 12 and defaulted class-type arguments,
+  /// docs/design.md).
+  boost::asio::awaitable<acquire_result> try_acquire(std::string key, lease_options options);
+  boost::asio::awaitable<acquire_result> try_acquire(std::string key);
 
   /// Acquires, waiting as long as it takes: between tries it long-polls the lock, so it wakes the moment the
   /// holder releases or its lease expires; transport errors and 503s are retried with jittered backoff, with
   /// the same owner string (each retry is a lease_event::kind::acquire_retry). With `wait_timeout`, gives up
   /// with baton::exception(error::wait_timeout) once it has passed (its diagnostic says when the last try's
   /// outcome was unknown); a zero `wait_timeout` means one try. Cancellable; see the class comment.
-  boost::asio::awaitable<lease> acquire(std::string key, lease_options options = {},
-                                        std::optional<milliseconds> wait_timeout = std::nullopt);
+  boost::asio::awaitable<lease> acquire(std::string key, lease_options options,
+                                        std::optional<milliseconds> wait_timeout);
+  boost::asio::awaitable<lease> acquire(std::string key, lease_options options);
+  boost::asio::awaitable<lease> acquire(std::string key);
 
   /// The current holder, or empty when the lock is free. Retries like try_acquire.
   boost::asio::awaitable<std::optional<holder_info>> get(std::string key);
@@ -136,40 +141,30 @@ class client {
   /// Stops the client: acquires in progress and new ones fail with error::shut_down, every live lease is
   /// released (its guarded work sees it released), and it waits until those releases finish or `timeout`
   /// passes (releases still running then go on in the background, bounded by the retry policy). Idle
-  /// connections are closed. Cancellation ends the wait only.
-  boost::asio::awaitable<void> shutdown(milliseconds timeout = milliseconds{5'000});
+  /// connections are closed. Cancellation ends the wait only. Without `timeout`: 5 s.
+  boost::asio::awaitable<void> shutdown(milliseconds timeout);
+  boost::asio::awaitable<void> shutdown();
 
   /// Runs `fn(lease&)` under a lease of `key`: acquires (waiting, like acquire()), runs the awaitable `fn`
   /// returns under with_lease, and releases on every path — success, exception, loss and cancellation (the
   /// release is shielded from cancellation, see lease::release). Returns what `fn`'s awaitable returned;
   /// throws what it threw, or error::lease_lost. A failed release is not thrown (the lock is then freed by
   /// its TTL).
+  ///
+  /// GCC 12 destroys a lambda temporary made inside a co_await expression twice when it captures by value
+  /// something with a destructor (`[job = std::move(job)]`): the program would free memory twice. On GCC
+  /// before 14 such a temporary does not compile here; capture by reference (`[&]`), or pass a named
+  /// function object (docs/design.md, "Arguments that GCC 12's coroutines cannot hurt").
   template <class F>
-  auto with_lock(std::string key, lease_options options, F fn)
-      -> boost::asio::awaitable<typename std::invoke_result_t<F&, lease&>::value_type> {
-    using T = typename std::invoke_result_t<F&, lease&>::value_type;
-    lease l = co_await acquire(std::move(key), std::move(options));
-    std::exception_ptr failure;
-    std::optional<std::conditional_t<std::is_void_v<T>, int, T>> result;
-    try {
-      if constexpr (std::is_void_v<T>) {
-        co_await with_lease(l, fn(l));
-        result.emplace(0);
-      } else {
-        result.emplace(co_await with_lease(l, fn(l)));
-      }
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    // release() starts the release when called; awaiting it may throw at once if this coroutine was
-    // cancelled, and its outcome is not reported either way.
-    auto released = l.release();
-    try {
-      co_await std::move(released);
-    } catch (...) {
-    }
-    if (failure) std::rethrow_exception(failure);
-    if constexpr (!std::is_void_v<T>) co_return std::move(*result);
+  auto with_lock(std::string key, lease_options options, F&& fn)
+      -> boost::asio::awaitable<typename std::invoke_result_t<std::decay_t<F>&, lease&>::value_type> {
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 14
+    static_assert(std::is_lvalue_reference_v<F> || std::is_trivially_copyable_v<std::decay_t<F>>,
+                  "baton::client::with_lock: on GCC before 14 a temporary function object that owns resources "
+                  "(a lambda capturing a std::string or a shared_ptr by value, say) is destroyed twice inside "
+                  "co_await. Capture by reference ([&]) or pass a named function object.");
+#endif
+    return with_lock_impl(std::move(key), options, std::decay_t<F>(std::forward<F>(fn)));
   }
 
   // Completion-token forms (use_awaitable, use_future, deferred, as_tuple, callbacks, ...). Each completes
@@ -240,6 +235,34 @@ class client {
   const std::shared_ptr<backend>& get_backend() const;
 
  private:
+  template <class F>
+  auto with_lock_impl(std::string key, lease_options options, F fn)
+      -> boost::asio::awaitable<typename std::invoke_result_t<F&, lease&>::value_type> {
+    using T = typename std::invoke_result_t<F&, lease&>::value_type;
+    lease l = co_await acquire(std::move(key), options);
+    std::exception_ptr failure;
+    std::optional<std::conditional_t<std::is_void_v<T>, int, T>> result;
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await with_lease(l, fn(l));
+        result.emplace(0);
+      } else {
+        result.emplace(co_await with_lease(l, fn(l)));
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // release() starts the release when called; awaiting it may throw at once if this coroutine was
+    // cancelled, and its outcome is not reported either way.
+    auto released = l.release();
+    try {
+      co_await std::move(released);
+    } catch (...) {
+    }
+    if (failure) std::rethrow_exception(failure);
+    if constexpr (!std::is_void_v<T>) co_return std::move(*result);
+  }
+
   const std::shared_ptr<detail::client_shared>& shared() const;
   // Static, and given the shared state: a deferred operation may be launched after the client moved.
   static void start_acquire(std::shared_ptr<detail::client_shared> s, std::string key, lease_options options,

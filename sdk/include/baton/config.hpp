@@ -3,12 +3,15 @@
 // Configuration of a Baton client and of the leases it takes. Plain aggregates with documented defaults,
 // validated once (validate()) with a clear error.
 
+#include "baton/bounded_string.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace baton {
 
@@ -60,11 +63,11 @@ struct lease_event {
 /// address). Files are read when the client is created, and again by client::reload_tls().
 struct tls_config {
   /// PEM bundle of the CAs to trust instead of the system store. Empty: the system store.
-  std::string ca_file;
+  std::string ca_file{};
   /// Client certificate chain (PEM) for servers that require mutual TLS; needs key_file. Empty: none.
-  std::string cert_file;
+  std::string cert_file{};
   /// Private key (PEM) of cert_file.
-  std::string key_file;
+  std::string key_file{};
 
   bool empty() const { return ca_file.empty() && cert_file.empty() && key_file.empty(); }
 };
@@ -92,13 +95,13 @@ struct client_config {
   retry_policy retry{};
   /// Prefix of every owner string this client uses; each acquisition appends `#<random>`.
   /// Default (empty): `<hostname>:<pid>`.
-  std::string identity;
+  std::string identity{};
   /// Renewals of this client's leases that fall due within this window of each other are sent together, in
   /// one request to a server that renews batches (docs/sdk.md, "Batch renewal"); a renewal waits at most this
   /// long for others to join. Unset (the default): each lease's renew period / 1,000, at least 2 ms and at
   /// most request_timeout / 4 (20 ms for a 60 s TTL renewed every 20 s). 0: every lease renews on its own.
   /// When set, at most request_timeout / 4.
-  std::optional<milliseconds> renew_batch_window;
+  std::optional<milliseconds> renew_batch_window{};
   /// Idle keep-alive connections kept open to the server.
   std::size_t max_idle_connections = 16;
   /// Connections open at once (per server member); further requests wait for a free one within their
@@ -107,14 +110,14 @@ struct client_config {
   /// Bearer token sent as `Authorization: Bearer <token>` with every request to batond (docs/security.md);
   /// empty: none. A secret: the SDK never logs it or puts it in an error message. Not used by the etcd
   /// backend, which takes etcd's own credentials from the URL.
-  std::string bearer_token;
+  std::string bearer_token{};
   /// etcd:// and etcds:// only: a file holding the password of the URL's user (`etcd://user@host:2379`), so
   /// the password need not stand in the URL. Read when the client is created; one trailing newline (`\n` or
   /// `\r\n`) is stripped, everything else is the password. Empty (default): the password is the URL's
   /// (`etcd://user:password@...`, percent-decoded: `p%40ss` is `p@ss`). Setting it with a batond URL, with a
   /// URL without a user, or with a URL that also holds a password is error::invalid_config, as is a file
   /// that cannot be read or is empty.
-  std::string etcd_password_file;
+  std::string etcd_password_file{};
   /// etcd:// and etcds:// only (other backends ignore it): what to do with a member running an etcd whose
   /// leader can revoke live leases after its disk stalls for longer than a TTL (etcd 3.4 before 3.4.31 and
   /// 3.5 before 3.5.13, etcd issues 12528 and 15247; Debian 12 ships 3.4.23). The first request to each
@@ -124,7 +127,7 @@ struct client_config {
   /// made.
   etcd_bug_policy etcd_lease_revocation_bug = etcd_bug_policy::warn;
   /// Called on the client's executor for every lease event; must not block. Optional.
-  std::function<void(const lease_event&)> on_event;
+  std::function<void(const lease_event&)> on_event{};
 
   /// Throws baton::exception(error::invalid_config) naming the bad field.
   void validate() const;
@@ -140,11 +143,11 @@ struct lease_options {
   /// The owner string to acquire as. Empty (default): `<identity>#<random>`, new for each acquisition. Give
   /// one to take a lease as a known owner (the CLI's --owner): acquiring again with the same owner supersedes
   /// that owner's earlier lease with a newer token.
-  std::string owner;
+  bounded_string<256> owner{};
   /// Published with the lease for anyone who reads the lock (docs/protocol.md, "value"): a leader's address,
   /// say. At most 1024 bytes, no control characters; empty (default): none. Needs a server that keeps values
   /// (batond, etcd); another backend refuses a non-empty one with error::invalid_config.
-  std::string value{};
+  bounded_string<1024> value{};
   /// The local deadline is (time the acquire/renew was sent) + ttl - safety_margin. It covers clock-rate
   /// drift between client and server and the time guarded work needs to stop. 0 means ttl / 10 (at least 1
   /// ms).
@@ -157,6 +160,9 @@ struct lease_options {
   /// Throws baton::exception(error::invalid_config) naming the bad field.
   void validate() const;
 };
+// Every field trivially copyable and destructible: GCC 12 cannot hurt a lease_options temporary in a
+// co_await expression (baton/bounded_string.hpp).
+static_assert(std::is_trivially_copyable_v<lease_options> && std::is_trivially_destructible_v<lease_options>);
 
 /// `<hostname>:<pid>`.
 std::string default_identity();

@@ -69,7 +69,8 @@ class election {
   /// resigns or loses its lease. Cancellable like client::acquire: a cancelled campaign leaves no lease
   /// behind. Throws error::invalid_config for a bad value or options, and when this election already holds
   /// an active lease from an earlier campaign (resign first).
-  boost::asio::awaitable<lease> campaign(std::string value, lease_options options = {});
+  boost::asio::awaitable<lease> campaign(std::string value, lease_options options);
+  boost::asio::awaitable<lease> campaign(std::string value);
 
   /// Steps down: releases the lease the last campaign() of this object returned, if it is still held (the
   /// lease handle then reads `released`, and its guarded work sees it released). Does nothing when there is
@@ -85,8 +86,8 @@ class election {
   /// observe() is called. Waits on the server's long-poll (an etcd watch), never by polling; transient errors
   /// are retried with the client's backoff, for as long as it takes. Cancellable: terminal cancellation ends
   /// the wait and throws operation_aborted.
-  boost::asio::awaitable<std::optional<leader_info>> observe(
-      std::optional<std::uint64_t> known_token = std::nullopt);
+  boost::asio::awaitable<std::optional<leader_info>> observe(std::optional<std::uint64_t> known_token);
+  boost::asio::awaitable<std::optional<leader_info>> observe();
 
  private:
   std::shared_ptr<detail::election_state> state_;
