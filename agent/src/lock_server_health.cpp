@@ -49,51 +49,47 @@ std::optional<lock_server_notice> lock_server_health::answered(std::chrono::stea
 namespace {
 
 // Forwards every call and reports its outcome; the lease code cannot tell it from the real backend.
-class observed_backend final : public backend, public tls_reloadable {
+class observed_backend final : public forwarding_backend {
  public:
   observed_backend(std::shared_ptr<backend> inner,
                    std::function<void(const boost::system::error_code&, const std::string&)> observe)
-      : inner_(std::move(inner)), observe_(std::move(observe)) {}
+      : forwarding_backend(std::move(inner)), observe_(std::move(observe)) {}
 
-  // Both forms go to the same form of `inner_`: the leader's campaign publishes a value, which the base
-  // class's default would refuse.
+  // Each request is observed; everything else (the loss watch, close, TLS reload) is forwarded by the base.
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl, std::string value,
                                          milliseconds timeout) override {
-    co_return seen(
-        co_await inner_->acquire(std::move(key), std::move(owner), ttl, std::move(value), timeout));
+    co_return seen(co_await forwarding_backend::acquire(std::move(key), std::move(owner), ttl, std::move(value),
+                                                        timeout));
   }
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          milliseconds timeout) override {
-    co_return seen(co_await inner_->acquire(std::move(key), std::move(owner), ttl, timeout));
+    co_return seen(co_await forwarding_backend::acquire(std::move(key), std::move(owner), ttl, timeout));
   }
   asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                      milliseconds ttl, milliseconds timeout) override {
-    co_return seen(co_await inner_->renew(std::move(key), std::move(owner), token, ttl, timeout));
+    co_return seen(co_await forwarding_backend::renew(std::move(key), std::move(owner), token, ttl, timeout));
+  }
+  // One batch is one observation: the first entry without an answer (a transport error) if any, else the
+  // batch answered.
+  asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
+                                                        milliseconds timeout) override {
+    auto replies = co_await forwarding_backend::renew_batch(entries, timeout);
+    renew_reply summary;
+    for (const auto& r : replies)
+      if (r.ec && r.ec != error::lease_lost) {
+        summary = r;
+        break;
+      }
+    observe_(summary.ec, summary.diagnostic);
+    co_return replies;
   }
   asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
                                          milliseconds timeout) override {
-    co_return seen(co_await inner_->release(std::move(key), std::move(owner), token, timeout));
+    co_return seen(co_await forwarding_backend::release(std::move(key), std::move(owner), token, timeout));
   }
   asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                  milliseconds timeout) override {
-    co_return seen(co_await inner_->get(std::move(key), wait, timeout));
-  }
-  // Not a request: nothing to observe, but the lease code's loss watch must reach the wrapped backend.
-  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
-                                         std::uint64_t token,
-                                         std::function<void(std::string_view)> on_lost) override {
-    return inner_->watch_loss(key, owner, token, std::move(on_lost));
-  }
-  void close() override { inner_->close(); }
-
-  // client::reload_tls() reaches the wrapped backend, whose connections hold the TLS settings.
-  tls_reload_result reload_tls(std::optional<tls_config> tls) override {
-    if (auto* reloadable = dynamic_cast<tls_reloadable*>(inner_.get()))
-      return reloadable->reload_tls(std::move(tls));
-    tls_reload_result out;
-    out.ec = error::invalid_config;
-    out.diagnostic = "the lock server's backend cannot read TLS files again";
-    return out;
+    co_return seen(co_await forwarding_backend::get(std::move(key), wait, timeout));
   }
 
  private:
@@ -103,7 +99,6 @@ class observed_backend final : public backend, public tls_reloadable {
     return r;
   }
 
-  std::shared_ptr<backend> inner_;
   std::function<void(const boost::system::error_code&, const std::string&)> observe_;
 };
 

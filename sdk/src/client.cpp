@@ -12,6 +12,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -287,7 +288,8 @@ asio::awaitable<void> shutdown_impl(shared_ptr_t s, milliseconds timeout) {
   cs.on_shutdown.wake_all();
   std::vector<std::shared_ptr<detail::release_op>> ops;
   for (auto& c : cs.tracked()) {
-    if (c->fsm.state() == lease_state::active) ops.push_back(c->begin_release(true));
+    // Its guarded work is cancelled at once and ends before the release is sent (within the timeout).
+    if (c->fsm.state() == lease_state::active) ops.push_back(c->begin_release(true, timeout));
     else if (c->release && !c->release->done) ops.push_back(c->release);  // already on its way: wait for it
   }
   // Then wait for those releases, and for acquire requests still on their way (a grant that arrives now is
@@ -308,12 +310,23 @@ asio::awaitable<void> shutdown_impl(shared_ptr_t s, milliseconds timeout) {
 
 }  // namespace
 
-client::client(asio::any_io_executor ex, client_config config) : client(ex, config, make_backend(ex, config)) {}
+// The client's own strand on the executor it is given: its state, its backend's connections and its leases'
+// timers are then touched by one thread at a time on any executor, a thread pool's included. A strand of a
+// strand is a strand (one more hop), so an executor that already is one is wrapped as well. The backend made
+// here is made on that same strand.
+client::client(asio::any_io_executor ex, client_config config)
+    : client(own_strand{}, asio::make_strand(std::move(ex)), std::move(config)) {}
 
-client::client(asio::any_io_executor ex, client_config config, std::shared_ptr<backend> b) {
+client::client(own_strand, asio::any_io_executor strand, client_config config)
+    : client(own_strand{}, strand, config, make_backend(strand, config)) {}
+
+client::client(asio::any_io_executor ex, client_config config, std::shared_ptr<backend> b)
+    : client(own_strand{}, asio::make_strand(std::move(ex)), std::move(config), std::move(b)) {}
+
+client::client(own_strand, asio::any_io_executor strand, client_config config, std::shared_ptr<backend> b) {
   config.validate();
   auto s = std::make_shared<client_shared>();
-  s->ex = std::move(ex);
+  s->ex = std::move(strand);
   s->identity = config.identity.empty() ? default_identity() : config.identity;
   s->config = std::move(config);
   s->backend = std::move(b);

@@ -52,6 +52,11 @@ void client_config::validate() const {
     if (server_url.size() == start || server_url[start] == '/')
       invalid("server_url \"" + shown + "\" names no etcd endpoint");
   } else {
+    // "127.0.0.1:7070" and "localhost:7070": a host and port without a scheme (Boost.URL would say
+    // "mismatch", or read "localhost" as the scheme).
+    if (server_url.find("://") == std::string::npos)
+      invalid("server_url \"" + shown + "\" has no scheme: write http://" + shown +
+              " (or https://, etcd://, etcds://)");
     auto u = boost::urls::parse_absolute_uri(server_url);
     if (!u) {
       // RFC 3986 has no zone in an IPv6 literal and Boost.URL follows it; say so rather than "mismatch".

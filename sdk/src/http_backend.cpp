@@ -39,6 +39,16 @@ void unexpected(http_result& r) {
   // come after the change reached the server: its outcome is unknown, which storage_unavailable says.
   const bool at_limit =
       r.status == 429 || (r.status == 503 && (code == "too_many_waiters" || code == "too_many_connections"));
+  // No such resource here (404, 405 and 410 from batond or from another HTTP service at that address): the
+  // URL does not lead to the lock protocol. Retrying cannot help, and an acquire would wait for ever.
+  const bool not_the_protocol = r.status == 404 || r.status == 405 || r.status == 410;
+  if (not_the_protocol) {
+    r.ec = error::protocol_error;
+    r.diagnostic = "HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg) +
+                   ": no Baton lock protocol at this URL (server_url must name the server's root, such as "
+                   "http://host:7070, without /v1 or another path the server does not have)";
+    return;
+  }
   if (r.status == 400)
     r.ec = error::bad_request;
   else if (r.status == 401)

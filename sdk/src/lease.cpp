@@ -169,6 +169,12 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       // may not have extended its lease, so the local deadline stays where the last confirmed renew put it
       // and the lease may still be ours. Retry while time remains.
       c->fsm.on_renew_failed(now);
+      if (c->fsm.state() != lease_state::active || now >= c->fsm.deadline()) {
+        // No time left to retry in: the loss (declared at the deadline, or by the poll below) is the last
+        // word on this lease, and no renew_retry event follows it.
+        c->publish();
+        continue;
+      }
       cs.renew_retries.fetch_add(1, std::memory_order_relaxed);
       std::string why = r.ec == error::request_timeout ? "renew timed out" : r.ec.message();
       cs.emit(lease_event::kind::renew_retry, c->key, c->token, since(sent), why);
@@ -294,15 +300,32 @@ void lease_core::stop() {
   if (renewal_running) stop_renewal.emit(asio::cancellation_type::terminal);
 }
 
-std::shared_ptr<release_op> lease_core::begin_release(bool by_holder) {
+std::shared_ptr<release_op> lease_core::begin_release(bool by_holder, milliseconds guard_wait) {
   if (release && !release->done) return release;
+  if (release && !release->reply.ec) {
+    // Released already: nothing is sent, counted or reported again, and this caller learns the lock is free.
+    auto again = std::make_shared<release_op>();
+    again->done = true;
+    again->reply = release->reply;
+    if (again->reply.outcome == release_outcome::released) again->reply.outcome = release_outcome::already_free;
+    return again;
+  }
   fsm.on_released();
-  publish();
+  publish();  // not active any more: with_lease cancels its work now
   stop();
   release = std::make_shared<release_op>();
   asio::co_spawn(
       client->ex,
-      [self = shared_from_this(), op = release, by_holder]() -> asio::awaitable<void> {
+      [self = shared_from_this(), op = release, by_holder, guard_wait]() -> asio::awaitable<void> {
+        // The guarded work was cancelled by publish(); when asked, let it end before the server frees the
+        // lock, so that nothing it does lands after the release.
+        if (guard_wait.count() > 0 && self->guarded.load() > 0) {
+          timer t(self->client->ex, clock::now() + guard_wait);
+          while (self->guarded.load() > 0 && clock::now() < t.expiry()) {
+            wakeup_list::registration reg(self->on_guard_end, &t);
+            co_await t.async_wait(use_tuple);
+          }
+        }
         auto r = co_await release_with_retries(self);
         op->reply = r;
         op->done = true;
@@ -375,6 +398,29 @@ asio::awaitable<void> until_lost(const lease& l) {
     failure = std::current_exception();
   }
   if (failure) rethrow_as_baton_exception(failure);
+}
+
+asio::awaitable<void> until_inactive(const lease& l) {
+  auto c = l.core_;
+  if (!c) throw exception(error::empty_handle);
+  std::exception_ptr failure;
+  try {
+    co_await asio::co_spawn(c->client->ex, honouring_any_cancellation(wait_state(c, true)), asio::use_awaitable);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (failure) rethrow_as_baton_exception(failure);
+}
+
+guarded_work::guarded_work(const lease& l) : core_(l.core_) {
+  if (core_) core_->guarded.fetch_add(1);
+}
+
+guarded_work::~guarded_work() {
+  if (!core_ || core_->guarded.fetch_sub(1) != 1) return;
+  auto& cs = *core_->client;
+  if (cs.context_gone.load(std::memory_order_acquire)) return;
+  asio::post(cs.ex, [c = std::move(core_)] { c->on_guard_end.wake_all(); });
 }
 
 lease make_lease(std::shared_ptr<lease_core> core) { return lease(std::move(core)); }

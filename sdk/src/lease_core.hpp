@@ -143,6 +143,8 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   // Any thread.
   std::atomic<lease_state> state{lease_state::active};
   std::atomic<clock::rep> deadline_ticks;
+  std::atomic<int> guarded{0};  // with_lease calls running (detail::guarded_work)
+  wakeup_list on_guard_end;     // executor only: woken when `guarded` drops to 0
   mutable std::mutex reason_mu;
   std::string reason;
 
@@ -153,10 +155,13 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   /// Stops renewal (release or abandonment). Executor only.
   void stop();
   /// Starts the conditional release: the lease becomes released if it was active, renewal stops, and the
-  /// release runs in the background with retries. While one runs, later calls return it; once it has
-  /// finished, a call sends the release again (a retry after an error; already_free after a success).
-  /// `by_holder`: the holder asked for it (counted and reported as a release). Executor only.
-  std::shared_ptr<release_op> begin_release(bool by_holder);
+  /// release runs in the background with retries. While one runs, later calls return it; after one
+  /// succeeded, a call gets already_free at once (nothing sent, counted or reported again); after a failed
+  /// one, a call sends it again.
+  /// `by_holder`: the holder asked for it (counted and reported as a release). `after_guarded_work`: the
+  /// request waits until the lease's guarded work (with_lease) has ended, up to `guard_wait` (shutdown).
+  /// Executor only.
+  std::shared_ptr<release_op> begin_release(bool by_holder, milliseconds guard_wait = milliseconds{0});
 };
 
 /// Completes when the lease is lost (or, with `or_released`, released); at once if it already is. Throws

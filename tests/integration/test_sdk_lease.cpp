@@ -11,8 +11,17 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_future.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include <array>
+#include <atomic>
+#include <future>
+#include <vector>
 
 #include <signal.h>
 
@@ -109,6 +118,91 @@ BOOST_AUTO_TEST_CASE(two_clients_acquiring_at_once_get_exactly_one_lease) {
     ioc.run_for(50ms);
   BOOST_TEST(done == 8);
   BOOST_TEST(winners == 1);
+}
+
+BOOST_AUTO_TEST_CASE(clients_on_a_thread_pool_keep_one_holder_per_key_against_batond) {
+  // Two clients given a four-thread pool's executor (no strand of the test's), 20 workers each on the pool's
+  // threads, 3 rounds of with_lock over 2 keys: HTTP connections, renewals, long-polls and releases all run
+  // concurrently. At most one holder per key at a time, and each key's tokens increase.
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::thread_pool pool(4);
+  client a(pool.get_executor(), config_for(server));
+  client b(pool.get_executor(), config_for(server));
+  constexpr int workers = 20, rounds = 3, keys = 2;
+  std::array<std::atomic<int>, keys> inside{};
+  std::array<std::atomic<std::uint64_t>, keys> last_token{};
+  std::atomic<int> overlaps{0}, token_regressions{0}, runs{0}, failures{0};
+  std::vector<std::future<void>> done;
+  for (int w = 0; w < 2 * workers; ++w) {
+    client& c = w % 2 == 0 ? a : b;
+    done.push_back(asio::co_spawn(
+        pool,
+        [&, w]() -> asio::awaitable<void> {
+          for (int round = 0; round < rounds; ++round) {
+            const int k = (w / 2 + round) % keys;
+            try {
+              co_await c.with_lock("pool/" + std::to_string(k), lease_opts(10'000ms),
+                                   [&](lease& l) -> asio::awaitable<void> {
+                                     if (inside[k].fetch_add(1) != 0) ++overlaps;
+                                     if (l.token() <= last_token[k].exchange(l.token())) ++token_regressions;
+                                     asio::steady_timer t(co_await asio::this_coro::executor, 2ms);
+                                     co_await t.async_wait(asio::use_awaitable);
+                                     inside[k].fetch_sub(1);
+                                     ++runs;
+                                   });
+            } catch (const std::exception& e) {
+              ++failures;
+              BOOST_TEST_MESSAGE("with_lock failed: " << e.what());
+            }
+          }
+        },
+        asio::use_future));
+  }
+  for (auto& f : done) BOOST_REQUIRE((f.wait_for(120s) == std::future_status::ready));
+  BOOST_TEST(overlaps.load() == 0);
+  BOOST_TEST(token_regressions.load() == 0);
+  BOOST_TEST(failures.load() == 0);
+  BOOST_TEST(runs.load() == 2 * workers * rounds);
+  auto stop_a = asio::co_spawn(pool, a.shutdown(5s), asio::use_future);
+  auto stop_b = asio::co_spawn(pool, b.shutdown(5s), asio::use_future);
+  BOOST_REQUIRE((stop_a.wait_for(30s) == std::future_status::ready && stop_b.wait_for(30s) == std::future_status::ready));
+  pool.join();
+  BOOST_TEST(a.stats().acquires + b.stats().acquires == static_cast<std::uint64_t>(2 * workers * rounds));
+}
+
+// Issue 25, defect 9: a 404 counted as transient, so a URL with /v1 in it (requests went to /v1/v1/...) was
+// retried without end and acquire() hung. An answer that is not the lock protocol's is a permanent error.
+BOOST_AUTO_TEST_CASE(a_wrong_url_fails_at_once_with_a_clear_error) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  auto cfg = config_for(server);
+  cfg.server_url = server.url() + "/v1";
+  client c(ioc.get_executor(), cfg);
+  const auto started = clock_type::now();
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    try {
+      (void)co_await c.acquire("k", lease_opts(5000ms));
+      BOOST_FAIL("acquire through a wrong URL succeeded");
+    } catch (const baton::exception& e) {
+      BOOST_TEST((e.code() == error::protocol_error), e.what());
+      BOOST_TEST(std::string(e.what()).find("no Baton lock protocol at this URL") != std::string::npos, e.what());
+    }
+  }());
+  // One request and its answer: no retry loop (the old behaviour never ended).
+  BOOST_TEST(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started).count() < 10'000);
+
+  // A host and port without a scheme: a hint, not Boost.URL's "mismatch".
+  client_config no_scheme;
+  no_scheme.server_url = "127.0.0.1:7070";
+  try {
+    client bad(ioc.get_executor(), no_scheme);
+    BOOST_FAIL("a URL without a scheme was accepted");
+  } catch (const baton::exception& e) {
+    BOOST_TEST((e.code() == error::invalid_config));
+    BOOST_TEST(std::string(e.what()).find("has no scheme: write http://127.0.0.1:7070") != std::string::npos, e.what());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(acquire_waits_on_the_long_poll_and_takes_over_at_release) {

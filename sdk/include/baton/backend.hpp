@@ -137,6 +137,66 @@ class backend {
   virtual void close() = 0;
 };
 
+/// What client::reload_tls() did.
+struct tls_reload_result {
+  /// Empty: new connections use the files just read. error::invalid_config: nothing changed, and
+  /// `diagnostic` names the setting, the file and why (`tls.key_file "/etc/baton/client.key": does not belong
+  /// to the certificate in "/etc/baton/client.pem"`), or says that the client does not use TLS.
+  boost::system::error_code ec;
+  std::string diagnostic;
+  /// The client certificate new connections present from now on (after a failure: the one they still
+  /// present); empty without one. `subject` in RFC 2253 form ("CN=worker-7"), `not_after` as
+  /// "2026-12-03T20:30:00Z", `sha256` as `openssl x509 -noout -fingerprint -sha256` prints it ("AB:01:...").
+  std::string subject;
+  std::string not_after;
+  std::string sha256;
+};
+
+/// A backend whose connections use TLS files it can read again: the SDK's https:// and etcds:// backends
+/// (make_backend()). A backend that wraps another (to observe or route its requests) implements it by
+/// forwarding to the one it wraps, so that client::reload_tls() reaches the connections.
+class tls_reloadable {
+ public:
+  /// Reads `tls` (nullopt: the files in use, again) into a complete new TLS context; on success the
+  /// connections made from then on use it. Thread-safe; must not throw.
+  virtual tls_reload_result reload_tls(std::optional<tls_config> tls) = 0;
+
+ protected:
+  ~tls_reloadable() = default;
+};
+
+/// A backend that wraps another, to observe or route its requests: every virtual of backend (batch renewal
+/// and the loss watch included) and tls_reloadable::reload_tls forward to `inner()` unchanged. Derive from it
+/// and override only what the wrapper changes, so that a member added to backend is forwarded too instead of
+/// falling back to its default (a wrapper that forgot renew_batch renewed every lease one by one).
+class forwarding_backend : public backend, public tls_reloadable {
+ public:
+  explicit forwarding_backend(std::shared_ptr<backend> inner) : inner_(std::move(inner)) {}
+
+  boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                                std::string value, milliseconds timeout) override;
+  boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
+                                                milliseconds timeout) override;
+  boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
+                                            milliseconds ttl, milliseconds timeout) override;
+  boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
+                                                milliseconds timeout) override;
+  boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
+                                                               milliseconds timeout) override;
+  boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
+                                        milliseconds timeout) override;
+  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner, std::uint64_t token,
+                                         std::function<void(std::string_view reason)> on_lost) override;
+  void close() override;
+  /// The wrapped backend's, when it is tls_reloadable; error::invalid_config otherwise.
+  tls_reload_result reload_tls(std::optional<tls_config> tls) override;
+
+  const std::shared_ptr<backend>& inner() const noexcept { return inner_; }
+
+ private:
+  std::shared_ptr<backend> inner_;
+};
+
 /// The backend for `config.server_url` (http:// speaks docs/protocol.md). Throws baton::exception with
 /// error::invalid_config for an unsupported or malformed URL.
 std::shared_ptr<backend> make_backend(const boost::asio::any_io_executor& ex, const client_config& config);

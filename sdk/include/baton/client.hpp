@@ -19,6 +19,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/error.hpp>
 
 #include <cstdint>
 #include <exception>
@@ -54,40 +55,12 @@ struct client_stats {
   std::chrono::microseconds max_renew_latency{0};
 };
 
-/// What client::reload_tls() did.
-struct tls_reload_result {
-  /// Empty: new connections use the files just read. error::invalid_config: nothing changed, and
-  /// `diagnostic` names the setting, the file and why (`tls.key_file "/etc/baton/client.key": does not belong
-  /// to the certificate in "/etc/baton/client.pem"`), or says that the client does not use TLS.
-  boost::system::error_code ec;
-  std::string diagnostic;
-  /// The client certificate new connections present from now on (after a failure: the one they still
-  /// present); empty without one. `subject` in RFC 2253 form ("CN=worker-7"), `not_after` as
-  /// "2026-12-03T20:30:00Z", `sha256` as `openssl x509 -noout -fingerprint -sha256` prints it ("AB:01:...").
-  std::string subject;
-  std::string not_after;
-  std::string sha256;
-};
-
-/// A backend whose connections use TLS files it can read again: the SDK's https:// and etcds:// backends
-/// (make_backend()). A backend that wraps another (to observe or route its requests) implements it by
-/// forwarding to the one it wraps, so that client::reload_tls() reaches the connections.
-class tls_reloadable {
- public:
-  /// Reads `tls` (nullopt: the files in use, again) into a complete new TLS context; on success the
-  /// connections made from then on use it. Thread-safe; must not throw.
-  virtual tls_reload_result reload_tls(std::optional<tls_config> tls) = 0;
-
- protected:
-  ~tls_reloadable() = default;
-};
-
 /// A client of one lock server.
 ///
 /// Threads: every member may be called from any thread, and its coroutines awaited on any executor: each
-/// operation is handed to the client's executor (the one given at construction) on entry and completes on
-/// the caller's. Lease state lives on the client's executor; if that is a multi-threaded io_context, give
-/// the client a strand.
+/// operation is handed to the client's executor on entry and completes on the caller's. The client's executor
+/// is a strand of its own on the executor given at construction, so a client is safe on a thread pool or an
+/// io_context run by several threads (get_executor() returns that strand).
 ///
 /// Lifetime: movable, not copyable; a moved-from client throws baton::exception(error::empty_handle) (a
 /// deferred operation made before the move still runs: it holds the client's state, not the object). Leases
@@ -229,12 +202,16 @@ class client {
   const std::string& identity() const;
   const client_config& config() const;
   client_stats stats() const;
-  /// The executor the client's state lives on.
+  /// The executor the client's state lives on: its own strand on the executor it was given.
   const boost::asio::any_io_executor& get_executor() const;
   /// The backend, for stateless calls (the CLI's renew and release of a lease held elsewhere).
   const std::shared_ptr<backend>& get_backend() const;
 
  private:
+  struct own_strand {};
+  client(own_strand, boost::asio::any_io_executor strand, client_config config);
+  client(own_strand, boost::asio::any_io_executor strand, client_config config, std::shared_ptr<backend> b);
+
   template <class F>
   auto with_lock_impl(std::string key, lease_options options, F fn)
       -> boost::asio::awaitable<typename std::invoke_result_t<F&, lease&>::value_type> {
@@ -249,15 +226,29 @@ class client {
       } else {
         result.emplace(co_await with_lease(l, fn(l)));
       }
+    } catch (const exception&) {
+      failure = std::current_exception();
+    } catch (const boost::system::system_error& e) {
+      // The work's own awaited operation, cancelled with this call: every failure of an SDK call, cancellation
+      // included, is a baton::exception.
+      if (e.code() == boost::asio::error::operation_aborted)
+        failure = std::make_exception_ptr(exception(e.code(), "with_lock was cancelled while its work ran"));
+      else
+        failure = std::current_exception();
     } catch (...) {
       failure = std::current_exception();
     }
     // release() starts the release when called; awaiting it may throw at once if this coroutine was
-    // cancelled, and its outcome is not reported either way.
+    // cancelled, and its outcome is not reported either way. A lease that is no longer active (lost, or
+    // released by shutdown()) is not waited for: the loss is reported now, and what release there is goes on
+    // in the background (a lost lease's conditional release only frees the key sooner).
+    const bool lost = l.state() == lease_state::lost;
     auto released = l.release();
-    try {
-      co_await std::move(released);
-    } catch (...) {
+    if (!lost) {
+      try {
+        co_await std::move(released);
+      } catch (...) {
+      }
     }
     if (failure) std::rethrow_exception(failure);
     if constexpr (!std::is_void_v<T>) co_return std::move(*result);

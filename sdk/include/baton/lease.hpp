@@ -25,8 +25,21 @@ class lease;
 
 namespace detail {
 struct lease_core;
-/// Completes when `l` is lost (not when it is released); with_lease's loss watch.
+/// Completes when `l` is lost (not when it is released).
 boost::asio::awaitable<void> until_lost(const lease& l);
+/// Completes when `l` is no longer active: lost, or released (by anyone); with_lease's watch.
+boost::asio::awaitable<void> until_inactive(const lease& l);
+/// While alive, `l` has guarded work running: client::shutdown() lets it end before it releases the lease.
+class guarded_work {
+ public:
+  explicit guarded_work(const lease& l);
+  ~guarded_work();
+  guarded_work(const guarded_work&) = delete;
+  guarded_work& operator=(const guarded_work&) = delete;
+
+ private:
+  std::shared_ptr<lease_core> core_;
+};
 lease make_lease(std::shared_ptr<lease_core> core);
 /// The state behind a handle (empty for an empty handle); election::resign's way back to its lease.
 std::shared_ptr<lease_core> core_of(const lease& l);
@@ -134,6 +147,8 @@ class lease {
  private:
   friend class client;
   friend boost::asio::awaitable<void> detail::until_lost(const lease& l);
+  friend boost::asio::awaitable<void> detail::until_inactive(const lease& l);
+  friend class detail::guarded_work;
   friend lease detail::make_lease(std::shared_ptr<detail::lease_core> core);
   friend std::shared_ptr<detail::lease_core> detail::core_of(const lease& l);
   explicit lease(std::shared_ptr<detail::lease_core> core);
@@ -177,13 +192,20 @@ boost::asio::awaitable<captured<T>> capture(boost::asio::awaitable<T> work) {
   co_return out;
 }
 
-/// Runs `work` while `l` is active. The moment the lease is lost, `work` receives terminal cancellation
-/// (the awaited operation inside it completes with operation_aborted), and once it has finished,
-/// with_lease throws baton::exception(error::lease_lost). Otherwise returns what `work` returned, or rethrows
-/// what it threw. Releasing the lease does not cancel `work` — release is the holder's own decision, and the
-/// usual place for it is the end of `work` itself — so `co_await l.release()` inside `work` returns its
-/// outcome and `work` goes on to its end. Throws error::released or error::lease_lost at once if `l` is not
-/// active when called, and error::empty_handle for an empty handle. May run on any executor.
+/// Runs `work` while `l` is active. The moment the lease stops being active — lost, or released by anyone
+/// (lease::release(), client::shutdown(), the handle's destruction) — `work` receives terminal cancellation
+/// (the awaited operation inside it completes with operation_aborted), and with_lease waits for it to finish.
+/// Then:
+///  - the lease was lost, at any moment while `work` ran, even if `work` returned normally (it may have seen
+///    `!l.active()` and returned before the loss was announced): throws baton::exception(error::lease_lost);
+///  - the lease was released while `work` ran and `work` ended by the cancellation: throws
+///    baton::exception(error::released); a `work` that returned or threw anything else is reported as it
+///    ended, so `co_await l.release()` as `work`'s last step returns normally;
+///  - otherwise returns what `work` returned, or rethrows what it threw.
+/// client::shutdown() waits for guarded work to finish before it sends the release (up to its timeout);
+/// lease::release() cancels the work at once but does not wait for it (it may be the work's own last step).
+/// Throws error::released or error::lease_lost at once if `l` is not active when called, and
+/// error::empty_handle for an empty handle. May run on any executor.
 template <class T>
 boost::asio::awaitable<T> with_lease(lease& l, boost::asio::awaitable<T> work) {
   using namespace boost::asio::experimental::awaitable_operators;
@@ -192,9 +214,26 @@ boost::asio::awaitable<T> with_lease(lease& l, boost::asio::awaitable<T> work) {
     if (l.state() == lease_state::released) throw exception(error::released);
     throw exception(error::lease_lost, l.loss_reason());
   }
-  auto result = co_await (capture(std::move(work)) || detail::until_lost(l));
-  if (result.index() == 1) throw exception(error::lease_lost, l.loss_reason());
-  auto& done = std::get<0>(result);
+  detail::guarded_work guard(l);
+  // The work's outcome is kept whichever branch ends the race: the watch's win cancels the work, and the race
+  // waits for it to finish.
+  captured<T> done;
+  auto run = [](captured<T>& out, boost::asio::awaitable<T> w) -> boost::asio::awaitable<void> {
+    out = co_await capture(std::move(w));
+  };
+  co_await (run(done, std::move(work)) || detail::until_inactive(l));
+  const auto state = l.state();  // checked against the clock: a deadline that passed counts as lost
+  if (state == lease_state::lost) throw exception(error::lease_lost, l.loss_reason());
+  if (state == lease_state::released && done.error) {
+    bool cancelled = false;
+    try {
+      std::rethrow_exception(done.error);
+    } catch (const boost::system::system_error& e) {
+      cancelled = e.code() == boost::asio::error::operation_aborted;
+    } catch (...) {
+    }
+    if (cancelled) throw exception(error::released, "the lease was released while its work ran: the work was cancelled");
+  }
   if (done.error) std::rethrow_exception(done.error);
   if constexpr (!std::is_void_v<T>) co_return std::move(*done.value);
 }

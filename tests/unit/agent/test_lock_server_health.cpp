@@ -8,11 +8,14 @@
 
 #include "coro.hpp"
 
+#include "baton/client.hpp"
 #include "baton/error.hpp"
 #include "baton/testing.hpp"
 
 #include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <vector>
 
@@ -112,4 +115,52 @@ BOOST_AUTO_TEST_CASE(the_observed_backend_passes_a_published_value_through_and_r
   BOOST_TEST((refused.ec == baton::error::held));
   BOOST_TEST(refused.holder.value == R"({"identity":"a"})");
   BOOST_TEST(seen.size() == 2u);
+}
+
+// Issue 25, defect 8: the agent's wrapper forwarded reload_tls but not renew_batch, so every renewal behind it
+// went alone. It derives from baton::forwarding_backend now; a client behind it sends its renewals in batches.
+BOOST_AUTO_TEST_CASE(a_client_behind_the_observed_backend_renews_in_batches) {
+  boost::asio::io_context ioc;
+  auto server = std::make_shared<baton::testing::memory_backend>(ioc.get_executor());
+  // Counts what reaches the server's side of the wrapper.
+  struct counting final : baton::forwarding_backend {
+    using forwarding_backend::forwarding_backend;
+    int singles = 0, batches = 0;
+    boost::asio::awaitable<baton::renew_reply> renew(std::string k, std::string o, std::uint64_t t,
+                                                     baton::milliseconds ttl, baton::milliseconds to) override {
+      ++singles;
+      return forwarding_backend::renew(std::move(k), std::move(o), t, ttl, to);
+    }
+    boost::asio::awaitable<std::vector<baton::renew_reply>> renew_batch(std::span<const baton::renew_entry> e,
+                                                                        baton::milliseconds to) override {
+      ++batches;
+      co_return co_await forwarding_backend::renew_batch(e, to);  // memory_backend: one by one, counted above
+    }
+  };
+  auto inner = std::make_shared<counting>(server);
+  int observed = 0;
+  auto wrapped = observe_backend(inner, [&](const boost::system::error_code&, const std::string&) { ++observed; });
+  baton::client_config cfg;
+  cfg.identity = "agent";
+  cfg.request_timeout = 2000ms;
+  cfg.renew_batch_window = 100ms;
+  baton::client c(ioc.get_executor(), cfg, wrapped);
+  baton::test::run_coro(ioc, [&]() -> boost::asio::awaitable<void> {
+    std::vector<baton::lease> leases;
+    for (int i = 0; i < 10; ++i) {
+      baton::lease_options o;
+      o.ttl = 10s;
+      o.renew_every = 300ms;
+      o.jitter = 0;
+      leases.push_back(co_await c.acquire("k" + std::to_string(i), o));
+    }
+    for (int i = 0; i < 3000 && c.stats().renews < 20; ++i) {
+      boost::asio::steady_timer t(ioc, 10ms);
+      co_await t.async_wait(boost::asio::use_awaitable);
+    }
+    for (auto& l : leases) co_await l.release();
+  }());
+  BOOST_TEST(c.stats().renews >= 20u);
+  BOOST_TEST(inner->batches >= 1, "no renewal reached the wrapped backend as a batch");
+  BOOST_TEST(observed > 0);
 }

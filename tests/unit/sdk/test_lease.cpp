@@ -17,6 +17,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <vector>
 
@@ -352,6 +353,26 @@ BOOST_FIXTURE_TEST_CASE(events_report_the_lease_lifecycle, fixture) {
   using k = lease_event::kind;
   std::vector<k> expected{k::acquired, k::renew_retry, k::renewed, k::lost};
   BOOST_TEST((seen == expected));
+}
+
+// Issue 25, defect 6: a renew that timed out at the deadline was reported as a renew_retry after the lease's
+// `lost` event. The loss is the last event of a lease.
+BOOST_FIXTURE_TEST_CASE(no_renew_retry_event_follows_the_loss, fixture) {
+  std::vector<lease_event::kind> seen;
+  auto cfg = make_config();
+  cfg.on_event = [&](const lease_event& e) { seen.push_back(e.what); };
+  client watched(ioc.get_executor(), cfg, b);
+  b->renew_default = mode::hang;  // each renew waits out its whole budget, which ends at the deadline
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto l = co_await watched.acquire("k", lease_opts(600ms, 100ms, 100ms));
+    co_await l.wait_lost();
+    co_await baton::test::sleep_for(300ms);  // the renew that was in flight at the deadline has ended by now
+  }());
+  using k = lease_event::kind;
+  const auto lost = std::ranges::find(seen, k::lost);
+  BOOST_REQUIRE((lost != seen.end()));
+  BOOST_TEST(std::count(lost, seen.end(), k::renew_retry) == 0, "a renew_retry event came after lost");
+  BOOST_TEST(std::count(seen.begin(), seen.end(), k::lost) == 1);
 }
 
 BOOST_FIXTURE_TEST_CASE(with_lease_rethrows_what_the_work_threw_at_once, fixture) {

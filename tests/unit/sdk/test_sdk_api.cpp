@@ -27,8 +27,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <array>
 #include <atomic>
 #include <future>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -340,6 +342,55 @@ BOOST_AUTO_TEST_CASE(operations_run_on_the_client_executor_whatever_executor_awa
   BOOST_TEST(c.stats().releases == static_cast<std::uint64_t>(2 * callers));
 }
 
+BOOST_AUTO_TEST_CASE(a_client_given_a_thread_pool_keeps_one_holder_per_key) {
+  // The client is given the pool's own executor, not a strand, and 40 workers on the pool's threads use it at
+  // once: 5 rounds each of with_lock on one of 4 keys, their work awaiting a timer while it holds the key.
+  // (Before the client made its own strand, this crashed within milliseconds in the timers' reactor.)
+  asio::thread_pool pool(4);
+  auto server = std::make_shared<memory_backend>(pool.get_executor());
+  client c(pool.get_executor(), test_config(), server);
+  constexpr int workers = 40, rounds = 5, keys = 4;
+  std::array<std::atomic<int>, keys> inside{};
+  std::array<std::atomic<std::uint64_t>, keys> last_token{};
+  std::atomic<int> overlaps{0}, token_regressions{0}, runs{0}, failures{0};
+  std::vector<std::future<void>> done;
+  for (int w = 0; w < workers; ++w) {
+    done.push_back(asio::co_spawn(
+        pool,
+        [&, w]() -> asio::awaitable<void> {
+          for (int round = 0; round < rounds; ++round) {
+            const int k = (w + round) % keys;
+            try {
+              co_await c.with_lock("pool/" + std::to_string(k), long_lease, [&](lease& l) -> asio::awaitable<void> {
+                if (inside[k].fetch_add(1) != 0) ++overlaps;
+                if (l.token() <= last_token[k].exchange(l.token())) ++token_regressions;
+                asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
+                co_await t.async_wait(asio::use_awaitable);
+                inside[k].fetch_sub(1);
+                ++runs;
+              });
+            } catch (const std::exception& e) {
+              ++failures;
+              BOOST_TEST_MESSAGE("with_lock failed: " << e.what());
+            }
+          }
+        },
+        asio::use_future));
+  }
+  for (auto& f : done) BOOST_REQUIRE((f.wait_for(60s) == std::future_status::ready));
+  BOOST_TEST(overlaps.load() == 0);
+  BOOST_TEST(token_regressions.load() == 0);
+  BOOST_TEST(failures.load() == 0);
+  BOOST_TEST(runs.load() == workers * rounds);
+  auto stopped = asio::co_spawn(pool, c.shutdown(5s), asio::use_future);
+  BOOST_REQUIRE((stopped.wait_for(30s) == std::future_status::ready));
+  stopped.get();
+  pool.join();
+  BOOST_TEST(server->last_token() == static_cast<std::uint64_t>(workers * rounds));
+  BOOST_TEST(c.stats().acquires == static_cast<std::uint64_t>(workers * rounds));
+  BOOST_TEST(c.stats().releases == static_cast<std::uint64_t>(workers * rounds));
+}
+
 BOOST_FIXTURE_TEST_CASE(shutdown_releases_every_lease_and_refuses_new_acquires, fixture) {
   outcome waiter;
   asio::cancellation_signal unused;
@@ -612,6 +663,137 @@ BOOST_FIXTURE_TEST_CASE(with_lock_runs_under_the_lock_and_releases_on_every_path
   settle();
   BOOST_TEST(out.done);
   BOOST_TEST(!server->holder("k").has_value());
+  // Issue 25, defect 10: the cancellation is a baton::exception, as every SDK failure is (it escaped as the
+  // timer's boost::system::system_error).
+  bool baton_exception = false;
+  try {
+    std::rethrow_exception(out.error);
+  } catch (const baton::exception& e) {
+    baton_exception = e.code() == asio::error::operation_aborted;
+  } catch (...) {
+  }
+  BOOST_TEST(baton_exception);
+}
+
+// Issue 25, defect 3: with_lock waited for the release of a lease already lost, retry by retry, each waiting
+// out request_timeout (2 s here), before it threw lease_lost. A lost lease is not released in the foreground.
+BOOST_FIXTURE_TEST_CASE(with_lock_reports_a_loss_within_milliseconds_of_it, fixture) {
+  outcome out;
+  asio::cancellation_signal unused;
+  std::optional<std::chrono::steady_clock::time_point> granted;
+  spawn_cancellable(ioc, unused,
+                    c.with_lock("k", lease_opts(600ms),
+                                [&](lease&) -> asio::awaitable<void> {
+                                  granted = std::chrono::steady_clock::now();
+                                  server->pause();  // no renew is answered from now on
+                                  asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+                                  co_await t.async_wait(asio::use_awaitable);
+                                }),
+                    out);
+  for (int i = 0; i < 2000 && !out.done; ++i) ioc.run_one_for(10ms);
+  const auto ended = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(out.done);
+  BOOST_REQUIRE(granted.has_value());
+  BOOST_TEST((code_of(out.error) == error::lease_lost));
+  // Lost at its local deadline, 540 ms after the grant; waiting out one release try alone takes 2,000 ms.
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(ended - *granted);
+  BOOST_TEST(took.count() < 1'800, "with_lock reported the loss " << took.count() << " ms after the grant");
+  server->resume();
+  settle();
+}
+
+// Issue 25, defect 4: work that checks active() itself can return normally before the loss watch fires; the
+// caller was then told the work succeeded. Here the work holds the thread until the deadline passes, so the
+// watch cannot run first.
+BOOST_FIXTURE_TEST_CASE(with_lease_reports_a_loss_even_when_the_work_returned_first, fixture) {
+  outcome direct, locked;
+  asio::cancellation_signal unused, unused_too;  // one slot per operation
+  auto spin_until_inactive = [](lease& l) -> asio::awaitable<void> {
+    while (l.active()) std::this_thread::sleep_for(1ms);  // blocks the io_context: no renewal either
+    co_return;
+  };
+  spawn_cancellable(ioc, unused,
+                    [&]() -> asio::awaitable<void> {
+                      auto l = co_await c.acquire("direct", lease_opts(300ms));
+                      co_await with_lease(l, spin_until_inactive(l));
+                    }(),
+                    direct);
+  spawn_cancellable(ioc, unused_too, c.with_lock("locked", lease_opts(300ms), spin_until_inactive), locked);
+  for (int i = 0; i < 2000 && !(direct.done && locked.done); ++i) ioc.run_one_for(10ms);
+  BOOST_REQUIRE(direct.done && locked.done);
+  BOOST_TEST((code_of(direct.error) == error::lease_lost));
+  BOOST_TEST((code_of(locked.error) == error::lease_lost));
+}
+
+// Issue 25, defects 5 and 6: shutdown() released the lease while its guarded work went on writing with the
+// released token; then with_lock released it a second time (two `released` events, releases = 2).
+BOOST_FIXTURE_TEST_CASE(shutdown_stops_guarded_work_before_it_releases_and_counts_one_release, fixture) {
+  outcome out;
+  asio::cancellation_signal unused;
+  int writes = 0;
+  bool held_at_every_write = true;
+  spawn_cancellable(ioc, unused,
+                    c.with_lock("k", long_lease,
+                                [&](lease& l) -> asio::awaitable<void> {
+                                  for (;;) {
+                                    asio::steady_timer t(co_await asio::this_coro::executor, 2ms);
+                                    co_await t.async_wait(asio::use_awaitable);
+                                    // A write: the server must still hold the lock for this token.
+                                    auto h = server->holder("k");
+                                    if (!h || h->token != l.token()) held_at_every_write = false;
+                                    ++writes;
+                                  }
+                                }),
+                    out);
+  settle(50ms);
+  BOOST_REQUIRE(writes > 0);
+  bool stopped = false;
+  int writes_at_shutdown = 0;
+  asio::co_spawn(ioc, c.shutdown(5s), [&](std::exception_ptr) {
+    stopped = true;
+    writes_at_shutdown = writes;
+  });
+  for (int i = 0; i < 500 && !(stopped && out.done); ++i) ioc.run_one_for(10ms);
+  BOOST_REQUIRE(stopped);
+  BOOST_REQUIRE(out.done);
+  settle(100ms);
+  BOOST_TEST(writes == writes_at_shutdown, (writes - writes_at_shutdown) << " writes after shutdown() returned");
+  BOOST_TEST(held_at_every_write, "a write ran after the server had freed the lock");
+  BOOST_TEST(!server->holder("k").has_value());
+  BOOST_TEST((code_of(out.error) == error::released));
+  BOOST_TEST(count(lease_event::kind::released) == 1u);
+  BOOST_TEST(c.stats().releases == 1u);
+}
+
+// Defect 5 for lease::release() from outside the work: the work is cancelled at once.
+BOOST_FIXTURE_TEST_CASE(a_release_from_outside_cancels_the_guarded_work_at_once, fixture) {
+  outcome out;
+  asio::cancellation_signal unused;
+  lease l;
+  run_coro(ioc, [&]() -> asio::awaitable<void> { l = co_await c.acquire("k", long_lease); }());
+  spawn_cancellable(ioc, unused,
+                    [&]() -> asio::awaitable<void> {
+                      co_await with_lease(l, [&]() -> asio::awaitable<void> {
+                        asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+                        co_await t.async_wait(asio::use_awaitable);
+                      }());
+                    }(),
+                    out);
+  settle(20ms);
+  BOOST_REQUIRE(!out.done);
+  run_coro(ioc, [&]() -> asio::awaitable<void> { BOOST_TEST((co_await l.release() == release_outcome::released)); }());
+  settle(20ms);
+  BOOST_TEST(out.done);
+  BOOST_TEST((code_of(out.error) == error::released));
+  // Work that releases its own lease as its last step still returns normally.
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto m = co_await c.acquire("k", long_lease);
+    int v = co_await with_lease(m, [&]() -> asio::awaitable<int> {
+      co_await m.release();
+      co_return 5;
+    }());
+    BOOST_TEST(v == 5);
+  }());
 }
 
 // --- the test double follows the protocol ---
