@@ -712,12 +712,12 @@ BOOST_FIXTURE_TEST_CASE(with_lease_reports_a_loss_even_when_the_work_returned_fi
     while (l.active()) std::this_thread::sleep_for(1ms);  // blocks the io_context: no renewal either
     co_return;
   };
-  spawn_cancellable(ioc, unused,
-                    [&]() -> asio::awaitable<void> {
-                      auto l = co_await c.acquire("direct", lease_opts(300ms));
-                      co_await with_lease(l, spin_until_inactive(l));
-                    }(),
-                    direct);
+  // Named: the coroutine reads its captures through the closure, which must outlive the frame.
+  auto acquire_and_spin = [&]() -> asio::awaitable<void> {
+    auto l = co_await c.acquire("direct", lease_opts(300ms));
+    co_await with_lease(l, spin_until_inactive(l));
+  };
+  spawn_cancellable(ioc, unused, acquire_and_spin(), direct);
   spawn_cancellable(ioc, unused_too, c.with_lock("locked", lease_opts(300ms), spin_until_inactive), locked);
   for (int i = 0; i < 2000 && !(direct.done && locked.done); ++i) ioc.run_one_for(10ms);
   BOOST_REQUIRE(direct.done && locked.done);
@@ -771,14 +771,13 @@ BOOST_FIXTURE_TEST_CASE(a_release_from_outside_cancels_the_guarded_work_at_once,
   asio::cancellation_signal unused;
   lease l;
   run_coro(ioc, [&]() -> asio::awaitable<void> { l = co_await c.acquire("k", long_lease); }());
-  spawn_cancellable(ioc, unused,
-                    [&]() -> asio::awaitable<void> {
-                      co_await with_lease(l, [&]() -> asio::awaitable<void> {
-                        asio::steady_timer t(co_await asio::this_coro::executor, 60s);
-                        co_await t.async_wait(asio::use_awaitable);
-                      }());
-                    }(),
-                    out);
+  auto guarded = [&]() -> asio::awaitable<void> {  // named: the frame reads its captures through it
+    co_await with_lease(l, [&]() -> asio::awaitable<void> {
+      asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+      co_await t.async_wait(asio::use_awaitable);
+    }());
+  };
+  spawn_cancellable(ioc, unused, guarded(), out);
   settle(20ms);
   BOOST_REQUIRE(!out.done);
   run_coro(ioc, [&]() -> asio::awaitable<void> { BOOST_TEST((co_await l.release() == release_outcome::released)); }());
