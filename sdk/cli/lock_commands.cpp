@@ -156,8 +156,7 @@ asio::awaitable<int> run_release(client& c, const release_command& cmd) {
   const std::string what = "release " + quoted(cmd.key);
   if (r.ec) fail(what, r.ec, r.diagnostic);
   if (r.outcome == release_outcome::not_owner) fail(what, make_error_code(error::not_owner), r.diagnostic);
-  const char* outcome = r.outcome == release_outcome::released ? "released" : "already_free";
-  print_json({{"key", cmd.key}, {"released", true}, {"outcome", outcome}});
+  print_json({{"key", cmd.key}, {"released", true}, {"outcome", to_string(r.outcome)}});
   co_return exit_code::ok;
 }
 

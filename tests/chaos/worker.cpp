@@ -364,9 +364,7 @@ struct worker {
         co_await sleep(milliseconds(50 << attempt));
         continue;
       }
-      outcome = r.outcome == baton::release_outcome::released       ? "released"
-                : r.outcome == baton::release_outcome::already_free ? "already_free"
-                                                                    : "not_owner";
+      outcome = to_string(r.outcome);
     }
     if (!outcome.empty())
       log.emit("released",

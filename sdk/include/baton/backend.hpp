@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <span>
@@ -58,6 +59,11 @@ enum class release_outcome {
   already_free,  // nobody held it any more (expired or released before): a retried release lands here too
   not_owner,     // another owner or a newer token holds it; nothing changed
 };
+
+/// "released", "already_free" or "not_owner" (the protocol's own spelling of the outcome); operator<< writes
+/// the same.
+std::string_view to_string(release_outcome o) noexcept;
+std::ostream& operator<<(std::ostream& os, release_outcome o);
 
 /// ec: empty when the server answered (outcome says what happened, not_owner included); errors otherwise.
 struct release_reply {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,10 @@ struct lease_event {
   /// acquire_retry, acquire_abandoned, renew_retry, lost: why.
   std::string_view reason;
 };
+
+/// The kind's name ("acquire_retry"), for logs and metrics labels; operator<< writes the same.
+std::string_view to_string(lease_event::kind k) noexcept;
+std::ostream& operator<<(std::ostream& os, lease_event::kind k);
 
 /// TLS settings for `https://` and `etcds://` servers. The server's certificate is always verified: against
 /// `ca_file` when given, else the system's CA store; and it must name the host of the URL (DNS name or IP

@@ -8,7 +8,9 @@
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <iosfwd>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace baton {
@@ -42,6 +44,11 @@ enum class error {
 // Cancellation is reported as boost::asio::error::operation_aborted (compare with it; it is not in this enum).
 
 const boost::system::error_category& error_category() noexcept;
+
+/// The enumerator's name ("lease_lost"), for logs and metrics labels; operator<< writes the same. A value
+/// outside the enum gives "unknown" (operator<< writes "error(<number>)").
+std::string_view to_string(error e) noexcept;
+std::ostream& operator<<(std::ostream& os, error e);
 
 inline boost::system::error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), error_category()};

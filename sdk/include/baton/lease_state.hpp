@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <ctime>
+#include <iosfwd>
+#include <string_view>
 
 namespace baton {
 
@@ -11,6 +13,11 @@ namespace baton {
 /// confirmed renew, or the server refused a renew). released: the holder released it. lost and released are
 /// final: a lease never becomes active again.
 enum class lease_state { active, lost, released };
+
+/// "active", "lost" or "released"; operator<< writes the same ("lease_state(<number>)" for a value outside
+/// the enum, to_string "unknown").
+std::string_view to_string(lease_state s) noexcept;
+std::ostream& operator<<(std::ostream& os, lease_state s);
 
 /// The clock of a lease's local deadline: Linux's CLOCK_BOOTTIME, a monotonic clock that, unlike
 /// std::chrono::steady_clock (CLOCK_MONOTONIC), keeps counting while the host is suspended. The lock

@@ -31,6 +31,9 @@
 #include <atomic>
 #include <future>
 #include <optional>
+#include <set>
+#include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -826,4 +829,43 @@ BOOST_FIXTURE_TEST_CASE(the_memory_backend_never_shortens_a_lease, fixture) {
     server->advance(100'000ms);
     BOOST_TEST(server->holder("k").has_value());
   }());
+}
+
+// --- names of the public enums ---
+
+namespace {
+template <class E>
+std::string streamed(E e) {
+  std::ostringstream os;
+  os << e;
+  return os.str();
+}
+
+// Every enumerator from `first` to `last` has its own name, not "unknown", and operator<< writes it.
+template <class E>
+void check_names(E first, E last, std::string_view type) {
+  std::set<std::string_view> seen;
+  for (auto v = static_cast<int>(first); v <= static_cast<int>(last); ++v) {
+    const auto e = static_cast<E>(v);
+    const auto name = to_string(e);
+    BOOST_TEST(name != "unknown", type << " value " << v << " has no name");
+    BOOST_TEST(seen.insert(name).second, type << " name " << name << " is used twice");
+    BOOST_TEST(streamed(e) == name);
+  }
+  const auto outside = static_cast<E>(static_cast<int>(last) + 1);
+  BOOST_TEST(to_string(outside) == "unknown");
+  BOOST_TEST(streamed(outside) == std::string(type) + "(" + std::to_string(static_cast<int>(last) + 1) + ")");
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_public_enum_has_a_name_and_prints_it) {
+  check_names(error::held, error::shut_down, "error");
+  check_names(lease_state::active, lease_state::released, "lease_state");
+  check_names(release_outcome::released, release_outcome::not_owner, "release_outcome");
+  check_names(lease_event::kind::acquired, lease_event::kind::server_warning, "lease_event::kind");
+  // The names users log and match on.
+  BOOST_TEST(to_string(error::lease_lost) == "lease_lost");
+  BOOST_TEST(to_string(lease_state::lost) == "lost");
+  BOOST_TEST(to_string(release_outcome::already_free) == "already_free");  // the protocol's spelling
+  BOOST_TEST(to_string(lease_event::kind::acquire_abandoned) == "acquire_abandoned");
 }
