@@ -77,10 +77,17 @@ asio::awaitable<steady::time_point> wait_until_free(const backend_suite& s, cons
 }  // namespace
 
 backend_suite::backend_suite(const client_config& config, std::optional<std::string> restart_command)
-    : config_(config), prefix_(run_prefix()), restart_command_(std::move(restart_command)) {
-  // The checks' own waits are longer than the CLI's default round trip; never bound a request below 10 s.
-  config_.request_timeout = std::max(config_.request_timeout, milliseconds(10'000));
-  backend_ = make_backend(ioc_.get_executor(), config_);
+    : backend_suite([config](asio::any_io_executor ex) { return make_backend(std::move(ex), config); },
+                    // The checks' own waits are longer than the CLI's default round trip.
+                    std::max(config.request_timeout, milliseconds(10'000)), std::move(restart_command)) {}
+
+backend_suite::backend_suite(backend_factory open, milliseconds request_timeout,
+                             std::optional<std::string> restart_command)
+    : open_(std::move(open)),
+      request_timeout_(request_timeout),
+      prefix_(run_prefix()),
+      restart_command_(std::move(restart_command)) {
+  backend_ = open_(ioc_.get_executor());
 }
 
 void backend_suite::run(asio::awaitable<void> check) const {
@@ -94,9 +101,7 @@ void backend_suite::run(asio::awaitable<void> check) const {
   if (failure) std::rethrow_exception(failure);
 }
 
-std::shared_ptr<backend> backend_suite::open() const {
-  return make_backend(ioc_.get_executor(), config_);
-}
+std::shared_ptr<backend> backend_suite::open() const { return open_(ioc_.get_executor()); }
 
 void backend_suite::saw_token(std::uint64_t token) const {
   const auto t = static_cast<std::int64_t>(token);
@@ -109,7 +114,7 @@ asio::awaitable<acquire_reply> backend_suite::acquire(backend& b, const std::str
                                                       const std::string& owner, milliseconds ttl,
                                                       std::string value) const {
   const bool valued = !value.empty();
-  auto r = co_await b.acquire(key, owner, ttl, std::move(value), config_.request_timeout);
+  auto r = co_await b.acquire(key, owner, ttl, std::move(value), request_timeout_);
   // A backend written before values refuses one (backend.hpp): there is nothing to check.
   if (valued && r.ec == error::invalid_config) throw check_skipped("the backend does not keep values");
   if (r.ec && r.ec != error::held) throw check_failed("acquire by " + owner + ": " + why(r.ec, r.diagnostic));
@@ -135,7 +140,7 @@ asio::awaitable<acquire_reply> backend_suite::must_acquire(const std::string& ke
 
 asio::awaitable<renew_reply> backend_suite::renew(const std::string& key, const std::string& owner,
                                                   std::uint64_t token, milliseconds ttl) const {
-  auto r = co_await backend_->renew(key, owner, token, ttl, config_.request_timeout);
+  auto r = co_await backend_->renew(key, owner, token, ttl, request_timeout_);
   if (r.ec && r.ec != error::lease_lost)
     throw check_failed("renew by " + owner + ": " + why(r.ec, r.diagnostic));
   co_return r;
@@ -143,7 +148,7 @@ asio::awaitable<renew_reply> backend_suite::renew(const std::string& key, const 
 
 asio::awaitable<std::vector<renew_reply>> backend_suite::renew_batch(std::vector<renew_entry> entries) const {
   const auto n = entries.size();
-  auto out = co_await backend_->renew_batch(std::move(entries), config_.request_timeout);
+  auto out = co_await backend_->renew_batch(std::move(entries), request_timeout_);
   expect(out.size() == n,
          "a batch renewal of " + std::to_string(n) + " entries answered " + std::to_string(out.size()));
   for (std::size_t i = 0; i < out.size(); ++i)
@@ -155,20 +160,20 @@ asio::awaitable<std::vector<renew_reply>> backend_suite::renew_batch(std::vector
 
 asio::awaitable<release_outcome> backend_suite::release(const std::string& key, const std::string& owner,
                                                         std::uint64_t token) const {
-  auto r = co_await backend_->release(key, owner, token, config_.request_timeout);
+  auto r = co_await backend_->release(key, owner, token, request_timeout_);
   if (r.ec) throw check_failed("release by " + owner + ": " + why(r.ec, r.diagnostic));
   co_return r.outcome;
 }
 
 asio::awaitable<get_reply> backend_suite::get(const std::string& key) const {
-  auto r = co_await backend_->get(key, std::nullopt, config_.request_timeout);
+  auto r = co_await backend_->get(key, std::nullopt, request_timeout_);
   if (r.ec) throw check_failed("get: " + why(r.ec, r.diagnostic));
   co_return r;
 }
 
 asio::awaitable<get_reply> backend_suite::poll(backend& b, const std::string& key, std::uint64_t token,
                                                milliseconds bound) const {
-  auto r = co_await b.get(key, wait_for_change{token, bound}, config_.request_timeout + bound);
+  auto r = co_await b.get(key, wait_for_change{token, bound}, request_timeout_ + bound);
   if (r.ec) throw check_failed("long-poll: " + why(r.ec, r.diagnostic));
   co_return r;
 }
@@ -319,6 +324,31 @@ asio::awaitable<void> reacquire_refreshes_expiry(const backend_suite& s) {
          "a lease acquired for 2000 ms, then re-acquired by its owner for 30000 ms, has " +
              std::to_string(g.holder->ttl_remaining.count()) + " ms left (expected " +
              std::to_string(at_least.count()) + " to 30000: the re-acquire must set a new expiry)");
+}
+
+// docs/protocol.md, "renew" and "acquire": no request shortens a lease. A long lease renewed, then re-acquired
+// by its owner, each for a short TTL, keeps its long expiry (etcd reports whole seconds: a second of slack).
+asio::awaitable<void> shorter_requests_keep_expiry(const backend_suite& s) {
+  const auto key = s.key("no-shortening");
+  const auto sent = steady::now();
+  auto a = co_await s.must_acquire(key, "owner-a", long_ttl);
+  auto shorter = co_await s.renew(key, "owner-a", a.token, short_ttl);
+  expect(!shorter.ec, "renew with " + ms(short_ttl) + " of a lease acquired for " + ms(long_ttl) + ": " +
+                          why(shorter.ec, shorter.diagnostic));
+  auto after_renew = co_await s.get(key);
+  auto again = co_await s.must_acquire(key, "owner-a", short_ttl);
+  auto after_acquire = co_await s.get(key);
+  co_await s.release(key, "owner-a", again.token);
+  const auto at_least = long_ttl - std::chrono::ceil<milliseconds>(steady::now() - sent) - 1s;
+  auto judge = [&](const get_reply& g, std::uint64_t token, const std::string& what) {
+    expect(held_by(g.holder, "owner-a", token), "after the " + what + ": " + describe(g.holder));
+    expect(g.holder->ttl_remaining >= at_least,
+           "a lease acquired for " + ms(long_ttl) + ", then " + what + " for " + ms(short_ttl) + ", has " +
+               std::to_string(g.holder->ttl_remaining.count()) + " ms left (expected at least " +
+               std::to_string(at_least.count()) + ": a shorter request must not move the expiry earlier)");
+  };
+  judge(after_renew, a.token, "renew");
+  judge(after_acquire, again.token, "renew and a re-acquire by its owner");
 }
 
 void expect_lost(const renew_reply& r, std::initializer_list<const char*> reasons, const std::string& what) {
@@ -743,6 +773,47 @@ asio::awaitable<void> restart_tokens_increase(const backend_suite& s) {
   larger(fresh.token, "an acquire of a new key");
   larger(freed.token, "an acquire of the lock released before the restart");
   larger(again.token, "the holder's re-acquire");
+}
+
+constexpr named_check lease_checks[] = {
+    {"concurrent acquires have one winner", concurrent_acquires},
+    {"acquire while held is refused naming the holder", held_names_holder},
+    {"same-owner re-acquire gets a larger token", reacquire_larger_token},
+    {"same-owner re-acquire sets a new expiry", reacquire_refreshes_expiry},
+    {"renew is refused for a wrong owner", renew_wrong_owner},
+    {"renew is refused for a wrong token", renew_wrong_token},
+    {"renew is refused for an expired lease", renew_expired},
+    {"renew extends the lease past its first TTL", renew_extends},
+    {"a shorter renew or re-acquire does not shorten a lease", shorter_requests_keep_expiry},
+    {"release is conditional on owner and token", release_conditional},
+    {"a superseded token can neither renew nor release", superseded_token_refused},
+    {"release is idempotent", release_idempotent},
+    {"tokens increase across release and expiry", tokens_increase},
+    {"expiry frees the lock on time", expiry_on_time},
+    {"a lease is held for its TTL from the acquire's sending", never_expires_early},
+    {"a 1-hour lease is held", long_ttl_held},
+    {"long-poll answers within 250 ms of a release", long_poll_release},
+    {"long-poll answers within 250 ms of an expiry", long_poll_expiry},
+    {"long-poll with a stale token answers at once", long_poll_stale_token},
+    {"a lease's value is published, replaced and kept", value_round_trip},
+    {"renew batch: each entry is answered as a single renew", renew_batch_mixed},
+    {"renew batch: a superseded token is refused", renew_batch_superseded},
+};
+
+constexpr named_check after_restart[] = {
+    {"restart: a held lease keeps its owner and token", restart_keeps_held_lease},
+    {"restart: a released lock stays released", restart_keeps_release},
+    {"restart: new tokens are larger than every token before", restart_tokens_increase},
+};
+
+std::span<const named_check> checks() { return lease_checks; }
+std::span<const named_check> restart_checks() { return after_restart; }
+
+check find(std::string_view name) {
+  for (auto list : {checks(), restart_checks()})
+    for (const auto& c : list)
+      if (c.name == name) return c.run;
+  return nullptr;
 }
 
 }  // namespace on_backend

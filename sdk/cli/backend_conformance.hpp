@@ -4,6 +4,9 @@
 // the guarantees that are visible through baton::backend (acquire, renew, release, get and long-poll), each
 // under the name of its HTTP counterpart in conformance.cpp's table. What only the wire shows (statuses,
 // bodies, routes, capabilities) has no counterpart here and is reported as skipped.
+//
+// A library of its own (baton_conformance): the CLI runs it against a URL, and the tests run it against the
+// SDK's own test double (baton::testing::memory_backend), which must follow the same rules as a server.
 
 #include "conformance_check.hpp"
 
@@ -14,9 +17,12 @@
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace baton::cli {
@@ -25,7 +31,14 @@ namespace baton::cli {
 // io_context of its own. The wrappers turn transport errors into check_failed and note every token issued.
 class backend_suite {
  public:
+  // Makes a backend (a connection pool, as one client would have) on the suite's executor.
+  using backend_factory = std::function<std::shared_ptr<backend>(boost::asio::any_io_executor)>;
+
+  // The backend of `config.server_url` (make_backend()); requests are bounded by at least 10 s.
   backend_suite(const client_config& config, std::optional<std::string> restart_command);
+  // The backends `open` makes (one for the suite, one more per open()), requests bounded by
+  // `request_timeout`.
+  backend_suite(backend_factory open, milliseconds request_timeout, std::optional<std::string> restart_command);
 
   // Runs `check` to its end; rethrows what it threw.
   void run(boost::asio::awaitable<void> check) const;
@@ -66,7 +79,8 @@ class backend_suite {
  private:
   void saw_token(std::uint64_t token) const;
 
-  client_config config_;
+  backend_factory open_;
+  milliseconds request_timeout_;
   std::string prefix_;
   std::optional<std::string> restart_command_;
   mutable boost::asio::io_context ioc_;
@@ -96,6 +110,7 @@ boost::asio::awaitable<void> renew_wrong_owner(const backend_suite& s);
 boost::asio::awaitable<void> renew_wrong_token(const backend_suite& s);
 boost::asio::awaitable<void> renew_expired(const backend_suite& s);
 boost::asio::awaitable<void> renew_extends(const backend_suite& s);
+boost::asio::awaitable<void> shorter_requests_keep_expiry(const backend_suite& s);
 boost::asio::awaitable<void> release_conditional(const backend_suite& s);
 boost::asio::awaitable<void> superseded_token_refused(const backend_suite& s);
 boost::asio::awaitable<void> release_idempotent(const backend_suite& s);
@@ -112,6 +127,17 @@ boost::asio::awaitable<void> renew_batch_superseded(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_held_lease(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_release(const backend_suite& s);
 boost::asio::awaitable<void> restart_tokens_increase(const backend_suite& s);
+
+// Each check under the name of its HTTP counterpart (conformance.cpp), in the order the CLI runs them;
+// restart_checks() run after the restart phase.
+struct named_check {
+  std::string_view name;
+  check run;
+};
+std::span<const named_check> checks();
+std::span<const named_check> restart_checks();
+// The check named `name` (in either list), or null when the backend's interface cannot express it.
+check find(std::string_view name);
 }  // namespace on_backend
 
 }  // namespace baton::cli

@@ -1200,44 +1200,38 @@ void restart_tokens_increase(const suite& s) {
                                                   before);
 }
 
-// Each check, with its counterpart through baton::backend (backend_conformance.cpp) where the backend's
-// interface can express it; what only the wire shows has none and is skipped in that mode.
+// Each check; its counterpart through baton::backend, where the backend's interface can express it, has the
+// same name in backend_conformance.cpp's tables (on_backend::find). What only the wire shows has none and is
+// skipped in that mode.
 struct check {
   const char* name;
   void (*run)(const suite&);
-  on_backend::check on_backend = nullptr;
 };
 
 constexpr check checks[] = {
-    {"concurrent acquires have one winner", concurrent_acquires, on_backend::concurrent_acquires},
-    {"acquire while held is refused naming the holder", held_names_holder, on_backend::held_names_holder},
-    {"same-owner re-acquire gets a larger token", reacquire_larger_token, on_backend::reacquire_larger_token},
-    {"same-owner re-acquire sets a new expiry", reacquire_refreshes_expiry,
-     on_backend::reacquire_refreshes_expiry},
-    {"renew is refused for a wrong owner", renew_wrong_owner, on_backend::renew_wrong_owner},
-    {"renew is refused for a wrong token", renew_wrong_token, on_backend::renew_wrong_token},
-    {"renew is refused for an expired lease", renew_expired, on_backend::renew_expired},
-    {"renew extends the lease past its first TTL", renew_extends, on_backend::renew_extends},
+    {"concurrent acquires have one winner", concurrent_acquires},
+    {"acquire while held is refused naming the holder", held_names_holder},
+    {"same-owner re-acquire gets a larger token", reacquire_larger_token},
+    {"same-owner re-acquire sets a new expiry", reacquire_refreshes_expiry},
+    {"renew is refused for a wrong owner", renew_wrong_owner},
+    {"renew is refused for a wrong token", renew_wrong_token},
+    {"renew is refused for an expired lease", renew_expired},
+    {"renew extends the lease past its first TTL", renew_extends},
     {"a shorter renew or re-acquire does not shorten a lease", shorter_requests_keep_expiry},
-    {"release is conditional on owner and token", release_conditional, on_backend::release_conditional},
-    {"a superseded token can neither renew nor release", superseded_token_refused,
-     on_backend::superseded_token_refused},
-    {"release is idempotent", release_idempotent, on_backend::release_idempotent},
-    {"tokens increase across release and expiry", tokens_increase, on_backend::tokens_increase},
-    {"expiry frees the lock on time", expiry_on_time, on_backend::expiry_on_time},
-    {"a lease is held for its TTL from the acquire's sending", never_expires_early,
-     on_backend::never_expires_early},
-    {"a 1-hour lease is held", long_ttl_held, on_backend::long_ttl_held},
-    {"long-poll answers within 250 ms of a release", long_poll_release, on_backend::long_poll_release},
-    {"long-poll answers within 250 ms of an expiry", long_poll_expiry, on_backend::long_poll_expiry},
-    {"long-poll with a stale token answers at once", long_poll_stale_token,
-     on_backend::long_poll_stale_token},
-    {"a lease's value is published, replaced and kept", value_round_trip, on_backend::value_round_trip},
+    {"release is conditional on owner and token", release_conditional},
+    {"a superseded token can neither renew nor release", superseded_token_refused},
+    {"release is idempotent", release_idempotent},
+    {"tokens increase across release and expiry", tokens_increase},
+    {"expiry frees the lock on time", expiry_on_time},
+    {"a lease is held for its TTL from the acquire's sending", never_expires_early},
+    {"a 1-hour lease is held", long_ttl_held},
+    {"long-poll answers within 250 ms of a release", long_poll_release},
+    {"long-poll answers within 250 ms of an expiry", long_poll_expiry},
+    {"long-poll with a stale token answers at once", long_poll_stale_token},
+    {"a lease's value is published, replaced and kept", value_round_trip},
     {"capabilities", capabilities},
-    {"renew batch: each entry is answered as a single renew", renew_batch_mixed,
-     on_backend::renew_batch_mixed},
-    {"renew batch: a superseded token is refused", renew_batch_superseded,
-     on_backend::renew_batch_superseded},
+    {"renew batch: each entry is answered as a single renew", renew_batch_mixed},
+    {"renew batch: a superseded token is refused", renew_batch_superseded},
     {"renew batch: a malformed batch is 400 and renews nothing", renew_batch_malformed},
     {"malformed JSON is 400 bad_request", malformed_json},
     {"missing field is 400 bad_request", missing_field},
@@ -1250,12 +1244,10 @@ constexpr check checks[] = {
 
 // Run after every other check, so that "every token before" covers the whole run.
 constexpr check restart_checks[] = {
-    {"restart: a held lease keeps its owner and token", restart_keeps_held_lease,
-     on_backend::restart_keeps_held_lease},
-    {"restart: a released lock stays released", restart_keeps_release, on_backend::restart_keeps_release},
+    {"restart: a held lease keeps its owner and token", restart_keeps_held_lease},
+    {"restart: a released lock stays released", restart_keeps_release},
     {"restart: a TTL raised by a batch renewal is kept", restart_keeps_batch_raise},
-    {"restart: new tokens are larger than every token before", restart_tokens_increase,
-     on_backend::restart_tokens_increase},
+    {"restart: new tokens are larger than every token before", restart_tokens_increase},
 };
 
 // Prints one line per check and the summary; counts what failed and what was skipped.
@@ -1312,8 +1304,9 @@ int run_on_backend(const client_config& client, const std::optional<std::string>
     out.run(
         ch.name,
         [&] {
-          if (!ch.on_backend) throw check_skipped("not applicable to an etcd backend");
-          s.run(ch.on_backend(s));
+          const auto counterpart = on_backend::find(ch.name);
+          if (!counterpart) throw check_skipped("not applicable to an etcd backend");
+          s.run(counterpart(s));
         },
         [&] { return s.take_note(); });
   };
@@ -1326,69 +1319,6 @@ int run_on_backend(const client_config& client, const std::optional<std::string>
 }
 
 }  // namespace
-
-std::string run_prefix() {
-  std::random_device rd;
-  std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return std::string("conformance/") + buf;
-}
-
-void on_time_tally::add(const wake_try& t) {
-  took_ += (took_.empty() ? "answered after " : ", ") + (t.late ? std::string("late") : ms(t.took));
-  if (t.late) {
-    ++late_;
-    why_ = *t.late;
-  } else {
-    ++on_time_;
-  }
-}
-
-std::string on_time_tally::result() const {
-  if (late_ == 2)
-    throw check_failed(why_ + " (late in 2 of " + std::to_string(on_time_ + late_) + " tries; the bound is " +
-                       ms(wake_bound) + ")");
-  return took_;
-}
-
-std::string twice_on_time(const std::function<wake_try()>& attempt) {
-  on_time_tally tally;
-  while (!tally.done())
-    tally.add(attempt());
-  return tally.result();
-}
-
-std::optional<std::string> run_restart_command(const std::string& command) {
-  const pid_t pid = ::fork();
-  if (pid < 0) return "--restart-command: fork: " + std::string(std::strerror(errno));
-  if (pid == 0) {  // only async-signal-safe calls until exec
-    const int null = ::open("/dev/null", O_RDONLY);
-    if (null >= 0) ::dup2(null, 0);
-    ::dup2(2, 1);
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  const auto until = steady::now() + restart_command_bound;
-  for (;;) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
-      return "--restart-command " + (WIFEXITED(status)
-                                         ? "exited with status " + std::to_string(WEXITSTATUS(status))
-                                         : "was ended by signal " + std::to_string(WTERMSIG(status)));
-    }
-    if (r < 0 && errno != EINTR) return "--restart-command: waitpid: " + std::string(std::strerror(errno));
-    if (steady::now() >= until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return "--restart-command did not finish within " + std::to_string(restart_command_bound / 1s) +
-             " s (it must return once the server is restarting, e.g. start it in the background)";
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-}
 
 // Why a server refused the run's first lock request (401 or 403), and what to do about it.
 static std::string access_problem(const client_config& client, const reply& r) {

@@ -276,14 +276,17 @@ class etcd_backend final : public backend,
     if (!g.ec && !uint_field(g.body, "ID", lease)) protocol(g, "lease grant answer has no ID");
     if (g.ec) co_return fail<acquire_reply>(g);
 
-    json::object txn{
-        {"compare", json::array{json::object{
-                        {"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
-        {"success",
-         json::array{json::object{
-             {"request_put", json::object{{"key", k}, {"value", v}, {"lease", std::to_string(lease)}}}}}},
-        {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
-    auto r = co_await call("/v3/kv/txn", txn, deadline);
+    // Creates the key under `with_lease` if it does not exist; reads it otherwise.
+    auto create_txn = [&](std::uint64_t with_lease) {
+      return json::object{
+          {"compare", json::array{json::object{
+                          {"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
+          {"success",
+           json::array{json::object{
+               {"request_put", json::object{{"key", k}, {"value", v}, {"lease", std::to_string(with_lease)}}}}}},
+          {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
+    };
+    auto r = co_await call("/v3/kv/txn", create_txn(lease), deadline);
     if (r.ec) co_return fail<acquire_reply>(r);
     if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
       if (!header_revision(r.body, out.token)) protocol(r, "txn answer has no revision");
@@ -302,6 +305,19 @@ class etcd_backend final : public backend,
       // The same owner again (a retry after a lost reply): supersede with a new create_revision, as batond
       // does. etcd refuses a delete and a put of one key in one txn, so: delete ours, then create anew; if
       // someone else takes the key in between, they hold it and this try is refused.
+      //
+      // A re-acquire never makes the key free sooner (docs/protocol.md, acquire), and etcd cannot lengthen a
+      // lease: when the old lease has more time left than this request asks for, the new key gets a lease
+      // of that time instead, a second more than etcd reports (it counts whole seconds).
+      const auto left_s = (co_await time_to_live(holder_lease, deadline)).count() / 1000 + 1;
+      if (left_s > ttl_s) {
+        co_await revoke(lease, deadline);
+        json::object longer{{"TTL", std::to_string(left_s)}};
+        auto g2 = co_await call("/v3/lease/grant", longer, deadline);
+        lease = 0;
+        if (!g2.ec && !uint_field(g2.body, "ID", lease)) protocol(g2, "lease grant answer has no ID");
+        if (g2.ec) co_return fail<acquire_reply>(g2);
+      }
       json::object drop{
           {"compare", json::array{json::object{{"key", k},
                                                {"target", "CREATE"},
@@ -311,7 +327,7 @@ class etcd_backend final : public backend,
       auto d = co_await call("/v3/kv/txn", drop, deadline);
       if (d.ec) co_return fail<acquire_reply>(d);
       co_await revoke(holder_lease, deadline);
-      auto s = co_await call("/v3/kv/txn", txn, deadline);
+      auto s = co_await call("/v3/kv/txn", create_txn(lease), deadline);
       if (s.ec) co_return fail<acquire_reply>(s);
       if (auto* ok = path(s.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
         if (!header_revision(s.body, out.token)) {

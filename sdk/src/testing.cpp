@@ -50,7 +50,7 @@ void memory_backend::expire_due() {
   if (any) changed();
 }
 
-void memory_backend::advance(milliseconds d) {
+void memory_backend::advance(std::chrono::nanoseconds d) {
   now_ += d;
   expire_due();
   changed();  // long-polls look at their own deadlines again
@@ -59,7 +59,12 @@ void memory_backend::advance(milliseconds d) {
 std::optional<holder_info> memory_backend::holder(const std::string& key) const {
   auto it = locks_.find(key);
   if (it == locks_.end() || it->second.expiry <= now_) return std::nullopt;
-  return holder_info{it->second.owner, it->second.token, it->second.expiry - now_, it->second.value};
+  return holder_info{it->second.owner, it->second.token, remaining(it->second.expiry), it->second.value};
+}
+
+milliseconds memory_backend::remaining(std::chrono::nanoseconds expiry) const {
+  // Rounded up: a lease that is held has at least a millisecond left.
+  return std::chrono::ceil<milliseconds>(expiry - now_);
 }
 
 void memory_backend::expire(const std::string& key) {
@@ -127,7 +132,7 @@ acquire_reply memory_backend::do_acquire(const std::string& key, const std::stri
   if (it != locks_.end() && it->second.owner != owner) {
     r.ec = error::held;
     r.diagnostic = "held by " + it->second.owner;
-    r.holder = holder_info{it->second.owner, it->second.token, it->second.expiry - now_, it->second.value};
+    r.holder = holder_info{it->second.owner, it->second.token, remaining(it->second.expiry), it->second.value};
     return r;
   }
   r.token = ++last_token_;
@@ -211,7 +216,7 @@ asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wa
   // server's clock; the request's own timeout runs on real time.
   expire_due();
   const milliseconds wait_bound = std::min(wait->wait, milliseconds{60'000});  // the protocol's cap on wait_ms
-  const milliseconds until = now_ + wait_bound;
+  const auto until = now_ + wait_bound;
   asio::steady_timer t(ex_, timeout);
   waiter w;
   w.timer = &t;

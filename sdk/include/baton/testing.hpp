@@ -45,9 +45,12 @@ class memory_backend final : public backend {
 
   // --- the clock ---
   /// Moves the server's clock forward: leases whose TTL passes expire, long-polls whose wait passes answer.
-  void advance(milliseconds d);
-  /// The server's time since it started.
-  milliseconds now() const { return now_; }
+  /// The clock counts nanoseconds, so a test that moves it with real time (a steady_clock difference) grants
+  /// a lease for exactly its TTL from the request; remaining TTLs are reported in whole milliseconds, rounded
+  /// up.
+  void advance(std::chrono::nanoseconds d);
+  /// The server's time since it started, in whole milliseconds (rounded down).
+  milliseconds now() const { return std::chrono::floor<milliseconds>(now_); }
 
   // --- what the server holds ---
   /// The holder of `key`, or empty when it is free.
@@ -95,7 +98,7 @@ class memory_backend final : public backend {
   struct lock {
     std::string owner;
     std::uint64_t token = 0;
-    milliseconds expiry{0};
+    std::chrono::nanoseconds expiry{0};
     std::string value;
   };
   struct waiter;
@@ -112,8 +115,10 @@ class memory_backend final : public backend {
   renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token, milliseconds ttl);
   release_reply do_release(const std::string& key, const std::string& owner, std::uint64_t token);
 
+  milliseconds remaining(std::chrono::nanoseconds expiry) const;
+
   boost::asio::any_io_executor ex_;
-  milliseconds now_{0};
+  std::chrono::nanoseconds now_{0};
   std::uint64_t last_token_ = 0;
   std::map<std::string, lock> locks_;
   call_counts calls_;
