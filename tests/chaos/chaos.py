@@ -384,27 +384,73 @@ class Run:
     def stale_write(self):
         """A worker stopped between its last lease check and its write, as by a GC pause, for longer than its
         lease: SIGUSR1 makes its next write stop the process first (the worker's own event says when), and
-        the write goes out, blocking, when it is continued. Another worker has usually taken the key and
-        written meanwhile, so the store must refuse it: this is what makes runs report writes_rejected > 0,
-        and the checker confirms each refused write was stale and each accepted one was not."""
-        w, hold = self.rng.choice(self.workers), self.rng.uniform(2, 4) * self.ttl_ms / 1000
+        the write goes out, blocking, when it is continued. The runner continues it only once another worker
+        has written the same key with a newer token and the store accepted it (or after `newer_write_bound`
+        TTLs), so the fence has something to refuse: this is what makes runs report writes_rejected > 0, and
+        the checker confirms each refused write was stale and each accepted one was not."""
+        w = self.rng.choice(self.workers)
         events = os.path.join(self.out, w.name + ".jsonl")
         seen = os.path.getsize(events) if os.path.exists(events) else 0
         w.signal(signal.SIGUSR1)
-        paused = False
+        paused = None
         deadline = time.monotonic() + 3  # the worker's arming lasts 2 s
-        while not paused and time.monotonic() < deadline:
+        while paused is None and time.monotonic() < deadline:
             time.sleep(0.02)
             with open(events, "rb") as f:
                 f.seek(seen)
-                paused = b'"paused_before_write"' in f.read()
-        if paused:
-            self.log.emit("fault", kind="stale_write", worker=w.name, seconds=hold)
-        else:
+                for line in f.read().splitlines():
+                    if b'"paused_before_write"' in line:
+                        try:
+                            paused = json.loads(line)
+                        except ValueError:
+                            paused = {}
+        if paused is None:
             self.log.emit("fault", kind="stale_write", worker=w.name, skipped="no write started within 2 s")
-        if paused:
-            time.sleep(hold)
-        w.signal(signal.SIGCONT)  # harmless when it never stopped
+            w.signal(signal.SIGCONT)  # harmless when it never stopped
+            return
+        started = time.monotonic()
+        # At least two TTLs (the lease is then gone on the server whatever happened), then until a newer
+        # holder's write of the key was accepted.
+        time.sleep(2 * self.ttl_ms / 1000)
+        newer = self.newer_write_seen(paused.get("key"), paused.get("token", 0), w.name,
+                                      time.monotonic() + self.newer_write_bound * self.ttl_ms / 1000)
+        self.log.emit("fault", kind="stale_write", worker=w.name, key=paused.get("key"),
+                      token=paused.get("token"), seconds=round(time.monotonic() - started, 3),
+                      newer_write=newer)
+        w.signal(signal.SIGCONT)
+
+    # How many TTLs stale_write waits at most for a newer holder's accepted write of the paused key.
+    newer_write_bound = 10
+
+    def newer_write_seen(self, key, token, paused_worker, until):
+        """Whether another worker's write of `key` with a token above `token` was accepted before `until`
+        (monotonic time): its write_done event with status 200."""
+        offsets = {}
+        while True:
+            for other in self.workers:
+                if other.name == paused_worker:
+                    continue
+                path = os.path.join(self.out, other.name + ".jsonl")
+                try:
+                    with open(path, "rb") as f:
+                        f.seek(offsets.get(path, 0))
+                        data = f.read()
+                except OSError:
+                    continue
+                complete = data.rfind(b"\n") + 1  # a line still being written is read next time
+                offsets[path] = offsets.get(path, 0) + complete
+                for line in data[:complete].splitlines():
+                    if b'"write_done"' not in line:
+                        continue
+                    try:
+                        e = json.loads(line)
+                    except ValueError:
+                        continue
+                    if e.get("key") == key and e.get("token", 0) > token and e.get("status") == 200:
+                        return True
+            if time.monotonic() >= until:
+                return False
+            time.sleep(0.05)
 
     def burst(self, count, results, pad=0):
         """`count` concurrent acquires straight to batond (each its own connection): a group commit in flight.

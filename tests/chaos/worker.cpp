@@ -149,6 +149,25 @@ struct worker {
     co_await t.async_wait(use_tuple);
   }
 
+  // One chunk's write, right after its lease check: the store's HTTP status, or -1. When the stale_write
+  // fault is armed (docs/reliability.md), the process first stops itself between the check and the write,
+  // as by a GC pause, until the runner continues it; then the write goes out through a blocking client,
+  // which the SDK's cancellation cannot stop, as a program with a synchronous client writes. Only the fence
+  // can refuse it then.
+  asio::awaitable<int> write_after_check(const std::string& key, std::uint64_t token, int chunk) {
+    const std::string value = opt.id + ":" + std::to_string(token) + ":" + std::to_string(chunk);
+    const milliseconds timeout(opt.request_timeout_ms);
+    if (pause_armed_until <= now_us()) co_return co_await put_item(store, key, token, value, timeout);
+    pause_armed_until = 0;
+    log.emit("paused_before_write", {{"key", key}, {"token", token}, {"chunk", chunk}});
+    ::raise(SIGSTOP);
+    asio::io_context blocking;
+    int status = -1;
+    asio::co_spawn(blocking, put_item(store, key, token, value, timeout), [&](std::exception_ptr, int s) { status = s; });
+    blocking.run();
+    co_return status;
+  }
+
   // The chunks of one write. In safe mode a chunk starts only while the SDK says the lease is active.
   asio::awaitable<void> write_chunks(const baton::lease& l, int chunks, milliseconds gap) {
     for (int i = 0; i < chunks; ++i) {
@@ -157,24 +176,7 @@ struct worker {
         co_return;
       }
       log.emit("write_start", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}, {"chunks", chunks}});
-      const std::string value = opt.id + ":" + std::to_string(l.token()) + ":" + std::to_string(i);
-      int status;
-      if (pause_armed_until > now_us()) {
-        // The stale_write fault (docs/reliability.md): stopped between the lease check and the write, as by
-        // a GC pause, until the runner continues the process; then a blocking write, which the SDK's
-        // cancellation cannot stop, as a program with a synchronous client writes. Only the fence can
-        // refuse it now.
-        pause_armed_until = 0;
-        log.emit("paused_before_write", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}});
-        ::raise(SIGSTOP);
-        asio::io_context blocking;
-        status = -1;
-        asio::co_spawn(blocking, put_item(store, l.key(), l.token(), value, milliseconds(opt.request_timeout_ms)),
-                       [&](std::exception_ptr, int s) { status = s; });
-        blocking.run();
-      } else {
-        status = co_await put_item(store, l.key(), l.token(), value, milliseconds(opt.request_timeout_ms));
-      }
+      const int status = co_await write_after_check(l.key(), l.token(), i);
       log.emit("write_done", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}, {"status", status}});
       if (i + 1 < chunks) co_await sleep(gap);
     }
@@ -342,9 +344,7 @@ struct worker {
         log.emit("write_skipped", {{"key", l.key}, {"token", l.token}, {"chunk", chunk}});
       } else {
         log.emit("write_start", {{"key", l.key}, {"token", l.token}, {"chunk", chunk}});
-        int status =
-            co_await put_item(store, l.key, l.token,
-                              opt.id + ":" + std::to_string(l.token) + ":" + std::to_string(chunk), timeout);
+        const int status = co_await write_after_check(l.key, l.token, chunk);
         log.emit("write_done", {{"key", l.key}, {"token", l.token}, {"chunk", chunk}, {"status", status}});
         ++chunk;
       }
