@@ -49,7 +49,7 @@ asio::awaitable<void> scoped(baton::client& c, baton::testing::memory_backend& s
 asio::awaitable<void> tokens(baton::client& c) {
   baton::lease_options opts;
   opts.ttl = 30s;
-  auto op = c.async_acquire("jobs/tokens", opts, std::nullopt, asio::deferred);  // nothing sent yet
+  auto op = c.async_acquire("jobs/tokens", opts, asio::deferred);  // nothing sent yet
   auto [ec, l] = co_await std::move(op)(asio::as_tuple(asio::use_awaitable));
   expect(!ec && l.active(), "deferred + as_tuple acquired");
   auto [rec, outcome] = co_await l.async_release(asio::as_tuple(asio::use_awaitable));
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   step([&]() -> asio::awaitable<void> { held = co_await other.acquire("jobs/held", opts); }());
   asio::cancellation_signal cancel;
   boost::system::error_code waited;
-  c.async_acquire("jobs/held", opts, std::nullopt,
+  c.async_acquire("jobs/held", opts,
                   asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code ec, baton::lease) {
                     waited = ec;
                   }));
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   auto work = asio::make_work_guard(ioc);
   ioc.restart();
   std::thread runner([&] { ioc.run(); });
-  baton::lease l = c.async_acquire("jobs/future", opts, std::nullopt, asio::use_future).get();
+  baton::lease l = c.async_acquire("jobs/future", opts, asio::use_future).get();
   expect(l.active(), "use_future acquired");
   c.async_shutdown(5s, asio::use_future).get();
   expect(l.state() == baton::lease_state::released && !server->holder("jobs/future"), "shutdown released it");

@@ -89,7 +89,10 @@ asio::awaitable<void> acquire_into(client& c, const exec_command& cmd, std::opti
                                    std::exception_ptr& failed) {
   try {
     if (cmd.wait) {
-      out.emplace(co_await c.acquire(cmd.key, cmd.lease, cmd.wait_timeout));
+      if (cmd.wait_timeout)
+        out.emplace(co_await c.acquire(cmd.key, cmd.lease, *cmd.wait_timeout));
+      else
+        out.emplace(co_await c.acquire(cmd.key, cmd.lease));
       co_return;
     }
     auto r = co_await c.try_acquire(cmd.key, cmd.lease);

@@ -107,7 +107,10 @@ asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
   try {
     if (cmd.wait) {
       // Waiting rides out a server outage (client::acquire); a single try reports it after the retries.
-      l = co_await c.acquire(cmd.key, options, cmd.wait_timeout);
+      if (cmd.wait_timeout)
+        l = co_await c.acquire(cmd.key, options, *cmd.wait_timeout);
+      else
+        l = co_await c.acquire(cmd.key, options);
     } else {
       auto r = co_await c.try_acquire(cmd.key, options);
       // Refusals go to stderr only: a script that forgets to check the status must not find the holder's

@@ -362,18 +362,22 @@ asio::awaitable<acquire_result> client::try_acquire(std::string key) {
   return try_acquire(std::move(key), lease_options{});
 }
 
-asio::awaitable<lease> client::acquire(std::string key, lease_options options,
-                                       std::optional<milliseconds> wait_timeout) {
+asio::awaitable<lease> client::acquire_waiting(std::string key, lease_options options,
+                                               std::optional<milliseconds> wait_timeout) {
   options.validate();
   return on_client(shared(), acquire_impl(shared(), std::move(key), std::move(options), wait_timeout));
 }
 
+asio::awaitable<lease> client::acquire(std::string key, lease_options options, milliseconds wait_timeout) {
+  return acquire_waiting(std::move(key), options, wait_timeout);
+}
+
 asio::awaitable<lease> client::acquire(std::string key, lease_options options) {
-  return acquire(std::move(key), options, std::nullopt);
+  return acquire_waiting(std::move(key), options, std::nullopt);
 }
 
 asio::awaitable<lease> client::acquire(std::string key) {
-  return acquire(std::move(key), lease_options{}, std::nullopt);
+  return acquire_waiting(std::move(key), lease_options{}, std::nullopt);
 }
 
 asio::awaitable<std::optional<holder_info>> client::get(std::string key) {

@@ -102,9 +102,9 @@ class client {
   /// holder releases or its lease expires; transport errors and 503s are retried with jittered backoff, with
   /// the same owner string (each retry is a lease_event::kind::acquire_retry). With `wait_timeout`, gives up
   /// with baton::exception(error::wait_timeout) once it has passed (its diagnostic says when the last try's
-  /// outcome was unknown); a zero `wait_timeout` means one try. Cancellable; see the class comment.
-  boost::asio::awaitable<lease> acquire(std::string key, lease_options options,
-                                        std::optional<milliseconds> wait_timeout);
+  /// outcome was unknown); a zero `wait_timeout` means one try. Without it, waits as long as it takes.
+  /// Cancellable; see the class comment.
+  boost::asio::awaitable<lease> acquire(std::string key, lease_options options, milliseconds wait_timeout);
   boost::asio::awaitable<lease> acquire(std::string key, lease_options options);
   boost::asio::awaitable<lease> acquire(std::string key);
 
@@ -128,16 +128,20 @@ class client {
   /// something with a destructor (`[job = std::move(job)]`): the program would free memory twice. On GCC
   /// before 14 such a temporary does not compile here; capture by reference (`[&]`), or pass a named
   /// function object (docs/design.md, "Arguments that GCC 12's coroutines cannot hurt").
+  ///
+  /// With `wait_timeout`, the acquire gives up as acquire(key, options, wait_timeout) does: with_lock then
+  /// throws error::wait_timeout and `fn` never runs.
   template <class F>
   auto with_lock(std::string key, lease_options options, F&& fn)
       -> boost::asio::awaitable<typename std::invoke_result_t<std::decay_t<F>&, lease&>::value_type> {
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 14
-    static_assert(std::is_lvalue_reference_v<F> || std::is_trivially_copyable_v<std::decay_t<F>>,
-                  "baton::client::with_lock: on GCC before 14 a temporary function object that owns resources "
-                  "(a lambda capturing a std::string or a shared_ptr by value, say) is destroyed twice inside "
-                  "co_await. Capture by reference ([&]) or pass a named function object.");
-#endif
-    return with_lock_impl(std::move(key), options, std::decay_t<F>(std::forward<F>(fn)));
+    check_lock_function<F>();
+    return with_lock_impl(std::move(key), options, std::nullopt, std::decay_t<F>(std::forward<F>(fn)));
+  }
+  template <class F>
+  auto with_lock(std::string key, lease_options options, milliseconds wait_timeout, F&& fn)
+      -> boost::asio::awaitable<typename std::invoke_result_t<std::decay_t<F>&, lease&>::value_type> {
+    check_lock_function<F>();
+    return with_lock_impl(std::move(key), options, wait_timeout, std::decay_t<F>(std::forward<F>(fn)));
   }
 
   // Completion-token forms (use_awaitable, use_future, deferred, as_tuple, callbacks, ...). Each completes
@@ -147,17 +151,15 @@ class client {
   // the token's associated cancellation slot (bind_cancellation_slot): terminal, partial and total are all
   // honoured as terminal.
 
-  /// acquire(): `void(error_code, lease)`; the lease is empty on error. Cancellable.
+  /// acquire(): `void(error_code, lease)`; the lease is empty on error. Cancellable. Without `wait_timeout`
+  /// it waits as long as it takes.
   template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token>
-  auto async_acquire(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
-                     Token&& token) {
-    shared();
-    options.validate();
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, lease)>(
-        [s = shared()](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
-          start_acquire(s, std::move(k), std::move(o), w, std::move(handler));
-        },
-        token, std::move(key), std::move(options), wait_timeout);
+  auto async_acquire(std::string key, lease_options options, milliseconds wait_timeout, Token&& token) {
+    return async_acquire_impl(std::move(key), options, wait_timeout, std::forward<Token>(token));
+  }
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token>
+  auto async_acquire(std::string key, lease_options options, Token&& token) {
+    return async_acquire_impl(std::move(key), options, std::nullopt, std::forward<Token>(token));
   }
   /// try_acquire(): `void(error_code, acquire_result)`. Cancellable.
   template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, acquire_result)) Token>
@@ -213,10 +215,36 @@ class client {
   client(own_strand, boost::asio::any_io_executor strand, client_config config, std::shared_ptr<backend> b);
 
   template <class F>
-  auto with_lock_impl(std::string key, lease_options options, F fn)
+  static constexpr void check_lock_function() {
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 14
+    static_assert(std::is_lvalue_reference_v<F> || std::is_trivially_copyable_v<std::decay_t<F>>,
+                  "baton::client::with_lock: on GCC before 14 a temporary function object that owns resources "
+                  "(a lambda capturing a std::string or a shared_ptr by value, say) is destroyed twice inside "
+                  "co_await. Capture by reference ([&]) or pass a named function object.");
+#endif
+  }
+
+  template <class Token>
+  auto async_acquire_impl(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
+                          Token&& token) {
+    shared();
+    options.validate();
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, lease)>(
+        [s = shared()](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
+          start_acquire(s, std::move(k), std::move(o), w, std::move(handler));
+        },
+        token, std::move(key), std::move(options), wait_timeout);
+  }
+
+  // The awaitable acquire with an optional wait bound (the public forms are overloads).
+  boost::asio::awaitable<lease> acquire_waiting(std::string key, lease_options options,
+                                                std::optional<milliseconds> wait_timeout);
+
+  template <class F>
+  auto with_lock_impl(std::string key, lease_options options, std::optional<milliseconds> wait_timeout, F fn)
       -> boost::asio::awaitable<typename std::invoke_result_t<F&, lease&>::value_type> {
     using T = typename std::invoke_result_t<F&, lease&>::value_type;
-    lease l = co_await acquire(std::move(key), options);
+    lease l = co_await acquire_waiting(std::move(key), options, wait_timeout);
     std::exception_ptr failure;
     std::optional<std::conditional_t<std::is_void_v<T>, int, T>> result;
     try {

@@ -71,8 +71,11 @@ asio::awaitable<void> every_spelling(baton::client& c) {
     auto h = co_await c.get("spell/t");
     check(h.has_value() && h->token == r.acquired->token(), "get(key)");
     co_await r.acquired->release();
-    baton::lease l = co_await c.async_acquire("spell/async", {.ttl = 5s}, std::nullopt, asio::use_awaitable);
-    check(l.active(), "async_acquire(key, {.ttl}, nullopt, use_awaitable)");
+    baton::lease l = co_await c.async_acquire("spell/async", {.ttl = 5s}, asio::use_awaitable);
+    check(l.active(), "async_acquire(key, {.ttl}, use_awaitable)");
+    baton::lease b = co_await c.async_acquire("spell/async-bounded", {}, 1s, asio::use_awaitable);
+    check(b.active(), "async_acquire(key, {}, wait_timeout, use_awaitable)");
+    co_await b.release();
     check(co_await baton::with_lease(l, job(l.token())) == 1, "with_lease(l, job(token))");
     co_await l.release();
   }
@@ -83,6 +86,8 @@ asio::awaitable<void> every_spelling(baton::client& c) {
       co_return l.active() ? 7 : 0;
     });
     check(got == 7 && runs == 1, "with_lock(key, {.ttl}, [&] temporary)");
+    got = co_await c.with_lock("spell/w", {.ttl = 5s}, 1s, [&](baton::lease&) -> asio::awaitable<int> { co_return 8; });
+    check(got == 8, "with_lock(key, {.ttl}, wait_timeout, [&] temporary)");
     const std::string tag(100, 't');
     auto named = [tag](baton::lease& l) -> asio::awaitable<std::string> { co_return tag + std::to_string(l.token() > 0); };
     check(co_await c.with_lock("spell/w", {}, named) == tag + "1", "with_lock(key, {}, named owning lambda)");

@@ -192,7 +192,7 @@ BOOST_FIXTURE_TEST_CASE(partial_and_total_cancellation_are_honoured, fixture) {
   for (auto type : {asio::cancellation_type::partial, asio::cancellation_type::total}) {
     asio::cancellation_signal sig;
     std::optional<boost::system::error_code> got;
-    c.async_acquire("k", long_lease, std::nullopt,
+    c.async_acquire("k", long_lease,
                     asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, lease) { got = ec; }));
     settle(50ms);
     BOOST_REQUIRE(!got.has_value());
@@ -204,7 +204,7 @@ BOOST_FIXTURE_TEST_CASE(partial_and_total_cancellation_are_honoured, fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(a_deferred_acquire_runs_after_its_client_was_moved, fixture) {
-  auto op = c.async_acquire("k", long_lease, std::nullopt, asio::deferred);
+  auto op = c.async_acquire("k", long_lease, asio::deferred);
   client moved(std::move(c));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto [ec, l] = co_await std::move(op)(asio::as_tuple(asio::use_awaitable));
@@ -510,6 +510,39 @@ BOOST_FIXTURE_TEST_CASE(a_zero_wait_timeout_means_one_try, fixture) {
   }());
 }
 
+// The wait bound is an overload, not a std::nullopt placeholder: async_acquire and with_lock take one too.
+BOOST_FIXTURE_TEST_CASE(async_acquire_and_with_lock_give_up_at_their_wait_timeout, fixture) {
+  client other(ioc.get_executor(), test_config(), server);
+  lease held;
+  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.acquire("k", long_lease); }());
+  bool ran = false;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto [ec, l] = co_await c.async_acquire("k", long_lease, 50ms, asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST((ec == error::wait_timeout));
+    BOOST_TEST(!l);
+    try {
+      co_await c.with_lock("k", long_lease, 50ms, [&](lease&) -> asio::awaitable<void> {
+        ran = true;
+        co_return;
+      });
+      BOOST_FAIL("expected wait_timeout");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::wait_timeout));
+    }
+    // Free again: the bounded forms take it like the others.
+    co_await held.release();
+    int v = co_await c.with_lock("k", long_lease, 50ms, [&](lease& l) -> asio::awaitable<int> {
+      co_return l.active() ? 3 : 0;
+    });
+    BOOST_TEST(v == 3);
+    auto [ec2, m] = co_await c.async_acquire("k", long_lease, 50ms, asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(!ec2);
+    BOOST_TEST(m.active());
+    co_await m.release();
+  }());
+  BOOST_TEST(!ran);
+}
+
 BOOST_FIXTURE_TEST_CASE(cancellation_is_thrown_as_baton_exception, fixture) {
   client other(ioc.get_executor(), test_config(), server);
   lease held;
@@ -569,7 +602,7 @@ BOOST_AUTO_TEST_CASE(lease_deadlines_run_on_the_clock_that_counts_suspend_time) 
 BOOST_FIXTURE_TEST_CASE(token_forms_work_with_futures_from_another_thread, fixture) {
   auto work = asio::make_work_guard(ioc);
   std::thread runner([&] { ioc.run(); });
-  lease l = c.async_acquire("k", long_lease, std::nullopt, asio::use_future).get();
+  lease l = c.async_acquire("k", long_lease, asio::use_future).get();
   BOOST_TEST(l.active());
   client other(ioc.get_executor(), test_config(), server);
   acquire_result refused = other.async_try_acquire("k", long_lease, asio::use_future).get();
@@ -589,7 +622,7 @@ BOOST_FIXTURE_TEST_CASE(token_forms_work_with_futures_from_another_thread, fixtu
 BOOST_FIXTURE_TEST_CASE(token_forms_with_deferred_as_tuple_and_a_cancellation_slot, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // deferred: nothing happens until the operation is launched.
-    auto op = c.async_acquire("k", long_lease, std::nullopt, asio::deferred);
+    auto op = c.async_acquire("k", long_lease, asio::deferred);
     BOOST_TEST(server->calls().acquire == 0);
     auto [ec, l] = co_await std::move(op)(asio::as_tuple(asio::use_awaitable));
     BOOST_TEST(!ec);
@@ -597,7 +630,7 @@ BOOST_FIXTURE_TEST_CASE(token_forms_with_deferred_as_tuple_and_a_cancellation_sl
     // async_wait_lost completes when the server ends the lease and the next renew learns it.
     client fast(co_await asio::this_coro::executor, test_config(), server);
     auto short_renew = lease_opts(60'000ms, 50ms);
-    auto [ec2, l2] = co_await fast.async_acquire("fast", short_renew, std::nullopt, asio::as_tuple(asio::use_awaitable));
+    auto [ec2, l2] = co_await fast.async_acquire("fast", short_renew, asio::as_tuple(asio::use_awaitable));
     BOOST_REQUIRE(!ec2);
     server->expire("fast");
     auto [lost_ec] = co_await l2.async_wait_lost(asio::as_tuple(asio::use_awaitable));
@@ -613,7 +646,7 @@ BOOST_FIXTURE_TEST_CASE(token_forms_with_deferred_as_tuple_and_a_cancellation_sl
   asio::cancellation_signal sig;
   std::optional<boost::system::error_code> got;
   bool empty = false;
-  c.async_acquire("held", long_lease, std::nullopt,
+  c.async_acquire("held", long_lease,
                   asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, lease l) {
                     got = ec;
                     empty = !l;
