@@ -101,7 +101,9 @@ void backend_suite::run(asio::awaitable<void> check) const {
   if (failure) std::rethrow_exception(failure);
 }
 
-std::shared_ptr<backend> backend_suite::open() const { return open_(ioc_.get_executor()); }
+std::shared_ptr<backend> backend_suite::open() const {
+  return open_(ioc_.get_executor());
+}
 
 void backend_suite::saw_token(std::uint64_t token) const {
   const auto t = static_cast<std::int64_t>(token);
@@ -326,8 +328,9 @@ asio::awaitable<void> reacquire_refreshes_expiry(const backend_suite& s) {
              std::to_string(at_least.count()) + " to 30000: the re-acquire must set a new expiry)");
 }
 
-// docs/protocol.md, "renew" and "acquire": no request shortens a lease. A long lease renewed, then re-acquired
-// by its owner, each for a short TTL, keeps its long expiry (etcd reports whole seconds: a second of slack).
+// docs/protocol.md, "renew" and "acquire": no request shortens a lease. A long lease renewed, then
+// re-acquired by its owner, each for a short TTL, keeps its long expiry (etcd reports whole seconds: a second
+// of slack).
 asio::awaitable<void> shorter_requests_keep_expiry(const backend_suite& s) {
   const auto key = s.key("no-shortening");
   const auto sent = steady::now();
@@ -776,38 +779,42 @@ asio::awaitable<void> restart_tokens_increase(const backend_suite& s) {
 }
 
 constexpr named_check lease_checks[] = {
-    {"concurrent acquires have one winner", concurrent_acquires},
-    {"acquire while held is refused naming the holder", held_names_holder},
-    {"same-owner re-acquire gets a larger token", reacquire_larger_token},
-    {"same-owner re-acquire sets a new expiry", reacquire_refreshes_expiry},
-    {"renew is refused for a wrong owner", renew_wrong_owner},
-    {"renew is refused for a wrong token", renew_wrong_token},
-    {"renew is refused for an expired lease", renew_expired},
-    {"renew extends the lease past its first TTL", renew_extends},
-    {"a shorter renew or re-acquire does not shorten a lease", shorter_requests_keep_expiry},
-    {"release is conditional on owner and token", release_conditional},
-    {"a superseded token can neither renew nor release", superseded_token_refused},
-    {"release is idempotent", release_idempotent},
-    {"tokens increase across release and expiry", tokens_increase},
-    {"expiry frees the lock on time", expiry_on_time},
-    {"a lease is held for its TTL from the acquire's sending", never_expires_early},
-    {"a 1-hour lease is held", long_ttl_held},
-    {"long-poll answers within 250 ms of a release", long_poll_release},
-    {"long-poll answers within 250 ms of an expiry", long_poll_expiry},
-    {"long-poll with a stale token answers at once", long_poll_stale_token},
-    {"a lease's value is published, replaced and kept", value_round_trip},
-    {"renew batch: each entry is answered as a single renew", renew_batch_mixed},
-    {"renew batch: a superseded token is refused", renew_batch_superseded},
+    {check_name::concurrent_acquires, concurrent_acquires},
+    {check_name::held_names_holder, held_names_holder},
+    {check_name::reacquire_larger_token, reacquire_larger_token},
+    {check_name::reacquire_refreshes_expiry, reacquire_refreshes_expiry},
+    {check_name::renew_wrong_owner, renew_wrong_owner},
+    {check_name::renew_wrong_token, renew_wrong_token},
+    {check_name::renew_expired, renew_expired},
+    {check_name::renew_extends, renew_extends},
+    {check_name::shorter_requests_keep_expiry, shorter_requests_keep_expiry},
+    {check_name::release_conditional, release_conditional},
+    {check_name::superseded_token_refused, superseded_token_refused},
+    {check_name::release_idempotent, release_idempotent},
+    {check_name::tokens_increase, tokens_increase},
+    {check_name::expiry_on_time, expiry_on_time},
+    {check_name::never_expires_early, never_expires_early},
+    {check_name::long_ttl_held, long_ttl_held},
+    {check_name::long_poll_release, long_poll_release},
+    {check_name::long_poll_expiry, long_poll_expiry},
+    {check_name::long_poll_stale_token, long_poll_stale_token},
+    {check_name::value_round_trip, value_round_trip},
+    {check_name::renew_batch_mixed, renew_batch_mixed},
+    {check_name::renew_batch_superseded, renew_batch_superseded},
 };
 
 constexpr named_check after_restart[] = {
-    {"restart: a held lease keeps its owner and token", restart_keeps_held_lease},
-    {"restart: a released lock stays released", restart_keeps_release},
-    {"restart: new tokens are larger than every token before", restart_tokens_increase},
+    {check_name::restart_keeps_held_lease, restart_keeps_held_lease},
+    {check_name::restart_keeps_release, restart_keeps_release},
+    {check_name::restart_tokens_increase, restart_tokens_increase},
 };
 
-std::span<const named_check> checks() { return lease_checks; }
-std::span<const named_check> restart_checks() { return after_restart; }
+std::span<const named_check> checks() {
+  return lease_checks;
+}
+std::span<const named_check> restart_checks() {
+  return after_restart;
+}
 
 check find(std::string_view name) {
   for (auto list : {checks(), restart_checks()})

@@ -38,7 +38,8 @@ class backend_suite {
   backend_suite(const client_config& config, std::optional<std::string> restart_command);
   // The backends `open` makes (one for the suite, one more per open()), requests bounded by
   // `request_timeout`.
-  backend_suite(backend_factory open, milliseconds request_timeout, std::optional<std::string> restart_command);
+  backend_suite(backend_factory open, milliseconds request_timeout,
+                std::optional<std::string> restart_command);
 
   // Runs `check` to its end; rethrows what it threw.
   void run(boost::asio::awaitable<void> check) const;

@@ -13,6 +13,38 @@
 
 namespace baton::cli {
 
+// The names of the checks both modes make (conformance.cpp's table and backend_conformance.cpp's), spelled
+// once: the CLI prints them, and on_backend::find() pairs the two modes by them.
+namespace check_name {
+inline constexpr const char* concurrent_acquires = "concurrent acquires have one winner";
+inline constexpr const char* held_names_holder = "acquire while held is refused naming the holder";
+inline constexpr const char* reacquire_larger_token = "same-owner re-acquire gets a larger token";
+inline constexpr const char* reacquire_refreshes_expiry = "same-owner re-acquire sets a new expiry";
+inline constexpr const char* renew_wrong_owner = "renew is refused for a wrong owner";
+inline constexpr const char* renew_wrong_token = "renew is refused for a wrong token";
+inline constexpr const char* renew_expired = "renew is refused for an expired lease";
+inline constexpr const char* renew_extends = "renew extends the lease past its first TTL";
+inline constexpr const char* shorter_requests_keep_expiry =
+    "a shorter renew or re-acquire does not shorten a lease";
+inline constexpr const char* release_conditional = "release is conditional on owner and token";
+inline constexpr const char* superseded_token_refused = "a superseded token can neither renew nor release";
+inline constexpr const char* release_idempotent = "release is idempotent";
+inline constexpr const char* tokens_increase = "tokens increase across release and expiry";
+inline constexpr const char* expiry_on_time = "expiry frees the lock on time";
+inline constexpr const char* never_expires_early = "a lease is held for its TTL from the acquire's sending";
+inline constexpr const char* long_ttl_held = "a 1-hour lease is held";
+inline constexpr const char* long_poll_release = "long-poll answers within 250 ms of a release";
+inline constexpr const char* long_poll_expiry = "long-poll answers within 250 ms of an expiry";
+inline constexpr const char* long_poll_stale_token = "long-poll with a stale token answers at once";
+inline constexpr const char* value_round_trip = "a lease's value is published, replaced and kept";
+inline constexpr const char* renew_batch_mixed = "renew batch: each entry is answered as a single renew";
+inline constexpr const char* renew_batch_superseded = "renew batch: a superseded token is refused";
+inline constexpr const char* restart_keeps_held_lease = "restart: a held lease keeps its owner and token";
+inline constexpr const char* restart_keeps_release = "restart: a released lock stays released";
+inline constexpr const char* restart_tokens_increase =
+    "restart: new tokens are larger than every token before";
+}  // namespace check_name
+
 struct check_failed : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

@@ -281,9 +281,9 @@ class etcd_backend final : public backend,
       return json::object{
           {"compare", json::array{json::object{
                           {"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
-          {"success",
-           json::array{json::object{
-               {"request_put", json::object{{"key", k}, {"value", v}, {"lease", std::to_string(with_lease)}}}}}},
+          {"success", json::array{json::object{
+                          {"request_put",
+                           json::object{{"key", k}, {"value", v}, {"lease", std::to_string(with_lease)}}}}}},
           {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
     };
     auto r = co_await call("/v3/kv/txn", create_txn(lease), deadline);
