@@ -152,6 +152,41 @@ asio::awaitable<std::optional<leader_info>> observe_impl(std::shared_ptr<state> 
 
 }  // namespace
 
+struct detail::leader_stream_position {
+  bool started = false;
+  std::uint64_t last = 0;  // the token of the leader next() returned last (0: nobody)
+};
+
+namespace {
+
+asio::awaitable<std::optional<leader_info>> next_impl(std::shared_ptr<state> s,
+                                                      std::shared_ptr<detail::leader_stream_position> p) {
+  std::optional<leader_info> who;
+  if (!p->started) {
+    who = co_await leader_impl(s);
+    p->started = true;
+  } else {
+    who = co_await observe_impl(s, p->last);
+  }
+  p->last = who ? who->token : 0;
+  co_return who;
+}
+
+}  // namespace
+
+leader_stream::leader_stream(std::shared_ptr<detail::election_state> s,
+                             std::shared_ptr<detail::leader_stream_position> p)
+    : state_(std::move(s)), position_(std::move(p)) {}
+
+asio::awaitable<std::optional<leader_info>> leader_stream::next() {
+  return next_impl(state_, position_);
+}
+
+leader_stream election::follow() {
+  live(state_);
+  return leader_stream(state_, std::make_shared<detail::leader_stream_position>());
+}
+
 election::election(client& c, std::string key) : state_(std::make_shared<detail::election_state>()) {
   state_->c = &c;
   state_->key = std::move(key);

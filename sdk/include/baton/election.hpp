@@ -9,8 +9,8 @@
 //   co_await e.resign();
 //
 //   // elsewhere: follow the leader
-//   auto who = co_await e.leader();                           // {owner, token, value}, or empty
-//   for (;;) who = co_await e.observe(who ? who->token : 0);  // the next leader, or empty when none
+//   baton::leader_stream leaders = e.follow();
+//   for (;;) route_to(co_await leaders.next());               // now, then each new leader (empty: none)
 
 #include "baton/client.hpp"
 #include "baton/config.hpp"
@@ -27,6 +27,7 @@ namespace baton {
 
 namespace detail {
 struct election_state;
+struct leader_stream_position;
 }
 
 /// A leader as the lock server reports it.
@@ -37,6 +38,25 @@ struct leader_info {
   std::uint64_t token = 0;
   /// What the leader published with campaign() (empty if nothing).
   std::string value{};
+};
+
+/// A follower's view of an election (election::follow()). The first next() returns the leader as it is then
+/// (empty when nobody leads); each later next() returns the first leader that differs from the one it
+/// returned last (another token, or empty), waiting on the server's long-poll for as long as it takes. The
+/// stream remembers what it returned, so a loop over next() never misses the current leader: a change made
+/// while the caller was busy between two calls is returned at once by the next one. Leaders that came and
+/// went between two calls are reported as the latest of them (the server reports its holder now, not a
+/// history). Errors, retries and cancellation as election::observe(). Copies share their position; the
+/// election's client must outlive the stream's operations.
+class leader_stream {
+ public:
+  boost::asio::awaitable<std::optional<leader_info>> next();
+
+ private:
+  friend class election;
+  leader_stream(std::shared_ptr<detail::election_state> s, std::shared_ptr<detail::leader_stream_position> p);
+  std::shared_ptr<detail::election_state> state_;
+  std::shared_ptr<detail::leader_stream_position> position_;
 };
 
 /// An election on `key` through `client`: campaign() to lead, resign() to step down, leader() and observe()
@@ -88,6 +108,10 @@ class election {
   /// the wait and throws operation_aborted.
   boost::asio::awaitable<std::optional<leader_info>> observe(std::optional<std::uint64_t> known_token);
   boost::asio::awaitable<std::optional<leader_info>> observe();
+
+  /// A stream of this election's leaders: the current one, then every change (leader_stream). The simplest
+  /// way to follow: it keeps the last token for you.
+  leader_stream follow();
 
  private:
   std::shared_ptr<detail::election_state> state_;

@@ -116,6 +116,50 @@ BOOST_FIXTURE_TEST_CASE(observe_completes_at_the_next_change_of_leader_without_p
   }());
 }
 
+// election::follow(): the current leader first, then each change; a change made while the follower was busy
+// between two calls is returned at once by the next one, and a stream does not repeat a leader.
+BOOST_FIXTURE_TEST_CASE(a_leader_stream_returns_the_current_leader_then_every_change, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    leader_stream leaders = eb.follow();
+    auto first = co_await leaders.next();
+    BOOST_TEST(!first.has_value());  // nobody leads yet
+
+    lease la = co_await ea.campaign("A", lease_opts(30'000ms));
+    // Elected before the follower asked again: not missed, returned at once.
+    auto second = co_await leaders.next();
+    BOOST_REQUIRE(second.has_value());
+    BOOST_TEST(second->token == la.token());
+    BOOST_TEST(second->value == "A");
+
+    // The same leader is not returned again: next() waits for a change.
+    auto gets_before = server->calls().get;
+    auto third = start_background(ioc, leaders.next());
+    co_await sleep_for(200ms);
+    BOOST_TEST(!third->done);
+    BOOST_TEST(server->calls().get - gets_before <= 1);  // one long-poll waiting, no polling
+    co_await ea.resign();
+    while (!third->done)
+      co_await sleep_for(10ms);
+    BOOST_TEST(!third->error);
+    BOOST_TEST(!third->value->has_value());  // nobody leads
+
+    // Two elections while the follower was busy: the latest leader, at once.
+    lease lb = co_await eb.campaign("B", lease_opts(30'000ms));
+    co_await eb.resign();
+    lease lc = co_await ea.campaign("C", lease_opts(30'000ms));
+    auto fourth = co_await leaders.next();
+    BOOST_REQUIRE(fourth.has_value());
+    BOOST_TEST(fourth->token == lc.token());
+    BOOST_TEST(fourth->value == "C");
+    BOOST_TEST(lc.token() > lb.token());
+    // A copy shares the position: it too waits for the next change.
+    leader_stream copy = leaders;
+    auto r = co_await (copy.next() || sleep_for(100ms));
+    BOOST_TEST(r.index() == 1u);
+    co_await lc.release();
+  }());
+}
+
 BOOST_FIXTURE_TEST_CASE(observe_retries_transient_errors_and_ends_on_cancellation, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     lease la = co_await ea.campaign("A", lease_opts(30'000ms));
