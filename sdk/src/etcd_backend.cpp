@@ -874,12 +874,7 @@ class etcd_backend final : public backend,
         if (r.ec || r.status != 401 || user_.empty() || attempt > 0) break;
         authenticated_[m] = false;
       }
-      if (r.ec == error::connection_failed || r.ec == error::request_timeout) {
-        leave(m, r);
-        continue;
-      }
-      if (r.ec) co_return r;
-      if (r.status != 200) {
+      if (!r.ec && r.status != 200) {
         std::string msg = string_field(r.body, "message");
         if (msg.empty()) msg = string_field(r.body, "error");
         // etcd with authentication on answers a request without credentials 400 "user name is empty".
@@ -890,6 +885,14 @@ class etcd_backend final : public backend,
                                                    : make_error_code(error::server_error);
         r.diagnostic =
             "etcd " + ep.name() + " HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
+      }
+      // A member that cannot serve now is left for the next one: unreachable, silent, or answering 503 (no
+      // leader on its side of a partition, a proposal that timed out, a leader change). Every request here is
+      // conditional or idempotent, so sending it again to another member is safe.
+      if (r.ec == error::connection_failed || r.ec == error::request_timeout ||
+          r.ec == error::storage_unavailable) {
+        leave(m, r);
+        continue;
       }
       co_return r;
     }

@@ -9,6 +9,7 @@
 #include "coro.hpp"
 #include "etcd_cluster.hpp"
 #include "lease_opts.hpp"
+#include "recording_server.hpp"
 
 #include "etcd_version.hpp"
 
@@ -161,6 +162,31 @@ BOOST_AUTO_TEST_CASE(a_dead_member_in_the_url_is_skipped) {
     BOOST_TEST(l.active());
     co_await l.release();
   }());
+}
+
+// A member cut off from the leader (the minority side of a partition) answers every request 503 "no leader"
+// while the others serve. The backend went no further than that member: every acquire failed with
+// storage_unavailable, and a holder could not renew, although the cluster had quorum. Now a 503 is left for
+// the next member, as a timeout is. The stub plays the cut-off member; its /version is a fixed etcd.
+BOOST_AUTO_TEST_CASE(a_member_without_a_leader_answering_503_is_left_for_the_next_one) {
+  etcd_cluster etcd(1);
+  recording_server cut_off(503, R"({"error":"etcdserver: no leader","code":14,"message":"etcdserver: no leader"})");
+  cut_off.answer("/version", 200, R"({"etcdserver":"3.5.13","etcdcluster":"3.5.0"})");
+  asio::io_context ioc;
+  auto cfg = config("etcd://127.0.0.1:" + std::to_string(cut_off.port()) + ",127.0.0.1:" +
+                    std::to_string(etcd.client_port(0)));
+  cfg.retry.max_attempts = 1;  // no retry to hide behind: the one try must reach the serving member
+  client a(ioc.get_executor(), cfg);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await a.try_acquire("cut-off", lease_opts(5000ms));
+    BOOST_REQUIRE(r.acquired.has_value());
+    BOOST_TEST(r.acquired->active());
+    co_await r.acquired->release();
+  }());
+  bool asked = false;
+  for (const auto& req : cut_off.requests())
+    asked = asked || req.rfind("POST /v3/", 0) == 0;
+  BOOST_TEST(asked, "the cut-off member was never asked: the test shows nothing");
 }
 
 BOOST_AUTO_TEST_CASE(etcd_auth_takes_user_and_password_from_the_url_and_authenticates_again_after_expiry) {

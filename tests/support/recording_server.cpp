@@ -33,13 +33,19 @@ recording_server::recording_server(int status, std::string body)
               [this, s = std::move(socket)]() mutable -> asio::awaitable<void> {
                 // Named: GCC 12 may destroy a class-type temporary of a co_await expression twice.
                 auto answer = [this](const http::request<http::string_body>& req) {
+                  int status = status_;
+                  std::string body = body_;
                   {
                     std::lock_guard lock(mutex_);
                     requests_.push_back(std::string(req.method_string()) + " " + std::string(req.target()));
+                    if (auto it = answers_.find(req.target()); it != answers_.end()) {
+                      status = it->second.first;
+                      body = it->second.second;
+                    }
                   }
-                  http::response<http::string_body> res{static_cast<http::status>(status_), 11};
+                  http::response<http::string_body> res{static_cast<http::status>(status), 11};
                   res.set(http::field::content_type, "application/json");
-                  res.body() = body_;
+                  res.body() = std::move(body);
                   return res;
                 };
                 co_await serve_http(s, answer);
@@ -54,6 +60,11 @@ recording_server::recording_server(int status, std::string body)
 recording_server::~recording_server() {
   ioc_.stop();
   thread_.join();
+}
+
+void recording_server::answer(std::string target, int status, std::string body) {
+  std::lock_guard lock(mutex_);
+  answers_[std::move(target)] = {status, std::move(body)};
 }
 
 std::vector<std::string> recording_server::requests() const {

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -22,6 +23,9 @@ class recording_server {
   recording_server(const recording_server&) = delete;
   recording_server& operator=(const recording_server&) = delete;
 
+  /// From now on answers requests for exactly `target` with `status` and `body` instead.
+  void answer(std::string target, int status, std::string body);
+
   unsigned short port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   /// "METHOD target" of every request received, in order, the target exactly as sent.
@@ -35,6 +39,7 @@ class recording_server {
   std::string body_;
   mutable std::mutex mutex_;
   std::vector<std::string> requests_;
+  std::map<std::string, std::pair<int, std::string>, std::less<>> answers_;  // by target
   std::thread thread_;
 };
 
