@@ -1,0 +1,894 @@
+// SPDX-License-Identifier: Apache-2.0
+// `baton conformance` over HTTP: the checks of docs/protocol.md, each on keys of its own
+// (conformance/<random>/<check>), throwing check_failed with the reason.
+//
+// Timing is judged the way the protocol's Time section allows: a lease acquired with a request *sent* at
+// client time a is held at least until a + ttl, so a read whose reply *arrived* before a + ttl must see it
+// held; and it ends at most ttl after the acquire reply arrived, so the checks wait for it with generous
+// bounds (5x the TTL) rather than tight ones.
+
+#include "http_suite.hpp"
+
+#include <boost/json/array.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <latch>
+#include <thread>
+#include <vector>
+
+namespace baton::cli::http_conformance {
+namespace {
+
+// --- the checks
+// ---------------------------------------------------------------------------------------------
+
+void concurrent_acquires(const suite& s) {
+  constexpr int n = 32;
+  const auto key = s.key("concurrent");
+  std::vector<std::unique_ptr<connection>> conns;
+  for (int i = 0; i < n; ++i) {
+    conns.push_back(std::make_unique<connection>(s.address()));
+    auto h = conns.back()->request(http::verb::get, "/healthz", {}, s.timeout());
+    expect(h.status == 200, "GET /healthz before the race: " + h.describe());
+  }
+  std::vector<reply> replies(n);
+  std::latch start(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      replies[static_cast<std::size_t>(i)] =
+          s.acquire(*conns[static_cast<std::size_t>(i)], key, "racer-" + std::to_string(i), 30'000);
+    });
+  for (auto& t : threads)
+    t.join();
+  std::vector<int> winners;
+  for (int i = 0; i < n; ++i) {
+    const auto& r = replies[static_cast<std::size_t>(i)];
+    if (r.status == 200)
+      winners.push_back(i);
+    else
+      suite::expect_error(r, 409, "held", "racer-" + std::to_string(i));
+  }
+  if (!winners.empty()) {  // tidy up
+    auto w = static_cast<std::size_t>(winners.front());
+    auto token = replies[w].num("token").value_or(1);
+    for (int i : winners)
+      s.release(*conns[static_cast<std::size_t>(i)], key, "racer-" + std::to_string(i),
+                replies[static_cast<std::size_t>(i)].num("token").value_or(token));
+  }
+  expect(winners.size() == 1, std::to_string(winners.size()) + " of " + std::to_string(n) +
+                                  " concurrent acquirers of one free key got 200 (expected exactly 1)");
+  const auto winner = "racer-" + std::to_string(winners.front());
+  const auto token = replies[static_cast<std::size_t>(winners.front())].num("token");
+  for (int i = 0; i < n; ++i) {
+    const auto& r = replies[static_cast<std::size_t>(i)];
+    if (i != winners.front())
+      expect(r.str("owner") == winner && r.num("token") == token, "a refusal names " + r.str("owner") +
+                                                                      " as the holder, not the winner " +
+                                                                      winner + ": " + r.describe());
+  }
+}
+
+void held_names_holder(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("held");
+  auto a = s.must_acquire(c, key, "holder-a", 30'000);
+  auto b = s.acquire(c, key, "other-b", 30'000);
+  suite::expect_error(b, 409, "held", "acquire by another owner while held");
+  expect(b.str("owner") == "holder-a" && b.num("token") == a.num("token"),
+         "the refusal does not name the holder holder-a with token " + std::to_string(a.token()) + ": " +
+             b.describe());
+  expect(b.num("ttl_remaining_ms").has_value(),
+         "the refusal has no integer ttl_remaining_ms: " + b.describe());
+  s.release(c, key, "holder-a", a.token());
+}
+
+void reacquire_larger_token(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("reacquire");
+  auto first = s.must_acquire(c, key, "same", 30'000);
+  auto second = s.must_acquire(c, key, "same", 30'000);
+  s.release(c, key, "same", second.token());
+  expect(second.token() > first.token(), "the same owner's second acquire got token " +
+                                             std::to_string(second.token()) + ", not larger than " +
+                                             std::to_string(first.token()));
+}
+
+void expect_lost(const reply& r, std::initializer_list<const char*> reasons, const std::string& what) {
+  suite::expect_error(r, 409, "lost", what);
+  const auto reason = r.str("reason");
+  bool ok = false;
+  for (auto* x : reasons)
+    ok = ok || reason == x;
+  std::string allowed;
+  for (auto* x : reasons)
+    allowed += (allowed.empty() ? "" : " or ") + std::string(x);
+  expect(ok, what + ": reason should be " + allowed + ", got " + r.describe());
+}
+
+void renew_wrong_owner(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("renew-owner");
+  auto a = s.must_acquire(c, key, "owner-a", 30'000);
+  expect_lost(s.renew(c, key, "owner-b", a.token(), 30'000), {"owner_mismatch"}, "renew by another owner");
+  auto ok = s.renew(c, key, "owner-a", a.token(), 30'000);
+  s.release(c, key, "owner-a", a.token());
+  expect(ok.status == 200, "the holder's own renew after the refusal: expected 200, got " + ok.describe());
+}
+
+void renew_wrong_token(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("renew-token");
+  auto first = s.must_acquire(c, key, "owner-a", 30'000);
+  auto second = s.must_acquire(c, key, "owner-a", 30'000);
+  auto old = s.renew(c, key, "owner-a", first.token(), 30'000);
+  auto made_up = s.renew(c, key, "owner-a", second.token() + 1'000'000, 30'000);
+  s.release(c, key, "owner-a", second.token());
+  expect_lost(old, {"token_mismatch"}, "renew with the superseded token");
+  expect_lost(made_up, {"token_mismatch"}, "renew with a token never issued for this lease");
+}
+
+void renew_expired(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("renew-expired");
+  auto a = s.must_acquire(c, key, "owner-a", 200);
+  std::this_thread::sleep_until(a.received + 1200ms);
+  auto r = s.renew(c, key, "owner-a", a.token(), 30'000);
+  if (r.status == 200) s.release(c, key, "owner-a", a.token());
+  expect_lost(r, {"expired", "not_held"}, "renew 1.2 s after a 200 ms lease was granted");
+}
+
+void release_conditional(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("release-conditional");
+  auto a = s.must_acquire(c, key, "owner-a", 30'000);
+  auto by_other = s.release(c, key, "owner-b", a.token());
+  auto by_wrong_token = s.release(c, key, "owner-a", a.token() + 1'000'000);
+  auto still = s.get(c, key);
+  s.release(c, key, "owner-a", a.token());
+  suite::expect_error(by_other, 409, "not_owner", "release by another owner");
+  suite::expect_error(by_wrong_token, 409, "not_owner", "release with a wrong token");
+  expect(still.status == 200 && still.str("owner") == "owner-a" && still.num("token") == a.num("token"),
+         "after the refused releases the lock should still be held by owner-a with token " +
+             std::to_string(a.token()) + ", GET says " + still.describe());
+}
+
+void release_idempotent(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("release-idempotent");
+  auto a = s.must_acquire(c, key, "owner-a", 30'000);
+  auto first = s.release(c, key, "owner-a", a.token());
+  expect(first.status == 200, "release by the holder: expected 200, got " + first.describe());
+  auto second = s.release(c, key, "owner-a", a.token());
+  expect(second.status == 200, "the same release again: expected 200, got " + second.describe());
+  auto free = s.get(c, key);
+  suite::expect_error(free, 404, "not_held", "GET after the release");
+  auto never = s.release(c, s.key("release-never-held"), "owner-a", 1);
+  expect(never.status == 200, "release of a key nobody holds: expected 200, got " + never.describe());
+}
+
+void tokens_increase(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("tokens");
+  auto t1 = s.must_acquire(c, key, "owner-a", 30'000).token();
+  auto rel = s.release(c, key, "owner-a", t1);
+  expect(rel.status == 200, "release: expected 200, got " + rel.describe());
+  auto b = s.must_acquire(c, key, "owner-b", 200);
+  auto t2 = b.token();
+  expect(t2 > t1,
+         "token after a release is " + std::to_string(t2) + ", not larger than " + std::to_string(t1));
+  std::this_thread::sleep_until(b.received + 1200ms);
+  auto t3 = s.must_acquire(c, key, "owner-c", 30'000).token();
+  expect(t3 > t2,
+         "token after an expiry is " + std::to_string(t3) + ", not larger than " + std::to_string(t2));
+  auto t4 = s.must_acquire(c, s.key("tokens-other-key"), "owner-d", 30'000).token();
+  s.release(c, key, "owner-c", t3);
+  s.release(c, s.key("tokens-other-key"), "owner-d", t4);
+  expect(t4 > t3,
+         "token on another key is " + std::to_string(t4) + ", not larger than " + std::to_string(t3));
+}
+
+void expiry_on_time(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("expiry");
+  // Held while a read's reply arrives before send(acquire) + ttl; a slow machine may leave no read that fast,
+  // so the TTL doubles until one is (inconclusive attempts prove nothing either way).
+  for (std::int64_t ttl = 1000; ttl <= 4000; ttl *= 2) {
+    const auto ttl_d = milliseconds(ttl);
+    auto a = s.must_acquire(c, key + "-" + std::to_string(ttl), "owner-a", ttl);
+    const auto k = key + "-" + std::to_string(ttl);
+    std::this_thread::sleep_until(a.sent + ttl_d * 6 / 10);
+    auto g = s.get(c, k);
+    const bool conclusive = g.received < a.sent + ttl_d;
+    if (conclusive)
+      expect(g.status == 200 && g.num("token") == a.num("token"),
+             "a GET answered " + std::to_string((g.received - a.sent) / 1ms) +
+                 " ms after sending the acquire of a " + std::to_string(ttl) +
+                 " ms lease does not show it held: " + g.describe());
+    // Free within 5x the TTL of the acquire's reply.
+    const auto bound = a.received + ttl_d * 5;
+    for (;;) {
+      auto f = s.get(c, k);
+      if (f.status == 404) {
+        suite::expect_error(f, 404, "not_held", "GET after expiry");
+        expect(f.received >= a.sent + ttl_d, "the lease was reported free before its TTL had passed");
+        break;
+      }
+      expect(f.status == 200, "GET while waiting for the expiry: " + f.describe());
+      if (steady::now() > bound) {
+        s.release(c, k, "owner-a", a.token());
+        throw check_failed("a " + std::to_string(ttl) + " ms lease is still held " +
+                           std::to_string((steady::now() - a.received) / 1ms) + " ms after it was granted");
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    if (conclusive) return;
+  }
+  throw check_failed(
+      "inconclusive: no GET was answered before the lease's TTL had passed (machine too slow?)");
+}
+
+// A renew that answers 200 must move the expiry: renewed every third of its TTL, a lease is still held after
+// that first TTL has passed. A renew sent before the last term ended must be granted; one sent later (a slow
+// machine) proves nothing, and the TTL doubles.
+void renew_extends(const suite& s) {
+  auto c = s.open();
+  for (std::int64_t ttl = 400; ttl <= 1600; ttl *= 2) {
+    const auto ttl_d = milliseconds(ttl);
+    const auto key = s.key("renew-extends-" + std::to_string(ttl));
+    auto a = s.must_acquire(c, key, "renewer", ttl);
+    auto term_from = a.sent;  // the lease is held at least until term_from + ttl
+    bool conclusive = true;
+    for (int i = 0; i < 4 && conclusive; ++i) {
+      std::this_thread::sleep_until(term_from + ttl_d / 3);
+      auto r = s.renew(c, key, "renewer", a.token(), ttl);
+      conclusive = r.sent < term_from + ttl_d;
+      if (!conclusive) break;
+      expect(r.status == 200, "renew " + std::to_string(i + 1) + ", sent " +
+                                  std::to_string((r.sent - term_from) / 1ms) + " ms into a " +
+                                  std::to_string(ttl) + " ms term: expected 200, got " + r.describe());
+      term_from = r.sent;
+    }
+    auto g = s.get(c, key);
+    s.release(c, key, "renewer", a.token());
+    if (!conclusive || g.received >= term_from + ttl_d) continue;
+    expect(g.status == 200 && g.num("token") == a.num("token"),
+           "a " + std::to_string(ttl) + " ms lease renewed every " + std::to_string(ttl / 3) +
+               " ms is not held " + std::to_string((g.received - a.sent) / 1ms) +
+               " ms after its acquire (the renews answered 200 but did not extend it): " + g.describe());
+    return;
+  }
+  throw check_failed("inconclusive: the renews could not be sent within their terms (machine too slow?)");
+}
+
+// The owner's older token is superseded by its re-acquire (docs/protocol.md, acquire): a delayed renew or
+// release carrying it must change nothing, and the current token keeps working.
+void superseded_token_refused(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("superseded");
+  auto first = s.must_acquire(c, key, "owner-a", 30'000);
+  auto second = s.must_acquire(c, key, "owner-a", 30'000);
+  auto old_release = s.release(c, key, "owner-a", first.token());
+  auto old_renew = s.renew(c, key, "owner-a", first.token(), 30'000);
+  auto still = s.get(c, key);
+  auto renew = s.renew(c, key, "owner-a", second.token(), 30'000);
+  s.release(c, key, "owner-a", second.token());
+  suite::expect_error(old_release, 409, "not_owner", "release with the superseded token");
+  expect_lost(old_renew, {"token_mismatch"}, "renew with the superseded token");
+  expect(still.status == 200 && still.num("token") == second.num("token"),
+         "after the refused release and renew with the superseded token, GET should name token " +
+             std::to_string(second.token()) + ": " + still.describe());
+  expect(renew.status == 200,
+         "renew with the current token afterwards: expected 200, got " + renew.describe());
+}
+
+void long_poll_stale_token(const suite& s) {
+  auto c = s.open();
+  int n = 0;
+  s.note(twice_on_time([&] {
+    const auto key = s.key("poll-stale-" + std::to_string(n++));
+    auto first = s.must_acquire(c, key, "owner-a", 30'000);
+    auto second = s.must_acquire(c, key, "owner-a", 30'000);
+    // A token the key's holder does not have: superseded, 0 while held, and one never issued.
+    const std::pair<std::int64_t, std::string> tokens[] = {
+        {first.token(), "the superseded token " + std::to_string(first.token())},
+        {0, "token=0 while the lock is held"},
+        {second.token() + 1'000'000, "a token never issued"},
+    };
+    wake_try t;  // the slowest of the three
+    for (const auto& [token, about] : tokens) {
+      const auto what = "a long-poll with " + about;
+      auto r = s.poll(c, key, token, wake_give_up);
+      if (r.status == 0) {
+        t.late = what + " did not answer within " + ms(wake_give_up) + ": " + r.describe();
+        break;
+      }
+      if (r.status != 200 || r.num("token") != second.num("token")) {
+        s.release(c, key, "owner-a", second.token());
+        throw check_failed(what + ": expected 200 naming token " + std::to_string(second.token()) + ", got " +
+                           r.describe());
+      }
+      t.took = std::max(t.took, r.received - r.sent);
+      if (r.received - r.sent > wake_bound) {
+        t.late = what + " answered after " + ms(r.received - r.sent);
+        break;
+      }
+    }
+    s.release(c, key, "owner-a", second.token());
+    return t;
+  }));
+}
+
+// Starts a long-poll on its own connection and thread.
+std::future<reply> long_poll(const suite& s, const std::string& key, std::int64_t token,
+                             steady::duration bound) {
+  return std::async(std::launch::async, [&s, key, token, bound] {
+    auto c = s.open();
+    return s.poll(c, key, token, bound);
+  });
+}
+
+void long_poll_release(const suite& s) {
+  auto c = s.open();
+  int n = 0;
+  s.note(twice_on_time([&]() -> wake_try {
+    const auto key = s.key("poll-release-" + std::to_string(n++));
+    auto a = s.must_acquire(c, key, "owner-a", 30'000);
+    auto poll = long_poll(s, key, a.token(), 300ms + wake_give_up);
+    const bool early = poll.wait_for(300ms) == std::future_status::ready;
+    auto rel = s.release(c, key, "owner-a", a.token());
+    auto r = poll.get();
+    expect(!early, "the long-poll answered while the holder's token was unchanged: " + r.describe());
+    expect(rel.status == 200, "release: expected 200, got " + rel.describe());
+    if (r.status == 0) return {{}, "the long-poll was not woken by the release: " + r.describe()};
+    suite::expect_error(r, 404, "not_held", "the long-poll's answer after the release");
+    const auto took = std::max(r.received - rel.received, steady::duration::zero());
+    if (took > wake_bound)
+      return {took, "the long-poll answered " + ms(took) + " after the release's answer"};
+    return {took, std::nullopt};
+  }));
+}
+
+void long_poll_expiry(const suite& s) {
+  auto c = s.open();
+  constexpr auto ttl = 300ms;
+  int n = 0;
+  s.note(twice_on_time([&]() -> wake_try {
+    const auto key = s.key("poll-expiry-" + std::to_string(n++));
+    auto a = s.must_acquire(c, key, "owner-a", ttl.count());
+    auto r = s.poll(c, key, a.token(), ttl + wake_give_up);
+    if (r.status == 0) {
+      s.release(c, key, "owner-a", a.token());
+      return {{}, "the long-poll was not woken by the expiry of a " + ms(ttl) + " lease: " + r.describe()};
+    }
+    suite::expect_error(r, 404, "not_held", "the long-poll's answer after the expiry");
+    expect(r.received >= a.sent + ttl, "the long-poll reported the lease free before its TTL had passed");
+    // The server's expiry is at most the TTL after the acquire's answer arrived.
+    const auto took = std::max(r.received - (a.received + ttl), steady::duration::zero());
+    if (took > wake_bound)
+      return {took, "the long-poll answered " + ms(took) + " after the lease's TTL had ended"};
+    return {took, std::nullopt};
+  }));
+}
+
+// docs/protocol.md, acquire: a granted acquire records expiry = now + ttl_ms, the same owner's included. A
+// longer TTL on the re-acquire shows it without waiting: ttl_remaining_ms must be about the new TTL.
+void reacquire_refreshes_expiry(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("reacquire-expiry");
+  s.must_acquire(c, key, "owner-a", 1000);
+  auto again = s.must_acquire(c, key, "owner-a", 30'000);
+  auto g = s.get(c, key);
+  s.release(c, key, "owner-a", again.token());
+  expect(g.status == 200 && g.num("token") == again.num("token"),
+         "GET after the re-acquire should name its token " + std::to_string(again.token()) + ": " +
+             g.describe());
+  const auto at_least = 30'000 - std::chrono::ceil<milliseconds>(g.received - again.sent).count();
+  const auto left = g.num("ttl_remaining_ms").value_or(-1);
+  expect(left >= at_least && left <= 30'000,
+         "a lease acquired for 1000 ms, then re-acquired by its owner for 30000 ms, has ttl_remaining_ms " +
+             std::to_string(left) + " (expected " + std::to_string(at_least) +
+             " to 30000: the re-acquire must set a new expiry)");
+}
+
+// docs/protocol.md, "renew" and "acquire": no request shortens a lease. A late copy of an earlier, shorter
+// renew or acquire (a retrying proxy) reaching the server after a renew raised the TTL must not free the key
+// while its holder counts on the raised TTL.
+void shorter_requests_keep_expiry(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("no-shortening");
+  auto a = s.must_acquire(c, key, "owner-a", 1000);
+  auto raised = s.renew(c, key, "owner-a", a.token(), 30'000);
+  expect(raised.status == 200, "renew raising the TTL to 30000 ms: expected 200, got " + raised.describe());
+  auto shorter = s.renew(c, key, "owner-a", a.token(), 1000);
+  expect(shorter.status == 200, "renew with 1000 ms after it: expected 200, got " + shorter.describe());
+  auto after_renew = s.get(c, key);
+  auto again = s.must_acquire(c, key, "owner-a", 1000);
+  auto after_acquire = s.get(c, key);
+  s.release(c, key, "owner-a", again.token());
+  auto judge = [&](const reply& g, const char* what) {
+    const auto at_least = 30'000 - std::chrono::ceil<milliseconds>(g.received - raised.sent).count();
+    const auto left = g.num("ttl_remaining_ms").value_or(-1);
+    expect(g.status == 200 && left >= at_least,
+           std::string("a lease renewed for 30000 ms, then ") + what + " for 1000 ms, has ttl_remaining_ms " +
+               std::to_string(left) + " (expected at least " + std::to_string(at_least) +
+               ": a shorter request must not move the expiry earlier): " + g.describe());
+  };
+  judge(after_renew, "renewed");
+  judge(after_acquire, "renewed and re-acquired by its owner");
+}
+
+// docs/protocol.md, Time: a lease acquired by a request sent at client time a is held until at least a + ttl.
+// GETs sent back to back over the last 60 ms before that instant must all find it held; those answered within
+// `expiry_tolerance` of it are not judged (the protocol's TTLs are whole milliseconds).
+constexpr auto expiry_tolerance = 1ms;
+
+void never_expires_early(const suite& s) {
+  auto c = s.open();
+  for (std::int64_t ttl = 500; ttl <= 2000; ttl *= 2) {
+    const auto key = s.key("never-early-" + std::to_string(ttl));
+    auto a = s.must_acquire(c, key, "punctual", ttl);
+    const auto end = a.sent + milliseconds(ttl) - expiry_tolerance;
+    std::this_thread::sleep_until(end - 60ms);
+    int close_reads = 0;  // judged reads sent within the last 10 ms: they catch a server a few ms early
+    for (;;) {
+      auto g = s.get(c, key);
+      if (g.received >= end) break;
+      expect(g.status == 200 && g.num("token") == a.num("token"),
+             "a " + std::to_string(ttl) + " ms lease is not held by a GET answered " +
+                 ms(g.received - a.sent) + " after its acquire was sent (it expired at least " +
+                 ms(a.sent + milliseconds(ttl) - g.received) + " early): " + g.describe());
+      if (g.sent >= end - 10ms) ++close_reads;
+    }
+    s.release(c, key, "punctual", a.token());
+    if (close_reads > 0) return;
+  }
+  throw check_failed(
+      "inconclusive: no GET was answered within 10 ms before a lease's TTL ended (machine too slow?)");
+}
+
+// The largest TTL batond accepts by default: nothing in the server may overflow or truncate it.
+void long_ttl_held(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("long-ttl");
+  constexpr std::int64_t hour = 3'600'000;
+  auto a = s.must_acquire(c, key, "patient", hour);
+  auto g = s.get(c, key);
+  auto r = s.renew(c, key, "patient", a.token(), hour);
+  auto after = s.get(c, key);
+  s.release(c, key, "patient", a.token());
+  for (auto* x : {&g, &after}) {
+    const auto at_least = hour - std::chrono::ceil<milliseconds>(x->received - a.sent).count();
+    const auto left = x->num("ttl_remaining_ms").value_or(-1);
+    expect(x->status == 200 && x->num("token") == a.num("token") && left >= at_least && left <= hour,
+           std::string(x == &g ? "GET" : "GET after a renew") +
+               " of a 1-hour lease should show it held with " + "ttl_remaining_ms " +
+               std::to_string(at_least) + " to " + std::to_string(hour) + ": " + x->describe());
+  }
+  expect(r.status == 200, "renew for 1 hour: expected 200, got " + r.describe());
+}
+
+// Bad inputs: each on a fresh connection (the server may close it after an error).
+reply bad(const suite& s, http::verb method, const std::string& target, std::string body = {}) {
+  auto c = s.open();
+  return c.request(method, target, std::move(body), s.timeout());
+}
+
+void malformed_json(const suite& s) {
+  suite::expect_error(
+      bad(s, http::verb::post, suite::path(s.key("bad-json"), "/acquire"), R"({"owner":"x","ttl_ms":)"), 400,
+      "bad_request", "truncated JSON");
+  suite::expect_error(bad(s, http::verb::post, suite::path(s.key("bad-json"), "/acquire"), "[1,2,3]"), 400,
+                      "bad_request", "a JSON array instead of an object");
+}
+
+void missing_field(const suite& s) {
+  const auto key = s.key("missing-field");
+  suite::expect_error(bad(s, http::verb::post, suite::path(key, "/acquire"), R"({"ttl_ms":1000})"), 400,
+                      "bad_request", "acquire without owner");
+  suite::expect_error(bad(s, http::verb::post, suite::path(key, "/acquire"), R"({"owner":"x"})"), 400,
+                      "bad_request", "acquire without ttl_ms");
+  suite::expect_error(bad(s, http::verb::post, suite::path(key, "/renew"), R"({"owner":"x","ttl_ms":1000})"),
+                      400, "bad_request", "renew without token");
+}
+
+void ttl_out_of_range(const suite& s) {
+  const auto key = s.key("ttl-range");
+  suite::expect_error(bad(s, http::verb::post, suite::path(key, "/acquire"), R"({"owner":"x","ttl_ms":0})"),
+                      400, "bad_request", "acquire with ttl_ms 0");
+  suite::expect_error(
+      bad(s, http::verb::post, suite::path(key, "/acquire"), R"({"owner":"x","ttl_ms":-1000})"), 400,
+      "bad_request", "acquire with ttl_ms -1000");
+  auto c = s.open();
+  suite::expect_error(s.get(c, key), 404, "not_held", "GET after the refused acquires (nothing may change)");
+}
+
+void unknown_route(const suite& s) {
+  suite::expect_error(bad(s, http::verb::get, "/v1/no-such-route"), 404, "not_found",
+                      "GET /v1/no-such-route");
+  suite::expect_error(bad(s, http::verb::post, suite::path(s.key("route"), "/frobnicate"), "{}"), 404,
+                      "not_found", "POST /v1/locks/{key}/frobnicate");
+}
+
+void wrong_method(const suite& s) {
+  auto r = bad(s, http::verb::get, suite::path(s.key("method"), "/acquire"));
+  suite::expect_error(r, 405, "method_not_allowed", "GET on the acquire route");
+  expect(r.allow.find("POST") != std::string::npos,
+         "405 without an Allow header naming POST: Allow: " + r.allow);
+}
+
+void body_too_large(const suite& s) {
+  const auto key = s.key("large-body");
+  std::string body = R"({"owner":"x","ttl_ms":1000,"pad":")" + std::string(70 * 1024, 'a') + "\"}";
+  auto r = bad(s, http::verb::post, suite::path(key, "/acquire"), std::move(body));
+  suite::expect_error(r, 413, "body_too_large", "a 70 KiB acquire body");
+  auto c = s.open();
+  suite::expect_error(s.get(c, key), 404, "not_held", "GET after the refused acquire (nothing may change)");
+}
+
+void still_serves(const suite& s) {
+  auto c = s.open();
+  auto h = c.request(http::verb::get, "/healthz", {}, s.timeout());
+  expect(h.status == 200 && h.str("status") == "ok",
+         "GET /healthz: expected 200 {\"status\":\"ok\"}, got " + h.describe());
+  const auto key = s.key("still-serves");
+  auto a = s.must_acquire(c, key, "owner-a", 30'000);
+  auto r = s.release(c, key, "owner-a", a.token());
+  expect(r.status == 200, "release: expected 200, got " + r.describe());
+}
+
+// docs/protocol.md, "value": published with the lease in GET, long-poll and 409 answers, replaced by a
+// same-owner re-acquire, kept by renew. A server from before values ignores the field and never answers it.
+void value_round_trip(const suite& s) {
+  auto c = s.open();
+  const auto key = s.key("value");
+  auto shown = [&](const reply& r, const std::string& want, const std::string& what) {
+    const auto* o = r.json.if_object();
+    expect(o && o->if_contains("value"),
+           what +
+               " has no \"value\" field: the server does not keep a lease's value (docs/protocol.md, "
+               "\"value\"): " +
+               r.describe());
+    expect(r.str("value") == want, what + ": expected value \"" + want + "\", got " + r.describe());
+  };
+  s.must_acquire(c, key, "valued-a", 30'000, "10.0.0.1:8080");
+  shown(s.get(c, key), "10.0.0.1:8080", "GET of a lease acquired with a value");
+  shown(c.request(http::verb::get, suite::path(key, "?wait_ms=5000&token=0"), {}, s.timeout()),
+        "10.0.0.1:8080", "a long-poll's answer");
+  auto held = s.acquire(c, key, "other-b", 30'000, "10.0.0.2:8080");
+  suite::expect_error(held, 409, "held", "acquire by another owner while held");
+  shown(held, "10.0.0.1:8080", "the 409 held refusal");
+  auto again = s.must_acquire(c, key, "valued-a", 30'000, "10.0.0.1:9090");
+  shown(s.get(c, key), "10.0.0.1:9090", "GET after a same-owner re-acquire with a new value");
+  auto r = s.renew(c, key, "valued-a", again.token(), 30'000);
+  expect(r.status == 200, "renew: expected 200, got " + r.describe());
+  shown(s.get(c, key), "10.0.0.1:9090", "GET after a renew");
+  s.must_acquire(c, key, "valued-a", 30'000);
+  auto last = s.get(c, key);
+  shown(last, "", "GET after a same-owner re-acquire without a value");
+  s.release(c, key, "valued-a", last.token());
+}
+
+// Optional features a server may advertise, and the check that exercises each.
+struct feature_check {
+  const char* feature;
+  const char* check;
+};
+constexpr feature_check known_features[] = {
+    {"lease_values", "a lease's value is published, replaced and kept"},
+    {"renew_batch", "renew batch"},
+};
+
+// GET /v1/capabilities: optional. When answered, it must have the documented shape; each advertised feature
+// this baton knows has a check of its own (run whether advertised or not where the protocol requires it).
+void capabilities(const suite& s) {
+  auto c = s.open();
+  auto r = c.request(http::verb::get, "/v1/capabilities", {}, s.timeout());
+  if (r.status == 404) throw check_skipped("not advertised");
+  expect(r.status == 200,
+         "GET /v1/capabilities: expected 200, or 404 when not advertised; got " + r.describe());
+  const auto* o = r.json.if_object();
+  expect(o != nullptr, "GET /v1/capabilities: the body is not a JSON object: " + r.describe());
+  const auto version = r.num("protocol_version");
+  expect(version && *version >= 1, "GET /v1/capabilities: no integer protocol_version >= 1: " + r.describe());
+  const auto* features = o->if_contains("features");
+  expect(features && features->is_array(), "GET /v1/capabilities: no \"features\" array: " + r.describe());
+  std::string checked, unknown;
+  for (const auto& f : features->get_array()) {
+    expect(f.is_string(), "GET /v1/capabilities: a feature that is not a string: " + r.describe());
+    const std::string name(f.get_string());
+    auto known = std::find_if(std::begin(known_features), std::end(known_features),
+                              [&](const feature_check& k) { return name == k.feature; });
+    auto& list = known != std::end(known_features) ? checked : unknown;
+    list += (list.empty() ? "" : ", ") + name;
+  }
+  std::string note = "protocol_version " + std::to_string(*version);
+  if (!checked.empty()) note += "; checked: " + checked;
+  if (!unknown.empty()) note += "; not known to this baton, not checked: " + unknown;
+  s.note(note);
+}
+
+// --- renew batch (docs/protocol.md, "renew batch"): run when the server advertises renew_batch
+
+void require_renew_batch(const suite& s) {
+  if (!s.has_renew_batch()) throw check_skipped("the server does not advertise renew_batch");
+}
+
+// The results array of a 200 batch answer with one result per entry.
+const json::array& batch_results(const reply& r, std::size_t entries, const std::string& what) {
+  expect(r.status == 200, what + ": expected 200, got " + r.describe());
+  const json::value* v = r.json.is_object() ? r.json.as_object().if_contains("results") : nullptr;
+  expect(v && v->is_array() && v->as_array().size() == entries,
+         what + ": expected \"results\" with " + std::to_string(entries) + " entries, got " + r.describe());
+  return v->as_array();
+}
+
+// One result as a reply of its own, so a result is judged with the single renew's words.
+reply result_reply(const json::value& v) {
+  reply r;
+  r.json = v;
+  r.body = json::serialize(v);
+  r.status = r.str("error").empty() ? 200 : 409;
+  return r;
+}
+
+// Leases in five states, renewed in one batch: each answered as a single renew of it is
+// (docs/protocol.md, renew), in request order, and only the live one's expiry moves.
+void renew_batch_mixed(const suite& s) {
+  require_renew_batch(s);
+  auto c = s.open();
+  const auto live = s.key("batch-live"), other = s.key("batch-other"), free = s.key("batch-free"),
+             gone = s.key("batch-expired"), made_up = s.key("batch-made-up");
+  auto mine = s.must_acquire(c, live, "batcher", 2'000);
+  auto theirs = s.must_acquire(c, other, "someone-else", 30'000);
+  auto held = s.must_acquire(c, made_up, "batcher", 30'000);
+  auto short_lived = s.must_acquire(c, gone, "batcher", 200);
+  std::this_thread::sleep_until(short_lived.sent + 1'200ms);
+  auto r = s.renew_batch(c, {{live, "batcher", mine.token(), 60'000},
+                             {other, "batcher", theirs.token(), 60'000},
+                             {free, "batcher", mine.token(), 60'000},
+                             {gone, "batcher", short_lived.token(), 60'000},
+                             {made_up, "batcher", held.token() + 1'000'000, 60'000}});
+  auto g = s.get(c, live);
+  auto still = s.get(c, other);
+  s.release(c, live, "batcher", mine.token());
+  s.release(c, other, "someone-else", theirs.token());
+  s.release(c, made_up, "batcher", held.token());
+  const auto& out = batch_results(r, 5, "a batch of 5 entries");
+  auto first = result_reply(out[0]);
+  expect(first.status == 200 && first.num("token") == mine.num("token") && first.num("ttl_ms") == 60'000,
+         "entry 0 (the batcher's live lease): expected its lease back, got " + first.describe());
+  expect_lost(result_reply(out[1]), {"owner_mismatch"}, "entry 1 (a key another owner holds)");
+  expect_lost(result_reply(out[2]), {"not_held"}, "entry 2 (a key nobody holds)");
+  expect_lost(result_reply(out[3]), {"expired", "not_held"}, "entry 3 (a 200 ms lease renewed 1.2 s on)");
+  expect_lost(result_reply(out[4]), {"token_mismatch"},
+              "entry 4 (the batcher's lease, a token never issued)");
+  expect(g.status == 200 && g.num("ttl_remaining_ms").value_or(0) > 2'000,
+         "after the batch renewed a 2 s lease for 60 s, GET should show more than 2 s left: " + g.describe());
+  expect(still.status == 200 && still.num("token") == theirs.num("token"),
+         "the entry refused owner_mismatch changed its lease: " + still.describe());
+}
+
+// A re-acquire supersedes the old token: in a batch too, the old one renews nothing, and the entry beside
+// it with the current token is renewed.
+void renew_batch_superseded(const suite& s) {
+  require_renew_batch(s);
+  auto c = s.open();
+  const auto key = s.key("batch-superseded"), beside = s.key("batch-beside");
+  auto first = s.must_acquire(c, key, "batcher", 30'000);
+  auto second = s.must_acquire(c, key, "batcher", 30'000);
+  auto next = s.must_acquire(c, beside, "batcher", 30'000);
+  auto r =
+      s.renew_batch(c, {{key, "batcher", first.token(), 60'000}, {beside, "batcher", next.token(), 60'000}});
+  auto still = s.get(c, key);
+  s.release(c, key, "batcher", second.token());
+  s.release(c, beside, "batcher", next.token());
+  const auto& out = batch_results(r, 2, "a batch with a superseded token");
+  expect_lost(result_reply(out[0]), {"token_mismatch"}, "a batch entry with the superseded token");
+  expect(result_reply(out[1]).status == 200,
+         "the entry beside it with its current token: expected its lease, got " + json::serialize(out[1]));
+  expect(still.status == 200 && still.num("token") == second.num("token") &&
+             still.num("ttl_remaining_ms").value_or(60'000) <= 30'000,
+         "after a batch entry with the superseded token, the lease should keep token " +
+             std::to_string(second.token()) + " and its 30 s: " + still.describe());
+}
+
+// A malformed entry refuses the whole batch: 400 with a JSON error, and the well-formed entry beside it is
+// not renewed. A key given twice is malformed too.
+void renew_batch_malformed(const suite& s) {
+  require_renew_batch(s);
+  auto c = s.open();
+  const auto key = s.key("batch-malformed");
+  auto a = s.must_acquire(c, key, "batcher", 20'000);
+  auto bad_token =
+      s.renew_batch(c, {{key, "batcher", a.token(), 3'600'000}, {s.key("batch-x"), "batcher", 0, 1'000}});
+  auto twice =
+      s.renew_batch(c, {{key, "batcher", a.token(), 3'600'000}, {key, "batcher", a.token(), 3'600'000}});
+  auto g = s.get(c, key);
+  s.release(c, key, "batcher", a.token());
+  suite::expect_error(bad_token, 400, "bad_request", "a batch with an entry whose token is 0");
+  suite::expect_error(twice, 400, "bad_request", "a batch that names one key twice");
+  expect(g.status == 200 && g.num("ttl_remaining_ms").value_or(3'600'000) <= 20'000,
+         "after refused batches, the lease should keep its 20 s (nothing renewed): " + g.describe());
+}
+
+// --- restart mode
+// -------------------------------------------------------------------------------------------
+
+constexpr auto restart_close_bound = 5s;  // for the old server's connections to close after the command
+
+// Leaves a lease held and a lock released, restarts the server with the command, and waits for it to answer.
+
+}  // namespace
+
+restart_state restart_server(const suite& s) {
+  restart_state st;
+  try {
+    auto c = s.open();
+    st.held_key = s.key("restart-held");
+    st.held_owner = "survivor";
+    // Long enough to outlast the command and the wait for the server's return (a restart restores it with its
+    // full TTL, docs/protocol.md, Restart).
+    st.held_token = s.must_acquire(c, st.held_key, st.held_owner, 300'000).token();
+    st.released_key = s.key("restart-released");
+    auto r = s.must_acquire(c, st.released_key, "leaver", 300'000);
+    auto rel = s.release(c, st.released_key, "leaver", r.token());
+    expect(rel.status == 200, "release before the restart: expected 200, got " + rel.describe());
+    // An idle connection from before: a server that really went down closed it.
+    auto witness = s.open();
+    auto h = witness.request(http::verb::get, "/healthz", {}, s.timeout());
+    expect(h.status == 200, "GET /healthz before the restart: " + h.describe());
+    if (s.has_renew_batch()) {
+      // A 2 s lease raised to 300 s by a batch: restored with 2 s if the raise was not durable.
+      suite::batch_raise b{s.key("restart-batch"), "batch-survivor", 0, {}};
+      b.token = s.must_acquire(c, b.key, b.owner, 2'000).token();
+      auto r = s.renew_batch(c, {{b.key, b.owner, b.token, 300'000}});
+      try {
+        auto one = result_reply(batch_results(r, 1, "batch renewal before the restart")[0]);
+        expect(one.status == 200, "batch renewal before the restart: " + one.describe());
+      } catch (const check_failed& e) {
+        b.error = e.what();
+      }
+      s.batch_raised = std::move(b);
+    }
+    st.max_token_before = s.max_token();
+    if (auto failed = run_restart_command(*s.restart_command())) throw check_failed(*failed);
+    // A signal sent by CMD may land a moment after CMD returned.
+    for (const auto until = steady::now() + restart_close_bound;;) {
+      if (witness.request(http::verb::get, "/healthz", {}, 2s).status == 0) break;
+      expect(steady::now() < until,
+             "the server was not restarted: a connection opened before --restart-command "
+             "still answers " +
+                 std::to_string(restart_close_bound / 1s) + " s after it");
+      std::this_thread::sleep_for(100ms);
+    }
+    const auto until = steady::now() + restart_return_bound;
+    for (auto probe = s.open();;) {
+      auto back = probe.request(http::verb::get, "/healthz", {}, 1s);
+      if (back.status == 200) break;
+      expect(steady::now() < until, "the server did not answer GET /healthz within " +
+                                        std::to_string(restart_return_bound / 1s) +
+                                        " s after --restart-command: " + back.describe());
+      std::this_thread::sleep_for(50ms);
+    }
+  } catch (const std::exception& e) {
+    st.error = std::string("restart: ") + e.what();
+  }
+  return st;
+}
+
+namespace {
+
+void restart_keeps_held_lease(const suite& s) {
+  const auto& st = s.restarted();
+  auto c = s.open();
+  auto g = s.get(c, st.held_key);
+  expect(g.status == 200 && g.str("owner") == st.held_owner && g.num("token") == st.held_token,
+         "a lease held by " + st.held_owner + " with token " + std::to_string(st.held_token) +
+             " before the restart: GET after it says " + g.describe());
+  auto r = s.renew(c, st.held_key, st.held_owner, st.held_token, 300'000);
+  expect(r.status == 200, "renew of that lease after the restart: expected 200, got " + r.describe());
+}
+
+void restart_keeps_batch_raise(const suite& s) {
+  s.restarted();
+  require_renew_batch(s);
+  expect(s.batch_raised.has_value(), "no lease was batch-renewed before the restart");
+  const auto& b = *s.batch_raised;
+  expect(b.error.empty(), b.error);
+  auto c = s.open();
+  auto g = s.get(c, b.key);
+  s.release(c, b.key, b.owner, b.token);
+  expect(g.status == 200 && g.num("token") == b.token && g.num("ttl_remaining_ms").value_or(0) > 60'000,
+         "a 2 s lease a batch renewed for 300 s before the restart should be held with most of the 300 s "
+         "after it (a server that answered before storing the raise restores 2 s): " +
+             g.describe());
+}
+
+void restart_keeps_release(const suite& s) {
+  const auto& st = s.restarted();
+  auto c = s.open();
+  suite::expect_error(s.get(c, st.released_key), 404, "not_held",
+                      "GET after the restart of a lock released before it");
+}
+
+void restart_tokens_increase(const suite& s) {
+  const auto& st = s.restarted();
+  auto c = s.open();
+  const auto before = std::to_string(st.max_token_before);
+  auto fresh = s.must_acquire(c, s.key("restart-fresh"), "newcomer", 30'000);
+  auto freed = s.must_acquire(c, st.released_key, "newcomer", 30'000);
+  auto again = s.must_acquire(c, st.held_key, st.held_owner, 30'000);
+  s.release(c, s.key("restart-fresh"), "newcomer", fresh.token());
+  s.release(c, st.released_key, "newcomer", freed.token());
+  s.release(c, st.held_key, st.held_owner, again.token());
+  expect(fresh.token() > st.max_token_before, "an acquire of a new key after the restart got token " +
+                                                  std::to_string(fresh.token()) + ", not larger than " +
+                                                  before + " (issued before it)");
+  expect(freed.token() > st.max_token_before,
+         "an acquire of the lock released before the restart got token " + std::to_string(freed.token()) +
+             ", not larger than " + before);
+  expect(again.token() > st.max_token_before, "the holder's re-acquire after the restart got token " +
+                                                  std::to_string(again.token()) + ", not larger than " +
+                                                  before);
+}
+
+// Each check; its counterpart through baton::backend, where the backend's interface can express it, has the
+// same name in backend_conformance.cpp's tables (on_backend::find). What only the wire shows has none and is
+// skipped in that mode.
+
+constexpr check lease_and_wire_checks[] = {
+    {check_name::concurrent_acquires, concurrent_acquires},
+    {check_name::held_names_holder, held_names_holder},
+    {check_name::reacquire_larger_token, reacquire_larger_token},
+    {check_name::reacquire_refreshes_expiry, reacquire_refreshes_expiry},
+    {check_name::renew_wrong_owner, renew_wrong_owner},
+    {check_name::renew_wrong_token, renew_wrong_token},
+    {check_name::renew_expired, renew_expired},
+    {check_name::renew_extends, renew_extends},
+    {check_name::shorter_requests_keep_expiry, shorter_requests_keep_expiry},
+    {check_name::release_conditional, release_conditional},
+    {check_name::superseded_token_refused, superseded_token_refused},
+    {check_name::release_idempotent, release_idempotent},
+    {check_name::tokens_increase, tokens_increase},
+    {check_name::expiry_on_time, expiry_on_time},
+    {check_name::never_expires_early, never_expires_early},
+    {check_name::long_ttl_held, long_ttl_held},
+    {check_name::long_poll_release, long_poll_release},
+    {check_name::long_poll_expiry, long_poll_expiry},
+    {check_name::long_poll_stale_token, long_poll_stale_token},
+    {check_name::value_round_trip, value_round_trip},
+    {"capabilities", capabilities},
+    {check_name::renew_batch_mixed, renew_batch_mixed},
+    {check_name::renew_batch_superseded, renew_batch_superseded},
+    {"renew batch: a malformed batch is 400 and renews nothing", renew_batch_malformed},
+    {"malformed JSON is 400 bad_request", malformed_json},
+    {"missing field is 400 bad_request", missing_field},
+    {"ttl out of range is 400 bad_request", ttl_out_of_range},
+    {"unknown route is 404 not_found", unknown_route},
+    {"wrong method is 405 method_not_allowed", wrong_method},
+    {"body over 64 KiB is 413 body_too_large", body_too_large},
+    {"server still serves after bad inputs", still_serves},
+};
+
+// Run after every other check, so that "every token before" covers the whole run.
+constexpr check after_restart[] = {
+    {check_name::restart_keeps_held_lease, restart_keeps_held_lease},
+    {check_name::restart_keeps_release, restart_keeps_release},
+    {"restart: a TTL raised by a batch renewal is kept", restart_keeps_batch_raise},
+    {check_name::restart_tokens_increase, restart_tokens_increase},
+};
+
+}  // namespace
+
+std::span<const check> checks() {
+  return lease_and_wire_checks;
+}
+std::span<const check> restart_checks() {
+  return after_restart;
+}
+
+}  // namespace baton::cli::http_conformance
