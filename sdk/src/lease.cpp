@@ -183,6 +183,20 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
   }
 }
 
+// An Asio strand's last copy unlinks its state from the context's strand service when it is destroyed, so a
+// strand that outlives its execution context cannot be destroyed at all (the service is gone). A client and
+// its leases may outlive their io_context (docs/design.md, "Shutdown and lifetime"): when the context shuts
+// down while the client lives, one copy of the client's strand is kept for the life of the process, so the
+// client's and its leases' copies only drop a count. That costs a few hundred bytes per client that outlives
+// its context; a client destroyed first (the usual order) costs nothing. The list is reachable from a static,
+// so leak checkers do not report it.
+void keep_strand_forever(const asio::any_io_executor& strand) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<asio::any_io_executor>;
+  std::lock_guard lk(mu);
+  kept->push_back(strand);
+}
+
 // Tells clients when their io_context shuts down (its destructor runs this before destroying anything).
 class context_watch final : public asio::execution_context::service {
  public:
@@ -223,20 +237,6 @@ void client_shared::context_shutdown() {
   // Sockets and timers must go while their services exist: after this, the backend holds none.
   if (backend) backend->close();
   keep_strand_forever(ex);
-}
-
-// An Asio strand's last copy unlinks its state from the context's strand service when it is destroyed, so a
-// strand that outlives its execution context cannot be destroyed at all (the service is gone). A client and
-// its leases may outlive their io_context (docs/design.md, "Shutdown and lifetime"): when the context shuts
-// down while the client lives, one copy of the client's strand is kept for the life of the process, so the
-// client's and its leases' copies only drop a count. That costs a few hundred bytes per client that outlives
-// its context; a client destroyed first (the usual order) costs nothing. The list is reachable from a static,
-// so leak checkers do not report it.
-void keep_strand_forever(const asio::any_io_executor& strand) {
-  static std::mutex mu;
-  static auto* kept = new std::vector<asio::any_io_executor>;
-  std::lock_guard lk(mu);
-  kept->push_back(strand);
 }
 
 void client_shared::track(const std::shared_ptr<lease_core>& c) {

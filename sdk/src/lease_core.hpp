@@ -113,9 +113,6 @@ struct client_shared : std::enable_shared_from_this<client_shared> {
 /// context_shutdown).
 void watch_context(const std::shared_ptr<client_shared>& s);
 
-/// Keeps a copy of `strand` until the process exits (client_shared::context_shutdown).
-void keep_strand_forever(const boost::asio::any_io_executor& strand);
-
 /// One release of a lease: started once, awaited by any number of callers.
 struct release_op {
   bool done = false;
