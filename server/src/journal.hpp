@@ -24,9 +24,11 @@
 // the failure callback runs once so the server can stop (fail-stop, docs/design.md). After a failed fsync
 // the kernel may have dropped the dirty pages, so retrying would risk acknowledging data that is not stored.
 
+#include "data_files.hpp"
 #include "lock_table.hpp"
 #include "metrics.hpp"
 #include "planted_defects.hpp"
+#include "storage.hpp"
 #include "wal_record.hpp"
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -56,24 +58,13 @@ namespace baton::server {
 inline constexpr std::uint64_t min_compact_bytes = 4096;
 inline constexpr std::uint64_t max_compact_bytes = 1ull << 40;
 
-/// Where the log's appends go once the journal is open, in place of the log file: the deterministic
-/// simulation (tests/sim) keeps them on a disk of its own, where they last only once synced.
-class log_device {
- public:
-  virtual ~log_device() = default;
-  /// Appends `data` to the log; returns 0 or an errno value.
-  virtual int write(std::string_view data) = 0;
-  /// Makes everything written so far durable (fdatasync); returns 0 or an errno value.
-  virtual int sync() = 0;
-};
-
 struct journal_options {
   std::filesystem::path dir;
   /// Cut the current log (and compact in the background) once it is larger than this.
   std::uint64_t compact_bytes = 64ull << 20;
-  /// Null (batond): the journal writes its log file. Otherwise appends go to this device, and the log is
-  /// never cut or compacted (recovery still reads the directory: the device's owner writes it there).
-  log_device* device = nullptr;
+  /// Null (batond): the data directory `dir` on the real file system. Otherwise every file the journal
+  /// reads or writes is in this storage (the deterministic simulation's file system); `dir` only names it.
+  storage* fs = nullptr;
   /// Only the simulation sets these (planted_defects.hpp).
   planted_defects defects{};
 };
@@ -87,39 +78,6 @@ struct recovery_stats {
   std::uint64_t restored_leases = 0;
   std::uint64_t last_token = 0;
 };
-
-/// A log holds a record that does not decode, and it is not a torn tail: valid records follow it, or it is
-/// not the last log. Records after it were acknowledged, so replay cannot stop there; batond refuses to
-/// start and keeps the file as it is (`batond repair` may then cut it).
-struct journal_damaged : std::runtime_error {
-  journal_damaged(std::filesystem::path f, std::uint64_t at, std::string why);
-  std::filesystem::path file;
-  std::uint64_t offset;
-};
-
-/// What `repair_data_dir` did.
-struct repair_report {
-  struct damage {
-    std::filesystem::path file;
-    std::uint64_t offset = 0;         // first damaged byte
-    std::uint64_t lost_bytes = 0;     // bytes in which no valid record was found
-    std::uint64_t records_after = 0;  // valid records found after the damage and replayed
-  };
-  std::vector<damage> damaged;  // empty: nothing to repair
-  std::uint64_t last_token_seen = 0;
-  std::uint64_t token_floor = 0;  // the next grant is larger than this
-  std::uint64_t restored_leases = 0;
-  std::uint64_t generation = 0;  // of the snapshot written
-};
-
-/// Offline repair of a data directory whose log is damaged (batond must not be running: the directory is
-/// locked). Replays every valid record, including those after a damaged stretch, raises the token counter
-/// above any token the lost bytes could have held (docs/design.md, "Repair"), writes that as a new snapshot
-/// and keeps each damaged log as `<name>.damaged`. Throws std::runtime_error when it cannot.
-repair_report repair_data_dir(const std::filesystem::path& dir);
-
-/// Applies one log record to the table during recovery (pure; exposed for tests).
-void replay_record(lock_table& table, const wal_record& r, time_point now);
 
 class journal {
  public:
@@ -142,10 +100,17 @@ class journal {
   /// Starts the writer and compactor threads.
   void start();
 
-  /// Without start(): writes what is queued as one batch (one write, one sync) on the calling thread and
-  /// completes the waiters it covers. A single-threaded driver (the simulation) decides when the disk acts.
-  /// Returns false once the journal has failed.
+  /// Without start(): writes what is queued as one batch (one write, one sync) on the calling thread,
+  /// completes the waiters it covers and cuts the log when it has grown past `compact_bytes`, as the writer
+  /// thread does. A single-threaded driver (the simulation) decides when the disk acts. Returns false once
+  /// the journal has failed.
   bool flush();
+
+  /// Without start(): runs the compaction a cut left waiting (if any) on the calling thread, as the
+  /// compactor thread does. Returns false once the journal has failed.
+  bool compact_now();
+  /// True when a cut is waiting for its compaction.
+  bool compaction_due() const;
 
   /// Queues a record; returns its log sequence number. Thread-safe. Callers that need the order of records
   /// to match the order of their effects call it while holding the lock that serialises those effects.
@@ -208,21 +173,22 @@ class journal {
   static void post_queues(std::vector<ready_batch>& to_post);
   void take_batch_locked(std::string& batch, std::size_t& records, std::uint64_t& up_to);
   int write_log(const std::string& batch);
-  int sync_log();
   void run_writer();
   void end_writing();
   void run_compactor();
   bool write_batch(std::string& batch, std::uint64_t up_to_lsn, std::size_t records);
   bool cut();
+  bool compact_waiting();
   void compact(std::uint64_t up_to_generation);
   void poison(const std::string& message);
-  std::filesystem::path wal_path(std::uint64_t generation) const;
+  std::string wal_path(std::uint64_t generation) const;
 
   journal_options options_;
   server_metrics* metrics_;
   std::function<void(const std::string&)> on_failure_;
 
-  int lock_fd_ = -1;
+  std::unique_ptr<storage> own_fs_;  // when options_.fs is null
+  storage* fs_;
   int wal_fd_ = -1;               // writer thread only (after open)
   std::uint64_t generation_ = 0;  // of the log being appended to; writer thread only
   std::uint64_t file_size_ = 0;   // writer thread only

@@ -6,6 +6,7 @@
 #include "http_server.hpp"
 #include "journal.hpp"
 #include "lock_service.hpp"
+#include "repair.hpp"
 #include "tls.hpp"
 
 #include <boost/asio/ip/address.hpp>

@@ -14,8 +14,6 @@
 
 #include "baton/common/log.hpp"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,7 +30,7 @@ int usage(const char* why) {
       "usage: baton-sim [--seed S | --seeds N [--first S]] [--trace] [--history FILE]\n"
       "                 [--bug none|skip-fence|work-after-loss|fsync-lies|stays-down|zero-margin|\n"
       "                        renew-before-durable|release-by-key|cut-damaged-record|\n"
-      "                        ignore-batch-frames|shorten-lease]\n"
+      "                        ignore-batch-frames|shorten-lease|start-skips-dir-sync]\n"
       "                 [--expect-violation]\n"
       "                 [--duration-ms MS] [--clients N] [--keys N] [--drift PERCENT] [--margin-ms MS]\n"
       "                 [--no-faults]\n"
@@ -112,16 +110,13 @@ int main(int argc, char** argv) {
   // batond's own warnings (a torn tail cut at recovery) are expected here by the thousand; the history
   // records what happened.
   baton::log::set_level(baton::log::level::error);
-  const char* shm = "/dev/shm";
-  o.dir = std::filesystem::path(::access(shm, W_OK) == 0 ? shm : std::filesystem::temp_directory_path()) /
-          ("baton-sim-" + std::to_string(::getpid()));
 
   const auto started = std::chrono::steady_clock::now();
-  std::uint64_t ran = 0, failed = 0, ops = 0, steps = 0, faults = 0, waits = 0, woken = 0, refused = 0, cancelled = 0;
+  std::uint64_t ran = 0, failed = 0, ops = 0, steps = 0, faults = 0, cuts = 0, compactions = 0, waits = 0,
+                woken = 0, refused = 0, cancelled = 0;
   for (std::uint64_t seed = first; seed < first + count; ++seed) {
     o.seed = seed;
     ++ran;
-    std::filesystem::remove_all(o.dir);
     auto r = sim::run(o);
     std::string replay;  // what a shrunk run adds to the seed's replay command
     // A failing seed replayed for its trace is shrunk first: the trace is the shortest failing run found.
@@ -145,6 +140,8 @@ int main(int argc, char** argv) {
     ops += r.ops;
     steps += r.steps;
     faults += r.faults;
+    cuts += r.cuts;
+    compactions += r.compactions;
     waits += r.waits;
     woken += r.waits_woken;
     refused += r.waits_refused;
@@ -166,20 +163,21 @@ int main(int argc, char** argv) {
       if (expect_violation) break;
     }
   }
-  std::filesystem::remove_all(o.dir);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // With --trace, stdout is the history alone (two runs of a seed compare byte for byte).
-  std::fprintf(
-      trace ? stderr : stdout,
-      "seeds=%llu failed=%llu ops=%llu steps=%llu faults=%llu waits=%llu waits_woken=%llu waits_refused=%llu "
-      "waits_cancelled=%llu seconds=%.1f "
-      "seeds_per_minute=%.0f ops_per_second=%.0f bug=%s\n",
-      static_cast<unsigned long long>(ran), static_cast<unsigned long long>(failed),
-      static_cast<unsigned long long>(ops), static_cast<unsigned long long>(steps),
-      static_cast<unsigned long long>(faults), static_cast<unsigned long long>(waits),
-      static_cast<unsigned long long>(woken), static_cast<unsigned long long>(refused),
-      static_cast<unsigned long long>(cancelled), secs, secs > 0 ? static_cast<double>(ran) * 60 / secs : 0.0,
-      secs > 0 ? static_cast<double>(ops) / secs : 0.0, bug_name.c_str());
+  std::fprintf(trace ? stderr : stdout,
+               "seeds=%llu failed=%llu ops=%llu steps=%llu faults=%llu cuts=%llu compactions=%llu waits=%llu "
+               "waits_woken=%llu waits_refused=%llu "
+               "waits_cancelled=%llu seconds=%.1f "
+               "seeds_per_minute=%.0f ops_per_second=%.0f bug=%s\n",
+               static_cast<unsigned long long>(ran), static_cast<unsigned long long>(failed),
+               static_cast<unsigned long long>(ops), static_cast<unsigned long long>(steps),
+               static_cast<unsigned long long>(faults), static_cast<unsigned long long>(cuts),
+               static_cast<unsigned long long>(compactions), static_cast<unsigned long long>(waits),
+               static_cast<unsigned long long>(woken), static_cast<unsigned long long>(refused),
+               static_cast<unsigned long long>(cancelled), secs,
+               secs > 0 ? static_cast<double>(ran) * 60 / secs : 0.0,
+               secs > 0 ? static_cast<double>(ops) / secs : 0.0, bug_name.c_str());
   if (expect_violation) return failed ? 0 : 1;
   return failed ? 1 : 0;
 }

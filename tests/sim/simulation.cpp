@@ -6,7 +6,7 @@
 #include "lock_service.hpp"
 #include "scheduler.hpp"
 #include "sim_clock.hpp"
-#include "sim_disk.hpp"
+#include "sim_storage.hpp"
 #include "sim_wait_timer.hpp"
 #include "wal_record.hpp"
 
@@ -41,7 +41,8 @@ bool parse_bug(const std::string& name, bug& out) {
                                                 {"release-by-key", bug::release_by_key},
                                                 {"cut-damaged-record", bug::cut_damaged_record},
                                                 {"ignore-batch-frames", bug::ignore_batch_frames},
-                                                {"shorten-lease", bug::shorten_lease}};
+                                                {"shorten-lease", bug::shorten_lease},
+                                                {"start-skips-dir-sync", bug::start_skips_dir_sync}};
   auto it = names.find(name);
   if (it == names.end()) return false;
   out = it->second;
@@ -75,8 +76,8 @@ struct reply {
   op kind = op::acquire;
   std::uint64_t id = 0;
   status st = status::unavailable;
-  std::uint64_t token = 0;     // granted, the holder of a refused acquire, or the holder a wait saw (0: free)
-  std::string text;            // renew refusal reason, release outcome
+  std::uint64_t token = 0;  // granted, the holder of a refused acquire, or the holder a wait saw (0: free)
+  std::string text;         // renew refusal reason, release outcome
 };
 
 // One request through batond's real lock service, as http_server would call it (the HTTP layer aside).
@@ -200,12 +201,16 @@ struct client {
 class world {
  public:
   explicit world(const options& o)
-      : o_(o), rng_(o.seed), disk_(rng_), quiet_at_(o.duration - o.quiet_period) {
+      : o_(o), rng_(o.seed), fs_(rng_, "sim-data"), quiet_at_(o.duration - o.quiet_period) {
     current = &s_;
     // batond's clock reads 0 at true time 0: the history is stamped with it (see stamp()).
     server_clock_ = sim_clock(sim_clock::drawn(rng_, o.drift).rate(), nanos(0));
     server_clock = &server_clock_;
-    disk_.lie_on_sync(o.bug_switch == bug::fsync_lies);
+    fs_.lie_on_sync(o.bug_switch == bug::fsync_lies);
+    fs_.skip_start_dir_sync(o.bug_switch == bug::start_skips_dir_sync);
+    // Small logs, so that a run cuts and compacts many times (batond's smallest --compact-bytes is 4 KiB;
+    // the journal itself takes any size): 256 bytes to 4 KiB, a cut every 4-60 records.
+    compact_bytes_ = 256 * (1 + rng_.below(16));
     for (int i = 0; i < o.keys; ++i)
       keys_.push_back("k" + std::to_string(i));
     clients_.resize(static_cast<std::size_t>(o.clients));
@@ -274,14 +279,6 @@ class world {
   }
 
   // ---- server ----------------------------------------------------------------------------------------
-  fs::path log_path() const { return o_.dir / "wal-0000000000000000.log"; }
-
-  void write_log_file(const std::string& bytes) {
-    fs::create_directories(o_.dir);
-    std::ofstream f(log_path(), std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
-
   std::unique_ptr<server_process> new_process() {
     // Long-poll waiters sleep on the virtual clock, read as batond reads it.
     auto timers =
@@ -297,32 +294,36 @@ class world {
     d.ignore_batch_frames = o_.bug_switch == bug::ignore_batch_frames;
     d.shorten_lease = o_.bug_switch == bug::shorten_lease;
     auto p = std::make_unique<server_process>(
-        s_, server::journal_options{o_.dir, server::max_compact_bytes, &disk_, d}, std::move(timers));
+        s_, server::journal_options{fs_.path(), compact_bytes_, &fs_, d}, std::move(timers));
     // Every other seed runs batond with waiter limits small enough to be reached (503 too_many_waiters).
     if (o_.seed % 2 == 0) p->service.set_waiter_limits(2, 3);
     return p;
   }
 
-  // A damaged sector in the middle of the stopped server's log, as the chaos run's `bitflip`: one bit of a
-  // batch (or bare record) followed by another. batond must refuse to start and leave the file as it was;
+  // A damaged sector in the middle of the stopped server's last log, as the chaos run's `bitflip`: one bit of
+  // a batch (or bare record) followed by another. batond must refuse to start and leave the file as it was;
   // the bit is then flipped back. False when the log has fewer than two.
   bool start_on_flipped_bit() {
+    std::string last;
+    for (const auto& name : fs_.names())
+      if (name.rfind("wal-", 0) == 0) last = name;  // names() is sorted: the newest log is the last
+    const std::string log = fs_.contents(last);
     std::vector<std::size_t> starts;
-    for (std::size_t at = 0, used = 0; at < log_.size();) {
-      auto r = server::decode_record(log_.substr(at), used);
+    for (std::size_t at = 0, used = 0; at < log.size();) {
+      auto r = server::decode_record(log.substr(at), used);
       if (!r) break;
       if (r->type == server::record_type::batch) used += r->token;  // the batch's records
-      if (used > log_.size() - at) break;
+      if (used > log.size() - at) break;
       starts.push_back(at);
       at += used;
     }
     if (starts.size() < 2) return false;
     const auto i = rng_.below(starts.size() - 1);
     const auto from = starts[i] + server::record_header_size;
-    std::string damaged = log_;
+    std::string damaged = log;
     damaged[from + rng_.below(starts[i + 1] - from)] ^= static_cast<char>(1u << rng_.below(8));
     fault("bitflip", {{"record", i}});
-    write_log_file(damaged);
+    fs_.overwrite(last, damaged);
     auto p = new_process();
     try {
       p->journal.open(p->service.table(), virtual_now());
@@ -335,9 +336,10 @@ class world {
     p->ctx.kill();
     p->journal.stop();
     p.reset();
-    std::ifstream f(log_path(), std::ios::binary);
-    if (std::string(std::istreambuf_iterator<char>(f), {}) != damaged)
+    fs_.kill();
+    if (fs_.contents(last) != damaged)
       result_.violations.push_back("VIOLATION damaged_log_accepted: batond changed the damaged log\n");
+    fs_.overwrite(last, log);
     return true;
   }
 
@@ -346,20 +348,18 @@ class world {
       flip_next_start_ = false;
       start_on_flipped_bit();
     }
-    write_log_file(log_);
     auto p = new_process();
-    disk_.reset({});  // what recovery writes to the log (an empty frame) follows the file's contents
+    fs_.start_begins();
     try {
       // batond's own recovery: torn tail cut, every record replayed, the token counter restored.
       p->journal.open(p->service.table(), virtual_now());
     } catch (const std::exception& e) {
-      // The history leaves the message out: it names the directory, which differs from run to run.
+      fs_.kill();
       result_.violations.push_back("VIOLATION recovery_refused: " + std::string(e.what()) + "\n");
       emit("runner", "server_refused_start");
       return;
     }
-    std::ifstream f(log_path(), std::ios::binary);
-    disk_.reset(std::string(std::istreambuf_iterator<char>(f), {}) + disk_.synced());
+    fs_.start_ends();
     p->ctx.after_each([this] { schedule_flush(); });
     server_ = std::move(p);
     ++server_inc_;
@@ -379,13 +379,25 @@ class world {
     p->ctx.kill();
     p.reset();
     flush_pending_ = false;
+    compaction_pending_ = false;
   }
 
-  void crash_server(std::string_view cause, bool keep_torn) {
+  // How batond goes down: its process alone (kill -9, or its own exit when its journal fails; the page
+  // cache stays), or the machine's power (what was not synced is lost, all of it or only some).
+  enum class down { process, power_lost_all, power_keep_some };
+
+  void crash_server(std::string_view cause, down how) {
     if (!server_) return;
     emit("runner", "server_kill", {{"cause", cause}});
     crash_server_now();
-    log_ = disk_.crash(keep_torn);
+    if (how == down::process)
+      fs_.kill();
+    else
+      fs_.power_cut(how == down::power_keep_some);
+    restart_later();
+  }
+
+  void restart_later() {
     s_.after(rng_.between(milliseconds(20), milliseconds(800)), [this] {
       if (!server_ && !(o_.bug_switch == bug::stays_down && !faulty())) start_server();
     });
@@ -427,32 +439,76 @@ class world {
       return;
     }
     flush_pending_ = false;
-    bool torn = false;
     if (faulty()) {
-      if (rng_.chance(0.01)) {
-        if (fault_allowed()) {
-          fault("disk_eio");
-          disk_.fail_next_sync(EIO);
-        }
-      } else if (rng_.chance(0.01)) {
-        if (fault_allowed()) {
-          fault("disk_full");
-          disk_.fail_next_write(ENOSPC);
-        }
-      } else if (rng_.chance(0.01)) {
-        if (fault_allowed()) {
-          fault("kill_server_in_write");
-          disk_.tear_next_write();
-          torn = true;
+      const auto draw = rng_.below(100);
+      if (draw < 5 && fault_allowed()) {
+        switch (draw) {
+          case 0:
+            fault("disk_eio");
+            fs_.fail_next_sync(EIO);
+            break;
+          case 1:
+            fault("disk_full");
+            fs_.fail_next_write(ENOSPC);
+            break;
+          case 2:
+            // The process dies inside the batch's write: a prefix of it stays in the page cache.
+            fault("kill_server_in_write");
+            fs_.die_at_call(1);
+            break;
+          case 3:
+            // The power goes between the batch's write and its fdatasync: the disk keeps any part of it.
+            fault("power_cut_in_write");
+            fs_.die_at_call(2);
+            failure_ = down::power_keep_some;
+            break;
+          default:
+            // The next directory fsync fails: a cut's (its new log's name) or a compaction's (the
+            // snapshot's).
+            fault("dir_fsync_eio");
+            fs_.fail_next_dir_sync(EIO);
+            break;
         }
       }
     }
-    if (!server_->journal.flush()) {
-      // batond stops when its journal fails (fail-stop); what the disk kept is what recovery sees.
-      crash_server(torn ? "torn_write" : "storage_failure", true);
+    if (!server_->journal.flush()) return storage_failed();
+    schedule_flush();
+    schedule_compaction();
+  }
+
+  // batond stops when its journal fails (fail-stop); the disk keeps what the failure left.
+  void storage_failed() {
+    const bool power = failure_ != down::process;
+    crash_server(power ? "power_cut" : "storage_failure", std::exchange(failure_, down::process));
+  }
+
+  // A cut's compaction runs on batond's compactor thread while group commit goes on: here, a little later.
+  void schedule_compaction() {
+    if (!server_ || compaction_pending_ || !server_->journal.compaction_due()) return;
+    compaction_pending_ = true;
+    ++result_.cuts;
+    s_.after(rng_.between(milliseconds(1), milliseconds(300)), [this, inc = server_inc_] { compact(inc); });
+  }
+
+  void compact(std::uint64_t inc) {
+    if (!server_ || inc != server_inc_) return;
+    if (server_paused()) {
+      s_.at(server_paused_until_, [this, inc] { compact(inc); });
       return;
     }
-    schedule_flush();
+    compaction_pending_ = false;
+    if (faulty() && rng_.chance(0.05) && fault_allowed()) {
+      // Killed, or the power lost, somewhere inside the compaction: writing the snapshot, syncing it,
+      // renaming it into place, syncing the directory, removing the logs it covers.
+      const auto at = 1 + rng_.below(8);
+      failure_ = rng_.chance(0.5) ? down::process : down::power_keep_some;
+      fault("crash_in_compaction", {{"call", at}, {"power", failure_ != down::process}});
+      fs_.die_at_call(at);
+    }
+    if (!server_->journal.compact_now()) return storage_failed();
+    ++result_.compactions;
+    fs_.die_at_call(0);  // a crash armed past the compaction's last call does not happen
+    failure_ = down::process;
   }
 
   void sweep() {
@@ -473,7 +529,7 @@ class world {
     const bool wait = r.kind == op::wait;
     auto done = [this, &c, cinc, wait, r, arrived = virtual_now()](std::exception_ptr e, reply rep) {
       if (e) std::rethrow_exception(e);  // a defect of the simulation or the service
-      if (wait && cinc != c.inc) {  // cancelled: the client's connection closed when it crashed
+      if (wait && cinc != c.inc) {       // cancelled: the client's connection closed when it crashed
         ++result_.waits_cancelled;
         return;
       }
@@ -486,16 +542,16 @@ class world {
     auto& w = server_->open_waits[id];
     w.client = &c;
     w.client_inc = cinc;
-    asio::co_spawn(executor(server_->ctx), serve(server_->service, r),
-                   asio::bind_cancellation_slot(
-                       w.cancel.slot(), [this, id, inc = server_inc_, done = std::move(done)](
-                                            std::exception_ptr e, reply rep) mutable {
-                         // Forgotten once the coroutine has let go of its slot.
-                         s_.after(nanos(0), [this, id, inc] {
-                           if (server_ && server_inc_ == inc) server_->open_waits.erase(id);
-                         });
-                         done(std::move(e), std::move(rep));
-                       }));
+    asio::co_spawn(
+        executor(server_->ctx), serve(server_->service, r),
+        asio::bind_cancellation_slot(w.cancel.slot(), [this, id, inc = server_inc_, done = std::move(done)](
+                                                          std::exception_ptr e, reply rep) mutable {
+          // Forgotten once the coroutine has let go of its slot.
+          s_.after(nanos(0), [this, id, inc] {
+            if (server_ && server_inc_ == inc) server_->open_waits.erase(id);
+          });
+          done(std::move(e), std::move(rep));
+        }));
   }
 
   // A long-poll answers before its time only with a change: a holder other than the one it waited on.
@@ -508,7 +564,6 @@ class world {
         " answered at t=" + std::to_string(stamp(s_.now())) + " us with the same holder, before its " +
         std::to_string(r.ttl.count()) + " ms\n");
   }
-
 
   // ---- network ---------------------------------------------------------------------------------------
   // Client <-> server messages: delayed, sometimes much later (reordered), dropped, duplicated, and cut by
@@ -806,8 +861,8 @@ class world {
 
   void inject_fault() {
     auto& c = clients_[rng_.below(clients_.size())];
-    const auto kind = rng_.below(6);
-    if (kind < 5 && !fault_allowed()) return;
+    const auto kind = rng_.below(7);
+    if (kind < 6 && !fault_allowed()) return;
     switch (kind) {
       case 0: {
         auto d = rng_.between(milliseconds(50), milliseconds(3'000));
@@ -837,9 +892,22 @@ class world {
         break;
       }
       case 3: {
-        bool torn = rng_.chance(0.5);
-        fault("kill_server", {{"torn", torn}});
-        crash_server("kill", torn);
+        // kill -9: the page cache, and so every write batond made, outlives it.
+        fault("kill_server");
+        crash_server("kill", down::process);
+        flip_next_start_ = rng_.chance(0.25);
+        break;
+      }
+      case 5: {
+        // The machine loses power, running batond or not (a kill -9 followed later by a power cut), and
+        // boots again: what was not synced is gone, all of it or only some.
+        const bool keep_some = rng_.chance(0.5);
+        fault("power_cut", {{"keep_some", keep_some}});
+        if (server_) {
+          crash_server("power_cut", keep_some ? down::power_keep_some : down::power_lost_all);
+        } else {
+          fs_.power_cut(keep_some);
+        }
         flip_next_start_ = rng_.chance(0.25);
         break;
       }
@@ -861,7 +929,7 @@ class world {
       c.paused_until = std::min(c.paused_until, s_.now());
     }
     server_paused_until_ = std::min(server_paused_until_, s_.now());
-    if (o_.bug_switch == bug::stays_down) return crash_server("kill", false);
+    if (o_.bug_switch == bug::stays_down) return crash_server("kill", down::process);
     if (!server_) start_server();
   }
 
@@ -903,20 +971,22 @@ class world {
   const options& o_;
   scheduler s_;
   rng rng_;
-  sim_disk disk_;
+  sim_storage fs_;
   sim_clock server_clock_;
   nanos quiet_at_;
-  std::string log_;  // the log file as the disk kept it, read by recovery at the next start
+  std::uint64_t compact_bytes_ = 0;
+  down failure_ = down::process;           // how batond goes down when its journal fails next
   std::set<sim_wait_timer*> wait_timers_;  // before server_: its waiters' timers leave this set
   std::unique_ptr<server_process> server_;
   std::uint64_t server_inc_ = 0;
   bool flush_pending_ = false;
+  bool compaction_pending_ = false;
   bool flip_next_start_ = false;
   nanos server_paused_until_{0};
   std::vector<std::string> keys_;
   std::vector<client> clients_;
   std::map<std::string, std::uint64_t> fence_;
-  std::set<std::uint64_t> late_holders_;           // tokens with a held_after_expiry reported
+  std::set<std::uint64_t> late_holders_;  // tokens with a held_after_expiry reported
   std::uint64_t next_id_ = 0;
   std::uint64_t next_wait_ = 0;
   run_result result_;

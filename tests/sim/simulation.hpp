@@ -15,19 +15,21 @@
 namespace baton::sim {
 
 /// Defects the simulation can switch on, to show the checker catches them: the first five in its own
-/// actors, the last four in batond's real code (server/src/planted_defects.hpp).
+/// actors, the next five in batond's real code (server/src/planted_defects.hpp), the last in the simulated
+/// file system under it (sim_storage.hpp).
 enum class bug {
   none,
-  skip_fence,       // the resource accepts any token
-  work_after_loss,  // a client keeps writing after its SDK declared the lease lost
-  fsync_lies,       // the disk acknowledges syncs and keeps nothing synced across a crash
-  stays_down,       // batond, down when the faults are healed, is never started again (liveness)
-  zero_margin,      // the clients' lease_fsm keeps no safety margin: its deadline is sent + ttl
+  skip_fence,            // the resource accepts any token
+  work_after_loss,       // a client keeps writing after its SDK declared the lease lost
+  fsync_lies,            // the disk acknowledges syncs and keeps nothing synced across a crash
+  stays_down,            // batond, down when the faults are healed, is never started again (liveness)
+  zero_margin,           // the clients' lease_fsm keeps no safety margin: its deadline is sent + ttl
   renew_before_durable,  // lock_service answers a renew before the records its lease rests on are durable
   release_by_key,        // lock_service releases a key whoever holds it
   cut_damaged_record,    // journal::open cuts a log at a damaged record with valid ones after it
   ignore_batch_frames,   // journal::open takes a torn last batch's surviving records for acknowledged ones
   shorten_lease,         // lock_table lets a renew or a same-owner re-acquire move a lease's expiry earlier
+  start_skips_dir_sync,  // a start that created or removed no log does not fsync the data directory
 };
 bool parse_bug(const std::string& name, bug& out);
 
@@ -48,7 +50,6 @@ struct options {
   // run), and the faults whose ordinals are in `skip_faults` are not injected.
   std::chrono::milliseconds stop{0};
   std::set<std::uint64_t> skip_faults;
-  std::filesystem::path dir;  // where recovery reads the log at a restart (tmpfs is best)
 };
 
 struct run_result {
@@ -57,9 +58,11 @@ struct run_result {
   std::uint64_t ops = 0;                // acquires, writes and releases attempted
   std::uint64_t steps = 0;              // scheduler events run
   std::uint64_t faults = 0;
-  std::uint64_t fault_points = 0;  // faults drawn, injected or skipped: the ordinals skip_faults names
-  std::uint64_t waits = 0;         // long-polls answered
-  std::uint64_t waits_woken = 0;   // of them, answered with a change (a new holder, or none)
+  std::uint64_t cuts = 0;         // logs batond's journal cut (each followed by a compaction, unless a crash)
+  std::uint64_t compactions = 0;  // snapshots installed
+  std::uint64_t fault_points = 0;     // faults drawn, injected or skipped: the ordinals skip_faults names
+  std::uint64_t waits = 0;            // long-polls answered
+  std::uint64_t waits_woken = 0;      // of them, answered with a change (a new holder, or none)
   std::uint64_t waits_refused = 0;    // refused at a waiter limit (503 too_many_waiters)
   std::uint64_t waits_cancelled = 0;  // cancelled by batond when the client's connection closed
 };

@@ -3,7 +3,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include "batond_fixture.hpp"
+#include "forwarding_storage.hpp"
 #include "journal.hpp"
+#include "repair.hpp"
 #include "wal_record.hpp"
 
 #include <boost/asio/bind_executor.hpp>
@@ -239,7 +241,8 @@ namespace {
 
 // A log the journal writes itself: three small batches, then one large one (`large_keys` keys of 150
 // bytes). Returns where each batch starts; the log ends where the last one does.
-std::vector<std::uint64_t> write_batches(const fs::path& dir, int large_keys, std::uint64_t& last_small_token) {
+std::vector<std::uint64_t> write_batches(const fs::path& dir, int large_keys,
+                                         std::uint64_t& last_small_token) {
   std::vector<std::uint64_t> starts;
   lock_table table;
   journal j(journal_options{dir});
@@ -330,7 +333,8 @@ BOOST_AUTO_TEST_CASE(a_lost_sector_inside_an_acknowledged_batch_refuses_to_start
 BOOST_AUTO_TEST_CASE(a_batch_frame_covers_every_byte_and_record_of_its_batch) {
   std::string body;
   for (int i = 0; i < 3; ++i)
-    encode_record(wal_record{record_type::acquire, std::uint64_t(i + 1), 1000, "k" + std::to_string(i), "o"}, body);
+    encode_record(wal_record{record_type::acquire, std::uint64_t(i + 1), 1000, "k" + std::to_string(i), "o"},
+                  body);
   std::string unit(batch_frame_size, '\0');
   encode_batch_frame(body, 3, unit.data());
   unit += body;
@@ -707,28 +711,47 @@ BOOST_AUTO_TEST_CASE(recovery_reads_a_log_written_before_values_and_keeps_values
   BOOST_TEST(table.get("old", t0)->value.empty());
 }
 
-// The seam of the deterministic simulation: with a log_device the appends go to it, flush() writes one
-// batch on the caller's thread, and a failed sync poisons the journal as a failed fdatasync does.
-BOOST_AUTO_TEST_CASE(a_device_takes_flushed_batches_and_a_failed_sync_poisons_the_journal) {
-  struct memory_device : log_device {
-    std::string written;
-    int syncs = 0;
-    int sync_error = 0;
-    int write(std::string_view data) override {
-      written += data;
-      return 0;
-    }
-    int sync() override {
-      ++syncs;
-      return sync_error;
-    }
-  } device;
+// The log's writes and syncs, seen through the storage seam; a sync fails with `sync_error` when set.
+struct watched_storage : baton::test::forwarding_storage {
+  explicit watched_storage(const fs::path& dir) : forwarding_storage(make_posix_storage(dir)) {}
+  int open(const std::string& name, bool truncate) override {
+    int h = forwarding_storage::open(name, truncate);
+    if (name.rfind("wal-", 0) == 0) log_handle = h;
+    return h;
+  }
+  int write(int handle, std::string_view data) override {
+    if (handle == log_handle) written += data;
+    return forwarding_storage::write(handle, data);
+  }
+  int sync_data(int handle) override {
+    ++syncs;
+    return sync_error ? sync_error : forwarding_storage::sync_data(handle);
+  }
+  int sync(int handle) override {
+    ++syncs;
+    return sync_error ? sync_error : forwarding_storage::sync(handle);
+  }
+  int sync_dir() override {
+    ++dir_syncs;
+    return dir_sync_error ? dir_sync_error : forwarding_storage::sync_dir();
+  }
+  int log_handle = -1;
+  std::string written;
+  int syncs = 0, dir_syncs = 0;
+  int sync_error = 0, dir_sync_error = 0;
+};
+
+// The seam of the deterministic simulation: every file call goes through the journal's storage, flush()
+// writes one batch on the caller's thread, and a failed sync poisons the journal as a failed fdatasync does.
+BOOST_AUTO_TEST_CASE(a_storage_takes_flushed_batches_and_a_failed_sync_poisons_the_journal) {
   temp_dir dir;
+  watched_storage device(dir.path());
   lock_table table;
   journal j(journal_options{dir.path(), max_compact_bytes, &device});
   j.open(table, t0);
-  // Recovery gives the empty log its first frame, durable at once.
+  // Recovery gives the empty log its first frame, durable at once, and syncs the directory.
   BOOST_TEST(device.syncs == 1);
+  BOOST_TEST(device.dir_syncs == 1);
   BOOST_TEST(device.written.size() == batch_frame_size);
   device.written.clear();
   std::string failure;
@@ -747,7 +770,7 @@ BOOST_AUTO_TEST_CASE(a_device_takes_flushed_batches_and_a_failed_sync_poisons_th
   auto first = decode_record(std::string_view(device.written).substr(used), used);
   BOOST_TEST_REQUIRE(first.has_value());
   BOOST_TEST(first->key == "a");
-  BOOST_TEST(contents(wal_file(dir.path())).empty());  // nothing went to the file
+  BOOST_TEST(contents(wal_file(dir.path())).size() == batch_frame_size + device.written.size());
 
   device.sync_error = EIO;
   auto lost = j.append(record_type::release, 2, 0, "b");
@@ -763,16 +786,58 @@ BOOST_AUTO_TEST_CASE(a_device_takes_flushed_batches_and_a_failed_sync_poisons_th
   BOOST_TEST(failure.find("Input/output error") != std::string::npos);
 }
 
+// Without its threads (the simulation's driver), flush() cuts a log grown past compact_bytes as the writer
+// thread does, and compact_now() runs the compaction the cut left, as the compactor thread does; a failed
+// directory fsync at the cut poisons the journal before anything is appended to the new log.
+BOOST_AUTO_TEST_CASE(flush_cuts_and_compact_now_compacts_on_the_callers_thread) {
+  temp_dir dir;
+  watched_storage device(dir.path());
+  {
+    lock_table table;
+    journal j(journal_options{dir.path(), /*compact_bytes=*/256, &device});
+    j.open(table, t0);
+    for (std::uint64_t token = 1; !j.compaction_due(); ++token) {
+      BOOST_TEST_REQUIRE(token < 100u);
+      j.append(record_type::acquire, token, 1000, "k" + std::to_string(token), "o");
+      BOOST_TEST_REQUIRE(j.flush());
+    }
+    BOOST_TEST(fs::exists(wal_file(dir.path(), 1)));
+    BOOST_TEST(!fs::exists(dir.path() / "snapshot"));
+    BOOST_TEST(j.compact_now());
+    BOOST_TEST(!j.compaction_due());
+    BOOST_TEST(j.compactions() == 1u);
+    BOOST_TEST(fs::exists(dir.path() / "snapshot"));
+    BOOST_TEST(!fs::exists(wal_file(dir.path(), 0)));
+    j.append(record_type::acquire, 1000, 1000, "after", "o");
+    BOOST_TEST(j.flush());
+
+    // The next cut's directory fsync fails: the journal stops there.
+    device.dir_sync_error = EIO;
+    std::string failure;
+    j.on_failure([&](const std::string& what) { failure = what; });
+    for (std::uint64_t token = 1001; !j.failed(); ++token) {
+      BOOST_TEST_REQUIRE(token < 1100u);
+      j.append(record_type::acquire, token, 1000, "k" + std::to_string(token), "o");
+      j.flush();
+    }
+    BOOST_TEST(failure.find("fsync directory") != std::string::npos);
+    BOOST_TEST(!j.compact_now());
+  }
+  device.dir_sync_error = 0;
+  lock_table table;
+  journal j(journal_options{dir.path(), max_compact_bytes, &device});
+  auto stats = j.open(table, t0);
+  BOOST_TEST(stats.generation == 1u);
+  BOOST_TEST(table.get("after", t0).has_value());
+  BOOST_TEST(table.last_token() >= 1001u);
+}
+
 // A group commit hands each executor its waiters in one go: every waiter on either of two executors
 // completes, in LSN order within its executor, never before its record is durable; when the sync fails,
 // every waiter still pending completes with io_error.
 BOOST_AUTO_TEST_CASE(many_waiters_on_two_executors_complete_in_order_with_the_batch_outcome) {
-  struct memory_device : log_device {
-    int sync_error = 0;
-    int write(std::string_view) override { return 0; }
-    int sync() override { return sync_error; }
-  } device;
   temp_dir dir;
+  watched_storage device(dir.path());
   lock_table table;
   journal j(journal_options{dir.path(), max_compact_bytes, &device});
   j.open(table, t0);
@@ -840,11 +905,8 @@ BOOST_AUTO_TEST_CASE(many_waiters_on_two_executors_complete_in_order_with_the_ba
 // The completions a batch posts belong to the executor's queue: when the executor is destroyed without
 // running them (a stopped server, a simulated crash), the waiters go with it, not with the journal later.
 BOOST_AUTO_TEST_CASE(waiters_posted_to_an_executor_that_never_runs_are_destroyed_with_it) {
-  struct memory_device : log_device {
-    int write(std::string_view) override { return 0; }
-    int sync() override { return 0; }
-  } device;
   temp_dir dir;
+  watched_storage device(dir.path());
   lock_table table;
   journal j(journal_options{dir.path(), max_compact_bytes, &device});
   j.open(table, t0);
