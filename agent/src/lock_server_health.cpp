@@ -56,14 +56,10 @@ class observed_backend final : public forwarding_backend {
       : forwarding_backend(std::move(inner)), observe_(std::move(observe)) {}
 
   // Each request is observed; everything else (the loss watch, close, TLS reload) is forwarded by the base.
-  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl, std::string value,
-                                         milliseconds timeout) override {
-    co_return seen(co_await forwarding_backend::acquire(std::move(key), std::move(owner), ttl, std::move(value),
-                                                        timeout));
-  }
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                         milliseconds timeout) override {
-    co_return seen(co_await forwarding_backend::acquire(std::move(key), std::move(owner), ttl, timeout));
+                                         std::string value, milliseconds timeout) override {
+    co_return seen(co_await forwarding_backend::acquire(std::move(key), std::move(owner), ttl,
+                                                        std::move(value), timeout));
   }
   asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                      milliseconds ttl, milliseconds timeout) override {

@@ -67,7 +67,7 @@ class lock_server_health {
 };
 
 /// Wraps `inner` so that `observe(ec, diagnostic)` is called after every request it completes, on the
-/// backend's executor, with the request's outcome. The wrapper is tls_reloadable: client::reload_tls()
+/// backend's executor, with the request's outcome. The wrapper forwards reload_tls: client::reload_tls()
 /// reaches `inner` (invalid_config when `inner` cannot read its TLS files again).
 std::shared_ptr<backend> observe_backend(
     std::shared_ptr<backend> inner,

@@ -65,7 +65,8 @@ std::string terminal_safe_json(const std::string& text) {
     std::size_t n = (b & 0xe0) == 0xc0 ? 2 : (b & 0xf0) == 0xe0 ? 3 : 0;
     if (n != 0 && i + n <= text.size()) {
       char32_t cp = n == 2 ? (b & 0x1f) : (b & 0x0f);
-      for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
+      for (std::size_t k = 1; k < n; ++k)
+        cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
       if (log::is_layout_control(cp)) {
         char buf[8];
         std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
@@ -91,8 +92,8 @@ void print_json(const json::object& o) {
 }  // namespace
 
 std::string held_by(const std::string& key, const holder_info& holder) {
-  return quoted(key) + " is held by " + log::printable(holder.owner) + " (token " + std::to_string(holder.token) + ", " +
-         std::to_string(holder.ttl_remaining.count()) + " ms left)";
+  return quoted(key) + " is held by " + log::printable(holder.owner) + " (token " +
+         std::to_string(holder.token) + ", " + std::to_string(holder.ttl_remaining.count()) + " ms left)";
 }
 
 asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
@@ -140,7 +141,9 @@ asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
 
 asio::awaitable<int> run_renew(client& c, const renew_command& cmd) {
   const auto& config = c.config();
-  auto& b = *c.get_backend();
+  // A lease held elsewhere: the protocol's renew, without a lease of this process around it.
+  const auto backend = make_backend(c.get_executor(), config);
+  auto& b = *backend;
   auto r = co_await with_retries(
       config, [&] { return b.renew(cmd.key, cmd.owner, cmd.token, cmd.ttl, config.request_timeout); });
   if (r.ec) {
@@ -153,7 +156,8 @@ asio::awaitable<int> run_renew(client& c, const renew_command& cmd) {
 
 asio::awaitable<int> run_release(client& c, const release_command& cmd) {
   const auto& config = c.config();
-  auto& b = *c.get_backend();
+  const auto backend = make_backend(c.get_executor(), config);
+  auto& b = *backend;
   auto r = co_await with_retries(
       config, [&] { return b.release(cmd.key, cmd.owner, cmd.token, config.request_timeout); });
   const std::string what = "release " + quoted(cmd.key);

@@ -423,28 +423,16 @@ void client::start_shutdown(shared_ptr_t s, milliseconds timeout,
                  }));
 }
 
-namespace {
-tls_reload_result reload_backend_tls(const std::shared_ptr<backend>& b, std::optional<tls_config> tls) {
-  if (auto* reloadable = dynamic_cast<tls_reloadable*>(b.get()))
-    return reloadable->reload_tls(std::move(tls));
-  tls_reload_result out;
-  out.ec = error::invalid_config;
-  out.diagnostic = "this client's backend cannot read TLS files again (it is not tls_reloadable)";
-  return out;
-}
-}  // namespace
-
 tls_reload_result client::reload_tls() {
-  return reload_backend_tls(shared()->backend, std::nullopt);
+  return shared()->backend->reload_tls(std::nullopt);
 }
 
 tls_reload_result client::reload_tls(const tls_config& tls) {
-  return reload_backend_tls(shared()->backend, tls);
+  return shared()->backend->reload_tls(tls);
 }
 
 const std::string& client::identity() const { return shared()->identity; }
 const client_config& client::config() const { return shared()->config; }
-const std::shared_ptr<backend>& client::get_backend() const { return shared()->backend; }
 const asio::any_io_executor& client::get_executor() const { return shared()->ex; }
 
 client_stats client::stats() const {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "baton/election.hpp"
 
+#include "client_access.hpp"
 #include "lease_core.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -140,7 +141,7 @@ asio::awaitable<std::optional<leader_info>> observe_impl(std::shared_ptr<state> 
                                                          std::optional<std::uint64_t> known) {
   live(s);
   client& c = *s->c;
-  auto observing = observe_on_executor(c.get_backend(), c.config(), s->key, known);
+  auto observing = observe_on_executor(detail::client_access::backend_of(c), c.config(), s->key, known);
   try {
     co_return co_await asio::co_spawn(c.get_executor(), std::move(observing), asio::use_awaitable);
   } catch (const exception&) {

@@ -199,9 +199,7 @@ struct etcd_endpoint {
 // How a watch on the key ended.
 enum class watch_end { changed, timed_out, failed, cancelled };
 
-class etcd_backend final : public backend,
-                           public tls_reloadable,
-                           public std::enable_shared_from_this<etcd_backend> {
+class etcd_backend final : public backend, public std::enable_shared_from_this<etcd_backend> {
  public:
   etcd_backend(asio::any_io_executor ex, const client_config& config)
       : ex_(std::move(ex)), revocation_bug_(config.etcd_lease_revocation_bug), on_event_(config.on_event) {
@@ -256,11 +254,6 @@ class etcd_backend final : public backend,
       hosts.remove_prefix(comma + 1);
     }
     if (endpoints_.empty()) throw exception(error::invalid_config, "etcd URL names no endpoint");
-  }
-
-  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                         milliseconds timeout) override {
-    return acquire(std::move(key), std::move(owner), ttl, {}, timeout);
   }
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,

@@ -6,18 +6,15 @@ namespace baton {
 namespace asio = boost::asio;
 
 // Each request is the wrapped backend's own awaitable, returned as it is: no coroutine frame of our own.
-asio::awaitable<acquire_reply> forwarding_backend::acquire(std::string key, std::string owner, milliseconds ttl,
-                                                           std::string value, milliseconds timeout) {
+asio::awaitable<acquire_reply> forwarding_backend::acquire(std::string key, std::string owner,
+                                                           milliseconds ttl, std::string value,
+                                                           milliseconds timeout) {
   return inner_->acquire(std::move(key), std::move(owner), ttl, std::move(value), timeout);
 }
 
-asio::awaitable<acquire_reply> forwarding_backend::acquire(std::string key, std::string owner, milliseconds ttl,
-                                                           milliseconds timeout) {
-  return inner_->acquire(std::move(key), std::move(owner), ttl, timeout);
-}
-
-asio::awaitable<renew_reply> forwarding_backend::renew(std::string key, std::string owner, std::uint64_t token,
-                                                       milliseconds ttl, milliseconds timeout) {
+asio::awaitable<renew_reply> forwarding_backend::renew(std::string key, std::string owner,
+                                                       std::uint64_t token, milliseconds ttl,
+                                                       milliseconds timeout) {
   return inner_->renew(std::move(key), std::move(owner), token, ttl, timeout);
 }
 
@@ -26,8 +23,8 @@ asio::awaitable<release_reply> forwarding_backend::release(std::string key, std:
   return inner_->release(std::move(key), std::move(owner), token, timeout);
 }
 
-asio::awaitable<std::vector<renew_reply>> forwarding_backend::renew_batch(std::span<const renew_entry> entries,
-                                                                          milliseconds timeout) {
+asio::awaitable<std::vector<renew_reply>> forwarding_backend::renew_batch(
+    std::span<const renew_entry> entries, milliseconds timeout) {
   return inner_->renew_batch(entries, timeout);
 }
 
@@ -42,14 +39,12 @@ std::unique_ptr<loss_watch> forwarding_backend::watch_loss(const std::string& ke
   return inner_->watch_loss(key, owner, token, std::move(on_lost));
 }
 
-void forwarding_backend::close() { inner_->close(); }
+void forwarding_backend::close() {
+  inner_->close();
+}
 
 tls_reload_result forwarding_backend::reload_tls(std::optional<tls_config> tls) {
-  if (auto* reloadable = dynamic_cast<tls_reloadable*>(inner_.get())) return reloadable->reload_tls(std::move(tls));
-  tls_reload_result out;
-  out.ec = error::invalid_config;
-  out.diagnostic = "the wrapped backend cannot read TLS files again (it is not tls_reloadable)";
-  return out;
+  return inner_->reload_tls(std::move(tls));
 }
 
 }  // namespace baton

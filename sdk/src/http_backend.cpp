@@ -64,7 +64,7 @@ void unexpected(http_result& r) {
   r.diagnostic = "HTTP " + std::to_string(r.status) + (msg.empty() ? "" : ": " + msg);
 }
 
-class http_backend final : public backend, public tls_reloadable {
+class http_backend final : public backend {
  public:
   http_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)), config_(config) {
     auto u = boost::urls::parse_absolute_uri(config.server_url);
@@ -83,11 +83,6 @@ class http_backend final : public backend, public tls_reloadable {
     base_path_ = std::string(u->encoded_path());
     while (!base_path_.empty() && base_path_.back() == '/')
       base_path_.pop_back();
-  }
-
-  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                         milliseconds timeout) override {
-    return acquire(std::move(key), std::move(owner), ttl, {}, timeout);
   }
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
@@ -343,13 +338,11 @@ class http_backend final : public backend, public tls_reloadable {
 
 }  // namespace
 
-asio::awaitable<acquire_reply> backend::acquire(std::string key, std::string owner, milliseconds ttl,
-                                                std::string value, milliseconds timeout) {
-  if (value.empty()) co_return co_await acquire(std::move(key), std::move(owner), ttl, timeout);
-  acquire_reply out;
+tls_reload_result backend::reload_tls(std::optional<tls_config>) {
+  tls_reload_result out;
   out.ec = error::invalid_config;
-  out.diagnostic = "this backend cannot publish a value with a lease";
-  co_return out;
+  out.diagnostic = "this client's backend has no TLS files to read again";
+  return out;
 }
 
 std::unique_ptr<loss_watch> backend::watch_loss(const std::string&, const std::string&, std::uint64_t,

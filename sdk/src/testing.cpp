@@ -175,11 +175,6 @@ release_reply memory_backend::do_release(const std::string& key, const std::stri
 }
 
 asio::awaitable<acquire_reply> memory_backend::acquire(std::string key, std::string owner, milliseconds ttl,
-                                                       milliseconds timeout) {
-  return acquire(std::move(key), std::move(owner), ttl, {}, timeout);
-}
-
-asio::awaitable<acquire_reply> memory_backend::acquire(std::string key, std::string owner, milliseconds ttl,
                                                        std::string value, milliseconds timeout) {
   ++calls_.acquire;
   // Named, not a temporary in the co_await expression: GCC 12 destroys such temporaries twice.

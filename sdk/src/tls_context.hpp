@@ -52,7 +52,7 @@ std::shared_ptr<boost::asio::ssl::context> make_client_tls_context(const tls_con
 /// The same context, held for a backend's connections so that it can be read again (client_tls::reload()).
 std::shared_ptr<client_tls> make_client_tls(const tls_config& tls);
 
-/// tls_reloadable::reload_tls() of a backend whose connections use `tls` (null: a backend without TLS, which
+/// backend::reload_tls() of a backend whose connections use `tls` (null: a backend without TLS, which
 /// answers error::invalid_config).
 tls_reload_result reload_client_tls(const std::shared_ptr<client_tls>& tls, std::optional<tls_config> files);
 

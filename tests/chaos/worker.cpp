@@ -135,6 +135,7 @@ struct worker {
   const options& opt;
   event_log& log;
   baton::client& client;
+  baton::backend& raw;  // the protocol without the SDK's lease code (raising_round)
   store_endpoint store;
   const baton::lease*& current;  // the lease held now, for the renew events
   std::mt19937_64 rng;
@@ -163,7 +164,8 @@ struct worker {
     ::raise(SIGSTOP);
     asio::io_context blocking;
     int status = -1;
-    asio::co_spawn(blocking, put_item(store, key, token, value, timeout), [&](std::exception_ptr, int s) { status = s; });
+    asio::co_spawn(blocking, put_item(store, key, token, value, timeout),
+                   [&](std::exception_ptr, int s) { status = s; });
     blocking.run();
     co_return status;
   }
@@ -270,7 +272,7 @@ struct worker {
   // Renews `l` with `ttl_ms`, retried after transport errors, timeouts and 503s (with the same TTL) until
   // an answer or the local deadline. Returns false once the lease is lost.
   asio::awaitable<bool> renew(raw_lease& l, long ttl_ms) {
-    auto& b = *client.get_backend();
+    auto& b = raw;
     milliseconds backoff(50);
     for (;;) {
       if (now_us() >= l.deadline()) {
@@ -296,14 +298,14 @@ struct worker {
   }
 
   asio::awaitable<void> raising_round() {
-    auto& b = *client.get_backend();
+    auto& b = raw;
     raw_lease l;
     l.key = opt.keys[static_cast<std::size_t>(uniform(0, static_cast<long>(opt.keys.size()) - 1))];
     l.owner = opt.id + "#raise-" + std::to_string(++raising_rounds);
     const auto sent = now_us();
     const milliseconds timeout(opt.request_timeout_ms);
     log.emit("acquire_req", {{"key", l.key}});
-    auto a = co_await b.acquire(l.key, l.owner, milliseconds(opt.ttl_ms), timeout);
+    auto a = co_await b.acquire(l.key, l.owner, milliseconds(opt.ttl_ms), {}, timeout);
     if (a.ec == baton::error::held) {
       log.emit(
           "acquire_refused",
@@ -470,21 +472,26 @@ int main(int argc, char** argv) {
       }
     };
     baton::client client(ioc.get_executor(), cfg);
-    worker w{opt,     log,
-             client,  {std::string(store_url->host()), std::string(store_url->port())},
-             current, std::mt19937_64(opt.seed)};
+    const auto raw = baton::make_backend(ioc.get_executor(), cfg);
+    worker w{opt,
+             log,
+             client,
+             *raw,
+             {std::string(store_url->host()), std::string(store_url->port())},
+             current,
+             std::mt19937_64(opt.seed)};
     asio::signal_set signals(ioc, SIGTERM, SIGINT);
     signals.async_wait([&](const boost::system::error_code& ec, int) {
       if (!ec) w.stopping = true;
     });
     // SIGUSR1 (the runner's stale_write fault): the next write started within 2 s stops the process first.
     asio::signal_set pause_signal(ioc, SIGUSR1);
-    std::function<void(const boost::system::error_code&, int)> on_pause = [&](const boost::system::error_code& ec,
-                                                                              int) {
-      if (ec) return;
-      w.pause_armed_until = now_us() + 2'000'000;
-      pause_signal.async_wait(on_pause);
-    };
+    std::function<void(const boost::system::error_code&, int)> on_pause =
+        [&](const boost::system::error_code& ec, int) {
+          if (ec) return;
+          w.pause_armed_until = now_us() + 2'000'000;
+          pause_signal.async_wait(on_pause);
+        };
     pause_signal.async_wait(on_pause);
     log.emit("worker_start",
              {{"pid", static_cast<std::int64_t>(::getpid())}, {"ignore_loss", opt.ignore_loss}});

@@ -92,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const auto timeout = 5s;
         switch (choice % 4) {
           case 0:
-            (void)co_await backend->acquire("k", "me", 10s, timeout);
+            (void)co_await backend->acquire("k", "me", 10s, {}, timeout);
             break;
           case 1:
             (void)co_await backend->renew("k", "me", 7, 10s, timeout);

@@ -135,17 +135,16 @@ BOOST_AUTO_TEST_CASE(revoked_etcd_lease_makes_the_sdk_lease_lost) {
 BOOST_AUTO_TEST_CASE(same_owner_retry_supersedes_with_a_newer_create_revision) {
   etcd_cluster etcd(1);
   asio::io_context ioc;
-  client a(ioc.get_executor(), config(etcd.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto b = a.get_backend();
-    auto first = co_await b->acquire("retry", "owner-1", 5000ms, 2000ms);
+    auto b = make_backend(ioc.get_executor(), config(etcd.url()));
+    auto first = co_await b->acquire("retry", "owner-1", 5000ms, {}, 2000ms);
     BOOST_REQUIRE(!first.ec);
-    auto second = co_await b->acquire("retry", "owner-1", 5000ms, 2000ms);
+    auto second = co_await b->acquire("retry", "owner-1", 5000ms, {}, 2000ms);
     BOOST_REQUIRE(!second.ec);
     BOOST_TEST(second.token > first.token);
     auto stale = co_await b->renew("retry", "owner-1", first.token, 5000ms, 2000ms);
     BOOST_TEST(stale.lost_reason == "token_mismatch");
-    auto other = co_await b->acquire("retry", "owner-2", 5000ms, 2000ms);
+    auto other = co_await b->acquire("retry", "owner-2", 5000ms, {}, 2000ms);
     BOOST_TEST((other.ec == error::held));
     BOOST_TEST(other.holder.owner == "owner-1");
     BOOST_TEST(other.holder.ttl_remaining.count() > 0);
@@ -170,11 +169,12 @@ BOOST_AUTO_TEST_CASE(a_dead_member_in_the_url_is_skipped) {
 // the next member, as a timeout is. The stub plays the cut-off member; its /version is a fixed etcd.
 BOOST_AUTO_TEST_CASE(a_member_without_a_leader_answering_503_is_left_for_the_next_one) {
   etcd_cluster etcd(1);
-  recording_server cut_off(503, R"({"error":"etcdserver: no leader","code":14,"message":"etcdserver: no leader"})");
+  recording_server cut_off(
+      503, R"({"error":"etcdserver: no leader","code":14,"message":"etcdserver: no leader"})");
   cut_off.answer("/version", 200, R"({"etcdserver":"3.5.13","etcdcluster":"3.5.0"})");
   asio::io_context ioc;
-  auto cfg = config("etcd://127.0.0.1:" + std::to_string(cut_off.port()) + ",127.0.0.1:" +
-                    std::to_string(etcd.client_port(0)));
+  auto cfg = config("etcd://127.0.0.1:" + std::to_string(cut_off.port()) +
+                    ",127.0.0.1:" + std::to_string(etcd.client_port(0)));
   cfg.retry.max_attempts = 1;  // no retry to hide behind: the one try must reach the serving member
   client a(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
@@ -241,9 +241,8 @@ BOOST_AUTO_TEST_CASE(etcd_auth_takes_user_and_password_from_the_url_and_authenti
 BOOST_AUTO_TEST_CASE(a_value_is_stored_after_the_owner_and_entries_without_one_read_as_before) {
   etcd_cluster etcd(1);
   asio::io_context ioc;
-  client a(ioc.get_executor(), config(etcd.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto b = a.get_backend();
+    auto b = make_backend(ioc.get_executor(), config(etcd.url()));
     auto first = co_await b->acquire("leader", "owner-1", 5000ms, "10.0.0.1:80", 2000ms);
     BOOST_REQUIRE(!first.ec);
     auto seen = co_await b->get("leader", std::nullopt, 2000ms);

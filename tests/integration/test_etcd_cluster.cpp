@@ -173,12 +173,12 @@ BOOST_AUTO_TEST_CASE(a_waiter_watches_the_key_instead_of_polling_it) {
   proxied_members proxies(cluster);
   asio::io_context ioc;
   client a(ioc.get_executor(), config(cluster.url()));
-  client b(ioc.get_executor(), config(proxies.url()));
+  const auto b = make_backend(ioc.get_executor(), config(proxies.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto held = co_await a.acquire("watched", lease_opts(30000ms));
     const auto started = clock_type::now();
     const wait_for_change unchanged{held.token(), 3000ms};
-    auto r = co_await b.get_backend()->get("watched", unchanged, 10000ms);
+    auto r = co_await b->get("watched", unchanged, 10000ms);
     const double waited = seconds_since(started);
     std::size_t requests = 0;
     for (auto& p : proxies.proxies)
@@ -200,11 +200,11 @@ BOOST_AUTO_TEST_CASE(a_waiter_whose_watch_cannot_connect_falls_back_to_polling_a
   proxied_members proxies(cluster);
   asio::io_context ioc;
   client a(ioc.get_executor(), config(cluster.url()));
-  client b(ioc.get_executor(), config(proxies.url()));
+  const auto b = make_backend(ioc.get_executor(), config(proxies.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto held = co_await a.acquire("unwatched", lease_opts(30000ms));
     // Warm b's pooled connection, then refuse every new one: reads still pass, each watch is reset.
-    BOOST_REQUIRE((co_await b.get("unwatched")).has_value());
+    BOOST_REQUIRE((co_await b->get("unwatched", std::nullopt, 5000ms)).holder.has_value());
     for (auto& p : proxies.proxies)
       p->set_refuse(true);
     std::optional<get_reply> woke;
@@ -213,7 +213,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_whose_watch_cannot_connect_falls_back_to_polling_a
         co_await asio::this_coro::executor,
         [&]() -> asio::awaitable<void> {
           const wait_for_change unchanged{held.token(), 20000ms};
-          woke.emplace(co_await b.get_backend()->get("unwatched", unchanged, 30000ms));
+          woke.emplace(co_await b->get("unwatched", unchanged, 30000ms));
           woke_at = clock_type::now();
         },
         asio::detached);
@@ -305,7 +305,8 @@ BOOST_AUTO_TEST_CASE(an_owner_that_vanishes_is_replaced_after_expiry_with_a_larg
   client a(ioc.get_executor(), config(cluster.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // An acquisition nobody renews: a holder that crashed right after it got the key.
-    auto ghost = co_await a.get_backend()->acquire("vanished", "ghost#1", 2000ms, 5000ms);
+    const auto raw = make_backend(ioc.get_executor(), config(cluster.url()));
+    auto ghost = co_await raw->acquire("vanished", "ghost#1", 2000ms, {}, 5000ms);
     BOOST_REQUIRE(!ghost.ec);
     const auto started = clock_type::now();
     auto next = co_await a.acquire("vanished", lease_opts(10000ms), 60000ms);

@@ -31,14 +31,14 @@ BOOST_AUTO_TEST_CASE(a_batch_across_two_txns_is_answered_entry_by_entry_as_renew
     // 130 held leases: more than one txn's reads.
     for (int i = 0; i < 130; ++i) {
       const std::string key = "held-" + std::to_string(i);
-      auto a = co_await b->acquire(key, "me", 30000ms, 5000ms);
+      auto a = co_await b->acquire(key, "me", 30000ms, {}, 5000ms);
       BOOST_REQUIRE(!a.ec);
       entries.push_back({key, "me", a.token, 30000ms});
     }
-    auto theirs = co_await b->acquire("theirs", "someone-else", 30000ms, 5000ms);
+    auto theirs = co_await b->acquire("theirs", "someone-else", 30000ms, {}, 5000ms);
     BOOST_REQUIRE(!theirs.ec);
-    auto old = co_await b->acquire("mine-again", "me", 30000ms, 5000ms);
-    auto current = co_await b->acquire("mine-again", "me", 30000ms, 5000ms);
+    auto old = co_await b->acquire("mine-again", "me", 30000ms, {}, 5000ms);
+    auto current = co_await b->acquire("mine-again", "me", 30000ms, {}, 5000ms);
     BOOST_REQUIRE(!current.ec);
     entries.push_back({"theirs", "me", theirs.token, 30000ms});
     entries.push_back({"mine-again", "me", old.token, 30000ms});

@@ -7,8 +7,8 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
-#include "lease_opts.hpp"
 #include "fault_proxy.hpp"
+#include "lease_opts.hpp"
 #include "storage_faults.hpp"
 
 #include "baton/client.hpp"
@@ -42,7 +42,9 @@ client_config via(unsigned short port, milliseconds timeout = 500ms) {
   return c;
 }
 
-std::uint64_t token_of(const http_reply& r) { return r.json.at("token").to_number<std::uint64_t>(); }
+std::uint64_t token_of(const http_reply& r) {
+  return r.json.at("token").to_number<std::uint64_t>();
+}
 
 // An error answer as batond writes it (Retry-After, connection closed). Sent by the proxy in place of the
 // real reply after the server applied the request: with 503 storage_unavailable, exactly the case of a log
@@ -186,11 +188,15 @@ BOOST_AUTO_TEST_CASE(connections_stay_bounded_under_concurrency_and_during_an_ou
   client c(ioc.get_executor(), cfg);
   int answered = 0;
   for (int i = 0; i < 20; ++i)
-    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-      co_await c.get("bounded");
-      ++answered;
-    }, asio::detached);
-  for (int i = 0; i < 600 && answered < 20; ++i) ioc.run_for(50ms);
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          co_await c.get("bounded");
+          ++answered;
+        },
+        asio::detached);
+  for (int i = 0; i < 600 && answered < 20; ++i)
+    ioc.run_for(50ms);
   BOOST_TEST(answered == 20);
   BOOST_TEST(proxy.connections_accepted() <= 2u);
   // An outage: requests time out and are retried, but never open more than the bound at once.
@@ -198,16 +204,21 @@ BOOST_AUTO_TEST_CASE(connections_stay_bounded_under_concurrency_and_during_an_ou
   ioc.restart();  // the first phase ran the context out of work
   int failed = 0;
   for (int i = 0; i < 10; ++i)
-    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-      try {
-        co_await c.get("bounded");
-      } catch (const exception&) {
-        ++failed;
-      }
-    }, asio::detached);
-  for (int i = 0; i < 600 && failed < 10; ++i) ioc.run_for(50ms);
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          try {
+            co_await c.get("bounded");
+          } catch (const exception&) {
+            ++failed;
+          }
+        },
+        asio::detached);
+  for (int i = 0; i < 600 && failed < 10; ++i)
+    ioc.run_for(50ms);
   BOOST_TEST(failed == 10);
-  BOOST_TEST(proxy.connections_accepted() <= 2u + 4u * 10u);  // a timed-out connection is closed, then reopened
+  BOOST_TEST(proxy.connections_accepted() <=
+             2u + 4u * 10u);  // a timed-out connection is closed, then reopened
   proxy.set_blackhole(false);
 }
 
@@ -264,8 +275,9 @@ BOOST_FIXTURE_TEST_CASE(
 }
 
 BOOST_FIXTURE_TEST_CASE(limit_answers_are_server_busy_and_other_503s_storage_unavailable, through_proxy) {
+  const auto raw = make_backend(ioc.get_executor(), via(proxy.port()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto& b = *c.get_backend();
+    auto& b = *raw;
     struct refusal {
       std::string code;
       int status;
@@ -331,10 +343,11 @@ BOOST_AUTO_TEST_CASE(a_resume_past_the_deadline_cancels_the_guarded_work_at_once
   set_suspended_ms(120'000);  // the host slept two minutes: the lease's deadline is long past
   const auto resumed = clock_type::now();
   std::string line;
-  while (line.find("lease lost") == std::string::npos) line = job.read_line(30s);
+  while (line.find("lease lost") == std::string::npos)
+    line = job.read_line(30s);
   const auto noticed = clock_type::now() - resumed;
   // A few milliseconds here; the bound is for a loaded machine, a quarter of what the old code took.
   BOOST_TEST(noticed < 5s, "the loss was noticed " << std::chrono::duration<double>(noticed).count()
-                                                    << " s after the resume: " << line);
+                                                   << " s after the resume: " << line);
   BOOST_TEST(job.wait(20s) == 3);
 }

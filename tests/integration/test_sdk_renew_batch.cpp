@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(without_the_feature_the_http_backend_renews_one_by_one) {
   for (int i = 0; i < 3; ++i) {
     acquire_reply a;
     run_coro(ioc, [&]() -> asio::awaitable<void> {
-      a = co_await b->acquire("k" + std::to_string(i), "me", 30000ms, 5s);
+      a = co_await b->acquire("k" + std::to_string(i), "me", 30000ms, {}, 5s);
     }());
     BOOST_REQUIRE(!a.ec);
     entries.push_back({"k" + std::to_string(i), "me", a.token, 30000ms});
@@ -131,7 +131,7 @@ BOOST_AUTO_TEST_CASE(a_404_for_the_batch_falls_back_to_single_renews) {
   asio::io_context ioc;
   auto b = make_backend(ioc.get_executor(), at(url));
   acquire_reply a;
-  run_coro(ioc, [&]() -> asio::awaitable<void> { a = co_await b->acquire("k", "me", 30000ms, 5s); }());
+  run_coro(ioc, [&]() -> asio::awaitable<void> { a = co_await b->acquire("k", "me", 30000ms, {}, 5s); }());
   BOOST_REQUIRE(!a.ec);
   std::vector<renew_reply> out;
   const std::vector<renew_entry> entries{{"k", "me", a.token, 30000ms}, {"k2", "me", a.token, 30000ms}};

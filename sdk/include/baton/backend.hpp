@@ -79,6 +79,21 @@ struct get_reply {
   std::optional<holder_info> holder;
 };
 
+/// What client::reload_tls() did.
+struct tls_reload_result {
+  /// Empty: new connections use the files just read. error::invalid_config: nothing changed, and
+  /// `diagnostic` names the setting, the file and why (`tls.key_file "/etc/baton/client.key": does not belong
+  /// to the certificate in "/etc/baton/client.pem"`), or says that the client does not use TLS.
+  boost::system::error_code ec;
+  std::string diagnostic;
+  /// The client certificate new connections present from now on (after a failure: the one they still
+  /// present); empty without one. `subject` in RFC 2253 form ("CN=worker-7"), `not_after` as
+  /// "2026-12-03T20:30:00Z", `sha256` as `openssl x509 -noout -fingerprint -sha256` prints it ("AB:01:...").
+  std::string subject;
+  std::string not_after;
+  std::string sha256;
+};
+
 /// A long-poll: answer once the holder's token differs from `token` (0 = free), or after `wait`.
 struct wait_for_change {
   std::uint64_t token = 0;
@@ -101,14 +116,9 @@ class backend {
   virtual ~backend() = default;
 
   /// Acquires as `owner`, publishing `value` with the lease (empty: none; a same-owner re-acquire replaces
-  /// it). The default implementation serves backends written before values: it forwards an empty value to
-  /// the four-argument form and refuses any other with error::invalid_config. Backends that keep values
-  /// override it.
+  /// it). A backend that cannot keep values refuses a non-empty one with error::invalid_config.
   virtual boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                                        std::string value, milliseconds timeout);
-  /// Acquires without a value.
-  virtual boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                                        milliseconds timeout) = 0;
+                                                        std::string value, milliseconds timeout) = 0;
   virtual boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                                     milliseconds ttl, milliseconds timeout) = 0;
   virtual boost::asio::awaitable<release_reply> release(std::string key, std::string owner,
@@ -141,48 +151,23 @@ class backend {
   /// Closes idle connections (and the etcd backend's loss watch, which opens again while leases are watched).
   /// Requests in flight finish normally.
   virtual void close() = 0;
-};
-
-/// What client::reload_tls() did.
-struct tls_reload_result {
-  /// Empty: new connections use the files just read. error::invalid_config: nothing changed, and
-  /// `diagnostic` names the setting, the file and why (`tls.key_file "/etc/baton/client.key": does not belong
-  /// to the certificate in "/etc/baton/client.pem"`), or says that the client does not use TLS.
-  boost::system::error_code ec;
-  std::string diagnostic;
-  /// The client certificate new connections present from now on (after a failure: the one they still
-  /// present); empty without one. `subject` in RFC 2253 form ("CN=worker-7"), `not_after` as
-  /// "2026-12-03T20:30:00Z", `sha256` as `openssl x509 -noout -fingerprint -sha256` prints it ("AB:01:...").
-  std::string subject;
-  std::string not_after;
-  std::string sha256;
-};
-
-/// A backend whose connections use TLS files it can read again: the SDK's https:// and etcds:// backends
-/// (make_backend()). A backend that wraps another (to observe or route its requests) implements it by
-/// forwarding to the one it wraps, so that client::reload_tls() reaches the connections.
-class tls_reloadable {
- public:
   /// Reads `tls` (nullopt: the files in use, again) into a complete new TLS context; on success the
-  /// connections made from then on use it. Thread-safe; must not throw.
-  virtual tls_reload_result reload_tls(std::optional<tls_config> tls) = 0;
-
- protected:
-  ~tls_reloadable() = default;
+  /// connections made from then on use it (client::reload_tls()). Thread-safe; must not throw. The default,
+  /// for a backend without TLS files: error::invalid_config, saying so. The SDK's https:// and etcds://
+  /// backends read the files again.
+  virtual tls_reload_result reload_tls(std::optional<tls_config> tls);
 };
 
-/// A backend that wraps another, to observe or route its requests: every virtual of backend (batch renewal
-/// and the loss watch included) and tls_reloadable::reload_tls forward to `inner()` unchanged. Derive from it
-/// and override only what the wrapper changes, so that a member added to backend is forwarded too instead of
-/// falling back to its default (a wrapper that forgot renew_batch renewed every lease one by one).
-class forwarding_backend : public backend, public tls_reloadable {
+/// A backend that wraps another, to observe or route its requests: every virtual of backend (batch renewal,
+/// the loss watch and TLS reload included) forwards to `inner()` unchanged. Derive from it and override only
+/// what the wrapper changes, so that a member added to backend is forwarded too instead of falling back to
+/// its default (a wrapper that forgot renew_batch renewed every lease one by one).
+class forwarding_backend : public backend {
  public:
   explicit forwarding_backend(std::shared_ptr<backend> inner) : inner_(std::move(inner)) {}
 
   boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                                 std::string value, milliseconds timeout) override;
-  boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                                milliseconds timeout) override;
   boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                             milliseconds ttl, milliseconds timeout) override;
   boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
@@ -191,10 +176,10 @@ class forwarding_backend : public backend, public tls_reloadable {
                                                                milliseconds timeout) override;
   boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                         milliseconds timeout) override;
-  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner, std::uint64_t token,
+  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
+                                         std::uint64_t token,
                                          std::function<void(std::string_view reason)> on_lost) override;
   void close() override;
-  /// The wrapped backend's, when it is tls_reloadable; error::invalid_config otherwise.
   tls_reload_result reload_tls(std::optional<tls_config> tls) override;
 
   const std::shared_ptr<backend>& inner() const noexcept { return inner_; }

@@ -33,6 +33,7 @@ namespace baton {
 
 namespace detail {
 struct client_shared;
+struct client_access;
 }
 
 /// The answer to one acquire try: the lease, or who holds the lock.
@@ -191,8 +192,8 @@ class client {
   /// as every member does): on any failure (a missing or unreadable file, a file that is not PEM, a key of
   /// another certificate, cert_file without key_file) nothing changes, and the result's ec is
   /// error::invalid_config with a diagnostic naming the setting, the file and the reason. A client of an
-  /// http:// or etcd:// server, or one given a backend that is not tls_reloadable, gets
-  /// error::invalid_config too.
+  /// http:// or etcd:// server, or one given a backend without TLS files (backend::reload_tls()'s default),
+  /// gets error::invalid_config too.
   ///
   /// Thread-safety: may be called from any thread, concurrently with the client's operations (the new
   /// context is swapped in atomically); reloads are serialized. It reads the files on the calling thread and
@@ -206,8 +207,6 @@ class client {
   client_stats stats() const;
   /// The executor the client's state lives on: its own strand on the executor it was given.
   const boost::asio::any_io_executor& get_executor() const;
-  /// The backend, for stateless calls (the CLI's renew and release of a lease held elsewhere).
-  const std::shared_ptr<backend>& get_backend() const;
 
  private:
   struct own_strand {};
@@ -282,6 +281,7 @@ class client {
     if constexpr (!std::is_void_v<T>) co_return std::move(*result);
   }
 
+  friend struct detail::client_access;  // the SDK's own code (election): client_access.hpp
   const std::shared_ptr<detail::client_shared>& shared() const;
   // Static, and given the shared state: a deferred operation may be launched after the client moved.
   static void start_acquire(std::shared_ptr<detail::client_shared> s, std::string key, lease_options options,

@@ -84,8 +84,6 @@ class memory_backend final : public backend {
   // --- backend ---
   boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                                 std::string value, milliseconds timeout) override;
-  boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                                milliseconds timeout) override;
   boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                             milliseconds ttl, milliseconds timeout) override;
   boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,

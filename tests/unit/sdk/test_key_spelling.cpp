@@ -45,7 +45,7 @@ std::vector<std::string> targets_for(const std::string& key) {
   auto done = asio::co_spawn(
       ioc,
       [&]() -> asio::awaitable<void> {
-        BOOST_TEST(!(co_await b->acquire(key, "o", 1000ms, 2000ms)).ec);
+        BOOST_TEST(!(co_await b->acquire(key, "o", 1000ms, {}, 2000ms)).ec);
         BOOST_TEST(!(co_await b->renew(key, "o", 7, 1000ms, 2000ms)).ec);
         BOOST_TEST(!(co_await b->get(key, std::nullopt, 2000ms)).ec);
         BOOST_TEST(!(co_await b->release(key, "o", 7, 2000ms)).ec);

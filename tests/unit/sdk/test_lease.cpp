@@ -56,10 +56,6 @@ class scripted_backend final : public backend {
   std::vector<std::string> acquire_values;  // and its value
   clock_type::duration late_by = 0ms;
 
-  asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                         milliseconds timeout) override {
-    return acquire(std::move(key), std::move(owner), ttl, {}, timeout);
-  }
   asio::awaitable<acquire_reply> acquire(std::string, std::string owner, milliseconds, std::string value,
                                          milliseconds) override {
     acquire_owners.push_back(owner);

@@ -58,11 +58,6 @@ class real_time_backend final : public baton::forwarding_backend {
     clock_->sync();
     return forwarding_backend::acquire(std::move(key), std::move(owner), ttl, std::move(value), timeout);
   }
-  asio::awaitable<baton::acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                                milliseconds timeout) override {
-    clock_->sync();
-    return forwarding_backend::acquire(std::move(key), std::move(owner), ttl, timeout);
-  }
   asio::awaitable<baton::renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                             milliseconds ttl, milliseconds timeout) override {
     clock_->sync();

@@ -43,8 +43,8 @@ class counting_backend final : public backend {
   std::vector<std::vector<std::string>> batch_keys;  // each batch's keys, in order
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
-                                         milliseconds timeout) override {
-    co_return co_await s_->acquire(std::move(key), std::move(owner), ttl, timeout);
+                                         std::string value, milliseconds timeout) override {
+    co_return co_await s_->acquire(std::move(key), std::move(owner), ttl, std::move(value), timeout);
   }
   asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                      milliseconds ttl, milliseconds timeout) override {
@@ -109,7 +109,8 @@ struct fixture {
       started.push_back(test::start_background(ioc, c.acquire("k" + std::to_string(i), renewing())));
     std::vector<lease> out;
     for (auto& s : started) {
-      while (!s->done) co_await sleep_for(1ms);
+      while (!s->done)
+        co_await sleep_for(1ms);
       if (s->error) std::rethrow_exception(s->error);
       out.push_back(std::move(*s->value));
     }
@@ -125,16 +126,19 @@ BOOST_AUTO_TEST_CASE(renewals_falling_due_together_leave_in_one_batch) {
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto leases = co_await f.acquire_all(20);
     // Wait for at least 40 renewals (two rounds), 30 s at most.
-    for (int i = 0; i < 3000 && f.c.stats().renews < 40; ++i) co_await sleep_for(10ms);
+    for (int i = 0; i < 3000 && f.c.stats().renews < 40; ++i)
+      co_await sleep_for(10ms);
     const auto renews = f.c.stats().renews;
     BOOST_TEST(renews >= 40u);
-    for (auto& l : leases) BOOST_TEST((l.state() == lease_state::active));
+    for (auto& l : leases)
+      BOOST_TEST((l.state() == lease_state::active));
     // Every renewal went in a batch or alone; together they took far fewer requests than renewals.
     BOOST_TEST(f.backend->batched_entries + static_cast<std::size_t>(f.backend->renews) >= renews);
     BOOST_TEST(f.backend->batches >= 1);
     BOOST_TEST(f.backend->largest_batch >= 5u);
     BOOST_TEST(static_cast<std::uint64_t>(f.backend->batches + f.backend->renews) * 2 <= renews);
-    for (auto& l : leases) co_await l.release();
+    for (auto& l : leases)
+      co_await l.release();
     BOOST_TEST(!f.server->holder("k0"));
   }());
 }
@@ -145,15 +149,19 @@ BOOST_AUTO_TEST_CASE(a_smaller_batch_after_a_larger_one_carries_only_its_own_lea
   fixture f(100ms);
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto leases = co_await f.acquire_all(12);
-    for (int i = 0; i < 3000 && f.c.stats().renews < 24; ++i) co_await sleep_for(10ms);
+    for (int i = 0; i < 3000 && f.c.stats().renews < 24; ++i)
+      co_await sleep_for(10ms);
     BOOST_TEST_REQUIRE(f.backend->largest_batch >= 5u);
-    for (std::size_t i = 4; i < leases.size(); ++i) co_await leases[i].release();
+    for (std::size_t i = 4; i < leases.size(); ++i)
+      co_await leases[i].release();
     // Two rounds of the four left, then two more, whose batches are checked.
     auto renews = f.c.stats().renews;
-    for (int i = 0; i < 3000 && f.c.stats().renews < renews + 8; ++i) co_await sleep_for(10ms);
+    for (int i = 0; i < 3000 && f.c.stats().renews < renews + 8; ++i)
+      co_await sleep_for(10ms);
     const auto first = f.backend->batch_keys.size();
     renews = f.c.stats().renews;
-    for (int i = 0; i < 3000 && f.c.stats().renews < renews + 8; ++i) co_await sleep_for(10ms);
+    for (int i = 0; i < 3000 && f.c.stats().renews < renews + 8; ++i)
+      co_await sleep_for(10ms);
     BOOST_TEST_REQUIRE(f.backend->batch_keys.size() > first);
     for (auto b = first; b < f.backend->batch_keys.size(); ++b) {
       auto keys = f.backend->batch_keys[b];
@@ -174,17 +182,21 @@ BOOST_AUTO_TEST_CASE(a_refused_entry_loses_only_its_own_lease) {
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto leases = co_await f.acquire_all(6);
     f.server->expire("k3");  // batond would answer this entry `lost`/not_held
-    for (int i = 0; i < 3000 && leases[3].state() == lease_state::active; ++i) co_await sleep_for(10ms);
+    for (int i = 0; i < 3000 && leases[3].state() == lease_state::active; ++i)
+      co_await sleep_for(10ms);
     BOOST_TEST((leases[3].state() == lease_state::lost));
     // The others were renewed in the same batches and are still held, by the server too.
     const auto renews = f.c.stats().renews;
-    for (int i = 0; i < 3000 && f.c.stats().renews < renews + 5; ++i) co_await sleep_for(10ms);
+    for (int i = 0; i < 3000 && f.c.stats().renews < renews + 5; ++i)
+      co_await sleep_for(10ms);
     BOOST_TEST(f.backend->batches >= 1);
     for (int i : {0, 1, 2, 4, 5}) {
       BOOST_TEST((leases[i].state() == lease_state::active));
-      BOOST_TEST(f.server->holder("k" + std::to_string(i)).value_or(holder_info{}).owner == leases[i].owner());
+      BOOST_TEST(f.server->holder("k" + std::to_string(i)).value_or(holder_info{}).owner ==
+                 leases[i].owner());
     }
-    for (auto& l : leases) co_await l.release();
+    for (auto& l : leases)
+      co_await l.release();
   }());
 }
 
@@ -197,10 +209,13 @@ BOOST_AUTO_TEST_CASE(a_batched_renewal_counts_its_deadline_from_when_it_fell_due
     auto o = lease_opts(10s, 1000ms);
     o.jitter = 0;
     std::vector<lease> leases;
-    for (int i = 0; i < 3; ++i) leases.push_back(co_await f.c.acquire("k" + std::to_string(i), o));
+    for (int i = 0; i < 3; ++i)
+      leases.push_back(co_await f.c.acquire("k" + std::to_string(i), o));
     std::vector<lease_clock::time_point> first;
-    for (auto& l : leases) first.push_back(l.deadline());
-    for (int i = 0; i < 3000 && f.c.stats().renews < 3; ++i) co_await sleep_for(10ms);
+    for (auto& l : leases)
+      first.push_back(l.deadline());
+    for (int i = 0; i < 3000 && f.c.stats().renews < 3; ++i)
+      co_await sleep_for(10ms);
     BOOST_REQUIRE(f.c.stats().renews >= 3u);
     BOOST_REQUIRE(f.c.stats().renews < 6u);  // the next round falls due a second later
     // The first departure, in a batch or (if the others fell due later than the window) alone.
@@ -213,7 +228,8 @@ BOOST_AUTO_TEST_CASE(a_batched_renewal_counts_its_deadline_from_when_it_fell_due
       earliest = std::min(earliest, leases[i].deadline());
     }
     BOOST_TEST((earliest <= departed - 400ms + o.ttl - o.effective_safety_margin()));
-    for (auto& l : leases) co_await l.release();
+    for (auto& l : leases)
+      co_await l.release();
   }());
 }
 
@@ -241,10 +257,12 @@ BOOST_AUTO_TEST_CASE(a_client_with_few_leases_renews_them_alone) {
   fixture f(50ms);
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto leases = co_await f.acquire_all(5);
-    for (int i = 0; i < 3000 && f.c.stats().renews < 10; ++i) co_await sleep_for(10ms);
+    for (int i = 0; i < 3000 && f.c.stats().renews < 10; ++i)
+      co_await sleep_for(10ms);
     BOOST_TEST(f.c.stats().renews >= 10u);
     BOOST_TEST(f.backend->batches == 0);
-    for (auto& l : leases) co_await l.release();
+    for (auto& l : leases)
+      co_await l.release();
   }());
 }
 
@@ -252,11 +270,13 @@ BOOST_AUTO_TEST_CASE(a_window_of_zero_renews_every_lease_on_its_own) {
   fixture f(0ms);
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto leases = co_await f.acquire_all(5);
-    for (int i = 0; i < 3000 && f.c.stats().renews < 10; ++i) co_await sleep_for(10ms);
+    for (int i = 0; i < 3000 && f.c.stats().renews < 10; ++i)
+      co_await sleep_for(10ms);
     BOOST_TEST(f.c.stats().renews >= 10u);
     BOOST_TEST(f.backend->batches == 0);
     BOOST_TEST(f.backend->renews >= 10);
-    for (auto& l : leases) co_await l.release();
+    for (auto& l : leases)
+      co_await l.release();
   }());
 }
 

@@ -72,7 +72,9 @@ struct fixture {
     };
     return cfg;
   }
-  std::size_t count(lease_event::kind k) const { return static_cast<std::size_t>(std::ranges::count(events, k)); }
+  std::size_t count(lease_event::kind k) const {
+    return static_cast<std::size_t>(std::ranges::count(events, k));
+  }
   // Runs the io_context for `d` of real time (background work: abandoned requests, releases).
   void settle(std::chrono::milliseconds d = 200ms) {
     ioc.restart();
@@ -121,7 +123,7 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_acquire_releases_what_the_server_granted_aft
   BOOST_TEST(server->calls().acquire == 1);
   server->resume();  // the server now grants the request whose caller has gone
   settle();
-  BOOST_TEST(server->last_token() == 1u);        // it was granted
+  BOOST_TEST(server->last_token() == 1u);            // it was granted
   BOOST_TEST(!server->holder("ghost").has_value());  // and handed back at once, not left for the TTL
   BOOST_TEST(server->calls().release == 1);
   BOOST_TEST(count(lease_event::kind::acquire_abandoned) == 1u);
@@ -192,8 +194,9 @@ BOOST_FIXTURE_TEST_CASE(partial_and_total_cancellation_are_honoured, fixture) {
   for (auto type : {asio::cancellation_type::partial, asio::cancellation_type::total}) {
     asio::cancellation_signal sig;
     std::optional<boost::system::error_code> got;
-    c.async_acquire("k", long_lease,
-                    asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, lease) { got = ec; }));
+    c.async_acquire(
+        "k", long_lease,
+        asio::bind_cancellation_slot(sig.slot(), [&](boost::system::error_code ec, lease) { got = ec; }));
     settle(50ms);
     BOOST_REQUIRE(!got.has_value());
     sig.emit(type);
@@ -293,21 +296,23 @@ BOOST_AUTO_TEST_CASE(operations_run_on_the_client_executor_whatever_executor_awa
     void check() {
       if (!strand.running_in_this_thread()) ++off;
     }
-    asio::awaitable<acquire_reply> acquire(std::string k, std::string o, milliseconds t,
+    asio::awaitable<acquire_reply> acquire(std::string k, std::string o, milliseconds t, std::string v,
                                            milliseconds to) override {
       check();
-      co_return co_await inner->acquire(k, o, t, to);
+      co_return co_await inner->acquire(k, o, t, v, to);
     }
     asio::awaitable<renew_reply> renew(std::string k, std::string o, std::uint64_t n, milliseconds t,
                                        milliseconds to) override {
       check();
       co_return co_await inner->renew(k, o, n, t, to);
     }
-    asio::awaitable<release_reply> release(std::string k, std::string o, std::uint64_t n, milliseconds to) override {
+    asio::awaitable<release_reply> release(std::string k, std::string o, std::uint64_t n,
+                                           milliseconds to) override {
       check();
       co_return co_await inner->release(k, o, n, to);
     }
-    asio::awaitable<get_reply> get(std::string k, std::optional<wait_for_change> w, milliseconds to) override {
+    asio::awaitable<get_reply> get(std::string k, std::optional<wait_for_change> w,
+                                   milliseconds to) override {
       check();
       co_return co_await inner->get(k, w, to);
     }
@@ -339,7 +344,8 @@ BOOST_AUTO_TEST_CASE(operations_run_on_the_client_executor_whatever_executor_awa
         },
         asio::use_future));
   }
-  for (auto& f : done) f.get();
+  for (auto& f : done)
+    f.get();
   pool.join();
   BOOST_TEST(off_strand.load() == 0);
   BOOST_TEST(c.stats().releases == static_cast<std::uint64_t>(2 * callers));
@@ -364,14 +370,15 @@ BOOST_AUTO_TEST_CASE(a_client_given_a_thread_pool_keeps_one_holder_per_key) {
           for (int round = 0; round < rounds; ++round) {
             const int k = (w + round) % keys;
             try {
-              co_await c.with_lock("pool/" + std::to_string(k), long_lease, [&](lease& l) -> asio::awaitable<void> {
-                if (inside[k].fetch_add(1) != 0) ++overlaps;
-                if (l.token() <= last_token[k].exchange(l.token())) ++token_regressions;
-                asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
-                co_await t.async_wait(asio::use_awaitable);
-                inside[k].fetch_sub(1);
-                ++runs;
-              });
+              co_await c.with_lock("pool/" + std::to_string(k), long_lease,
+                                   [&](lease& l) -> asio::awaitable<void> {
+                                     if (inside[k].fetch_add(1) != 0) ++overlaps;
+                                     if (l.token() <= last_token[k].exchange(l.token())) ++token_regressions;
+                                     asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
+                                     co_await t.async_wait(asio::use_awaitable);
+                                     inside[k].fetch_sub(1);
+                                     ++runs;
+                                   });
             } catch (const std::exception& e) {
               ++failures;
               BOOST_TEST_MESSAGE("with_lock failed: " << e.what());
@@ -380,7 +387,8 @@ BOOST_AUTO_TEST_CASE(a_client_given_a_thread_pool_keeps_one_holder_per_key) {
         },
         asio::use_future));
   }
-  for (auto& f : done) BOOST_REQUIRE((f.wait_for(60s) == std::future_status::ready));
+  for (auto& f : done)
+    BOOST_REQUIRE((f.wait_for(60s) == std::future_status::ready));
   BOOST_TEST(overlaps.load() == 0);
   BOOST_TEST(token_regressions.load() == 0);
   BOOST_TEST(failures.load() == 0);
@@ -440,7 +448,7 @@ BOOST_AUTO_TEST_CASE(leases_and_clients_may_outlive_their_io_context) {
     c.emplace(ioc->get_executor(), test_config(), server);
     run_coro(*ioc, [&]() -> asio::awaitable<void> { l = co_await c->acquire("k", long_lease); }());
     BOOST_TEST(l.active());
-  }  // the io_context is destroyed first, with the lease still active
+  }                             // the io_context is destroyed first, with the lease still active
   BOOST_TEST(l.token() == 1u);  // the handle's data stays readable
   l = lease();                  // destroying the active lease: nothing to post to, and no crash
   c.reset();
@@ -450,27 +458,34 @@ BOOST_AUTO_TEST_CASE(leases_and_clients_may_outlive_their_io_context) {
 BOOST_FIXTURE_TEST_CASE(empty_handles_throw_a_clear_error_and_clients_move, fixture) {
   lease empty;
   BOOST_TEST(!empty);
-  BOOST_CHECK_EXCEPTION(empty.key(), exception, [](const exception& e) { return e.code() == error::empty_handle; });
-  BOOST_CHECK_EXCEPTION(empty.token(), exception, [](const exception& e) { return e.code() == error::empty_handle; });
+  BOOST_CHECK_EXCEPTION(empty.key(), exception,
+                        [](const exception& e) { return e.code() == error::empty_handle; });
+  BOOST_CHECK_EXCEPTION(empty.token(), exception,
+                        [](const exception& e) { return e.code() == error::empty_handle; });
   BOOST_CHECK_EXCEPTION((void)empty.release(), exception,
                         [](const exception& e) { return e.code() == error::empty_handle; });
 
   client moved(std::move(c));
-  BOOST_CHECK_EXCEPTION(c.identity(), exception, [](const exception& e) { return e.code() == error::empty_handle; });
+  BOOST_CHECK_EXCEPTION(c.identity(), exception,
+                        [](const exception& e) { return e.code() == error::empty_handle; });
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto l = co_await moved.acquire("k", long_lease);
     BOOST_TEST(bool(l));
     lease taken = std::move(l);
     BOOST_TEST(!l);
-    BOOST_CHECK_EXCEPTION(l.state(), exception, [](const exception& e) { return e.code() == error::empty_handle; });
+    BOOST_CHECK_EXCEPTION(l.state(), exception,
+                          [](const exception& e) { return e.code() == error::empty_handle; });
     BOOST_TEST(taken.active());
     co_await taken.release();
   }());
 }
 
-BOOST_FIXTURE_TEST_CASE(state_and_active_agree_when_the_deadline_passes_before_the_renewal_task_runs, fixture) {
+BOOST_FIXTURE_TEST_CASE(state_and_active_agree_when_the_deadline_passes_before_the_renewal_task_runs,
+                        fixture) {
   std::optional<lease> l;
-  run_coro(ioc, [&]() -> asio::awaitable<void> { l.emplace(co_await c.acquire("k", lease_opts(300ms, 100ms))); }());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    l.emplace(co_await c.acquire("k", lease_opts(300ms, 100ms)));
+  }());
   // Nothing runs the io_context (a stalled executor): the renewal task cannot declare the loss.
   std::this_thread::sleep_for(600ms);
   BOOST_TEST(!l->active());
@@ -531,9 +546,8 @@ BOOST_FIXTURE_TEST_CASE(async_acquire_and_with_lock_give_up_at_their_wait_timeou
     }
     // Free again: the bounded forms take it like the others.
     co_await held.release();
-    int v = co_await c.with_lock("k", long_lease, 50ms, [&](lease& l) -> asio::awaitable<int> {
-      co_return l.active() ? 3 : 0;
-    });
+    int v = co_await c.with_lock("k", long_lease, 50ms,
+                                 [&](lease& l) -> asio::awaitable<int> { co_return l.active() ? 3 : 0; });
     BOOST_TEST(v == 3);
     auto [ec2, m] = co_await c.async_acquire("k", long_lease, 50ms, asio::as_tuple(asio::use_awaitable));
     BOOST_TEST(!ec2);
@@ -564,7 +578,8 @@ BOOST_AUTO_TEST_CASE(error_codes_compare_with_standard_conditions_and_messages_s
   BOOST_TEST((make_error_code(error::held) == boost::system::errc::device_or_resource_busy));
   BOOST_TEST((make_error_code(error::forbidden) == boost::system::errc::permission_denied));
   BOOST_TEST((make_error_code(error::held) != boost::system::errc::timed_out));
-  BOOST_TEST(std::string(exception(error::released, "the lease was released").what()) == "the lease was released");
+  BOOST_TEST(std::string(exception(error::released, "the lease was released").what()) ==
+             "the lease was released");
   BOOST_TEST(std::string(exception(error::released).what()) == "the lease was released");
   BOOST_TEST(std::string(exception(error::held, "HTTP 409: held by x").what()) ==
              "HTTP 409: held by x: the lock is held by another owner");
@@ -726,7 +741,8 @@ BOOST_FIXTURE_TEST_CASE(with_lock_reports_a_loss_within_milliseconds_of_it, fixt
                                   co_await t.async_wait(asio::use_awaitable);
                                 }),
                     out);
-  for (int i = 0; i < 2000 && !out.done; ++i) ioc.run_one_for(10ms);
+  for (int i = 0; i < 2000 && !out.done; ++i)
+    ioc.run_one_for(10ms);
   const auto ended = std::chrono::steady_clock::now();
   BOOST_REQUIRE(out.done);
   BOOST_REQUIRE(granted.has_value());
@@ -745,7 +761,8 @@ BOOST_FIXTURE_TEST_CASE(with_lease_reports_a_loss_even_when_the_work_returned_fi
   outcome direct, locked;
   asio::cancellation_signal unused, unused_too;  // one slot per operation
   auto spin_until_inactive = [](lease& l) -> asio::awaitable<void> {
-    while (l.active()) std::this_thread::sleep_for(1ms);  // blocks the io_context: no renewal either
+    while (l.active())
+      std::this_thread::sleep_for(1ms);  // blocks the io_context: no renewal either
     co_return;
   };
   // Named: the coroutine reads its captures through the closure, which must outlive the frame.
@@ -755,7 +772,8 @@ BOOST_FIXTURE_TEST_CASE(with_lease_reports_a_loss_even_when_the_work_returned_fi
   };
   spawn_cancellable(ioc, unused, acquire_and_spin(), direct);
   spawn_cancellable(ioc, unused_too, c.with_lock("locked", lease_opts(300ms), spin_until_inactive), locked);
-  for (int i = 0; i < 2000 && !(direct.done && locked.done); ++i) ioc.run_one_for(10ms);
+  for (int i = 0; i < 2000 && !(direct.done && locked.done); ++i)
+    ioc.run_one_for(10ms);
   BOOST_REQUIRE(direct.done && locked.done);
   BOOST_TEST((code_of(direct.error) == error::lease_lost));
   BOOST_TEST((code_of(locked.error) == error::lease_lost));
@@ -789,11 +807,13 @@ BOOST_FIXTURE_TEST_CASE(shutdown_stops_guarded_work_before_it_releases_and_count
     stopped = true;
     writes_at_shutdown = writes;
   });
-  for (int i = 0; i < 500 && !(stopped && out.done); ++i) ioc.run_one_for(10ms);
+  for (int i = 0; i < 500 && !(stopped && out.done); ++i)
+    ioc.run_one_for(10ms);
   BOOST_REQUIRE(stopped);
   BOOST_REQUIRE(out.done);
   settle(100ms);
-  BOOST_TEST(writes == writes_at_shutdown, (writes - writes_at_shutdown) << " writes after shutdown() returned");
+  BOOST_TEST(writes == writes_at_shutdown, (writes - writes_at_shutdown)
+                                               << " writes after shutdown() returned");
   BOOST_TEST(held_at_every_write, "a write ran after the server had freed the lock");
   BOOST_TEST(!server->holder("k").has_value());
   BOOST_TEST((code_of(out.error) == error::released));
@@ -816,7 +836,9 @@ BOOST_FIXTURE_TEST_CASE(a_release_from_outside_cancels_the_guarded_work_at_once,
   spawn_cancellable(ioc, unused, guarded(), out);
   settle(20ms);
   BOOST_REQUIRE(!out.done);
-  run_coro(ioc, [&]() -> asio::awaitable<void> { BOOST_TEST((co_await l.release() == release_outcome::released)); }());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    BOOST_TEST((co_await l.release() == release_outcome::released));
+  }());
   settle(20ms);
   BOOST_TEST(out.done);
   BOOST_TEST((code_of(out.error) == error::released));
@@ -831,6 +853,59 @@ BOOST_FIXTURE_TEST_CASE(a_release_from_outside_cancels_the_guarded_work_at_once,
   }());
 }
 
+// --- the backend seam ---
+
+// A backend implements five calls; batch renewal, the loss watch and TLS reload have defaults. (A new pure
+// virtual would stop this from compiling.) A client on it takes a lease with and without a value, and its
+// TLS reload is the default's "unsupported".
+BOOST_AUTO_TEST_CASE(a_backend_of_five_calls_serves_a_client) {
+  struct minimal final : backend {
+    explicit minimal(std::shared_ptr<backend> s) : store(std::move(s)) {}
+    std::shared_ptr<backend> store;
+    std::vector<std::string> values;
+    asio::awaitable<acquire_reply> acquire(std::string k, std::string o, milliseconds t, std::string v,
+                                           milliseconds to) override {
+      values.push_back(v);
+      return store->acquire(std::move(k), std::move(o), t, std::move(v), to);
+    }
+    asio::awaitable<renew_reply> renew(std::string k, std::string o, std::uint64_t n, milliseconds t,
+                                       milliseconds to) override {
+      return store->renew(std::move(k), std::move(o), n, t, to);
+    }
+    asio::awaitable<release_reply> release(std::string k, std::string o, std::uint64_t n,
+                                           milliseconds to) override {
+      return store->release(std::move(k), std::move(o), n, to);
+    }
+    asio::awaitable<get_reply> get(std::string k, std::optional<wait_for_change> w,
+                                   milliseconds to) override {
+      return store->get(std::move(k), w, to);
+    }
+    void close() override {}
+  };
+  asio::io_context ioc;
+  auto b = std::make_shared<minimal>(std::make_shared<testing::memory_backend>(ioc.get_executor()));
+  client_config config;
+  config.server_url = "http://127.0.0.1:1";
+  client c(ioc.get_executor(), config, b);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    lease_options with_value;
+    with_value.value = "10.0.0.1:80";
+    auto l = co_await c.acquire("k", with_value);
+    const auto holder = co_await c.get("k");
+    BOOST_TEST_REQUIRE(holder.has_value());
+    BOOST_TEST(holder->value == "10.0.0.1:80");
+    co_await l.release();
+    lease_options plain;
+    auto m = co_await c.acquire("k", plain);
+    BOOST_TEST(m.token() > l.token());
+    co_await m.release();
+  }());
+  BOOST_TEST(b->values == (std::vector<std::string>{"10.0.0.1:80", ""}));
+  const auto r = c.reload_tls();
+  BOOST_TEST((r.ec == error::invalid_config));
+  BOOST_TEST(r.diagnostic.find("no TLS files") != std::string::npos, r.diagnostic);
+}
+
 // --- the test double follows the protocol ---
 
 // Issue 25, defect 7: memory_backend set expiry = now + ttl on every renew and same-owner re-acquire, the
@@ -838,7 +913,7 @@ BOOST_FIXTURE_TEST_CASE(a_release_from_outside_cancels_the_guarded_work_at_once,
 // its holder counted on the longer TTL). Neither may make the key free sooner.
 BOOST_FIXTURE_TEST_CASE(the_memory_backend_never_shortens_a_lease, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto a = co_await server->acquire("k", "o", 10'000ms, 1000ms);
+    auto a = co_await server->acquire("k", "o", 10'000ms, {}, 1000ms);
     BOOST_TEST_REQUIRE(!a.ec);
     auto longer = co_await server->renew("k", "o", a.token, 60'000ms, 1000ms);
     BOOST_TEST_REQUIRE(!longer.ec);
@@ -849,7 +924,7 @@ BOOST_FIXTURE_TEST_CASE(the_memory_backend_never_shortens_a_lease, fixture) {
     BOOST_TEST_REQUIRE(h.has_value(), "a renew with a shorter TTL freed the key");
     BOOST_TEST(h->ttl_remaining.count() > 25'000);
     // A same-owner re-acquire with a short TTL keeps the longer expiry too, under its new token.
-    auto again = co_await server->acquire("k", "o", 1'000ms, 1000ms);
+    auto again = co_await server->acquire("k", "o", 1'000ms, {}, 1000ms);
     BOOST_TEST_REQUIRE(!again.ec);
     BOOST_TEST(again.token > a.token);
     server->advance(5'000ms);
