@@ -28,8 +28,8 @@ namespace baton::chaos {
 struct event {
   std::int64_t t = 0;
   std::string src;  // worker id, "store" or "runner"
-  std::string ev;  // acquire_req, acquire_granted, acquire_refused, renewed, lost, write_start, released,
-                   // replaced (baton-sim: the server replaced the lease by a grant to its owner), ...
+  std::string ev;   // acquire_req, acquire_granted, acquire_refused, renewed, lost, write_start, released,
+                    // replaced (baton-sim: the server replaced the lease by a grant to its owner), ...
   std::string key;
   std::uint64_t token = 0;
   std::int64_t sent = 0;
@@ -47,7 +47,9 @@ std::vector<event> parse_events(std::istream& in, const std::string& name);
 
 /// Violation kinds, one or two per property:
 ///   1 token_not_increasing, token_granted_twice   2 stale_write_accepted, fresh_write_rejected
-///   3 overlapping_leases
+///   3 overlapping_leases, etcd_revoked_live_lease (an overlap while or just after an etcd leader stood
+///     still, its disk stalled or its process paused, whose first holder was told its key was gone: etcd
+///     3.4's early revocation, a defect of the server)
 ///   4 write_after_loss   5 lost_acquire, lost_release
 ///   6 wedged_on_storage_failure, damaged_log_accepted (from the runner's `server_exit` events)
 struct violation {

@@ -171,6 +171,48 @@ BOOST_AUTO_TEST_CASE(a_lease_superseded_by_its_owners_own_later_grant_still_coun
                    "overlapping_leases") == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(
+    an_overlap_after_an_etcd_leader_stood_still_whose_holder_was_told_the_key_was_gone_is_named) {
+  // w1 holds k/5 (TTL 2 s, renewed at 900 ms: owed until 2.9 s); the leader's disk stalls from 100 to 1000
+  // ms; w2 gets the key at 1.2 s and w1's watch sees the delete at 1.25 s. A renew refused not_held, or a
+  // release answered not_owner, says the same.
+  const std::string holder =
+      grant(0, 2, "w1", "k", 5, 2000) +
+      line(901, "w1", "renewed", R"("key":"k","token":5,"sent":)" + std::to_string(900 * ms));
+  const std::string stall = line(100, "runner", "fault", R"("kind":"etcd_disk_stall","member":"m0")") +
+                            line(1000, "runner", "stall_end", R"("member":"m0")");
+  const std::string later = grant(1190, 1200, "w2", "k", 6, 2000);
+  const std::string watch_loss = line(
+      1250, "w1", "lost",
+      R"j("key":"k","token":5,"reason":"server shows the lease is gone: not_held: the key was deleted (seen by the key watch)")j");
+  auto r = check(holder + stall + later + watch_loss);
+  BOOST_TEST(count(r, "etcd_revoked_live_lease") == 1u);
+  BOOST_TEST(count(r, "overlapping_leases") == 0u);
+  BOOST_TEST(count(check(holder + stall + later + release(1300, 1310, "w1", "k", 5, "not_owner")),
+                   "etcd_revoked_live_lease") == 1u);
+  // Without the stall, or without the server's word that the key was gone, it is an overlap like any other.
+  BOOST_TEST(count(check(holder + later + watch_loss), "overlapping_leases") == 1u);
+  const std::string deadline =
+      line(1250, "w1", "lost", R"("key":"k","token":5,"reason":"deadline passed without a confirmed renew")");
+  BOOST_TEST(count(check(holder + stall + later + deadline), "overlapping_leases") == 1u);
+  // A grant more than a TTL after the stall ended is not explained by it (k/5 renewed to 10 s here).
+  const std::string long_holder = grant(0, 2, "w1", "k", 5, 2000) + raised;
+  BOOST_TEST(count(check(long_holder + stall + grant(3090, 3100, "w2", "k", 6, 2000) + watch_loss),
+                   "overlapping_leases") == 1u);
+  BOOST_TEST(count(check(long_holder + stall + grant(2990, 3000, "w2", "k", 6, 2000) + watch_loss),
+                   "etcd_revoked_live_lease") == 1u);
+  // A leader paused for 0.9 s is the same stall; a follower paused is not.
+  const auto pause = [](bool leader) {
+    return line(100, "runner", "fault",
+                R"("kind":"pause_server","seconds":0.9,"member":"m1","leader":)" +
+                    std::string(leader ? "true" : "false"));
+  };
+  const std::string mismatch =
+      line(1250, "w1", "lost", R"("key":"k","token":5,"reason":"server refused the renew: owner_mismatch")");
+  BOOST_TEST(count(check(holder + pause(true) + later + mismatch), "etcd_revoked_live_lease") == 1u);
+  BOOST_TEST(count(check(holder + pause(false) + later + mismatch), "overlapping_leases") == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_storage_fault_batond_did_not_stop_on_is_reported) {
   // The runner's server_exit facts, and the violation each must give ("": none).
   const std::pair<std::string, std::string> cases[] = {

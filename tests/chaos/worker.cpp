@@ -5,13 +5,16 @@
 // in microseconds, which the history checker (chaos-check) reads.
 //
 //   chaos-worker --id NAME --server URL --store URL --keys a,b,c --events FILE [--seed N] [--ttl-ms N]
-//                [--request-timeout-ms N] [--raise-ttl-ms N] [--ignore-loss]
+//                [--request-timeout-ms N] [--raise-ttl-ms N] [--long-hold-ms N] [--ignore-loss]
 //
 // Safe mode writes inside baton::with_lease and checks lease.active() before each chunk: a chunk is never
 // started once the SDK says the lease is gone. --ignore-loss is the deliberately unsafe worker of the
 // checker's self-test: it writes every planned chunk whatever the lease's state. SIGTERM or SIGINT: finish
 // the current lease (release it) and exit 0. SIGUSR1: the next chunk started within 2 s stops the process
 // (SIGSTOP to itself) right after its lease check, and is written when the runner continues it.
+//
+// With --long-hold-ms N, a quarter of the rounds hold their lease for N/2 to N ms, writing a chunk every
+// third of the TTL: a lease that spans a fault of several TTLs, such as an etcd leader's disk stall.
 //
 // With --raise-ttl-ms N, half the rounds raise their lease's TTL, which the SDK never does (it renews with
 // the TTL it acquired with): they speak the protocol through the SDK's backend, acquire with --ttl-ms,
@@ -95,6 +98,7 @@ struct options {
   long ttl_ms = 1000;
   long request_timeout_ms = 400;
   long raise_ttl_ms = 0;  // 0: no rounds raise the TTL
+  long long_hold_ms = 0;  // 0: no rounds hold their lease for long
   bool ignore_loss = false;
 };
 
@@ -216,10 +220,19 @@ struct worker {
         "acquire_granted",
         {{"key", key}, {"sent", sent}, {"token", l.token()}, {"ttl_ms", opt.ttl_ms}, {"owner", l.owner()}});
 
-    // A third of the writes are long: several chunks spread over more than one renew period.
-    const bool long_write = uniform(0, 2) == 0;
-    const int chunks = long_write ? static_cast<int>(uniform(3, 7)) : static_cast<int>(uniform(1, 2));
-    const milliseconds gap(long_write ? uniform(opt.ttl_ms / 6, opt.ttl_ms / 3) : uniform(0, 20));
+    // A third of the writes are long: several chunks spread over more than one renew period. With
+    // --long-hold-ms, a quarter of the rounds are longer still: a chunk every third of the TTL for half to
+    // all of it.
+    int chunks = 0;
+    milliseconds gap{0};
+    if (opt.long_hold_ms > 0 && uniform(0, 3) == 0) {
+      gap = milliseconds(opt.ttl_ms / 3);
+      chunks = static_cast<int>(uniform(opt.long_hold_ms / 2, opt.long_hold_ms) / gap.count()) + 1;
+    } else {
+      const bool long_write = uniform(0, 2) == 0;
+      chunks = long_write ? static_cast<int>(uniform(3, 7)) : static_cast<int>(uniform(1, 2));
+      gap = milliseconds(long_write ? uniform(opt.ttl_ms / 6, opt.ttl_ms / 3) : uniform(0, 20));
+    }
     std::string aborted;
     try {
       if (opt.ignore_loss)
@@ -429,6 +442,8 @@ int main(int argc, char** argv) {
         opt.request_timeout_ms = std::stol(value);
       else if (flag == "--raise-ttl-ms")
         opt.raise_ttl_ms = std::stol(value);
+      else if (flag == "--long-hold-ms")
+        opt.long_hold_ms = std::stol(value);
       else
         throw std::invalid_argument("unknown option " + flag);
     }
@@ -438,6 +453,8 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--ttl-ms must be >= 100");
     if (opt.raise_ttl_ms != 0 && opt.raise_ttl_ms <= opt.ttl_ms)
       throw std::invalid_argument("--raise-ttl-ms must be larger than --ttl-ms");
+    if (opt.long_hold_ms != 0 && opt.long_hold_ms <= opt.ttl_ms)
+      throw std::invalid_argument("--long-hold-ms must be larger than --ttl-ms");
     auto store_url = boost::urls::parse_absolute_uri(opt.store);
     if (!store_url) throw std::invalid_argument("--store must be http://HOST:PORT");
 
