@@ -308,8 +308,15 @@ class etcd_backend final : public backend,
       //
       // A re-acquire never makes the key free sooner (docs/protocol.md, acquire), and etcd cannot lengthen a
       // lease: when the old lease has more time left than this request asks for, the new key gets a lease
-      // of that time instead, a second more than etcd reports (it counts whole seconds).
-      const auto left_s = (co_await time_to_live(holder_lease, deadline)).count() / 1000 + 1;
+      // of that time instead, a second more than etcd reports (it counts whole seconds). Without that time
+      // the new lease could end sooner than the old one: a failed lookup fails this try, outcome unknown as
+      // after a failed grant (the key is still this owner's), and the lease granted above is handed back.
+      auto old = co_await time_to_live(holder_lease, deadline);
+      if (old.r.ec) {
+        co_await revoke(lease, deadline);
+        co_return fail<acquire_reply>(old.r);
+      }
+      const auto left_s = old.left.count() / 1000 + 1;
       if (left_s > ttl_s) {
         co_await revoke(lease, deadline);
         json::object longer{{"TTL", std::to_string(left_s)}};
@@ -351,7 +358,7 @@ class etcd_backend final : public backend,
     out.holder.owner = std::move(holder.owner);
     out.holder.value = std::move(holder.value);
     out.holder.token = holder_rev;
-    out.holder.ttl_remaining = co_await time_to_live(holder_lease, deadline);
+    out.holder.ttl_remaining = (co_await time_to_live(holder_lease, deadline)).left;  // 0 when unknown
     co_return out;
   }
 
@@ -504,7 +511,7 @@ class etcd_backend final : public backend,
         auto e = split_entry(decode64(string_field(*kv, "value")));
         h.owner = std::move(e.owner);
         h.value = std::move(e.value);
-        h.ttl_remaining = co_await time_to_live(lease, deadline);
+        h.ttl_remaining = (co_await time_to_live(lease, deadline)).left;  // 0 when unknown
         out.holder = std::move(h);
       }
       std::uint64_t current = out.holder ? out.holder->token : 0;
@@ -816,13 +823,29 @@ class etcd_backend final : public backend,
     co_await call("/v3/lease/revoke", body5, deadline);
   }
 
-  asio::awaitable<milliseconds> time_to_live(std::uint64_t lease, clock::time_point deadline) {
-    if (lease == 0) co_return milliseconds{0};
+  // The time etcd has left on a lease, in whole seconds: 0 for lease 0 (none) and for a lease etcd no longer
+  // has (TTL -1: expired or revoked, its keys gone with it). r.ec is set when the lookup failed (no answer,
+  // an error status, an answer without a TTL); `left` is 0 then.
+  struct time_left {
+    milliseconds left{0};
+    http_result r;
+  };
+  asio::awaitable<time_left> time_to_live(std::uint64_t lease, clock::time_point deadline) {
+    time_left out;
+    if (lease == 0) co_return out;
     json::object body6{{"ID", std::to_string(lease)}};
-    auto r = co_await call("/v3/lease/timetolive", body6, deadline);
-    std::uint64_t ttl = 0;
-    if (r.ec || !uint_field(r.body, "TTL", ttl)) co_return milliseconds{0};
-    co_return milliseconds(static_cast<std::int64_t>(ttl) * 1000);
+    out.r = co_await call("/v3/lease/timetolive", body6, deadline);
+    if (out.r.ec) co_return out;
+    const json::value* ttl = path(out.r.body, {"TTL"});
+    const bool gone =
+        ttl && ((ttl->is_string() && ttl->as_string() == "-1") || (ttl->is_int64() && ttl->as_int64() == -1));
+    if (gone) co_return out;
+    std::uint64_t seconds = 0;
+    if (!uint_field(out.r.body, "TTL", seconds))
+      protocol(out.r, "lease time-to-live answer has no TTL");
+    else
+      out.left = milliseconds(static_cast<std::int64_t>(seconds) * 1000);
+    co_return out;
   }
 
   // One gateway call on a healthy endpoint. A member that fails to connect, or does not answer within its

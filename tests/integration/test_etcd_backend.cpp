@@ -15,6 +15,7 @@
 
 #include "baton/client.hpp"
 
+#include <boost/algorithm/string/join.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -152,6 +153,47 @@ BOOST_AUTO_TEST_CASE(same_owner_retry_supersedes_with_a_newer_create_revision) {
   }());
 }
 
+// A same-owner re-acquire gives the new key a lease at least as long as what the old one has left, which it
+// asks /v3/lease/timetolive for. A failed lookup counted as "nothing left": the old key was deleted and the
+// new one got only the requested TTL, shortening the lease. Now the try fails as after a failed grant
+// (outcome unknown, retried by the client with the same owner) and the old key stays. The stub plays a
+// member whose key "retry" holds this owner on lease 42, and which fails that one lookup.
+BOOST_AUTO_TEST_CASE(a_same_owner_reacquire_whose_old_lease_time_cannot_be_read_fails_and_keeps_the_key) {
+  recording_server member(200, R"({"header":{"revision":"9"}})");
+  member.answer("/version", 200, R"({"etcdserver":"3.5.13","etcdcluster":"3.5.0"})");
+  member.answer("/v3/lease/grant", 200, R"({"header":{"revision":"9"},"ID":"7","TTL":"5"})");
+  member.answer("/v3/kv/txn", 200,
+                R"({"header":{"revision":"9"},"responses":[{"response_range":{"kvs":[{"key":")" +
+                    b64("baton/locks/retry") + R"(","create_revision":"3","mod_revision":"3","value":")" +
+                    b64("owner-1") + R"(","lease":"42"}]}}]})");
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config("etcd://127.0.0.1:" + std::to_string(member.port())));
+  const std::pair<int, std::string> failures[] = {
+      {503, R"({"error":"etcdserver: leader changed","code":14,"message":"etcdserver: leader changed"})"},
+      {200, R"({"header":{"revision":"9"},"ID":"42"})"},  // no TTL
+  };
+  for (const auto& [status, body] : failures) {
+    BOOST_TEST_CONTEXT("timetolive answered " << status << " " << body) {
+      member.answer("/v3/lease/timetolive", status, body);
+      const auto before = member.requests().size();
+      acquire_reply r;
+      run_coro(ioc, [&]() -> asio::awaitable<void> {
+        r = co_await a.get_backend()->acquire("retry", "owner-1", 1000ms, 2000ms);
+      }());
+      const auto sent = member.requests();
+      std::vector<std::string> calls(sent.begin() + static_cast<std::ptrdiff_t>(before), sent.end());
+      BOOST_TEST_MESSAGE("requests: " << boost::algorithm::join(calls, ", "));
+      BOOST_TEST((r.ec == (status == 503 ? error::storage_unavailable : error::protocol_error)),
+                 r.ec.message() << ": " << r.diagnostic);
+      const auto lookup = std::find(calls.begin(), calls.end(), "POST /v3/lease/timetolive");
+      BOOST_REQUIRE(lookup != calls.end());
+      // Nothing after the lookup touches the key: only the unused new lease is revoked.
+      BOOST_TEST(std::count(lookup, calls.end(), "POST /v3/kv/txn") == 0);
+      BOOST_TEST(std::count(lookup, calls.end(), "POST /v3/lease/revoke") == 1);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_dead_member_in_the_url_is_skipped) {
   etcd_cluster etcd(1);
   asio::io_context ioc;
@@ -170,11 +212,12 @@ BOOST_AUTO_TEST_CASE(a_dead_member_in_the_url_is_skipped) {
 // the next member, as a timeout is. The stub plays the cut-off member; its /version is a fixed etcd.
 BOOST_AUTO_TEST_CASE(a_member_without_a_leader_answering_503_is_left_for_the_next_one) {
   etcd_cluster etcd(1);
-  recording_server cut_off(503, R"({"error":"etcdserver: no leader","code":14,"message":"etcdserver: no leader"})");
+  recording_server cut_off(
+      503, R"({"error":"etcdserver: no leader","code":14,"message":"etcdserver: no leader"})");
   cut_off.answer("/version", 200, R"({"etcdserver":"3.5.13","etcdcluster":"3.5.0"})");
   asio::io_context ioc;
-  auto cfg = config("etcd://127.0.0.1:" + std::to_string(cut_off.port()) + ",127.0.0.1:" +
-                    std::to_string(etcd.client_port(0)));
+  auto cfg = config("etcd://127.0.0.1:" + std::to_string(cut_off.port()) +
+                    ",127.0.0.1:" + std::to_string(etcd.client_port(0)));
   cfg.retry.max_attempts = 1;  // no retry to hide behind: the one try must reach the serving member
   client a(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
