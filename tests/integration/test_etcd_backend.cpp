@@ -420,10 +420,10 @@ BOOST_AUTO_TEST_CASE(a_held_key_deleted_behind_the_holders_back_is_a_loss_well_b
 
 BOOST_AUTO_TEST_CASE(debian_12s_etcd_is_warned_about_once_per_member_or_refused_when_asked) {
   etcd_cluster etcd(1);
-  const auto version = http_client(etcd.client_port(0)).get("/version").body;
-  const bool affected =
-      detail::check_etcd_version(version).what == detail::etcd_version_check::verdict::revokes_live_leases;
-  BOOST_TEST_MESSAGE("etcd /version: " << version << (affected ? " (revokes live leases)" : ""));
+  const auto version_answer = http_client(etcd.client_port(0)).get("/version").body;
+  const bool affected = detail::check_etcd_version(version_answer).what ==
+                        detail::etcd_version_check::verdict::revokes_live_leases;
+  BOOST_TEST_MESSAGE("etcd /version: " << version_answer << (affected ? " (revokes live leases)" : ""));
   asio::io_context ioc;
   auto warned = config(etcd.url());
   std::vector<std::string> warnings;
@@ -461,4 +461,21 @@ BOOST_AUTO_TEST_CASE(debian_12s_etcd_is_warned_about_once_per_member_or_refused_
                         (scratch.path() / "cli-stderr").string());
   BOOST_TEST(cli.code == 0, cli.err);
   if (affected) BOOST_TEST(cli.err.rfind("baton: warning: etcd 127.0.0.1:", 0) == 0u, cli.err);
+  // --etcd-lease-revocation-bug=refuse: one line naming the member, its version and the setting; exit 64.
+  auto refused = run_to_end(
+      {bin_path("baton"), "get", "versioned", "--server", etcd.url(), "--etcd-lease-revocation-bug=refuse"},
+      (scratch.path() / "refused-stderr").string());
+  BOOST_TEST_MESSAGE("baton get --etcd-lease-revocation-bug=refuse: exit " << refused.code << ", "
+                                                                           << refused.err);
+  if (affected) {
+    const auto member = "127.0.0.1:" + std::to_string(etcd.client_port(0));
+    const auto version = detail::check_etcd_version(version_answer).version;
+    BOOST_TEST(refused.code == 64);
+    BOOST_TEST(refused.err == "baton: get \"versioned\": invalid configuration: " +
+                                  detail::lease_revocation_message(member, version, true) + "\n");
+    BOOST_TEST(refused.err.find("refused, as etcd_lease_revocation_bug is refuse") != std::string::npos);
+    BOOST_TEST(refused.out.empty());
+  } else {
+    BOOST_TEST(refused.code == 0, refused.err);
+  }
 }

@@ -129,7 +129,7 @@ struct client_config {
   /// member reads its version (GET /version). Default warn: refusing would stop every client of Debian 12's
   /// etcd, and with either setting the SDK watches its keys over etcd://, so such a revocation is a loss
   /// within milliseconds (docs/sdk.md, etcd). refuse: no lease from such a member. Read when the client is
-  /// made.
+  /// made. `baton --etcd-lease-revocation-bug` and baton-agent's `etcd_lease_revocation_bug` set it.
   etcd_bug_policy etcd_lease_revocation_bug = etcd_bug_policy::warn;
   /// Called on the client's executor for every lease event; must not block. Optional.
   std::function<void(const lease_event&)> on_event{};
