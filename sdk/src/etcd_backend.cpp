@@ -57,6 +57,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <unordered_map>
 
 namespace baton {
@@ -195,6 +197,17 @@ std::string read_password_file(const std::string& path) {
 struct etcd_endpoint {
   std::string host, port, name;
 };
+
+// Whether this process has yet to print the warning about the etcd member `name` (host:port as the URL
+// writes it) on stderr, where a process with many clients of one cluster (`baton conformance` makes about
+// ten) would otherwise print it once per client. Thread-safe; the set lives as long as the process, so a
+// backend destroyed during exit never reaches a destroyed one.
+bool first_stderr_warning(const std::string& name) {
+  static std::mutex mutex;
+  static auto* const warned = new std::set<std::string>;
+  std::lock_guard lock(mutex);
+  return warned->insert(name).second;
+}
 
 // How a watch on the key ended.
 enum class watch_end { changed, timed_out, failed, cancelled };
@@ -936,8 +949,8 @@ class etcd_backend final : public backend,
   }
 
   // GET /version on member `m`: refuses etcd older than 3.4 (error::invalid_config), and one that revokes
-  // live leases as etcd_lease_revocation_bug says (warned about once per member); any other failure is the
-  // member's, and the caller moves on.
+  // live leases as etcd_lease_revocation_bug says (warned about once per member: to this client's handler,
+  // or on stderr once per process); any other failure is the member's, and the caller moves on.
   asio::awaitable<http_result> probe_version(std::size_t m, milliseconds timeout) {
     auto& ep = *endpoints_[m];
     auto v = co_await ep.request("GET", "/version", {}, timeout, detail::answer_form::text);
@@ -965,10 +978,11 @@ class etcd_backend final : public backend,
       }
       if (!warned_[m]) {
         warned_[m] = true;
-        // Loud: the event when someone listens, else stderr, which nobody has to set up to see.
+        // Loud: the event when someone listens (each client's handler hears it, once per member, as
+        // documented), else stderr, which nobody has to set up to see, once per member and process.
         if (on_event_)
           on_event_(lease_event{lease_event::kind::server_warning, {}, 0, {}, message});
-        else
+        else if (first_stderr_warning(ep.name()))
           std::fprintf(stderr, "baton: warning: %s\n", message.c_str());
       }
     }

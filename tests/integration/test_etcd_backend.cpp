@@ -24,6 +24,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detail/base64.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 
 using namespace baton;
@@ -416,6 +420,58 @@ BOOST_AUTO_TEST_CASE(a_held_key_deleted_behind_the_holders_back_is_a_loss_well_b
     BOOST_TEST(kept.loss_reason().find("owner_mismatch") != std::string::npos, kept.loss_reason());
     BOOST_TEST(a.stats().losses == 2u);
   }());
+}
+
+// The warning about an etcd that revokes live leases went to stderr once per client without an event
+// handler: `baton conformance --server etcd://...` makes about ten clients and printed it about ten times.
+// Now stderr has it once per member and process, while each client's handler still hears it once per member
+// (lease_event::kind::server_warning is documented per member and client). The stub member runs 3.4.23.
+BOOST_AUTO_TEST_CASE(the_stderr_warning_comes_once_per_member_and_process_the_event_once_per_client) {
+  recording_server member(200, R"({"header":{"revision":"9"}})");
+  member.answer("/version", 200, R"({"etcdserver":"3.4.23","etcdcluster":"3.4.0"})");
+  const auto url = "etcd://127.0.0.1:" + std::to_string(member.port());
+  std::vector<std::string> heard_a, heard_b;
+  auto with_handler = [&](std::vector<std::string>& into) {
+    auto c = config(url);
+    c.on_event = [&into](const lease_event& e) {
+      if (e.what == lease_event::kind::server_warning) into.emplace_back(e.reason);
+    };
+    return c;
+  };
+  temp_dir scratch;
+  const auto captured = scratch.path() / "stderr";
+  {
+    // stderr into a file while four clients, two of them with handlers, each make two requests.
+    std::fflush(stderr);
+    const int saved = ::dup(STDERR_FILENO);
+    const int file = ::open(captured.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    BOOST_REQUIRE(saved >= 0 && file >= 0);
+    ::dup2(file, STDERR_FILENO);
+    ::close(file);
+    {
+      asio::io_context ioc;
+      client quiet_1(ioc.get_executor(), config(url)), quiet_2(ioc.get_executor(), config(url));
+      client a(ioc.get_executor(), with_handler(heard_a)), b(ioc.get_executor(), with_handler(heard_b));
+      run_coro(ioc, [&]() -> asio::awaitable<void> {
+        for (client* c : {&quiet_1, &a, &quiet_2, &b, &quiet_1, &quiet_2})
+          BOOST_TEST(!(co_await c->get("warned")).has_value());
+      }());
+    }
+    std::fflush(stderr);
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+  }
+  std::ifstream in(captured);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("baton: warning: etcd 127.0.0.1:" + std::to_string(member.port()) + " ") == 0)
+      lines.push_back(line);
+  BOOST_TEST_MESSAGE("stderr warnings: " << lines.size() << ", events: " << heard_a.size() << " and "
+                                         << heard_b.size());
+  BOOST_TEST(lines.size() == 1u);
+  BOOST_TEST(heard_a.size() == 1u);
+  BOOST_TEST(heard_b.size() == 1u);
+  if (!lines.empty() && !heard_a.empty()) BOOST_TEST(lines.front() == "baton: warning: " + heard_a.front());
 }
 
 BOOST_AUTO_TEST_CASE(debian_12s_etcd_is_warned_about_once_per_member_or_refused_when_asked) {

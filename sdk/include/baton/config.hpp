@@ -80,9 +80,9 @@ struct tls_config {
 /// What an etcd:// or etcds:// client does with a member whose etcd can revoke live leases
 /// (client_config::etcd_lease_revocation_bug).
 enum class etcd_bug_policy {
-  /// Go on, and say so once per member: a lease_event of kind server_warning to on_event, or, when no
-  /// on_event
-  /// is set, one line on stderr (`baton: warning: ...`).
+  /// Go on, and say so once per member: a lease_event of kind server_warning to on_event (each client's
+  /// handler hears it once per member), or, when no on_event is set, one line on stderr (`baton: warning:
+  /// ...`) once per member in the whole process, however many clients talk to it.
   warn,
   /// Refuse the member, as one older than etcd 3.4: every request that reaches it fails with
   /// error::invalid_config, naming the member and its version.
