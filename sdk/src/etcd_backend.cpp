@@ -15,7 +15,8 @@
 //              value, the txn is repeated with that exact entry (an entry never changes under one
 //              create_revision).
 //   wait     = /v3/watch on the key from the revision after the read that found it held, on a connection of
-//              its own, so a waiter wakes at the delete; bounded polling (100 ms) when the watch fails.
+//              its own (TLS over etcds://, as every request), so a waiter wakes at the delete; bounded
+//              polling (100 ms) when the watch fails.
 // Never /v3/lock or /v3/election: with lease 0 they make a hidden 60 s lease nobody renews, and 3.4's lock
 // can report success after the caller's lease expired while waiting.
 
@@ -35,6 +36,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detail/base64.hpp>
@@ -222,9 +224,8 @@ class etcd_backend final : public backend,
     std::string_view rest(config.server_url);
     const bool tls = rest.rfind("etcds://", 0) == 0;
     rest.remove_prefix(rest.find("://") + 3);
-    // One context for every member's connections, so one reload changes them all.
+    // One context for every member's connections, watches included, so one reload changes them all.
     if (tls) tls_context_ = detail::make_client_tls(config.tls);
-    tls_ = tls;
     auto slash = rest.find('/');
     std::string_view hosts = rest.substr(0, slash);
     // etcd's own authentication: etcd://user:password@host:port,..., each part percent-encoded as RFC 3986
@@ -533,8 +534,7 @@ class etcd_backend final : public backend,
       // expiry) wakes the waiter at once. Any event wakes it, and the read above decides again.
       std::uint64_t seen = 0;
       const json::value* header = path(r.body, {"header"});
-      // The watch connection is plain TCP: over etcds:// waiters poll (the same bound, more requests).
-      if (!tls_ && header && uint_field(*header, "revision", seen)) {
+      if (header && uint_field(*header, "revision", seen)) {
         auto w = co_await watch(k, seen + 1, give_up);
         if (w == watch_end::cancelled) {
           get_reply cancelled;
@@ -557,8 +557,7 @@ class etcd_backend final : public backend,
   std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
                                          std::uint64_t token,
                                          std::function<void(std::string_view)> on_lost) override {
-    // The stream is plain TCP, like the waiters' watch: over etcds:// the next renew finds a loss.
-    if (tls_ || token == 0) return nullptr;
+    if (token == 0) return nullptr;
     const std::uint64_t id = ++last_watch_id_;
     std::string k = prefix_ + key;
     held_.emplace(k, held_key{id, owner, token, std::move(on_lost)});
@@ -597,12 +596,22 @@ class etcd_backend final : public backend,
   // A watch stream on a connection of its own to member `m` (a watch is a stream that never ends, so it
   // cannot share the pooled keep-alive connections): connects, sends `create` and reads the answer's header.
   // The gateway then streams one JSON object per line in a chunked reply, first "created", then events;
-  // read_watch() hands each one's "result" to `on_result` until it returns false or the stream fails.
+  // read_watch() hands each one's "result" to `on_result` until it returns false or the stream fails. Over
+  // etcds:// the connection is TLS, made and checked as the pooled ones are (http_transport.cpp).
   struct watch_stream {
     explicit watch_stream(const asio::any_io_executor& ex) : socket(ex) {}
     tcp::socket socket;
+    // The context current when the stream connected, held for the stream's life (a reload swaps it).
+    std::shared_ptr<asio::ssl::context> tls_context;
+    std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;  // null over etcd://
     boost::beast::flat_buffer buffer;
     http::response_parser<http::buffer_body> parser;
+
+    // `op` on the stream the HTTP messages go through: TLS over the socket, or the socket itself.
+    template <class Op>
+    auto on_stream(Op op) {
+      return tls ? op(*tls) : op(socket);
+    }
   };
 
   asio::awaitable<bool> open_watch(watch_stream& w, std::size_t m, const json::object& create) {
@@ -623,6 +632,15 @@ class etcd_backend final : public backend,
       auto [cec, connected] = co_await asio::async_connect(w.socket, found, use_tuple);
       if (cec) co_return false;
     }
+    if (tls_context_) {
+      // A certificate that does not name the member is refused as for any request; a stream that cannot be
+      // set up fails, and the caller polls or tries again later.
+      w.tls_context = tls_context_->current();
+      w.tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(w.socket, *w.tls_context);
+      if (!detail::set_expected_host(w.tls->native_handle(), ep.host).empty()) co_return false;
+      auto [hec] = co_await w.tls->async_handshake(asio::ssl::stream_base::client, use_tuple);
+      if (hec) co_return false;
+    }
     http::request<http::string_body> req{http::verb::post, "/v3/watch", 11};
     req.set(http::field::host, ep.name);
     req.set(http::field::content_type, "application/json");
@@ -630,10 +648,11 @@ class etcd_backend final : public backend,
       req.set(http::field::authorization, token);
     req.body() = json::serialize(create);
     req.prepare_payload();
-    auto [wec, wn] = co_await http::async_write(w.socket, req, use_tuple);
+    auto [wec, wn] = co_await w.on_stream([&](auto& s) { return http::async_write(s, req, use_tuple); });
     if (wec) co_return false;
     w.parser.body_limit(boost::none);  // the stream has no end
-    auto [hec, hn] = co_await http::async_read_header(w.socket, w.buffer, w.parser, use_tuple);
+    auto [hec, hn] = co_await w.on_stream(
+        [&](auto& s) { return http::async_read_header(s, w.buffer, w.parser, use_tuple); });
     co_return !hec && w.parser.get().result_int() == 200;
   }
 
@@ -647,7 +666,8 @@ class etcd_backend final : public backend,
     while (!w.parser.is_done()) {
       w.parser.get().body().data = chunk;
       w.parser.get().body().size = sizeof chunk;
-      auto [rec, rn] = co_await http::async_read_some(w.socket, w.buffer, w.parser, use_tuple);
+      auto [rec, rn] = co_await w.on_stream(
+          [&](auto& s) { return http::async_read_some(s, w.buffer, w.parser, use_tuple); });
       if (rec && rec != http::error::need_buffer) co_return false;
       pending.append(chunk, sizeof chunk - w.parser.get().body().size);
       for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
@@ -1026,7 +1046,6 @@ class etcd_backend final : public backend,
   etcd_bug_policy revocation_bug_ = etcd_bug_policy::warn;
   std::function<void(const lease_event&)> on_event_;
   std::size_t current_ = 0;
-  bool tls_ = false;
   std::shared_ptr<detail::client_tls> tls_context_;  // null for etcd://
 };
 

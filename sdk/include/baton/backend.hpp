@@ -134,7 +134,7 @@ class backend {
   /// lease while it is active and ends the watch before it releases the lease. Returns null when the backend
   /// does not watch: the default, and the HTTP backend (batond ends a lease only at its TTL or by a request
   /// naming its owner and token); the next renew then finds a loss, as it always does. The etcd backend
-  /// watches every lease of a client through one watch stream (etcd:// only; null over etcds://).
+  /// watches every lease of a client through one watch stream (over etcds://, a TLS one).
   virtual std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
                                                  std::uint64_t token,
                                                  std::function<void(std::string_view reason)> on_lost);
@@ -191,7 +191,8 @@ class forwarding_backend : public backend, public tls_reloadable {
                                                                milliseconds timeout) override;
   boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                         milliseconds timeout) override;
-  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner, std::uint64_t token,
+  std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
+                                         std::uint64_t token,
                                          std::function<void(std::string_view reason)> on_lost) override;
   void close() override;
   /// The wrapped backend's, when it is tls_reloadable; error::invalid_config otherwise.

@@ -127,7 +127,7 @@ struct client_config {
   /// leader can revoke live leases after its disk stalls for longer than a TTL (etcd 3.4 before 3.4.31 and
   /// 3.5 before 3.5.13, etcd issues 12528 and 15247; Debian 12 ships 3.4.23). The first request to each
   /// member reads its version (GET /version). Default warn: refusing would stop every client of Debian 12's
-  /// etcd, and with either setting the SDK watches its keys over etcd://, so such a revocation is a loss
+  /// etcd, and with either setting the SDK watches its keys (over TLS too), so such a revocation is a loss
   /// within milliseconds (docs/sdk.md, etcd). refuse: no lease from such a member. Read when the client is
   /// made. `baton --etcd-lease-revocation-bug` and baton-agent's `etcd_lease_revocation_bug` set it.
   etcd_bug_policy etcd_lease_revocation_bug = etcd_bug_policy::warn;
