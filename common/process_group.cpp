@@ -59,7 +59,8 @@ struct guard_extension {
   std::int64_t term_at_ns = 0;
   std::int64_t kill_at_ns = 0;
 };
-// What a guard with limits answers once it is ready: its timer is armed, or it could not be (and why).
+// What a guard with limits answers once it is ready: its timer is armed, or it could not be (and why). Later,
+// `guard_failed` again for each new deadline its timer could not be armed for (group_guard::timer_failure()).
 constexpr char guard_ready = 'r';
 constexpr char guard_failed = 'f';
 struct guard_answer {
@@ -79,6 +80,17 @@ bool send_all(int fd, const void* data, std::size_t size) {
     size -= static_cast<std::size_t>(n);
   }
   return true;
+}
+
+// Arms the guard's `timer` (CLOCK_BOOTTIME) at the absolute time `wake`. False, errno set, when
+// timerfd_settime fails, which leaves the timer as it was. Async-signal-safe.
+bool arm_timer(int timer, std::chrono::nanoseconds wake) {
+  struct itimerspec at {};
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(wake);
+  at.it_value.tv_sec = s.count();
+  at.it_value.tv_nsec = static_cast<long>((wake - s).count());
+  if (at.it_value.tv_sec == 0 && at.it_value.tv_nsec == 0) at.it_value.tv_nsec = 1;  // 0 would disarm
+  return ::timerfd_settime(timer, TFD_TIMER_ABSTIME, &at, nullptr) == 0;
 }
 
 // In the child, between fork and execvp: only async-signal-safe calls, since this process may have other
@@ -171,14 +183,21 @@ bool send_all(int fd, const void* data, std::size_t size) {
     return n;
   };
   // The timer of the lease's deadline, on CLOCK_BOOTTIME and armed at absolute times: a relative
-  // CLOCK_MONOTONIC timer would not count a host suspend, while the server's clock does.
+  // CLOCK_MONOTONIC timer would not count a host suspend, while the server's clock does. Armed for the first
+  // deadline before the command may start: a guard that cannot time it guards nothing.
   int timer = -1;
+  stop_schedule schedule(stop_schedule::never, stop_schedule::never, std::chrono::nanoseconds(0));
+  // The time the timer is armed for; `unarmed` once it has fired (or before it is armed).
+  constexpr auto unarmed = stop_schedule::time_point::min();
+  auto armed = unarmed;
   if (limits) {
+    schedule = stop_schedule(limits->term_at, limits->kill_at, limits->grace);
     timer = ::timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC);
     guard_answer answer;
-    if (timer < 0) answer = {guard_failed, errno};
+    if (timer < 0 || !arm_timer(timer, schedule.wake_at())) answer = {guard_failed, errno};
+    armed = schedule.wake_at();
     send_all(STDIN_FILENO, &answer, sizeof answer);
-    if (timer < 0) ::_exit(0);
+    if (answer.kind != guard_ready) ::_exit(0);
   }
   pid_t group = 0;
   // The agent gave up on the command before it ran, or is gone already: nothing of the group can exist.
@@ -199,31 +218,41 @@ bool send_all(int fd, const void* data, std::size_t size) {
     kill_group();
     ::_exit(0);
   }
-  stop_schedule schedule(limits->term_at, limits->kill_at, limits->grace);
   auto boot_now = [] {
     struct timespec ts {};
     ::clock_gettime(CLOCK_BOOTTIME, &ts);
     return std::chrono::nanoseconds(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
   };
-  for (;;) {
-    // Looked at after every wake, whatever woke it: a late wake-up still acts at once.
-    const auto now = boot_now();
-    const auto act = schedule.poll(now);
+  auto carry_out = [&](stop_schedule::actions act) {
     if (act.term) ::kill(-group, SIGTERM);
     if (act.kill) kill_group();
-    struct itimerspec at {};
-    if (const auto wake = schedule.wake_at(); wake != stop_schedule::never) {
-      const auto s = std::chrono::duration_cast<std::chrono::seconds>(wake);
-      at.it_value.tv_sec = s.count();
-      at.it_value.tv_nsec = static_cast<long>((wake - s).count());
-      if (at.it_value.tv_sec == 0 && at.it_value.tv_nsec == 0) at.it_value.tv_nsec = 1;  // 0 would disarm
+  };
+  // Tells the holder (group_guard::timer_failure()); never blocks: one report is enough, a full socket loses
+  // nothing it needs.
+  auto report_timer_failure = [](int err) {
+    guard_answer failed{guard_failed, err};
+    [[maybe_unused]] auto n = ::send(STDIN_FILENO, &failed, sizeof failed, MSG_NOSIGNAL | MSG_DONTWAIT);
+  };
+  for (;;) {
+    // Looked at after every wake, whatever woke it: a late wake-up still acts at once.
+    carry_out(schedule.poll(boot_now()));
+    // The next step needs the timer. A step it cannot be armed for is taken now, ahead of its time: without
+    // a timer the guard could not take it at all (docs/design.md, "A command's stop under a lease").
+    for (auto wake = schedule.wake_at(); wake != stop_schedule::never && wake != armed;
+         wake = schedule.wake_at()) {
+      if (arm_timer(timer, wake)) {
+        armed = wake;
+        break;
+      }
+      report_timer_failure(errno);
+      carry_out(schedule.poll(wake));
     }
-    ::timerfd_settime(timer, TFD_TIMER_ABSTIME, &at, nullptr);
     struct pollfd watch[2] = {{STDIN_FILENO, POLLIN, 0}, {timer, POLLIN, 0}};
     if (::poll(watch, 2, -1) < 0) continue;  // EINTR
     if (watch[1].revents & POLLIN) {
       std::uint64_t expirations;
       [[maybe_unused]] auto n = ::read(timer, &expirations, sizeof expirations);
+      armed = unarmed;
     }
     if (watch[0].revents == 0) continue;
     guard_extension message;
@@ -233,8 +262,19 @@ bool send_all(int fd, const void* data, std::size_t size) {
     } while (n < 0 && errno == EINTR);
     if (n == 1 && message.kind == guard_done) ::_exit(0);  // disarmed: the group is over
     if (n == static_cast<ssize_t>(sizeof message) && message.kind == guard_extend) {
-      schedule.extend(std::chrono::nanoseconds(message.term_at_ns),
+      // Taken only once the timer holds its new time. A timer that cannot be re-armed still holds the
+      // earlier one, and so the guard keeps the limits it holds: the command stops at that deadline, before
+      // the lease's, rather than at none.
+      auto extended = schedule;
+      extended.extend(std::chrono::nanoseconds(message.term_at_ns),
                       std::chrono::nanoseconds(message.kill_at_ns));
+      const auto wake = extended.wake_at();
+      if (wake == armed || wake == stop_schedule::never || arm_timer(timer, wake)) {
+        schedule = extended;
+        armed = wake;
+      } else {
+        report_timer_failure(errno);
+      }
       continue;
     }
     if (n < 0 && errno == EAGAIN) continue;
@@ -442,6 +482,17 @@ group_guard::group_guard(const asio::any_io_executor& ex, std::optional<guard_li
     pid_ = -1;
     throw spawn_error(err, false, "guard: cannot arm its CLOCK_BOOTTIME timer: " + errno_text(err));
   }
+}
+
+int group_guard::timer_failure() {
+  while (fd_ >= 0 && timer_errno_ == 0) {
+    guard_answer answer{};
+    const ssize_t n = ::recv(fd_, &answer, sizeof answer, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof answer)) break;  // nothing more (EAGAIN), or the guard is gone
+    if (answer.kind == guard_failed) timer_errno_ = answer.err != 0 ? answer.err : EIO;
+  }
+  return timer_errno_;
 }
 
 bool group_guard::extend(std::chrono::nanoseconds term_at, std::chrono::nanoseconds kill_at) {

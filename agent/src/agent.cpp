@@ -29,6 +29,7 @@ client_config make_client_config(const agent_config& c) {
   cc.server_url = c.server;
   cc.tls = c.tls;
   cc.etcd_password_file = c.etcd_password_file;
+  if (c.etcd_lease_revocation_bug) cc.etcd_lease_revocation_bug = *c.etcd_lease_revocation_bug;
   cc.identity = c.identity;
   cc.bearer_token = c.server_token;
   return cc;

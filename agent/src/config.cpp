@@ -82,6 +82,14 @@ std::string check_etcd_password_combination(const agent_config& c) {
   return sdk_check([&] { cc.validate(); });
 }
 
+// etcd_lease_revocation_bug is about etcd members: with a batond server it would say nothing.
+std::string check_etcd_bug_policy_combination(const agent_config& c) {
+  if (!c.etcd_lease_revocation_bug || c.server.rfind("etcd://", 0) == 0 || c.server.rfind("etcds://", 0) == 0)
+    return {};
+  return "is for an etcd:// or etcds:// server, and server is " +
+         quoted(baton::without_credentials(c.server));
+}
+
 // Settings that only make sense together: certificates need a TLS server URL, a client certificate its key.
 std::string check_tls_combination(const agent_config& c) {
   if (c.tls.empty()) return {};
@@ -180,9 +188,21 @@ std::string child(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);
 }
 
-constexpr std::string_view top_keys[] = {
-    "server",         "identity", "listen", "mode", "log_level",  "log_format",    "resign_token",
-    "shutdown_grace", "election", "jobs",   "tls",  "token_file", "history_limit", "etcd_password_file"};
+constexpr std::string_view top_keys[] = {"server",
+                                         "identity",
+                                         "listen",
+                                         "mode",
+                                         "log_level",
+                                         "log_format",
+                                         "resign_token",
+                                         "shutdown_grace",
+                                         "election",
+                                         "jobs",
+                                         "tls",
+                                         "token_file",
+                                         "history_limit",
+                                         "etcd_password_file",
+                                         "etcd_lease_revocation_bug"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
 constexpr std::string_view job_keys[] = {"name",    "schedule",      "timezone",          "command",
@@ -705,6 +725,12 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     r.check(n, "etcd_password_file", check_readable_file(config.etcd_password_file));
     r.check(n, "etcd_password_file", check_etcd_password_combination(config));
   }
+  if (const auto n = root["etcd_lease_revocation_bug"]) {
+    config.etcd_lease_revocation_bug = r.choice<baton::etcd_bug_policy>(
+        n, "etcd_lease_revocation_bug",
+        {{"warn", baton::etcd_bug_policy::warn}, {"refuse", baton::etcd_bug_policy::refuse}});
+    r.check(n, "etcd_lease_revocation_bug", check_etcd_bug_policy_combination(config));
+  }
 
   if (const auto jobs = root["jobs"]) {
     if (!jobs.IsSequence()) r.fail(jobs, "jobs", "expected a list of jobs, got " + kind_of(jobs));
@@ -785,6 +811,7 @@ config_changes compare_configs(const agent_config& running, const agent_config& 
               a.tls.key_file != b.tls.key_file,
           false);
   differs("etcd_password_file", a.etcd_password_file != b.etcd_password_file, true);
+  differs("etcd_lease_revocation_bug", a.etcd_lease_revocation_bug != b.etcd_lease_revocation_bug, true);
   differs("identity", a.identity != b.identity, true);
   differs("listen", a.listen != b.listen, true);
   differs("mode", a.mode != b.mode, true);
@@ -883,6 +910,8 @@ void apply_overrides(agent_config& config, const std::map<std::string, std::stri
     throw config_error("", 0, 0, "--ca-file/--cert/--key", reason);
   if (const auto reason = check_etcd_password_combination(next); !reason.empty())
     throw config_error("", 0, 0, "--etcd-password-file", reason);
+  if (const auto reason = check_etcd_bug_policy_combination(next); !reason.empty())
+    throw config_error("", 0, 0, "--server", "etcd_lease_revocation_bug " + reason);
   config = std::move(next);
 }
 

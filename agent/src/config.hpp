@@ -108,6 +108,11 @@ struct agent_config {
   /// (baton::client_config::etcd_password_file). Must be readable when the file is loaded; read when the
   /// agent connects. Empty: the URL's password, if any.
   std::string etcd_password_file;
+  /// YAML `etcd_lease_revocation_bug`: `warn` or `refuse`, for an etcd:// or etcds:// server (an error with
+  /// another one): what the agent does with a member whose etcd can revoke live leases
+  /// (baton::client_config::etcd_lease_revocation_bug). Unset: the SDK's default, warn (logged as
+  /// lock_server_defect). Read when the agent connects.
+  std::optional<baton::etcd_bug_policy> etcd_lease_revocation_bug;
   /// Owner prefix on the server; empty = `<hostname>:<pid>` (baton::default_identity()).
   std::string identity;
   /// The sidecar HTTP API's address: `address:port` or `[v6-address]:port` (parse_listen); port 0 picks a
@@ -180,13 +185,14 @@ void load_server_token(agent_config& config, const std::string& config_path);
 /// it takes. Keys are named as in the file.
 struct config_changes {
   /// Every top-level key whose value differs, in the file's order of keys (docs/agent.md): `server`, `tls`,
-  /// `etcd_password_file`, `identity`, `listen`, `mode`, `log_level`, `log_format`, `token_file`,
-  /// `resign_token`, `shutdown_grace`, `election`, `history_limit`, `jobs`. A new token in an unchanged
-  /// token_file counts as `token_file`.
+  /// `etcd_password_file`, `etcd_lease_revocation_bug`, `identity`, `listen`, `mode`, `log_level`,
+  /// `log_format`, `token_file`, `resign_token`, `shutdown_grace`, `election`, `history_limit`, `jobs`. A new
+  /// token in an unchanged token_file counts as `token_file`.
   std::vector<std::string> keys;
   /// Of `keys`, those a running agent cannot take: the sidecar's socket (`listen`), the connection to the
-  /// lock server that holds the lease (`server`, `etcd_password_file`, `identity`, `token_file`), and `mode`.
-  /// They need a restart. (`tls` is applied: its files are read into the client's TLS context.)
+  /// lock server that holds the lease (`server`, `etcd_password_file`, `etcd_lease_revocation_bug`,
+  /// `identity`, `token_file`), and `mode`. They need a restart. (`tls` is applied: its files are read into
+  /// the client's TLS context.)
   std::vector<std::string> restart_needed;
   /// `jobs` in detail, by name, in file order: new names, names gone, and names whose settings differ.
   std::vector<std::string> jobs_added, jobs_removed, jobs_changed;

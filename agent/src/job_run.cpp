@@ -307,6 +307,14 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
     // loss, not a failure of the job.
     result.outcome = run_outcome::stopped;
     result.detail = "stopped by its guard: the lease's deadline passed";
+  } else if (const int err = guard->timer_failure();
+             err != 0 && (*status == 128 + SIGTERM || *status == 128 + SIGKILL)) {
+    // Its guard could not re-arm its timer after a renew, and stopped it at the deadline it still held.
+    result.outcome = run_outcome::stopped;
+    result.detail =
+        "stopped by its guard at an earlier deadline of the lease: it could not re-arm its timer "
+        "after a renew (" +
+        errno_text(err) + ")";
   } else {
     result.outcome = *status == 0 ? run_outcome::succeeded : run_outcome::failed;
   }

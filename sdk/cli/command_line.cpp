@@ -58,6 +58,9 @@ options of every command:
   --etcd-password-file FILE
                          etcd:// and etcds://: the password of the URL's user (etcd://user@host:2379), read
                          from FILE (one trailing newline stripped)
+  --etcd-lease-revocation-bug warn|refuse
+                         etcd:// and etcds://: a member whose etcd can revoke live leases (3.4 before
+                         3.4.31, 3.5 before 3.5.13) is warned about on stderr (warn, the default) or refused
   -h [ --help ]          this help; after a command, that command's help
   --version              baton's version
 
@@ -162,6 +165,9 @@ po::options_description common_options() {
   add("etcd-password-file", po::value<std::string>()->value_name("FILE"),
       "etcd:// and etcds://: the password of the URL's user (etcd://user@host:2379), read from FILE (one "
       "trailing newline stripped)");
+  add("etcd-lease-revocation-bug", po::value<std::string>()->value_name("warn|refuse"),
+      "etcd:// and etcds://: a member whose etcd can revoke live leases (3.4 before 3.4.31, 3.5 before "
+      "3.5.13) is warned about on stderr (warn, the default) or refused");
   add("help,h", "this help");
   return d;
 }
@@ -243,7 +249,8 @@ std::optional<milliseconds> wait_timeout_value(const po::variables_map& vm, bool
 // Options that take a value, so the search for the command word can skip that value.
 bool takes_value(std::string_view arg) {
   return arg == "--server" || arg == "--request-timeout" || arg == "--ca-file" || arg == "--cert" ||
-         arg == "--key" || arg == "--token-file" || arg == "--etcd-password-file";
+         arg == "--key" || arg == "--token-file" || arg == "--etcd-password-file" ||
+         arg == "--etcd-lease-revocation-bug";
 }
 
 // A token is one word of visible characters; the message never repeats it.
@@ -252,6 +259,10 @@ std::string checked_token(std::string token, const std::string& source) {
     if (c <= 0x20 || c == 0x7f)
       usage_error(source + " must hold one token without spaces or control characters");
   return token;
+}
+
+bool is_etcd(const std::string& server_url) {
+  return server_url.rfind("etcd://", 0) == 0 || server_url.rfind("etcds://", 0) == 0;
 }
 
 client_config client_settings(const po::variables_map& vm, const char* env_server, const char* env_token) {
@@ -269,8 +280,20 @@ client_config client_settings(const po::variables_map& vm, const char* env_serve
   if (c.tls.cert_file.empty() != c.tls.key_file.empty()) usage_error("--cert and --key go together");
   if (vm.count("etcd-password-file")) {
     c.etcd_password_file = required_string(vm, "etcd-password-file");
-    if (c.server_url.rfind("etcd://", 0) != 0 && c.server_url.rfind("etcds://", 0) != 0)
+    if (!is_etcd(c.server_url))
       usage_error("--etcd-password-file needs an etcd:// or etcds:// server, got \"" + c.server_url + "\"");
+  }
+  if (vm.count("etcd-lease-revocation-bug")) {
+    const auto& policy = vm["etcd-lease-revocation-bug"].as<std::string>();
+    if (policy == "warn")
+      c.etcd_lease_revocation_bug = etcd_bug_policy::warn;
+    else if (policy == "refuse")
+      c.etcd_lease_revocation_bug = etcd_bug_policy::refuse;
+    else
+      usage_error("--etcd-lease-revocation-bug: expected warn or refuse, got \"" + policy + "\"");
+    if (!is_etcd(c.server_url))
+      usage_error("--etcd-lease-revocation-bug needs an etcd:// or etcds:// server, got \"" + c.server_url +
+                  "\"");
   }
   if (!c.tls.empty() && !uses_tls(c.server_url))
     usage_error("--ca-file, --cert and --key need an https:// or etcds:// server, got \"" + c.server_url +

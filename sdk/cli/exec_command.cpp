@@ -19,6 +19,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 namespace baton::cli {
@@ -162,8 +163,15 @@ class supervisor {
     }
   }
 
-  // Tells the guard the deadline a confirmed renew gave the lease.
+  // Tells the guard the deadline a confirmed renew gave the lease, and says so when the guard could not take
+  // one: it then stops the command at the deadline it holds, before the lease's.
   void report_deadline() {
+    if (const int err = guard_.timer_failure(); err != 0 && !said_timer_failure_) {
+      said_timer_failure_ = true;
+      say("the command's guard cannot re-arm its timer for the renewed lease (" +
+          std::string(std::strerror(err)) +
+          "); it stops the command at the deadline it holds, ahead of the lease's");
+    }
     const auto deadline = lease_.deadline();
     if (deadline <= reported_ || !lease_.active()) return;
     if (guard_.extend(deadline.time_since_epoch(), latest_kill(deadline, cmd_.lease).time_since_epoch()))
@@ -226,6 +234,7 @@ class supervisor {
   lease_clock::time_point reported_;
   bool ended_ = false;
   bool lost_ = false;
+  bool said_timer_failure_ = false;
 };
 
 }  // namespace

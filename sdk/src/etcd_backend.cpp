@@ -15,7 +15,8 @@
 //              value, the txn is repeated with that exact entry (an entry never changes under one
 //              create_revision).
 //   wait     = /v3/watch on the key from the revision after the read that found it held, on a connection of
-//              its own, so a waiter wakes at the delete; bounded polling (100 ms) when the watch fails.
+//              its own (TLS over etcds://, as every request), so a waiter wakes at the delete; bounded
+//              polling (100 ms) when the watch fails.
 // Never /v3/lock or /v3/election: with lease 0 they make a hidden 60 s lease nobody renews, and 3.4's lock
 // can report success after the caller's lease expired while waiting.
 
@@ -35,6 +36,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/detail/base64.hpp>
@@ -57,6 +59,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <unordered_map>
 
 namespace baton {
@@ -196,6 +200,17 @@ struct etcd_endpoint {
   std::string host, port, name;
 };
 
+// Whether this process has yet to print the warning about the etcd member `name` (host:port as the URL
+// writes it) on stderr, where a process with many clients of one cluster (`baton conformance` makes about
+// ten) would otherwise print it once per client. Thread-safe; the set lives as long as the process, so a
+// backend destroyed during exit never reaches a destroyed one.
+bool first_stderr_warning(const std::string& name) {
+  static std::mutex mutex;
+  static auto* const warned = new std::set<std::string>;
+  std::lock_guard lock(mutex);
+  return warned->insert(name).second;
+}
+
 // How a watch on the key ended.
 enum class watch_end { changed, timed_out, failed, cancelled };
 
@@ -207,9 +222,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     std::string_view rest(config.server_url);
     const bool tls = rest.rfind("etcds://", 0) == 0;
     rest.remove_prefix(rest.find("://") + 3);
-    // One context for every member's connections, so one reload changes them all.
+    // One context for every member's connections, watches included, so one reload changes them all.
     if (tls) tls_context_ = detail::make_client_tls(config.tls);
-    tls_ = tls;
     auto slash = rest.find('/');
     std::string_view hosts = rest.substr(0, slash);
     // etcd's own authentication: etcd://user:password@host:port,..., each part percent-encoded as RFC 3986
@@ -301,8 +315,15 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       //
       // A re-acquire never makes the key free sooner (docs/protocol.md, acquire), and etcd cannot lengthen a
       // lease: when the old lease has more time left than this request asks for, the new key gets a lease
-      // of that time instead, a second more than etcd reports (it counts whole seconds).
-      const auto left_s = (co_await time_to_live(holder_lease, deadline)).count() / 1000 + 1;
+      // of that time instead, a second more than etcd reports (it counts whole seconds). Without that time
+      // the new lease could end sooner than the old one: a failed lookup fails this try, outcome unknown as
+      // after a failed grant (the key is still this owner's), and the lease granted above is handed back.
+      auto old = co_await time_to_live(holder_lease, deadline);
+      if (old.r.ec) {
+        co_await revoke(lease, deadline);
+        co_return fail<acquire_reply>(old.r);
+      }
+      const auto left_s = old.left.count() / 1000 + 1;
       if (left_s > ttl_s) {
         co_await revoke(lease, deadline);
         json::object longer{{"TTL", std::to_string(left_s)}};
@@ -344,7 +365,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     out.holder.owner = std::move(holder.owner);
     out.holder.value = std::move(holder.value);
     out.holder.token = holder_rev;
-    out.holder.ttl_remaining = co_await time_to_live(holder_lease, deadline);
+    out.holder.ttl_remaining = (co_await time_to_live(holder_lease, deadline)).left;  // 0 when unknown
     co_return out;
   }
 
@@ -497,7 +518,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         auto e = split_entry(decode64(string_field(*kv, "value")));
         h.owner = std::move(e.owner);
         h.value = std::move(e.value);
-        h.ttl_remaining = co_await time_to_live(lease, deadline);
+        h.ttl_remaining = (co_await time_to_live(lease, deadline)).left;  // 0 when unknown
         out.holder = std::move(h);
       }
       std::uint64_t current = out.holder ? out.holder->token : 0;
@@ -506,8 +527,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       // expiry) wakes the waiter at once. Any event wakes it, and the read above decides again.
       std::uint64_t seen = 0;
       const json::value* header = path(r.body, {"header"});
-      // The watch connection is plain TCP: over etcds:// waiters poll (the same bound, more requests).
-      if (!tls_ && header && uint_field(*header, "revision", seen)) {
+      if (header && uint_field(*header, "revision", seen)) {
         auto w = co_await watch(k, seen + 1, give_up);
         if (w == watch_end::cancelled) {
           get_reply cancelled;
@@ -530,8 +550,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
                                          std::uint64_t token,
                                          std::function<void(std::string_view)> on_lost) override {
-    // The stream is plain TCP, like the waiters' watch: over etcds:// the next renew finds a loss.
-    if (tls_ || token == 0) return nullptr;
+    if (token == 0) return nullptr;
     const std::uint64_t id = ++last_watch_id_;
     std::string k = prefix_ + key;
     held_.emplace(k, held_key{id, owner, token, std::move(on_lost)});
@@ -570,12 +589,22 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   // A watch stream on a connection of its own to member `m` (a watch is a stream that never ends, so it
   // cannot share the pooled keep-alive connections): connects, sends `create` and reads the answer's header.
   // The gateway then streams one JSON object per line in a chunked reply, first "created", then events;
-  // read_watch() hands each one's "result" to `on_result` until it returns false or the stream fails.
+  // read_watch() hands each one's "result" to `on_result` until it returns false or the stream fails. Over
+  // etcds:// the connection is TLS, made and checked as the pooled ones are (http_transport.cpp).
   struct watch_stream {
     explicit watch_stream(const asio::any_io_executor& ex) : socket(ex) {}
     tcp::socket socket;
+    // The context current when the stream connected, held for the stream's life (a reload swaps it).
+    std::shared_ptr<asio::ssl::context> tls_context;
+    std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;  // null over etcd://
     boost::beast::flat_buffer buffer;
     http::response_parser<http::buffer_body> parser;
+
+    // `op` on the stream the HTTP messages go through: TLS over the socket, or the socket itself.
+    template <class Op>
+    auto on_stream(Op op) {
+      return tls ? op(*tls) : op(socket);
+    }
   };
 
   asio::awaitable<bool> open_watch(watch_stream& w, std::size_t m, const json::object& create) {
@@ -596,6 +625,15 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       auto [cec, connected] = co_await asio::async_connect(w.socket, found, use_tuple);
       if (cec) co_return false;
     }
+    if (tls_context_) {
+      // A certificate that does not name the member is refused as for any request; a stream that cannot be
+      // set up fails, and the caller polls or tries again later.
+      w.tls_context = tls_context_->current();
+      w.tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(w.socket, *w.tls_context);
+      if (!detail::set_expected_host(w.tls->native_handle(), ep.host).empty()) co_return false;
+      auto [hec] = co_await w.tls->async_handshake(asio::ssl::stream_base::client, use_tuple);
+      if (hec) co_return false;
+    }
     http::request<http::string_body> req{http::verb::post, "/v3/watch", 11};
     req.set(http::field::host, ep.name);
     req.set(http::field::content_type, "application/json");
@@ -603,10 +641,11 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       req.set(http::field::authorization, token);
     req.body() = json::serialize(create);
     req.prepare_payload();
-    auto [wec, wn] = co_await http::async_write(w.socket, req, use_tuple);
+    auto [wec, wn] = co_await w.on_stream([&](auto& s) { return http::async_write(s, req, use_tuple); });
     if (wec) co_return false;
     w.parser.body_limit(boost::none);  // the stream has no end
-    auto [hec, hn] = co_await http::async_read_header(w.socket, w.buffer, w.parser, use_tuple);
+    auto [hec, hn] = co_await w.on_stream(
+        [&](auto& s) { return http::async_read_header(s, w.buffer, w.parser, use_tuple); });
     co_return !hec && w.parser.get().result_int() == 200;
   }
 
@@ -620,7 +659,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     while (!w.parser.is_done()) {
       w.parser.get().body().data = chunk;
       w.parser.get().body().size = sizeof chunk;
-      auto [rec, rn] = co_await http::async_read_some(w.socket, w.buffer, w.parser, use_tuple);
+      auto [rec, rn] = co_await w.on_stream(
+          [&](auto& s) { return http::async_read_some(s, w.buffer, w.parser, use_tuple); });
       if (rec && rec != http::error::need_buffer) co_return false;
       pending.append(chunk, sizeof chunk - w.parser.get().body().size);
       for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
@@ -809,13 +849,29 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     co_await call("/v3/lease/revoke", body5, deadline);
   }
 
-  asio::awaitable<milliseconds> time_to_live(std::uint64_t lease, clock::time_point deadline) {
-    if (lease == 0) co_return milliseconds{0};
+  // The time etcd has left on a lease, in whole seconds: 0 for lease 0 (none) and for a lease etcd no longer
+  // has (TTL -1: expired or revoked, its keys gone with it). r.ec is set when the lookup failed (no answer,
+  // an error status, an answer without a TTL); `left` is 0 then.
+  struct time_left {
+    milliseconds left{0};
+    http_result r;
+  };
+  asio::awaitable<time_left> time_to_live(std::uint64_t lease, clock::time_point deadline) {
+    time_left out;
+    if (lease == 0) co_return out;
     json::object body6{{"ID", std::to_string(lease)}};
-    auto r = co_await call("/v3/lease/timetolive", body6, deadline);
-    std::uint64_t ttl = 0;
-    if (r.ec || !uint_field(r.body, "TTL", ttl)) co_return milliseconds{0};
-    co_return milliseconds(static_cast<std::int64_t>(ttl) * 1000);
+    out.r = co_await call("/v3/lease/timetolive", body6, deadline);
+    if (out.r.ec) co_return out;
+    const json::value* ttl = path(out.r.body, {"TTL"});
+    const bool gone =
+        ttl && ((ttl->is_string() && ttl->as_string() == "-1") || (ttl->is_int64() && ttl->as_int64() == -1));
+    if (gone) co_return out;
+    std::uint64_t seconds = 0;
+    if (!uint_field(out.r.body, "TTL", seconds))
+      protocol(out.r, "lease time-to-live answer has no TTL");
+    else
+      out.left = milliseconds(static_cast<std::int64_t>(seconds) * 1000);
+    co_return out;
   }
 
   // One gateway call on a healthy endpoint. A member that fails to connect, or does not answer within its
@@ -906,8 +962,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   }
 
   // GET /version on member `m`: refuses etcd older than 3.4 (error::invalid_config), and one that revokes
-  // live leases as etcd_lease_revocation_bug says (warned about once per member); any other failure is the
-  // member's, and the caller moves on.
+  // live leases as etcd_lease_revocation_bug says (warned about once per member: to this client's handler,
+  // or on stderr once per process); any other failure is the member's, and the caller moves on.
   asio::awaitable<http_result> probe_version(std::size_t m, milliseconds timeout) {
     auto& ep = *endpoints_[m];
     auto v = co_await ep.request("GET", "/version", {}, timeout, detail::answer_form::text);
@@ -935,10 +991,11 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       }
       if (!warned_[m]) {
         warned_[m] = true;
-        // Loud: the event when someone listens, else stderr, which nobody has to set up to see.
+        // Loud: the event when someone listens (each client's handler hears it, once per member, as
+        // documented), else stderr, which nobody has to set up to see, once per member and process.
         if (on_event_)
           on_event_(lease_event{lease_event::kind::server_warning, {}, 0, {}, message});
-        else
+        else if (first_stderr_warning(ep.name()))
           std::fprintf(stderr, "baton: warning: %s\n", message.c_str());
       }
     }
@@ -982,7 +1039,6 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   etcd_bug_policy revocation_bug_ = etcd_bug_policy::warn;
   std::function<void(const lease_event&)> on_event_;
   std::size_t current_ = 0;
-  bool tls_ = false;
   std::shared_ptr<detail::client_tls> tls_context_;  // null for etcd://
 };
 

@@ -49,10 +49,11 @@ std::string lease_revocation_message(std::string_view member, std::string_view v
                     ", whose leader can revoke live leases after its disk stalls for longer than a lease's "
                     "TTL (etcd issues 12528 and 15247, fixed in 3.4.31 and 3.5.13): another client can then "
                     "acquire a lock this one still holds";
-  if (refused) return out + "; refused (client_config::etcd_lease_revocation_bug is refuse)";
+  // The setting by its one name (client_config, baton-agent's YAML; the CLI's flag is its kebab-case form).
+  if (refused) return out + "; refused, as etcd_lease_revocation_bug is refuse";
   return out +
          ", until the key watch or the next renew sees the loss. Upgrade etcd, or keep off such "
-         "members with client_config::etcd_lease_revocation_bug = refuse";
+         "members with etcd_lease_revocation_bug = refuse (baton: --etcd-lease-revocation-bug=refuse)";
 }
 
 }  // namespace baton::detail

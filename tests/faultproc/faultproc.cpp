@@ -13,6 +13,11 @@
 //                   group exists, still answers truthfully
 //   timerfd-emfile  timerfd_create() fails with EMFILE, as in a process out of descriptors: the guard of a
 //                   command under a lease cannot arm its deadline timer
+//   guard-rearm-einval
+//                   in the guard of a command (the process named baton-guard) timerfd_settime() succeeds
+//                   once and then fails with EINVAL: the guard arms the lease's first deadline and cannot
+//                   re-arm its timer after that. Other processes are spared: Asio's reactor and the SDK's
+//                   lease timers use timerfd_settime too, and the holder must go on renewing
 //
 // Why this shape: an environment variable set at start is all these tests need (the fault holds for the
 // agent's whole life), and the wrappers call nothing that is not async-signal-safe, because the agent calls
@@ -22,6 +27,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -31,7 +37,7 @@
 
 namespace {
 
-enum class mode : int { unknown = -1, none = 0, fork_eagain, kill_eperm, timerfd_emfile };
+enum class mode : int { unknown = -1, none = 0, fork_eagain, kill_eperm, timerfd_emfile, guard_rearm_einval };
 
 std::atomic<int> current{static_cast<int>(mode::unknown)};
 
@@ -43,6 +49,7 @@ mode fault() {
   if (v && ::strcmp(v, "fork-eagain") == 0) found = mode::fork_eagain;
   if (v && ::strcmp(v, "kill-eperm") == 0) found = mode::kill_eperm;
   if (v && ::strcmp(v, "timerfd-emfile") == 0) found = mode::timerfd_emfile;
+  if (v && ::strcmp(v, "guard-rearm-einval") == 0) found = mode::guard_rearm_einval;
   current.store(static_cast<int>(found), std::memory_order_relaxed);
   return found;
 }
@@ -51,11 +58,22 @@ mode fault() {
 pid_t (*real_fork)() = nullptr;
 int (*real_kill)(pid_t, int) = nullptr;
 int (*real_timerfd_create)(int, int) = nullptr;
+int (*real_timerfd_settime)(int, int, const struct itimerspec*, struct itimerspec*) = nullptr;
+
+// timerfd_settime() calls made in the guard; the guard is forked, and its parent never counts here.
+std::atomic<int> guard_settime_calls{0};
+
+bool in_guard() {
+  char name[17] = {};
+  return ::prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && ::strcmp(name, "baton-guard") == 0;
+}
 
 __attribute__((constructor)) void resolve() {
   real_fork = reinterpret_cast<pid_t (*)()>(::dlsym(RTLD_NEXT, "fork"));
   real_kill = reinterpret_cast<int (*)(pid_t, int)>(::dlsym(RTLD_NEXT, "kill"));
   real_timerfd_create = reinterpret_cast<int (*)(int, int)>(::dlsym(RTLD_NEXT, "timerfd_create"));
+  real_timerfd_settime = reinterpret_cast<int (*)(int, int, const struct itimerspec*, struct itimerspec*)>(
+      ::dlsym(RTLD_NEXT, "timerfd_settime"));
   fault();
 }
 
@@ -85,6 +103,14 @@ int timerfd_create(int clockid, int flags) {
     return -1;
   }
   return real_timerfd_create(clockid, flags);
+}
+
+int timerfd_settime(int fd, int flags, const struct itimerspec* new_value, struct itimerspec* old_value) {
+  if (fault() == mode::guard_rearm_einval && in_guard() && guard_settime_calls.fetch_add(1) >= 1) {
+    errno = EINVAL;
+    return -1;
+  }
+  return real_timerfd_settime(fd, flags, new_value, old_value);
 }
 
 }  // extern "C"

@@ -14,6 +14,7 @@
 #include "fault_proxy.hpp"
 #include "lock_requests.hpp"
 #include "overlap.hpp"
+#include "process_faults.hpp"
 #include "storage_faults.hpp"
 
 #include <netinet/in.h>
@@ -86,15 +87,6 @@ std::string runs_metric(const std::string& job, const std::string& outcome) {
 void check_stops_on_sigterm(agent_process& a) {
   a.process().signal(SIGTERM);
   BOOST_TEST(a.process().wait(bound) == 0);
-}
-
-// Environment that preloads the process fault injector with `mode` (tests/faultproc/faultproc.cpp).
-std::vector<std::string> process_faults(const std::string& mode) {
-  std::string asan = "verify_asan_link_order=0";
-  if (const char* inherited = std::getenv("ASAN_OPTIONS"); inherited && *inherited)
-    asan = std::string(inherited) + ":" + asan;
-  return {"LD_PRELOAD=" + lib_path("libbaton-faultproc.so"), "BATON_FAULTPROC=" + mode,
-          "ASAN_OPTIONS=" + asan};
 }
 
 int read_pid(const std::filesystem::path& file) {
@@ -255,6 +247,33 @@ BOOST_AUTO_TEST_CASE(a_job_whose_guard_cannot_arm_its_deadline_timer_is_spawn_fa
       line);
   BOOST_TEST(!std::filesystem::exists(ran));
   s.check_recovered("backup", "spawn_failed", "ping");
+}
+
+// Issue 24: a guard whose timer could not be re-armed after a renew took the new deadline with no timer for
+// it, so a stopped agent would have left the job running past the lease. Now it keeps the deadline its timer
+// holds (timerfd_settime fails in every guard after its first call, injected by baton-faultproc) and stops
+// the job there, though the agent renews all along; the run is recorded as stopped, with the reason.
+BOOST_AUTO_TEST_CASE(a_job_whose_guard_cannot_rearm_its_timer_is_stopped_at_the_deadline_it_holds) {
+  solo_leader s;
+  // TTL 4 s: the run's first deadline is at most 3.6 s after it starts; the agent renews every 0.4-0.6 s, so
+  // a loaded machine does not cost it the lease before then.
+  auto& a = s.start(job("slow", "shell: true", "    command: \"exec sleep 60\"\n"),
+                    process_faults("guard-rearm-einval"), "4s\n  renew_every: 500ms");
+  std::vector<std::string> stopped;  // a stopped run is logged as job_stopped
+  BOOST_REQUIRE_MESSAGE(
+      eventually(
+          [&] {
+            return !(stopped = a.log_lines({"event=job_stopped", "job=slow ", "outcome=stopped"})).empty();
+          },
+          25s),  // 5x: a slot within 1 s, the deadline within 3.6 s of it
+      "the job was not stopped within 25 s");
+  const auto& line = stopped.front();
+  BOOST_TEST_MESSAGE(line);
+  BOOST_TEST(
+      line.find("stopped by its guard at an earlier deadline of the lease: it could not re-arm its timer "
+                "after a renew (Invalid argument)") != std::string::npos,
+      line);
+  s.check_recovered("slow", "stopped");
 }
 
 // ---- Jobs that do not end as they should

@@ -6,6 +6,7 @@
 #include "eventually.hpp"
 #include "fault_proxy.hpp"
 #include "overlap.hpp"
+#include "process_faults.hpp"
 #include "storage_faults.hpp"
 
 #include <boost/json/parse.hpp>
@@ -555,13 +556,8 @@ BOOST_AUTO_TEST_CASE(a_stopped_exec_still_has_its_command_killed_before_the_leas
 // (timerfd_create fails, injected by baton-faultproc), exec exits 71 without running it, and releases.
 BOOST_AUTO_TEST_CASE(exec_does_not_run_a_command_its_supervisor_cannot_time) {
   auto err = path("stderr-guard");
-  // The sanitizer build's runtime must tolerate a library preloaded before it.
-  std::string asan = "verify_asan_link_order=0";
-  if (const char* inherited = std::getenv("ASAN_OPTIONS"); inherited && *inherited)
-    asan = std::string(inherited) + ":" + asan;
   child_process p(argv({"exec", "k", "--ttl", "10s", "--", "/bin/sh", "-c", "touch " + path("ran")}), err,
-                  {"LD_PRELOAD=" + lib_path("libbaton-faultproc.so"), "BATON_FAULTPROC=timerfd-emfile",
-                   "ASAN_OPTIONS=" + asan});
+                  process_faults("timerfd-emfile"));
   auto r = collect(p, err, command_bound);
   check_error_line(r, 71);
   BOOST_TEST(
@@ -569,6 +565,31 @@ BOOST_AUTO_TEST_CASE(exec_does_not_run_a_command_its_supervisor_cannot_time) {
       r.err);
   BOOST_TEST(!std::filesystem::exists(path("ran")));
   BOOST_TEST(get_lock("k").status == 404);
+}
+
+// Issue 24: the guard ignored a failed re-arm of its timer. After a renew it took the new deadline although
+// its timer could not be set for it, and once the timer had fired for the old one it had none: a stopped or
+// starved exec would have left the command running past the lease. Now it keeps the deadline its timer holds
+// (the first one here: timerfd_settime fails in the guard after its first call, injected by baton-faultproc)
+// and stops the command there, ahead of the lease, which exec renews all along; exec says why.
+BOOST_AUTO_TEST_CASE(a_guard_that_cannot_rearm_its_timer_stops_the_command_at_the_deadline_it_holds) {
+  auto err = path("stderr-rearm");
+  const auto started = std::chrono::steady_clock::now();
+  // TTL 6 s: the first local deadline comes 5.4 s after the acquire was sent; renewals every 0.4-0.6 s, so
+  // a loaded machine does not cost exec its lease before then.
+  child_process p(argv({"exec", "rearm", "--ttl", "6s", "--renew-every", "500ms", "--", "/bin/sh", "-c",
+                        "exec sleep 120"}),
+                  err, process_faults("guard-rearm-einval"));
+  auto r = collect(p, err, 30s);  // 5x the TTL; the command alone would run 120 s
+  const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  BOOST_TEST_MESSAGE("exec ended after " << after << " s with " << r.code << "; stderr: " << r.err);
+  // SIGTERM at the deadline; SIGKILL at once after it, since the timer cannot be armed for the grace either.
+  BOOST_TEST((r.code == 128 + SIGTERM || r.code == 128 + SIGKILL), r.code);
+  BOOST_TEST(after >= 5.0);  // not before the deadline the guard holds
+  BOOST_TEST(r.err.find("guard cannot re-arm its timer for the renewed lease (Invalid argument)") !=
+                 std::string::npos,
+             r.err);
+  BOOST_TEST(get_lock("rearm").status == 404);  // the lease was still held, and released
 }
 
 // The supervisor also ends what the command started when exec dies at once (SIGKILL): PR_SET_PDEATHSIG

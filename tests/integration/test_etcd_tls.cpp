@@ -15,11 +15,14 @@
 
 #include "baton/client.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <optional>
 #include <thread>
 
 using namespace baton;
@@ -118,6 +121,51 @@ BOOST_AUTO_TEST_CASE(lease_lifecycle_on_etcd_over_tls) {
     BOOST_TEST(a.stats().renews >= 3u);
     BOOST_TEST((co_await ra.acquired->release() == release_outcome::released));
     BOOST_TEST(!(co_await b.get("tls/report")).has_value());
+  }());
+}
+
+// The key watch was plain TCP only: over etcds:// it was never opened, and a held key deleted behind its
+// holder's back was found at the next renew, seconds later. Now the watch speaks TLS as every request does.
+// Another client deletes the key (a release with the holder's owner and token); the holder renews every
+// 8-12 s and must see the loss within 2 s. A waiter over etcds:// then takes a lock the moment it is
+// released.
+BOOST_AUTO_TEST_CASE(over_etcds_a_held_key_deleted_by_another_client_is_a_loss_well_before_the_next_renew) {
+  etcd_tls_process etcd(false);
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(etcd.url(), tls_files(pki().ca())));
+  client b(ioc.get_executor(), config(etcd.url(), tls_files(pki().ca())));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto gone = co_await a.acquire("tls/watched", lease_opts(30000ms, 10000ms));
+    co_await sleep_for(500ms);  // the watch stream is open by now; one opened later replays the delete
+    const auto deleted_at = std::chrono::steady_clock::now();
+    auto deleted = co_await b.get_backend()->release("tls/watched", gone.owner(), gone.token(), 5000ms);
+    BOOST_REQUIRE(!deleted.ec);
+    BOOST_REQUIRE((deleted.outcome == release_outcome::released));
+    while (gone.active() && std::chrono::steady_clock::now() - deleted_at < 5s)
+      co_await sleep_for(20ms);
+    const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - deleted_at).count();
+    BOOST_TEST_MESSAGE("lease lost " << after * 1000 << " ms after its key was deleted (renew period 10 s)");
+    BOOST_TEST((gone.state() == lease_state::lost));
+    BOOST_TEST(after < 2.0);  // 4x below the earliest renew
+    BOOST_TEST(gone.loss_reason().find("not_held") != std::string::npos, gone.loss_reason());
+
+    // A waiter's watch over TLS: b waits for a lock a holds, and has it once a releases.
+    auto held = co_await a.acquire("tls/handover", lease_opts(30000ms));
+    std::optional<lease> next;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          next.emplace(co_await b.acquire("tls/handover", lease_opts(30000ms)));
+        },
+        asio::detached);
+    co_await sleep_for(300ms);
+    BOOST_TEST(!next.has_value());
+    BOOST_TEST((co_await held.release() == release_outcome::released));
+    for (int i = 0; i < 100 && !next; ++i)
+      co_await sleep_for(50ms);
+    BOOST_REQUIRE(next.has_value());
+    BOOST_TEST(next->token() > held.token());
+    co_await next->release();
   }());
 }
 

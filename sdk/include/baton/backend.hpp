@@ -144,7 +144,7 @@ class backend {
   /// lease while it is active and ends the watch before it releases the lease. Returns null when the backend
   /// does not watch: the default, and the HTTP backend (batond ends a lease only at its TTL or by a request
   /// naming its owner and token); the next renew then finds a loss, as it always does. The etcd backend
-  /// watches every lease of a client through one watch stream (etcd:// only; null over etcds://).
+  /// watches every lease of a client through one watch stream (over etcds://, a TLS one).
   virtual std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,
                                                  std::uint64_t token,
                                                  std::function<void(std::string_view reason)> on_lost);

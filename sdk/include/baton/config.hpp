@@ -80,9 +80,9 @@ struct tls_config {
 /// What an etcd:// or etcds:// client does with a member whose etcd can revoke live leases
 /// (client_config::etcd_lease_revocation_bug).
 enum class etcd_bug_policy {
-  /// Go on, and say so once per member: a lease_event of kind server_warning to on_event, or, when no
-  /// on_event
-  /// is set, one line on stderr (`baton: warning: ...`).
+  /// Go on, and say so once per member: a lease_event of kind server_warning to on_event (each client's
+  /// handler hears it once per member), or, when no on_event is set, one line on stderr (`baton: warning:
+  /// ...`) once per member in the whole process, however many clients talk to it.
   warn,
   /// Refuse the member, as one older than etcd 3.4: every request that reaches it fails with
   /// error::invalid_config, naming the member and its version.
@@ -127,9 +127,9 @@ struct client_config {
   /// leader can revoke live leases after its disk stalls for longer than a TTL (etcd 3.4 before 3.4.31 and
   /// 3.5 before 3.5.13, etcd issues 12528 and 15247; Debian 12 ships 3.4.23). The first request to each
   /// member reads its version (GET /version). Default warn: refusing would stop every client of Debian 12's
-  /// etcd, and with either setting the SDK watches its keys over etcd://, so such a revocation is a loss
+  /// etcd, and with either setting the SDK watches its keys (over TLS too), so such a revocation is a loss
   /// within milliseconds (docs/sdk.md, etcd). refuse: no lease from such a member. Read when the client is
-  /// made.
+  /// made. `baton --etcd-lease-revocation-bug` and baton-agent's `etcd_lease_revocation_bug` set it.
   etcd_bug_policy etcd_lease_revocation_bug = etcd_bug_policy::warn;
   /// Called on the client's executor for every lease event; must not block. Optional.
   std::function<void(const lease_event&)> on_event{};

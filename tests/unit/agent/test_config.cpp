@@ -778,6 +778,49 @@ BOOST_AUTO_TEST_CASE(etcd_password_file_is_read_as_a_key_and_a_flag_and_needs_an
   std::filesystem::remove(file);
 }
 
+BOOST_AUTO_TEST_CASE(etcd_lease_revocation_bug_is_warn_or_refuse_for_an_etcd_server_only) {
+  BOOST_TEST(!parse_config("server: etcd://h:2379\n", "t.yaml").etcd_lease_revocation_bug.has_value());
+  const auto refusing = parse_config("server: etcds://h:2379\netcd_lease_revocation_bug: refuse\n", "t.yaml");
+  BOOST_TEST((refusing.etcd_lease_revocation_bug == baton::etcd_bug_policy::refuse));
+  const auto warning = parse_config("server: etcd://h:2379\netcd_lease_revocation_bug: warn\n", "t.yaml");
+  BOOST_TEST((warning.etcd_lease_revocation_bug == baton::etcd_bug_policy::warn));
+
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"server: etcd://h:2379\netcd_lease_revocation_bug: ignore\n",
+       "t.yaml:2:28: etcd_lease_revocation_bug: expected warn or refuse, got \"ignore\""},
+      {"server: etcd://h:2379\netcd_lease_revocation_bug: Refuse\n",
+       "t.yaml:2:28: etcd_lease_revocation_bug: expected warn or refuse, got \"Refuse\""},
+      {"server: etcd://h:2379\netcd_lease_revocation_bug: [refuse]\n",
+       "t.yaml:2:28: etcd_lease_revocation_bug: expected a string, got a list"},
+      {"server: http://b:1\netcd_lease_revocation_bug: refuse\n",
+       "t.yaml:2:28: etcd_lease_revocation_bug: is for an etcd:// or etcds:// server, and server is "
+       "\"http://b:1\""},
+      {"etcd_lease_revocation_bug: refuse\n",  // the default server is batond's
+       "t.yaml:1:28: etcd_lease_revocation_bug: is for an etcd:// or etcds:// server"},
+      {"server: etcd://h:2379\netcd_lease_revocation_bugs: refuse\n",
+       "t.yaml:2:1: etcd_lease_revocation_bugs: unknown key (did you mean etcd_lease_revocation_bug?)"},
+  };
+  for (const auto& [yaml, expected] : rows) {
+    BOOST_TEST_CONTEXT(yaml) {
+      BOOST_TEST(error_of(yaml).find(expected) == 0u, error_of(yaml));
+    }
+  }
+
+  // A --server flag that moves the agent to batond is refused while the file asks for an etcd policy.
+  auto f = refusing;
+  try {
+    apply_overrides(f, {{"server", "http://127.0.0.1:7070"}});
+    BOOST_FAIL("a batond server was taken with etcd_lease_revocation_bug set");
+  } catch (const config_error& e) {
+    BOOST_TEST(std::string(e.what()).find("--server: etcd_lease_revocation_bug is for an etcd://") == 0u,
+               e.what());
+  }
+  BOOST_TEST(f.server == "etcds://h:2379");
+  // The policy is read when the client is made: a change needs a restart.
+  const auto changes = compare_configs(refusing, parse_config("server: etcds://h:2379\n", "t.yaml"));
+  BOOST_TEST(changes.restart_needed == std::vector<std::string>{"etcd_lease_revocation_bug"});
+}
+
 BOOST_AUTO_TEST_CASE(an_http_job_takes_an_https_url_with_or_without_a_ca_file) {
   auto c = parse_config(http_job_with("      url: https://h:8443/hook\n"), "t.yaml");
   BOOST_TEST(c.jobs[0].http->url == "https://h:8443/hook");

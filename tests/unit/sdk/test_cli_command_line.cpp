@@ -80,3 +80,52 @@ BOOST_AUTO_TEST_CASE(exec_parses_grace_and_safety_margin_against_each_other) {
   BOOST_TEST(usage_code([] { parsed_exec({"--ttl", "3s", "--safety-margin", "3s"}); }) == exit_code::usage);
   BOOST_TEST(usage_code([] { parsed_exec({"--ttl", "3s", "--safety-margin", "0s"}); }) == exit_code::usage);
 }
+
+// --etcd-lease-revocation-bug sets client_config::etcd_lease_revocation_bug for every command that makes a
+// client, before or after the command word, as `--flag value` or `--flag=value`.
+BOOST_AUTO_TEST_CASE(etcd_lease_revocation_bug_is_a_flag_of_every_command_that_talks_to_a_server) {
+  const std::string etcd = "etcd://127.0.0.1:2379";
+  const std::vector<std::vector<std::string>> commands = {
+      {"get", "k"},
+      {"acquire", "k", "--ttl", "10s"},
+      {"renew", "k", "--owner", "o", "--token", "3", "--ttl", "10s"},
+      {"release", "k", "--owner", "o", "--token", "3"},
+      {"exec", "k", "--ttl", "10s", "--", "true"},
+      {"conformance"},
+  };
+  for (const auto& command : commands) {
+    BOOST_TEST_CONTEXT(command.front()) {
+      auto after = command;
+      after.insert(after.begin() + 1, {"--server", etcd, "--etcd-lease-revocation-bug=refuse"});
+      BOOST_TEST((parse_command_line(after, nullptr).client.etcd_lease_revocation_bug ==
+                  baton::etcd_bug_policy::refuse));
+      auto before = command;
+      before.insert(before.begin(), {"--etcd-lease-revocation-bug", "warn"});
+      BOOST_TEST((parse_command_line(before, etcd.c_str()).client.etcd_lease_revocation_bug ==
+                  baton::etcd_bug_policy::warn));
+      BOOST_TEST((parse_command_line(command, etcd.c_str()).client.etcd_lease_revocation_bug ==
+                  baton::etcd_bug_policy::warn));  // the SDK's default
+    }
+  }
+  auto refused = [](std::vector<std::string> args) {
+    try {
+      parse_command_line(args, nullptr);
+    } catch (const cli_error& e) {
+      BOOST_TEST(e.code() == exit_code::usage);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  BOOST_TEST(
+      refused({"get", "k", "--server", etcd, "--etcd-lease-revocation-bug", "ignore"}) ==
+      "get: --etcd-lease-revocation-bug: expected warn or refuse, got \"ignore\" (see baton get --help)");
+  BOOST_TEST(refused({"get", "k", "--server", etcd, "--etcd-lease-revocation-bug", ""}) ==
+             "get: --etcd-lease-revocation-bug: expected warn or refuse, got \"\" (see baton get --help)");
+  BOOST_TEST(
+      refused({"get", "k", "--etcd-lease-revocation-bug", "refuse"}) ==
+      "get: --etcd-lease-revocation-bug needs an etcd:// or etcds:// server, got \"http://127.0.0.1:7070\" "
+      "(see baton get --help)");
+  BOOST_TEST(refused({"get", "k", "--server", etcd, "--etcd-lease-revocation-bug"})
+                 .find("get: the required argument for option '--etcd-lease-revocation-bug' is missing") ==
+             0u);
+}

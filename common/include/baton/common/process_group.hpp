@@ -136,6 +136,13 @@ class group_guard {
   /// reading is ignored (false).
   bool extend(std::chrono::nanoseconds term_at, std::chrono::nanoseconds kill_at);
 
+  /// The errno with which the guard failed to arm its timer for a deadline extend() sent (timerfd_settime),
+  /// 0 while it has not. It then keeps the limits its timer holds, the earlier ones, and so stops the command
+  /// at that deadline although the lease goes on; a step its timer cannot be armed for at all (SIGKILL after
+  /// the grace) it takes at once (docs/design.md). Reads what the guard sent, without blocking; the first
+  /// failure stays.
+  int timer_failure();
+
   /// The descriptor to pass as group_child's `guard_fd` (close-on-exec: the command does not keep it).
   int command_fd() const { return fd_; }
   pid_t pid() const { return pid_; }
@@ -148,6 +155,7 @@ class group_guard {
   boost::asio::any_io_executor ex_;
   pid_t pid_ = -1;
   int fd_ = -1;
+  int timer_errno_ = 0;
 };
 
 }  // namespace baton
