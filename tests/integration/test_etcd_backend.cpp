@@ -170,7 +170,8 @@ BOOST_AUTO_TEST_CASE(a_same_owner_reacquire_whose_old_lease_time_cannot_be_read_
                     b64("baton/locks/retry") + R"(","create_revision":"3","mod_revision":"3","value":")" +
                     b64("owner-1") + R"(","lease":"42"}]}}]})");
   asio::io_context ioc;
-  client a(ioc.get_executor(), config("etcd://127.0.0.1:" + std::to_string(member.port())));
+  const auto a =
+      make_backend(ioc.get_executor(), config("etcd://127.0.0.1:" + std::to_string(member.port())));
   const std::pair<int, std::string> failures[] = {
       {503, R"({"error":"etcdserver: leader changed","code":14,"message":"etcdserver: leader changed"})"},
       {200, R"({"header":{"revision":"9"},"ID":"42"})"},  // no TTL
@@ -181,7 +182,7 @@ BOOST_AUTO_TEST_CASE(a_same_owner_reacquire_whose_old_lease_time_cannot_be_read_
       const auto before = member.requests().size();
       acquire_reply r;
       run_coro(ioc, [&]() -> asio::awaitable<void> {
-        r = co_await a.get_backend()->acquire("retry", "owner-1", 1000ms, 2000ms);
+        r = co_await a->acquire("retry", "owner-1", 1000ms, {}, 2000ms);
       }());
       const auto sent = member.requests();
       std::vector<std::string> calls(sent.begin() + static_cast<std::ptrdiff_t>(before), sent.end());
