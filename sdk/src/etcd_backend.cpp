@@ -217,7 +217,10 @@ enum class watch_end { changed, timed_out, failed, cancelled };
 class etcd_backend final : public backend, public std::enable_shared_from_this<etcd_backend> {
  public:
   etcd_backend(asio::any_io_executor ex, const client_config& config)
-      : ex_(std::move(ex)), revocation_bug_(config.etcd_lease_revocation_bug), on_event_(config.on_event) {
+      : ex_(std::move(ex)),
+        watch_open_timeout_(config.request_timeout),
+        revocation_bug_(config.etcd_lease_revocation_bug),
+        on_event_(config.on_event) {
     // etcd://host:port[,host:port...][/key/prefix/]; etcds:// speaks TLS to every member, one tls_config.
     std::string_view rest(config.server_url);
     const bool tls = rest.rfind("etcds://", 0) == 0;
@@ -772,9 +775,15 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     if (!held_.empty()) self->start_loss_watch();  // watched again after the stop was asked
   }
 
-  // One stream over every key under the prefix from next_rev_, on the current member, until it fails or no
-  // lease is watched any more. Returns whether the member answered (created the watch).
+  // One stream over every key under the prefix from next_rev_, on the current member, until it fails, no
+  // lease is watched any more, or the backend's calls moved to another member (a member that stopped
+  // answering them may have stopped sending events too: a paused member keeps its connections open and
+  // silent). Returns whether the member answered (created the watch). Opening it is bounded by the request
+  // timeout: a member that accepts the connection and never answers is left for the current one.
   asio::awaitable<bool> watch_held_keys() {
+    using namespace asio::experimental::awaitable_operators;
+    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+    const std::size_t m = current_;
     watch_stream w(ex_);
     std::string range_end = prefix_;
     ++range_end.back();  // the prefix ends with '/' (etcd_prefix.hpp): the next byte ends its range
@@ -782,9 +791,11 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
                                                         {"range_end", encode64(range_end)},
                                                         {"start_revision", std::to_string(next_rev_)},
                                                         {"progress_notify", true}}}};
-    if (!co_await open_watch(w, current_, create)) co_return false;
+    asio::steady_timer open_limit(ex_, watch_open_timeout_);
+    auto opened = co_await (open_watch(w, m, create) || open_limit.async_wait(use_tuple));
+    if (opened.index() != 0 || !std::get<0>(opened)) co_return false;
     bool created = false;
-    co_await read_watch(w, [&](const json::value& result) {
+    auto reading = read_watch(w, [&](const json::value& result) {
       if (auto* c = path(result, {"canceled"}); c && c->is_bool() && c->as_bool()) {
         // The start revision was compacted: go on from the oldest one kept. What was lost between is for the
         // next renew to find, as without a watch.
@@ -807,7 +818,19 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       on_watch_events(events->as_array());
       return !held_.empty();
     });
+    co_await (std::move(reading) || calls_leave(m));
     co_return created;
+  }
+
+  // Completes once the backend's calls have moved away from member `m` (looked at every 250 ms), or when
+  // cancelled.
+  asio::awaitable<void> calls_leave(std::size_t m) {
+    asio::steady_timer tick(ex_);
+    while (current_ == m) {
+      tick.expires_after(std::chrono::milliseconds(250));
+      auto [ec] = co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+    }
   }
 
   // Declares lost every watched lease whose key one of `events` changed after its grant.
@@ -1036,6 +1059,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   std::uint64_t next_rev_ = 0;
   bool watching_ = false;
   std::shared_ptr<asio::cancellation_signal> stop_watch_;
+  milliseconds watch_open_timeout_;
   etcd_bug_policy revocation_bug_ = etcd_bug_policy::warn;
   std::function<void(const lease_event&)> on_event_;
   std::size_t current_ = 0;

@@ -485,6 +485,50 @@ BOOST_AUTO_TEST_CASE(a_paused_etcd_member_does_not_cost_the_holder_its_lease) {
   }());
 }
 
+// The loss watch follows the backend's calls. It opened on the holder's first member; that member is
+// paused (its connections stay open and silent), the next renew moves on to another, and a key deleted after
+// that must still be a loss at once: the watch moves too, instead of waiting on the paused member until the
+// next renew (10 s later) finds the loss.
+BOOST_AUTO_TEST_CASE(the_loss_watch_moves_with_the_calls_when_its_member_is_paused) {
+  etcd_cluster cluster;
+  const std::size_t paused = (cluster.leader() + 1) % cluster.size();  // a follower: the quorum stays
+  std::string url = "etcd://127.0.0.1:" + std::to_string(cluster.client_port(paused));
+  std::string others = "etcd://";
+  for (std::size_t i = 0; i < cluster.size(); ++i)
+    if (i != paused) {
+      url += ",127.0.0.1:" + std::to_string(cluster.client_port(i));
+      others +=
+          (others.size() > 7 ? "," : "") + std::string("127.0.0.1:") + std::to_string(cluster.client_port(i));
+    }
+  asio::io_context ioc;
+  client holder(ioc.get_executor(), config(url));  // request_timeout 2 s: about 667 ms per member
+  const auto raw = make_backend(ioc.get_executor(), config(others));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    // TTL 30 s, renewed every 10 s.
+    auto l = co_await holder.acquire("watch-moves", lease_opts(30000ms, 10000ms));
+    const auto renews_before = holder.stats().renews;
+    co_await sleep_for(300ms);  // the watch is open on the first member
+    cluster.pause(paused);
+    // The first renew (about 10 s after the acquire) times out on the paused member and is answered by the
+    // next one.
+    for (int i = 0; i < 300 && holder.stats().renews == renews_before; ++i)
+      co_await sleep_for(50ms);
+    BOOST_REQUIRE(holder.stats().renews > renews_before);
+    co_await sleep_for(1000ms);  // the watch's move: a look every 250 ms, a reopening 100 ms later
+    const auto deleted_at = clock_type::now();
+    auto r = co_await raw->release("watch-moves", l.owner(), l.token(), 5000ms);
+    BOOST_REQUIRE(!r.ec);
+    BOOST_REQUIRE((r.outcome == release_outcome::released));
+    while (l.active() && clock_type::now() - deleted_at < 8s)
+      co_await sleep_for(20ms);
+    const double after = seconds_since(deleted_at);
+    BOOST_TEST_MESSAGE("lost " << after * 1000 << " ms after the delete: " << l.loss_reason());
+    BOOST_TEST(!l.active());
+    BOOST_TEST(after < 2.5);  // the next renew would find it about 8 s later
+    cluster.resume(paused);
+  }());
+}
+
 BOOST_AUTO_TEST_CASE(restarting_the_whole_etcd_cluster_never_makes_tokens_go_back) {
   etcd_cluster cluster;
   asio::io_context ioc;
