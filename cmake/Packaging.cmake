@@ -53,7 +53,9 @@ function(baton_man_page target section summary component)
   endif()
   set(page ${baton_packaging_out}/man/${target}.${section})
   # help2man runs `<program> <help option>` in a shell, so the option can pipe the help through usage.awk.
+  # Ninja makes an output's directory itself; the Makefile generator does not.
   add_custom_command(OUTPUT ${page}.gz
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${baton_packaging_out}/man
     COMMAND ${HELP2MAN_PROGRAM} --no-info --section ${section} --name ${summary}
             --include ${baton_packaging_dir}/man/${target}.h2m
             "--help-option=--help | awk -f ${baton_packaging_dir}/man/usage.awk"
