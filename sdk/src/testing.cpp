@@ -4,9 +4,9 @@
 #include "baton/testing.hpp"
 
 #include "baton/error.hpp"
+#include "timer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -22,13 +22,17 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 // A request held by pause(): resume() runs its effect and wakes it; an abandoned one is dropped, or run by
 // resume() with nobody to answer.
 struct memory_backend::waiter {
-  asio::steady_timer* timer = nullptr;
+  detail::timer* timer = nullptr;
   std::function<void()> effect;
   bool done = false;
   bool dropped = false;
 };
 
 memory_backend::memory_backend(asio::any_io_executor ex) : ex_(std::move(ex)) {}
+
+memory_backend::memory_backend(asio::any_io_executor ex, options o) : ex_(std::move(ex)) {
+  if (o.drives_clients) clients_clock_ = std::make_shared<detail::manual_clock>(lease_clock::now());
+}
 memory_backend::~memory_backend() = default;
 
 void memory_backend::changed() {
@@ -50,10 +54,17 @@ void memory_backend::expire_due() {
   if (any) changed();
 }
 
+lease_clock::time_point memory_backend::client_time() const {
+  return clients_clock_ ? clients_clock_->now() : lease_clock::now();
+}
+
 void memory_backend::advance(std::chrono::nanoseconds d) {
   now_ += d;
   expire_due();
   changed();  // long-polls look at their own deadlines again
+  // Then the clients' timers, and this server's request timeouts: a lease the step took past its TTL has
+  // expired here before its client's renewal (due within the step) is sent.
+  if (clients_clock_) clients_clock_->advance(d);
 }
 
 std::optional<holder_info> memory_backend::holder(const std::string& key) const {
@@ -71,7 +82,9 @@ void memory_backend::expire(const std::string& key) {
   if (locks_.erase(key)) changed();
 }
 
-void memory_backend::pause() { paused_ = true; }
+void memory_backend::pause() {
+  paused_ = true;
+}
 
 void memory_backend::resume() {
   paused_ = false;
@@ -112,7 +125,7 @@ asio::awaitable<Reply> memory_backend::serve(milliseconds timeout, std::function
     *reply = effect();
   };
   paused_waiters_.push_back(w);
-  asio::steady_timer t(ex_, timeout);
+  detail::timer t(detail::time_base{ex_, clients_clock_}, timeout);
   w->timer = &t;
   auto [ec] = co_await t.async_wait(use_tuple);
   w->timer = nullptr;
@@ -132,7 +145,8 @@ acquire_reply memory_backend::do_acquire(const std::string& key, const std::stri
   if (it != locks_.end() && it->second.owner != owner) {
     r.ec = error::held;
     r.diagnostic = "held by " + it->second.owner;
-    r.holder = holder_info{it->second.owner, it->second.token, remaining(it->second.expiry), it->second.value};
+    r.holder =
+        holder_info{it->second.owner, it->second.token, remaining(it->second.expiry), it->second.value};
     return r;
   }
   r.token = ++last_token_;
@@ -147,9 +161,12 @@ renew_reply memory_backend::do_renew(const std::string& key, const std::string& 
                                      milliseconds ttl) {
   renew_reply r;
   auto it = locks_.find(key);
-  if (it == locks_.end()) r.lost_reason = "not_held";
-  else if (it->second.owner != owner) r.lost_reason = "owner_mismatch";
-  else if (it->second.token != token) r.lost_reason = "token_mismatch";
+  if (it == locks_.end())
+    r.lost_reason = "not_held";
+  else if (it->second.owner != owner)
+    r.lost_reason = "owner_mismatch";
+  else if (it->second.token != token)
+    r.lost_reason = "token_mismatch";
   if (!r.lost_reason.empty()) {
     r.ec = error::lease_lost;
     r.diagnostic = r.lost_reason;
@@ -159,7 +176,8 @@ renew_reply memory_backend::do_renew(const std::string& key, const std::string& 
   return r;
 }
 
-release_reply memory_backend::do_release(const std::string& key, const std::string& owner, std::uint64_t token) {
+release_reply memory_backend::do_release(const std::string& key, const std::string& owner,
+                                         std::uint64_t token) {
   release_reply r;
   auto it = locks_.find(key);
   if (it == locks_.end()) {
@@ -187,12 +205,14 @@ asio::awaitable<acquire_reply> memory_backend::acquire(std::string key, std::str
 asio::awaitable<renew_reply> memory_backend::renew(std::string key, std::string owner, std::uint64_t token,
                                                    milliseconds ttl, milliseconds timeout) {
   ++calls_.renew;
-  std::function<renew_reply()> effect = [this, key, owner, token, ttl] { return do_renew(key, owner, token, ttl); };
+  std::function<renew_reply()> effect = [this, key, owner, token, ttl] {
+    return do_renew(key, owner, token, ttl);
+  };
   co_return co_await serve<renew_reply>(timeout, std::move(effect));
 }
 
-asio::awaitable<release_reply> memory_backend::release(std::string key, std::string owner, std::uint64_t token,
-                                                       milliseconds timeout) {
+asio::awaitable<release_reply> memory_backend::release(std::string key, std::string owner,
+                                                       std::uint64_t token, milliseconds timeout) {
   ++calls_.release;
   std::function<release_reply()> effect = [this, key, owner, token] { return do_release(key, owner, token); };
   co_return co_await serve<release_reply>(timeout, std::move(effect));
@@ -208,11 +228,12 @@ asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wa
   };
   if (!wait || paused_ || failures_left_ > 0) co_return co_await serve<get_reply>(timeout, std::move(read));
   // A long-poll: answer once the holder's token differs from the caller's, or the wait passes on this
-  // server's clock; the request's own timeout runs on real time.
+  // server's clock; the request's own timeout runs on the clients' clock (real time, unless drives_clients).
   expire_due();
-  const milliseconds wait_bound = std::min(wait->wait, milliseconds{60'000});  // the protocol's cap on wait_ms
+  const milliseconds wait_bound =
+      std::min(wait->wait, milliseconds{60'000});  // the protocol's cap on wait_ms
   const auto until = now_ + wait_bound;
-  asio::steady_timer t(ex_, timeout);
+  detail::timer t(detail::time_base{ex_, clients_clock_}, timeout);
   waiter w;
   w.timer = &t;
   // Registered for the frame's lifetime: the frame may end in an exception (a wait in a cancelled coroutine).
