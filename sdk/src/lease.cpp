@@ -234,6 +234,9 @@ void client_shared::context_shutdown() {
   context_gone.store(true, std::memory_order_release);
   // Sockets and timers must go while their services exist: after this, the backend holds none.
   if (backend) backend->close();
+  // The manual clock's waits are this context's pending operations: destroyed with it, as Asio destroys
+  // its timers' (their frames hold leases, which hold this state and the clock).
+  if (manual) manual->drop_waits();
   keep_strand_forever(ex);
 }
 

@@ -14,12 +14,18 @@
 namespace baton::detail {
 namespace asio = boost::asio;
 
-manual_clock::~manual_clock() {
-  // Nothing runs the waits any more: their handlers are destroyed, as an io_context destroys its own.
-  for (auto& w : waits_) {
+manual_clock::~manual_clock() { drop_waits(); }
+
+void manual_clock::drop_waits() {
+  // Nothing runs the waits any more: their handlers are destroyed, as an io_context destroys its own. Taken
+  // out first: destroying a handler may destroy a timer, which looks for its waits here.
+  auto dropped = std::move(waits_);
+  waits_.clear();
+  for (auto& w : dropped) {
     auto slot = w.handler.get_cancellation_slot();
     if (slot.is_connected()) slot.clear();
   }
+  dropped.clear();
 }
 
 void manual_clock::advance(lease_clock::duration d) {

@@ -44,6 +44,8 @@ class manual_clock : public std::enable_shared_from_this<manual_clock> {
            boost::asio::any_completion_handler<void(boost::system::error_code)> h);
   /// Completes the waits of `owner` with operation_aborted; returns how many.
   std::size_t cancel(const void* owner);
+  /// Destroys every pending wait without running it (their io_context shuts down).
+  void drop_waits();
 
  private:
   struct wait {
