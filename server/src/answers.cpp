@@ -137,6 +137,28 @@ response renew_answer(const answer_context& c, const std::string& key, const ren
   return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
 }
 
+// 200 {"key","owner","token","value"}: the lease as it now is (its TTL is unchanged, so none is named); a
+// refusal is a renew's 409 `lost`, with the same reasons in the same order.
+response proclaim_answer(const answer_context& c, const std::string& key, const proclaim_request& r,
+                         const proclaim_result& result) {
+  if (std::holds_alternative<proclaim_ok>(result)) {
+    text o(c.mem);
+    o.reserve(64 + key.size() + r.owner.size() + r.value.size());
+    o += '{';
+    append_member(o, "key", key);
+    append_member(o, "owner", r.owner);
+    append_member(o, "token", r.token);
+    append_member(o, "value", r.value);
+    o += '}';
+    return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(o));
+  }
+  text o(c.mem);
+  o += '{';
+  append_lost(o, std::get<renew_refused>(result).reason);
+  o += '}';
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+}
+
 response release_answer(const answer_context& c, const release_result& result) {
   if (result.outcome == release_outcome::not_owner)
     return error_answer(c, {409, "not_owner", "the lock is held by another owner or token; nothing changed"});

@@ -72,6 +72,8 @@ response acquire_answer(const answer_context& c, const std::string& key, const a
                         const acquire_result& result);
 response renew_answer(const answer_context& c, const std::string& key, const renew_request& r,
                       const renew_result& result);
+response proclaim_answer(const answer_context& c, const std::string& key, const proclaim_request& r,
+                         const proclaim_result& result);
 response release_answer(const answer_context& c, const release_result& result);
 response get_answer(const answer_context& c, const std::string& key, const std::optional<lease_view>& view);
 

@@ -80,6 +80,18 @@ renew_result lock_table::renew(std::string_view key, std::string_view owner, std
   return renew_ok{grew, r.log_seq};
 }
 
+proclaim_result lock_table::proclaim(std::string_view key, std::string_view owner, std::uint64_t token,
+                                     std::string_view value, time_point now, std::string_view client) {
+  auto it = leases_.find(key);
+  if (it == leases_.end()) return renew_refused{lost_reason::not_held};
+  lease_record& r = it->second;
+  if (expired(r, now)) return renew_refused{lost_reason::not_held};
+  if (!held_by(r, owner, client)) return renew_refused{lost_reason::owner_mismatch};
+  if (r.token != token) return renew_refused{lost_reason::token_mismatch};
+  r.value.assign(value);
+  return proclaim_ok{r.restore_ttl};
+}
+
 release_result lock_table::release(std::string_view key, std::string_view owner, std::uint64_t token,
                                    time_point now, std::string_view client) {
   auto it = leases_.find(key);

@@ -129,6 +129,8 @@ asio::awaitable<response> router::handle(const request& req, route& counted_as,
       return renew_batch_route(req, c, std::move(client), std::move(tokens));
     case lock_target::kind::release:
       return release_route(req, c, std::move(t.key), std::move(client));
+    case lock_target::kind::proclaim:
+      return proclaim_route(req, c, std::move(t.key), std::move(client));
     case lock_target::kind::get:
       return get_route(c, std::move(t));
   }
@@ -181,10 +183,19 @@ asio::awaitable<response> router::release_route(const request& req, answer_conte
   co_return release_answer(c, result);
 }
 
+asio::awaitable<response> router::proclaim_route(const request& req, answer_context c, std::string key,
+                                                 std::string client) {
+  auto body = parse_proclaim(req.body());
+  if (auto* e = std::get_if<api_error>(&body)) co_return error_answer(c, *e);
+  auto& r = std::get<proclaim_request>(body);
+  auto result = co_await service.proclaim(key, r.owner, r.token, r.value, client);
+  co_return proclaim_answer(c, key, r, result);
+}
+
 asio::awaitable<response> router::get_route(answer_context c, lock_target t) {
   std::optional<lease_view> view;
   if (t.wait_ms) {
-    view = co_await service.wait(t.key, t.token.value_or(0), milliseconds(*t.wait_ms));
+    view = co_await service.wait(t.key, t.token.value_or(0), milliseconds(*t.wait_ms), t.value);
   } else {
     view = co_await service.get(t.key);
   }
@@ -235,6 +246,8 @@ route router::route_of(const lock_target& t) {
       return route::other;  // rare, and read once per client: no series of its own
     case lock_target::kind::renew_batch:
       return route::renew_batch;
+    case lock_target::kind::proclaim:
+      return route::proclaim;
   }
   return route::other;
 }

@@ -46,6 +46,8 @@ class router {
                                                      std::shared_ptr<const auth::token_table> tokens);
   boost::asio::awaitable<response> release_route(const request& req, answer_context c, std::string key,
                                                  std::string client);
+  boost::asio::awaitable<response> proclaim_route(const request& req, answer_context c, std::string key,
+                                                  std::string client);
   boost::asio::awaitable<response> get_route(answer_context c, lock_target t);
   std::optional<api_error> browser_check(const request& req) const;
   std::string rate_text() const;
