@@ -154,6 +154,22 @@ asio::awaitable<int> run_renew(client& c, const renew_command& cmd) {
   co_return exit_code::ok;
 }
 
+asio::awaitable<int> run_proclaim(client& c, const proclaim_command& cmd) {
+  const auto& config = c.config();
+  const auto backend = make_backend(c.get_executor(), config);
+  auto& b = *backend;
+  // Retried like a renew: the same value under the same condition, so a retry of one that took effect is
+  // harmless.
+  auto r = co_await with_retries(
+      config, [&] { return b.proclaim(cmd.key, cmd.owner, cmd.token, cmd.value, config.request_timeout); });
+  if (r.ec) {
+    const std::string why = r.lost_reason.empty() ? r.diagnostic : r.lost_reason + ": " + r.diagnostic;
+    fail("proclaim " + quoted(cmd.key), r.ec, why);
+  }
+  print_json({{"key", cmd.key}, {"owner", cmd.owner}, {"token", cmd.token}, {"value", cmd.value}});
+  co_return exit_code::ok;
+}
+
 asio::awaitable<int> run_release(client& c, const release_command& cmd) {
   const auto& config = c.config();
   const auto backend = make_backend(c.get_executor(), config);

@@ -71,7 +71,9 @@ void memory_backend::expire(const std::string& key) {
   if (locks_.erase(key)) changed();
 }
 
-void memory_backend::pause() { paused_ = true; }
+void memory_backend::pause() {
+  paused_ = true;
+}
 
 void memory_backend::resume() {
   paused_ = false;
@@ -132,7 +134,8 @@ acquire_reply memory_backend::do_acquire(const std::string& key, const std::stri
   if (it != locks_.end() && it->second.owner != owner) {
     r.ec = error::held;
     r.diagnostic = "held by " + it->second.owner;
-    r.holder = holder_info{it->second.owner, it->second.token, remaining(it->second.expiry), it->second.value};
+    r.holder =
+        holder_info{it->second.owner, it->second.token, remaining(it->second.expiry), it->second.value};
     return r;
   }
   r.token = ++last_token_;
@@ -143,13 +146,19 @@ acquire_reply memory_backend::do_acquire(const std::string& key, const std::stri
   return r;
 }
 
+std::string memory_backend::lost_reason_for(std::map<std::string, lock>::const_iterator it,
+                                            const std::string& owner, std::uint64_t token) const {
+  if (it == locks_.end()) return "not_held";
+  if (it->second.owner != owner) return "owner_mismatch";
+  if (it->second.token != token) return "token_mismatch";
+  return {};
+}
+
 renew_reply memory_backend::do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
                                      milliseconds ttl) {
   renew_reply r;
   auto it = locks_.find(key);
-  if (it == locks_.end()) r.lost_reason = "not_held";
-  else if (it->second.owner != owner) r.lost_reason = "owner_mismatch";
-  else if (it->second.token != token) r.lost_reason = "token_mismatch";
+  r.lost_reason = lost_reason_for(it, owner, token);
   if (!r.lost_reason.empty()) {
     r.ec = error::lease_lost;
     r.diagnostic = r.lost_reason;
@@ -159,7 +168,24 @@ renew_reply memory_backend::do_renew(const std::string& key, const std::string& 
   return r;
 }
 
-release_reply memory_backend::do_release(const std::string& key, const std::string& owner, std::uint64_t token) {
+// Refused for renew's reasons in renew's order; the token and the expiry stay (docs/protocol.md, "proclaim").
+proclaim_reply memory_backend::do_proclaim(const std::string& key, const std::string& owner,
+                                           std::uint64_t token, const std::string& value) {
+  proclaim_reply r;
+  auto it = locks_.find(key);
+  r.lost_reason = lost_reason_for(it, owner, token);
+  if (!r.lost_reason.empty()) {
+    r.ec = error::lease_lost;
+    r.diagnostic = r.lost_reason;
+    return r;
+  }
+  it->second.value = value;
+  changed();  // long-polls look again: one that names a value answers
+  return r;
+}
+
+release_reply memory_backend::do_release(const std::string& key, const std::string& owner,
+                                         std::uint64_t token) {
   release_reply r;
   auto it = locks_.find(key);
   if (it == locks_.end()) {
@@ -187,15 +213,27 @@ asio::awaitable<acquire_reply> memory_backend::acquire(std::string key, std::str
 asio::awaitable<renew_reply> memory_backend::renew(std::string key, std::string owner, std::uint64_t token,
                                                    milliseconds ttl, milliseconds timeout) {
   ++calls_.renew;
-  std::function<renew_reply()> effect = [this, key, owner, token, ttl] { return do_renew(key, owner, token, ttl); };
+  std::function<renew_reply()> effect = [this, key, owner, token, ttl] {
+    return do_renew(key, owner, token, ttl);
+  };
   co_return co_await serve<renew_reply>(timeout, std::move(effect));
 }
 
-asio::awaitable<release_reply> memory_backend::release(std::string key, std::string owner, std::uint64_t token,
-                                                       milliseconds timeout) {
+asio::awaitable<release_reply> memory_backend::release(std::string key, std::string owner,
+                                                       std::uint64_t token, milliseconds timeout) {
   ++calls_.release;
   std::function<release_reply()> effect = [this, key, owner, token] { return do_release(key, owner, token); };
   co_return co_await serve<release_reply>(timeout, std::move(effect));
+}
+
+asio::awaitable<proclaim_reply> memory_backend::proclaim(std::string key, std::string owner,
+                                                         std::uint64_t token, std::string value,
+                                                         milliseconds timeout) {
+  ++calls_.proclaim;
+  std::function<proclaim_reply()> effect = [this, key, owner, token, value] {
+    return do_proclaim(key, owner, token, value);
+  };
+  co_return co_await serve<proclaim_reply>(timeout, std::move(effect));
 }
 
 asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wait_for_change> wait,
@@ -210,7 +248,8 @@ asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wa
   // A long-poll: answer once the holder's token differs from the caller's, or the wait passes on this
   // server's clock; the request's own timeout runs on real time.
   expire_due();
-  const milliseconds wait_bound = std::min(wait->wait, milliseconds{60'000});  // the protocol's cap on wait_ms
+  const milliseconds wait_bound =
+      std::min(wait->wait, milliseconds{60'000});  // the protocol's cap on wait_ms
   const auto until = now_ + wait_bound;
   asio::steady_timer t(ex_, timeout);
   waiter w;
@@ -224,7 +263,9 @@ asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wa
   get_reply r;
   for (;;) {
     auto h = holder(key);
-    if ((h ? h->token : 0) != wait->token || now_ >= until) {
+    const bool value_changed =
+        wait->value && (h ? std::string_view(h->value) : std::string_view()) != *wait->value;
+    if ((h ? h->token : 0) != wait->token || value_changed || now_ >= until) {
       r.holder = std::move(h);
       break;
     }

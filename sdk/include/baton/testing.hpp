@@ -7,8 +7,8 @@
 //   auto server = std::make_shared<baton::testing::memory_backend>(ioc.get_executor());
 //   baton::client c(ioc.get_executor(), {}, server);
 //   ... co_await c.acquire("jobs/report", opts) ...
-//   server->expire("jobs/report");      // as if the TTL had passed: the next renew is refused, the lease lost
-//   server->pause(); ... server->resume();   // a server that stops answering, then catches up
+//   server->expire("jobs/report");      // as if the TTL had passed: the next renew is refused, the lease
+//   lost server->pause(); ... server->resume();   // a server that stops answering, then catches up
 
 #include "baton/backend.hpp"
 
@@ -30,8 +30,9 @@ namespace baton::testing {
 
 /// A backend that is itself the lock server, following docs/protocol.md's rules: tokens strictly increase
 /// across all keys, a same-owner acquire supersedes that owner's lease with a newer token (and its value:
-/// holders are reported with the value their acquire published), renew and release
-/// are conditional on owner and token, a long-poll answers at a change of holder.
+/// holders are reported with the value their acquire published), renew, release and proclaim (a new value,
+/// same token and expiry) are conditional on owner and token, a long-poll answers at a change of holder (and,
+/// when it names a value, at a change of value).
 ///
 /// Its clock is the test's: it starts at zero and moves only with advance(). Leases expire when it passes
 /// their expiry (the client's own local deadline still runs on real time, so a test ends a lease with
@@ -77,7 +78,7 @@ class memory_backend final : public backend {
 
   /// Requests received, by kind (failed and abandoned ones included).
   struct call_counts {
-    int acquire = 0, renew = 0, release = 0, get = 0;
+    int acquire = 0, renew = 0, release = 0, get = 0, proclaim = 0;
   };
   const call_counts& calls() const { return calls_; }
 
@@ -88,6 +89,8 @@ class memory_backend final : public backend {
                                             milliseconds ttl, milliseconds timeout) override;
   boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
                                                 milliseconds timeout) override;
+  boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
+                                                  std::string value, milliseconds timeout) override;
   boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                         milliseconds timeout) override;
   void close() override {}
@@ -108,9 +111,16 @@ class memory_backend final : public backend {
   void expire_due();
   void changed();
 
+  /// Why `owner` with `token` does not hold the lock at `it` (renew's reasons, in its order); "" when it
+  /// does.
+  std::string lost_reason_for(std::map<std::string, lock>::const_iterator it, const std::string& owner,
+                              std::uint64_t token) const;
   acquire_reply do_acquire(const std::string& key, const std::string& owner, milliseconds ttl,
                            const std::string& value);
-  renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token, milliseconds ttl);
+  renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
+                       milliseconds ttl);
+  proclaim_reply do_proclaim(const std::string& key, const std::string& owner, std::uint64_t token,
+                             const std::string& value);
   release_reply do_release(const std::string& key, const std::string& owner, std::uint64_t token);
 
   milliseconds remaining(std::chrono::nanoseconds expiry) const;
