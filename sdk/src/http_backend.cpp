@@ -118,16 +118,7 @@ class http_backend final : public backend {
     json::object body{{"owner", owner}, {"token", token}, {"ttl_ms", ttl.count()}};
     auto r = co_await transport_->request("POST", lock_path(key) + "/renew", json::serialize(body), timeout);
     renew_reply out;
-    if (!r.ec) {
-      if (r.status == 200) {
-      } else if (r.status == 409 && string_field(r.body, "error") == "lost") {
-        r.ec = error::lease_lost;
-        out.lost_reason = string_field(r.body, "reason");
-        r.diagnostic = string_field(r.body, "message");
-      } else {
-        unexpected(r);
-      }
-    }
+    if (!r.ec && r.status != 200 && !read_lost(r, out)) unexpected(r);
     co_return with_outcome(std::move(out), r);
   }
 
@@ -171,13 +162,8 @@ class http_backend final : public backend {
     json::object body{{"owner", owner}, {"token", token}, {"value", value}};
     auto r = co_await transport_->request("POST", lock_path(key) + "/proclaim", json::serialize(body),
                                           left(deadline));
-    if (!r.ec) {
-      if (r.status == 200) {
-      } else if (r.status == 409 && string_field(r.body, "error") == "lost") {
-        r.ec = error::lease_lost;
-        out.lost_reason = string_field(r.body, "reason");
-        r.diagnostic = string_field(r.body, "message");
-      } else if (r.status == 404 && string_field(r.body, "error") != "not_held") {
+    if (!r.ec && r.status != 200 && !read_lost(r, out)) {
+      if (r.status == 404) {
         // The server lost the route since it was asked (a downgrade behind the same URL): nothing changed.
         proclaim_ = support::no;
         learned_at_ = std::chrono::steady_clock::now();
@@ -289,6 +275,15 @@ class http_backend final : public backend {
     out.ec = r.ec;
     out.diagnostic = std::move(r.diagnostic);
     return out;
+  }
+
+  // A 409 `lost` (renew's, and proclaim's): error::lease_lost with its reason; false for any other answer.
+  static bool read_lost(http_result& r, renew_reply& out) {
+    if (r.status != 409 || string_field(r.body, "error") != "lost") return false;
+    r.ec = error::lease_lost;
+    out.lost_reason = string_field(r.body, "reason");
+    r.diagnostic = string_field(r.body, "message");
+    return true;
   }
 
   static void protocol(http_result& r, std::string what) {

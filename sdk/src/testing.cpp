@@ -146,24 +146,26 @@ acquire_reply memory_backend::do_acquire(const std::string& key, const std::stri
   return r;
 }
 
-std::string memory_backend::lost_reason_for(std::map<std::string, lock>::const_iterator it,
-                                            const std::string& owner, std::uint64_t token) const {
-  if (it == locks_.end()) return "not_held";
-  if (it->second.owner != owner) return "owner_mismatch";
-  if (it->second.token != token) return "token_mismatch";
-  return {};
+bool memory_backend::refused(renew_reply& r, std::map<std::string, lock>::const_iterator it,
+                             const std::string& owner, std::uint64_t token) const {
+  if (it == locks_.end())
+    r.lost_reason = "not_held";
+  else if (it->second.owner != owner)
+    r.lost_reason = "owner_mismatch";
+  else if (it->second.token != token)
+    r.lost_reason = "token_mismatch";
+  else
+    return false;
+  r.ec = error::lease_lost;
+  r.diagnostic = r.lost_reason;
+  return true;
 }
 
 renew_reply memory_backend::do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
                                      milliseconds ttl) {
   renew_reply r;
   auto it = locks_.find(key);
-  r.lost_reason = lost_reason_for(it, owner, token);
-  if (!r.lost_reason.empty()) {
-    r.ec = error::lease_lost;
-    r.diagnostic = r.lost_reason;
-    return r;
-  }
+  if (refused(r, it, owner, token)) return r;
   it->second.expiry = std::max(it->second.expiry, now_ + ttl);  // a renew never shortens a lease
   return r;
 }
@@ -173,12 +175,7 @@ proclaim_reply memory_backend::do_proclaim(const std::string& key, const std::st
                                            std::uint64_t token, const std::string& value) {
   proclaim_reply r;
   auto it = locks_.find(key);
-  r.lost_reason = lost_reason_for(it, owner, token);
-  if (!r.lost_reason.empty()) {
-    r.ec = error::lease_lost;
-    r.diagnostic = r.lost_reason;
-    return r;
-  }
+  if (refused(r, it, owner, token)) return r;
   it->second.value = value;
   changed();  // long-polls look again: one that names a value answers
   return r;

@@ -194,6 +194,10 @@ class lock_table {
   }
 
   void count(const std::string& client, int delta);
+  /// The unexpired lease of `key` held by (client, owner) with `token`, or null with `why` set to renew's
+  /// reason (renew and proclaim share the conditions and their order).
+  lease_record* held_lease(std::string_view key, std::string_view owner, std::uint64_t token, time_point now,
+                           std::string_view client, lost_reason& why);
 
   map_type leases_;
   std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;

@@ -111,10 +111,10 @@ class memory_backend final : public backend {
   void expire_due();
   void changed();
 
-  /// Why `owner` with `token` does not hold the lock at `it` (renew's reasons, in its order); "" when it
-  /// does.
-  std::string lost_reason_for(std::map<std::string, lock>::const_iterator it, const std::string& owner,
-                              std::uint64_t token) const;
+  /// Fills `r` with renew's refusal (its reasons, in its order) unless `owner` holds the lock at `it` with
+  /// `token`; true when refused.
+  bool refused(renew_reply& r, std::map<std::string, lock>::const_iterator it, const std::string& owner,
+               std::uint64_t token) const;
   acquire_reply do_acquire(const std::string& key, const std::string& owner, milliseconds ttl,
                            const std::string& value);
   renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
