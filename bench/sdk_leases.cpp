@@ -365,8 +365,8 @@ class benchmark {
       const std::string key = "bench/sdk-cycles/" + std::to_string(::getpid()) + "/" + std::to_string(w);
       while (clock::now() < until) {
         const auto start = clock::now();
-        auto l = co_await client_.acquire(key, lo, milliseconds(30'000));
-        co_await l.release();
+        auto l = co_await client_.async_acquire(key, lo, milliseconds(30'000));
+        co_await l.async_release();
         cycle_latency.record(static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start).count()));
         ++cycles;
@@ -397,7 +397,7 @@ class benchmark {
     co_await run_all(std::min(o_.in_flight, o_.leases), [&](std::size_t) -> asio::awaitable<void> {
       while (next < o_.leases) {
         const std::size_t i = next++;
-        leases_[i].emplace(co_await client_.acquire(key_of(i), lo, milliseconds(30'000)));
+        leases_[i].emplace(co_await client_.async_acquire(key_of(i), lo, milliseconds(30'000)));
       }
     });
     const double wall = seconds_between(start, clock::now());

@@ -336,7 +336,7 @@ asio::awaitable<run_result> agent_runtime::run_guarded(std::shared_ptr<const job
   if (!l) co_return co_await run_job(*job, ctx, control);
   // The watcher turns a lost lease into a graceful stop of the run, then waits for the run to finish.
   auto watch = [l, control]() -> asio::awaitable<void> {
-    co_await l->wait_lost();
+    co_await l->async_wait_lost();
     control->stop();
     asio::steady_timer forever(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
     co_await forever.async_wait(use_tuple);
@@ -487,7 +487,7 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
         for (;;) {
           try {
             opts = config_.election;
-            auto got = co_await client_.try_acquire(key, opts);
+            auto got = co_await client_.async_try_acquire(key, opts);
             if (got.acquired) l.emplace(std::move(*got.acquired));
             // Every replica but one lands here on every slot: not worth a line at info.
             else
@@ -536,7 +536,7 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
           }
           if (l->active()) {
             try {
-              co_await l->release();
+              co_await l->async_release();
             } catch (const std::exception& e) {
               log::warn("release_failed", {{"key", key}, {"error", e.what()}});
             }
@@ -675,9 +675,9 @@ asio::awaitable<void> agent_runtime::run() {
     std::optional<lease> l;
     try {
       control_.expires_at(asio::steady_timer::time_point::max());
-      // A campaign cancelled by the race leaves no lease behind (election::campaign).
-      auto r =
-          co_await (capture(election_->campaign(leader_value(), opts)) || control_.async_wait(use_tuple));
+      // A campaign cancelled by the race leaves no lease behind (election::async_campaign).
+      auto r = co_await (capture(election_->async_campaign(leader_value(), opts)) ||
+                         control_.async_wait(use_tuple));
       if (r.index() == 1) continue;  // shutdown, or new election settings, while campaigning
       auto& got = std::get<0>(r);
       if (got.error) std::rethrow_exception(got.error);
@@ -722,7 +722,7 @@ asio::awaitable<void> agent_runtime::run() {
     co_await stop_all_runs();
     if (lost || l->state() == lease_state::lost) continue;  // campaign again, for a new token
     try {
-      co_await election_->resign();
+      co_await election_->async_resign();
     } catch (const std::exception& e) {
       log::warn("release_failed", {{"key", key}, {"error", e.what()}});
       // The election still counts the lease as its own and would refuse to campaign until the lease's
@@ -744,10 +744,19 @@ asio::awaitable<void> agent_runtime::run() {
   }
 }
 
+namespace {
+// Completes once anyone leads `e` (a failure ends the wait early, like the hold-off).
+asio::awaitable<void> until_someone_leads(election& e) {
+  auto leaders = e.observe();
+  while (!co_await leaders.async_next()) {
+  }
+}
+}  // namespace
+
 asio::awaitable<void> agent_runtime::let_another_lead(std::chrono::milliseconds hold_off) {
   asio::steady_timer t(ex_, hold_off);
-  // observe(0) completes once anyone holds the key (a failure ends the wait early, like the hold-off).
-  co_await (capture(election_->observe(0)) || t.async_wait(use_tuple) || control_.async_wait(use_tuple));
+  co_await (capture(until_someone_leads(*election_)) || t.async_wait(use_tuple) ||
+            control_.async_wait(use_tuple));
 }
 
 agent_runtime::job_status agent_runtime::status_of(std::size_t index,

@@ -353,7 +353,7 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
         o["token"] = nullptr;
       // The holder as the lock server reports it: the truth for everyone, not this agent's belief.
       try {
-        put_leader(o, co_await agent_.lock_client().get(agent_.config().election_key));
+        put_leader(o, co_await agent_.lock_client().async_get(agent_.config().election_key));
       } catch (const std::exception& e) {
         put_leader(o, std::nullopt);
         o["error"] = e.what();
@@ -399,7 +399,7 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
           json::object body{{"error", "not_leader"}, {"message", "this agent does not lead; ask the leader"}};
           put_leader(body, std::nullopt);
           try {
-            put_leader(body, co_await agent_.lock_client().get(agent_.config().election_key));
+            put_leader(body, co_await agent_.lock_client().async_get(agent_.config().election_key));
           } catch (const std::exception& e) {
             body["lock_server_error"] = e.what();
           }
@@ -436,7 +436,7 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
     } else if (path == "/readyz" && method_is(http::verb::get)) {
       json::object body;
       try {
-        co_await agent_.lock_client().get(agent_.config().election_key);
+        co_await agent_.lock_client().async_get(agent_.config().election_key);
         body["status"] = "ready";
       } catch (const std::exception& e) {
         body["error"] = "not_ready";

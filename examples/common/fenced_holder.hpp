@@ -75,7 +75,7 @@ int run_fenced_holder(int argc, char** argv, const holder_program& p) {
     asio::co_spawn(
         ioc,
         [&]() -> asio::awaitable<void> {
-          auto l = co_await c.acquire(key, opts);
+          auto l = co_await c.async_acquire(key, opts);
           const auto token = static_cast<unsigned long long>(l.token());
           std::printf("%s: %s acquired %s with token %llu\n", p.name, name.c_str(), key.c_str(), token);
           std::fflush(stdout);
@@ -113,7 +113,7 @@ int run_fenced_holder(int argc, char** argv, const holder_program& p) {
             std::printf("%s: write %ld accepted with token %llu\n", p.name, i, token);
             std::fflush(stdout);
           }
-          co_await l.release();
+          co_await l.async_release();
           status = 0;
         },
         [&](std::exception_ptr e) {

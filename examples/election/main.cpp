@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Leader election with baton::election: each instance publishes its address as the value of its campaign,
-// follows whoever leads (observe() on the server's long-poll), leads for a while once elected, then resigns
-// so the next candidate takes over at once.
-// Usage: baton-example-election [--server URL] [--key K] [--address A] [--lead-ms N]
-// Output, one line per event: "leader <address> token <T>" for each leader seen (or "no leader"),
-// "elected token <T>" and "resigned". Exit: 0 after resigning; 3 leadership lost before that; 1 other error.
+// follows whoever leads (observe()'s stream, on the server's long-poll), leads for a while once elected, then
+// resigns so the next candidate takes over at once. Usage: baton-example-election [--server URL] [--key K]
+// [--address A] [--lead-ms N] Output, one line per event: "leader <address> token <T>" for each leader seen
+// (or "no leader"), "elected token <T>" and "resigned". Exit: 0 after resigning; 3 leadership lost before
+// that; 1 other error.
 
 #include "../common/flags.hpp"
 
@@ -37,12 +37,9 @@ void print_leader(const std::optional<baton::leader_info>& l) {
 
 // Follows the election until cancelled: each change of leader is one long-poll answer, not a poll.
 asio::awaitable<void> follow(baton::election& e) {
-  auto current = co_await e.leader();
-  print_leader(current);
-  for (;;) {
-    current = co_await e.observe(current ? current->token : 0);
-    print_leader(current);
-  }
+  baton::leader_stream leaders = e.observe();
+  for (;;)
+    print_leader(co_await leaders.async_next());  // the leader now, then at each change
 }
 
 // The leader's work: here, waiting `lead`; cancelled by with_lease if the leadership is lost first.
@@ -77,12 +74,12 @@ int main(int argc, char** argv) {
       [&]() -> asio::awaitable<void> {
         baton::lease_options options;
         options.ttl = std::chrono::milliseconds(3000);
-        baton::lease l = co_await e.campaign(address, options);
+        baton::lease l = co_await e.async_campaign(address, options);
         std::printf("elected token %llu\n", static_cast<unsigned long long>(l.token()));
         std::fflush(stdout);
         try {
           co_await baton::with_lease(l, lead(std::chrono::milliseconds(lead_ms)));
-          co_await e.resign();
+          co_await e.async_resign();
           std::printf("resigned\n");
           std::fflush(stdout);
           status = 0;

@@ -25,10 +25,13 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+double since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
 
 // The job: `steps` batches of work; each batch carries the fencing token downstream.
-asio::awaitable<int> job(const baton::lease& l, int steps, std::chrono::milliseconds step, clock_type::time_point t0) {
+asio::awaitable<int> job(const baton::lease& l, int steps, std::chrono::milliseconds step,
+                         clock_type::time_point t0) {
   for (int i = 1; i <= steps; ++i) {
     asio::steady_timer t(co_await asio::this_coro::executor, step);
     co_await t.async_wait(asio::use_awaitable);  // cancelled here when the lease is lost
@@ -65,24 +68,27 @@ int main(int argc, char** argv) {
       ioc,
       [&]() -> asio::awaitable<void> {
         auto t0 = clock_type::now();
-        auto l = co_await c.acquire(key, opts);
+        auto l = co_await c.async_acquire(key, opts);
         std::printf("long-job: acquired %s with token %llu (ttl %ld ms)\n", key.c_str(),
                     static_cast<unsigned long long>(l.token()), ttl_ms);
         std::fflush(stdout);
         try {
-          int done = co_await baton::with_lease(l, job(l, static_cast<int>(steps), std::chrono::milliseconds(step_ms), t0));
-          co_await l.release();
+          int done = co_await baton::with_lease(
+              l, job(l, static_cast<int>(steps), std::chrono::milliseconds(step_ms), t0));
+          co_await l.async_release();
           std::printf("long-job: finished %d steps and released the lock\n", done);
           status = 0;
         } catch (const baton::exception& e) {
           if (e.code() != baton::error::lease_lost) throw;
-          // The local deadline is (last renew sent) + ttl - safety_margin; the server's expiry is no earlier than
-          // (last renew sent) + ttl, i.e. the deadline plus the margin.
+          // The local deadline is (last renew sent) + ttl - safety_margin; the server's expiry is no earlier
+          // than (last renew sent) + ttl, i.e. the deadline plus the margin.
           auto server_expiry_floor = l.deadline() + opts.safety_margin;
-          auto margin = std::chrono::duration<double>(server_expiry_floor - baton::lease_clock::now()).count();
-          std::printf("long-job: [%6.3f s] lease lost (%s): job cancelled and stopped, %.3f s before the "
-                      "server could expire the lease\n",
-                      since(t0), l.loss_reason().c_str(), margin);
+          auto margin =
+              std::chrono::duration<double>(server_expiry_floor - baton::lease_clock::now()).count();
+          std::printf(
+              "long-job: [%6.3f s] lease lost (%s): job cancelled and stopped, %.3f s before the "
+              "server could expire the lease\n",
+              since(t0), l.loss_reason().c_str(), margin);
           status = 3;
         }
       },

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The SDK's API beyond the tutorial, runnable without a server: with_lock, the completion-token forms
-// (callbacks, use_future, deferred, as_tuple, per-operation cancellation), shutdown, and a unit test's view of
-// a lease through baton::testing::memory_backend. docs/sdk.md quotes it. Exits 0 when every step behaved as
-// the comments say.
+// (callbacks, use_future, deferred, as_tuple, per-operation cancellation), shutdown, and a unit test's view
+// of a lease through baton::testing::memory_backend. docs/sdk.md quotes it. Exits 0 when every step behaved
+// as the comments say.
 
 #include "../common/flags.hpp"
 
@@ -37,7 +37,7 @@ void expect(bool ok, const char* what) {
 asio::awaitable<void> scoped(baton::client& c, baton::testing::memory_backend& server) {
   baton::lease_options opts;
   opts.ttl = 30s;
-  int rows = co_await c.with_lock("jobs/report", opts, [&](baton::lease& l) -> asio::awaitable<int> {
+  int rows = co_await c.async_with_lock("jobs/report", opts, [&](baton::lease& l) -> asio::awaitable<int> {
     // ... write with l.token() ...
     co_return static_cast<int>(l.token());
   });
@@ -61,9 +61,9 @@ asio::awaitable<void> test_view(baton::client& c, baton::testing::memory_backend
   baton::lease_options opts;
   opts.ttl = 30s;
   opts.renew_every = 50ms;  // so the loss is learnt quickly
-  baton::lease l = co_await c.acquire("jobs/test", opts);
-  server.expire("jobs/test");   // as if the TTL had passed on the server
-  co_await l.wait_lost();       // the next renew is refused
+  baton::lease l = co_await c.async_acquire("jobs/test", opts);
+  server.expire("jobs/test");    // as if the TTL had passed on the server
+  co_await l.async_wait_lost();  // the next renew is refused
   expect(l.state() == baton::lease_state::lost, "an expired lease is lost at its next renew");
 }
 
@@ -101,19 +101,19 @@ int main(int argc, char** argv) {
   baton::lease held;
   baton::lease_options opts;
   opts.ttl = 30s;
-  step([&]() -> asio::awaitable<void> { held = co_await other.acquire("jobs/held", opts); }());
+  step([&]() -> asio::awaitable<void> { held = co_await other.async_acquire("jobs/held", opts); }());
   asio::cancellation_signal cancel;
   boost::system::error_code waited;
   c.async_acquire("jobs/held", opts,
-                  asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code ec, baton::lease) {
-                    waited = ec;
-                  }));
+                  asio::bind_cancellation_slot(
+                      cancel.slot(), [&](boost::system::error_code ec, baton::lease) { waited = ec; }));
   ioc.restart();
   ioc.run_for(50ms);  // it is waiting on the long-poll now
   cancel.emit(asio::cancellation_type::terminal);
   ioc.restart();
   ioc.run_for(50ms);
-  expect(waited == asio::error::operation_aborted, "a cancelled async_acquire completes with operation_aborted");
+  expect(waited == asio::error::operation_aborted,
+         "a cancelled async_acquire completes with operation_aborted");
 
   // 5. use_future from another thread, then shutdown (releases every lease of the client).
   auto work = asio::make_work_guard(ioc);

@@ -73,12 +73,13 @@ int main(int argc, char** argv) {
 
   std::printf("1. worker-a acquires %s\n", key.c_str());
   run(ioc_a, [&]() -> asio::awaitable<void> {
-    lease_a.emplace(co_await a.acquire(key, opts));
+    lease_a.emplace(co_await a.async_acquire(key, opts));
     n = lease_a->token();
-    std::printf("   -> token N = %llu, owner %s\n", static_cast<unsigned long long>(n), lease_a->owner().c_str());
+    std::printf("   -> token N = %llu, owner %s\n", static_cast<unsigned long long>(n),
+                lease_a->owner().c_str());
     auto w = baton::examples::put_item(store, "report", "draft by worker-a", n);
-    std::printf("   worker-a writes with token %llu -> HTTP %d %s\n", static_cast<unsigned long long>(n), w.status,
-                w.body.c_str());
+    std::printf("   worker-a writes with token %llu -> HTTP %d %s\n", static_cast<unsigned long long>(n),
+                w.status, w.body.c_str());
     check(w.status == 200, "worker-a's first write is accepted");
   });
 
@@ -86,8 +87,9 @@ int main(int argc, char** argv) {
   std::printf("3. worker-b acquires and waits (long-poll) until the server expires worker-a's lease\n");
   auto waited_from = std::chrono::steady_clock::now();
   run(ioc_b, [&]() -> asio::awaitable<void> {
-    lease_b.emplace(co_await b.acquire(key, opts));
-    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - waited_from);
+    lease_b.emplace(co_await b.async_acquire(key, opts));
+    auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - waited_from);
     std::printf("   -> after %lld ms: token %llu\n", static_cast<long long>(waited.count()),
                 static_cast<unsigned long long>(lease_b->token()));
     check(lease_b->token() > n, "worker-b's token is larger");
@@ -99,22 +101,23 @@ int main(int argc, char** argv) {
 
   std::printf("4. worker-a wakes up\n");
   run(ioc_a, [&]() -> asio::awaitable<void> {
-    co_await lease_a->wait_lost();  // the renewal task runs, sees the deadline passed, declares the loss
+    co_await lease_a
+        ->async_wait_lost();  // the renewal task runs, sees the deadline passed, declares the loss
     std::printf("   SDK: lease active=%s, state=lost, reason: %s\n", lease_a->active() ? "true" : "false",
                 lease_a->loss_reason().c_str());
     check(!lease_a->active(), "worker-a's SDK reports the lease lost");
     auto w = baton::examples::put_item(store, "report", "stale draft by worker-a", n);
-    std::printf("   worker-a's late write with token %llu -> HTTP %d %s\n", static_cast<unsigned long long>(n),
-                w.status, w.body.c_str());
+    std::printf("   worker-a's late write with token %llu -> HTTP %d %s\n",
+                static_cast<unsigned long long>(n), w.status, w.body.c_str());
     check(w.status == 409, "the store rejects the stale token");
-    auto r = co_await lease_a->release();
+    auto r = co_await lease_a->async_release();
     std::printf("   worker-a's release -> %s\n", r == baton::release_outcome::not_owner ? "not_owner" : "?");
     check(r == baton::release_outcome::not_owner, "a stale holder cannot release the new holder's lock");
   });
 
   std::printf("5. worker-b finishes and releases\n");
   run(ioc_b, [&]() -> asio::awaitable<void> {
-    auto r = co_await lease_b->release();
+    auto r = co_await lease_b->async_release();
     check(r == baton::release_outcome::released, "worker-b releases its lock");
     std::printf("   -> released\n");
   });

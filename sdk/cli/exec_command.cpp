@@ -75,7 +75,7 @@ std::string loss_reason(const lease& l) {
 asio::awaitable<void> release(lease& l) {
   std::string warning;
   try {
-    if (co_await l.release() == release_outcome::not_owner)
+    if (co_await l.async_release() == release_outcome::not_owner)
       warning = "release of \"" + l.key() + "\" refused: another owner or token holds it now";
   } catch (const exception& e) {
     warning = describe("release of \"" + l.key() + "\"", e.code(), e.diagnostic()) +
@@ -91,12 +91,12 @@ asio::awaitable<void> acquire_into(client& c, const exec_command& cmd, std::opti
   try {
     if (cmd.wait) {
       if (cmd.wait_timeout)
-        out.emplace(co_await c.acquire(cmd.key, cmd.lease, *cmd.wait_timeout));
+        out.emplace(co_await c.async_acquire(cmd.key, cmd.lease, *cmd.wait_timeout));
       else
-        out.emplace(co_await c.acquire(cmd.key, cmd.lease));
+        out.emplace(co_await c.async_acquire(cmd.key, cmd.lease));
       co_return;
     }
-    auto r = co_await c.try_acquire(cmd.key, cmd.lease);
+    auto r = co_await c.async_try_acquire(cmd.key, cmd.lease);
     if (!r.acquired) throw cli_error(exit_code::not_acquired, held_by(cmd.key, r.holder));
     out = std::move(r.acquired);
   } catch (const exception& e) {
@@ -123,7 +123,7 @@ class supervisor {
 
   /// Returns once the command has exited and its group is empty.
   asio::awaitable<void> run() {
-    auto first = co_await (child_.wait_exit() || lease_.wait_lost() ||
+    auto first = co_await (child_.wait_exit() || lease_.async_wait_lost() ||
                            stop_signals_.async_wait(asio::use_awaitable) || report_renewals());
     switch (first.index()) {
       case 0:

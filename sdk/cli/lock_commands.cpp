@@ -114,11 +114,11 @@ asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
     if (cmd.wait) {
       // Waiting rides out a server outage (client::acquire); a single try reports it after the retries.
       if (cmd.wait_timeout)
-        l = co_await c.acquire(cmd.key, options, *cmd.wait_timeout);
+        l = co_await c.async_acquire(cmd.key, options, *cmd.wait_timeout);
       else
-        l = co_await c.acquire(cmd.key, options);
+        l = co_await c.async_acquire(cmd.key, options);
     } else {
-      auto r = co_await c.try_acquire(cmd.key, options);
+      auto r = co_await c.async_try_acquire(cmd.key, options);
       // Refusals go to stderr only: a script that forgets to check the status must not find the holder's
       // token on stdout and write with it.
       if (!r.acquired) throw cli_error(exit_code::not_acquired, held_by(cmd.key, r.holder));
@@ -132,7 +132,7 @@ asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
     // Name the holder that outlasted the wait, if the lock is still held.
     std::optional<holder_info> holder;
     try {
-      holder = co_await c.get(cmd.key);
+      holder = co_await c.async_get(cmd.key);
     } catch (const exception&) {
     }
     if (holder) throw cli_error(exit_code::not_acquired, "gave up waiting: " + held_by(cmd.key, *holder));
@@ -185,7 +185,7 @@ asio::awaitable<int> run_release(client& c, const release_command& cmd) {
 asio::awaitable<int> run_get(client& c, const get_command& cmd) {
   std::optional<holder_info> holder;
   try {
-    holder = co_await c.get(cmd.key);
+    holder = co_await c.async_get(cmd.key);
   } catch (const exception& e) {
     fail("get " + quoted(cmd.key), e.code(), e.diagnostic());
   }

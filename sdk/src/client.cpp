@@ -3,6 +3,9 @@
 
 #include "lease_core.hpp"
 
+#include "baton/detail/acquire_fsm.hpp"
+#include "baton/testing.hpp"
+
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_executor.hpp>
@@ -13,6 +16,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -36,11 +40,9 @@ std::string random_suffix(detail::jitter_rng& rng) {
   return buf;
 }
 
-boost::system::error_code as_acquire_error(boost::system::error_code ec) {
-  return ec == error::request_timeout ? make_error_code(error::acquire_timeout) : ec;
+[[noreturn]] void throw_cancelled() {
+  throw exception(make_error_code(asio::error::operation_aborted));
 }
-
-[[noreturn]] void throw_cancelled() { throw exception(make_error_code(asio::error::operation_aborted)); }
 
 void refuse_if_shut_down(const client_shared& s) {
   if (s.shutting_down) throw exception(error::shut_down, "the client is shut down: no new leases");
@@ -50,7 +52,7 @@ void refuse_if_shut_down(const client_shared& s) {
 asio::awaitable<void> until_shutdown(shared_ptr_t s) {
   while (!s->shutting_down) {
     if (BATON_CANCELLED()) throw_cancelled();
-    timer t(s->ex, timer::time_point::max());
+    timer t(*s, timer::time_point::max());
     detail::wakeup_list::registration reg(s->on_shutdown, &t);
     co_await t.async_wait(use_tuple);
   }
@@ -67,21 +69,8 @@ asio::awaitable<T> unless_shut_down(shared_ptr_t s, asio::awaitable<T> op) {
 }
 
 asio::awaitable<void> sleep(shared_ptr_t s, clock::duration d) {
-  timer t(s->ex, d);
+  timer t(*s, d);
   co_await t.async_wait(asio::use_awaitable);  // throws operation_aborted when cancelled
-}
-
-// Runs `op` on the client's executor and returns its result on the caller's. The caller's cancellation
-// reaches `op` (co_spawn hands it over to the client's executor); every error leaves as baton::exception.
-template <class T>
-asio::awaitable<T> on_client(shared_ptr_t s, asio::awaitable<T> op) {
-  std::exception_ptr failure;
-  try {
-    co_return co_await asio::co_spawn(s->ex, detail::honouring_any_cancellation(std::move(op)), asio::use_awaitable);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  detail::rethrow_as_baton_exception(failure);
 }
 
 // Counts a background task (an acquire request, a clean-up) that shutdown() waits for.
@@ -116,7 +105,7 @@ asio::awaitable<void> abandon(shared_ptr_t s, std::string key, std::string owner
       if (!g.ec && g.holder && g.holder->owner == owner && !cs.holds(key, g.holder->token))
         token = g.holder->token;
       if (token == 0 && attempt < cs.config.retry.max_attempts) {
-        timer t(cs.ex, cs.backoff(attempt));
+        timer t(cs, cs.backoff(attempt));
         co_await t.async_wait(use_tuple);
       }
     }
@@ -126,13 +115,10 @@ asio::awaitable<void> abandon(shared_ptr_t s, std::string key, std::string owner
       cs.emit(lease_event::kind::acquire_abandoned, key, 0, {}, "no grant found for the abandoned acquire");
     co_return;
   }
-  release_reply r;
-  for (int attempt = 1;; ++attempt) {
-    r = co_await cs.backend->release(key, owner, token, cs.config.request_timeout);
-    if (!r.ec || !is_transient(r.ec) || attempt >= cs.config.retry.max_attempts) break;
-    timer t(cs.ex, cs.backoff(attempt));
-    co_await t.async_wait(use_tuple);
-  }
+  auto r = co_await detail::with_retries(
+      s, cs.config.retry.max_attempts,
+      [&] { return cs.backend->release(key, owner, token, cs.config.request_timeout); },
+      detail::no_retry_hook);
   cs.emit(lease_event::kind::acquire_abandoned, key, token, {},
           r.ec ? "release of the abandoned grant failed: " + r.ec.message() : "abandoned grant released");
 }
@@ -151,12 +137,12 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
   auto& cs = *s;
   refuse_if_shut_down(cs);
   if (BATON_CANCELLED()) throw_cancelled();
-  const auto sent = clock::now();  // the lease is counted from here: the server started it later
+  const auto sent = cs.now();  // the lease is counted from here: the server started it later
   auto p = std::make_shared<pending_acquire>();
   asio::co_spawn(
       cs.ex,
-      [s, p, key, owner, ttl = o.ttl, value = o.value.str(), counted = std::make_shared<in_flight_guard>(s)]()
-          -> asio::awaitable<void> {
+      [s, p, key, owner, ttl = o.ttl, value = o.value.str(),
+       counted = std::make_shared<in_flight_guard>(s)]() -> asio::awaitable<void> {
         p->reply = co_await s->backend->acquire(key, owner, ttl, value, s->config.request_timeout);
         p->done = true;
         p->on_done.wake_all();
@@ -164,7 +150,7 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
       },
       asio::detached);
   while (!p->done) {
-    timer t(cs.ex, timer::time_point::max());
+    timer t(cs, timer::time_point::max());
     detail::wakeup_list::registration reg(p->on_done, &t);
     co_await t.async_wait(use_tuple);
     if (!p->done && BATON_CANCELLED()) {
@@ -184,7 +170,7 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
     cs.track(core);
     cs.acquires.fetch_add(1, std::memory_order_relaxed);
     cs.emit(lease_event::kind::acquired, key, r.token,
-            std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - sent));
+            std::chrono::duration_cast<std::chrono::microseconds>(cs.now() - sent));
     out.emplace(detail::make_lease(std::move(core)));
   } else if (r.ec == error::held) {
     cs.acquire_refusals.fetch_add(1, std::memory_order_relaxed);
@@ -199,87 +185,81 @@ std::string owner_for(client_shared& s, const lease_options& o) {
 
 void count_retry(client_shared& s, const std::string& key, const boost::system::error_code& ec) {
   s.acquire_retries.fetch_add(1, std::memory_order_relaxed);
-  s.emit(lease_event::kind::acquire_retry, key, 0, {}, as_acquire_error(ec).message());
+  s.emit(lease_event::kind::acquire_retry, key, 0, {}, detail::as_acquire_error(ec).message());
 }
 
-asio::awaitable<acquire_result> try_acquire_impl(shared_ptr_t s, std::string key, lease_options options) {
+// Carries out the acquire state machine's actions (baton/detail/acquire_fsm.hpp) for one acquisition:
+// async_try_acquire (mode try_once) or async_acquire and a campaign (mode wait). Cancellation and shutdown
+// end it from outside: try_once hands back a grant that arrives after the caller left.
+asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key, lease_options options,
+                                                detail::acquire_fsm::mode mode,
+                                                std::optional<milliseconds> wait_timeout) {
+  using kind = detail::acquire_fsm::action::kind;
+  options.validate();
   auto& cs = *s;
   // One owner string for this acquisition and all its retries: a retry after a lost reply, or after a 503
   // storage_unavailable (which may come after the grant reached the server), is then the same owner to the
   // server, which grants it a newer token instead of refusing it as "held".
   const std::string owner = owner_for(cs, options);
-  for (int attempt = 1;; ++attempt) {
-    std::optional<lease> got;
-    auto r = co_await try_once(s, key, owner, options, got);
-    if (got) co_return acquire_result{std::move(got), {}};
-    if (r.ec == error::held) co_return acquire_result{std::nullopt, r.holder};
-    if (r.ec == asio::error::operation_aborted) throw_cancelled();
-    if (!is_transient(r.ec)) throw exception(as_acquire_error(r.ec), r.diagnostic);
-    if (attempt >= cs.config.retry.max_attempts) {
-      // Giving up without a definite answer: the last try may have been granted. Hand it back.
-      asio::co_spawn(cs.ex, abandon(s, key, owner, r), asio::detached);
-      throw exception(as_acquire_error(r.ec), r.diagnostic);
+  std::optional<clock::time_point> give_up;
+  if (wait_timeout) give_up = cs.now() + *wait_timeout;
+  detail::acquire_fsm fsm(mode, key, give_up, cs.config.retry, cs.rng());
+  acquire_reply last;
+  for (auto a = fsm.start();;) {
+    switch (a.what) {
+      case kind::send_acquire: {
+        std::optional<lease> got;
+        last = co_await try_once(s, key, owner, options, got);
+        if (got) co_return acquire_result{std::move(got), {}};
+        if (last.ec == asio::error::operation_aborted) throw_cancelled();
+        a = fsm.on_acquire(last, cs.now());
+        break;
+      }
+      case kind::long_poll: {
+        const auto wait = std::chrono::ceil<milliseconds>(a.wait);
+        auto g = co_await unless_shut_down(
+            s, cs.backend->get(key, wait_for_change{a.poll_token, wait}, wait + cs.config.request_timeout));
+        if (g.ec == asio::error::operation_aborted) throw_cancelled();
+        a = fsm.on_poll(g, cs.now());
+        break;
+      }
+      case kind::pause:
+        if (a.retry) count_retry(cs, key, a.ec);
+        if (a.wait > clock::duration::zero()) co_await unless_shut_down(s, sleep(s, a.wait));
+        a = fsm.on_pause_done();
+        break;
+      case kind::held:
+        co_return acquire_result{std::nullopt, a.holder};
+      case kind::fail:
+        if (a.abandon) asio::co_spawn(cs.ex, abandon(s, key, owner, last), asio::detached);
+        throw exception(a.ec, a.message);
+      case kind::granted:
+        // try_once makes the lease of a grant, returned above: the state machine never gets to say it.
+        throw exception(error::invalid_config, "internal: acquire state machine out of step");
     }
-    count_retry(cs, key, r.ec);
-    co_await unless_shut_down(s, sleep(s, cs.backoff(attempt)));
   }
+}
+
+asio::awaitable<acquire_result> try_acquire_impl(shared_ptr_t s, std::string key, lease_options options) {
+  co_return co_await run_acquisition(std::move(s), std::move(key), options,
+                                     detail::acquire_fsm::mode::try_once, std::nullopt);
 }
 
 asio::awaitable<lease> acquire_impl(shared_ptr_t s, std::string key, lease_options options,
                                     std::optional<milliseconds> wait_timeout) {
-  auto& cs = *s;
-  const std::string owner = owner_for(cs, options);
-  const auto give_up = wait_timeout ? clock::now() + *wait_timeout : clock::time_point::max();
-  int failures = 0;
-  std::string unsure;  // why the last acquire's outcome is unknown, if it is
-  for (;;) {
-    std::optional<lease> got;
-    auto r = co_await try_once(s, key, owner, options, got);
-    if (got) co_return std::move(*got);
-    if (r.ec == asio::error::operation_aborted) throw_cancelled();
-    if (r.ec != error::held && !is_transient(r.ec)) throw exception(as_acquire_error(r.ec), r.diagnostic);
-    unsure = r.ec == error::held ? std::string() : as_acquire_error(r.ec).message();
-    // The first try always happens (a zero wait_timeout means one try); later ones only before give_up.
-    if (clock::now() >= give_up) {
-      if (unsure.empty()) throw exception(error::wait_timeout, "lock \"" + key + "\" still held");
-      // The last try may have been granted: hand it back rather than leave it held until its TTL passes.
-      asio::co_spawn(cs.ex, abandon(s, key, owner, r), asio::detached);
-      throw exception(error::wait_timeout, "the last acquire of \"" + key + "\" got no definite answer (" +
-                                               unsure + "); if it was granted, it is released in the background");
-    }
-    if (r.ec == error::held) {
-      // Wait on the server's long-poll: it answers the moment the holder releases or its lease expires.
-      auto left = std::chrono::duration_cast<milliseconds>(give_up - clock::now());
-      auto wait = std::clamp(left, milliseconds{1}, milliseconds{30'000});
-      auto g = co_await unless_shut_down(
-          s, cs.backend->get(key, wait_for_change{r.holder.token, wait}, wait + cs.config.request_timeout));
-      if (g.ec == asio::error::operation_aborted) throw_cancelled();
-      if (!g.ec) {
-        failures = 0;
-        continue;
-      }
-      // The long-poll failed (too_many_waiters included): back off like any failed try. The "held" answer
-      // does not reset the backoff, so a server out of waiter slots sees this client less and less often.
-      r.ec = g.ec;
-      r.diagnostic = g.diagnostic;
-      if (!is_transient(r.ec)) throw exception(r.ec, r.diagnostic);
-    }
-    count_retry(cs, key, r.ec);
-    ++failures;
-    auto pause = std::min<clock::duration>(cs.backoff(failures), give_up - clock::now());
-    if (pause > clock::duration::zero()) co_await unless_shut_down(s, sleep(s, pause));
-  }
+  auto r = co_await run_acquisition(std::move(s), std::move(key), options, detail::acquire_fsm::mode::wait,
+                                    wait_timeout);
+  co_return std::move(*r.acquired);
 }
 
 asio::awaitable<std::optional<holder_info>> get_impl(shared_ptr_t s, std::string key) {
   auto& cs = *s;
-  for (int attempt = 1;; ++attempt) {
-    auto r = co_await cs.backend->get(key, std::nullopt, cs.config.request_timeout);
-    if (!r.ec) co_return r.holder;
-    if (r.ec == asio::error::operation_aborted) throw_cancelled();
-    if (!is_transient(r.ec) || attempt >= cs.config.retry.max_attempts) throw exception(r.ec, r.diagnostic);
-    co_await sleep(s, cs.backoff(attempt));
-  }
+  auto r = co_await detail::with_retries(
+      s, cs.config.retry.max_attempts,
+      [&] { return cs.backend->get(key, std::nullopt, cs.config.request_timeout); }, detail::no_retry_hook);
+  if (!r.ec) co_return r.holder;
+  if (r.ec == asio::error::operation_aborted) throw_cancelled();
+  throw exception(r.ec, r.diagnostic);
 }
 
 asio::awaitable<void> shutdown_impl(shared_ptr_t s, milliseconds timeout) {
@@ -289,15 +269,17 @@ asio::awaitable<void> shutdown_impl(shared_ptr_t s, milliseconds timeout) {
   std::vector<std::shared_ptr<detail::release_op>> ops;
   for (auto& c : cs.tracked()) {
     // Its guarded work is cancelled at once and ends before the release is sent (within the timeout).
-    if (c->fsm.state() == lease_state::active) ops.push_back(c->begin_release(true, timeout));
-    else if (c->release && !c->release->done) ops.push_back(c->release);  // already on its way: wait for it
+    if (c->fsm.state() == lease_state::active)
+      ops.push_back(c->begin_release(true, timeout));
+    else if (c->release && !c->release->done)
+      ops.push_back(c->release);  // already on its way: wait for it
   }
   // Then wait for those releases, and for acquire requests still on their way (a grant that arrives now is
   // handed back, see try_once) with their clean-ups.
-  timer t(cs.ex, clock::now() + timeout);
+  timer t(cs, cs.now() + timeout);
   for (;;) {
     bool all_done = std::all_of(ops.begin(), ops.end(), [](const auto& op) { return op->done; });
-    if ((all_done && cs.in_flight == 0) || clock::now() >= t.expiry()) break;
+    if ((all_done && cs.in_flight == 0) || cs.now() >= t.expiry()) break;
     std::vector<std::unique_ptr<detail::wakeup_list::registration>> regs;
     for (auto& op : ops)
       if (!op->done) regs.push_back(std::make_unique<detail::wakeup_list::registration>(op->on_done, &t));
@@ -330,6 +312,9 @@ client::client(own_strand, asio::any_io_executor strand, client_config config, s
   s->identity = config.identity.empty() ? default_identity() : config.identity;
   s->config = std::move(config);
   s->backend = std::move(b);
+  // A memory backend that drives its clients' clocks: this client's deadlines, renewals, backoffs and waits
+  // run on the test's clock (baton/testing.hpp).
+  if (auto* m = dynamic_cast<testing::memory_backend*>(s->backend.get())) s->manual = m->clients_clock();
   s->rng = detail::jitter_rng(std::random_device{}() ^
                               static_cast<std::uint64_t>(clock::now().time_since_epoch().count()));
   detail::watch_context(s);
@@ -353,74 +338,61 @@ const shared_ptr_t& client::shared() const {
   return shared_;
 }
 
-asio::awaitable<acquire_result> client::try_acquire(std::string key, lease_options options) {
-  options.validate();
-  return on_client(shared(), try_acquire_impl(shared(), std::move(key), std::move(options)));
+namespace {
+// Completes `h` with error::empty_handle when the client was moved from; true then.
+template <class Handler, class... Values>
+bool refused_as_empty(const shared_ptr_t& s, std::string* diag, Handler& h, Values... values) {
+  if (s) return false;
+  if (diag) *diag = "this client handle is empty (moved from)";
+  detail::fail_at_start(std::move(h), make_error_code(error::empty_handle), {}, std::move(values)...);
+  return true;
 }
-
-asio::awaitable<acquire_result> client::try_acquire(std::string key) {
-  return try_acquire(std::move(key), lease_options{});
-}
-
-asio::awaitable<lease> client::acquire_waiting(std::string key, lease_options options,
-                                               std::optional<milliseconds> wait_timeout) {
-  options.validate();
-  return on_client(shared(), acquire_impl(shared(), std::move(key), std::move(options), wait_timeout));
-}
-
-asio::awaitable<lease> client::acquire(std::string key, lease_options options, milliseconds wait_timeout) {
-  return acquire_waiting(std::move(key), options, wait_timeout);
-}
-
-asio::awaitable<lease> client::acquire(std::string key, lease_options options) {
-  return acquire_waiting(std::move(key), options, std::nullopt);
-}
-
-asio::awaitable<lease> client::acquire(std::string key) {
-  return acquire_waiting(std::move(key), lease_options{}, std::nullopt);
-}
-
-asio::awaitable<std::optional<holder_info>> client::get(std::string key) {
-  return on_client(shared(), get_impl(shared(), std::move(key)));
-}
-
-asio::awaitable<void> client::shutdown(milliseconds timeout) {
-  return on_client(shared(), shutdown_impl(shared(), timeout));
-}
-
-asio::awaitable<void> client::shutdown() {
-  return shutdown(milliseconds{5'000});
-}
+}  // namespace
 
 void client::start_acquire(shared_ptr_t s, std::string key, lease_options options,
-                           std::optional<milliseconds> wait_timeout,
+                           std::optional<milliseconds> wait_timeout, std::string* diag,
                            asio::any_completion_handler<void(boost::system::error_code, lease)> h) {
+  if (refused_as_empty(s, diag, h, lease{})) return;
   auto ex = s->ex;
-  auto slot = h.get_cancellation_slot();
-  asio::co_spawn(ex, detail::honouring_any_cancellation(acquire_impl(s, std::move(key), std::move(options), wait_timeout)),
-                 asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e, lease l) mutable {
-                   detail::complete(std::move(h), ex, detail::to_error_code(e), std::move(l));
-                 }));
+  detail::launch(ex, acquire_impl(std::move(s), std::move(key), options, wait_timeout), diag, std::move(h));
 }
 
-void client::start_try_acquire(shared_ptr_t s, std::string key, lease_options options,
-                               asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h) {
+void client::start_try_acquire(
+    shared_ptr_t s, std::string key, lease_options options, std::string* diag,
+    asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h) {
+  if (refused_as_empty(s, diag, h, acquire_result{})) return;
   auto ex = s->ex;
-  auto slot = h.get_cancellation_slot();
-  asio::co_spawn(ex, detail::honouring_any_cancellation(try_acquire_impl(s, std::move(key), std::move(options))),
-                 asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e, acquire_result r) mutable {
-                   detail::complete(std::move(h), ex, detail::to_error_code(e), std::move(r));
-                 }));
+  detail::launch(ex, try_acquire_impl(std::move(s), std::move(key), options), diag, std::move(h));
 }
 
-void client::start_shutdown(shared_ptr_t s, milliseconds timeout,
+void client::start_get(
+    shared_ptr_t s, std::string key, std::string* diag,
+    asio::any_completion_handler<void(boost::system::error_code, std::optional<holder_info>)> h) {
+  if (refused_as_empty(s, diag, h, std::optional<holder_info>{})) return;
+  auto ex = s->ex;
+  detail::launch(ex, get_impl(std::move(s), std::move(key)), diag, std::move(h));
+}
+
+void client::start_shutdown(shared_ptr_t s, milliseconds timeout, std::string* diag,
                             asio::any_completion_handler<void(boost::system::error_code)> h) {
+  if (refused_as_empty(s, diag, h)) return;
   auto ex = s->ex;
-  auto slot = h.get_cancellation_slot();
-  asio::co_spawn(ex, detail::honouring_any_cancellation(shutdown_impl(s, timeout)),
-                 asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e) mutable {
-                   detail::complete(std::move(h), ex, detail::to_error_code(e));
-                 }));
+  detail::launch(ex, shutdown_impl(std::move(s), timeout), diag, std::move(h));
+}
+
+asio::awaitable<lease> client::acquire_for(shared_ptr_t s, std::string key, lease_options options,
+                                           std::optional<milliseconds> wait_timeout) {
+  return asio::async_initiate<const default_token_t&, void(boost::system::error_code, lease)>(
+      [s = std::move(s)](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
+        auto* diag = detail::diagnostic_slot(handler);
+        start_acquire(s, std::move(k), o, w, diag, std::move(handler));
+      },
+      default_token, std::move(key), options, wait_timeout);
+}
+
+asio::any_io_executor client::work_executor(const shared_ptr_t& s) {
+  if (s) return s->ex;
+  return asio::system_executor();
 }
 
 tls_reload_result client::reload_tls() {
@@ -431,9 +403,15 @@ tls_reload_result client::reload_tls(const tls_config& tls) {
   return shared()->backend->reload_tls(tls);
 }
 
-const std::string& client::identity() const { return shared()->identity; }
-const client_config& client::config() const { return shared()->config; }
-const asio::any_io_executor& client::get_executor() const { return shared()->ex; }
+const std::string& client::identity() const {
+  return shared()->identity;
+}
+const client_config& client::config() const {
+  return shared()->config;
+}
+const asio::any_io_executor& client::get_executor() const {
+  return shared()->ex;
+}
 
 client_stats client::stats() const {
   auto& s = *shared();

@@ -22,7 +22,7 @@ std::shared_ptr<lease_core> core_of(const lease& l) {
 }  // namespace detail
 
 struct detail::election_state {
-  client* c;
+  std::shared_ptr<client_shared> client;  // null: made from a moved-from client
   std::string key;
   // The lease of the last campaign, without keeping it alive: the caller's handle decides its lifetime
   // (destroying it releases it). Guarded by mu: campaign and resign may complete on different threads.
@@ -46,55 +46,48 @@ std::optional<leader_info> leader_of(const std::optional<holder_info>& h) {
 }
 
 bool active(const detail::lease_core& c) {
-  return c.state.load(std::memory_order_acquire) == lease_state::active &&
-         lease_clock::now().time_since_epoch().count() < c.deadline_ticks.load(std::memory_order_acquire);
+  return c.observed_state() == lease_state::active;
 }
 
-// The next change of holder of `key` after `known` (without it: after the holder found by a first read).
+// The next change of leader of `key` after `known` (the leader a stream returned last; empty: nobody).
 // Runs on the client's executor, the only one the backend may be called from.
-asio::awaitable<std::optional<leader_info>> observe_on_executor(std::shared_ptr<backend> b,
-                                                                client_config config, std::string key,
-                                                                std::optional<std::uint64_t> known) {
-  auto ex = co_await asio::this_coro::executor;
-  detail::jitter_rng rng(std::random_device{}());
-  int failures = 0;
+asio::awaitable<std::optional<leader_info>> observe_on_executor(std::shared_ptr<detail::client_shared> cs,
+                                                                std::string key,
+                                                                std::optional<leader_info> known) {
+  auto& b = cs->backend;
+  const auto& config = cs->config;
   for (;;) {
-    std::optional<wait_for_change> wait;
-    if (known) wait = wait_for_change{*known, observe_wait};
-    auto r = co_await b->get(key, wait, config.request_timeout + (wait ? observe_wait : milliseconds{0}));
+    const wait_for_change wait{known ? known->token : 0, observe_wait};
+    // No answer, or a server at a limit (too_many_waiters): wait a backoff, then ask again, for as long as
+    // it takes.
+    auto r = co_await detail::with_retries(
+        cs, 0, [&] { return b->get(key, wait, config.request_timeout + observe_wait); },
+        detail::no_retry_hook);
     if (r.ec == asio::error::operation_aborted || BATON_CANCELLED()) throw_cancelled();
-    if (r.ec) {
-      // No answer, or a server at a limit (too_many_waiters): wait a backoff, then ask again.
-      if (!is_transient(r.ec)) throw exception(r.ec, r.diagnostic);
-      detail::timer t(ex, detail::backoff(config.retry, ++failures, rng));
-      auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-      if (ec || BATON_CANCELLED()) throw_cancelled();
-      continue;
-    }
-    failures = 0;
-    const std::uint64_t current = r.holder ? r.holder->token : 0;
-    if (!known) {
-      known = current;
-      continue;
-    }
-    // An unchanged holder is the long-poll's wait running out: wait again.
-    if (current != *known) co_return leader_of(r.holder);
+    if (r.ec) throw exception(r.ec, r.diagnostic);
+    // An unchanged leader is the long-poll's wait running out: wait again.
+    auto current = leader_of(r.holder);
+    const bool same = current.has_value() == known.has_value() &&
+                      (!current || (current->token == known->token && current->value == known->value));
+    if (!same) co_return current;
   }
 }
 
 using state = detail::election_state;
 
-state& live(const std::shared_ptr<state>& s) {
+std::shared_ptr<detail::client_shared> live(const std::shared_ptr<state>& s) {
   if (!s) throw exception(error::empty_handle, "this election is empty (moved from)");
-  return *s;
+  if (!s->client)
+    throw exception(error::empty_handle, "this election's client handle was empty (moved from)");
+  return s->client;
 }
 
-// Each operation is a coroutine of its own that holds the election's state, so the election object may go
-// (or move) while it runs. Every error, the checks' included, is thrown when the operation is awaited, never
-// by the call that creates it.
+// Each operation is a coroutine of its own, run on the client's executor, that holds the election's state,
+// so the election object may go (or move) while it runs. Every error, the checks' included, reaches the
+// handler.
 
 asio::awaitable<lease> campaign_impl(std::shared_ptr<state> s, std::string value, lease_options options) {
-  live(s);
+  auto cs = live(s);
   {
     std::lock_guard lk(s->mu);
     if (auto held = s->held.lock(); held && active(*held))
@@ -102,8 +95,7 @@ asio::awaitable<lease> campaign_impl(std::shared_ptr<state> s, std::string value
                                                  std::to_string(held->token) + "); resign first");
   }
   options.value = std::move(value);
-  auto acquiring = s->c->acquire(s->key, std::move(options));  // validates the options
-  lease l = co_await std::move(acquiring);
+  lease l = co_await detail::client_access::acquire(cs, s->key, options);  // validates the options
   std::lock_guard lk(s->mu);
   s->held = detail::core_of(l);
   co_return l;
@@ -122,9 +114,9 @@ asio::awaitable<void> resign_impl(std::shared_ptr<state> s) {
   // caller's handle reads `released` and its guarded work sees that.
   lease handle = detail::make_lease(core);
   try {
-    co_await handle.release();
+    co_await handle.async_release();
   } catch (...) {
-    // Not released: resign() may be called again.
+    // Not released: resign may be called again.
     std::lock_guard lk(s->mu);
     if (s->held.expired()) s->held = core;
     throw;
@@ -132,30 +124,14 @@ asio::awaitable<void> resign_impl(std::shared_ptr<state> s) {
 }
 
 asio::awaitable<std::optional<leader_info>> leader_impl(std::shared_ptr<state> s) {
-  live(s);
-  auto getting = s->c->get(s->key);
-  co_return leader_of(co_await std::move(getting));
-}
-
-asio::awaitable<std::optional<leader_info>> observe_impl(std::shared_ptr<state> s,
-                                                         std::optional<std::uint64_t> known) {
-  live(s);
-  client& c = *s->c;
-  auto observing = observe_on_executor(detail::client_access::backend_of(c), c.config(), s->key, known);
-  try {
-    co_return co_await asio::co_spawn(c.get_executor(), std::move(observing), asio::use_awaitable);
-  } catch (const exception&) {
-    throw;
-  } catch (const boost::system::system_error& e) {
-    throw exception(e.code(), {});
-  }
+  co_return leader_of(co_await detail::client_access::get(live(s), s->key));
 }
 
 }  // namespace
 
 struct detail::leader_stream_position {
   bool started = false;
-  std::uint64_t last = 0;  // the token of the leader next() returned last (0: nobody)
+  std::optional<leader_info> last;  // what async_next() returned last
 };
 
 namespace {
@@ -167,10 +143,29 @@ asio::awaitable<std::optional<leader_info>> next_impl(std::shared_ptr<state> s,
     who = co_await leader_impl(s);
     p->started = true;
   } else {
-    who = co_await observe_impl(s, p->last);
+    who = co_await observe_on_executor(live(s), s->key, p->last);
   }
-  p->last = who ? who->token : 0;
+  p->last = who;
   co_return who;
+}
+
+// Runs an election operation on its client's executor; a moved-from client or election completes with
+// error::empty_handle.
+template <class T, class Handler>
+void run(const std::shared_ptr<state>& s, asio::awaitable<T> op, std::string* diag, Handler h,
+         bool cancellable = true) {
+  std::shared_ptr<detail::client_shared> cs;
+  try {
+    cs = live(s);
+  } catch (const exception& e) {
+    if (diag) *diag = e.diagnostic();
+    if constexpr (std::is_void_v<T>)
+      detail::fail_at_start(std::move(h), e.code(), {});
+    else
+      detail::fail_at_start(std::move(h), e.code(), {}, T{});
+    return;
+  }
+  detail::launch(cs->ex, std::move(op), diag, std::move(h), cancellable);
 }
 
 }  // namespace
@@ -179,17 +174,25 @@ leader_stream::leader_stream(std::shared_ptr<detail::election_state> s,
                              std::shared_ptr<detail::leader_stream_position> p)
     : state_(std::move(s)), position_(std::move(p)) {}
 
-asio::awaitable<std::optional<leader_info>> leader_stream::next() {
-  return next_impl(state_, position_);
+void leader_stream::start_next(
+    std::shared_ptr<detail::election_state> s, std::shared_ptr<detail::leader_stream_position> p,
+    std::string* diag,
+    asio::any_completion_handler<void(boost::system::error_code, std::optional<leader_info>)> h) {
+  if (!p) {
+    if (diag) *diag = "this leader stream is empty";
+    return detail::fail_at_start(std::move(h), make_error_code(error::empty_handle), {},
+                                 std::optional<leader_info>{});
+  }
+  auto op = next_impl(s, std::move(p));
+  run(s, std::move(op), diag, std::move(h));
 }
 
-leader_stream election::follow() {
-  live(state_);
+leader_stream election::observe() {
   return leader_stream(state_, std::make_shared<detail::leader_stream_position>());
 }
 
 election::election(client& c, std::string key) : state_(std::make_shared<detail::election_state>()) {
-  state_->c = &c;
+  state_->client = detail::client_access::shared_of(c);
   state_->key = std::move(key);
 }
 
@@ -198,31 +201,28 @@ election::election(election&&) noexcept = default;
 election& election::operator=(election&&) noexcept = default;
 
 const std::string& election::key() const {
-  return live(state_).key;
+  if (!state_) throw exception(error::empty_handle, "this election is empty (moved from)");
+  return state_->key;
 }
 
-asio::awaitable<lease> election::campaign(std::string value, lease_options options) {
-  return campaign_impl(state_, std::move(value), std::move(options));
+void election::start_campaign(std::shared_ptr<detail::election_state> s, std::string value,
+                              lease_options options, std::string* diag,
+                              asio::any_completion_handler<void(boost::system::error_code, lease)> h) {
+  auto op = campaign_impl(s, std::move(value), options);
+  run(s, std::move(op), diag, std::move(h));
 }
 
-asio::awaitable<lease> election::campaign(std::string value) {
-  return campaign_impl(state_, std::move(value), lease_options{});
+void election::start_resign(std::shared_ptr<detail::election_state> s, std::string* diag,
+                            asio::any_completion_handler<void(boost::system::error_code)> h) {
+  auto op = resign_impl(s);
+  run(s, std::move(op), diag, std::move(h), /*cancellable=*/false);
 }
 
-asio::awaitable<void> election::resign() {
-  return resign_impl(state_);
-}
-
-asio::awaitable<std::optional<leader_info>> election::leader() {
-  return leader_impl(state_);
-}
-
-asio::awaitable<std::optional<leader_info>> election::observe(std::optional<std::uint64_t> known_token) {
-  return observe_impl(state_, known_token);
-}
-
-asio::awaitable<std::optional<leader_info>> election::observe() {
-  return observe_impl(state_, std::nullopt);
+void election::start_leader(
+    std::shared_ptr<detail::election_state> s, std::string* diag,
+    asio::any_completion_handler<void(boost::system::error_code, std::optional<leader_info>)> h) {
+  auto op = leader_impl(s);
+  run(s, std::move(op), diag, std::move(h));
 }
 
 }  // namespace baton

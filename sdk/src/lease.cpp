@@ -28,8 +28,8 @@ namespace detail {
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-std::chrono::microseconds since(clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - t);
+std::chrono::microseconds since(const time_base& tb, clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(tb.now() - t);
 }
 
 // Release with retries on transport errors and 503s; the protocol makes every retry safe. A release whose
@@ -37,13 +37,10 @@ std::chrono::microseconds since(clock::time_point t) {
 // already_free.
 asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> c) {
   auto& cs = *c->client;
-  release_reply r;
-  for (int attempt = 1;; ++attempt) {
-    r = co_await cs.backend->release(c->key, c->owner, c->token, cs.config.request_timeout);
-    if (!r.ec || !is_transient(r.ec) || attempt >= cs.config.retry.max_attempts) break;
-    timer t(cs.ex, cs.backoff(attempt));
-    co_await t.async_wait(use_tuple);
-  }
+  auto r = co_await with_retries(
+      c->client, cs.config.retry.max_attempts,
+      [&] { return cs.backend->release(c->key, c->owner, c->token, cs.config.request_timeout); },
+      no_retry_hook);
   if (r.ec == error::request_timeout) r.ec = error::release_timeout;
   co_return r;
 }
@@ -78,27 +75,27 @@ clock::time_point wake_time(const lease_core& c) {
 
 // A deadline watch's handler: declares the loss if the deadline has passed without a confirmed renew.
 void on_deadline(lease_core& c, boost::system::error_code ec) {
-  if (!ec && c.fsm.poll(clock::now()) == lease_fsm::action::declare_lost) c.publish();
+  if (!ec && c.fsm.poll(c.client->now()) == lease_fsm::action::declare_lost) c.publish();
 }
 
 // Declares the loss at the deadline, when the renewal task has ended by an exception while its request ran.
 void watch_deadline(const std::shared_ptr<lease_core>& c) {
-  auto watch = std::make_shared<timer>(c->client->ex, c->fsm.deadline());
-  wake_on_boot_clock(c->client->ex, c->fsm.deadline());
+  auto watch = std::make_shared<timer>(*c->client, c->fsm.deadline());
+  if (!c->client->manual) wake_on_boot_clock(c->client->ex, c->fsm.deadline());
   watch->async_wait([c, watch](boost::system::error_code ec) { on_deadline(*c, ec); });
 }
 
 // The renewal task: carries out what the state machine decides, until the lease is no longer active.
 asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
   auto& cs = *c->client;
-  timer wake(cs.ex);
+  timer wake(cs);
   // The deadline is watched on its own while a request runs: the loss is declared at that instant (and
   // guarded work cancelled), not when the request's own, millisecond-rounded, timeout expires. A "renewed"
   // that still arrives afterwards finds the lease lost and hands it back below. One timer for the task's
   // life, re-armed per request: it dies with the frame, whose end cancels a wait still pending.
-  timer deadline_watch(cs.ex);
+  timer deadline_watch(cs);
   for (;;) {
-    auto action = c->fsm.poll(clock::now());
+    auto action = c->fsm.poll(cs.now());
     if (action == lease_fsm::action::declare_lost) {
       c->publish();
       co_return;
@@ -106,16 +103,17 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     if (c->fsm.state() != lease_state::active) co_return;
     if (action == lease_fsm::action::wait) {
       wake.expires_at(wake_time(*c));
-      wake_on_boot_clock(cs.ex, wake.expiry());  // a renewal or the deadline, on time after a suspend
+      if (!cs.manual)
+        wake_on_boot_clock(cs.ex, wake.expiry());  // a renewal or the deadline, on time after a suspend
       co_await wake.async_wait(use_tuple);
       if (BATON_CANCELLED()) co_return;  // renewal stopped (release or abandonment)
       continue;
     }
     // Renew. The request may take at most until the local deadline: an answer after it is worthless.
-    const auto sent = clock::now();
+    const auto sent = cs.now();
     auto budget = std::min<clock::duration>(cs.config.request_timeout, c->fsm.deadline() - sent);
     deadline_watch.expires_at(c->fsm.deadline());
-    wake_on_boot_clock(cs.ex, c->fsm.deadline());
+    if (!cs.manual) wake_on_boot_clock(cs.ex, c->fsm.deadline());
     deadline_watch.async_wait([c](boost::system::error_code ec) { on_deadline(*c, ec); });
     // A renewal with its whole request_timeout ahead may wait up to the batch window for others; one that
     // is short of time (retrying near the deadline) goes alone, at once. `sent` stays the instant it fell
@@ -144,7 +142,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     }
     deadline_watch.cancel();
     if (BATON_CANCELLED()) co_return;
-    const auto now = clock::now();
+    const auto now = cs.now();
     if (!r.ec) {
       if (c->fsm.on_renew_ok(sent, now) == lease_fsm::renew_outcome::too_late) {
         // The server extended a lease we already gave up locally: hand it back so nobody waits for its TTL.
@@ -152,7 +150,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
         c->begin_release(false);
         co_return;
       }
-      auto latency = since(sent);
+      auto latency = since(cs, sent);
       cs.renews.fetch_add(1, std::memory_order_relaxed);
       cs.last_renew_us.store(latency.count(), std::memory_order_relaxed);
       for (auto m = cs.max_renew_us.load();
@@ -177,7 +175,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       }
       cs.renew_retries.fetch_add(1, std::memory_order_relaxed);
       std::string why = r.ec == error::request_timeout ? "renew timed out" : r.ec.message();
-      cs.emit(lease_event::kind::renew_retry, c->key, c->token, since(sent), why);
+      cs.emit(lease_event::kind::renew_retry, c->key, c->token, since(cs, sent), why);
       c->publish();
     }
   }
@@ -274,6 +272,12 @@ lease_core::lease_core(std::shared_ptr<client_shared> c, std::string k, std::str
   deadline_ticks.store(fsm.deadline().time_since_epoch().count());
 }
 
+lease_state lease_core::observed_state() const {
+  const lease_clock::time_point deadline(
+      lease_clock::duration(deadline_ticks.load(std::memory_order_acquire)));
+  return detail::observed_state(state.load(std::memory_order_acquire), deadline, client->now());
+}
+
 void lease_core::publish() {
   deadline_ticks.store(fsm.deadline().time_since_epoch().count(), std::memory_order_release);
   auto s = fsm.state();
@@ -304,11 +308,12 @@ void lease_core::start() {
   });
   renewal_running = true;
   ++client->renewing;
-  asio::co_spawn(client->ex, run_renewal(shared_from_this()),
-                 asio::bind_cancellation_slot(stop_renewal.slot(), [self = shared_from_this()](std::exception_ptr) {
-                   self->renewal_running = false;
-                   --self->client->renewing;
-                 }));
+  asio::co_spawn(
+      client->ex, run_renewal(shared_from_this()),
+      asio::bind_cancellation_slot(stop_renewal.slot(), [self = shared_from_this()](std::exception_ptr) {
+        self->renewal_running = false;
+        --self->client->renewing;
+      }));
 }
 
 void lease_core::stop() {
@@ -322,7 +327,8 @@ std::shared_ptr<release_op> lease_core::begin_release(bool by_holder, millisecon
     auto again = std::make_shared<release_op>();
     again->done = true;
     again->reply = release->reply;
-    if (again->reply.outcome == release_outcome::released) again->reply.outcome = release_outcome::already_free;
+    if (again->reply.outcome == release_outcome::released)
+      again->reply.outcome = release_outcome::already_free;
     return again;
   }
   fsm.on_released();
@@ -335,8 +341,8 @@ std::shared_ptr<release_op> lease_core::begin_release(bool by_holder, millisecon
         // The guarded work was cancelled by publish(); when asked, let it end before the server frees the
         // lock, so that nothing it does lands after the release.
         if (guard_wait.count() > 0 && self->guarded.load() > 0) {
-          timer t(self->client->ex, clock::now() + guard_wait);
-          while (self->guarded.load() > 0 && clock::now() < t.expiry()) {
+          timer t(*self->client, self->client->now() + guard_wait);
+          while (self->guarded.load() > 0 && self->client->now() < t.expiry()) {
             wakeup_list::registration reg(self->on_guard_end, &t);
             co_await t.async_wait(use_tuple);
           }
@@ -359,7 +365,7 @@ asio::awaitable<void> wait_state(std::shared_ptr<lease_core> c, bool or_released
     const auto s = c->fsm.state();
     if (s == lease_state::lost || (or_released && s == lease_state::released)) co_return;
     if (BATON_CANCELLED()) throw exception(make_error_code(asio::error::operation_aborted));
-    timer t(c->client->ex, timer::time_point::max());
+    timer t(*c->client, timer::time_point::max());
     wakeup_list::registration reg(c->on_state_change, &t);
     co_await t.async_wait(use_tuple);  // woken by publish() on a change of state, or cancelled by our caller
   }
@@ -369,7 +375,7 @@ asio::awaitable<release_reply> await_release(std::shared_ptr<lease_core> c, rele
   if (!*ticket) *ticket = c->begin_release(true);
   auto op = *ticket;
   while (!op->done) {
-    timer t(c->client->ex, timer::time_point::max());
+    timer t(*c->client, timer::time_point::max());
     wakeup_list::registration reg(op->on_done, &t);
     co_await t.async_wait(use_tuple);
   }
@@ -388,12 +394,15 @@ void rethrow_as_baton_exception(std::exception_ptr e) {
   }
 }
 
-boost::system::error_code to_error_code(const std::exception_ptr& e) {
+boost::system::error_code to_error_code(const std::exception_ptr& e, std::string* diag) {
   if (!e) return {};
   try {
     std::rethrow_exception(e);
   } catch (const asio::multiple_exceptions& x) {
-    return to_error_code(x.first_exception());
+    return to_error_code(x.first_exception(), diag);
+  } catch (const exception& x) {
+    if (diag) *diag = x.diagnostic();
+    return x.code();
   } catch (const boost::system::system_error& x) {
     return x.code();
   } catch (const std::bad_alloc&) {
@@ -408,7 +417,8 @@ asio::awaitable<void> until_lost(const lease& l) {
   if (!c) throw exception(error::empty_handle);
   std::exception_ptr failure;
   try {
-    co_await asio::co_spawn(c->client->ex, honouring_any_cancellation(wait_state(c, false)), asio::use_awaitable);
+    co_await asio::co_spawn(c->client->ex, honouring_any_cancellation(wait_state(c, false)),
+                            asio::use_awaitable);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -420,7 +430,8 @@ asio::awaitable<void> until_inactive(const lease& l) {
   if (!c) throw exception(error::empty_handle);
   std::exception_ptr failure;
   try {
-    co_await asio::co_spawn(c->client->ex, honouring_any_cancellation(wait_state(c, true)), asio::use_awaitable);
+    co_await asio::co_spawn(c->client->ex, honouring_any_cancellation(wait_state(c, true)),
+                            asio::use_awaitable);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -438,7 +449,9 @@ guarded_work::~guarded_work() {
   asio::post(cs.ex, [c = std::move(core_)] { c->on_guard_end.wake_all(); });
 }
 
-lease make_lease(std::shared_ptr<lease_core> core) { return lease(std::move(core)); }
+lease make_lease(std::shared_ptr<lease_core> core) {
+  return lease(std::move(core));
+}
 
 }  // namespace detail
 
@@ -459,8 +472,10 @@ lease::~lease() {
   if (cs.context_gone.load(std::memory_order_acquire)) return;
   // May run on any thread: hand the abandoned lease to its executor.
   asio::post(cs.ex, [c = std::move(core_)] {
-    if (c->fsm.state() == lease_state::active) c->begin_release(true);
-    else c->stop();
+    if (c->fsm.state() == lease_state::active)
+      c->begin_release(true);
+    else
+      c->stop();
   });
 }
 
@@ -475,27 +490,36 @@ void lease::detach() {
 }
 
 const detail::lease_core& lease::core() const {
-  if (!core_) throw exception(error::empty_handle, "this lease handle is empty (default-constructed or moved from)");
+  if (!core_)
+    throw exception(error::empty_handle, "this lease handle is empty (default-constructed or moved from)");
   return *core_;
 }
 
-const std::string& lease::key() const { return core().key; }
-const std::string& lease::owner() const { return core().owner; }
-const std::string& lease::value() const { return core().value; }
-std::uint64_t lease::token() const { return core().token; }
+const std::string& lease::key() const {
+  return core().key;
+}
+const std::string& lease::owner() const {
+  return core().owner;
+}
+const std::string& lease::value() const {
+  return core().value;
+}
+std::uint64_t lease::token() const {
+  return core().token;
+}
 
 lease_state lease::state() const {
-  auto s = core().state.load(std::memory_order_acquire);
-  // The renewal task may not have run yet at the deadline: the clock decides here, as in active().
-  if (s == lease_state::active && lease_clock::now() >= deadline()) return lease_state::lost;
-  return s;
+  return core().observed_state();
 }
 
 lease_clock::time_point lease::deadline() const {
-  return lease_clock::time_point(lease_clock::duration(core().deadline_ticks.load(std::memory_order_acquire)));
+  return lease_clock::time_point(
+      lease_clock::duration(core().deadline_ticks.load(std::memory_order_acquire)));
 }
 
-bool lease::active() const { return state() == lease_state::active; }
+bool lease::active() const {
+  return state() == lease_state::active;
+}
 
 std::string lease::loss_reason() const {
   const auto& c = core();
@@ -506,65 +530,46 @@ std::string lease::loss_reason() const {
   return state() == lease_state::lost ? "deadline passed without a confirmed renew" : std::string();
 }
 
-asio::awaitable<void> lease::wait_lost() {
-  auto c = core_;
-  core();  // throws for an empty handle
-  std::exception_ptr failure;
-  try {
-    co_await asio::co_spawn(c->client->ex, detail::honouring_any_cancellation(detail::wait_state(c, true)),
-                            asio::use_awaitable);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  if (failure) detail::rethrow_as_baton_exception(failure);
+detail::release_ticket lease::begin_release(const std::shared_ptr<detail::lease_core>& core) {
+  if (!core) return nullptr;
+  // Started here, not in the operation's initiation: an awaitable token initiates only when awaited, a
+  // co_await in a cancelled coroutine throws before that, and the release must happen anyway.
+  auto ticket = std::make_shared<std::shared_ptr<detail::release_op>>();
+  asio::dispatch(core->client->ex, [c = core, ticket] {
+    if (!*ticket) *ticket = c->begin_release(true);
+  });
+  return ticket;
 }
 
 namespace {
-// Waits for the release's outcome; the wait is not connected to the caller's cancellation.
-asio::awaitable<release_outcome> finish_release(std::shared_ptr<detail::lease_core> c, detail::release_ticket ticket) {
-  release_reply r;
-  std::exception_ptr failure;
-  try {
-    r = co_await asio::co_spawn(c->client->ex, detail::await_release(c, std::move(ticket)),
-                                asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  if (failure) detail::rethrow_as_baton_exception(failure);
-  if (r.ec) throw exception(r.ec, r.diagnostic);
-  co_return r.outcome;
-}
-}  // namespace
-
-asio::awaitable<release_outcome> lease::release() {
-  core();  // throws for an empty handle
-  auto c = core_;
-  // Started here, not in the coroutine: a co_await in a cancelled coroutine throws before the awaited
-  // coroutine's body runs, and the release must happen anyway.
-  auto ticket = std::make_shared<std::shared_ptr<detail::release_op>>();
-  asio::dispatch(c->client->ex, [c, ticket] {
-    if (!*ticket) *ticket = c->begin_release(true);
-  });
-  return finish_release(std::move(c), std::move(ticket));
+constexpr const char* empty_lease = "this lease handle is empty";
 }
 
-void lease::start_release(std::shared_ptr<detail::lease_core> core,
+void lease::start_release(std::shared_ptr<detail::lease_core> core, detail::release_ticket ticket,
+                          std::string* diag,
                           asio::any_completion_handler<void(boost::system::error_code, release_outcome)> h) {
+  if (!core) {
+    if (diag) *diag = empty_lease;
+    return detail::fail_at_start(std::move(h), make_error_code(error::empty_handle), {}, release_outcome{});
+  }
   auto ex = core->client->ex;
-  auto ticket = std::make_shared<std::shared_ptr<detail::release_op>>();
-  asio::co_spawn(ex, detail::await_release(core, std::move(ticket)), [h = std::move(h), ex](std::exception_ptr e, release_reply r) mutable {
-    detail::complete(std::move(h), ex, e ? detail::to_error_code(e) : r.ec, r.outcome);
-  });
+  // Not bound to the handler's cancellation slot: the release runs to its end.
+  asio::co_spawn(ex, detail::await_release(core, std::move(ticket)),
+                 [h = std::move(h), ex, diag](std::exception_ptr e, release_reply r) mutable {
+                   auto ec = e ? detail::to_error_code(e, diag) : r.ec;
+                   if (!e && r.ec && diag) *diag = std::move(r.diagnostic);
+                   detail::complete(std::move(h), ex, ec, r.outcome);
+                 });
 }
 
-void lease::start_wait_lost(std::shared_ptr<detail::lease_core> core,
+void lease::start_wait_lost(std::shared_ptr<detail::lease_core> core, std::string* diag,
                             asio::any_completion_handler<void(boost::system::error_code)> h) {
+  if (!core) {
+    if (diag) *diag = empty_lease;
+    return detail::fail_at_start(std::move(h), make_error_code(error::empty_handle), {});
+  }
   auto ex = core->client->ex;
-  auto slot = h.get_cancellation_slot();
-  asio::co_spawn(ex, detail::honouring_any_cancellation(detail::wait_state(core, true)),
-                 asio::bind_cancellation_slot(slot, [h = std::move(h), ex](std::exception_ptr e) mutable {
-                   detail::complete(std::move(h), ex, detail::to_error_code(e));
-                 }));
+  detail::launch(ex, detail::wait_state(core, true), diag, std::move(h));
 }
 
 }  // namespace baton

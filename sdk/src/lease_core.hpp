@@ -10,15 +10,20 @@
 #include "baton/client.hpp"
 #include "baton/config.hpp"
 #include "baton/detail/lease_fsm.hpp"
+#include "timer.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/basic_waitable_timer.hpp>
-#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <atomic>
 #include <list>
@@ -33,9 +38,6 @@
   ((co_await boost::asio::this_coro::cancellation_state).cancelled() != boost::asio::cancellation_type::none)
 
 namespace baton::detail {
-
-/// A timer on the lease clock (CLOCK_BOOTTIME): it keeps counting while the host is suspended.
-using timer = boost::asio::basic_waitable_timer<lease_clock>;
 
 /// Timers that coroutines wait on until something happens; the event cancels them all. A waiter registers
 /// for the duration of one wait (the registration removes itself when the waiting frame ends, even when the
@@ -54,7 +56,8 @@ class wakeup_list {
     std::list<timer*>::iterator it_;
   };
   void wake_all() {
-    for (auto* t : waiters_) t->cancel();
+    for (auto* t : waiters_)
+      t->cancel();
   }
 
  private:
@@ -64,9 +67,9 @@ class wakeup_list {
 struct lease_core;
 class renew_batcher;
 
-/// What a client shares with its leases (leases may outlive the client object).
-struct client_shared : std::enable_shared_from_this<client_shared> {
-  boost::asio::any_io_executor ex;
+/// What a client shares with its leases (leases may outlive the client object). Its time_base is the client's
+/// strand and clock: every timer and every reading of the time in the SDK goes through it.
+struct client_shared : time_base, std::enable_shared_from_this<client_shared> {
   client_config config;
   std::shared_ptr<baton::backend> backend;
   std::string identity;
@@ -82,8 +85,8 @@ struct client_shared : std::enable_shared_from_this<client_shared> {
 
   // Any thread.
   std::atomic<bool> context_gone{false};  // the io_context is shut down or destroyed: post nothing to it
-  std::atomic<std::uint64_t> acquires{0}, acquire_refusals{0}, acquire_retries{0}, renews{0}, renew_retries{0},
-      losses{0}, releases{0};
+  std::atomic<std::uint64_t> acquires{0}, acquire_refusals{0}, acquire_retries{0}, renews{0},
+      renew_retries{0}, losses{0}, releases{0};
   std::atomic<std::int64_t> last_renew_us{0}, max_renew_us{0};
 
   void emit(lease_event::kind what, std::string_view key, std::uint64_t token,
@@ -121,8 +124,8 @@ struct release_op {
 };
 
 struct lease_core : std::enable_shared_from_this<lease_core> {
-  lease_core(std::shared_ptr<client_shared> c, std::string k, std::string o, std::uint64_t t, lease_options opts,
-             clock::time_point sent);
+  lease_core(std::shared_ptr<client_shared> c, std::string k, std::string o, std::uint64_t t,
+             lease_options opts, clock::time_point sent);
 
   // Immutable after construction.
   std::shared_ptr<client_shared> client;
@@ -148,6 +151,9 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   mutable std::mutex reason_mu;
   std::string reason;
 
+  /// The state as lease::state() reports it: the published one, lost once the deadline passed (the renewal
+  /// task may not have run yet at the deadline). Any thread.
+  lease_state observed_state() const;
   /// Copies the state machine's verdict to the thread-safe fields; wakes state waiters once not active.
   void publish();
   /// Starts the renewal task, and the backend's loss watch (backend::watch_loss()).
@@ -164,12 +170,38 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::shared_ptr<release_op> begin_release(bool by_holder, milliseconds guard_wait = milliseconds{0});
 };
 
+/// The SDK's one retry loop for a request that is safe to repeat (every protocol request is): calls `op()`
+/// until its reply succeeds, fails for good, or `max_attempts` tries failed transiently (0: no limit),
+/// waiting the client's jittered backoff between tries, and returns the last reply. `on_retry(attempt,
+/// reply)` runs before each wait. A cancelled caller ends the wait with operation_aborted (one launched
+/// without a cancellation slot, such as a release, never is). `op` and `on_retry` are kept in the coroutine
+/// frame: give them reference captures only (GCC 12 and closures in co_await expressions, docs/design.md).
+/// Executor only.
+template <class Op, class OnRetry>
+auto with_retries(std::shared_ptr<client_shared> s, int max_attempts, Op op, OnRetry on_retry)
+    -> boost::asio::awaitable<typename decltype(op())::value_type> {
+  for (int attempt = 1;; ++attempt) {
+    auto r = co_await op();
+    if (!r.ec || !is_transient(r.ec) || (max_attempts > 0 && attempt >= max_attempts)) co_return r;
+    on_retry(attempt, r);
+    timer t(*s, s->backoff(attempt));
+    co_await t.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    auto state = co_await boost::asio::this_coro::cancellation_state;
+    if (state.cancelled() != boost::asio::cancellation_type::none)
+      throw exception(make_error_code(boost::asio::error::operation_aborted));
+  }
+}
+
+/// An on_retry for with_retries that does nothing.
+struct no_retry_hook_t {
+  template <class Reply>
+  void operator()(int, const Reply&) const noexcept {}
+};
+inline constexpr no_retry_hook_t no_retry_hook{};
+
 /// Completes when the lease is lost (or, with `or_released`, released); at once if it already is. Throws
 /// baton::exception(operation_aborted) when cancelled first. Runs on the client's executor.
 boost::asio::awaitable<void> wait_state(std::shared_ptr<lease_core> c, bool or_released);
-
-/// One caller's release: the operation it started (or joined), set by whichever of its steps runs first.
-using release_ticket = std::shared_ptr<std::shared_ptr<release_op>>;
 
 /// The outcome of the ticket's release, starting it if needed. Runs on the client's executor; not
 /// cancellable (the release is bounded by the retry policy).
@@ -201,8 +233,31 @@ boost::asio::awaitable<T> honouring_any_cancellation(boost::asio::awaitable<T> o
 /// first exception; anything else is rethrown as it is.
 [[noreturn]] void rethrow_as_baton_exception(std::exception_ptr e);
 
-/// An exception as an error code (for the completion-token forms). Asio's multiple_exceptions (two branches
-/// of a race failed) counts as its first exception.
-boost::system::error_code to_error_code(const std::exception_ptr& e);
+/// An exception as an error code (for the completion-token forms), its message (a baton::exception's
+/// diagnostic) written to `*diag` when `diag` is given. Asio's multiple_exceptions (two branches of a race
+/// failed) counts as its first exception.
+boost::system::error_code to_error_code(const std::exception_ptr& e, std::string* diag = nullptr);
+
+/// Runs `op` on the client's executor `ex`, with any cancellation of `h`'s slot taken as terminal (none when
+/// not `cancellable`), and completes `h` with what it returned or the error it threw (the message in
+/// `*diag`).
+template <class T, class Handler>
+void launch(const boost::asio::any_io_executor& ex, boost::asio::awaitable<T> op, std::string* diag,
+            Handler h, bool cancellable = true) {
+  auto slot = cancellable ? h.get_cancellation_slot() : boost::asio::cancellation_slot();
+  if constexpr (std::is_void_v<T>) {
+    boost::asio::co_spawn(
+        ex, honouring_any_cancellation(std::move(op)),
+        boost::asio::bind_cancellation_slot(slot, [h = std::move(h), ex, diag](std::exception_ptr e) mutable {
+          complete(std::move(h), ex, to_error_code(e, diag));
+        }));
+  } else {
+    boost::asio::co_spawn(ex, honouring_any_cancellation(std::move(op)),
+                          boost::asio::bind_cancellation_slot(
+                              slot, [h = std::move(h), ex, diag](std::exception_ptr e, T v) mutable {
+                                complete(std::move(h), ex, to_error_code(e, diag), std::move(v));
+                              }));
+  }
+}
 
 }  // namespace baton::detail

@@ -27,7 +27,7 @@ clock::duration lease_fsm::jittered_period() {
 
 lease_fsm::action lease_fsm::poll(clock::time_point now) {
   if (state_ != lease_state::active) return action::wait;
-  if (now >= deadline_) {
+  if (past_deadline(deadline_, now)) {
     // No confirmed renew before the deadline: give the lease up now, even though no answer said so.
     state_ = lease_state::lost;
     loss_reason_ = "deadline passed without a confirmed renew";
@@ -38,7 +38,7 @@ lease_fsm::action lease_fsm::poll(clock::time_point now) {
 
 lease_fsm::renew_outcome lease_fsm::on_renew_ok(clock::time_point sent, clock::time_point now) {
   if (state_ != lease_state::active) return renew_outcome::too_late;
-  if (now >= deadline_) {
+  if (past_deadline(deadline_, now)) {
     state_ = lease_state::lost;
     loss_reason_ = "renew confirmed only after the local deadline";
     return renew_outcome::too_late;
@@ -59,7 +59,7 @@ void lease_fsm::on_renew_refused(std::string reason) {
 void lease_fsm::on_renew_failed(clock::time_point now) {
   if (state_ != lease_state::active) return;
   ++failures_;
-  if (now >= deadline_) {
+  if (past_deadline(deadline_, now)) {
     state_ = lease_state::lost;
     loss_reason_ = "deadline passed without a confirmed renew";
     return;

@@ -73,11 +73,11 @@ renew_batcher::place renew_batcher::join(std::string_view key, std::string_view 
       b->entries.reserve(expected_entries);
     }
     b->waiters.reserve(expected_entries);
-    auto t = std::make_shared<timer>(cs_.ex, clock::now() + window);
+    auto t = std::make_shared<timer>(cs_, cs_.now() + window);
     t->async_wait([this, b, t, keep = cs_.shared_from_this()](boost::system::error_code) { flush(b); });
   }
   done.expires_at(clock::time_point::max());
-  open_->until = std::max(open_->until, clock::now() + timeout);
+  open_->until = std::max(open_->until, cs_.now() + timeout);
   auto& b = *open_;
   if (b.n == b.entries.size()) b.entries.emplace_back();
   auto& e = b.entries[b.n++];
@@ -103,7 +103,7 @@ asio::awaitable<void> renew_batcher::send(std::shared_ptr<batch> b, std::shared_
   // with its whole request_timeout ahead (a renewal short of time goes alone), so their bounds differ by at
   // most the window.
   const auto n = b->n;
-  auto budget = std::max(milliseconds(1), std::chrono::ceil<milliseconds>(b->until - clock::now()));
+  auto budget = std::max(milliseconds(1), std::chrono::ceil<milliseconds>(b->until - cs_.now()));
   if (n == 1) {
     // Copied, not moved: the entry keeps its memory for a later batch.
     const auto& e = b->entries.front();

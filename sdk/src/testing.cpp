@@ -4,9 +4,9 @@
 #include "baton/testing.hpp"
 
 #include "baton/error.hpp"
+#include "timer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -22,13 +22,17 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 // A request held by pause(): resume() runs its effect and wakes it; an abandoned one is dropped, or run by
 // resume() with nobody to answer.
 struct memory_backend::waiter {
-  asio::steady_timer* timer = nullptr;
+  detail::timer* timer = nullptr;
   std::function<void()> effect;
   bool done = false;
   bool dropped = false;
 };
 
 memory_backend::memory_backend(asio::any_io_executor ex) : ex_(std::move(ex)) {}
+
+memory_backend::memory_backend(asio::any_io_executor ex, options o) : ex_(std::move(ex)) {
+  if (o.drives_clients) clients_clock_ = std::make_shared<detail::manual_clock>(lease_clock::now());
+}
 memory_backend::~memory_backend() = default;
 
 void memory_backend::changed() {
@@ -50,10 +54,17 @@ void memory_backend::expire_due() {
   if (any) changed();
 }
 
+lease_clock::time_point memory_backend::client_time() const {
+  return clients_clock_ ? clients_clock_->now() : lease_clock::now();
+}
+
 void memory_backend::advance(std::chrono::nanoseconds d) {
   now_ += d;
   expire_due();
   changed();  // long-polls look at their own deadlines again
+  // Then the clients' timers, and this server's request timeouts: a lease the step took past its TTL has
+  // expired here before its client's renewal (due within the step) is sent.
+  if (clients_clock_) clients_clock_->advance(d);
 }
 
 std::optional<holder_info> memory_backend::holder(const std::string& key) const {
@@ -114,7 +125,7 @@ asio::awaitable<Reply> memory_backend::serve(milliseconds timeout, std::function
     *reply = effect();
   };
   paused_waiters_.push_back(w);
-  asio::steady_timer t(ex_, timeout);
+  detail::timer t(detail::time_base{ex_, clients_clock_}, timeout);
   w->timer = &t;
   auto [ec] = co_await t.async_wait(use_tuple);
   w->timer = nullptr;
@@ -243,12 +254,12 @@ asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wa
   };
   if (!wait || paused_ || failures_left_ > 0) co_return co_await serve<get_reply>(timeout, std::move(read));
   // A long-poll: answer once the holder's token differs from the caller's, or the wait passes on this
-  // server's clock; the request's own timeout runs on real time.
+  // server's clock; the request's own timeout runs on the clients' clock (real time, unless drives_clients).
   expire_due();
   const milliseconds wait_bound =
       std::min(wait->wait, milliseconds{60'000});  // the protocol's cap on wait_ms
   const auto until = now_ + wait_bound;
-  asio::steady_timer t(ex_, timeout);
+  detail::timer t(detail::time_base{ex_, clients_clock_}, timeout);
   waiter w;
   w.timer = &t;
   // Registered for the frame's lifetime: the frame may end in an exception (a wait in a cancelled coroutine).

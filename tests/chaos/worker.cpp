@@ -198,7 +198,7 @@ struct worker {
     std::optional<baton::lease> held;
     std::string failure;
     try {
-      auto r = co_await client.try_acquire(key, lo);
+      auto r = co_await client.async_try_acquire(key, lo);
       if (!r.acquired) {
         log.emit(
             "acquire_refused",
@@ -249,7 +249,7 @@ struct worker {
     log.emit("release_req", {{"key", key}, {"token", l.token()}});
     std::string outcome;
     try {
-      switch (co_await l.release()) {
+      switch (co_await l.async_release()) {
         case baton::release_outcome::released:
           outcome = "released";
           break;

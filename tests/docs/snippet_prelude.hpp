@@ -9,6 +9,7 @@
 
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/test/unit_test.hpp>  // BOOST_TEST, in the snippets that are run
 
 #include <cstdint>
 #include <cstdio>

@@ -48,21 +48,23 @@ void two_candidates(const std::string& url) {
   election ea(a, "services/scheduler");
   election eb(b, "services/scheduler");
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    lease la = co_await ea.campaign("10.0.0.1:8080", lease_opts(5000ms));
-    auto seen_by_b = co_await eb.leader();
+    lease la = co_await ea.async_campaign("10.0.0.1:8080", lease_opts(5000ms));
+    auto seen_by_b = co_await eb.async_leader();
     BOOST_REQUIRE(seen_by_b.has_value());
     BOOST_TEST(seen_by_b->value == "10.0.0.1:8080");
     BOOST_TEST(seen_by_b->token == la.token());
 
-    auto change = start_background(ioc, eb.observe(la.token()));
-    auto elected = start_background(ioc, eb.campaign("10.0.0.2:8080", lease_opts(5000ms)));
+    leader_stream leaders = eb.observe();
+    BOOST_TEST((co_await leaders.async_next())->token == la.token());
+    auto change = start_background(ioc, leaders.async_next());
+    auto elected = start_background(ioc, eb.async_campaign("10.0.0.2:8080", lease_opts(5000ms)));
     co_await sleep_for(1000ms);
     BOOST_TEST(!change->done);
     BOOST_TEST(!elected->done);
     BOOST_TEST(la.active());
 
     const auto resigned_at = std::chrono::steady_clock::now();
-    co_await ea.resign();
+    co_await ea.async_resign();
     BOOST_TEST((la.state() == lease_state::released));
     co_await until_done(change, 10'000ms);
     co_await until_done(elected, 10'000ms);
@@ -72,12 +74,12 @@ void two_candidates(const std::string& url) {
     if (*change->value) BOOST_TEST((*change->value)->token != la.token());
     lease& lb = *elected->value;
     BOOST_TEST(lb.token() > la.token());
-    auto now_leading = co_await ea.leader();
+    auto now_leading = co_await ea.async_leader();
     BOOST_REQUIRE(now_leading.has_value());
     BOOST_TEST(now_leading->owner == lb.owner());
     BOOST_TEST(now_leading->value == "10.0.0.2:8080");
-    co_await eb.resign();
-    BOOST_TEST(!(co_await ea.leader()).has_value());
+    co_await eb.async_resign();
+    BOOST_TEST(!(co_await ea.async_leader()).has_value());
   }());
 }
 

@@ -59,7 +59,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 asio::awaitable<bool> lost_within(lease& l, std::chrono::milliseconds bound) {
   using namespace asio::experimental::awaitable_operators;
   asio::steady_timer t(co_await asio::this_coro::executor, bound);
-  co_await (l.wait_lost() || t.async_wait(asio::as_tuple(asio::use_awaitable)));
+  co_await (l.async_wait_lost() || t.async_wait(asio::as_tuple(asio::use_awaitable)));
   co_return l.state() == lease_state::lost;
 }
 
@@ -71,26 +71,26 @@ BOOST_AUTO_TEST_CASE(lease_lifecycle_on_etcd_with_create_revision_tokens) {
   client a(ioc.get_executor(), config(etcd.url()));
   client b(ioc.get_executor(), config(etcd.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto ra = co_await a.try_acquire("jobs/report", lease_opts(2000ms, 500ms));
+    auto ra = co_await a.async_try_acquire("jobs/report", lease_opts(2000ms, 500ms));
     BOOST_REQUIRE(ra.acquired.has_value());
     lease& l = *ra.acquired;
     BOOST_TEST(l.token() > 0u);
-    auto rb = co_await b.try_acquire("jobs/report", lease_opts(2000ms, 500ms));
+    auto rb = co_await b.async_try_acquire("jobs/report", lease_opts(2000ms, 500ms));
     BOOST_TEST(!rb.acquired.has_value());
     BOOST_TEST(rb.holder.owner == l.owner());
     BOOST_TEST(rb.holder.token == l.token());
     co_await sleep_for(5000ms);  // 2.5 TTLs: only keepalives hold it
     BOOST_TEST(l.active());
     BOOST_TEST(a.stats().renews >= 4u);
-    auto h = co_await b.get("jobs/report");
+    auto h = co_await b.async_get("jobs/report");
     BOOST_REQUIRE(h.has_value());
     BOOST_TEST(h->token == l.token());
-    BOOST_TEST((co_await l.release() == release_outcome::released));
-    BOOST_TEST(!(co_await b.get("jobs/report")).has_value());
-    BOOST_TEST((co_await l.release() == release_outcome::already_free));
-    auto next = co_await b.acquire("jobs/report", lease_opts(2000ms, 500ms));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
+    BOOST_TEST(!(co_await b.async_get("jobs/report")).has_value());
+    BOOST_TEST((co_await l.async_release() == release_outcome::already_free));
+    auto next = co_await b.async_acquire("jobs/report", lease_opts(2000ms, 500ms));
     BOOST_TEST(next.token() > l.token());  // create_revision only grows
-    co_await next.release();
+    co_await next.async_release();
   }());
 }
 
@@ -100,22 +100,22 @@ BOOST_AUTO_TEST_CASE(waiting_acquirer_takes_over_when_the_holder_releases) {
   client a(ioc.get_executor(), config(etcd.url()));
   client b(ioc.get_executor(), config(etcd.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto first = co_await a.acquire("handover", lease_opts(10000ms));
+    auto first = co_await a.async_acquire("handover", lease_opts(10000ms));
     std::optional<lease> second;
     asio::co_spawn(
         co_await asio::this_coro::executor,
         [&]() -> asio::awaitable<void> {
-          second.emplace(co_await b.acquire("handover", lease_opts(10000ms)));
+          second.emplace(co_await b.async_acquire("handover", lease_opts(10000ms)));
         },
         asio::detached);
     co_await sleep_for(300ms);
     BOOST_TEST(!second.has_value());
-    co_await first.release();
+    co_await first.async_release();
     for (int i = 0; i < 200 && !second; ++i)
       co_await sleep_for(50ms);
     BOOST_REQUIRE(second.has_value());
     BOOST_TEST(second->token() > first.token());
-    co_await second->release();
+    co_await second->async_release();
   }());
 }
 
@@ -124,14 +124,14 @@ BOOST_AUTO_TEST_CASE(revoked_etcd_lease_makes_the_sdk_lease_lost) {
   asio::io_context ioc;
   client a(ioc.get_executor(), config(etcd.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await a.acquire("revoked", lease_opts(5000ms, 300ms));
+    auto l = co_await a.async_acquire("revoked", lease_opts(5000ms, 300ms));
     // Someone deletes the key behind our back: the next renew sees it is no longer ours.
     std::string key = "baton/locks/revoked";
     std::string k(boost::beast::detail::base64::encoded_size(key.size()), '\0');
     k.resize(boost::beast::detail::base64::encode(k.data(), key.data(), key.size()));
     http_client raw(etcd.client_port(0));
     BOOST_TEST(raw.post("/v3/kv/deleterange", R"({"key":")" + k + R"("})").status == 200);
-    co_await l.wait_lost();
+    co_await l.async_wait_lost();
     BOOST_TEST((l.state() == lease_state::lost));
     BOOST_TEST(l.loss_reason().find("not_held") != std::string::npos);
   }());
@@ -204,9 +204,9 @@ BOOST_AUTO_TEST_CASE(a_dead_member_in_the_url_is_skipped) {
   client a(ioc.get_executor(), config("etcd://127.0.0.1:" + std::to_string(ephemeral_port()) +
                                       ",127.0.0.1:" + std::to_string(etcd.client_port(0))));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await a.acquire("multi", lease_opts(5000ms));
+    auto l = co_await a.async_acquire("multi", lease_opts(5000ms));
     BOOST_TEST(l.active());
-    co_await l.release();
+    co_await l.async_release();
   }());
 }
 
@@ -225,10 +225,10 @@ BOOST_AUTO_TEST_CASE(a_member_without_a_leader_answering_503_is_left_for_the_nex
   cfg.retry.max_attempts = 1;  // no retry to hide behind: the one try must reach the serving member
   client a(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await a.try_acquire("cut-off", lease_opts(5000ms));
+    auto r = co_await a.async_try_acquire("cut-off", lease_opts(5000ms));
     BOOST_REQUIRE(r.acquired.has_value());
     BOOST_TEST(r.acquired->active());
-    co_await r.acquired->release();
+    co_await r.acquired->async_release();
   }());
   bool asked = false;
   for (const auto& req : cut_off.requests())
@@ -258,19 +258,19 @@ BOOST_AUTO_TEST_CASE(etcd_auth_takes_user_and_password_from_the_url_and_authenti
   client none(ioc.get_executor(), config(etcd.url()));
   client wrong(ioc.get_executor(), config("etcd://root:not-the-password@" + member));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await good.acquire("jobs/auth", lease_opts(3000ms, 1000ms));
+    auto l = co_await good.async_acquire("jobs/auth", lease_opts(3000ms, 1000ms));
     BOOST_TEST(l.token() > 0u);
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
     co_await sleep_for(5000ms);  // 2.5 token TTLs without a request: the client's token has expired
-    BOOST_TEST(!(co_await good.get("jobs/auth")).has_value());  // authenticated again
-    auto again = co_await good.acquire("jobs/auth", lease_opts(3000ms, 1000ms));
+    BOOST_TEST(!(co_await good.async_get("jobs/auth")).has_value());  // authenticated again
+    auto again = co_await good.async_acquire("jobs/auth", lease_opts(3000ms, 1000ms));
     BOOST_TEST(again.token() > l.token());
-    co_await again.release();
+    co_await again.async_release();
     for (client* c : {&none, &wrong}) {
       boost::system::error_code ec;
       std::string diagnostic;
       try {
-        co_await c->get("jobs/auth");
+        co_await c->async_get("jobs/auth");
       } catch (const baton::exception& e) {
         ec = e.code();
         diagnostic = e.diagnostic();
@@ -353,13 +353,13 @@ BOOST_AUTO_TEST_CASE(etcd_auth_takes_a_percent_encoded_url_password_or_one_from_
   client undecoded(ioc.get_executor(), config("etcd://root:p%2540ss@" + member));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     for (client* c : {&in_url, &in_file}) {
-      auto l = co_await c->acquire("jobs/password", lease_opts(3000ms, 1000ms));
+      auto l = co_await c->async_acquire("jobs/password", lease_opts(3000ms, 1000ms));
       BOOST_TEST(l.token() > 0u);
-      BOOST_TEST((co_await l.release() == release_outcome::released));
+      BOOST_TEST((co_await l.async_release() == release_outcome::released));
     }
     boost::system::error_code ec;
     try {
-      co_await undecoded.get("jobs/password");
+      co_await undecoded.async_get("jobs/password");
     } catch (const baton::exception& e) {
       ec = e.code();
     }
@@ -390,9 +390,9 @@ BOOST_AUTO_TEST_CASE(a_held_key_deleted_behind_the_holders_back_is_a_loss_well_b
   http_client raw(etcd.client_port(0));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // Renewed every 10 s (8-12 s with jitter): a loss found by a renew comes seconds after the delete.
-    auto gone = co_await a.acquire("watched/gone", lease_opts(30000ms, 10000ms));
-    auto kept = co_await a.acquire("watched/kept", lease_opts(30000ms, 10000ms));
-    auto other = co_await a.acquire("watched/other", lease_opts(30000ms, 10000ms));
+    auto gone = co_await a.async_acquire("watched/gone", lease_opts(30000ms, 10000ms));
+    auto kept = co_await a.async_acquire("watched/kept", lease_opts(30000ms, 10000ms));
+    auto other = co_await a.async_acquire("watched/other", lease_opts(30000ms, 10000ms));
     co_await sleep_for(200ms);  // the one watch stream is open by now
     const auto deleted_at = std::chrono::steady_clock::now();
     BOOST_TEST(
@@ -405,7 +405,7 @@ BOOST_AUTO_TEST_CASE(a_held_key_deleted_behind_the_holders_back_is_a_loss_well_b
     BOOST_TEST(after < 2.0);
     BOOST_TEST(gone.loss_reason().find("not_held") != std::string::npos, gone.loss_reason());
     // The stream watches every key of the client: the others are untouched by the delete, and by a release.
-    BOOST_TEST((co_await other.release() == release_outcome::released));
+    BOOST_TEST((co_await other.async_release() == release_outcome::released));
     co_await sleep_for(300ms);
     BOOST_TEST(kept.active());
     BOOST_TEST((other.state() == lease_state::released));
@@ -453,7 +453,7 @@ BOOST_AUTO_TEST_CASE(the_stderr_warning_comes_once_per_member_and_process_the_ev
       client a(ioc.get_executor(), with_handler(heard_a)), b(ioc.get_executor(), with_handler(heard_b));
       run_coro(ioc, [&]() -> asio::awaitable<void> {
         for (client* c : {&quiet_1, &a, &quiet_2, &b, &quiet_1, &quiet_2})
-          BOOST_TEST(!(co_await c->get("warned")).has_value());
+          BOOST_TEST(!(co_await c->async_get("warned")).has_value());
       }());
     }
     std::fflush(stderr);
@@ -490,15 +490,15 @@ BOOST_AUTO_TEST_CASE(debian_12s_etcd_is_warned_about_once_per_member_or_refused_
   client a(ioc.get_executor(), warned);
   client r(ioc.get_executor(), refusing);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await a.acquire("versioned", lease_opts(5000ms));
-    BOOST_TEST((co_await l.release() == release_outcome::released));
-    BOOST_TEST(!(co_await a.get("versioned")).has_value());
+    auto l = co_await a.async_acquire("versioned", lease_opts(5000ms));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
+    BOOST_TEST(!(co_await a.async_get("versioned")).has_value());
     BOOST_TEST(warnings.size() == (affected ? 1u : 0u));  // once per member, not per request
     if (affected) BOOST_TEST(warnings.front().find("15247") != std::string::npos, warnings.front());
     boost::system::error_code ec;
     std::string diagnostic;
     try {
-      co_await r.try_acquire("versioned", lease_opts(5000ms));
+      co_await r.async_try_acquire("versioned", lease_opts(5000ms));
     } catch (const exception& e) {
       ec = e.code();
       diagnostic = e.diagnostic();

@@ -124,13 +124,13 @@ BOOST_AUTO_TEST_CASE(renewal_keeps_an_etcd_lease_past_several_ttls) {
   asio::io_context ioc;
   client a(ioc.get_executor(), config(cluster.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await a.acquire("renewed", lease_opts(2000ms, 400ms));
+    auto l = co_await a.async_acquire("renewed", lease_opts(2000ms, 400ms));
     BOOST_TEST(stored_token(cluster, "renewed") == l.token());
     co_await sleep_for(6000ms);  // three TTLs: only the keepalives hold it
     BOOST_TEST(l.active());
     BOOST_TEST(a.stats().renews >= 5u);
     BOOST_TEST(stored_token(cluster, "renewed") == l.token());
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
     BOOST_TEST(stored_token(cluster, "renewed") == 0u);
   }());
 }
@@ -141,20 +141,20 @@ BOOST_AUTO_TEST_CASE(a_waiter_takes_over_promptly_when_the_holder_releases) {
   client a(ioc.get_executor(), config(cluster.url()));
   client b(ioc.get_executor(), config(cluster.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto first = co_await a.acquire("handover", lease_opts(30000ms));
+    auto first = co_await a.async_acquire("handover", lease_opts(30000ms));
     std::optional<lease> second;
     clock_type::time_point got_at;
     asio::co_spawn(
         co_await asio::this_coro::executor,
         [&]() -> asio::awaitable<void> {
-          second.emplace(co_await b.acquire("handover", lease_opts(30000ms)));
+          second.emplace(co_await b.async_acquire("handover", lease_opts(30000ms)));
           got_at = clock_type::now();
         },
         asio::detached);
     co_await sleep_for(1000ms);  // the waiter is parked on the key by now
     BOOST_TEST(!second.has_value());
     const auto released_at = clock_type::now();
-    BOOST_TEST((co_await first.release() == release_outcome::released));
+    BOOST_TEST((co_await first.async_release() == release_outcome::released));
     for (int i = 0; i < 600 && !second; ++i)
       co_await sleep_for(50ms);
     BOOST_REQUIRE(second.has_value());
@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_takes_over_promptly_when_the_holder_releases) {
     // trips); 5x that, and far below the 30 s TTL.
     BOOST_TEST(delay < 2.5);
     BOOST_TEST(second->token() > first.token());
-    co_await second->release();
+    co_await second->async_release();
   }());
 }
 
@@ -175,7 +175,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_watches_the_key_instead_of_polling_it) {
   client a(ioc.get_executor(), config(cluster.url()));
   const auto b = make_backend(ioc.get_executor(), config(proxies.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto held = co_await a.acquire("watched", lease_opts(30000ms));
+    auto held = co_await a.async_acquire("watched", lease_opts(30000ms));
     const auto started = clock_type::now();
     const wait_for_change unchanged{held.token(), 3000ms};
     auto r = co_await b->get("watched", unchanged, 10000ms);
@@ -191,7 +191,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_watches_the_key_instead_of_polling_it) {
     BOOST_TEST(waited < 15.0);         // and bounded by it
     // The version probe, two reads (each with the lease's TTL) and the watch: 100 ms polling would make ~60.
     BOOST_TEST(requests <= 12u);
-    co_await held.release();
+    co_await held.async_release();
   }());
 }
 
@@ -202,7 +202,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_whose_watch_cannot_connect_falls_back_to_polling_a
   client a(ioc.get_executor(), config(cluster.url()));
   const auto b = make_backend(ioc.get_executor(), config(proxies.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto held = co_await a.acquire("unwatched", lease_opts(30000ms));
+    auto held = co_await a.async_acquire("unwatched", lease_opts(30000ms));
     // Warm b's pooled connection, then refuse every new one: reads still pass, each watch is reset.
     BOOST_REQUIRE((co_await b->get("unwatched", std::nullopt, 5000ms)).holder.has_value());
     for (auto& p : proxies.proxies)
@@ -220,7 +220,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_whose_watch_cannot_connect_falls_back_to_polling_a
     co_await sleep_for(1000ms);
     BOOST_TEST(!woke.has_value());
     const auto released_at = clock_type::now();
-    co_await held.release();
+    co_await held.async_release();
     for (int i = 0; i < 600 && !woke; ++i)
       co_await sleep_for(50ms);
     BOOST_REQUIRE(woke.has_value());
@@ -247,10 +247,10 @@ BOOST_AUTO_TEST_CASE(acquire_with_a_wait_timeout_gives_up_while_an_etcd_lock_is_
   client a(ioc.get_executor(), config(cluster.url()));
   client b(ioc.get_executor(), config(cluster.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto held = co_await a.acquire("busy", lease_opts(30000ms));
+    auto held = co_await a.async_acquire("busy", lease_opts(30000ms));
     const auto started = clock_type::now();
     try {
-      co_await b.acquire("busy", lease_opts(30000ms), 500ms);
+      co_await b.async_acquire("busy", lease_opts(30000ms), 500ms);
       BOOST_FAIL("acquire should have timed out");
     } catch (const exception& e) {
       BOOST_TEST((e.code() == error::wait_timeout));
@@ -258,7 +258,7 @@ BOOST_AUTO_TEST_CASE(acquire_with_a_wait_timeout_gives_up_while_an_etcd_lock_is_
     BOOST_TEST(seconds_since(started) >= 0.5);
     BOOST_TEST(seconds_since(started) < 10.0);  // the wait is bounded by the caller's timeout
     BOOST_TEST(held.active());
-    co_await held.release();
+    co_await held.async_release();
   }());
 }
 
@@ -270,7 +270,7 @@ BOOST_AUTO_TEST_CASE(partitioned_holder_cancels_its_work_before_etcd_gives_the_k
   client other(ioc.get_executor(), config(cluster.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // ttl 3 s, renew every 500 ms, local deadline 1 s before etcd can expire the lease.
-    auto l = co_await holder.acquire("partitioned", lease_opts(3000ms, 500ms, 1000ms));
+    auto l = co_await holder.async_acquire("partitioned", lease_opts(3000ms, 500ms, 1000ms));
     proxies.partition(true);
     std::optional<clock_type::time_point> cancelled_at;
     try {
@@ -287,15 +287,15 @@ BOOST_AUTO_TEST_CASE(partitioned_holder_cancels_its_work_before_etcd_gives_the_k
     BOOST_TEST((l.state() == lease_state::lost));
     // The work stopped while etcd still kept the lease: nobody else can have the key yet.
     BOOST_TEST(stored_token(cluster, "partitioned") == l.token());
-    auto next = co_await other.acquire("partitioned", lease_opts(30000ms), 60000ms);
+    auto next = co_await other.async_acquire("partitioned", lease_opts(30000ms), 60000ms);
     const auto taken_at = clock_type::now();
     BOOST_TEST((*cancelled_at < taken_at));
     BOOST_TEST(next.token() > l.token());
     proxies.partition(false);
     // The stale holder's release cannot free the new holder's key.
-    BOOST_TEST((co_await l.release() == release_outcome::not_owner));
+    BOOST_TEST((co_await l.async_release() == release_outcome::not_owner));
     BOOST_TEST(stored_token(cluster, "partitioned") == next.token());
-    co_await next.release();
+    co_await next.async_release();
   }());
 }
 
@@ -309,11 +309,11 @@ BOOST_AUTO_TEST_CASE(an_owner_that_vanishes_is_replaced_after_expiry_with_a_larg
     auto ghost = co_await raw->acquire("vanished", "ghost#1", 2000ms, {}, 5000ms);
     BOOST_REQUIRE(!ghost.ec);
     const auto started = clock_type::now();
-    auto next = co_await a.acquire("vanished", lease_opts(10000ms), 60000ms);
+    auto next = co_await a.async_acquire("vanished", lease_opts(10000ms), 60000ms);
     BOOST_TEST_MESSAGE("etcd expiry takeover after " << seconds_since(started) << " s (TTL 2 s)");
     BOOST_TEST(seconds_since(started) >= 1.0);  // not before etcd expired the ghost's lease
     BOOST_TEST(next.token() > ghost.token);
-    co_await next.release();
+    co_await next.async_release();
   }());
 }
 
@@ -325,17 +325,17 @@ BOOST_AUTO_TEST_CASE(clients_spelling_the_prefix_with_and_without_its_slash_excl
   client slashed(ioc.get_executor(), config(cluster.url() + "/baton/locks/"));
   client by_default(ioc.get_executor(), config(cluster.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto held = co_await bare.acquire("spelled", lease_opts(30000ms));
+    auto held = co_await bare.async_acquire("spelled", lease_opts(30000ms));
     BOOST_TEST(stored_token(cluster, "spelled") == held.token());
     for (client* other : {&slashed, &by_default}) {
-      auto r = co_await other->try_acquire("spelled", lease_opts(30000ms));
+      auto r = co_await other->async_try_acquire("spelled", lease_opts(30000ms));
       BOOST_TEST(!r.acquired.has_value());
       BOOST_TEST(r.holder.token == held.token());
     }
-    BOOST_TEST((co_await held.release() == release_outcome::released));
-    auto next = co_await by_default.acquire("spelled", lease_opts(30000ms));
-    BOOST_TEST(!(co_await bare.try_acquire("spelled", lease_opts(30000ms))).acquired.has_value());
-    co_await next.release();
+    BOOST_TEST((co_await held.async_release() == release_outcome::released));
+    auto next = co_await by_default.async_acquire("spelled", lease_opts(30000ms));
+    BOOST_TEST(!(co_await bare.async_try_acquire("spelled", lease_opts(30000ms))).acquired.has_value());
+    co_await next.async_release();
   }());
 }
 
@@ -363,7 +363,7 @@ BOOST_AUTO_TEST_CASE(killing_the_etcd_leader_mid_run_never_gives_two_holders_and
           [&, i]() -> asio::awaitable<void> {
             while (!stop) {
               try {
-                auto l = co_await clients[i]->acquire("contended", lease_opts(3000ms, 500ms), 2000ms);
+                auto l = co_await clients[i]->async_acquire("contended", lease_opts(3000ms, 500ms), 2000ms);
                 grants.push_back(l.token());
                 if (killed) ++grants_after_kill;
                 holding[i] = &l;
@@ -381,7 +381,7 @@ BOOST_AUTO_TEST_CASE(killing_the_etcd_leader_mid_run_never_gives_two_holders_and
                 }
                 holding[i] = nullptr;
                 // A release that cannot reach the cluster during the election leaves the key to expire.
-                if (co_await l.release() == release_outcome::released) ++released;
+                if (co_await l.async_release() == release_outcome::released) ++released;
               } catch (const std::exception&) {
                 // wait timeout or the cluster unavailable during the election: try again
                 holding[i] = nullptr;
@@ -468,7 +468,7 @@ BOOST_AUTO_TEST_CASE(a_paused_etcd_member_does_not_cost_the_holder_its_lease) {
   client holder(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // TTL 4 s, renewed every 1 s; the local deadline is 3.6 s after each renew was sent.
-    auto l = co_await holder.acquire("paused-member", lease_opts(4000ms, 1000ms));
+    auto l = co_await holder.async_acquire("paused-member", lease_opts(4000ms, 1000ms));
     const auto renews_before = holder.stats().renews;
     cluster.pause(paused);
     co_await sleep_for(12000ms);  // three TTLs: only renewals through the other members hold it
@@ -481,7 +481,7 @@ BOOST_AUTO_TEST_CASE(a_paused_etcd_member_does_not_cost_the_holder_its_lease) {
     BOOST_TEST((l.deadline() <= lease_clock::now() + 3600ms));
     BOOST_TEST(stored_token(cluster, "paused-member") == l.token());
     cluster.resume(paused);
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
   }());
 }
 
@@ -505,7 +505,7 @@ BOOST_AUTO_TEST_CASE(the_loss_watch_moves_with_the_calls_when_its_member_is_paus
   const auto raw = make_backend(ioc.get_executor(), config(others));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // TTL 30 s, renewed every 10 s.
-    auto l = co_await holder.acquire("watch-moves", lease_opts(30000ms, 10000ms));
+    auto l = co_await holder.async_acquire("watch-moves", lease_opts(30000ms, 10000ms));
     const auto renews_before = holder.stats().renews;
     co_await sleep_for(300ms);  // the watch is open on the first member
     cluster.pause(paused);
@@ -536,9 +536,9 @@ BOOST_AUTO_TEST_CASE(restarting_the_whole_etcd_cluster_never_makes_tokens_go_bac
   std::uint64_t highest_before = 0;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     for (const char* key : {"restart/a", "restart/b", "restart/a"}) {
-      auto l = co_await a.acquire(key, lease_opts(10000ms));
+      auto l = co_await a.async_acquire(key, lease_opts(10000ms));
       highest_before = std::max(highest_before, l.token());
-      co_await l.release();
+      co_await l.async_release();
     }
   }());
   cluster.stop_all();
@@ -548,9 +548,9 @@ BOOST_AUTO_TEST_CASE(restarting_the_whole_etcd_cluster_never_makes_tokens_go_bac
   client b(ioc2.get_executor(), config(cluster.url()));
   run_coro(ioc2, [&]() -> asio::awaitable<void> {
     for (const char* key : {"restart/a", "restart/c", "restart/b"}) {
-      auto l = co_await b.acquire(key, lease_opts(10000ms), 30000ms);
+      auto l = co_await b.async_acquire(key, lease_opts(10000ms), 30000ms);
       BOOST_TEST(l.token() > highest_before, key << ": " << l.token() << " after " << highest_before);
-      co_await l.release();
+      co_await l.async_release();
     }
   }());
 }

@@ -70,11 +70,11 @@ BOOST_AUTO_TEST_CASE(a_lease_etcd_revokes_after_its_leaders_disk_stall_is_lost_a
       [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
         // TTL 5 s, renewed every 3 s (2.4-3.6 s): a loss found by a renew comes seconds late.
-        auto l = co_await holder.acquire("stalled", lease_opts(5000ms, 3000ms));
+        auto l = co_await holder.async_acquire("stalled", lease_opts(5000ms, 3000ms));
         asio::co_spawn(
             ex,
             [&]() -> asio::awaitable<void> {
-              co_await l.wait_lost();
+              co_await l.async_wait_lost();
               lost_at = clock_type::now();
               reason = l.loss_reason();
             },
@@ -84,7 +84,7 @@ BOOST_AUTO_TEST_CASE(a_lease_etcd_revokes_after_its_leaders_disk_stall_is_lost_a
             ex,
             [&]() -> asio::awaitable<void> {
               try {
-                second.emplace(co_await next.acquire("stalled", lease_opts(30000ms), 40000ms));
+                second.emplace(co_await next.async_acquire("stalled", lease_opts(30000ms), 40000ms));
                 granted_at = clock_type::now();
               } catch (const std::exception& e) {
                 BOOST_TEST_MESSAGE("the second client did not get the key: " << e.what());
@@ -104,8 +104,8 @@ BOOST_AUTO_TEST_CASE(a_lease_etcd_revokes_after_its_leaders_disk_stall_is_lost_a
         }
         for (int i = 0; i < 400 && !(granted_at && lost_at); ++i)
           co_await sleep_for(50ms);
-        if (second) co_await second->release();
-        if (l.active()) co_await l.release();
+        if (second) co_await second->async_release();
+        if (l.active()) co_await l.async_release();
       }(),
       120s);
   writing = false;

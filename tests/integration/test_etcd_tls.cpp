@@ -53,7 +53,7 @@ std::optional<exception> get_error(const client_config& cfg) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     try {
       client c(ioc.get_executor(), cfg);
-      co_await c.get("probe");
+      co_await c.async_get("probe");
     } catch (const exception& e) {
       failure = e;
     }
@@ -110,17 +110,17 @@ BOOST_AUTO_TEST_CASE(lease_lifecycle_on_etcd_over_tls) {
   client a(ioc.get_executor(), config(etcd.url(), tls_files(pki().ca())));
   client b(ioc.get_executor(), config(etcd.url(), tls_files(pki().ca())));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto ra = co_await a.try_acquire("tls/report", lease_opts(2000ms, 500ms));
+    auto ra = co_await a.async_try_acquire("tls/report", lease_opts(2000ms, 500ms));
     BOOST_REQUIRE(ra.acquired.has_value());
-    auto rb = co_await b.try_acquire("tls/report", lease_opts(2000ms, 500ms));
+    auto rb = co_await b.async_try_acquire("tls/report", lease_opts(2000ms, 500ms));
     BOOST_TEST(!rb.acquired.has_value());
     BOOST_TEST(rb.holder.token == ra.acquired->token());
     asio::steady_timer t(ioc, 3000ms);  // 1.5 TTLs: only keepalives over TLS hold it
     co_await t.async_wait(asio::use_awaitable);
     BOOST_TEST(ra.acquired->active());
     BOOST_TEST(a.stats().renews >= 3u);
-    BOOST_TEST((co_await ra.acquired->release() == release_outcome::released));
-    BOOST_TEST(!(co_await b.get("tls/report")).has_value());
+    BOOST_TEST((co_await ra.acquired->async_release() == release_outcome::released));
+    BOOST_TEST(!(co_await b.async_get("tls/report")).has_value());
   }());
 }
 
@@ -136,7 +136,7 @@ BOOST_AUTO_TEST_CASE(over_etcds_a_held_key_deleted_by_another_client_is_a_loss_w
   client b(ioc.get_executor(), config(etcd.url(), tls_files(pki().ca())));
   const auto raw = make_backend(ioc.get_executor(), config(etcd.url(), tls_files(pki().ca())));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto gone = co_await a.acquire("tls/watched", lease_opts(30000ms, 10000ms));
+    auto gone = co_await a.async_acquire("tls/watched", lease_opts(30000ms, 10000ms));
     co_await sleep_for(500ms);  // the watch stream is open by now; one opened later replays the delete
     const auto deleted_at = std::chrono::steady_clock::now();
     auto deleted = co_await raw->release("tls/watched", gone.owner(), gone.token(), 5000ms);
@@ -151,22 +151,22 @@ BOOST_AUTO_TEST_CASE(over_etcds_a_held_key_deleted_by_another_client_is_a_loss_w
     BOOST_TEST(gone.loss_reason().find("not_held") != std::string::npos, gone.loss_reason());
 
     // A waiter's watch over TLS: b waits for a lock a holds, and has it once a releases.
-    auto held = co_await a.acquire("tls/handover", lease_opts(30000ms));
+    auto held = co_await a.async_acquire("tls/handover", lease_opts(30000ms));
     std::optional<lease> next;
     asio::co_spawn(
         ioc,
         [&]() -> asio::awaitable<void> {
-          next.emplace(co_await b.acquire("tls/handover", lease_opts(30000ms)));
+          next.emplace(co_await b.async_acquire("tls/handover", lease_opts(30000ms)));
         },
         asio::detached);
     co_await sleep_for(300ms);
     BOOST_TEST(!next.has_value());
-    BOOST_TEST((co_await held.release() == release_outcome::released));
+    BOOST_TEST((co_await held.async_release() == release_outcome::released));
     for (int i = 0; i < 100 && !next; ++i)
       co_await sleep_for(50ms);
     BOOST_REQUIRE(next.has_value());
     BOOST_TEST(next->token() > held.token());
-    co_await next->release();
+    co_await next->async_release();
   }());
 }
 

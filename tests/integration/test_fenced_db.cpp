@@ -136,14 +136,15 @@ BOOST_AUTO_TEST_CASE(sqlite_paused_holder_is_refused_by_the_database_after_a_new
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        auto la = co_await a.acquire("accounts/acct-1", lease_opts(ttl));
+        auto la = co_await a.async_acquire("accounts/acct-1", lease_opts(ttl));
         const auto ta = la.token();
         BOOST_TEST(db.deposit("acct-1", ta, "a", 10).accepted);
         // The same holder writes again with the same token: accepted (only a lower token is stale).
         BOOST_TEST(db.deposit("acct-1", ta, "a", 10).accepted);
         // A pauses: it stops renewing, and the server keeps its lock only until the TTL passes.
         la.detach();
-        auto lb = co_await b.acquire("accounts/acct-1", lease_opts(ttl), std::chrono::milliseconds(bound));
+        auto lb =
+            co_await b.async_acquire("accounts/acct-1", lease_opts(ttl), std::chrono::milliseconds(bound));
         const auto tb = lb.token();
         BOOST_TEST(tb > ta);
         BOOST_TEST(db.deposit("acct-1", tb, "b", 100).accepted);
@@ -156,7 +157,7 @@ BOOST_AUTO_TEST_CASE(sqlite_paused_holder_is_refused_by_the_database_after_a_new
         BOOST_TEST(row->balance == 120);  // a's two deposits and b's, not a's late one
         BOOST_TEST(row->updated_by == "b");
         BOOST_TEST(row->last_token == tb);
-        co_await lb.release();
+        co_await lb.async_release();
       }(),
       std::chrono::duration_cast<std::chrono::seconds>(bound * 2));
 }

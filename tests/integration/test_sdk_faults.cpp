@@ -72,7 +72,7 @@ struct through_proxy {
 // same owner, must hold the lock with a newer token, and the hidden grant's token must be superseded: it can
 // neither renew nor release.
 asio::awaitable<void> retried_acquire_supersedes_the_hidden_grant(through_proxy& f, std::string key) {
-  auto r = co_await f.c.try_acquire(key, lease_opts(30000ms));
+  auto r = co_await f.c.async_try_acquire(key, lease_opts(30000ms));
   BOOST_REQUIRE(r.acquired.has_value());
   lease& l = *r.acquired;
   auto held = f.direct.get("/v1/locks/" + key);
@@ -82,7 +82,7 @@ asio::awaitable<void> retried_acquire_supersedes_the_hidden_grant(through_proxy&
   const std::string hidden = R"({"owner":")" + l.owner() + R"(","token":)" + std::to_string(l.token() - 1);
   BOOST_TEST(f.direct.post("/v1/locks/" + key + "/renew", hidden + R"(,"ttl_ms":30000})").status == 409);
   BOOST_TEST(f.direct.post("/v1/locks/" + key + "/release", hidden + "}").status == 409);
-  BOOST_TEST((co_await l.release() == release_outcome::released));
+  BOOST_TEST((co_await l.async_release() == release_outcome::released));
 }
 
 }  // namespace
@@ -95,9 +95,9 @@ BOOST_FIXTURE_TEST_CASE(lost_acquire_reply_is_retried_with_the_same_owner_and_su
 
 BOOST_FIXTURE_TEST_CASE(lost_release_reply_is_retried_safely, through_proxy) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("release-lost", lease_opts(30000ms, 5000ms));
+    auto l = co_await c.async_acquire("release-lost", lease_opts(30000ms, 5000ms));
     proxy.drop_responses(1, drop_style::reset);
-    auto outcome = co_await l.release();
+    auto outcome = co_await l.async_release();
     BOOST_TEST(proxy.responses_dropped() == 1u);
     // The first release was applied; its reply was lost; the retry finds the lock free.
     BOOST_TEST((outcome == release_outcome::already_free));
@@ -110,7 +110,7 @@ BOOST_FIXTURE_TEST_CASE(partitioned_holder_gives_up_before_the_server_expires_it
   client other(ioc.get_executor(), via(server.port(), 2000ms));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // ttl 3 s, renew every 500 ms, local deadline 1 s before the server's expiry.
-    auto l = co_await c.acquire("partitioned", lease_opts(3000ms, 500ms, 1000ms));
+    auto l = co_await c.async_acquire("partitioned", lease_opts(3000ms, 500ms, 1000ms));
     proxy.set_blackhole(true);
     bool work_cancelled = false;
     try {
@@ -128,13 +128,13 @@ BOOST_FIXTURE_TEST_CASE(partitioned_holder_gives_up_before_the_server_expires_it
     BOOST_TEST(still.status == 200);
     BOOST_TEST(token_of(still) == l.token());
     // Once the server expires it, another client takes over with a newer token.
-    auto next = co_await other.acquire("partitioned", lease_opts(30000ms));
+    auto next = co_await other.async_acquire("partitioned", lease_opts(30000ms));
     BOOST_TEST(next.token() > l.token());
     proxy.set_blackhole(false);
     // The stale holder's release cannot free the new holder's lock.
-    BOOST_TEST((co_await l.release() == release_outcome::not_owner));
+    BOOST_TEST((co_await l.async_release() == release_outcome::not_owner));
     BOOST_TEST(token_of(direct.get("/v1/locks/partitioned")) == next.token());
-    co_await next.release();
+    co_await next.async_release();
   }());
 }
 
@@ -148,23 +148,23 @@ BOOST_AUTO_TEST_CASE(owner_that_vanishes_without_release_is_replaced_after_the_t
   client c(dying.get_executor(), via(server.port()));
   std::optional<lease> abandoned;
   run_coro(dying, [&]() -> asio::awaitable<void> {
-    abandoned.emplace(co_await c.acquire("vanished", lease_opts(1000ms)));
+    abandoned.emplace(co_await c.async_acquire("vanished", lease_opts(1000ms)));
     vanished_token = abandoned->token();
   }());
   asio::io_context ioc;
   client successor(ioc.get_executor(), via(server.port(), 2000ms));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto started = clock_type::now();
-    auto l = co_await successor.acquire("vanished", lease_opts(30000ms));
+    auto l = co_await successor.async_acquire("vanished", lease_opts(30000ms));
     BOOST_TEST(l.token() > vanished_token);
     BOOST_TEST(std::chrono::duration<double>(clock_type::now() - started).count() < 30.0);
-    co_await l.release();
+    co_await l.async_release();
   }());
 }
 
 BOOST_FIXTURE_TEST_CASE(connection_resets_during_renewal_are_retried_and_the_lease_survives, through_proxy) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("resets", lease_opts(3000ms, 200ms));
+    auto l = co_await c.async_acquire("resets", lease_opts(3000ms, 200ms));
     for (int i = 0; i < 5; ++i) {
       asio::steady_timer t(co_await asio::this_coro::executor, 150ms);
       co_await t.async_wait(asio::use_awaitable);
@@ -174,7 +174,7 @@ BOOST_FIXTURE_TEST_CASE(connection_resets_during_renewal_are_retried_and_the_lea
     co_await t.async_wait(asio::use_awaitable);
     BOOST_TEST(l.active());
     BOOST_TEST(c.stats().renews >= 3u);
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
   }());
 }
 
@@ -191,7 +191,7 @@ BOOST_AUTO_TEST_CASE(connections_stay_bounded_under_concurrency_and_during_an_ou
     asio::co_spawn(
         ioc,
         [&]() -> asio::awaitable<void> {
-          co_await c.get("bounded");
+          co_await c.async_get("bounded");
           ++answered;
         },
         asio::detached);
@@ -208,7 +208,7 @@ BOOST_AUTO_TEST_CASE(connections_stay_bounded_under_concurrency_and_during_an_ou
         ioc,
         [&]() -> asio::awaitable<void> {
           try {
-            co_await c.get("bounded");
+            co_await c.async_get("bounded");
           } catch (const exception&) {
             ++failed;
           }
@@ -235,9 +235,9 @@ BOOST_FIXTURE_TEST_CASE(acquire_answered_503_after_the_grant_is_retried_with_the
 BOOST_FIXTURE_TEST_CASE(release_answered_503_after_it_freed_the_lock_is_retried_and_finds_it_free,
                         through_proxy) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("release-503", lease_opts(30000ms, 5000ms));
+    auto l = co_await c.async_acquire("release-503", lease_opts(30000ms, 5000ms));
     proxy.replace_responses(1, error_reply("storage_unavailable"));
-    auto outcome = co_await l.release();
+    auto outcome = co_await l.async_release();
     BOOST_TEST(proxy.responses_replaced() == 1u);
     BOOST_TEST((outcome == release_outcome::already_free));
     BOOST_TEST((l.state() == lease_state::released));
@@ -250,7 +250,7 @@ BOOST_FIXTURE_TEST_CASE(
     through_proxy) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // ttl 3 s, renew every 200 ms: the local deadline is 2.7 s after the acquire was sent.
-    auto l = co_await c.acquire("renew-503", lease_opts(3000ms, 200ms));
+    auto l = co_await c.async_acquire("renew-503", lease_opts(3000ms, 200ms));
     const auto acquired_deadline = l.deadline();
     proxy.replace_responses(1000, error_reply("storage_unavailable"));
     // Until the client has handled three 503s (the proxy counts a reply when it sends it, before the client
@@ -270,7 +270,7 @@ BOOST_FIXTURE_TEST_CASE(
       co_await sleep_for(20ms);
     BOOST_TEST(c.stats().renews >= 1u);
     BOOST_TEST((l.deadline() > acquired_deadline));
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
   }());
 }
 
@@ -300,9 +300,9 @@ BOOST_FIXTURE_TEST_CASE(renew_refused_with_the_older_reason_expired_ends_the_lea
   // batond answers a renew of an expired lease with not_held; older servers said "expired", and a client
   // must still take that as the end of its lease.
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("renew-expired", lease_opts(30000ms, 200ms));
+    auto l = co_await c.async_acquire("renew-expired", lease_opts(30000ms, 200ms));
     proxy.replace_responses(1, error_reply("lost", 409, R"("reason":"expired",)"));
-    co_await l.wait_lost();
+    co_await l.async_wait_lost();
     BOOST_TEST(proxy.responses_replaced() == 1u);
     BOOST_TEST((l.state() == lease_state::lost));
     BOOST_TEST(l.loss_reason().find("expired") != std::string::npos, l.loss_reason());

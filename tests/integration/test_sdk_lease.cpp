@@ -9,14 +9,14 @@
 #include "baton/client.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_future.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
 
 #include <array>
 #include <atomic>
@@ -49,7 +49,7 @@ BOOST_AUTO_TEST_CASE(lease_is_renewed_while_held_and_released_on_request) {
   asio::io_context ioc;
   client c(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await c.try_acquire("jobs/renewed", lease_opts(600ms, 150ms));
+    auto r = co_await c.async_try_acquire("jobs/renewed", lease_opts(600ms, 150ms));
     BOOST_REQUIRE(r.acquired.has_value());
     lease& l = *r.acquired;
     BOOST_TEST(l.active());
@@ -59,16 +59,16 @@ BOOST_AUTO_TEST_CASE(lease_is_renewed_while_held_and_released_on_request) {
     BOOST_TEST(l.active());
     BOOST_TEST(c.stats().renews >= 3u);
     BOOST_TEST((l.deadline() > first_deadline));
-    auto holder = co_await c.get("jobs/renewed");
+    auto holder = co_await c.async_get("jobs/renewed");
     BOOST_REQUIRE(holder.has_value());
     BOOST_TEST(holder->token == l.token());
     BOOST_TEST(holder->owner == l.owner());
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
     BOOST_TEST((l.state() == lease_state::released));
     BOOST_TEST(!l.active());
-    BOOST_TEST(!(co_await c.get("jobs/renewed")).has_value());
+    BOOST_TEST(!(co_await c.async_get("jobs/renewed")).has_value());
     // A second release is safe and says the lock is already free.
-    BOOST_TEST((co_await l.release() == release_outcome::already_free));
+    BOOST_TEST((co_await l.async_release() == release_outcome::already_free));
   }());
 }
 
@@ -79,17 +79,17 @@ BOOST_AUTO_TEST_CASE(try_acquire_of_a_held_lock_reports_the_holder) {
   client a(ioc.get_executor(), config_for(server));
   client b(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto ra = co_await a.try_acquire("k", lease_opts(5000ms));
+    auto ra = co_await a.async_try_acquire("k", lease_opts(5000ms));
     BOOST_REQUIRE(ra.acquired.has_value());
-    auto rb = co_await b.try_acquire("k", lease_opts(5000ms));
+    auto rb = co_await b.async_try_acquire("k", lease_opts(5000ms));
     BOOST_TEST(!rb.acquired.has_value());
     BOOST_TEST(rb.holder.owner == ra.acquired->owner());
     BOOST_TEST(rb.holder.token == ra.acquired->token());
     // Two acquisitions in one process never share an owner.
-    auto rc = co_await a.try_acquire("other", lease_opts(5000ms));
+    auto rc = co_await a.async_try_acquire("other", lease_opts(5000ms));
     BOOST_TEST(rc.acquired->owner() != ra.acquired->owner());
-    co_await ra.acquired->release();
-    co_await rc.acquired->release();
+    co_await ra.acquired->async_release();
+    co_await rc.acquired->async_release();
   }());
 }
 
@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(two_clients_acquiring_at_once_get_exactly_one_lease) {
     asio::co_spawn(
         ioc,
         [&, c = cl.get()]() -> asio::awaitable<void> {
-          auto r = co_await c->try_acquire("race", lease_opts(5000ms));
+          auto r = co_await c->async_try_acquire("race", lease_opts(5000ms));
           if (r.acquired) {
             ++winners;
             held.push_back(std::move(*r.acquired));
@@ -142,15 +142,16 @@ BOOST_AUTO_TEST_CASE(clients_on_a_thread_pool_keep_one_holder_per_key_against_ba
           for (int round = 0; round < rounds; ++round) {
             const int k = (w / 2 + round) % keys;
             try {
-              co_await c.with_lock("pool/" + std::to_string(k), lease_opts(10'000ms),
-                                   [&](lease& l) -> asio::awaitable<void> {
-                                     if (inside[k].fetch_add(1) != 0) ++overlaps;
-                                     if (l.token() <= last_token[k].exchange(l.token())) ++token_regressions;
-                                     asio::steady_timer t(co_await asio::this_coro::executor, 2ms);
-                                     co_await t.async_wait(asio::use_awaitable);
-                                     inside[k].fetch_sub(1);
-                                     ++runs;
-                                   });
+              co_await c.async_with_lock("pool/" + std::to_string(k), lease_opts(10'000ms),
+                                         [&](lease& l) -> asio::awaitable<void> {
+                                           if (inside[k].fetch_add(1) != 0) ++overlaps;
+                                           if (l.token() <= last_token[k].exchange(l.token()))
+                                             ++token_regressions;
+                                           asio::steady_timer t(co_await asio::this_coro::executor, 2ms);
+                                           co_await t.async_wait(asio::use_awaitable);
+                                           inside[k].fetch_sub(1);
+                                           ++runs;
+                                         });
             } catch (const std::exception& e) {
               ++failures;
               BOOST_TEST_MESSAGE("with_lock failed: " << e.what());
@@ -159,14 +160,16 @@ BOOST_AUTO_TEST_CASE(clients_on_a_thread_pool_keep_one_holder_per_key_against_ba
         },
         asio::use_future));
   }
-  for (auto& f : done) BOOST_REQUIRE((f.wait_for(120s) == std::future_status::ready));
+  for (auto& f : done)
+    BOOST_REQUIRE((f.wait_for(120s) == std::future_status::ready));
   BOOST_TEST(overlaps.load() == 0);
   BOOST_TEST(token_regressions.load() == 0);
   BOOST_TEST(failures.load() == 0);
   BOOST_TEST(runs.load() == 2 * workers * rounds);
-  auto stop_a = asio::co_spawn(pool, a.shutdown(5s), asio::use_future);
-  auto stop_b = asio::co_spawn(pool, b.shutdown(5s), asio::use_future);
-  BOOST_REQUIRE((stop_a.wait_for(30s) == std::future_status::ready && stop_b.wait_for(30s) == std::future_status::ready));
+  auto stop_a = asio::co_spawn(pool, a.async_shutdown(5s), asio::use_future);
+  auto stop_b = asio::co_spawn(pool, b.async_shutdown(5s), asio::use_future);
+  BOOST_REQUIRE((stop_a.wait_for(30s) == std::future_status::ready &&
+                 stop_b.wait_for(30s) == std::future_status::ready));
   pool.join();
   BOOST_TEST(a.stats().acquires + b.stats().acquires == static_cast<std::uint64_t>(2 * workers * rounds));
 }
@@ -183,15 +186,17 @@ BOOST_AUTO_TEST_CASE(a_wrong_url_fails_at_once_with_a_clear_error) {
   const auto started = clock_type::now();
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     try {
-      (void)co_await c.acquire("k", lease_opts(5000ms));
+      (void)co_await c.async_acquire("k", lease_opts(5000ms));
       BOOST_FAIL("acquire through a wrong URL succeeded");
     } catch (const baton::exception& e) {
       BOOST_TEST((e.code() == error::protocol_error), e.what());
-      BOOST_TEST(std::string(e.what()).find("no Baton lock protocol at this URL") != std::string::npos, e.what());
+      BOOST_TEST(std::string(e.what()).find("no Baton lock protocol at this URL") != std::string::npos,
+                 e.what());
     }
   }());
   // One request and its answer: no retry loop (the old behaviour never ended).
-  BOOST_TEST(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started).count() < 10'000);
+  BOOST_TEST(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started).count() <
+             10'000);
 
   // A host and port without a scheme: a hint, not Boost.URL's "mismatch".
   client_config no_scheme;
@@ -201,7 +206,8 @@ BOOST_AUTO_TEST_CASE(a_wrong_url_fails_at_once_with_a_clear_error) {
     BOOST_FAIL("a URL without a scheme was accepted");
   } catch (const baton::exception& e) {
     BOOST_TEST((e.code() == error::invalid_config));
-    BOOST_TEST(std::string(e.what()).find("has no scheme: write http://127.0.0.1:7070") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("has no scheme: write http://127.0.0.1:7070") != std::string::npos,
+               e.what());
   }
 }
 
@@ -212,26 +218,26 @@ BOOST_AUTO_TEST_CASE(acquire_waits_on_the_long_poll_and_takes_over_at_release) {
   client a(ioc.get_executor(), config_for(server));
   client b(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto first = co_await a.acquire("handover", lease_opts(30000ms));
+    auto first = co_await a.async_acquire("handover", lease_opts(30000ms));
     std::optional<lease> second;
     auto started = clock_type::now();
     double waited = 0;
     asio::co_spawn(
         co_await asio::this_coro::executor,
         [&]() -> asio::awaitable<void> {
-          second.emplace(co_await b.acquire("handover", lease_opts(30000ms)));
+          second.emplace(co_await b.async_acquire("handover", lease_opts(30000ms)));
           waited = std::chrono::duration<double>(clock_type::now() - started).count();
         },
         asio::detached);
     co_await sleep_for(300ms);
     BOOST_TEST(!second.has_value());
-    co_await first.release();
+    co_await first.async_release();
     for (int i = 0; i < 200 && !second; ++i)
       co_await sleep_for(50ms);
     BOOST_REQUIRE(second.has_value());
     BOOST_TEST(second->token() > first.token());
     BOOST_TEST(waited < 6.0);  // far below the 30 s TTL: the release woke it
-    co_await second->release();
+    co_await second->async_release();
   }());
 }
 
@@ -242,14 +248,14 @@ BOOST_AUTO_TEST_CASE(acquire_with_a_wait_timeout_gives_up) {
   client a(ioc.get_executor(), config_for(server));
   client b(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto held = co_await a.acquire("busy", lease_opts(30000ms));
+    auto held = co_await a.async_acquire("busy", lease_opts(30000ms));
     try {
-      co_await b.acquire("busy", lease_opts(30000ms), 300ms);
+      co_await b.async_acquire("busy", lease_opts(30000ms), 300ms);
       BOOST_FAIL("acquire should have timed out");
     } catch (const exception& e) {
       BOOST_TEST((e.code() == error::wait_timeout));
     }
-    co_await held.release();
+    co_await held.async_release();
   }());
 }
 
@@ -264,7 +270,7 @@ BOOST_AUTO_TEST_CASE(server_paused_longer_than_the_ttl_makes_the_client_cancel_w
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     acquire_sent = clock_type::now();
     // ttl 2 s, renew every 400 ms, local deadline 1.5 s after the acquire was sent.
-    auto l = co_await c.acquire("paused", lease_opts(2000ms, 400ms, 500ms));
+    auto l = co_await c.async_acquire("paused", lease_opts(2000ms, 400ms, 500ms));
     old_token = l.token();
     server.process().signal(SIGSTOP);  // the server freezes: no renew is answered
     try {
@@ -289,9 +295,9 @@ BOOST_AUTO_TEST_CASE(server_paused_longer_than_the_ttl_makes_the_client_cancel_w
   asio::io_context ioc2;
   client other(ioc2.get_executor(), config_for(server));
   run_coro(ioc2, [&]() -> asio::awaitable<void> {
-    auto l = co_await other.acquire("paused", lease_opts(5000ms));
+    auto l = co_await other.async_acquire("paused", lease_opts(5000ms));
     BOOST_TEST(l.token() > old_token);
-    co_await l.release();
+    co_await l.async_release();
   }());
 }
 
@@ -302,13 +308,13 @@ BOOST_AUTO_TEST_CASE(destroying_an_active_lease_releases_it_in_the_background) {
   client c(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     {
-      auto l = co_await c.acquire("dropped", lease_opts(60000ms));
+      auto l = co_await c.async_acquire("dropped", lease_opts(60000ms));
       BOOST_TEST(l.active());
     }
     bool freed = false;
     for (int i = 0; i < 200 && !freed; ++i) {
       co_await sleep_for(20ms);
-      freed = !(co_await c.get("dropped")).has_value();
+      freed = !(co_await c.async_get("dropped")).has_value();
     }
     BOOST_TEST(freed);  // well before the 60 s TTL
   }());
@@ -321,15 +327,15 @@ BOOST_AUTO_TEST_CASE(lease_survives_a_server_restart_mid_lease) {
   asio::io_context ioc;
   client c(ioc.get_executor(), config_for(*server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("restarted", lease_opts(4000ms, 300ms, 500ms));
+    auto l = co_await c.async_acquire("restarted", lease_opts(4000ms, 300ms, 500ms));
     BOOST_TEST(server->terminate() == 0);
     server = std::make_unique<batond_process>(dir.path(), std::vector<std::string>{}, port);
     co_await sleep_for(4000ms);  // a whole TTL: only renewals through the restart keep it
     BOOST_TEST(l.active());
-    auto h = co_await c.get("restarted");
+    auto h = co_await c.async_get("restarted");
     BOOST_REQUIRE(h.has_value());
     BOOST_TEST(h->token == l.token());
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
   }());
 }
 
@@ -339,17 +345,17 @@ BOOST_AUTO_TEST_CASE(renew_refused_after_takeover_makes_the_lease_lost_at_once) 
   asio::io_context ioc;
   client c(ioc.get_executor(), config_for(server));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("stolen", lease_opts(2000ms, 300ms));
+    auto l = co_await c.async_acquire("stolen", lease_opts(2000ms, 300ms));
     // Someone else releases it with the right owner+token (an operator, say) and another holder takes it.
     http_client raw(server.port());
     raw.post("/v1/locks/stolen/release",
              R"({"owner":")" + l.owner() + R"(","token":)" + std::to_string(l.token()) + "}");
     raw.post("/v1/locks/stolen/acquire", R"({"owner":"thief","ttl_ms":60000})");
-    co_await l.wait_lost();
+    co_await l.async_wait_lost();
     BOOST_TEST((l.state() == lease_state::lost));
     BOOST_TEST(l.loss_reason().find("server refused") != std::string::npos);
     // A stale holder's release cannot free the new holder's lock.
-    BOOST_TEST((co_await l.release() == release_outcome::not_owner));
-    BOOST_TEST((co_await c.get("stolen"))->owner == "thief");
+    BOOST_TEST((co_await l.async_release() == release_outcome::not_owner));
+    BOOST_TEST((co_await c.async_get("stolen"))->owner == "thief");
   }());
 }

@@ -173,18 +173,22 @@ BOOST_AUTO_TEST_CASE(a_client_holding_many_leases_renews_them_in_batches) {
     o.renew_every = 300ms;
     o.jitter = 0;
     std::vector<lease> leases;
-    for (int i = 0; i < 30; ++i) leases.push_back(co_await c.acquire("many-" + std::to_string(i), o));
+    for (int i = 0; i < 30; ++i)
+      leases.push_back(co_await c.async_acquire("many-" + std::to_string(i), o));
     // At least three rounds of renewals, within 60 s.
-    for (int i = 0; i < 600 && c.stats().renews < 90; ++i) co_await sleep_for(100ms);
+    for (int i = 0; i < 600 && c.stats().renews < 90; ++i)
+      co_await sleep_for(100ms);
     BOOST_TEST(c.stats().renews >= 90u);
     BOOST_TEST(c.stats().losses == 0u);
-    for (auto& l : leases) BOOST_TEST(l.active());
+    for (auto& l : leases)
+      BOOST_TEST(l.active());
     const auto batches = metric(direct, R"(baton_requests_total{route="renew_batch",code="200"})");
     const auto singles = metric(direct, R"(baton_requests_total{route="renew",code="200"})");
     // Far fewer requests than renewals: on average at least three leases a request.
     BOOST_TEST(batches >= 1);
     BOOST_TEST((batches + singles) * 3 <= static_cast<long long>(c.stats().renews));
-    for (auto& l : leases) co_await l.release();
+    for (auto& l : leases)
+      co_await l.async_release();
   }());
   BOOST_TEST(direct.get("/v1/locks/many-0").status == 404);
 }

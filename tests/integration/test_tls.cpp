@@ -75,8 +75,8 @@ std::optional<exception> try_acquire_error(const client_config& cfg, const std::
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     try {
       client c(ioc.get_executor(), cfg);
-      auto r = co_await c.try_acquire(key, lease_opts(10'000ms));
-      if (r.acquired) co_await r.acquired->release();
+      auto r = co_await c.async_try_acquire(key, lease_opts(10'000ms));
+      if (r.acquired) co_await r.acquired->async_release();
     } catch (const exception& e) {
       failure = e;
     }
@@ -123,20 +123,21 @@ BOOST_AUTO_TEST_CASE(sdk_acquires_renews_and_releases_over_tls_on_one_kept_alive
   asio::io_context ioc;
   client c(ioc.get_executor(), config(https_url(s.server), trusting_ca()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("tls/job", lease_opts(1'500ms, 100ms));
+    auto l = co_await c.async_acquire("tls/job", lease_opts(1'500ms, 100ms));
     asio::steady_timer t(ioc, 1'000ms);
     co_await t.async_wait(asio::use_awaitable);
     BOOST_TEST(l.active());
     BOOST_TEST(c.stats().renews >= 3u);
-    auto h = co_await c.get("tls/job");
+    auto h = co_await c.async_get("tls/job");
     BOOST_REQUIRE(h.has_value());
     BOOST_TEST(h->token == l.token());
-    BOOST_TEST((co_await l.release() == release_outcome::released));
-    BOOST_TEST(!(co_await c.get("tls/job")).has_value());
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
+    BOOST_TEST(!(co_await c.async_get("tls/job")).has_value());
     // The 13 requests went over pooled connections, still open: one, or two when a renewal was in flight as
     // get() was sent (a slow machine). The server counts them and curl's own.
     auto metrics = run_curl(s.data, {"--cacert", pki().ca(), https_url(s.server) + "/metrics"});
-    BOOST_TEST((contains(metrics.out, "\nbaton_connections 2\n") || contains(metrics.out, "\nbaton_connections 3\n")),
+    BOOST_TEST((contains(metrics.out, "\nbaton_connections 2\n") ||
+                contains(metrics.out, "\nbaton_connections 3\n")),
                metrics.out);
   }());
 }
@@ -753,7 +754,7 @@ asio::awaitable<bool> eventually_co(Pred pred, std::chrono::milliseconds bound =
 // The error of one get() of `key` (a new connection: the client keeps none idle), or nullopt.
 asio::awaitable<std::optional<exception>> get_error(client& c, const std::string& key) {
   try {
-    co_await c.get(key);
+    co_await c.async_get(key);
   } catch (const exception& e) {
     co_return e;
   }
@@ -776,7 +777,7 @@ BOOST_AUTO_TEST_CASE(
   client c(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     // Renewed every 300 ms, on a new connection each time; the TTL outlasts the test.
-    auto l = co_await c.acquire("rotate/k", lease_opts(60'000ms, 300ms));
+    auto l = co_await c.async_acquire("rotate/k", lease_opts(60'000ms, 300ms));
     BOOST_TEST(co_await eventually_co([&] { return c.stats().renews >= 1u; }));
 
     // The files now hold a certificate of another CA, and batond trusts only that CA.
@@ -800,10 +801,10 @@ BOOST_AUTO_TEST_CASE(
     const auto renews = c.stats().renews;
     BOOST_TEST(co_await eventually_co([&] { return c.stats().renews >= renews + 2; }));
     BOOST_TEST(l.active());
-    auto h = co_await c.get("rotate/k");
+    auto h = co_await c.async_get("rotate/k");
     BOOST_REQUIRE(h.has_value());
     BOOST_TEST(h->token == l.token());
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
   }());
 }
 
@@ -834,7 +835,7 @@ BOOST_AUTO_TEST_CASE(reload_tls_with_a_bad_file_changes_nothing_and_says_which_f
       {"a missing key", {}, "-", "tls.key_file " + quoted(files.key) + ": cannot read"},
   };
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("rotate/bad", lease_opts(60'000ms, 300ms));
+    auto l = co_await c.async_acquire("rotate/bad", lease_opts(60'000ms, 300ms));
     for (const auto& bad : cases) {
       BOOST_TEST_CONTEXT(bad.what) {
         // A good certificate of the trusted CA beside the broken file: none of it may be taken.
@@ -882,7 +883,7 @@ BOOST_AUTO_TEST_CASE(reload_tls_with_a_bad_file_changes_nothing_and_says_which_f
     BOOST_TEST(r.sha256 == z);
     auto e = co_await get_error(c, "rotate/bad");
     BOOST_TEST(!e.has_value(), (e ? e->what() : std::string()));
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
   }());
 }
 

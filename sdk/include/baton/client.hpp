@@ -11,15 +11,20 @@
 //   }, detached);
 
 #include "baton/backend.hpp"
+#include "baton/completion.hpp"
 #include "baton/config.hpp"
 #include "baton/error.hpp"
 #include "baton/lease.hpp"
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <cstdint>
 #include <exception>
@@ -34,7 +39,19 @@ namespace baton {
 namespace detail {
 struct client_shared;
 struct client_access;
-}
+template <class F>
+using lock_value_t = typename std::invoke_result_t<std::decay_t<F>&, lease&>::value_type;
+template <class T>
+struct lock_signature_of {
+  using type = void(std::exception_ptr, T);
+};
+template <>
+struct lock_signature_of<void> {
+  using type = void(std::exception_ptr);
+};
+template <class F>
+using lock_signature = typename lock_signature_of<lock_value_t<F>>::type;
+}  // namespace detail
 
 /// The answer to one acquire try: the lease, or who holds the lock.
 struct acquire_result {
@@ -87,98 +104,122 @@ class client {
   client(const client&) = delete;
   client& operator=(const client&) = delete;
 
-  /// One try: the lease, or the holder if the lock is held. Transport errors and 503s are retried with
-  /// jittered backoff (same owner string, so a retry after a lost reply or a 503 storage_unavailable, which
-  /// may both follow a grant, is recognised by the server and supersedes it) up to retry_policy.max_attempts,
-  /// then thrown as baton::exception. Such an error means "outcome unknown", not "not acquired": the server
-  /// may hold the lock for this try's owner until the TTL passes. Throws error::invalid_config for bad
-  /// options, error::shut_down after shutdown().
-  ///
-  /// No argument has a default: each shorter form is an overload (GCC 12 and defaulted class-type arguments,
-  /// docs/design.md).
-  boost::asio::awaitable<acquire_result> try_acquire(std::string key, lease_options options);
-  boost::asio::awaitable<acquire_result> try_acquire(std::string key);
+  // Every operation is one function async_x(args..., token) for any Asio completion token. The default token
+  // makes `co_await c.async_acquire(k)` work in a boost::asio::awaitable coroutine and throws
+  // baton::exception (the code and the server's message); any other token (use_future, deferred, as_tuple, a
+  // callback) gets an error_code first, and baton::with_diagnostics adds the message (completion.hpp). Every
+  // error reaches the handler: bad options, a shut-down client and a moved-from client (error::empty_handle)
+  // included; the initiating call never throws. Handlers run on their own associated executor (a coroutine's,
+  // for the default token), never inside the initiating call.
+  //
+  // No argument of a class type has a default (the token's is an empty, trivially copyable object): each
+  // shorter form is an overload (GCC 12 and class-type temporaries of a co_await expression, docs/design.md).
+  // Cancellation is per operation, through the token's cancellation slot (a coroutine's own, for the default
+  // token): terminal, partial and total are all honoured as terminal.
 
-  /// Acquires, waiting as long as it takes: between tries it long-polls the lock, so it wakes the moment the
-  /// holder releases or its lease expires; transport errors and 503s are retried with jittered backoff, with
-  /// the same owner string (each retry is a lease_event::kind::acquire_retry). With `wait_timeout`, gives up
-  /// with baton::exception(error::wait_timeout) once it has passed (its diagnostic says when the last try's
-  /// outcome was unknown); a zero `wait_timeout` means one try. Without it, waits as long as it takes.
-  /// Cancellable; see the class comment.
-  boost::asio::awaitable<lease> acquire(std::string key, lease_options options, milliseconds wait_timeout);
-  boost::asio::awaitable<lease> acquire(std::string key, lease_options options);
-  boost::asio::awaitable<lease> acquire(std::string key);
+  /// One try: the lease, or the holder if the lock is held. `void(error_code, acquire_result)`. Transport
+  /// errors and 503s are retried with jittered backoff (same owner string, so a retry after a lost reply or a
+  /// 503 storage_unavailable, which may both follow a grant, is recognised by the server and supersedes it)
+  /// up to retry_policy.max_attempts, then reported. Such an error means "outcome unknown", not "not
+  /// acquired": what the last try may have been granted is released in the background. error::invalid_config
+  /// for bad options, error::shut_down after shutdown(). Cancellable; see the class comment.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, acquire_result))
+                Token = default_token_t>
+  auto async_try_acquire(std::string key, lease_options options, Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, acquire_result)>(
+        [s = shared_](auto handler, std::string k, lease_options o) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_try_acquire(s, std::move(k), o, diag, std::move(handler));
+        },
+        token, std::move(key), options);
+  }
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, acquire_result)) Token>
+  auto async_try_acquire(std::string key, Token&& token) {
+    return async_try_acquire(std::move(key), lease_options{}, std::forward<Token>(token));
+  }
+  boost::asio::awaitable<acquire_result> async_try_acquire(std::string key);
 
-  /// The current holder, or empty when the lock is free. Retries like try_acquire.
-  boost::asio::awaitable<std::optional<holder_info>> get(std::string key);
+  /// Acquires, waiting as long as it takes: `void(error_code, lease)`, the lease empty on error. Between
+  /// tries it long-polls the lock, so it wakes the moment the holder releases or its lease expires; transport
+  /// errors and 503s are retried with jittered backoff, with the same owner string (each retry is a
+  /// lease_event::kind::acquire_retry). With `wait_timeout`, gives up with error::wait_timeout once it has
+  /// passed (its diagnostic says when the last try's outcome was unknown); a zero `wait_timeout` means one
+  /// try. Cancellable; see the class comment.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token = default_token_t>
+  auto async_acquire(std::string key, lease_options options, milliseconds wait_timeout, Token&& token = {}) {
+    return initiate_acquire(std::move(key), options, wait_timeout, std::forward<Token>(token));
+  }
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token = default_token_t>
+  auto async_acquire(std::string key, lease_options options, Token&& token = {}) {
+    return initiate_acquire(std::move(key), options, std::nullopt, std::forward<Token>(token));
+  }
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token>
+  auto async_acquire(std::string key, Token&& token) {
+    return initiate_acquire(std::move(key), lease_options{}, std::nullopt, std::forward<Token>(token));
+  }
+  boost::asio::awaitable<lease> async_acquire(std::string key);
 
-  /// Stops the client: acquires in progress and new ones fail with error::shut_down, every live lease is
-  /// released (its guarded work sees it released), and it waits until those releases finish or `timeout`
-  /// passes (releases still running then go on in the background, bounded by the retry policy). Idle
-  /// connections are closed. Cancellation ends the wait only. Without `timeout`: 5 s.
-  boost::asio::awaitable<void> shutdown(milliseconds timeout);
-  boost::asio::awaitable<void> shutdown();
+  /// The current holder, or empty when the lock is free: `void(error_code, std::optional<holder_info>)`.
+  /// Retries like async_try_acquire.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, std::optional<holder_info>))
+                Token = default_token_t>
+  auto async_get(std::string key, Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::optional<holder_info>)>(
+        [s = shared_](auto handler, std::string k) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_get(s, std::move(k), diag, std::move(handler));
+        },
+        token, std::move(key));
+  }
 
-  /// Runs `fn(lease&)` under a lease of `key`: acquires (waiting, like acquire()), runs the awaitable `fn`
-  /// returns under with_lease, and releases on every path — success, exception, loss and cancellation (the
-  /// release is shielded from cancellation, see lease::release). Returns what `fn`'s awaitable returned;
-  /// throws what it threw, or error::lease_lost. A failed release is not thrown (the lock is then freed by
-  /// its TTL).
+  /// Stops the client: `void(error_code)`. Acquires in progress and new ones fail with error::shut_down,
+  /// every live lease is released (its guarded work is cancelled first), and it waits until those releases
+  /// finish or `timeout` passes (releases still running then go on in the background, bounded by the retry
+  /// policy). Idle connections are closed. Cancellation ends the wait only. Without `timeout`: 5 s.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code)) Token = default_token_t>
+  auto async_shutdown(milliseconds timeout, Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [s = shared_](auto handler, milliseconds t) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_shutdown(s, t, diag, std::move(handler));
+        },
+        token, timeout);
+  }
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code)) Token = default_token_t>
+  auto async_shutdown(Token&& token = {}) {
+    return async_shutdown(milliseconds{5'000}, std::forward<Token>(token));
+  }
+
+  /// Runs `fn(lease&)` under a lease of `key`: acquires (waiting, like async_acquire), runs the awaitable
+  /// `fn` returns under with_lease, and releases on every path — success, exception, loss and cancellation
+  /// (the release is shielded from cancellation, see lease::async_release). Completes with
+  /// `void(std::exception_ptr, T)` (`void(std::exception_ptr)` when `fn`'s awaitable returns void), as
+  /// co_spawn does: the work's own exception passes through unchanged, and the lease's loss is
+  /// error::lease_lost; with the default token, `co_await` returns T or throws. T must be default
+  /// constructible. A lease lost while the work ran is reported as soon as it is lost, never as a success;
+  /// its release then goes on in the background. A failed release is not reported (the lock is then freed
+  /// by its TTL). The work runs on the handler's associated executor (the awaiting coroutine's), or the
+  /// client's for a handler without one.
   ///
   /// GCC 12 destroys a lambda temporary made inside a co_await expression twice when it captures by value
   /// something with a destructor (`[job = std::move(job)]`): the program would free memory twice. On GCC
   /// before 14 such a temporary does not compile here; capture by reference (`[&]`), or pass a named
   /// function object (docs/design.md, "Arguments that GCC 12's coroutines cannot hurt").
   ///
-  /// With `wait_timeout`, the acquire gives up as acquire(key, options, wait_timeout) does: with_lock then
-  /// throws error::wait_timeout and `fn` never runs.
-  template <class F>
-  auto with_lock(std::string key, lease_options options, F&& fn)
-      -> boost::asio::awaitable<typename std::invoke_result_t<std::decay_t<F>&, lease&>::value_type> {
+  /// With `wait_timeout`, the acquire gives up as async_acquire(key, options, wait_timeout) does:
+  /// error::wait_timeout, and `fn` never runs.
+  template <class F, BOOST_ASIO_COMPLETION_TOKEN_FOR(detail::lock_signature<F>) Token = default_token_t>
+  auto async_with_lock(std::string key, lease_options options, F&& fn, Token&& token = {}) {
     check_lock_function<F>();
-    return with_lock_impl(std::move(key), options, std::nullopt, std::decay_t<F>(std::forward<F>(fn)));
+    return initiate_with_lock(std::move(key), options, std::nullopt, std::decay_t<F>(std::forward<F>(fn)),
+                              std::forward<Token>(token));
   }
-  template <class F>
-  auto with_lock(std::string key, lease_options options, milliseconds wait_timeout, F&& fn)
-      -> boost::asio::awaitable<typename std::invoke_result_t<std::decay_t<F>&, lease&>::value_type> {
+  template <class F, BOOST_ASIO_COMPLETION_TOKEN_FOR(detail::lock_signature<F>) Token = default_token_t>
+  auto async_with_lock(std::string key, lease_options options, milliseconds wait_timeout, F&& fn,
+                       Token&& token = {}) {
     check_lock_function<F>();
-    return with_lock_impl(std::move(key), options, wait_timeout, std::decay_t<F>(std::forward<F>(fn)));
-  }
-
-  // Completion-token forms (use_awaitable, use_future, deferred, as_tuple, callbacks, ...). Each completes
-  // with an empty error_code on success and with the code the awaitable form would throw otherwise (no
-  // diagnostic: use the awaitable form to get the server's message); invalid options and a moved-from
-  // client throw baton::exception at once, from the initiating call. Cancellation is per operation, through
-  // the token's associated cancellation slot (bind_cancellation_slot): terminal, partial and total are all
-  // honoured as terminal.
-
-  /// acquire(): `void(error_code, lease)`; the lease is empty on error. Cancellable. Without `wait_timeout`
-  /// it waits as long as it takes.
-  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token>
-  auto async_acquire(std::string key, lease_options options, milliseconds wait_timeout, Token&& token) {
-    return async_acquire_impl(std::move(key), options, wait_timeout, std::forward<Token>(token));
-  }
-  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token>
-  auto async_acquire(std::string key, lease_options options, Token&& token) {
-    return async_acquire_impl(std::move(key), options, std::nullopt, std::forward<Token>(token));
-  }
-  /// try_acquire(): `void(error_code, acquire_result)`. Cancellable.
-  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, acquire_result)) Token>
-  auto async_try_acquire(std::string key, lease_options options, Token&& token) {
-    shared();
-    options.validate();
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, acquire_result)>(
-        [s = shared()](auto handler, std::string k, lease_options o) {
-          start_try_acquire(s, std::move(k), std::move(o), std::move(handler));
-        },
-        token, std::move(key), std::move(options));
-  }
-  /// shutdown(): `void(error_code)`. Cancellation ends the wait only.
-  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code)) Token>
-  auto async_shutdown(milliseconds timeout, Token&& token) {
-    shared();
-    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-        [s = shared()](auto handler, milliseconds t) { start_shutdown(s, t, std::move(handler)); }, token, timeout);
+    return initiate_with_lock(std::move(key), options, wait_timeout, std::decay_t<F>(std::forward<F>(fn)),
+                              std::forward<Token>(token));
   }
 
   /// Reads the TLS files again (a certificate rotated at the same path) and, once the CA bundle, the
@@ -216,34 +257,46 @@ class client {
   template <class F>
   static constexpr void check_lock_function() {
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 14
-    static_assert(std::is_lvalue_reference_v<F> || std::is_trivially_copyable_v<std::decay_t<F>>,
-                  "baton::client::with_lock: on GCC before 14 a temporary function object that owns resources "
-                  "(a lambda capturing a std::string or a shared_ptr by value, say) is destroyed twice inside "
-                  "co_await. Capture by reference ([&]) or pass a named function object.");
+    static_assert(
+        std::is_lvalue_reference_v<F> || std::is_trivially_copyable_v<std::decay_t<F>>,
+        "baton::client::with_lock: on GCC before 14 a temporary function object that owns resources "
+        "(a lambda capturing a std::string or a shared_ptr by value, say) is destroyed twice inside "
+        "co_await. Capture by reference ([&]) or pass a named function object.");
 #endif
   }
 
   template <class Token>
-  auto async_acquire_impl(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
-                          Token&& token) {
-    shared();
-    options.validate();
+  auto initiate_acquire(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
+                        Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code, lease)>(
-        [s = shared()](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
-          start_acquire(s, std::move(k), std::move(o), w, std::move(handler));
+        [s = shared_](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_acquire(s, std::move(k), o, w, diag, std::move(handler));
         },
-        token, std::move(key), std::move(options), wait_timeout);
+        token, std::move(key), options, wait_timeout);
   }
 
-  // The awaitable acquire with an optional wait bound (the public forms are overloads).
-  boost::asio::awaitable<lease> acquire_waiting(std::string key, lease_options options,
-                                                std::optional<milliseconds> wait_timeout);
+  template <class Fn, class Token>
+  auto initiate_with_lock(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
+                          Fn fn, Token&& token) {
+    using T = detail::lock_value_t<Fn>;
+    static_assert(std::is_void_v<T> || std::is_default_constructible_v<T>,
+                  "baton::client::async_with_lock: the work's result type must be default constructible "
+                  "(it completes like co_spawn, with a value on every path)");
+    return boost::asio::async_initiate<Token, detail::lock_signature<Fn>>(
+        [s = shared_](auto handler, std::string k, lease_options o, std::optional<milliseconds> w, Fn f) {
+          auto ex = boost::asio::get_associated_executor(handler, work_executor(s));
+          boost::asio::co_spawn(ex, with_lock_impl(s, std::move(k), o, w, std::move(f)), std::move(handler));
+        },
+        token, std::move(key), options, wait_timeout, std::move(fn));
+  }
 
   template <class F>
-  auto with_lock_impl(std::string key, lease_options options, std::optional<milliseconds> wait_timeout, F fn)
-      -> boost::asio::awaitable<typename std::invoke_result_t<F&, lease&>::value_type> {
-    using T = typename std::invoke_result_t<F&, lease&>::value_type;
-    lease l = co_await acquire_waiting(std::move(key), options, wait_timeout);
+  static auto with_lock_impl(std::shared_ptr<detail::client_shared> s, std::string key, lease_options options,
+                             std::optional<milliseconds> wait_timeout, F fn)
+      -> boost::asio::awaitable<detail::lock_value_t<F>> {
+    using T = detail::lock_value_t<F>;
+    lease l = co_await acquire_for(s, std::move(key), options, wait_timeout);
     std::exception_ptr failure;
     std::optional<std::conditional_t<std::is_void_v<T>, int, T>> result;
     try {
@@ -256,8 +309,8 @@ class client {
     } catch (const exception&) {
       failure = std::current_exception();
     } catch (const boost::system::system_error& e) {
-      // The work's own awaited operation, cancelled with this call: every failure of an SDK call, cancellation
-      // included, is a baton::exception.
+      // The work's own awaited operation, cancelled with this call: every failure of an SDK call,
+      // cancellation included, is a baton::exception.
       if (e.code() == boost::asio::error::operation_aborted)
         failure = std::make_exception_ptr(exception(e.code(), "with_lock was cancelled while its work ran"));
       else
@@ -265,12 +318,12 @@ class client {
     } catch (...) {
       failure = std::current_exception();
     }
-    // release() starts the release when called; awaiting it may throw at once if this coroutine was
+    // async_release() starts the release when called; awaiting it may throw at once if this coroutine was
     // cancelled, and its outcome is not reported either way. A lease that is no longer active (lost, or
     // released by shutdown()) is not waited for: the loss is reported now, and what release there is goes on
     // in the background (a lost lease's conditional release only frees the key sooner).
     const bool lost = l.state() == lease_state::lost;
-    auto released = l.release();
+    auto released = l.async_release(boost::asio::as_tuple(boost::asio::use_awaitable));
     if (!lost) {
       try {
         co_await std::move(released);
@@ -283,15 +336,36 @@ class client {
 
   friend struct detail::client_access;  // the SDK's own code (election): client_access.hpp
   const std::shared_ptr<detail::client_shared>& shared() const;
-  // Static, and given the shared state: a deferred operation may be launched after the client moved.
+  // Static, and given the shared state: a deferred operation may be launched after the client moved. A null
+  // state (a moved-from client) completes the handler with error::empty_handle. `diag`: where the message
+  // goes (detail::diagnostic_slot), or null.
   static void start_acquire(std::shared_ptr<detail::client_shared> s, std::string key, lease_options options,
-                            std::optional<milliseconds> wait_timeout,
-                     boost::asio::any_completion_handler<void(boost::system::error_code, lease)> h);
-  static void start_try_acquire(std::shared_ptr<detail::client_shared> s, std::string key, lease_options options,
-                         boost::asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h);
+                            std::optional<milliseconds> wait_timeout, std::string* diag,
+                            boost::asio::any_completion_handler<void(boost::system::error_code, lease)> h);
+  static void start_try_acquire(
+      std::shared_ptr<detail::client_shared> s, std::string key, lease_options options, std::string* diag,
+      boost::asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h);
+  static void start_get(
+      std::shared_ptr<detail::client_shared> s, std::string key, std::string* diag,
+      boost::asio::any_completion_handler<void(boost::system::error_code, std::optional<holder_info>)> h);
   static void start_shutdown(std::shared_ptr<detail::client_shared> s, milliseconds timeout,
+                             std::string* diag,
                              boost::asio::any_completion_handler<void(boost::system::error_code)> h);
+  // async_acquire with the default token, for async_with_lock.
+  static boost::asio::awaitable<lease> acquire_for(std::shared_ptr<detail::client_shared> s, std::string key,
+                                                   lease_options options,
+                                                   std::optional<milliseconds> wait_timeout);
+  // Where async_with_lock runs the work of a handler without an executor of its own.
+  static boost::asio::any_io_executor work_executor(const std::shared_ptr<detail::client_shared>& s);
   std::shared_ptr<detail::client_shared> shared_;
 };
+
+inline boost::asio::awaitable<acquire_result> client::async_try_acquire(std::string key) {
+  return async_try_acquire(std::move(key), lease_options{}, default_token);
+}
+
+inline boost::asio::awaitable<lease> client::async_acquire(std::string key) {
+  return initiate_acquire(std::move(key), lease_options{}, std::nullopt, default_token);
+}
 
 }  // namespace baton

@@ -4,15 +4,16 @@
 // with the lease for the others to read.
 //
 //   baton::election e(c, "services/scheduler");
-//   baton::lease l = co_await e.campaign("10.0.0.7:8080");  // waits until this process leads
-//   co_await baton::with_lease(l, lead());                   // stops leading when the lease is lost
-//   co_await e.resign();
+//   baton::lease l = co_await e.async_campaign("10.0.0.7:8080");  // waits until this process leads
+//   co_await baton::with_lease(l, lead());                         // stops leading when the lease is lost
+//   co_await e.async_resign();
 //
 //   // elsewhere: follow the leader
-//   baton::leader_stream leaders = e.follow();
-//   for (;;) route_to(co_await leaders.next());               // now, then each new leader (empty: none)
+//   baton::leader_stream leaders = e.observe();
+//   for (;;) route_to(co_await leaders.async_next());   // now, then at each change (empty: nobody leads)
 
 #include "baton/client.hpp"
+#include "baton/completion.hpp"
 #include "baton/config.hpp"
 #include "baton/lease.hpp"
 
@@ -28,7 +29,7 @@ namespace baton {
 namespace detail {
 struct election_state;
 struct leader_stream_position;
-}
+}  // namespace detail
 
 /// A leader as the lock server reports it.
 struct leader_info {
@@ -48,30 +49,44 @@ struct leader_info {
 /// went between two calls are reported as the latest of them (the server reports its holder now, not a
 /// history). Errors, retries and cancellation as election::observe(). Copies share their position; the
 /// election's client must outlive the stream's operations.
+/// The leaders of one election, as they change (election::observe()). The first async_next() completes at
+/// once with the current leader; each later one completes at the next change after the leader the previous
+/// call returned: another leader (a different token), nobody (empty), or the same leader with another value.
+/// The stream keeps its position, so no change is missed between two calls: a change made while nobody was
+/// waiting is reported by the next call. Changes that come and go between two reads are folded into the
+/// newest (a reader that is slow sees the current leader, not each one between): what a router needs.
+/// Waits on the server's long-poll (an etcd watch), never by polling; transient errors are retried with the
+/// client's backoff, for as long as it takes.
 class leader_stream {
  public:
-  boost::asio::awaitable<std::optional<leader_info>> next();
+  /// `void(error_code, std::optional<leader_info>)`. Cancellable (terminal, partial or total: the wait ends
+  /// with operation_aborted and the stream keeps its position). One call at a time.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, std::optional<leader_info>))
+                Token = default_token_t>
+  auto async_next(Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::optional<leader_info>)>(
+        [](auto handler, std::shared_ptr<detail::election_state> s,
+           std::shared_ptr<detail::leader_stream_position> p) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_next(std::move(s), std::move(p), diag, std::move(handler));
+        },
+        token, state_, position_);
+  }
 
  private:
   friend class election;
   leader_stream(std::shared_ptr<detail::election_state> s, std::shared_ptr<detail::leader_stream_position> p);
+  static void start_next(
+      std::shared_ptr<detail::election_state> s, std::shared_ptr<detail::leader_stream_position> p,
+      std::string* diag,
+      boost::asio::any_completion_handler<void(boost::system::error_code, std::optional<leader_info>)> h);
   std::shared_ptr<detail::election_state> state_;
   std::shared_ptr<detail::leader_stream_position> position_;
 };
 
-/// An election on `key` through `client`: campaign() to lead, resign() to step down, leader() and observe()
-/// to follow. Leadership is a lease, so it ends when the lease is lost (a leader must act only while its
-/// lease is active, e.g. under with_lease) and every leader has a larger fencing token than the one before.
-///
-/// The value needs a server that keeps values (docs/protocol.md, "value"): batond, or etcd. Against a server
-/// from before values, leader() and observe() report an empty value.
-///
-/// Errors are thrown as baton::exception; cancellation as
-/// baton::exception(boost::asio::error::operation_aborted). Every operation runs on the client's executor and
-/// completes on the caller's. Threads: the operations may be awaited from any thread; the election object
-/// itself may be moved but is meant for one campaigner at a time. Lifetime: the client must outlive the
-/// election and its operations; the election object itself may be destroyed or moved while its operations run
-/// (they share its state). A moved-from election throws baton::exception(error::empty_handle).
+/// Leader election on `key` of a client. Each operation runs on the client's executor and completes like the
+/// client's (completion.hpp): one function async_x(args..., token), errors through the handler. The election
+/// keeps the client's state alive, not the client object: it may outlive a moved client.
 class election {
  public:
   election(client& c, std::string key);
@@ -83,38 +98,72 @@ class election {
 
   const std::string& key() const;
 
-  /// Waits until this process leads, then returns the leadership lease with `value` published with it:
-  /// client::acquire of the key with `options.value = value` (`options` as for any lease; its owner is new
-  /// for each campaign unless set). Between tries it long-polls the key, so it wakes the moment the leader
-  /// resigns or loses its lease. Cancellable like client::acquire: a cancelled campaign leaves no lease
-  /// behind. Throws error::invalid_config for a bad value or options, and when this election already holds
-  /// an active lease from an earlier campaign (resign first).
-  boost::asio::awaitable<lease> campaign(std::string value, lease_options options);
-  boost::asio::awaitable<lease> campaign(std::string value);
+  /// Waits until this process leads, then completes with the leadership lease, `value` published with it:
+  /// `void(error_code, lease)`. It is client::async_acquire of the key with `options.value = value`
+  /// (`options` as for any lease; its owner is new for each campaign unless set). Between tries it
+  /// long-polls the key, so it wakes the moment the leader resigns or loses its lease. Cancellable like
+  /// async_acquire: a cancelled campaign leaves no lease behind. error::invalid_config for a bad value or
+  /// options, and when this election already holds an active lease from an earlier campaign (resign first).
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token = default_token_t>
+  auto async_campaign(std::string value, lease_options options, Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, lease)>(
+        [](auto handler, std::shared_ptr<detail::election_state> s, std::string v, lease_options o) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_campaign(std::move(s), std::move(v), o, diag, std::move(handler));
+        },
+        token, state_, std::move(value), options);
+  }
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lease)) Token>
+  auto async_campaign(std::string value, Token&& token) {
+    return async_campaign(std::move(value), lease_options{}, std::forward<Token>(token));
+  }
+  boost::asio::awaitable<lease> async_campaign(std::string value);
 
-  /// Steps down: releases the lease the last campaign() of this object returned, if it is still held (the
-  /// lease handle then reads `released`, and its guarded work sees it released). Does nothing when there is
-  /// none. Shielded from cancellation like lease::release. Throws baton::exception when the server cannot be
-  /// reached within the retries (the lease is then freed by its TTL).
-  boost::asio::awaitable<void> resign();
+  /// Steps down: `void(error_code)`. Releases the lease the last campaign of this object returned, if it is
+  /// still held (the lease handle then reads `released`, and its guarded work sees it released). Does
+  /// nothing when there is none. Shielded from cancellation like lease::async_release. An error means the
+  /// server could not be reached within the retries (the lease is then freed by its TTL; resign may be
+  /// called again).
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code)) Token = default_token_t>
+  auto async_resign(Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [](auto handler, std::shared_ptr<detail::election_state> s) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_resign(std::move(s), diag, std::move(handler));
+        },
+        token, state_);
+  }
 
-  /// The current leader, or empty when nobody leads. Retries transient errors like client::get.
-  boost::asio::awaitable<std::optional<leader_info>> leader();
+  /// The current leader, or empty when nobody leads: `void(error_code, std::optional<leader_info>)`.
+  /// Retries transient errors like client::async_get.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, std::optional<leader_info>))
+                Token = default_token_t>
+  auto async_leader(Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::optional<leader_info>)>(
+        [](auto handler, std::shared_ptr<detail::election_state> s) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_leader(std::move(s), diag, std::move(handler));
+        },
+        token, state_);
+  }
 
-  /// Completes at the next change of leader: a leader whose token differs from `known_token` (0: nobody), or
-  /// empty when the leader is gone. Without `known_token`, the change is counted from the leader current when
-  /// observe() is called. Waits on the server's long-poll (an etcd watch), never by polling; transient errors
-  /// are retried with the client's backoff, for as long as it takes. Cancellable: terminal cancellation ends
-  /// the wait and throws operation_aborted.
-  boost::asio::awaitable<std::optional<leader_info>> observe(std::optional<std::uint64_t> known_token);
-  boost::asio::awaitable<std::optional<leader_info>> observe();
-
-  /// A stream of this election's leaders: the current one, then every change (leader_stream). The simplest
-  /// way to follow: it keeps the last token for you.
-  leader_stream follow();
+  /// A stream of this election's leaders: the current one, then every change (leader_stream).
+  leader_stream observe();
 
  private:
+  static void start_campaign(std::shared_ptr<detail::election_state> s, std::string value,
+                             lease_options options, std::string* diag,
+                             boost::asio::any_completion_handler<void(boost::system::error_code, lease)> h);
+  static void start_resign(std::shared_ptr<detail::election_state> s, std::string* diag,
+                           boost::asio::any_completion_handler<void(boost::system::error_code)> h);
+  static void start_leader(
+      std::shared_ptr<detail::election_state> s, std::string* diag,
+      boost::asio::any_completion_handler<void(boost::system::error_code, std::optional<leader_info>)> h);
   std::shared_ptr<detail::election_state> state_;
 };
+
+inline boost::asio::awaitable<lease> election::async_campaign(std::string value) {
+  return async_campaign(std::move(value), lease_options{}, default_token);
+}
 
 }  // namespace baton

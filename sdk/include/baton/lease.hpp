@@ -3,6 +3,7 @@
 // A held lock: the lease handle, its automatic renewal, and running work under it.
 
 #include "baton/backend.hpp"
+#include "baton/completion.hpp"
 #include "baton/error.hpp"
 #include "baton/lease_state.hpp"
 
@@ -14,8 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -25,6 +26,9 @@ class lease;
 
 namespace detail {
 struct lease_core;
+struct release_op;
+/// One caller's release: the operation it started (or joined), set by whichever of its steps runs first.
+using release_ticket = std::shared_ptr<std::shared_ptr<release_op>>;
 /// Completes when `l` is lost (not when it is released).
 boost::asio::awaitable<void> until_lost(const lease& l);
 /// Completes when `l` is no longer active: lost, or released (by anyone); with_lease's watch.
@@ -93,56 +97,49 @@ class lease {
   /// Why the lease was lost (empty while active or after release).
   std::string loss_reason() const;
 
-  /// Completes once the lease is no longer active (lost or released); at once if it already is not.
-  /// Cancellation (any type): throws baton::exception(boost::asio::error::operation_aborted).
-  boost::asio::awaitable<void> wait_lost();
+  /// Completes once the lease is no longer active (lost or released), at once if it already is not:
+  /// `void(error_code)`. Cancellation (terminal, partial or total): completes with
+  /// boost::asio::error::operation_aborted. error::empty_handle for an empty handle.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code)) Token = default_token_t>
+  auto async_wait_lost(Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [](auto handler, std::shared_ptr<detail::lease_core> core) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_wait_lost(std::move(core), diag, std::move(handler));
+        },
+        token, core_);
+  }
 
-  /// Stops renewal, then releases the lock on the server, conditional on owner and token. Transport errors
-  /// are retried (safe by protocol) up to the client's retry_policy.max_attempts. Returns what the server
-  /// said: released, already_free (it had expired or was released before) or not_owner (another owner or
-  /// token holds it). After release() the lease is `released` (or stays `lost` if it was lost). Calls made
-  /// while a release is in flight share its outcome; a call after it finished sends it again (a retry after
-  /// an error; after a success the server answers already_free).
+  /// Stops renewal, then releases the lock on the server, conditional on owner and token:
+  /// `void(error_code, release_outcome)`. Transport errors are retried (safe by protocol) up to the client's
+  /// retry_policy.max_attempts. The outcome is what the server said: released, already_free (it had expired
+  /// or was released before) or not_owner (another owner or token holds it). After it the lease is
+  /// `released` (or stays `lost` if it was lost). Calls made while a release is in flight share its outcome;
+  /// a call after it finished sends it again (a retry after an error; after a success the server answers
+  /// already_free). An error means the server could not be reached within the retries (the lock is then
+  /// freed by its TTL); error::empty_handle for an empty handle.
   ///
-  /// Shielded from cancellation: calling release() starts the release (on the client's executor), and it runs
-  /// to its end, bounded by the retry policy (max_attempts x (request_timeout + max_backoff)), whether or not
-  /// the caller is cancelled. In a coroutine that was already cancelled, `co_await l.release()` still
-  /// releases, but the co_await itself throws operation_aborted (Asio refuses to await in a cancelled
-  /// coroutine); once awaited, the wait for the outcome is not interrupted by cancellation. Throws
-  /// baton::exception if the server could not be reached within the retries (the lock is then freed by its
-  /// TTL).
-  boost::asio::awaitable<release_outcome> release();
+  /// Shielded from cancellation: the call itself starts the release (on the client's executor), whatever
+  /// the token, and it runs to its end, bounded by the retry policy (max_attempts x (request_timeout +
+  /// max_backoff)), whether or not the caller is cancelled or awaits it at all; a bound cancellation slot is
+  /// ignored. In a coroutine that was already cancelled, `co_await l.async_release()` still releases, but
+  /// the co_await itself throws operation_aborted (Asio refuses to await in a cancelled coroutine).
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, release_outcome))
+                Token = default_token_t>
+  auto async_release(Token&& token = {}) {
+    auto ticket = begin_release(core_);
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, release_outcome)>(
+        [](auto handler, std::shared_ptr<detail::lease_core> core, detail::release_ticket ticket) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_release(std::move(core), std::move(ticket), diag, std::move(handler));
+        },
+        token, core_, std::move(ticket));
+  }
 
   /// Stops renewing and lets go of the lease without releasing it: it stays held on the server until its
   /// TTL passes, for whoever knows its owner and token to renew or release (the CLI's `baton acquire` prints
   /// them for a script). The handle becomes empty; guarded work sees the lease released.
   void detach();
-
-  /// release() for any completion token: `void(boost::system::error_code, release_outcome)`. Not cancellable
-  /// (a bound cancellation slot is ignored), for the reason given for release(). Throws
-  /// baton::exception(error::empty_handle) at once for an empty handle, like the token forms below.
-  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, release_outcome)) Token>
-  auto async_release(Token&& token) {
-    core();
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, release_outcome)>(
-        [](auto handler, std::shared_ptr<detail::lease_core> core) {
-          start_release(std::move(core), std::move(handler));
-        },
-        token, core_);
-  }
-
-  /// wait_lost() for any completion token: `void(boost::system::error_code)`, empty once the lease is lost or
-  /// released. Cancellation (terminal, partial or total, through the token's cancellation slot): completes
-  /// with boost::asio::error::operation_aborted.
-  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code)) Token>
-  auto async_wait_lost(Token&& token) {
-    core();
-    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-        [](auto handler, std::shared_ptr<detail::lease_core> core) {
-          start_wait_lost(std::move(core), std::move(handler));
-        },
-        token, core_);
-  }
 
  private:
   friend class client;
@@ -153,9 +150,12 @@ class lease {
   friend std::shared_ptr<detail::lease_core> detail::core_of(const lease& l);
   explicit lease(std::shared_ptr<detail::lease_core> core);
   const detail::lease_core& core() const;
-  static void start_release(std::shared_ptr<detail::lease_core> core,
-                            boost::asio::any_completion_handler<void(boost::system::error_code, release_outcome)> h);
-  static void start_wait_lost(std::shared_ptr<detail::lease_core> core,
+  // Starts the release of `core` now (null: nothing to start); the ticket tells start_release which one.
+  static detail::release_ticket begin_release(const std::shared_ptr<detail::lease_core>& core);
+  static void start_release(
+      std::shared_ptr<detail::lease_core> core, detail::release_ticket ticket, std::string* diag,
+      boost::asio::any_completion_handler<void(boost::system::error_code, release_outcome)> h);
+  static void start_wait_lost(std::shared_ptr<detail::lease_core> core, std::string* diag,
                               boost::asio::any_completion_handler<void(boost::system::error_code)> h);
   std::shared_ptr<detail::lease_core> core_;
 };
@@ -232,7 +232,8 @@ boost::asio::awaitable<T> with_lease(lease& l, boost::asio::awaitable<T> work) {
       cancelled = e.code() == boost::asio::error::operation_aborted;
     } catch (...) {
     }
-    if (cancelled) throw exception(error::released, "the lease was released while its work ran: the work was cancelled");
+    if (cancelled)
+      throw exception(error::released, "the lease was released while its work ran: the work was cancelled");
   }
   if (done.error) std::rethrow_exception(done.error);
   if constexpr (!std::is_void_v<T>) co_return std::move(*done.value);

@@ -11,6 +11,7 @@
 //   lost server->pause(); ... server->resume();   // a server that stops answering, then catches up
 
 #include "baton/backend.hpp"
+#include "baton/lease_state.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -26,6 +27,10 @@
 #include <optional>
 #include <string>
 
+namespace baton::detail {
+class manual_clock;
+}
+
 namespace baton::testing {
 
 /// A backend that is itself the lock server, following docs/protocol.md's rules: tokens strictly increase
@@ -35,13 +40,24 @@ namespace baton::testing {
 /// when it names a value, at a change of value).
 ///
 /// Its clock is the test's: it starts at zero and moves only with advance(). Leases expire when it passes
-/// their expiry (the client's own local deadline still runs on real time, so a test ends a lease with
-/// expire() or advance() and the lease learns it at its next renew).
+/// their expiry. By default the clients' own clocks (local deadlines, renew periods, backoffs, request
+/// timeouts) run on real time, so a test ends a lease with expire() or advance() and the lease learns it at
+/// its next renew. With `drives_clients`, this clock is also the clock of every client made with this
+/// backend (`baton::client(ex, config, server)`): only advance() moves their deadlines, renewals, backoffs
+/// and request timeouts, and this server's own, so a test of a 15 s lease runs in milliseconds without a
+/// sleep. Move it in steps no longer than the renew period and let the io_context run between them
+/// (`server->advance(1s); ioc.poll();`), as real time would; one long step is a suspended host: the lease is
+/// lost at its deadline before it could renew.
 ///
 /// Not thread-safe: call it on the client's executor, or while that executor's io_context is not running.
 class memory_backend final : public backend {
  public:
+  struct options {
+    /// The clients made with this backend run on its clock (see above).
+    bool drives_clients = false;
+  };
   explicit memory_backend(boost::asio::any_io_executor ex);
+  memory_backend(boost::asio::any_io_executor ex, options o);
   ~memory_backend() override;
 
   // --- the clock ---
@@ -52,6 +68,11 @@ class memory_backend final : public backend {
   void advance(std::chrono::nanoseconds d);
   /// The server's time since it started, in whole milliseconds (rounded down).
   milliseconds now() const { return std::chrono::floor<milliseconds>(now_); }
+  /// The time on the clients' clock: what their leases' deadline() is measured against (lease_clock::now()
+  /// without `drives_clients`).
+  lease_clock::time_point client_time() const;
+  /// The clock of this backend's clients with `drives_clients` (the SDK's own use); null otherwise.
+  const std::shared_ptr<detail::manual_clock>& clients_clock() const noexcept { return clients_clock_; }
 
   // --- what the server holds ---
   /// The holder of `key`, or empty when it is free.
@@ -126,6 +147,7 @@ class memory_backend final : public backend {
   milliseconds remaining(std::chrono::nanoseconds expiry) const;
 
   boost::asio::any_io_executor ex_;
+  std::shared_ptr<detail::manual_clock> clients_clock_;  // drives_clients: moved by advance() with now_
   std::chrono::nanoseconds now_{0};
   std::uint64_t last_token_ = 0;
   std::map<std::string, lock> locks_;

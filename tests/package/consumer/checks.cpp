@@ -59,7 +59,7 @@ boost::asio::awaitable<int> check_closed_port(std::string url) {
   cfg.retry.max_attempts = 1;
   baton::client c(ex, cfg);
   try {
-    co_await c.get("k");
+    co_await c.async_get("k");
     co_return fail("a closed port answered");
   } catch (const baton::exception& e) {
     std::printf("consumer: %s\n", e.what());

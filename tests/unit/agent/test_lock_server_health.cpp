@@ -33,10 +33,10 @@ BOOST_AUTO_TEST_CASE(answers_and_refusals_are_not_failures_transport_and_server_
   BOOST_TEST(!is_lock_server_failure(baton::error::held));
   BOOST_TEST(!is_lock_server_failure(baton::error::lease_lost));
   BOOST_TEST(!is_lock_server_failure(boost::asio::error::operation_aborted));
-  for (auto e : {baton::error::connection_failed, baton::error::request_timeout, baton::error::release_timeout,
-                 baton::error::acquire_timeout, baton::error::tls_failed, baton::error::unauthorized,
-                 baton::error::storage_unavailable, baton::error::server_busy, baton::error::server_error,
-                 baton::error::protocol_error})
+  for (auto e : {baton::error::connection_failed, baton::error::request_timeout,
+                 baton::error::release_timeout, baton::error::acquire_timeout, baton::error::tls_failed,
+                 baton::error::unauthorized, baton::error::storage_unavailable, baton::error::server_busy,
+                 baton::error::server_error, baton::error::protocol_error})
     BOOST_TEST(is_lock_server_failure(e));
 }
 
@@ -101,8 +101,8 @@ BOOST_AUTO_TEST_CASE(the_observed_backend_passes_a_published_value_through_and_r
   boost::asio::io_context ioc;
   auto inner = std::make_shared<baton::testing::memory_backend>(ioc.get_executor());
   std::vector<boost::system::error_code> seen;
-  auto observed =
-      observe_backend(inner, [&](const boost::system::error_code& ec, const std::string&) { seen.push_back(ec); });
+  auto observed = observe_backend(
+      inner, [&](const boost::system::error_code& ec, const std::string&) { seen.push_back(ec); });
   baton::acquire_reply granted, refused;
   baton::test::run_coro(ioc, [&]() -> boost::asio::awaitable<void> {
     granted = co_await observed->acquire("k", "a#1", 5000ms, R"({"identity":"a"})", 1000ms);
@@ -117,8 +117,9 @@ BOOST_AUTO_TEST_CASE(the_observed_backend_passes_a_published_value_through_and_r
   BOOST_TEST(seen.size() == 2u);
 }
 
-// Issue 25, defect 8: the agent's wrapper forwarded reload_tls but not renew_batch, so every renewal behind it
-// went alone. It derives from baton::forwarding_backend now; a client behind it sends its renewals in batches.
+// Issue 25, defect 8: the agent's wrapper forwarded reload_tls but not renew_batch, so every renewal behind
+// it went alone. It derives from baton::forwarding_backend now; a client behind it sends its renewals in
+// batches.
 BOOST_AUTO_TEST_CASE(a_client_behind_the_observed_backend_renews_in_batches) {
   boost::asio::io_context ioc;
   auto server = std::make_shared<baton::testing::memory_backend>(ioc.get_executor());
@@ -127,7 +128,8 @@ BOOST_AUTO_TEST_CASE(a_client_behind_the_observed_backend_renews_in_batches) {
     using forwarding_backend::forwarding_backend;
     int singles = 0, batches = 0;
     boost::asio::awaitable<baton::renew_reply> renew(std::string k, std::string o, std::uint64_t t,
-                                                     baton::milliseconds ttl, baton::milliseconds to) override {
+                                                     baton::milliseconds ttl,
+                                                     baton::milliseconds to) override {
       ++singles;
       return forwarding_backend::renew(std::move(k), std::move(o), t, ttl, to);
     }
@@ -139,7 +141,8 @@ BOOST_AUTO_TEST_CASE(a_client_behind_the_observed_backend_renews_in_batches) {
   };
   auto inner = std::make_shared<counting>(server);
   int observed = 0;
-  auto wrapped = observe_backend(inner, [&](const boost::system::error_code&, const std::string&) { ++observed; });
+  auto wrapped =
+      observe_backend(inner, [&](const boost::system::error_code&, const std::string&) { ++observed; });
   baton::client_config cfg;
   cfg.identity = "agent";
   cfg.request_timeout = 2000ms;
@@ -152,13 +155,14 @@ BOOST_AUTO_TEST_CASE(a_client_behind_the_observed_backend_renews_in_batches) {
       o.ttl = 10s;
       o.renew_every = 300ms;
       o.jitter = 0;
-      leases.push_back(co_await c.acquire("k" + std::to_string(i), o));
+      leases.push_back(co_await c.async_acquire("k" + std::to_string(i), o));
     }
     for (int i = 0; i < 3000 && c.stats().renews < 20; ++i) {
       boost::asio::steady_timer t(ioc, 10ms);
       co_await t.async_wait(boost::asio::use_awaitable);
     }
-    for (auto& l : leases) co_await l.release();
+    for (auto& l : leases)
+      co_await l.async_release();
   }());
   BOOST_TEST(c.stats().renews >= 20u);
   BOOST_TEST(inner->batches >= 1, "no renewal reached the wrapped backend as a batch");

@@ -25,8 +25,8 @@ using namespace baton;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using clock_type = baton::lease_clock;
-using baton::test::run_coro;
 using baton::test::lease_opts;
+using baton::test::run_coro;
 
 namespace {
 
@@ -82,7 +82,8 @@ class scripted_backend final : public backend {
     ++renew_calls;
     renew_reply r;
     switch (next(renew_script, renew_default)) {
-      case mode::ok: break;
+      case mode::ok:
+        break;
       case mode::unavailable:
         r.ec = error::storage_unavailable;
         break;
@@ -99,14 +100,14 @@ class scripted_backend final : public backend {
       }
       case mode::late_ok: {
         // A server that answers "renewed" only after the client's deadline, ignoring the client's timeout.
-        co_await asio::this_coro::reset_cancellation_state([](asio::cancellation_type) {
-          return asio::cancellation_type::none;
-        });
+        co_await asio::this_coro::reset_cancellation_state(
+            [](asio::cancellation_type) { return asio::cancellation_type::none; });
         asio::steady_timer t(ex_, late_by);
         co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
         break;
       }
-      default: r.ec = error::connection_failed;
+      default:
+        r.ec = error::connection_failed;
     }
     co_return r;
   }
@@ -187,7 +188,7 @@ BOOST_FIXTURE_TEST_CASE(guarded_work_is_cancelled_when_a_renew_is_refused, fixtu
   b->renew_default = mode::refuse;
   std::optional<clock_type::time_point> cancelled_at;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(30'000ms, 100ms));
+    auto l = co_await c.async_acquire("k", lease_opts(30'000ms, 100ms));
     try {
       co_await with_lease(l, long_work(cancelled_at));
       BOOST_FAIL("expected lease_lost");
@@ -205,7 +206,7 @@ BOOST_FIXTURE_TEST_CASE(guarded_work_is_cancelled_when_a_renew_is_refused, fixtu
 BOOST_FIXTURE_TEST_CASE(a_loss_the_backends_watch_reports_ends_the_lease_at_once, fixture) {
   std::optional<clock_type::time_point> cancelled_at;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(30'000ms, 10'000ms));
+    auto l = co_await c.async_acquire("k", lease_opts(30'000ms, 10'000ms));
     BOOST_REQUIRE(b->watches.size() == 1u);
     BOOST_TEST(b->watches[0]->key == "k");
     BOOST_TEST(b->watches[0]->token == l.token());
@@ -232,10 +233,10 @@ BOOST_FIXTURE_TEST_CASE(a_loss_the_backends_watch_reports_ends_the_lease_at_once
 
 BOOST_FIXTURE_TEST_CASE(a_release_ends_the_leases_watch_before_it_is_sent_and_is_no_loss, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(30'000ms, 10'000ms));
+    auto l = co_await c.async_acquire("k", lease_opts(30'000ms, 10'000ms));
     BOOST_REQUIRE(b->watches.size() == 1u);
     BOOST_TEST(!b->watches[0]->ended);
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
     BOOST_TEST(b->release_calls == 1);
     BOOST_TEST(!b->watch_open_at_release);  // the delete of the release could not read as a loss
     BOOST_TEST(b->watches[0]->ended);
@@ -248,7 +249,7 @@ BOOST_FIXTURE_TEST_CASE(guarded_work_is_cancelled_at_the_deadline_when_nothing_a
   b->renew_default = mode::hang;
   std::optional<clock_type::time_point> cancelled_at;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(600ms, 100ms, 100ms));
+    auto l = co_await c.async_acquire("k", lease_opts(600ms, 100ms, 100ms));
     auto deadline = l.deadline();
     BOOST_CHECK_THROW(co_await with_lease(l, long_work(cancelled_at)), exception);
     BOOST_TEST((l.state() == lease_state::lost));
@@ -263,13 +264,13 @@ BOOST_FIXTURE_TEST_CASE(guarded_work_is_cancelled_at_the_deadline_when_nothing_a
 BOOST_FIXTURE_TEST_CASE(transport_errors_are_retried_and_the_lease_survives, fixture) {
   b->renew_script = {mode::fail, mode::fail, mode::fail};
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(3000ms, 100ms));
+    auto l = co_await c.async_acquire("k", lease_opts(3000ms, 100ms));
     asio::steady_timer t(co_await asio::this_coro::executor, 800ms);
     co_await t.async_wait(asio::use_awaitable);
     BOOST_TEST(l.active());
     BOOST_TEST(c.stats().renew_retries == 3u);
     BOOST_TEST(c.stats().renews >= 1u);
-    co_await l.release();
+    co_await l.async_release();
   }());
 }
 
@@ -277,8 +278,9 @@ BOOST_FIXTURE_TEST_CASE(a_late_renew_success_does_not_revive_and_releases_in_the
   b->renew_default = mode::late_ok;
   b->late_by = 800ms;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(500ms, 100ms, 100ms));  // deadline 400 ms after the acquire
-    co_await l.wait_lost();
+    auto l =
+        co_await c.async_acquire("k", lease_opts(500ms, 100ms, 100ms));  // deadline 400 ms after the acquire
+    co_await l.async_wait_lost();
     BOOST_TEST((l.state() == lease_state::lost));
     // The "renewed" answer arrives after the deadline: the lease stays lost and is handed back.
     for (int i = 0; i < 300 && b->release_calls == 0; ++i) {
@@ -293,21 +295,21 @@ BOOST_FIXTURE_TEST_CASE(a_late_renew_success_does_not_revive_and_releases_in_the
 
 BOOST_FIXTURE_TEST_CASE(release_retries_transport_errors_and_maps_the_answer, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l1 = co_await c.acquire("a", lease_opts(5000ms, 1000ms));
+    auto l1 = co_await c.async_acquire("a", lease_opts(5000ms, 1000ms));
     b->release_script = {mode::fail, mode::fail, mode::already_free};
-    BOOST_TEST((co_await l1.release() == release_outcome::already_free));
+    BOOST_TEST((co_await l1.async_release() == release_outcome::already_free));
     BOOST_TEST(b->release_calls == 3);
     BOOST_TEST((l1.state() == lease_state::released));
 
-    auto l2 = co_await c.acquire("b", lease_opts(5000ms, 1000ms));
+    auto l2 = co_await c.async_acquire("b", lease_opts(5000ms, 1000ms));
     b->release_script = {mode::not_owner};
-    BOOST_TEST((co_await l2.release() == release_outcome::not_owner));
+    BOOST_TEST((co_await l2.async_release() == release_outcome::not_owner));
 
-    auto l3 = co_await c.acquire("c", lease_opts(5000ms, 1000ms));
+    auto l3 = co_await c.async_acquire("c", lease_opts(5000ms, 1000ms));
     b->release_script = {mode::fail, mode::fail, mode::fail, mode::fail, mode::fail};
     b->release_calls = 0;
     try {
-      co_await l3.release();
+      co_await l3.async_release();
       BOOST_FAIL("expected connection_failed");
     } catch (const exception& e) {
       BOOST_TEST((e.code() == error::connection_failed));
@@ -320,15 +322,18 @@ BOOST_FIXTURE_TEST_CASE(release_retries_transport_errors_and_maps_the_answer, fi
 
 BOOST_FIXTURE_TEST_CASE(with_lease_returns_the_work_result_and_wait_lost_ends_on_release, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(5000ms, 1000ms));
+    auto l = co_await c.async_acquire("k", lease_opts(5000ms, 1000ms));
     int v = co_await with_lease(l, []() -> asio::awaitable<int> { co_return 42; }());
     BOOST_TEST(v == 42);
     bool woke = false;
-    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
-      co_await l.wait_lost();
-      woke = true;
-    }, asio::detached);
-    co_await l.release();
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          co_await l.async_wait_lost();
+          woke = true;
+        },
+        asio::detached);
+    co_await l.async_release();
     asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
     co_await t.async_wait(asio::use_awaitable);
     BOOST_TEST(woke);
@@ -343,8 +348,8 @@ BOOST_FIXTURE_TEST_CASE(events_report_the_lease_lifecycle, fixture) {
   client watched(ioc.get_executor(), cfg, b);
   b->renew_script = {mode::fail, mode::ok, mode::refuse};
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await watched.acquire("k", lease_opts(5000ms, 100ms));
-    co_await l.wait_lost();
+    auto l = co_await watched.async_acquire("k", lease_opts(5000ms, 100ms));
+    co_await l.async_wait_lost();
   }());
   using k = lease_event::kind;
   std::vector<k> expected{k::acquired, k::renew_retry, k::renewed, k::lost};
@@ -360,8 +365,8 @@ BOOST_FIXTURE_TEST_CASE(no_renew_retry_event_follows_the_loss, fixture) {
   client watched(ioc.get_executor(), cfg, b);
   b->renew_default = mode::hang;  // each renew waits out its whole budget, which ends at the deadline
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await watched.acquire("k", lease_opts(600ms, 100ms, 100ms));
-    co_await l.wait_lost();
+    auto l = co_await watched.async_acquire("k", lease_opts(600ms, 100ms, 100ms));
+    co_await l.async_wait_lost();
     co_await baton::test::sleep_for(300ms);  // the renew that was in flight at the deadline has ended by now
   }());
   using k = lease_event::kind;
@@ -373,7 +378,7 @@ BOOST_FIXTURE_TEST_CASE(no_renew_retry_event_follows_the_loss, fixture) {
 
 BOOST_FIXTURE_TEST_CASE(with_lease_rethrows_what_the_work_threw_at_once, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(30'000ms, 10'000ms));
+    auto l = co_await c.async_acquire("k", lease_opts(30'000ms, 10'000ms));
     auto started = clock_type::now();
     try {
       co_await with_lease(l, []() -> asio::awaitable<void> {
@@ -387,7 +392,7 @@ BOOST_FIXTURE_TEST_CASE(with_lease_rethrows_what_the_work_threw_at_once, fixture
     // Not held up until the lease ends: the exception came straight through, and the lease is still ours.
     BOOST_TEST((clock_type::now() - started < 10s));
     BOOST_TEST(l.active());
-    co_await l.release();
+    co_await l.async_release();
   }());
 }
 
@@ -398,22 +403,22 @@ BOOST_FIXTURE_TEST_CASE(with_lease_rethrows_what_the_work_threw_at_once, fixture
 BOOST_FIXTURE_TEST_CASE(acquire_answered_storage_unavailable_is_retried_with_the_same_owner, fixture) {
   b->acquire_script = {mode::unavailable, mode::unavailable};
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await c.try_acquire("k", lease_opts(5000ms, 1000ms));
+    auto r = co_await c.async_try_acquire("k", lease_opts(5000ms, 1000ms));
     BOOST_REQUIRE(r.acquired.has_value());
     // The server may have granted the first two; the third, by the same owner, superseded them.
     BOOST_TEST(b->acquire_owners.size() == 3u);
     for (const auto& owner : b->acquire_owners)
       BOOST_TEST(owner == r.acquired->owner());
     BOOST_TEST(r.acquired->token() == 3u);
-    co_await r.acquired->release();
+    co_await r.acquired->async_release();
 
     b->acquire_owners.clear();
     b->acquire_script = {mode::unavailable};
-    auto l = co_await c.acquire("k2", lease_opts(5000ms, 1000ms));
+    auto l = co_await c.async_acquire("k2", lease_opts(5000ms, 1000ms));
     BOOST_TEST(b->acquire_owners.size() == 2u);
     for (const auto& owner : b->acquire_owners)
       BOOST_TEST(owner == l.owner());
-    co_await l.release();
+    co_await l.async_release();
   }());
 }
 
@@ -423,7 +428,7 @@ BOOST_FIXTURE_TEST_CASE(acquire_given_up_after_storage_unavailable_reports_an_un
     // Not "held" (that would say someone else has it) and no lease: an error a caller must not read as
     // "nothing was granted".
     try {
-      co_await c.try_acquire("k", lease_opts(5000ms, 1000ms));
+      co_await c.async_try_acquire("k", lease_opts(5000ms, 1000ms));
       BOOST_FAIL("expected storage_unavailable");
     } catch (const exception& e) {
       BOOST_TEST((e.code() == error::storage_unavailable));
@@ -432,12 +437,13 @@ BOOST_FIXTURE_TEST_CASE(acquire_given_up_after_storage_unavailable_reports_an_un
     BOOST_TEST(b->acquire_owners.size() == 4u);  // retry_policy.max_attempts, one owner throughout
     BOOST_TEST(b->acquire_owners.front() == b->acquire_owners.back());
     try {
-      co_await c.acquire("k", lease_opts(5000ms, 1000ms), 300ms);
+      co_await c.async_acquire("k", lease_opts(5000ms, 1000ms), 300ms);
       BOOST_FAIL("expected wait_timeout");
     } catch (const exception& e) {
       BOOST_TEST((e.code() == error::wait_timeout));
       BOOST_TEST(e.diagnostic().find("no definite answer") != std::string::npos, e.diagnostic());
-      BOOST_TEST(e.diagnostic().find("if it was granted, it is released") != std::string::npos, e.diagnostic());
+      BOOST_TEST(e.diagnostic().find("if it was granted, it is released") != std::string::npos,
+                 e.diagnostic());
     }
   }());
 }
@@ -445,7 +451,7 @@ BOOST_FIXTURE_TEST_CASE(acquire_given_up_after_storage_unavailable_reports_an_un
 BOOST_FIXTURE_TEST_CASE(renew_answered_storage_unavailable_keeps_the_deadline_and_is_retried, fixture) {
   b->renew_default = mode::unavailable;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(3000ms, 100ms));
+    auto l = co_await c.async_acquire("k", lease_opts(3000ms, 100ms));
     const auto acquired_deadline = l.deadline();
     co_await baton::test::sleep_for(600ms);
     // Several renews went out and may have extended the server's lease; none counts locally.
@@ -459,7 +465,7 @@ BOOST_FIXTURE_TEST_CASE(renew_answered_storage_unavailable_keeps_the_deadline_an
     co_await baton::test::sleep_for(600ms);
     BOOST_TEST(c.stats().renews >= 1u);
     BOOST_TEST((l.deadline() > acquired_deadline));
-    co_await l.release();
+    co_await l.async_release();
   }());
 }
 
@@ -467,9 +473,9 @@ BOOST_FIXTURE_TEST_CASE(renews_answered_storage_unavailable_until_the_deadline_l
                         fixture) {
   b->renew_default = mode::unavailable;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(600ms, 100ms, 100ms));
+    auto l = co_await c.async_acquire("k", lease_opts(600ms, 100ms, 100ms));
     const auto deadline = l.deadline();
-    co_await l.wait_lost();
+    co_await l.async_wait_lost();
     BOOST_TEST((clock_type::now() >= deadline));  // not at the first 503: it refused nothing
     BOOST_TEST(l.loss_reason().find("deadline") != std::string::npos, l.loss_reason());
     BOOST_TEST(c.stats().renews == 0u);
@@ -478,10 +484,10 @@ BOOST_FIXTURE_TEST_CASE(renews_answered_storage_unavailable_until_the_deadline_l
 
 BOOST_FIXTURE_TEST_CASE(release_answered_storage_unavailable_is_retried, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", lease_opts(5000ms, 1000ms));
+    auto l = co_await c.async_acquire("k", lease_opts(5000ms, 1000ms));
     // The first release may have freed the lock: its retry then finds it free.
     b->release_script = {mode::unavailable, mode::already_free};
-    BOOST_TEST((co_await l.release() == release_outcome::already_free));
+    BOOST_TEST((co_await l.async_release() == release_outcome::already_free));
     BOOST_TEST(b->release_calls == 2);
     BOOST_TEST((l.state() == lease_state::released));
   }());
@@ -495,7 +501,7 @@ BOOST_FIXTURE_TEST_CASE(a_waiter_refused_long_polls_backs_off_more_and_more, fix
   cfg.retry.max_backoff = 400ms;
   client waiter(ioc.get_executor(), cfg, b);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    BOOST_CHECK_THROW(co_await waiter.acquire("k", lease_opts(5000ms, 1000ms), 1500ms), exception);
+    BOOST_CHECK_THROW(co_await waiter.async_acquire("k", lease_opts(5000ms, 1000ms), 1500ms), exception);
   }());
   // Backoff 10, 20, 40 ... 400 ms: about ten tries in 1.5 s. Restarting it at 10 ms after every "held"
   // would make it about two hundred.
@@ -510,13 +516,13 @@ BOOST_FIXTURE_TEST_CASE(a_lease_options_value_is_sent_with_each_acquire_try_and_
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     lease_options o = lease_opts(30'000ms);
     o.value = "10.0.0.7:8080";
-    auto l = co_await c.acquire("k", o);
+    auto l = co_await c.async_acquire("k", o);
     BOOST_TEST(l.value() == "10.0.0.7:8080");
     BOOST_TEST(b->acquire_values == (std::vector<std::string>{"10.0.0.7:8080", "10.0.0.7:8080"}));
-    auto plain = co_await c.acquire("other", lease_opts(30'000ms));
+    auto plain = co_await c.async_acquire("other", lease_opts(30'000ms));
     BOOST_TEST(plain.value().empty());
-    co_await l.release();
-    co_await plain.release();
+    co_await l.async_release();
+    co_await plain.async_release();
   }());
   for (const std::string& bad : {std::string(1025, 'v'), std::string("a\nb")}) {
     lease_options o = lease_opts(30'000ms);

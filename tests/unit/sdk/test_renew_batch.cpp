@@ -106,7 +106,7 @@ struct fixture {
   asio::awaitable<std::vector<lease>> acquire_all(int n) {
     std::vector<std::shared_ptr<test::background<lease>>> started;
     for (int i = 0; i < n; ++i)
-      started.push_back(test::start_background(ioc, c.acquire("k" + std::to_string(i), renewing())));
+      started.push_back(test::start_background(ioc, c.async_acquire("k" + std::to_string(i), renewing())));
     std::vector<lease> out;
     for (auto& s : started) {
       while (!s->done)
@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(renewals_falling_due_together_leave_in_one_batch) {
     BOOST_TEST(f.backend->largest_batch >= 5u);
     BOOST_TEST(static_cast<std::uint64_t>(f.backend->batches + f.backend->renews) * 2 <= renews);
     for (auto& l : leases)
-      co_await l.release();
+      co_await l.async_release();
     BOOST_TEST(!f.server->holder("k0"));
   }());
 }
@@ -153,7 +153,7 @@ BOOST_AUTO_TEST_CASE(a_smaller_batch_after_a_larger_one_carries_only_its_own_lea
       co_await sleep_for(10ms);
     BOOST_TEST_REQUIRE(f.backend->largest_batch >= 5u);
     for (std::size_t i = 4; i < leases.size(); ++i)
-      co_await leases[i].release();
+      co_await leases[i].async_release();
     // Two rounds of the four left, then two more, whose batches are checked.
     auto renews = f.c.stats().renews;
     for (int i = 0; i < 3000 && f.c.stats().renews < renews + 8; ++i)
@@ -172,7 +172,7 @@ BOOST_AUTO_TEST_CASE(a_smaller_batch_after_a_larger_one_carries_only_its_own_lea
     }
     for (std::size_t i = 0; i < 4; ++i) {
       BOOST_TEST((leases[i].state() == lease_state::active));
-      co_await leases[i].release();
+      co_await leases[i].async_release();
     }
   }());
 }
@@ -196,7 +196,7 @@ BOOST_AUTO_TEST_CASE(a_refused_entry_loses_only_its_own_lease) {
                  leases[i].owner());
     }
     for (auto& l : leases)
-      co_await l.release();
+      co_await l.async_release();
   }());
 }
 
@@ -210,7 +210,7 @@ BOOST_AUTO_TEST_CASE(a_batched_renewal_counts_its_deadline_from_when_it_fell_due
     o.jitter = 0;
     std::vector<lease> leases;
     for (int i = 0; i < 3; ++i)
-      leases.push_back(co_await f.c.acquire("k" + std::to_string(i), o));
+      leases.push_back(co_await f.c.async_acquire("k" + std::to_string(i), o));
     std::vector<lease_clock::time_point> first;
     for (auto& l : leases)
       first.push_back(l.deadline());
@@ -229,7 +229,7 @@ BOOST_AUTO_TEST_CASE(a_batched_renewal_counts_its_deadline_from_when_it_fell_due
     }
     BOOST_TEST((earliest <= departed - 400ms + o.ttl - o.effective_safety_margin()));
     for (auto& l : leases)
-      co_await l.release();
+      co_await l.async_release();
   }());
 }
 
@@ -239,7 +239,7 @@ BOOST_AUTO_TEST_CASE(a_release_does_not_wait_for_the_batch_its_renewal_waits_in)
     auto leases = co_await f.acquire_all(2);  // 2 x 400 ms >= 300 ms: they batch
     // Let the renewal fall due and join a batch (it waits up to 400 ms there), then release.
     co_await sleep_for(350ms);
-    auto r = co_await leases[0].release();
+    auto r = co_await leases[0].async_release();
     BOOST_TEST((r == release_outcome::released));
     BOOST_TEST(!f.server->holder("k0"));
     BOOST_TEST((leases[0].state() == lease_state::released));
@@ -247,7 +247,7 @@ BOOST_AUTO_TEST_CASE(a_release_does_not_wait_for_the_batch_its_renewal_waits_in)
     co_await sleep_for(600ms);
     BOOST_TEST(!f.server->holder("k0"));
     BOOST_TEST((leases[0].state() == lease_state::released));
-    co_await leases[1].release();
+    co_await leases[1].async_release();
   }());
 }
 
@@ -262,7 +262,7 @@ BOOST_AUTO_TEST_CASE(a_client_with_few_leases_renews_them_alone) {
     BOOST_TEST(f.c.stats().renews >= 10u);
     BOOST_TEST(f.backend->batches == 0);
     for (auto& l : leases)
-      co_await l.release();
+      co_await l.async_release();
   }());
 }
 
@@ -276,7 +276,7 @@ BOOST_AUTO_TEST_CASE(a_window_of_zero_renews_every_lease_on_its_own) {
     BOOST_TEST(f.backend->batches == 0);
     BOOST_TEST(f.backend->renews >= 10);
     for (auto& l : leases)
-      co_await l.release();
+      co_await l.async_release();
   }());
 }
 

@@ -27,6 +27,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <future>
@@ -117,7 +118,7 @@ boost::system::error_code code_of(const std::exception_ptr& e) {
 BOOST_FIXTURE_TEST_CASE(a_cancelled_acquire_releases_what_the_server_granted_after_it, fixture) {
   server->pause();  // the acquire reaches a server that answers late
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await (c.acquire("ghost", long_lease) || sleep_for(100ms));
+    auto r = co_await (c.async_acquire("ghost", long_lease) || sleep_for(100ms));
     BOOST_TEST(r.index() == 1u);  // the timer won: the acquire was cancelled
   }());
   BOOST_TEST(server->calls().acquire == 1);
@@ -133,7 +134,7 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_acquire_releases_what_the_server_granted_aft
 BOOST_FIXTURE_TEST_CASE(a_cancelled_acquire_that_got_no_answer_finds_and_releases_its_grant, fixture) {
   server->pause();
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await (c.acquire("late", long_lease) || sleep_for(50ms));
+    auto r = co_await (c.async_acquire("late", long_lease) || sleep_for(50ms));
     BOOST_TEST(r.index() == 1u);
   }());
   // The request runs into its own timeout (2 s) with no answer; meanwhile the server carries it out.
@@ -156,17 +157,17 @@ BOOST_FIXTURE_TEST_CASE(an_abandoned_acquire_never_releases_a_lease_this_client_
   server->on_abandoned(memory_backend::abandoned::drop);
   server->pause();
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await (cx.acquire("k", as_x) || sleep_for(50ms));
+    auto r = co_await (cx.async_acquire("k", as_x) || sleep_for(50ms));
     BOOST_TEST(r.index() == 1u);
     co_await sleep_for(300ms);  // the request timed out unanswered; the clean-up's first read waits
     server->resume();
-    auto second = co_await cx.acquire("k", as_x);
+    auto second = co_await cx.async_acquire("k", as_x);
     co_await sleep_for(1000ms);  // the clean-up's reads are over
     BOOST_TEST(second.active());
     BOOST_REQUIRE(server->holder("k").has_value());
     BOOST_TEST(server->holder("k")->token == second.token());
     BOOST_TEST(server->calls().release == 0);
-    co_await second.release();
+    co_await second.async_release();
   }());
 }
 
@@ -174,12 +175,12 @@ BOOST_FIXTURE_TEST_CASE(shutdown_waits_for_an_acquire_granted_while_it_runs, fix
   server->pause();
   outcome acquiring;
   asio::cancellation_signal unused;
-  auto take = [&]() -> asio::awaitable<void> { (void)co_await c.acquire("late", long_lease); };
+  auto take = [&]() -> asio::awaitable<void> { (void)co_await c.async_acquire("late", long_lease); };
   spawn_cancellable(ioc, unused, take(), acquiring);
   settle(50ms);
   asio::steady_timer t(ioc, 100ms);
   t.async_wait([&](auto) { server->resume(); });  // the grant arrives during the shutdown
-  run_coro(ioc, c.shutdown(5s));
+  run_coro(ioc, c.async_shutdown(5s));
   // Nothing more runs: whatever shutdown() left behind would stay.
   BOOST_TEST(server->last_token() == 1u);
   BOOST_TEST(!server->holder("late").has_value());
@@ -190,7 +191,7 @@ BOOST_FIXTURE_TEST_CASE(shutdown_waits_for_an_acquire_granted_while_it_runs, fix
 BOOST_FIXTURE_TEST_CASE(partial_and_total_cancellation_are_honoured, fixture) {
   client other(ioc.get_executor(), test_config(), server);
   lease held;
-  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.acquire("k", long_lease); }());
+  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.async_acquire("k", long_lease); }());
   for (auto type : {asio::cancellation_type::partial, asio::cancellation_type::total}) {
     asio::cancellation_signal sig;
     std::optional<boost::system::error_code> got;
@@ -213,7 +214,7 @@ BOOST_FIXTURE_TEST_CASE(a_deferred_acquire_runs_after_its_client_was_moved, fixt
     auto [ec, l] = co_await std::move(op)(asio::as_tuple(asio::use_awaitable));
     BOOST_TEST(!ec);
     BOOST_TEST(l.active());
-    co_await l.release();
+    co_await l.async_release();
   }());
 }
 
@@ -223,7 +224,7 @@ BOOST_FIXTURE_TEST_CASE(release_awaited_in_a_cancelled_coroutine_still_releases,
   lease held;
   // A named lambda: the coroutine refers to its captures, so it must outlive the coroutine.
   auto body = [&]() -> asio::awaitable<void> {
-    held = co_await c.acquire("k", long_lease);
+    held = co_await c.async_acquire("k", long_lease);
     try {
       co_await sleep_for(60s);  // the guarded work, cancelled below
       asio::steady_timer t(co_await asio::this_coro::executor, 60s);
@@ -231,7 +232,7 @@ BOOST_FIXTURE_TEST_CASE(release_awaited_in_a_cancelled_coroutine_still_releases,
     } catch (const boost::system::system_error&) {
     }
     // Cleanup in a cancelled coroutine: the co_await throws, but the release happens.
-    co_await held.release();
+    co_await held.async_release();
   };
   spawn_cancellable(ioc, sig, body(), out);
   settle(100ms);
@@ -247,7 +248,7 @@ BOOST_FIXTURE_TEST_CASE(release_awaited_in_a_cancelled_coroutine_still_releases,
 BOOST_FIXTURE_TEST_CASE(a_release_cancelled_in_flight_runs_to_its_end, fixture) {
   server->on_abandoned(memory_backend::abandoned::drop);  // an abandoned request would never arrive
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", long_lease);
+    auto l = co_await c.async_acquire("k", long_lease);
     server->pause();
     asio::co_spawn(
         co_await asio::this_coro::executor,
@@ -257,7 +258,7 @@ BOOST_FIXTURE_TEST_CASE(a_release_cancelled_in_flight_runs_to_its_end, fixture) 
         },
         asio::detached);
     // The timer wins and cancels the release, which carries on regardless (the race waits for it).
-    auto r = co_await (l.release() || sleep_for(50ms));
+    auto r = co_await (l.async_release() || sleep_for(50ms));
     BOOST_TEST(r.index() == 1u);
     BOOST_TEST((l.state() == lease_state::released));
   }());
@@ -267,12 +268,11 @@ BOOST_FIXTURE_TEST_CASE(a_release_cancelled_in_flight_runs_to_its_end, fixture) 
 
 BOOST_FIXTURE_TEST_CASE(release_inside_with_lease_work_returns_the_work_result, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", long_lease);
+    auto l = co_await c.async_acquire("k", long_lease);
     int v = co_await with_lease(l, [&]() -> asio::awaitable<int> {
-      auto o = co_await l.release();
+      auto o = co_await l.async_release();
       BOOST_TEST((o == release_outcome::released));
-      co_await sleep_for(10ms);  // still running, not cancelled by its own release
-      co_return 42;
+      co_return 42;  // the release as the work's last step: its result stands (docs/design.md)
     }());
     BOOST_TEST(v == 42);
     BOOST_TEST((l.state() == lease_state::released));
@@ -332,15 +332,15 @@ BOOST_AUTO_TEST_CASE(operations_run_on_the_client_executor_whatever_executor_awa
         asio::make_strand(pool.get_executor()),
         [&, i]() -> asio::awaitable<void> {
           const std::string key = "k" + std::to_string(i);
-          auto l = co_await c.acquire(key, lease_opts(60'000ms));
+          auto l = co_await c.async_acquire(key, lease_opts(60'000ms));
           // Work under the lease that releases it; a loss watch and a wait_lost run meanwhile.
           co_await with_lease(l, [&]() -> asio::awaitable<void> {
             co_await sleep_for(5ms);
-            co_await l.release();
+            co_await l.async_release();
           }());
-          co_await l.wait_lost();  // at once: released
-          auto r = co_await c.try_acquire(key, lease_opts(60'000ms));
-          if (r.acquired) co_await r.acquired->release();
+          co_await l.async_wait_lost();  // at once: released
+          auto r = co_await c.async_try_acquire(key, lease_opts(60'000ms));
+          if (r.acquired) co_await r.acquired->async_release();
         },
         asio::use_future));
   }
@@ -370,15 +370,16 @@ BOOST_AUTO_TEST_CASE(a_client_given_a_thread_pool_keeps_one_holder_per_key) {
           for (int round = 0; round < rounds; ++round) {
             const int k = (w + round) % keys;
             try {
-              co_await c.with_lock("pool/" + std::to_string(k), long_lease,
-                                   [&](lease& l) -> asio::awaitable<void> {
-                                     if (inside[k].fetch_add(1) != 0) ++overlaps;
-                                     if (l.token() <= last_token[k].exchange(l.token())) ++token_regressions;
-                                     asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
-                                     co_await t.async_wait(asio::use_awaitable);
-                                     inside[k].fetch_sub(1);
-                                     ++runs;
-                                   });
+              co_await c.async_with_lock("pool/" + std::to_string(k), long_lease,
+                                         [&](lease& l) -> asio::awaitable<void> {
+                                           if (inside[k].fetch_add(1) != 0) ++overlaps;
+                                           if (l.token() <= last_token[k].exchange(l.token()))
+                                             ++token_regressions;
+                                           asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
+                                           co_await t.async_wait(asio::use_awaitable);
+                                           inside[k].fetch_sub(1);
+                                           ++runs;
+                                         });
             } catch (const std::exception& e) {
               ++failures;
               BOOST_TEST_MESSAGE("with_lock failed: " << e.what());
@@ -393,7 +394,7 @@ BOOST_AUTO_TEST_CASE(a_client_given_a_thread_pool_keeps_one_holder_per_key) {
   BOOST_TEST(token_regressions.load() == 0);
   BOOST_TEST(failures.load() == 0);
   BOOST_TEST(runs.load() == workers * rounds);
-  auto stopped = asio::co_spawn(pool, c.shutdown(5s), asio::use_future);
+  auto stopped = asio::co_spawn(pool, c.async_shutdown(5s), asio::use_future);
   BOOST_REQUIRE((stopped.wait_for(30s) == std::future_status::ready));
   stopped.get();
   pool.join();
@@ -407,18 +408,19 @@ BOOST_FIXTURE_TEST_CASE(shutdown_releases_every_lease_and_refuses_new_acquires, 
   asio::cancellation_signal unused;
   lease a, b;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    a = co_await c.acquire("a", long_lease);
-    b = co_await c.acquire("b", long_lease);
+    a = co_await c.async_acquire("a", long_lease);
+    b = co_await c.async_acquire("b", long_lease);
   }());
   // Someone else holds "x"; our client waits for it on the long-poll.
   client other(ioc.get_executor(), test_config(), server);
   lease other_lease;
-  run_coro(ioc, [&]() -> asio::awaitable<void> { other_lease = co_await other.acquire("x", long_lease); }());
-  auto wait_for_x = [&]() -> asio::awaitable<void> { (void)co_await c.acquire("x", long_lease); };
+  run_coro(ioc,
+           [&]() -> asio::awaitable<void> { other_lease = co_await other.async_acquire("x", long_lease); }());
+  auto wait_for_x = [&]() -> asio::awaitable<void> { (void)co_await c.async_acquire("x", long_lease); };
   spawn_cancellable(ioc, unused, wait_for_x(), waiter);
   settle(100ms);
   BOOST_REQUIRE(!waiter.done);
-  run_coro(ioc, c.shutdown(5s));
+  run_coro(ioc, c.async_shutdown(5s));
   settle(100ms);
   BOOST_TEST(!server->holder("a").has_value());
   BOOST_TEST(!server->holder("b").has_value());
@@ -429,7 +431,7 @@ BOOST_FIXTURE_TEST_CASE(shutdown_releases_every_lease_and_refuses_new_acquires, 
   BOOST_TEST(server->holder("x").has_value());  // the other client's lease is not ours to release
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     try {
-      (void)co_await c.acquire("c", long_lease);
+      (void)co_await c.async_acquire("c", long_lease);
       BOOST_FAIL("expected shut_down");
     } catch (const exception& e) {
       BOOST_TEST((e.code() == error::shut_down));
@@ -446,7 +448,7 @@ BOOST_AUTO_TEST_CASE(leases_and_clients_may_outlive_their_io_context) {
     auto ioc = std::make_unique<asio::io_context>();
     server = std::make_shared<memory_backend>(ioc->get_executor());
     c.emplace(ioc->get_executor(), test_config(), server);
-    run_coro(*ioc, [&]() -> asio::awaitable<void> { l = co_await c->acquire("k", long_lease); }());
+    run_coro(*ioc, [&]() -> asio::awaitable<void> { l = co_await c->async_acquire("k", long_lease); }());
     BOOST_TEST(l.active());
   }                             // the io_context is destroyed first, with the lease still active
   BOOST_TEST(l.token() == 1u);  // the handle's data stays readable
@@ -462,21 +464,32 @@ BOOST_FIXTURE_TEST_CASE(empty_handles_throw_a_clear_error_and_clients_move, fixt
                         [](const exception& e) { return e.code() == error::empty_handle; });
   BOOST_CHECK_EXCEPTION(empty.token(), exception,
                         [](const exception& e) { return e.code() == error::empty_handle; });
-  BOOST_CHECK_EXCEPTION((void)empty.release(), exception,
-                        [](const exception& e) { return e.code() == error::empty_handle; });
-
   client moved(std::move(c));
   BOOST_CHECK_EXCEPTION(c.identity(), exception,
                         [](const exception& e) { return e.code() == error::empty_handle; });
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await moved.acquire("k", long_lease);
+    // Operations report an empty handle through their handler: awaited, they throw it.
+    try {
+      co_await empty.async_release();
+      BOOST_FAIL("an empty lease released");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::empty_handle));
+    }
+    try {
+      co_await c.async_acquire("k", long_lease);
+      BOOST_FAIL("a moved-from client acquired");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::empty_handle));
+      BOOST_TEST(e.diagnostic().find("moved from") != std::string::npos);
+    }
+    auto l = co_await moved.async_acquire("k", long_lease);
     BOOST_TEST(bool(l));
     lease taken = std::move(l);
     BOOST_TEST(!l);
     BOOST_CHECK_EXCEPTION(l.state(), exception,
                           [](const exception& e) { return e.code() == error::empty_handle; });
     BOOST_TEST(taken.active());
-    co_await taken.release();
+    co_await taken.async_release();
   }());
 }
 
@@ -484,7 +497,7 @@ BOOST_FIXTURE_TEST_CASE(state_and_active_agree_when_the_deadline_passes_before_t
                         fixture) {
   std::optional<lease> l;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    l.emplace(co_await c.acquire("k", lease_opts(300ms, 100ms)));
+    l.emplace(co_await c.async_acquire("k", lease_opts(300ms, 100ms)));
   }());
   // Nothing runs the io_context (a stalled executor): the renewal task cannot declare the loss.
   std::this_thread::sleep_for(600ms);
@@ -498,9 +511,9 @@ BOOST_FIXTURE_TEST_CASE(state_and_active_agree_when_the_deadline_passes_before_t
 BOOST_FIXTURE_TEST_CASE(transient_acquire_failures_are_reported_as_acquire_retry_events, fixture) {
   server->fail_next(2, error::connection_failed);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", long_lease);
+    auto l = co_await c.async_acquire("k", long_lease);
     BOOST_TEST(l.active());
-    co_await l.release();
+    co_await l.async_release();
   }());
   BOOST_TEST(count(lease_event::kind::acquire_retry) == 2u);
   BOOST_TEST(c.stats().acquire_retries == 2u);
@@ -510,11 +523,11 @@ BOOST_FIXTURE_TEST_CASE(transient_acquire_failures_are_reported_as_acquire_retry
 
 BOOST_FIXTURE_TEST_CASE(a_zero_wait_timeout_means_one_try, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("k", long_lease, 0ms);  // free: taken at the one try
+    auto l = co_await c.async_acquire("k", long_lease, 0ms);  // free: taken at the one try
     BOOST_TEST(l.active());
     client other(co_await asio::this_coro::executor, test_config(), server);
     try {
-      (void)co_await other.acquire("k", long_lease, 0ms);
+      (void)co_await other.async_acquire("k", long_lease, 0ms);
       BOOST_FAIL("expected wait_timeout");
     } catch (const exception& e) {
       BOOST_TEST((e.code() == error::wait_timeout));
@@ -529,14 +542,14 @@ BOOST_FIXTURE_TEST_CASE(a_zero_wait_timeout_means_one_try, fixture) {
 BOOST_FIXTURE_TEST_CASE(async_acquire_and_with_lock_give_up_at_their_wait_timeout, fixture) {
   client other(ioc.get_executor(), test_config(), server);
   lease held;
-  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.acquire("k", long_lease); }());
+  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.async_acquire("k", long_lease); }());
   bool ran = false;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto [ec, l] = co_await c.async_acquire("k", long_lease, 50ms, asio::as_tuple(asio::use_awaitable));
     BOOST_TEST((ec == error::wait_timeout));
     BOOST_TEST(!l);
     try {
-      co_await c.with_lock("k", long_lease, 50ms, [&](lease&) -> asio::awaitable<void> {
+      co_await c.async_with_lock("k", long_lease, 50ms, [&](lease&) -> asio::awaitable<void> {
         ran = true;
         co_return;
       });
@@ -545,14 +558,14 @@ BOOST_FIXTURE_TEST_CASE(async_acquire_and_with_lock_give_up_at_their_wait_timeou
       BOOST_TEST((e.code() == error::wait_timeout));
     }
     // Free again: the bounded forms take it like the others.
-    co_await held.release();
-    int v = co_await c.with_lock("k", long_lease, 50ms,
-                                 [&](lease& l) -> asio::awaitable<int> { co_return l.active() ? 3 : 0; });
+    co_await held.async_release();
+    int v = co_await c.async_with_lock(
+        "k", long_lease, 50ms, [&](lease& l) -> asio::awaitable<int> { co_return l.active() ? 3 : 0; });
     BOOST_TEST(v == 3);
     auto [ec2, m] = co_await c.async_acquire("k", long_lease, 50ms, asio::as_tuple(asio::use_awaitable));
     BOOST_TEST(!ec2);
     BOOST_TEST(m.active());
-    co_await m.release();
+    co_await m.async_release();
   }());
   BOOST_TEST(!ran);
 }
@@ -560,10 +573,10 @@ BOOST_FIXTURE_TEST_CASE(async_acquire_and_with_lock_give_up_at_their_wait_timeou
 BOOST_FIXTURE_TEST_CASE(cancellation_is_thrown_as_baton_exception, fixture) {
   client other(ioc.get_executor(), test_config(), server);
   lease held;
-  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.acquire("k", long_lease); }());
+  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await other.async_acquire("k", long_lease); }());
   asio::cancellation_signal sig;
   outcome out;
-  auto wait_for_k = [&]() -> asio::awaitable<void> { (void)co_await c.acquire("k", long_lease); };
+  auto wait_for_k = [&]() -> asio::awaitable<void> { (void)co_await c.async_acquire("k", long_lease); };
   spawn_cancellable(ioc, sig, wait_for_k(), out);
   settle(50ms);
   sig.emit(asio::cancellation_type::terminal);
@@ -624,7 +637,7 @@ BOOST_FIXTURE_TEST_CASE(token_forms_work_with_futures_from_another_thread, fixtu
   BOOST_TEST(!refused.acquired.has_value());
   BOOST_TEST(refused.holder.token == l.token());
   // The awaitable form through co_spawn + use_future (a lease is default-constructible).
-  auto second = asio::co_spawn(ioc, c.acquire("k2", long_lease), asio::use_future).get();
+  auto second = asio::co_spawn(ioc, c.async_acquire("k2", long_lease), asio::use_future).get();
   BOOST_TEST(second.active());
   BOOST_TEST((l.async_release(asio::use_future).get() == release_outcome::released));
   BOOST_TEST((second.async_release(asio::use_future).get() == release_outcome::released));
@@ -651,13 +664,14 @@ BOOST_FIXTURE_TEST_CASE(token_forms_with_deferred_as_tuple_and_a_cancellation_sl
     auto [lost_ec] = co_await l2.async_wait_lost(asio::as_tuple(asio::use_awaitable));
     BOOST_TEST(!lost_ec);
     BOOST_TEST((l2.state() == lease_state::lost));
-    co_await l.release();
+    co_await l.async_release();
   }());
 
   // A callback with a cancellation slot: an acquire waiting for a held lock is cancelled.
   client holder(ioc.get_executor(), test_config(), server);
   lease held;
-  run_coro(ioc, [&]() -> asio::awaitable<void> { held = co_await holder.acquire("held", long_lease); }());
+  run_coro(ioc,
+           [&]() -> asio::awaitable<void> { held = co_await holder.async_acquire("held", long_lease); }());
   asio::cancellation_signal sig;
   std::optional<boost::system::error_code> got;
   bool empty = false;
@@ -675,11 +689,69 @@ BOOST_FIXTURE_TEST_CASE(token_forms_with_deferred_as_tuple_and_a_cancellation_sl
   BOOST_TEST(empty);
 }
 
+// Every error reaches the handler, never the initiating call, and the message travels with it: in the
+// exception of the default token and of with_diagnostics(token), in the diagnostics of
+// with_diagnostics(diag, token).
+BOOST_FIXTURE_TEST_CASE(every_error_reaches_the_handler_with_its_message, fixture) {
+  // Bad options, with a callback: nothing thrown, nothing run inside the call.
+  diagnostics diag;
+  std::optional<boost::system::error_code> got;
+  auto on_done = [&](boost::system::error_code ec, lease) { got = ec; };
+  BOOST_CHECK_NO_THROW(c.async_acquire("k", lease_opts(0ms), with_diagnostics(diag, on_done)));
+  BOOST_TEST(!got.has_value());
+  settle(50ms);
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST((*got == error::invalid_config));
+  BOOST_TEST(diag.message().find("ttl") != std::string::npos, diag.message());
+
+  // The SDK's own message of a wait that ran out, through each adapter.
+  client holder(ioc.get_executor(), test_config(), server);
+  lease held;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    held = co_await holder.async_acquire("held", long_lease);
+    auto [ec, l] = co_await c.async_acquire("held", long_lease, 0ms,
+                                            with_diagnostics(diag, asio::as_tuple(asio::use_awaitable)));
+    BOOST_TEST((ec == error::wait_timeout));
+    BOOST_TEST(!l);
+    BOOST_TEST(diag.message().find("still held") != std::string::npos, diag.message());
+    auto [e, l2] = co_await c.async_acquire("held", long_lease, 0ms,
+                                            with_diagnostics(asio::as_tuple(asio::use_awaitable)));
+    BOOST_REQUIRE(e);
+    try {
+      std::rethrow_exception(e);
+    } catch (const exception& x) {
+      BOOST_TEST((x.code() == error::wait_timeout));
+      BOOST_TEST(x.diagnostic().find("still held") != std::string::npos, x.diagnostic());
+    }
+    // A success clears what an earlier failure left in the diagnostics.
+    auto [ok, free] = co_await c.async_acquire("free", long_lease,
+                                               with_diagnostics(diag, asio::as_tuple(asio::use_awaitable)));
+    BOOST_TEST(!ok);
+    BOOST_TEST(diag.message().empty());
+    co_await free.async_release();
+    co_await held.async_release();
+  }());
+
+  // A moved-from client, with a callback that has no executor of its own.
+  client moved(std::move(c));
+  got.reset();
+  std::optional<std::optional<holder_info>> holder_seen;
+  c.async_get("k", with_diagnostics(diag, [&](boost::system::error_code ec, std::optional<holder_info> h) {
+                got = ec;
+                holder_seen = h;
+              }));
+  for (int i = 0; i < 500 && !got; ++i)
+    std::this_thread::sleep_for(1ms);  // the system executor runs it
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST((*got == error::empty_handle));
+  BOOST_TEST(diag.message().find("moved from") != std::string::npos, diag.message());
+}
+
 // --- with_lock ---
 
 BOOST_FIXTURE_TEST_CASE(with_lock_runs_under_the_lock_and_releases_on_every_path, fixture) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    int v = co_await c.with_lock("k", long_lease, [&](lease& l) -> asio::awaitable<int> {
+    int v = co_await c.async_with_lock("k", long_lease, [&](lease& l) -> asio::awaitable<int> {
       BOOST_TEST(server->holder("k")->token == l.token());
       co_return 7;
     });
@@ -687,7 +759,7 @@ BOOST_FIXTURE_TEST_CASE(with_lock_runs_under_the_lock_and_releases_on_every_path
     BOOST_TEST(!server->holder("k").has_value());
 
     try {
-      co_await c.with_lock("k", long_lease, [&](lease&) -> asio::awaitable<void> {
+      co_await c.async_with_lock("k", long_lease, [&](lease&) -> asio::awaitable<void> {
         throw std::runtime_error("job failed");
         co_return;
       });
@@ -702,11 +774,11 @@ BOOST_FIXTURE_TEST_CASE(with_lock_runs_under_the_lock_and_releases_on_every_path
   asio::cancellation_signal sig;
   outcome out;
   spawn_cancellable(ioc, sig,
-                    c.with_lock("k", long_lease,
-                                [&](lease&) -> asio::awaitable<void> {
-                                  asio::steady_timer t(co_await asio::this_coro::executor, 60s);
-                                  co_await t.async_wait(asio::use_awaitable);
-                                }),
+                    c.async_with_lock("k", long_lease,
+                                      [&](lease&) -> asio::awaitable<void> {
+                                        asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+                                        co_await t.async_wait(asio::use_awaitable);
+                                      }),
                     out);
   settle(50ms);
   BOOST_REQUIRE(server->holder("k").has_value());
@@ -733,13 +805,13 @@ BOOST_FIXTURE_TEST_CASE(with_lock_reports_a_loss_within_milliseconds_of_it, fixt
   asio::cancellation_signal unused;
   std::optional<std::chrono::steady_clock::time_point> granted;
   spawn_cancellable(ioc, unused,
-                    c.with_lock("k", lease_opts(600ms),
-                                [&](lease&) -> asio::awaitable<void> {
-                                  granted = std::chrono::steady_clock::now();
-                                  server->pause();  // no renew is answered from now on
-                                  asio::steady_timer t(co_await asio::this_coro::executor, 60s);
-                                  co_await t.async_wait(asio::use_awaitable);
-                                }),
+                    c.async_with_lock("k", lease_opts(600ms),
+                                      [&](lease&) -> asio::awaitable<void> {
+                                        granted = std::chrono::steady_clock::now();
+                                        server->pause();  // no renew is answered from now on
+                                        asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+                                        co_await t.async_wait(asio::use_awaitable);
+                                      }),
                     out);
   for (int i = 0; i < 2000 && !out.done; ++i)
     ioc.run_one_for(10ms);
@@ -767,11 +839,12 @@ BOOST_FIXTURE_TEST_CASE(with_lease_reports_a_loss_even_when_the_work_returned_fi
   };
   // Named: the coroutine reads its captures through the closure, which must outlive the frame.
   auto acquire_and_spin = [&]() -> asio::awaitable<void> {
-    auto l = co_await c.acquire("direct", lease_opts(300ms));
+    auto l = co_await c.async_acquire("direct", lease_opts(300ms));
     co_await with_lease(l, spin_until_inactive(l));
   };
   spawn_cancellable(ioc, unused, acquire_and_spin(), direct);
-  spawn_cancellable(ioc, unused_too, c.with_lock("locked", lease_opts(300ms), spin_until_inactive), locked);
+  spawn_cancellable(ioc, unused_too, c.async_with_lock("locked", lease_opts(300ms), spin_until_inactive),
+                    locked);
   for (int i = 0; i < 2000 && !(direct.done && locked.done); ++i)
     ioc.run_one_for(10ms);
   BOOST_REQUIRE(direct.done && locked.done);
@@ -787,23 +860,23 @@ BOOST_FIXTURE_TEST_CASE(shutdown_stops_guarded_work_before_it_releases_and_count
   int writes = 0;
   bool held_at_every_write = true;
   spawn_cancellable(ioc, unused,
-                    c.with_lock("k", long_lease,
-                                [&](lease& l) -> asio::awaitable<void> {
-                                  for (;;) {
-                                    asio::steady_timer t(co_await asio::this_coro::executor, 2ms);
-                                    co_await t.async_wait(asio::use_awaitable);
-                                    // A write: the server must still hold the lock for this token.
-                                    auto h = server->holder("k");
-                                    if (!h || h->token != l.token()) held_at_every_write = false;
-                                    ++writes;
-                                  }
-                                }),
+                    c.async_with_lock("k", long_lease,
+                                      [&](lease& l) -> asio::awaitable<void> {
+                                        for (;;) {
+                                          asio::steady_timer t(co_await asio::this_coro::executor, 2ms);
+                                          co_await t.async_wait(asio::use_awaitable);
+                                          // A write: the server must still hold the lock for this token.
+                                          auto h = server->holder("k");
+                                          if (!h || h->token != l.token()) held_at_every_write = false;
+                                          ++writes;
+                                        }
+                                      }),
                     out);
   settle(50ms);
   BOOST_REQUIRE(writes > 0);
   bool stopped = false;
   int writes_at_shutdown = 0;
-  asio::co_spawn(ioc, c.shutdown(5s), [&](std::exception_ptr) {
+  asio::co_spawn(ioc, c.async_shutdown(5s), [&](std::exception_ptr) {
     stopped = true;
     writes_at_shutdown = writes;
   });
@@ -826,7 +899,7 @@ BOOST_FIXTURE_TEST_CASE(a_release_from_outside_cancels_the_guarded_work_at_once,
   outcome out;
   asio::cancellation_signal unused;
   lease l;
-  run_coro(ioc, [&]() -> asio::awaitable<void> { l = co_await c.acquire("k", long_lease); }());
+  run_coro(ioc, [&]() -> asio::awaitable<void> { l = co_await c.async_acquire("k", long_lease); }());
   auto guarded = [&]() -> asio::awaitable<void> {  // named: the frame reads its captures through it
     co_await with_lease(l, [&]() -> asio::awaitable<void> {
       asio::steady_timer t(co_await asio::this_coro::executor, 60s);
@@ -837,16 +910,16 @@ BOOST_FIXTURE_TEST_CASE(a_release_from_outside_cancels_the_guarded_work_at_once,
   settle(20ms);
   BOOST_REQUIRE(!out.done);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    BOOST_TEST((co_await l.release() == release_outcome::released));
+    BOOST_TEST((co_await l.async_release() == release_outcome::released));
   }());
   settle(20ms);
   BOOST_TEST(out.done);
   BOOST_TEST((code_of(out.error) == error::released));
   // Work that releases its own lease as its last step still returns normally.
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto m = co_await c.acquire("k", long_lease);
+    auto m = co_await c.async_acquire("k", long_lease);
     int v = co_await with_lease(m, [&]() -> asio::awaitable<int> {
-      co_await m.release();
+      co_await m.async_release();
       co_return 5;
     }());
     BOOST_TEST(v == 5);
@@ -890,15 +963,15 @@ BOOST_AUTO_TEST_CASE(a_backend_of_five_calls_serves_a_client) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     lease_options with_value;
     with_value.value = "10.0.0.1:80";
-    auto l = co_await c.acquire("k", with_value);
-    const auto holder = co_await c.get("k");
+    auto l = co_await c.async_acquire("k", with_value);
+    const auto holder = co_await c.async_get("k");
     BOOST_TEST_REQUIRE(holder.has_value());
     BOOST_TEST(holder->value == "10.0.0.1:80");
-    co_await l.release();
+    co_await l.async_release();
     lease_options plain;
-    auto m = co_await c.acquire("k", plain);
+    auto m = co_await c.async_acquire("k", plain);
     BOOST_TEST(m.token() > l.token());
-    co_await m.release();
+    co_await m.async_release();
   }());
   BOOST_TEST(b->values == (std::vector<std::string>{"10.0.0.1:80", ""}));
   const auto r = c.reload_tls();
@@ -965,6 +1038,75 @@ void check_names(E first, E last, std::string_view type) {
   BOOST_TEST(streamed(outside) == std::string(type) + "(" + std::to_string(static_cast<int>(last) + 1) + ")");
 }
 }  // namespace
+
+// With drives_clients, the memory backend's clock is its clients' clock too: a 15 s lease is renewed for a
+// minute of that clock, then lost to a frozen server at its deadline, and the whole test takes milliseconds
+// of real time and no sleep.
+BOOST_AUTO_TEST_CASE(a_memory_backend_that_drives_its_clients_runs_a_15_second_lease_without_sleeping) {
+  const auto started = std::chrono::steady_clock::now();
+  asio::io_context ioc;
+  auto server =
+      std::make_shared<memory_backend>(ioc.get_executor(), memory_backend::options{.drives_clients = true});
+  std::vector<lease_event::kind> events;
+  auto cfg = test_config();
+  cfg.on_event = [&](const lease_event& e) { events.push_back(e.what); };
+  client c(ioc.get_executor(), cfg, server);
+  lease l;
+  auto acquire = [&]() -> asio::awaitable<void> { l = co_await c.async_acquire("k", {.ttl = 15s}); };
+  asio::co_spawn(ioc, acquire(), asio::detached);
+  ioc.poll();
+  BOOST_REQUIRE(l.active());
+  const auto first_deadline = l.deadline();
+  // The local deadline is on the test's clock: acquired "now", 15 s minus the 1.5 s safety margin.
+  BOOST_TEST((first_deadline == server->client_time() + 13'500ms));
+
+  auto step = [&](std::chrono::milliseconds d) {
+    server->advance(d);
+    ioc.restart();  // a context that ran out of work (the lost lease's timers are gone) runs again
+    ioc.poll();
+  };
+  for (int i = 0; i < 60; ++i)
+    step(1s);
+  BOOST_TEST(l.active());
+  BOOST_TEST(server->calls().renew >= 10);  // every 5 s, jittered
+  BOOST_TEST(server->calls().renew <= 16);
+  BOOST_TEST((l.deadline() >= first_deadline + 50s));
+  BOOST_TEST(server->holder("k").has_value());
+
+  // A frozen server: each renew times out after request_timeout (2 s) on the same clock, is retried, and the
+  // lease is lost at its deadline, not before and not later.
+  server->pause();
+  const auto deadline = l.deadline();
+  while (server->client_time() + 100ms < deadline) {
+    step(100ms);
+    BOOST_TEST_REQUIRE(l.active());
+  }
+  step(200ms);
+  BOOST_TEST((l.state() == lease_state::lost));
+  BOOST_TEST(std::count(events.begin(), events.end(), lease_event::kind::renew_retry) >= 1);
+  BOOST_TEST(std::count(events.begin(), events.end(), lease_event::kind::lost) == 1);
+
+  // A waiting acquire's backoff and long-poll are on the clock too: resumed, the server grants the key once
+  // the old lease's TTL has passed there.
+  server->resume();
+  lease next;
+  auto again = [&]() -> asio::awaitable<void> { next = co_await c.async_acquire("k", {.ttl = 15s}); };
+  std::exception_ptr failed;
+  asio::co_spawn(ioc, again(), [&](std::exception_ptr e) { failed = e; });
+  for (int i = 0; i < 40 && !next && !failed; ++i)
+    step(500ms);
+  if (failed) {
+    try {
+      std::rethrow_exception(failed);
+    } catch (const std::exception& e) {
+      BOOST_FAIL(e.what());
+    }
+  }
+  BOOST_REQUIRE(next);
+  BOOST_TEST(next.active());
+  BOOST_TEST(next.token() > l.token());
+  BOOST_TEST((std::chrono::steady_clock::now() - started < 10s));  // minutes of the test clock
+}
 
 BOOST_AUTO_TEST_CASE(every_public_enum_has_a_name_and_prints_it) {
   check_names(error::held, error::shut_down, "error");

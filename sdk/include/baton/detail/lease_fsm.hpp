@@ -60,9 +60,21 @@ inline milliseconds default_batch_window(milliseconds renew_every, milliseconds 
 }
 
 /// The pause before the `attempt`-th retry (1-based): initial_backoff doubled per earlier failure, capped at
-/// max_backoff, drawn uniformly from [b * (1 - jitter), b]. The one backoff rule of the SDK (acquire, release,
-/// get and renew retries).
+/// max_backoff, drawn uniformly from [b * (1 - jitter), b]. The one backoff rule of the SDK (acquire,
+/// release, get and renew retries).
 clock::duration backoff(const retry_policy& policy, int attempt, jitter_rng& rng);
+
+/// The one rule for a lease that ends on its own: it is lost once its local deadline passes, whatever the
+/// renewal task has seen yet. The state machine, lease::state() and the election all decide with it.
+constexpr bool past_deadline(lease_clock::time_point deadline, lease_clock::time_point now) noexcept {
+  return now >= deadline;
+}
+
+/// The state a reader sees: `published` (what the renewal task last decided), lost once past the deadline.
+constexpr lease_state observed_state(lease_state published, lease_clock::time_point deadline,
+                                     lease_clock::time_point now) noexcept {
+  return published == lease_state::active && past_deadline(deadline, now) ? lease_state::lost : published;
+}
 
 class lease_fsm {
  public:
@@ -81,7 +93,8 @@ class lease_fsm {
   enum class action { wait, renew, declare_lost };
   enum class renew_outcome { renewed, too_late };
 
-  /// `acquire_sent` is when the acquire request that succeeded was sent: the server started the lease after it.
+  /// `acquire_sent` is when the acquire request that succeeded was sent: the server started the lease after
+  /// it.
   lease_fsm(timing t, clock::time_point acquire_sent, std::uint64_t seed);
 
   lease_state state() const { return state_; }
