@@ -148,6 +148,15 @@ asio::awaitable<renew_reply> backend_suite::renew(const std::string& key, const 
   co_return r;
 }
 
+asio::awaitable<proclaim_reply> backend_suite::proclaim(const std::string& key, const std::string& owner,
+                                                        std::uint64_t token, std::string value) const {
+  auto r = co_await backend_->proclaim(key, owner, token, std::move(value), request_timeout_);
+  if (r.ec == error::invalid_config) throw check_skipped("proclaim: " + why(r.ec, r.diagnostic));
+  if (r.ec && r.ec != error::lease_lost)
+    throw check_failed("proclaim by " + owner + ": " + why(r.ec, r.diagnostic));
+  co_return r;
+}
+
 asio::awaitable<std::vector<renew_reply>> backend_suite::renew_batch(std::vector<renew_entry> entries) const {
   const auto n = entries.size();
   auto out = co_await backend_->renew_batch(std::move(entries), request_timeout_);
@@ -176,6 +185,14 @@ asio::awaitable<get_reply> backend_suite::get(const std::string& key) const {
 asio::awaitable<get_reply> backend_suite::poll(backend& b, const std::string& key, std::uint64_t token,
                                                milliseconds bound) const {
   auto r = co_await b.get(key, wait_for_change{token, bound}, request_timeout_ + bound);
+  if (r.ec) throw check_failed("long-poll: " + why(r.ec, r.diagnostic));
+  co_return r;
+}
+
+asio::awaitable<get_reply> backend_suite::poll_value(backend& b, const std::string& key, std::uint64_t token,
+                                                     std::string value, milliseconds bound) const {
+  const wait_for_change wait{token, bound, std::move(value)};
+  auto r = co_await b.get(key, wait, request_timeout_ + bound);
   if (r.ec) throw check_failed("long-poll: " + why(r.ec, r.diagnostic));
   co_return r;
 }
@@ -212,6 +229,13 @@ restart_state restart_backend(const backend_suite& s) {
       const auto r = co_await s.must_acquire(st.released_key, "leaver", milliseconds(300'000));
       expect(co_await s.release(st.released_key, "leaver", r.token) == release_outcome::released,
              "release before the restart was not answered \"released\"");
+      const std::string proclaimed = "proclaimed-before-restart:80";
+      auto p = co_await s.main().proclaim(st.held_key, st.held_owner, held.token, proclaimed,
+                                          milliseconds(10'000));
+      if (p.ec != error::invalid_config) {
+        expect(!p.ec, "proclaim before the restart: " + why(p.ec, p.diagnostic));
+        st.proclaimed_value = proclaimed;
+      }
     }(s, st));
     st.max_token_before = s.max_token();
     if (auto failed = run_restart_command(*s.restart_command())) throw check_failed(*failed);
@@ -743,6 +767,75 @@ asio::awaitable<void> value_round_trip(const backend_suite& s) {
   co_await s.release(key, "valued-a", last.token);
 }
 
+// docs/protocol.md, "proclaim": the value is replaced under the lease's own token; read, long-poll and
+// refusal show it.
+asio::awaitable<void> proclaim_replaces_value(const backend_suite& s) {
+  const auto key = s.key("proclaim");
+  auto a = co_await s.must_acquire(key, "leader-a", long_ttl, "10.0.0.1:8080");
+  auto p = co_await s.proclaim(key, "leader-a", a.token, "10.0.0.2:8080");
+  if (p.ec) co_await s.release(key, "leader-a", a.token);
+  expect(!p.ec, "proclaim by the holder: " + why(p.ec, p.diagnostic));
+  auto g = co_await s.get(key);
+  expect(held_by(g.holder, "leader-a", a.token) && g.holder->value == "10.0.0.2:8080",
+         "a read after a proclaim should show token " + std::to_string(a.token) +
+             " with value \"10.0.0.2:8080\": " + describe(g.holder) +
+             (g.holder ? " value \"" + g.holder->value + "\"" : ""));
+  expect(g.holder->ttl_remaining <= long_ttl, "a proclaim extended the lease past its TTL");
+  auto held = co_await s.acquire(key, "other-b", long_ttl, "10.0.0.9:8080");
+  expect(held.ec == error::held && held.holder.value == "10.0.0.2:8080",
+         "the held refusal after a proclaim should show the new value, got \"" + held.holder.value + "\"");
+  co_await s.release(key, "leader-a", a.token);
+}
+
+asio::awaitable<void> proclaim_refused(const backend_suite& s) {
+  const auto key = s.key("proclaim-refused");
+  auto lost = [](const proclaim_reply& r, const char* reason, const std::string& what) {
+    expect(r.ec == error::lease_lost && r.lost_reason == reason,
+           what + ": expected lost (" + reason + "), got " + why(r.ec, r.diagnostic) + " " + r.lost_reason);
+  };
+  lost(co_await s.proclaim(key, "leader-a", 1, "x"), "not_held", "proclaim of a free key");
+  auto first = co_await s.must_acquire(key, "leader-a", long_ttl, "first");
+  auto second = co_await s.must_acquire(key, "leader-a", long_ttl, "second");
+  lost(co_await s.proclaim(key, "leader-a", first.token, "stale"), "token_mismatch",
+       "proclaim with the superseded token");
+  lost(co_await s.proclaim(key, "other-b", second.token, "stolen"), "owner_mismatch",
+       "proclaim by another owner");
+  auto g = co_await s.get(key);
+  co_await s.release(key, "leader-a", second.token);
+  expect(held_by(g.holder, "leader-a", second.token) && g.holder->value == "second",
+         "a refused proclaim changed the lease: " + describe(g.holder));
+}
+
+asio::awaitable<void> proclaim_wakes_value_poll(const backend_suite& s) {
+  const auto key = s.key("proclaim-poll");
+  auto a = co_await s.must_acquire(key, "leader-a", long_ttl, "old:80");
+  auto other = s.open();
+  auto proclaim_later = [&]() -> asio::awaitable<proclaim_reply> {
+    co_await sleep_until(steady::now() + 300ms);
+    co_return co_await s.proclaim(key, "leader-a", a.token, "new:80");
+  };
+  const auto sent = steady::now();
+  auto polling = s.poll_value(*other, key, a.token, "old:80", wake_give_up + 300ms);
+  auto proclaiming = proclaim_later();
+  auto [r, p] = co_await (std::move(polling) && std::move(proclaiming));
+  const auto took = steady::now() - sent;
+  co_await s.release(key, "leader-a", a.token);
+  expect(!p.ec, "proclaim: " + why(p.ec, p.diagnostic));
+  expect(r.holder && r.holder->value == "new:80",
+         "a long-poll naming the old value should answer with the new one: " + describe(r.holder));
+  expect(took >= 300ms, "the long-poll answered before the proclaim");
+}
+
+asio::awaitable<void> restart_keeps_proclaim(const backend_suite& s) {
+  const auto& st = s.restarted();
+  if (!st.proclaimed_value) throw check_skipped("the backend does not support proclaim");
+  auto g = co_await s.get(st.held_key);
+  expect(held_by(g.holder, st.held_owner, static_cast<std::uint64_t>(st.held_token)) &&
+             g.holder->value == *st.proclaimed_value,
+         "a value proclaimed before the restart: a read after it says " + describe(g.holder) +
+             (g.holder ? " value \"" + g.holder->value + "\"" : ""));
+}
+
 asio::awaitable<void> restart_keeps_held_lease(const backend_suite& s) {
   const auto& st = s.restarted();
   const auto token = static_cast<std::uint64_t>(st.held_token);
@@ -801,11 +894,15 @@ constexpr named_check lease_checks[] = {
     {check_name::value_round_trip, value_round_trip},
     {check_name::renew_batch_mixed, renew_batch_mixed},
     {check_name::renew_batch_superseded, renew_batch_superseded},
+    {check_name::proclaim_replaces_value, proclaim_replaces_value},
+    {check_name::proclaim_refused, proclaim_refused},
+    {check_name::proclaim_wakes_value_poll, proclaim_wakes_value_poll},
 };
 
 constexpr named_check after_restart[] = {
     {check_name::restart_keeps_held_lease, restart_keeps_held_lease},
     {check_name::restart_keeps_release, restart_keeps_release},
+    {check_name::restart_keeps_proclaim, restart_keeps_proclaim},
     {check_name::restart_tokens_increase, restart_tokens_increase},
 };
 

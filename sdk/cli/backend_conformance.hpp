@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The checks of `baton conformance` for lock servers it cannot speak docs/protocol.md to (etcd://, etcds://):
-// the guarantees that are visible through baton::backend (acquire, renew, release, get and long-poll), each
+// the guarantees that are visible through baton::backend (acquire, renew, release, proclaim, get and
+// long-poll), each
 // under the name of its HTTP counterpart in http_checks.cpp's table. What only the wire shows (statuses,
 // bodies, routes, capabilities) has no counterpart here and is reported as skipped.
 //
@@ -58,6 +59,9 @@ class backend_suite {
                                                      milliseconds ttl, std::string value = {}) const;
   boost::asio::awaitable<renew_reply> renew(const std::string& key, const std::string& owner,
                                             std::uint64_t token, milliseconds ttl) const;
+  // A proclaim the server answered (replaced or lost); check_skipped when the backend does not support it.
+  boost::asio::awaitable<proclaim_reply> proclaim(const std::string& key, const std::string& owner,
+                                                  std::uint64_t token, std::string value) const;
   // A batch renewal whose every entry the server answered (renewed or lost).
   boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries) const;
   // A release the server answered (any outcome).
@@ -67,6 +71,9 @@ class backend_suite {
   boost::asio::awaitable<get_reply> get(const std::string& key) const;
   boost::asio::awaitable<get_reply> poll(backend& b, const std::string& key, std::uint64_t token,
                                          milliseconds bound) const;
+  // A long-poll that also answers when the holder's value differs from `value` (feature proclaim).
+  boost::asio::awaitable<get_reply> poll_value(backend& b, const std::string& key, std::uint64_t token,
+                                               std::string value, milliseconds bound) const;
 
   std::int64_t max_token() const { return max_token_.load(); }
   const std::optional<std::string>& restart_command() const { return restart_command_; }
@@ -125,7 +132,11 @@ boost::asio::awaitable<void> long_poll_stale_token(const backend_suite& s);
 boost::asio::awaitable<void> value_round_trip(const backend_suite& s);
 boost::asio::awaitable<void> renew_batch_mixed(const backend_suite& s);
 boost::asio::awaitable<void> renew_batch_superseded(const backend_suite& s);
+boost::asio::awaitable<void> proclaim_replaces_value(const backend_suite& s);
+boost::asio::awaitable<void> proclaim_refused(const backend_suite& s);
+boost::asio::awaitable<void> proclaim_wakes_value_poll(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_held_lease(const backend_suite& s);
+boost::asio::awaitable<void> restart_keeps_proclaim(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_release(const backend_suite& s);
 boost::asio::awaitable<void> restart_tokens_increase(const backend_suite& s);
 

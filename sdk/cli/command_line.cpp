@@ -38,6 +38,8 @@ commands:
       extend a lease you hold; prints {"key","owner","token","ttl_ms"}
   release KEY --owner O --token N
       free a lease you hold; prints {"key","released","outcome"}
+  proclaim KEY --owner O --token N --value V
+      publish a new value with a lease you hold, same token and expiry; prints {"key","owner","token","value"}
   get KEY
       show the holder: {"key","held":true,"owner","token","ttl_remaining_ms"} or {"key","held":false}
   exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] -- CMD ...
@@ -105,6 +107,11 @@ acquire again for a new token.)"},
      R"(Frees the lock if owner O with token N holds it, and prints {"key","released":true,"outcome"}:
 outcome "released", or "already_free" when nobody held it any more. Exit 77 when another owner or a
 newer token holds it; nothing changes then.)"},
+    {"proclaim", "baton proclaim KEY --owner O --token N --value V",
+     R"(Replaces the value published with the lease of owner O with token N (a leader's new address), and
+prints {"key","owner","token","value"}. The token and the lease's expiry stay: it is no renew. --value ""
+clears the value. A refusal means the lease is gone (exit 76, with the reason); a server without the
+feature "proclaim" is not sent it (exit 64: use a server that has it).)"},
     {"get", "baton get KEY",
      R"(Prints the holder of KEY, {"key","held":true,"owner","token","ttl_remaining_ms"}, or
 {"key","held":false} when the lock is free. Both exit 0.)"},
@@ -179,10 +186,12 @@ po::options_description command_options(std::string_view name) {
     add("ttl", po::value<std::string>()->value_name("D"), "lease time to live (required)");
   if (name == "acquire")
     add("owner", po::value<std::string>()->value_name("O"), "owner string, used as given");
-  if (name == "renew" || name == "release") {
+  if (name == "renew" || name == "release" || name == "proclaim") {
     add("owner", po::value<std::string>()->value_name("O"), "owner of the lease (required)");
     add("token", po::value<std::string>()->value_name("N"), "fencing token of the lease (required)");
   }
+  if (name == "proclaim")
+    add("value", po::value<std::string>()->value_name("V"), "the value to publish (required; may be \"\")");
   if (name == "acquire" || name == "exec") {
     add("wait", po::bool_switch(), "wait for the lock while another owner holds it (long-poll)");
     add("wait-timeout", po::value<std::string>()->value_name("D"),
@@ -319,6 +328,11 @@ command build(std::string_view name, std::string key, const po::variables_map& v
   }
   if (name == "release")
     return release_command{std::move(key), required_string(vm, "owner"), token_value(vm)};
+  if (name == "proclaim") {
+    if (!vm.count("value")) usage_error("--value is required (--value \"\" clears the value)");
+    return proclaim_command{std::move(key), required_string(vm, "owner"), token_value(vm),
+                            vm["value"].as<std::string>()};
+  }
   if (!vm.count("ttl")) usage_error("--ttl is required");
   const auto ttl = positive_duration(vm, "ttl");
   if (name == "renew")

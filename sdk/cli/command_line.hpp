@@ -43,6 +43,14 @@ struct release_command {
   std::uint64_t token = 0;
 };
 
+/// Replaces the value a held lease publishes, keeping its token and expiry (docs/protocol.md, "proclaim").
+struct proclaim_command {
+  std::string key;
+  std::string owner;
+  std::uint64_t token = 0;
+  std::string value;  // may be empty: clears the value
+};
+
 struct get_command {
   std::string key;
 };
@@ -63,7 +71,7 @@ struct conformance_command {
 };
 
 using command = std::variant<help_request, acquire_command, renew_command, release_command, get_command,
-                             exec_command, conformance_command>;
+                             exec_command, conformance_command, proclaim_command>;
 
 struct invocation {
   client_config client;  // server_url, request_timeout and bearer_token from the options; validated

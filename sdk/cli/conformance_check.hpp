@@ -39,6 +39,12 @@ inline constexpr const char* long_poll_stale_token = "long-poll with a stale tok
 inline constexpr const char* value_round_trip = "a lease's value is published, replaced and kept";
 inline constexpr const char* renew_batch_mixed = "renew batch: each entry is answered as a single renew";
 inline constexpr const char* renew_batch_superseded = "renew batch: a superseded token is refused";
+inline constexpr const char* proclaim_replaces_value =
+    "proclaim replaces the value and keeps token and expiry";
+inline constexpr const char* proclaim_refused =
+    "proclaim is refused for a stale token, another owner or a free key";
+inline constexpr const char* proclaim_wakes_value_poll = "a long-poll naming the value answers at a proclaim";
+inline constexpr const char* restart_keeps_proclaim = "restart: a proclaimed value is kept";
 inline constexpr const char* restart_keeps_held_lease = "restart: a held lease keeps its owner and token";
 inline constexpr const char* restart_keeps_release = "restart: a released lock stays released";
 inline constexpr const char* restart_tokens_increase =
@@ -103,6 +109,9 @@ struct restart_state {
   std::int64_t held_token = 0;
   std::string released_key;
   std::int64_t max_token_before = 0;
+  /// The value proclaimed for the held lease before the restart; nullopt when the server (or backend) does
+  /// not support proclaim, and the restart check of it is skipped.
+  std::optional<std::string> proclaimed_value;
 };
 
 // Bounds of the restart phase: the command's own run, then the server's return.

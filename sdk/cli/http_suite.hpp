@@ -9,12 +9,15 @@
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 namespace baton::cli::http_conformance {
 
@@ -58,6 +61,12 @@ class suite {
   }
   reply get(connection& c, const std::string& key) const {
     return c.request(http::verb::get, path(key), {}, timeout_);
+  }
+  reply proclaim(connection& c, const std::string& key, const std::string& owner, std::int64_t token,
+                 const std::string& value) const {
+    return c.request(http::verb::post, path(key, "/proclaim"),
+                     json::serialize(json::object{{"owner", owner}, {"token", token}, {"value", value}}),
+                     timeout_);
   }
 
   // An acquire that must succeed; returns its reply.
@@ -107,21 +116,21 @@ class suite {
     return c.request(http::verb::post, "/v1/renew",
                      json::serialize(json::object{{"leases", std::move(leases)}}), timeout_);
   }
-  // Whether GET /v1/capabilities names renew_batch; the batch checks are skipped when it does not. Asked
+  // Whether GET /v1/capabilities names `feature`; a feature's checks are skipped when it does not. Asked
   // once per run.
-  bool has_renew_batch() const {
-    if (!renew_batch_) {
+  bool has_feature(std::string_view feature) const {
+    if (!features_) {
+      features_.emplace();
       auto c = open();
       auto r = c.request(http::verb::get, "/v1/capabilities", {}, timeout_);
-      bool named = false;
       if (auto* o = r.json.if_object(); r.status == 200 && o)
         if (auto* f = o->if_contains("features"); f && f->is_array())
-          named = std::find(f->get_array().begin(), f->get_array().end(), json::value("renew_batch")) !=
-                  f->get_array().end();
-      renew_batch_ = named;
+          for (const auto& name : f->get_array())
+            if (name.is_string()) features_->emplace_back(name.get_string());
     }
-    return *renew_batch_;
+    return std::find(features_->begin(), features_->end(), feature) != features_->end();
   }
+  bool has_renew_batch() const { return has_feature("renew_batch"); }
   // The lease whose TTL a batch raised before the restart (restart mode, when the server has batches).
   struct batch_raise {
     std::string key, owner;
@@ -142,7 +151,7 @@ class suite {
   restart_state restart_;
   mutable std::atomic<std::int64_t> max_token_{0};
   mutable std::string note_;
-  mutable std::optional<bool> renew_batch_;
+  mutable std::optional<std::vector<std::string>> features_;
 };
 
 // One check of docs/protocol.md over HTTP, under the name `baton conformance` prints.

@@ -91,6 +91,11 @@ void print_json(const json::object& o) {
 
 }  // namespace
 
+// A refused renew or proclaim names its reason before the server's message.
+[[noreturn]] void fail_lost(const std::string& what, const renew_reply& r) {
+  fail(what, r.ec, r.lost_reason.empty() ? r.diagnostic : r.lost_reason + ": " + r.diagnostic);
+}
+
 std::string held_by(const std::string& key, const holder_info& holder) {
   return quoted(key) + " is held by " + log::printable(holder.owner) + " (token " +
          std::to_string(holder.token) + ", " + std::to_string(holder.ttl_remaining.count()) + " ms left)";
@@ -146,11 +151,21 @@ asio::awaitable<int> run_renew(client& c, const renew_command& cmd) {
   auto& b = *backend;
   auto r = co_await with_retries(
       config, [&] { return b.renew(cmd.key, cmd.owner, cmd.token, cmd.ttl, config.request_timeout); });
-  if (r.ec) {
-    const std::string why = r.lost_reason.empty() ? r.diagnostic : r.lost_reason + ": " + r.diagnostic;
-    fail("renew " + quoted(cmd.key), r.ec, why);
-  }
+  if (r.ec) fail_lost("renew " + quoted(cmd.key), r);
   print_json({{"key", cmd.key}, {"owner", cmd.owner}, {"token", cmd.token}, {"ttl_ms", cmd.ttl.count()}});
+  co_return exit_code::ok;
+}
+
+asio::awaitable<int> run_proclaim(client& c, const proclaim_command& cmd) {
+  const auto& config = c.config();
+  const auto backend = make_backend(c.get_executor(), config);
+  auto& b = *backend;
+  // Retried like a renew: the same value under the same condition, so a retry of one that took effect is
+  // harmless.
+  auto r = co_await with_retries(
+      config, [&] { return b.proclaim(cmd.key, cmd.owner, cmd.token, cmd.value, config.request_timeout); });
+  if (r.ec) fail_lost("proclaim " + quoted(cmd.key), r);
+  print_json({{"key", cmd.key}, {"owner", cmd.owner}, {"token", cmd.token}, {"value", cmd.value}});
   co_return exit_code::ok;
 }
 

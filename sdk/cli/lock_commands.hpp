@@ -16,6 +16,7 @@ namespace baton::cli {
 /// cli_error with the exit status and the line for stderr. Terminal cancellation throws operation_aborted.
 boost::asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd);
 boost::asio::awaitable<int> run_renew(client& c, const renew_command& cmd);
+boost::asio::awaitable<int> run_proclaim(client& c, const proclaim_command& cmd);
 boost::asio::awaitable<int> run_release(client& c, const release_command& cmd);
 boost::asio::awaitable<int> run_get(client& c, const get_command& cmd);
 

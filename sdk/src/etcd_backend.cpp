@@ -14,6 +14,9 @@
 //              entry is first taken to be the bare owner, and when the key holds this owner's token with a
 //              value, the txn is repeated with that exact entry (an entry never changes under one
 //              create_revision).
+//   proclaim = read the key (still ours: same create_revision and owner?) + txn "mod_revision == the read's →
+//              put the new entry with the key's own lease" (etcd's Election.Proclaim): the token (the key's
+//              create_revision) and the lease, so the expiry, stay.
 //   wait     = /v3/watch on the key from the revision after the read that found it held, on a connection of
 //              its own (TLS over etcds://, as every request), so a waiter wakes at the delete; bounded
 //              polling (100 ms) when the watch fails.
@@ -429,17 +432,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       uint_field(*kv, "lease", lease);
       holder = split_entry(decode64(string_field(*kv, "value"))).owner;
     }
-    if (!kv)
-      out.lost_reason = "not_held";
-    else if (holder != owner)
-      out.lost_reason = "owner_mismatch";
-    else if (rev != token)
-      out.lost_reason = "token_mismatch";
-    if (!out.lost_reason.empty()) {
-      out.ec = error::lease_lost;
-      out.diagnostic = "the key no longer carries this lease's create_revision";
-      co_return out;
-    }
+    if (refuse(out, kv, holder, owner, rev, token)) co_return out;
     json::object body3{{"ID", std::to_string(lease)}};
     auto ka = co_await call("/v3/lease/keepalive", body3, deadline);
     if (ka.ec) co_return fail<renew_reply>(ka);
@@ -503,6 +496,51 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     co_return out;
   }
 
+  // The read decides a refusal's reason as renew's does; the put is conditional on the key being exactly as
+  // read (its mod_revision), so it can land only on this lease's own entry. A failed compare means the key
+  // changed between: the txn's answer is the key as it now is, and the decision is made again from it (it
+  // may still be ours, changed by another proclaim of this holder).
+  asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
+                                           std::string value, milliseconds timeout) override {
+    const auto deadline = clock::now() + timeout;
+    const std::string k = encode64(prefix_ + key);
+    json::object read{{"key", k}};
+    auto last = co_await call("/v3/kv/range", read, deadline);
+    if (last.ec) co_return fail<proclaim_reply>(last);
+    const json::value* kv = first_kv(last.body, false);
+    for (;;) {
+      proclaim_reply out;
+      std::uint64_t rev = 0, lease = 0, mod = 0;
+      std::string holder;
+      if (kv) {
+        uint_field(*kv, "create_revision", rev);
+        uint_field(*kv, "mod_revision", mod);
+        uint_field(*kv, "lease", lease);
+        holder = split_entry(decode64(string_field(*kv, "value"))).owner;
+      }
+      if (refuse(out, kv, holder, owner, rev, token)) co_return out;
+      json::object txn{
+          {"compare",
+           json::array{json::object{
+               {"key", k}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", std::to_string(mod)}}}},
+          {"success",
+           json::array{json::object{{"request_put", json::object{{"key", k},
+                                                                 {"value", encode64(entry_of(owner, value))},
+                                                                 {"lease", std::to_string(lease)}}}}}},
+          {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
+      auto r = co_await call("/v3/kv/txn", txn, deadline);
+      if (r.ec) co_return fail<proclaim_reply>(r);
+      if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) co_return out;
+      if (clock::now() >= deadline) {
+        out.ec = error::request_timeout;
+        out.diagnostic = "the key kept changing under the proclaim";
+        co_return out;
+      }
+      last = std::move(r);
+      kv = first_kv(last.body, true);
+    }
+  }
+
   asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                  milliseconds timeout) override {
     const auto give_up = clock::now() + (wait ? wait->wait : milliseconds{0});
@@ -525,7 +563,10 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         out.holder = std::move(h);
       }
       std::uint64_t current = out.holder ? out.holder->token : 0;
-      if (!wait || current != wait->token || clock::now() >= give_up) co_return out;
+      const bool value_changed =
+          wait && wait->value &&
+          (out.holder ? std::string_view(out.holder->value) : std::string_view()) != *wait->value;
+      if (!wait || current != wait->token || value_changed || clock::now() >= give_up) co_return out;
       // Watching from the revision after this read misses no change made since: the delete (release or
       // expiry) wakes the waiter at once. Any event wakes it, and the read above decides again.
       std::uint64_t seen = 0;
@@ -577,6 +618,22 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   }
 
  private:
+  // Renew's refusal, in its order, for the key as read (`kv` null: absent; `holder` its entry's owner,
+  // `rev` its create_revision); false when `owner` holds it under `token`.
+  static bool refuse(renew_reply& out, const json::value* kv, const std::string& holder,
+                     const std::string& owner, std::uint64_t rev, std::uint64_t token) {
+    if (!kv)
+      out.lost_reason = "not_held";
+    else if (holder != owner)
+      out.lost_reason = "owner_mismatch";
+    else if (rev != token)
+      out.lost_reason = "token_mismatch";
+    if (out.lost_reason.empty()) return false;
+    out.ec = error::lease_lost;
+    out.diagnostic = "the key no longer carries this lease's create_revision";
+    return true;
+  }
+
   template <class Reply>
   static Reply fail(const http_result& r) {
     Reply out;
@@ -848,6 +905,16 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       for (auto it = first; it != last;) {
         const held_key& h = it->second;
         if (changed <= h.token) {  // history up to the grant itself
+          ++it;
+          continue;
+        }
+        // A put that keeps the key's creation and owner under an etcd lease is a proclaim of this holder
+        // (its owner and token, sent by this client or by another process that has them, `baton proclaim`):
+        // the lease goes on.
+        std::uint64_t under_lease = 0;
+        uint_field(*kv, "lease", under_lease);
+        if (!deleted && created == h.token && under_lease != 0 &&
+            split_entry(decode64(string_field(*kv, "value"))).owner == h.owner) {
           ++it;
           continue;
         }

@@ -28,6 +28,12 @@ asio::awaitable<std::vector<renew_reply>> forwarding_backend::renew_batch(
   return inner_->renew_batch(entries, timeout);
 }
 
+asio::awaitable<proclaim_reply> forwarding_backend::proclaim(std::string key, std::string owner,
+                                                             std::uint64_t token, std::string value,
+                                                             milliseconds timeout) {
+  return inner_->proclaim(std::move(key), std::move(owner), token, std::move(value), timeout);
+}
+
 asio::awaitable<get_reply> forwarding_backend::get(std::string key, std::optional<wait_for_change> wait,
                                                    milliseconds timeout) {
   return inner_->get(std::move(key), wait, timeout);

@@ -118,16 +118,7 @@ class http_backend final : public backend {
     json::object body{{"owner", owner}, {"token", token}, {"ttl_ms", ttl.count()}};
     auto r = co_await transport_->request("POST", lock_path(key) + "/renew", json::serialize(body), timeout);
     renew_reply out;
-    if (!r.ec) {
-      if (r.status == 200) {
-      } else if (r.status == 409 && string_field(r.body, "error") == "lost") {
-        r.ec = error::lease_lost;
-        out.lost_reason = string_field(r.body, "reason");
-        r.diagnostic = string_field(r.body, "message");
-      } else {
-        unexpected(r);
-      }
-    }
+    if (!r.ec && r.status != 200 && !read_lost(r, out)) unexpected(r);
     co_return with_outcome(std::move(out), r);
   }
 
@@ -152,11 +143,48 @@ class http_backend final : public backend {
     co_return with_outcome(std::move(out), r);
   }
 
+  // Sent only to a server that advertises `proclaim`: to one without the route, a 404 would read as "no lock
+  // protocol here", and nothing else means the same (docs/protocol.md, "proclaim").
+  asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
+                                           std::string value, milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    proclaim_reply out;
+    if (auto failed = co_await learn_capabilities_if_due(timeout)) {
+      out.ec = failed->ec;
+      out.diagnostic = "could not read the server's capabilities: " + failed->diagnostic;
+      co_return out;
+    }
+    if (proclaim_ != support::yes) {
+      out.ec = error::invalid_config;
+      out.diagnostic = no_proclaim;
+      co_return out;
+    }
+    json::object body{{"owner", owner}, {"token", token}, {"value", value}};
+    auto r = co_await transport_->request("POST", lock_path(key) + "/proclaim", json::serialize(body),
+                                          left(deadline));
+    if (!r.ec && r.status != 200 && !read_lost(r, out)) {
+      if (r.status == 404) {
+        // The server lost the route since it was asked (a downgrade behind the same URL): nothing changed.
+        proclaim_ = support::no;
+        learned_at_ = std::chrono::steady_clock::now();
+        r.ec = error::invalid_config;
+        r.diagnostic = no_proclaim;
+      } else {
+        unexpected(r);
+      }
+    }
+    co_return with_outcome(std::move(out), r);
+  }
+
   asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                  milliseconds timeout) override {
     std::string target = lock_path(key);
     if (wait)
       target += "?wait_ms=" + std::to_string(wait->wait.count()) + "&token=" + std::to_string(wait->token);
+    // The value is worth sending only to a server that knows it; another would ignore it, and the wait would
+    // answer at a change of holder only, as the caller was told it may.
+    if (wait && wait->value && proclaim_ == support::yes)
+      target += "&value=" + boost::urls::encode(*wait->value, boost::urls::unreserved_chars);
     auto r = co_await transport_->request("GET", target, {}, timeout);
     get_reply out;
     if (!r.ec) {
@@ -181,10 +209,10 @@ class http_backend final : public backend {
                                                         milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     // A server without the feature is asked again now and then: it may have been upgraded behind its URL.
-    if (batch_ == batch_support::no && std::chrono::steady_clock::now() - learned_at_ >= ask_again_after)
-      batch_ = batch_support::unknown;
-    if (batch_ == batch_support::unknown) co_await learn_batch_support(timeout);
-    if (batch_ != batch_support::yes) co_return co_await backend::renew_batch(entries, left(deadline));
+    if (batch_ == support::no && std::chrono::steady_clock::now() - learned_at_ >= ask_again_after)
+      batch_ = support::unknown;
+    if (batch_ == support::unknown) co_await learn_capabilities(timeout);
+    if (batch_ != support::yes) co_return co_await backend::renew_batch(entries, left(deadline));
     std::vector<renew_reply> out(entries.size());
     // Consecutive entries, as many as both server limits allow, per request; each entry's text is written
     // straight into the body, and taken back out when it would not fit.
@@ -223,7 +251,7 @@ class http_backend final : public backend {
         // 404: the server lost the feature (a downgrade behind the same URL, or a proxy in front that knows
         // only the single routes). 413: its body limit shrank since it was asked. Either way the batch was
         // not read, and single renews mean the same; the limits are asked again at a later batch.
-        batch_ = r.status == 404 ? batch_support::no : batch_support::unknown;
+        batch_ = r.status == 404 ? support::no : support::unknown;
         learned_at_ = std::chrono::steady_clock::now();
         auto singles = co_await backend::renew_batch(entries.subspan(first), left(deadline));
         std::move(singles.begin(), singles.end(), out.begin() + static_cast<std::ptrdiff_t>(first));
@@ -249,6 +277,15 @@ class http_backend final : public backend {
     return out;
   }
 
+  // A 409 `lost` (renew's, and proclaim's): error::lease_lost with its reason; false for any other answer.
+  static bool read_lost(http_result& r, renew_reply& out) {
+    if (r.status != 409 || string_field(r.body, "error") != "lost") return false;
+    r.ec = error::lease_lost;
+    out.lost_reason = string_field(r.body, "reason");
+    r.diagnostic = string_field(r.body, "message");
+    return true;
+  }
+
   static void protocol(http_result& r, std::string what) {
     r.ec = error::protocol_error;
     r.diagnostic = std::move(what);
@@ -267,28 +304,46 @@ class http_backend final : public backend {
                     std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
   }
 
-  // Asks GET /v1/capabilities. A 404 (no endpoint) or an answer without `renew_batch` means single renews
-  // until `ask_again_after` has passed; any other failure says nothing, and is asked again at the next batch.
-  asio::awaitable<void> learn_batch_support(milliseconds timeout) {
+  // Asks GET /v1/capabilities. A 404 (no endpoint) or an answer without a feature means the server lacks it
+  // until `ask_again_after` has passed (single renews; no proclaim); any other failure says nothing, and is
+  // asked again at the next batch or proclaim. Returns the failed answer, if it failed so.
+  asio::awaitable<std::optional<http_result>> learn_capabilities(milliseconds timeout) {
     auto r = co_await transport_->request("GET", base_path_ + "/v1/capabilities", {}, timeout);
-    if (r.ec) co_return;
+    if (r.ec) co_return r;
     learned_at_ = std::chrono::steady_clock::now();
     if (r.status == 404) {
-      batch_ = batch_support::no;
-      co_return;
+      batch_ = proclaim_ = support::no;
+      co_return std::nullopt;
     }
-    if (r.status != 200 || !r.body.is_object()) co_return;
-    batch_ = batch_support::no;
+    if (r.status != 200 || !r.body.is_object()) {
+      unexpected(r);
+      if (r.status == 200) protocol(r, "capabilities answer is not a JSON object");
+      co_return r;
+    }
+    batch_ = proclaim_ = support::no;
     const auto* features = r.body.as_object().if_contains("features");
-    if (!features || !features->is_array()) co_return;
+    if (!features || !features->is_array()) co_return std::nullopt;
     const auto& f = features->as_array();
-    if (std::find(f.begin(), f.end(), json::value("renew_batch")) == f.end()) co_return;
+    auto has = [&f](std::string_view name) {
+      return std::find(f.begin(), f.end(), json::value(name)) != f.end();
+    };
+    if (has("proclaim")) proclaim_ = support::yes;
+    if (!has("renew_batch")) co_return std::nullopt;
     std::uint64_t n = 0;
-    if (!uint_field(r.body, "renew_batch_max", n) || n == 0) co_return;
+    if (!uint_field(r.body, "renew_batch_max", n) || n == 0) co_return std::nullopt;
     batch_max_ = static_cast<std::size_t>(n);
     // Without the server's body limit, the protocol's default one (8 KiB).
     body_max_ = uint_field(r.body, "max_body_bytes", n) && n > 0 ? static_cast<std::size_t>(n) : 8192;
-    batch_ = batch_support::yes;
+    batch_ = support::yes;
+    co_return std::nullopt;
+  }
+
+  // learn_capabilities() when proclaim's support is not known, or was "no" long enough ago to ask again.
+  asio::awaitable<std::optional<http_result>> learn_capabilities_if_due(milliseconds timeout) {
+    if (proclaim_ == support::no && std::chrono::steady_clock::now() - learned_at_ >= ask_again_after)
+      proclaim_ = support::unknown;
+    if (proclaim_ != support::unknown) co_return std::nullopt;
+    co_return co_await learn_capabilities(timeout);
   }
 
   // Fills out[first, end) from a batch answer (its 200 body still text, any other already parsed); a failed
@@ -323,9 +378,12 @@ class http_backend final : public backend {
     }
   }
 
-  enum class batch_support { unknown, yes, no };
+  enum class support { unknown, yes, no };
   static constexpr auto ask_again_after = std::chrono::minutes(5);
-  batch_support batch_ = batch_support::unknown;
+  static constexpr const char* no_proclaim =
+      "this server does not support proclaim (no feature \"proclaim\" in /v1/capabilities)";
+  support batch_ = support::unknown;
+  support proclaim_ = support::unknown;
   std::chrono::steady_clock::time_point learned_at_{};
   std::size_t batch_max_ = 0;
   std::size_t body_max_ = 0;
@@ -337,6 +395,14 @@ class http_backend final : public backend {
 };
 
 }  // namespace
+
+asio::awaitable<proclaim_reply> backend::proclaim(std::string, std::string, std::uint64_t, std::string,
+                                                  milliseconds) {
+  proclaim_reply out;
+  out.ec = error::invalid_config;
+  out.diagnostic = "this backend does not support proclaim (docs/protocol.md, \"proclaim\")";
+  co_return out;
+}
 
 tls_reload_result backend::reload_tls(std::optional<tls_config>) {
   tls_reload_result out;

@@ -157,22 +157,38 @@ acquire_reply memory_backend::do_acquire(const std::string& key, const std::stri
   return r;
 }
 
-renew_reply memory_backend::do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
-                                     milliseconds ttl) {
-  renew_reply r;
-  auto it = locks_.find(key);
+bool memory_backend::refused(renew_reply& r, std::map<std::string, lock>::const_iterator it,
+                             const std::string& owner, std::uint64_t token) const {
   if (it == locks_.end())
     r.lost_reason = "not_held";
   else if (it->second.owner != owner)
     r.lost_reason = "owner_mismatch";
   else if (it->second.token != token)
     r.lost_reason = "token_mismatch";
-  if (!r.lost_reason.empty()) {
-    r.ec = error::lease_lost;
-    r.diagnostic = r.lost_reason;
-    return r;
-  }
+  else
+    return false;
+  r.ec = error::lease_lost;
+  r.diagnostic = r.lost_reason;
+  return true;
+}
+
+renew_reply memory_backend::do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
+                                     milliseconds ttl) {
+  renew_reply r;
+  auto it = locks_.find(key);
+  if (refused(r, it, owner, token)) return r;
   it->second.expiry = std::max(it->second.expiry, now_ + ttl);  // a renew never shortens a lease
+  return r;
+}
+
+// Refused for renew's reasons in renew's order; the token and the expiry stay (docs/protocol.md, "proclaim").
+proclaim_reply memory_backend::do_proclaim(const std::string& key, const std::string& owner,
+                                           std::uint64_t token, const std::string& value) {
+  proclaim_reply r;
+  auto it = locks_.find(key);
+  if (refused(r, it, owner, token)) return r;
+  it->second.value = value;
+  changed();  // long-polls look again: one that names a value answers
   return r;
 }
 
@@ -218,6 +234,16 @@ asio::awaitable<release_reply> memory_backend::release(std::string key, std::str
   co_return co_await serve<release_reply>(timeout, std::move(effect));
 }
 
+asio::awaitable<proclaim_reply> memory_backend::proclaim(std::string key, std::string owner,
+                                                         std::uint64_t token, std::string value,
+                                                         milliseconds timeout) {
+  ++calls_.proclaim;
+  std::function<proclaim_reply()> effect = [this, key, owner, token, value] {
+    return do_proclaim(key, owner, token, value);
+  };
+  co_return co_await serve<proclaim_reply>(timeout, std::move(effect));
+}
+
 asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wait_for_change> wait,
                                                milliseconds timeout) {
   ++calls_.get;
@@ -245,7 +271,9 @@ asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wa
   get_reply r;
   for (;;) {
     auto h = holder(key);
-    if ((h ? h->token : 0) != wait->token || now_ >= until) {
+    const bool value_changed =
+        wait->value && (h ? std::string_view(h->value) : std::string_view()) != *wait->value;
+    if ((h ? h->token : 0) != wait->token || value_changed || now_ >= until) {
       r.holder = std::move(h);
       break;
     }

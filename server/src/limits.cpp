@@ -83,4 +83,18 @@ std::string retry_after_seconds(std::chrono::milliseconds wait) {
   return std::to_string(s);
 }
 
+bool address_connections::take(const std::string& address) {
+  std::lock_guard lk(mu_);
+  auto& n = open_[address];
+  if (n >= max_) return false;
+  ++n;
+  return true;
+}
+
+void address_connections::release(const std::string& address) {
+  std::lock_guard lk(mu_);
+  auto it = open_.find(address);
+  if (it != open_.end() && --it->second == 0) open_.erase(it);
+}
+
 }  // namespace baton::server

@@ -100,6 +100,23 @@ class rate_limiter {
   std::optional<clock::time_point> last_scan_;
 };
 
+/// Open connections per remote address, counted from accept to close (--max-connections-per-address; the
+/// accept loop and every worker). Thread-safe.
+class address_connections {
+ public:
+  explicit address_connections(std::size_t max_per_address) : max_(max_per_address) {}
+
+  /// Counts one more connection from `address`; false, counting nothing, when it has its maximum.
+  bool take(const std::string& address);
+  /// Counts one connection from `address` fewer.
+  void release(const std::string& address);
+
+ private:
+  std::size_t max_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::size_t> open_;
+};
+
 /// The value of a `Retry-After` header for a wait: whole seconds, rounded up, at least 1.
 std::string retry_after_seconds(std::chrono::milliseconds wait);
 

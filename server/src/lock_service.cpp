@@ -185,6 +185,38 @@ asio::awaitable<std::vector<renew_result>> lock_service::renew_batch(
   co_return results;
 }
 
+// The record of a proclaim is an acquire record with the lease's own token (wal_record.hpp): replayed, it
+// restores the lease with the new value exactly as a grant would, on this server and on any older one that
+// reads values.
+asio::awaitable<proclaim_result> lock_service::proclaim(std::string_view key, std::string_view owner,
+                                                        std::uint64_t token, std::string_view value,
+                                                        std::string_view client) {
+  proclaim_result result;
+  std::uint64_t lsn;
+  {
+    std::lock_guard lk(mu_);
+    if (journal_.failed())
+      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    const auto now = now_();
+    expire_due_locked(key, now);
+    result = table_.proclaim(key, owner, token, value, now, client);
+    if (auto* ok = std::get_if<proclaim_ok>(&result)) {
+      lsn = journal_.append(record_type::acquire, token, static_cast<std::uint64_t>(ok->restore_ttl.count()),
+                            key, owner, client, value);
+      table_.mark_logged(key, token, lsn);
+      notify_locked(key);
+    } else {
+      lsn = journal_.last_appended();
+    }
+  }
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
+  if (std::holds_alternative<proclaim_ok>(result))
+    metrics_.proclaim_ok.fetch_add(1, std::memory_order_relaxed);
+  else
+    metrics_.proclaim_lost.fetch_add(1, std::memory_order_relaxed);
+  co_return result;
+}
+
 asio::awaitable<release_result> lock_service::release(std::string_view key, std::string_view owner,
                                                       std::uint64_t token, std::string_view client) {
   release_result result;
@@ -250,7 +282,8 @@ void lock_service::set_waiter_limits(std::size_t per_key, std::size_t total) {
 }
 
 asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view key, std::uint64_t token,
-                                                              milliseconds wait) {
+                                                              milliseconds wait,
+                                                              std::optional<std::string> value) {
   auto ex = co_await asio::this_coro::executor;
   const time_point deadline = now_() + wait;
   {
@@ -292,7 +325,10 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
       expire_due_locked(key, now);
       view = table_.get(key, now);
       std::uint64_t current = view ? view->token : 0;
-      answer = current != token || now >= deadline || stopping_;
+      // With `value`, a proclaim is a change too (an election's observer learns the new leader address).
+      const bool value_changed =
+          value && (view ? std::string_view(view->value) : std::string_view()) != *value;
+      answer = current != token || value_changed || now >= deadline || stopping_;
       if (answer) {
         lsn = journal_.last_appended();
       } else {

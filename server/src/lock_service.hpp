@@ -101,6 +101,12 @@ class lock_service {
   /// `entries` must outlive the operation (as the string_views of the other calls must).
   boost::asio::awaitable<std::vector<renew_result>> renew_batch(const std::vector<renew_batch_entry>& entries,
                                                                 std::string_view client = {});
+  /// Replaces the value of the lease `owner` holds with `token` (lock_table::proclaim). The new value is
+  /// logged and durable before the answer, and wakes the key's long-poll waiters; a refusal waits, as a
+  /// renew's does, for every record it could reflect.
+  boost::asio::awaitable<proclaim_result> proclaim(std::string_view key, std::string_view owner,
+                                                   std::uint64_t token, std::string_view value,
+                                                   std::string_view client = {});
   boost::asio::awaitable<release_result> release(std::string_view key, std::string_view owner,
                                                  std::uint64_t token, std::string_view client = {});
   boost::asio::awaitable<std::optional<lease_view>> get(std::string_view key);
@@ -117,12 +123,14 @@ class lock_service {
     table_.plant_shorten_lease(d.shorten_lease);
   }
 
-  /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or after `wait`.
+  /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or, when `value` is
+  /// given, its value differs from `value` ("" when free), or after `wait`.
   /// Must run on a single-threaded executor (each batond worker thread has its own io_context). Throws
   /// waiters_exhausted, before waiting, when a waiter limit is reached. Cancellation (terminal, through the
   /// awaiting coroutine's cancellation slot) ends the wait at once with nullopt, which is then no answer.
   boost::asio::awaitable<std::optional<lease_view>> wait(std::string_view key, std::uint64_t token,
-                                                         milliseconds wait);
+                                                         milliseconds wait,
+                                                         std::optional<std::string> value = std::nullopt);
 
   /// One step of the expiry sweep: removes the expired leases of the next few thousand hash buckets, logs
   /// their expiry and wakes their waiters. A pass over the table is a series of steps, so a caller that

@@ -64,20 +64,42 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
   return acquire_granted{token, 0, ttl};
 }
 
+lease_record* lock_table::held_lease(std::string_view key, std::string_view owner, std::uint64_t token,
+                                     time_point now, std::string_view client, lost_reason& why) {
+  auto it = leases_.find(key);
+  // In the protocol's order (docs/protocol.md, "renew"): an expired lease is an absent one, whoever sends.
+  if (it == leases_.end() || expired(it->second, now))
+    why = lost_reason::not_held;
+  else if (!held_by(it->second, owner, client))
+    why = lost_reason::owner_mismatch;
+  else if (it->second.token != token)
+    why = lost_reason::token_mismatch;
+  else
+    return &it->second;
+  return nullptr;
+}
+
 renew_result lock_table::renew(std::string_view key, std::string_view owner, std::uint64_t token,
                                milliseconds ttl, time_point now, std::string_view client) {
-  auto it = leases_.find(key);
-  if (it == leases_.end()) return renew_refused{lost_reason::not_held};
-  lease_record& r = it->second;
-  if (expired(r, now)) return renew_refused{lost_reason::not_held};
-  if (!held_by(r, owner, client)) return renew_refused{lost_reason::owner_mismatch};
-  if (r.token != token) return renew_refused{lost_reason::token_mismatch};
+  lost_reason why{};
+  lease_record* held = held_lease(key, owner, token, now, client, why);
+  if (!held) return renew_refused{why};
+  lease_record& r = *held;
   // Never earlier than it was (docs/design.md, "No request shortens a lease"): a delayed copy of an
   // earlier renew with a shorter TTL may arrive after the renew that raised it was answered.
   r.expires = shorten_lease_ ? deadline_after(now, ttl) : std::max(r.expires, deadline_after(now, ttl));
   bool grew = ttl > r.restore_ttl;
   if (grew) r.restore_ttl = ttl;
   return renew_ok{grew, r.log_seq};
+}
+
+proclaim_result lock_table::proclaim(std::string_view key, std::string_view owner, std::uint64_t token,
+                                     std::string_view value, time_point now, std::string_view client) {
+  lost_reason why{};
+  lease_record* held = held_lease(key, owner, token, now, client, why);
+  if (!held) return renew_refused{why};
+  held->value.assign(value);
+  return proclaim_ok{held->restore_ttl};
 }
 
 release_result lock_table::release(std::string_view key, std::string_view owner, std::uint64_t token,

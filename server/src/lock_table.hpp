@@ -82,6 +82,13 @@ struct renew_refused {
 };
 using renew_result = std::variant<renew_ok, renew_refused>;
 
+struct proclaim_ok {
+  /// The lease's restore TTL: logged with the new value, so replaying the record restores the lease as it is.
+  milliseconds restore_ttl{0};
+};
+/// A proclaim is refused exactly as a renew would be, for the same reasons in the same order.
+using proclaim_result = std::variant<proclaim_ok, renew_refused>;
+
 enum class release_outcome {
   released,      // this owner+token held it; it is free now
   already_free,  // nobody held it, or its lease had expired (whoever held it): a retry after a lost
@@ -125,6 +132,12 @@ class lock_table {
   /// lease.
   renew_result renew(std::string_view key, std::string_view owner, std::uint64_t token, milliseconds ttl,
                      time_point now, std::string_view client = {});
+
+  /// Replaces the value of the lease, only for the current holder with the current token on an unexpired
+  /// lease (the conditions of renew, checked in its order). The token, the expiry and the restore TTL are
+  /// unchanged (docs/protocol.md, "proclaim").
+  proclaim_result proclaim(std::string_view key, std::string_view owner, std::uint64_t token,
+                           std::string_view value, time_point now, std::string_view client = {});
 
   /// Frees the lock on an exact holder+token match; an expired or absent lock counts as already free
   /// (an expired record is removed, and removed_token says so).
@@ -181,6 +194,10 @@ class lock_table {
   }
 
   void count(const std::string& client, int delta);
+  /// The unexpired lease of `key` held by (client, owner) with `token`, or null with `why` set to renew's
+  /// reason (renew and proclaim share the conditions and their order).
+  lease_record* held_lease(std::string_view key, std::string_view owner, std::uint64_t token, time_point now,
+                           std::string_view client, lost_reason& why);
 
   map_type leases_;
   std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;

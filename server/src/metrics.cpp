@@ -55,6 +55,8 @@ std::string_view to_string(route r) {
       return "metrics";
     case route::renew_batch:
       return "renew_batch";
+    case route::proclaim:
+      return "proclaim";
     case route::other:
     case route::count_:
       break;
@@ -109,6 +111,8 @@ std::string server_metrics::render() const {
   outcome("renew", "ok", renew_ok);
   outcome("renew", "lost", renew_lost);
   outcome("renew_batch", "answered", renew_batches);
+  outcome("proclaim", "ok", proclaim_ok);
+  outcome("proclaim", "lost", proclaim_lost);
   outcome("release", "released", release_released);
   outcome("release", "already_free", release_already_free);
   outcome("release", "not_owner", release_not_owner);

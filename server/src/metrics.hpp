@@ -27,7 +27,19 @@ class histogram {
   std::atomic<std::uint64_t> sum_micro_{0};  // sum in millionths, so it can stay an integer atomic
 };
 
-enum class route { acquire, renew, release, get, wait, healthz, metrics, renew_batch, other, count_ };
+enum class route {
+  acquire,
+  renew,
+  release,
+  get,
+  wait,
+  healthz,
+  metrics,
+  renew_batch,
+  proclaim,
+  other,
+  count_
+};
 std::string_view to_string(route r);
 
 struct server_metrics {
@@ -45,6 +57,8 @@ struct server_metrics {
   std::atomic<std::uint64_t> renew_ok{0}, renew_lost{0};
   /// Batch renewals answered (POST /v1/renew, after their one wait for the log).
   std::atomic<std::uint64_t> renew_batches{0};
+  /// Proclaims (POST /v1/locks/{key}/proclaim): the value replaced, and refused (409 lost).
+  std::atomic<std::uint64_t> proclaim_ok{0}, proclaim_lost{0};
   std::atomic<std::uint64_t> release_released{0}, release_already_free{0}, release_not_owner{0};
   std::atomic<std::uint64_t> expired{0};
   std::atomic<std::int64_t> locks_held{0};

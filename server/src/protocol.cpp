@@ -287,6 +287,30 @@ std::optional<std::uint64_t> parse_decimal(std::string_view s) {
 
 }  // namespace
 
+namespace {
+// Why `v` cannot be a lease's value, or null. JSON strings are UTF-8 already (the parser refuses anything
+// else), and a query parameter is checked for it here; control characters are refused as in owners, so a
+// value is safe to print in a log.
+const char* value_fault(std::string_view v) {
+  static const std::string too_long = "must be at most " + std::to_string(max_value_bytes) + " bytes long";
+  if (v.size() > max_value_bytes) return too_long.c_str();
+  if (!valid_utf8(v)) return "must be UTF-8";
+  if (has_control_chars(v)) return "must not contain control characters";
+  return nullptr;
+}
+
+// The `value` member of `o` (which must be there): a string, possibly empty.
+std::optional<api_error> get_value(const json::object& o, std::string& out) {
+  auto it = o.find("value");
+  if (it == o.end()) return bad_request("missing field \"value\"");
+  if (!it->value().is_string()) return bad_request("field \"value\" must be a string");
+  const auto& s = it->value().get_string();
+  if (auto why = value_fault(s)) return bad_request("field \"value\" " + std::string(why));
+  out.assign(s.data(), s.size());
+  return std::nullopt;
+}
+}  // namespace
+
 std::string error_body(std::string_view code, std::string_view message) {
   std::string out;
   out.reserve(24 + code.size() + message.size());
@@ -306,17 +330,8 @@ std::variant<acquire_request, api_error> parse_acquire(std::string_view body, co
   acquire_request r;
   if (auto e = get_string(o, "owner", max_owner_bytes, r.owner)) return std::move(*e);
   if (auto e = get_ttl(o, bounds, r.ttl)) return std::move(*e);
-  if (auto it = o.find("value"); it != o.end()) {
-    // Optional, and may be empty (the same as absent). JSON strings are UTF-8 already (the parser refuses
-    // anything else); control characters are refused as in owners, so a value is safe to print in a log.
-    if (!it->value().is_string()) return bad_request("field \"value\" must be a string");
-    const auto& s = it->value().get_string();
-    if (s.size() > max_value_bytes)
-      return bad_request("field \"value\" must be at most " + std::to_string(max_value_bytes) +
-                         " bytes long");
-    if (has_control_chars(s)) return bad_request("field \"value\" must not contain control characters");
-    r.value.assign(s.data(), s.size());
-  }
+  if (o.contains("value"))
+    if (auto e = get_value(o, r.value)) return std::move(*e);
   return r;
 }
 
@@ -384,6 +399,18 @@ std::variant<release_request, api_error> parse_release(std::string_view body) {
   return r;
 }
 
+std::variant<proclaim_request, api_error> parse_proclaim(std::string_view body) {
+  body_arena arena;
+  auto parsed = parse_object(body, &arena.resource);
+  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
+  const auto& o = std::get<json::object>(parsed);
+  proclaim_request r;
+  if (auto e = get_string(o, "owner", max_owner_bytes, r.owner)) return std::move(*e);
+  if (auto e = get_uint(o, "token", 1, max_token, r.token)) return std::move(*e);
+  if (auto e = get_value(o, r.value)) return std::move(*e);
+  return r;
+}
+
 namespace {
 // The path's segments, still percent-encoded, or the error for a target that is not origin-form.
 std::variant<boost::urls::url_view, api_error> parse_url(std::string_view target) {
@@ -414,6 +441,7 @@ std::variant<lock_target::kind, api_error> route_of(boost::urls::url_view u) {
   if (parts[3] == "acquire") return kind::acquire;
   if (parts[3] == "renew") return kind::renew;
   if (parts[3] == "release") return kind::release;
+  if (parts[3] == "proclaim") return kind::proclaim;
   return api_error{404, "not_found", "no such route: " + std::string(u.encoded_path())};
 }
 }  // namespace
@@ -427,7 +455,7 @@ std::variant<lock_target::kind, api_error> parse_route(std::string_view target) 
 namespace {
 // The key and the query of a target whose route is known.
 std::variant<lock_target, api_error> decode_target(boost::urls::url_view u, lock_target::kind route) {
-  lock_target t{route, {}, {}, {}};
+  lock_target t{route, {}, {}, {}, {}};
   if (t.what == lock_target::kind::healthz || t.what == lock_target::kind::metrics ||
       t.what == lock_target::kind::capabilities || t.what == lock_target::kind::renew_batch)
     return t;
@@ -439,6 +467,13 @@ std::variant<lock_target, api_error> decode_target(boost::urls::url_view u, lock
   // Unknown parameters are ignored, as unknown JSON fields are. A known one given twice is refused, like a
   // JSON member named twice: a proxy or a log may read the first copy where another reader takes the last.
   for (auto param : u.params()) {
+    if (param.key == "value") {
+      if (t.value) return bad_request("query parameter value is given more than once");
+      std::string v = param.has_value ? param.value : std::string();
+      if (auto why = value_fault(v)) return bad_request("query parameter value " + std::string(why));
+      t.value = std::move(v);
+      continue;
+    }
     std::optional<std::uint64_t>* slot = param.key == "wait_ms" ? &t.wait_ms
                                          : param.key == "token" ? &t.token
                                                                 : nullptr;
@@ -474,7 +509,7 @@ request_target parse_request_target(std::string_view target) {
 
 std::string capabilities_body(std::size_t max_body_bytes) {
   // Features are only ever added (docs/protocol.md, "Versions and features").
-  return R"({"protocol_version":1,"features":["lease_values","renew_batch"],"renew_batch_max":)" +
+  return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim"],"renew_batch_max":)" +
          std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) + "}";
 }
 
@@ -484,6 +519,7 @@ std::string_view method_for(lock_target::kind k) {
     case lock_target::kind::renew:
     case lock_target::kind::release:
     case lock_target::kind::renew_batch:
+    case lock_target::kind::proclaim:
       return "POST";
     case lock_target::kind::get:
     case lock_target::kind::healthz:

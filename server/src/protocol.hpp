@@ -95,10 +95,19 @@ struct release_request {
   std::string owner;
   std::uint64_t token;
 };
+/// `POST /v1/locks/{key}/proclaim`: replaces the value of the lease `owner` holds with `token`.
+struct proclaim_request {
+  std::string owner;
+  std::uint64_t token;
+  std::string value;
+};
 
 std::variant<acquire_request, api_error> parse_acquire(std::string_view body, const ttl_bounds& bounds);
 std::variant<renew_request, api_error> parse_renew(std::string_view body, const ttl_bounds& bounds);
 std::variant<release_request, api_error> parse_release(std::string_view body);
+/// `value` is required (an empty string included): a proclaim without one is a client bug, not a request to
+/// clear the value.
+std::variant<proclaim_request, api_error> parse_proclaim(std::string_view body);
 /// A batch is refused as a whole (400, naming the entry) when any entry is malformed: each is checked as
 /// a single renew's body is, and its key as a key in a path is. A key given twice is malformed too.
 std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view body,
@@ -106,12 +115,15 @@ std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view 
 
 /// What a request target names.
 struct lock_target {
-  enum class kind { acquire, renew, release, get, healthz, metrics, capabilities, renew_batch };
+  enum class kind { acquire, renew, release, get, healthz, metrics, capabilities, renew_batch, proclaim };
   kind what;
   std::string key;  // percent-decoded; empty for healthz, metrics, capabilities and renew_batch
   /// Long-poll parameters of GET /v1/locks/{key}; wait_ms is already clamped to max_wait_ms.
   std::optional<std::uint64_t> wait_ms;
   std::optional<std::uint64_t> token;
+  /// `value`: with feature proclaim, a long-poll also answers once the holder's value differs from this
+  /// one (percent-decoded; checked as a value in a body is).
+  std::optional<std::string> value{};
 };
 
 /// The route an origin-form target names, from the shape of its path alone: the key and the query are not

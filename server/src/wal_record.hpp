@@ -20,6 +20,13 @@
 // before, so a data directory that never saw a value stays readable by servers older than values, and
 // every directory they wrote reads the same here.
 //
+// A proclaim (docs/protocol.md, "proclaim": a new value for a held lease, same token) is logged as an
+// acquire record with the lease's own token and restore TTL and the new value (type 7, or type 1 when the
+// new value is empty). Replay installs a record whose token equals the lease's over it (lock_table::restore),
+// so the lease comes back with its last value; compaction writes the table as it is, value included. No new
+// type byte: a server that predates proclaim but reads values replays such a log correctly, where an unknown
+// type would make it read the batch as torn or damaged, and drop acknowledged records with it.
+//
 // The log frames each group-commit batch (one write, one fdatasync) with a record of its own, written in
 // front of the batch's records:
 //

@@ -91,6 +91,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   check_text(t->key, max_key_bytes, "a key is 1-512 bytes without control characters");
   if (t->wait_ms) require(*t->wait_ms <= max_wait_ms, "wait_ms is clamped");
+  if (t->value)
+    require(t->value->size() <= max_value_bytes && !has_control_chars(*t->value),
+            "a long-poll's value is checked as a body's");
 
   // The table as the service would find it: the key held by "holder" with token 1 (the same owner string
   // as the request's is possible, and then it is the holder), and one other key held.
@@ -143,6 +146,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                   "only the holder with its token releases");
         if (result.outcome != release_outcome::not_owner)
           require(!table.get(t->key, now), "after a release the key is free");
+      }
+      break;
+    case lock_target::kind::proclaim:
+      if (const auto v = parse_proclaim(req.body()); auto* r = decoded(v)) {
+        check_text(r->owner, max_owner_bytes, "an owner is 1-256 bytes without control characters");
+        require(r->token >= 1 && r->token <= static_cast<std::uint64_t>(INT64_MAX), "token in range");
+        require(r->value.size() <= max_value_bytes && !has_control_chars(r->value), "a value is checked");
+        auto result = table.proclaim(t->key, r->owner, r->token, r->value, now);
+        const bool held = !expired && r->owner == "holder" && r->token == 1;
+        require(std::holds_alternative<proclaim_ok>(result) == held,
+                "only the holder with its token proclaims on an unexpired lease");
+        if (held) {
+          auto view = table.get(t->key, now);
+          require(view && view->token == 1 && view->value == r->value, "a proclaim keeps the token");
+        }
+        require(table.last_token() == before, "a proclaim takes no token");
       }
       break;
     case lock_target::kind::get: {

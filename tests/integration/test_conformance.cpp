@@ -213,6 +213,15 @@ const char* const batch_checks[] = {
     "renew batch: a malformed batch is 400 and renews nothing",
 };
 const char* const batch_restart_check = "restart: a TTL raised by a batch renewal is kept";
+// Run when the server advertises proclaim (through a backend: when the backend supports it), skipped
+// otherwise; the bad value is the wire's alone.
+const char* const proclaim_checks[] = {
+    "proclaim replaces the value and keeps token and expiry",
+    "proclaim is refused for a stale token, another owner or a free key",
+    "a long-poll naming the value answers at a proclaim",
+};
+const char* const proclaim_wire_check = "proclaim with a bad value is 400 bad_request";
+const char* const proclaim_restart_check = "restart: a proclaimed value is kept";
 
 // One run of conformance against broken-lockd: the bug, broken-lockd's extra arguments, and whether the run
 // restarts it (then with a state file, through restartable_server).
@@ -363,8 +372,13 @@ BOOST_AUTO_TEST_CASE(batond_passes_every_check_across_a_kill_9) {
     BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
                                                                                     << r.text());
   BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + batch_restart_check), r.text());
+  for (const auto* name : proclaim_checks)
+    BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
+                                                                                    << r.text());
+  BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + proclaim_wire_check), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + proclaim_restart_check), r.text());
   BOOST_CHECK(!r.has_line("FAIL"));
-  BOOST_CHECK_MESSAGE(r.has_line("35 of 35 checks passed, 0 failed, 0 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("40 of 40 checks passed, 0 failed, 0 skipped"), r.text());
 }
 
 // A single etcd member that restart.sh kill -9s and starts again on the same ports and data directory.
@@ -424,7 +438,15 @@ BOOST_AUTO_TEST_CASE(etcd_backend_passes_every_lease_check_across_a_kill_9) {
   BOOST_CHECK_MESSAGE(
       r.has_line(std::string("SKIP  ") + batch_restart_check + ": not applicable to an etcd backend"),
       r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("25 of 35 checks passed, 0 failed, 10 skipped against " + url), r.text());
+  // Proclaim through the backend (a txn under the key's own etcd lease), kept through the restart.
+  for (const auto* name : proclaim_checks)
+    BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
+                                                                                    << r.text());
+  BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + proclaim_restart_check), r.text());
+  BOOST_CHECK_MESSAGE(
+      r.has_line(std::string("SKIP  ") + proclaim_wire_check + ": not applicable to an etcd backend"),
+      r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("29 of 40 checks passed, 0 failed, 11 skipped against " + url), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(without_restart_command_the_restart_checks_are_skipped_not_passed) {
@@ -437,7 +459,11 @@ BOOST_AUTO_TEST_CASE(without_restart_command_the_restart_checks_are_skipped_not_
   for (const auto* name : batch_checks)
     BOOST_CHECK_MESSAGE(
         r.has_line(std::string("SKIP  ") + name + ": the server does not advertise renew_batch"), r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("27 of 35 checks passed, 0 failed, 8 skipped"), r.text());
+  // And so is one without proclaim.
+  for (const auto* name : proclaim_checks)
+    BOOST_CHECK_MESSAGE(r.has_line(std::string("SKIP  ") + name + ": the server does not advertise proclaim"),
+                        r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("27 of 40 checks passed, 0 failed, 13 skipped"), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes_with_capabilities_and_a_restart) {
@@ -453,7 +479,10 @@ BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes_with_capabilities_and_a_r
     BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
                                                                                     << r.text());
   BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + batch_restart_check), r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("35 of 35 checks passed, 0 failed, 0 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(
+      r.has_line(std::string("SKIP  ") + proclaim_restart_check + ": the server does not advertise proclaim"),
+      r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("35 of 40 checks passed, 0 failed, 5 skipped"), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(malformed_capabilities_are_caught) {

@@ -46,6 +46,10 @@ struct renew_reply {
   std::string lost_reason;
 };
 
+/// What proclaim() answers: a renew's reply (ec empty: the value was replaced; error::lease_lost: refused,
+/// lost_reason says why; any other error as for a renew).
+using proclaim_reply = renew_reply;
+
 /// One lease of a batch renewal: renew `key` if `owner` holds it with `token`, for `ttl` from now.
 struct renew_entry {
   std::string key;
@@ -94,10 +98,14 @@ struct tls_reload_result {
   std::string sha256;
 };
 
-/// A long-poll: answer once the holder's token differs from `token` (0 = free), or after `wait`.
+/// A long-poll: answer once the holder's token differs from `token` (0 = free), or, when `value` is set,
+/// the holder's value differs from it ("" when free: a proclaim is a change), or after `wait`. A value is
+/// waited on only by backends that support proclaim (the HTTP backend sends it, as `value=`, only to a
+/// server that advertises the feature; otherwise it waits for a change of token alone).
 struct wait_for_change {
   std::uint64_t token = 0;
   milliseconds wait{30'000};
+  std::optional<std::string> value{};
 };
 
 /// A lease watched for loss (backend::watch_loss()): destroying it ends the watch, and its callback is not
@@ -134,6 +142,18 @@ class backend {
   /// (a caller that renews the same leases again reuses them, and their strings' memory).
   virtual boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                                        milliseconds timeout);
+  /// Replaces the value published with the lease `owner` holds on `key` with `token` (docs/protocol.md,
+  /// "proclaim"), keeping its token and its expiry: a leader publishes a new address without a new token.
+  /// Conditional exactly as renew(): ec empty, the value is replaced; error::lease_lost when the lease is not
+  /// held by that owner with that token (lost_reason as a renew's: `not_held`, `owner_mismatch`,
+  /// `token_mismatch`), and nothing changed; transport and server errors as for renew(), the outcome then
+  /// unknown (a proclaim is idempotent: send it again while the lease lasts). error::invalid_config, with
+  /// nothing sent, when the backend or the server cannot do it: the default (a backend of the other calls
+  /// only), and the HTTP backend when the server does not advertise feature `proclaim`. Never a same-owner
+  /// re-acquire instead, which would change the token.
+  virtual boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner,
+                                                          std::uint64_t token, std::string value,
+                                                          milliseconds timeout);
   /// Reads the holder; with `wait`, long-polls (the timeout should cover the wait).
   virtual boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                                 milliseconds timeout) = 0;
@@ -174,6 +194,8 @@ class forwarding_backend : public backend {
                                                 milliseconds timeout) override;
   boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                                milliseconds timeout) override;
+  boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
+                                                  std::string value, milliseconds timeout) override;
   boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                         milliseconds timeout) override;
   std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,

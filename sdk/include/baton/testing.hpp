@@ -35,8 +35,9 @@ namespace baton::testing {
 
 /// A backend that is itself the lock server, following docs/protocol.md's rules: tokens strictly increase
 /// across all keys, a same-owner acquire supersedes that owner's lease with a newer token (and its value:
-/// holders are reported with the value their acquire published), renew and release
-/// are conditional on owner and token, a long-poll answers at a change of holder.
+/// holders are reported with the value their acquire published), renew, release and proclaim (a new value,
+/// same token and expiry) are conditional on owner and token, a long-poll answers at a change of holder (and,
+/// when it names a value, at a change of value).
 ///
 /// Its clock is the test's: it starts at zero and moves only with advance(). Leases expire when it passes
 /// their expiry. By default the clients' own clocks (local deadlines, renew periods, backoffs, request
@@ -98,7 +99,7 @@ class memory_backend final : public backend {
 
   /// Requests received, by kind (failed and abandoned ones included).
   struct call_counts {
-    int acquire = 0, renew = 0, release = 0, get = 0;
+    int acquire = 0, renew = 0, release = 0, get = 0, proclaim = 0;
   };
   const call_counts& calls() const { return calls_; }
 
@@ -109,6 +110,8 @@ class memory_backend final : public backend {
                                             milliseconds ttl, milliseconds timeout) override;
   boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
                                                 milliseconds timeout) override;
+  boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
+                                                  std::string value, milliseconds timeout) override;
   boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                         milliseconds timeout) override;
   void close() override {}
@@ -129,10 +132,16 @@ class memory_backend final : public backend {
   void expire_due();
   void changed();
 
+  /// Fills `r` with renew's refusal (its reasons, in its order) unless `owner` holds the lock at `it` with
+  /// `token`; true when refused.
+  bool refused(renew_reply& r, std::map<std::string, lock>::const_iterator it, const std::string& owner,
+               std::uint64_t token) const;
   acquire_reply do_acquire(const std::string& key, const std::string& owner, milliseconds ttl,
                            const std::string& value);
   renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
                        milliseconds ttl);
+  proclaim_reply do_proclaim(const std::string& key, const std::string& owner, std::uint64_t token,
+                             const std::string& value);
   release_reply do_release(const std::string& key, const std::string& owner, std::uint64_t token);
 
   milliseconds remaining(std::chrono::nanoseconds expiry) const;

@@ -68,6 +68,11 @@ class real_time_backend final : public baton::forwarding_backend {
     clock_->sync();
     return forwarding_backend::release(std::move(key), std::move(owner), token, timeout);
   }
+  asio::awaitable<baton::proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
+                                                  std::string value, milliseconds timeout) override {
+    clock_->sync();
+    return forwarding_backend::proclaim(std::move(key), std::move(owner), token, std::move(value), timeout);
+  }
   asio::awaitable<std::vector<baton::renew_reply>> renew_batch(std::span<const baton::renew_entry> entries,
                                                                milliseconds timeout) override {
     clock_->sync();
@@ -124,6 +129,7 @@ BOOST_AUTO_TEST_CASE(memory_backend_passes_every_check_conformance_makes_through
   BOOST_TEST(run.size() == baton::cli::on_backend::checks().size());
   BOOST_TEST(run.count("a lease is held for its TTL from the acquire's sending") == 1u);
   BOOST_TEST(run.count("renew batch: a superseded token is refused") == 1u);
+  BOOST_TEST(run.count("proclaim replaces the value and keeps token and expiry") == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(the_checks_are_found_by_the_names_the_cli_prints) {

@@ -175,7 +175,8 @@ struct service_on_disk {
   lock_service service{log, metrics};
   asio::io_context ioc;
 
-  explicit service_on_disk(const std::filesystem::path& dir) : log{journal_options{dir}, &metrics} {
+  explicit service_on_disk(const std::filesystem::path& dir, std::uint64_t compact_bytes = 64ull << 20)
+      : log{journal_options{dir, compact_bytes}, &metrics} {
     log.open(service.table(), clock::now());
     log.start();
   }
@@ -348,4 +349,75 @@ BOOST_FIXTURE_TEST_CASE(a_batch_on_a_stopped_journal_fails_instead_of_acknowledg
   BOOST_REQUIRE(batch->error);
   BOOST_CHECK_THROW(std::rethrow_exception(batch->error), storage_unavailable);
   BOOST_TEST(metrics.renew_batches.load() == 0u);
+}
+
+// A proclaim is answered only once its record is durable: a crash before then could restore the old value
+// after the holder was told the new one is published.
+BOOST_FIXTURE_TEST_CASE(a_proclaim_waits_for_its_record_and_wakes_a_value_watcher_only, fixture) {
+  auto token_watcher = start(ioc, service.wait("k", 1, 60'000ms));
+  auto value_watcher = start(ioc, service.wait("k", 1, 60'000ms, std::string()));
+  settle(ioc);
+  BOOST_TEST(!token_watcher->done);
+  BOOST_TEST(!value_watcher->done);
+  auto p = start(ioc, service.proclaim("k", "a", 1, "10.0.0.9:80"));
+  settle(ioc);
+  BOOST_TEST(!p->done);  // its record is not durable yet (the journal's writer has not started)
+  BOOST_TEST(!value_watcher->done);
+  log.start();
+  wait_done(ioc, p);
+  BOOST_TEST(std::holds_alternative<proclaim_ok>(*p->result));
+  wait_done(ioc, value_watcher);
+  BOOST_REQUIRE(value_watcher->result->has_value());
+  BOOST_TEST((*value_watcher->result)->value == "10.0.0.9:80");
+  BOOST_TEST((*value_watcher->result)->token == 1u);
+  settle(ioc);
+  BOOST_TEST(!token_watcher->done);  // the holder did not change: a token watch sleeps on
+  BOOST_TEST(metrics.proclaim_ok.load() == 1u);
+  service.wake_all();
+  wait_done(ioc, token_watcher);
+}
+
+// The new value is in the log: a restart restores it with the lease's token and longest TTL, from the log
+// and from a snapshot written by compaction; a refused proclaim changes nothing.
+BOOST_AUTO_TEST_CASE(a_proclaimed_value_is_restored_after_a_restart_and_through_compaction) {
+  temp_dir dir;
+  {
+    service_on_disk s(dir.path());
+    s.run(s.service.acquire("leader", "a", 1000ms, {}, std::nullopt, "10.0.0.1:80"));
+    BOOST_TEST(std::holds_alternative<renew_ok>(s.run(s.service.renew("leader", "a", 1, 60'000ms))));
+    BOOST_TEST(
+        std::holds_alternative<proclaim_ok>(s.run(s.service.proclaim("leader", "a", 1, "10.0.0.2:80"))));
+    BOOST_TEST((std::get<renew_refused>(s.run(s.service.proclaim("leader", "a", 7, "stale"))).reason ==
+                lost_reason::token_mismatch));
+    s.run(s.service.acquire("cleared", "b", 60'000ms, {}, std::nullopt, "x"));
+    BOOST_TEST(std::holds_alternative<proclaim_ok>(s.run(s.service.proclaim("cleared", "b", 2, ""))));
+  }
+  auto check = [](const lock_table& table, clock::time_point now) {
+    auto held = table.get("leader", now);
+    BOOST_REQUIRE(held.has_value());
+    BOOST_TEST(held->value == "10.0.0.2:80");
+    BOOST_TEST(held->token == 1u);
+    BOOST_TEST(held->remaining.count() == 60'000);
+    BOOST_TEST(table.get("cleared", now)->value.empty());
+    BOOST_TEST(table.last_token() == 2u);
+  };
+
+  const auto now = clock::now();
+  check(restored(dir.path(), now), now);
+  {
+    // Churn on another key until the log is cut and compacted: the snapshot holds the table as it is.
+    service_on_disk s(dir.path(), /*compact_bytes=*/512);
+    for (int i = 0; i < 40; ++i) {
+      auto g = std::get<acquire_granted>(s.run(s.service.acquire("churn", "c", 60'000ms)));
+      s.run(s.service.release("churn", "c", g.token));
+    }
+  }
+  BOOST_TEST(std::filesystem::exists(dir.path() / "snapshot"));
+  const auto later = clock::now();
+  auto table = restored(dir.path(), later);
+  auto held = table.get("leader", later);
+  BOOST_REQUIRE(held.has_value());
+  BOOST_TEST(held->value == "10.0.0.2:80");
+  BOOST_TEST(held->token == 1u);
+  BOOST_TEST(table.get("cleared", later)->value.empty());
 }

@@ -351,3 +351,43 @@ BOOST_AUTO_TEST_CASE(the_value_is_shown_with_its_holder_replaced_by_a_reacquire_
   BOOST_REQUIRE(snap.size() == 1u);
   BOOST_TEST(snap[0].value == "b's");
 }
+
+BOOST_AUTO_TEST_CASE(proclaim_replaces_the_value_and_keeps_token_expiry_and_restore_ttl) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0, {}, "10.0.0.1:80");
+  BOOST_TEST(as<renew_ok>(t.renew("k", "a", 1, 5000ms, t0)).restore_ttl_grew);
+  const auto before = t.get("k", t0 + 100ms);
+  BOOST_TEST(as<proclaim_ok>(t.proclaim("k", "a", 1, "10.0.0.2:80", t0 + 100ms)).restore_ttl == 5000ms);
+  const auto after = t.get("k", t0 + 100ms);
+  BOOST_REQUIRE(after.has_value());
+  BOOST_TEST(after->value == "10.0.0.2:80");
+  BOOST_TEST(after->token == 1u);
+  BOOST_TEST((after->expires == before->expires));  // not a renew: the lease ends when it did
+  BOOST_TEST(as<proclaim_ok>(t.proclaim("k", "a", 1, "", t0 + 200ms)).restore_ttl == 5000ms);
+  BOOST_TEST(t.get("k", t0 + 200ms)->value.empty());
+  BOOST_TEST(!t.get("k", t0 + 5000ms).has_value());
+  BOOST_TEST(t.last_token() == 1u);  // no token taken
+  BOOST_TEST(t.snapshot().front().value.empty());
+}
+
+BOOST_AUTO_TEST_CASE(proclaim_is_refused_for_the_reasons_of_renew_in_its_order_and_changes_nothing) {
+  lock_table t;
+  BOOST_TEST(as<renew_refused>(t.proclaim("k", "a", 1, "v", t0)).reason == lost_reason::not_held);
+  t.acquire("k", "a", 1000ms, t0, "client-1", "old");
+  BOOST_TEST(as<renew_refused>(t.proclaim("k", "b", 1, "v", t0, "client-1")).reason ==
+             lost_reason::owner_mismatch);
+  // The same owner string sent by another client is another owner, whatever the token.
+  BOOST_TEST(as<renew_refused>(t.proclaim("k", "a", 9, "v", t0, "client-2")).reason ==
+             lost_reason::owner_mismatch);
+  BOOST_TEST(as<renew_refused>(t.proclaim("k", "a", 9, "v", t0, "client-1")).reason ==
+             lost_reason::token_mismatch);
+  // A superseded token: the same owner acquired again (token 2), so token 1 may not speak for the lease.
+  t.acquire("k", "a", 1000ms, t0, "client-1", "old");
+  BOOST_TEST(as<renew_refused>(t.proclaim("k", "a", 1, "v", t0, "client-1")).reason ==
+             lost_reason::token_mismatch);
+  BOOST_TEST(t.get("k", t0)->value == "old");
+  // Past its expiry the lease is like an absent one, the holder's own token included.
+  BOOST_TEST(as<renew_refused>(t.proclaim("k", "a", 2, "v", t0 + 1000ms, "client-1")).reason ==
+             lost_reason::not_held);
+  BOOST_TEST(!t.get("k", t0 + 1000ms).has_value());
+}

@@ -317,10 +317,11 @@ BOOST_AUTO_TEST_CASE(control_characters_are_unicodes_c0_del_and_c1) {
              400);
 }
 
-BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_lease_values_and_batch_renewal_and_its_limits) {
-  BOOST_TEST(capabilities_body(8192) ==
-             R"({"protocol_version":1,"features":["lease_values","renew_batch"],"renew_batch_max":1000,)"
-             R"("max_body_bytes":8192})");
+BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_lease_values_batch_renewal_proclaim_and_limits) {
+  BOOST_TEST(
+      capabilities_body(8192) ==
+      R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim"],"renew_batch_max":1000,)"
+      R"("max_body_bytes":8192})");
 }
 
 namespace {
@@ -438,4 +439,46 @@ BOOST_AUTO_TEST_CASE(a_repeated_member_is_found_in_small_and_large_objects) {
       if (n > 2) BOOST_TEST(err(to_any(parse_acquire(body(n, R"(,"f2":0)"), bounds))).status == 400);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(proclaim_takes_owner_token_and_a_required_value_checked_as_an_acquires) {
+  auto p = std::get<proclaim_request>(parse_proclaim(R"({"owner":"w","token":7,"value":"10.0.0.1:80"})"));
+  BOOST_TEST(p.owner == "w");
+  BOOST_TEST(p.token == 7u);
+  BOOST_TEST(p.value == "10.0.0.1:80");
+  BOOST_TEST(
+      std::get<proclaim_request>(parse_proclaim(R"({"owner":"w","token":7,"value":""})")).value.empty());
+  auto proclaim_err = [](std::string_view body) { return std::get<api_error>(parse_proclaim(body)); };
+  BOOST_TEST(proclaim_err(R"({"owner":"w","token":7})").message == "missing field \"value\"");
+  BOOST_TEST(proclaim_err(R"({"owner":"w","token":7,"value":5})").status == 400);
+  BOOST_TEST(proclaim_err(R"({"owner":"w","token":7,"value":null})").status == 400);
+  BOOST_TEST(proclaim_err(R"({"owner":"w","token":7,"value":"a\nb"})").status == 400);
+  BOOST_TEST(proclaim_err(R"({"owner":"w","token":0,"value":"v"})").status == 400);
+  BOOST_TEST(proclaim_err(R"({"token":7,"value":"v"})").status == 400);
+  BOOST_TEST(proclaim_err(R"({"owner":"w","token":7,"value":"v","value":"w"})").status == 400);
+  BOOST_TEST(proclaim_err(R"(["owner"])").status == 400);
+  const std::string longest(max_value_bytes, 'v');
+  BOOST_TEST(
+      std::get<proclaim_request>(parse_proclaim(R"({"owner":"w","token":1,"value":")" + longest + "\"}"))
+          .value.size() == max_value_bytes);
+  BOOST_TEST(proclaim_err(R"({"owner":"w","token":1,"value":")" + longest + "v\"}").status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(proclaim_is_a_post_route_and_a_long_poll_may_name_the_value_it_saw) {
+  auto t = target_ok("/v1/locks/a%2Fb/proclaim");
+  BOOST_TEST((t.what == kind::proclaim));
+  BOOST_TEST(t.key == "a/b");
+  BOOST_TEST(method_for(kind::proclaim) == "POST");
+  BOOST_TEST(target_err("/v1/locks/%00/proclaim").status == 400);
+  BOOST_TEST(target_err("/v1/locks/a/proclaim/x").status == 404);
+  auto w = target_ok("/v1/locks/k?wait_ms=100&token=3&value=10.0.0.1%3A80");
+  BOOST_REQUIRE(w.value.has_value());
+  BOOST_TEST(*w.value == "10.0.0.1:80");
+  BOOST_TEST((target_ok("/v1/locks/k?wait_ms=100&value=").value == std::optional<std::string>("")));
+  BOOST_TEST((target_ok("/v1/locks/k?wait_ms=100&value").value == std::optional<std::string>("")));
+  BOOST_TEST(!target_ok("/v1/locks/k?wait_ms=100").value.has_value());
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms=100&value=a&value=a").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms=100&value=a%0Ab").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k?wait_ms=100&value=%FF").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k?value=" + std::string(max_value_bytes + 1, 'v')).status == 400);
 }

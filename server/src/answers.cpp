@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "answers.hpp"
+
+#include "baton/common/log.hpp"
+
+namespace baton::server {
+
+response make_response(std::pmr::memory_resource* mem, http::status status, unsigned version, bool keep_alive,
+                       text&& body, std::string_view content_type) {
+  response res{std::piecewise_construct, std::make_tuple(std::move(body)), std::make_tuple(mem)};
+  res.result(status);
+  res.version(version);
+  res.set(http::field::server, "batond");
+  res.set(http::field::content_type, content_type);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+response make_response(std::pmr::memory_resource* mem, http::status status, unsigned version, bool keep_alive,
+                       std::string_view body, std::string_view content_type) {
+  return make_response(mem, status, version, keep_alive, text(body, mem), content_type);
+}
+response make_response(std::pmr::memory_resource* mem, http::status status, unsigned version, bool keep_alive,
+                       const char* body, std::string_view content_type) {
+  return make_response(mem, status, version, keep_alive, std::string_view(body), content_type);
+}
+
+text lease_body(std::pmr::memory_resource* mem, std::string_view key, std::string_view owner,
+                std::uint64_t token, std::string_view ttl_name, std::int64_t ttl, std::string_view client,
+                std::optional<std::string_view> value) {
+  text out(mem);
+  out.reserve(80 + key.size() + owner.size() + client.size() + (value ? value->size() : 0));
+  out += '{';
+  append_member(out, "key", key);
+  append_member(out, "owner", owner);
+  if (!client.empty()) append_member(out, "client", client);
+  append_member(out, "token", token);
+  append_member(out, ttl_name, ttl);
+  // Answers that describe a holder always carry its value, "" included: a client can tell a server that
+  // keeps values from one that predates them (docs/protocol.md).
+  if (value) append_member(out, "value", *value);
+  out += '}';
+  return out;
+}
+
+void append_lost(text& out, lost_reason reason) {
+  append_member(out, "error", "lost");
+  append_member(out, "reason", to_string(reason));
+  switch (reason) {
+    case lost_reason::not_held:
+      append_member(out, "message", "the lock is not held (it is free, or its lease expired)");
+      break;
+    case lost_reason::owner_mismatch:
+      append_member(out, "message", "the lock is held by another owner");
+      break;
+    case lost_reason::token_mismatch:
+      // Another token than the holder's, older or never issued: only the holder's own token renews.
+      append_member(out, "message", "the lock is held by this owner with another token");
+      break;
+  }
+}
+
+text error_text(std::pmr::memory_resource* mem, std::string_view code, std::string_view message) {
+  text out(mem);
+  out.reserve(24 + code.size() + message.size());
+  out += '{';
+  append_member(out, "error", code);
+  append_member(out, "message", message);
+  out += '}';
+  return out;
+}
+
+text renew_batch_body(std::pmr::memory_resource* mem, const renew_batch_request& batch,
+                      const std::vector<renew_result>& results) {
+  text out(mem);
+  out.reserve(16 + results.size() * 96);
+  out += R"({"results":[)";
+  text entry(mem);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& e = batch.leases[i];
+    entry.assign("{");
+    append_member(entry, "key", e.key);
+    if (std::holds_alternative<renew_ok>(results[i])) {
+      append_member(entry, "owner", e.owner);
+      append_member(entry, "token", e.token);
+      append_member(entry, "ttl_ms", e.ttl.count());
+    } else {
+      append_lost(entry, std::get<renew_refused>(results[i]).reason);
+    }
+    entry += '}';
+    if (i != 0) out += ',';
+    out += entry;
+  }
+  out += "]}";
+  return out;
+}
+
+// Only a lone `chunked` transfer coding, and no Content-Length beside it. Anything else is where a front
+
+response error_answer(const answer_context& c, const api_error& e) {
+  return make_response(c.mem, static_cast<http::status>(e.status), c.version, c.keep_alive,
+                       error_text(c.mem, e.code, e.message));
+}
+
+response acquire_answer(const answer_context& c, const std::string& key, const acquire_request& r,
+                        const acquire_result& result) {
+  if (auto* g = std::get_if<acquire_granted>(&result)) {
+    // The fields are strings: built only when the line is written.
+    if (log::enabled(log::level::debug))
+      log::debug("acquire", {{"key", key}, {"owner", r.owner}, {"token", g->token}});
+    return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
+                         lease_body(c.mem, key, r.owner, g->token, "ttl_ms", r.ttl.count()));
+  }
+  const auto& h = std::get<acquire_refused>(result).holder;
+  text o(c.mem);
+  o += '{';
+  append_member(o, "error", "held");
+  append_member(o, "message", "the lock is held by another owner");
+  append_member(o, "owner", h.owner);
+  if (!h.client.empty()) append_member(o, "client", h.client);
+  append_member(o, "token", h.token);
+  append_member(o, "ttl_remaining_ms", h.remaining.count());
+  append_member(o, "value", h.value);
+  o += '}';
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+}
+
+response renew_answer(const answer_context& c, const std::string& key, const renew_request& r,
+                      const renew_result& result) {
+  if (std::holds_alternative<renew_ok>(result))
+    return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
+                         lease_body(c.mem, key, r.owner, r.token, "ttl_ms", r.ttl.count()));
+  text o(c.mem);
+  o += '{';
+  append_lost(o, std::get<renew_refused>(result).reason);
+  o += '}';
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+}
+
+// 200 {"key","owner","token","value"}: the lease as it now is (its TTL is unchanged, so none is named); a
+// refusal is a renew's 409 `lost`, with the same reasons in the same order.
+response proclaim_answer(const answer_context& c, const std::string& key, const proclaim_request& r,
+                         const proclaim_result& result) {
+  if (std::holds_alternative<proclaim_ok>(result)) {
+    text o(c.mem);
+    o.reserve(64 + key.size() + r.owner.size() + r.value.size());
+    o += '{';
+    append_member(o, "key", key);
+    append_member(o, "owner", r.owner);
+    append_member(o, "token", r.token);
+    append_member(o, "value", r.value);
+    o += '}';
+    return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(o));
+  }
+  text o(c.mem);
+  o += '{';
+  append_lost(o, std::get<renew_refused>(result).reason);
+  o += '}';
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+}
+
+response release_answer(const answer_context& c, const release_result& result) {
+  if (result.outcome == release_outcome::not_owner)
+    return error_answer(c, {409, "not_owner", "the lock is held by another owner or token; nothing changed"});
+  return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
+                       result.outcome == release_outcome::released
+                           ? R"({"released":true,"outcome":"released"})"
+                           : R"({"released":true,"outcome":"already_free"})");
+}
+
+response get_answer(const answer_context& c, const std::string& key, const std::optional<lease_view>& view) {
+  if (!view) return error_answer(c, {404, "not_held", "the lock is not held"});
+  return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
+                       lease_body(c.mem, key, view->owner, view->token, "ttl_remaining_ms",
+                                  view->remaining.count(), view->client, view->value));
+}
+
+}  // namespace baton::server

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "framing.hpp"
+
+#include <boost/beast/core/string.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace baton::server {
+namespace beast = boost::beast;
+
+std::optional<api_error> check_framing(const request& req) {
+  auto codings = req.equal_range(http::field::transfer_encoding);
+  if (codings.first == codings.second) return std::nullopt;
+  if (std::next(codings.first) != codings.second)
+    return api_error{400, "bad_request", "more than one Transfer-Encoding header"};
+  std::string_view te = codings.first->value();
+  while (!te.empty() && (te.front() == ' ' || te.front() == '\t'))
+    te.remove_prefix(1);
+  while (!te.empty() && (te.back() == ' ' || te.back() == '\t'))
+    te.remove_suffix(1);
+  if (!beast::iequals(te, "chunked"))
+    return api_error{
+        400, "bad_request",
+        "Transfer-Encoding must be \"chunked\" alone, got \"" + std::string(codings.first->value()) + "\""};
+  if (req.count(http::field::content_length) != 0)
+    return api_error{400, "bad_request", "Content-Length together with Transfer-Encoding"};
+  return std::nullopt;
+}
+
+}  // namespace baton::server
