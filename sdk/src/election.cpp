@@ -57,7 +57,9 @@ asio::awaitable<std::optional<leader_info>> observe_on_executor(std::shared_ptr<
   auto& b = cs->backend;
   const auto& config = cs->config;
   for (;;) {
-    const wait_for_change wait{known ? known->token : 0, observe_wait};
+    // Woken by a change of leader, or of the leader's value (a proclaim), where the backend can tell.
+    const wait_for_change wait{known ? known->token : 0, observe_wait,
+                               known ? std::optional<std::string>(known->value) : std::nullopt};
     // No answer, or a server at a limit (too_many_waiters): wait a backoff, then ask again, for as long as
     // it takes.
     auto r = co_await detail::with_retries(
@@ -121,6 +123,36 @@ asio::awaitable<void> resign_impl(std::shared_ptr<state> s) {
     if (s->held.expired()) s->held = core;
     throw;
   }
+}
+
+asio::awaitable<void> proclaim_impl(std::shared_ptr<state> s, std::string value) {
+  auto cs = live(s);
+  std::shared_ptr<detail::lease_core> core;
+  {
+    std::lock_guard lk(s->mu);
+    core = s->held.lock();
+  }
+  if (!core || !active(*core))
+    throw exception(error::invalid_config, "this election does not lead \"" + s->key + "\": campaign first");
+  lease_options check;
+  check.value = value;
+  check.validate();  // the protocol's limits on a value, before anything is sent
+  auto r = co_await detail::with_retries(
+      cs, cs->config.retry.max_attempts,
+      [&] {
+        return cs->backend->proclaim(s->key, core->owner, core->token, value, cs->config.request_timeout);
+      },
+      detail::no_retry_hook);
+  if (!r.ec) {
+    std::lock_guard lk(core->reason_mu);
+    core->value = std::move(value);
+    co_return;
+  }
+  if (r.ec == asio::error::operation_aborted) throw_cancelled();
+  if (r.ec == error::lease_lost)
+    throw exception(error::lease_lost, "proclaim refused: the server no longer holds this leader's lease (" +
+                                           r.lost_reason + ")");
+  throw exception(r.ec, r.diagnostic);
 }
 
 asio::awaitable<std::optional<leader_info>> leader_impl(std::shared_ptr<state> s) {
@@ -216,6 +248,12 @@ void election::start_resign(std::shared_ptr<detail::election_state> s, std::stri
                             asio::any_completion_handler<void(boost::system::error_code)> h) {
   auto op = resign_impl(s);
   run(s, std::move(op), diag, std::move(h), /*cancellable=*/false);
+}
+
+void election::start_proclaim(std::shared_ptr<detail::election_state> s, std::string value, std::string* diag,
+                              asio::any_completion_handler<void(boost::system::error_code)> h) {
+  auto op = proclaim_impl(s, std::move(value));
+  run(s, std::move(op), diag, std::move(h));
 }
 
 void election::start_leader(

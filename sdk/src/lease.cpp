@@ -270,8 +270,8 @@ lease_core::lease_core(std::shared_ptr<client_shared> c, std::string k, std::str
       owner(std::move(o)),
       token(t),
       options(opts),
-      value(opts.value.str()),
-      fsm(lease_fsm::timing::from(options, client->config.retry), sent, client->rng()) {
+      fsm(lease_fsm::timing::from(options, client->config.retry), sent, client->rng()),
+      value(opts.value.str()) {
   deadline_ticks.store(fsm.deadline().time_since_epoch().count());
 }
 
@@ -504,8 +504,10 @@ const std::string& lease::key() const {
 const std::string& lease::owner() const {
   return core().owner;
 }
-const std::string& lease::value() const {
-  return core().value;
+std::string lease::value() const {
+  const auto& c = core();
+  std::lock_guard lk(c.reason_mu);
+  return c.value;
 }
 std::uint64_t lease::token() const {
   return core().token;

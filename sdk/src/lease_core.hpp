@@ -133,7 +133,6 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::string owner;
   std::uint64_t token;
   lease_options options;
-  std::string value;  // options.value, as lease::value() returns it
 
   // Executor only.
   lease_fsm fsm;
@@ -150,6 +149,7 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   wakeup_list on_guard_end;     // executor only: woken when `guarded` drops to 0
   mutable std::mutex reason_mu;
   std::string reason;
+  std::string value;  // guarded by reason_mu: options.value, then what election::async_proclaim published
 
   /// The state as lease::state() reports it: the published one, lost once the deadline passed (the renewal
   /// task may not have run yet at the deadline). Any thread.

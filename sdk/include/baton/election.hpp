@@ -134,6 +134,24 @@ class election {
         token, state_);
   }
 
+  /// Publishes `value` in place of the one the leadership lease carries, keeping the lease and its fencing
+  /// token (etcd's Election.Proclaim): `void(error_code)`. Followers' streams report it as a change; the
+  /// lease's value() returns it. Conditional on the lease's owner and token, like a renew:
+  /// error::lease_lost when the server no longer holds it for this leader (nothing changed there).
+  /// error::invalid_config when this election does not lead (no campaign, resigned, or its lease no longer
+  /// active), for a value the protocol refuses, and when the server does not support proclaim
+  /// (docs/protocol.md, "proclaim"; nothing is sent then). Transport errors are retried (a proclaim is
+  /// idempotent) up to retry_policy.max_attempts. Cancellable; a request already sent may still take effect.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code)) Token = default_token_t>
+  auto async_proclaim(std::string value, Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [](auto handler, std::shared_ptr<detail::election_state> s, std::string v) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_proclaim(std::move(s), std::move(v), diag, std::move(handler));
+        },
+        token, state_, std::move(value));
+  }
+
   /// The current leader, or empty when nobody leads: `void(error_code, std::optional<leader_info>)`.
   /// Retries transient errors like client::async_get.
   template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, std::optional<leader_info>))
@@ -156,6 +174,8 @@ class election {
                              boost::asio::any_completion_handler<void(boost::system::error_code, lease)> h);
   static void start_resign(std::shared_ptr<detail::election_state> s, std::string* diag,
                            boost::asio::any_completion_handler<void(boost::system::error_code)> h);
+  static void start_proclaim(std::shared_ptr<detail::election_state> s, std::string value, std::string* diag,
+                             boost::asio::any_completion_handler<void(boost::system::error_code)> h);
   static void start_leader(
       std::shared_ptr<detail::election_state> s, std::string* diag,
       boost::asio::any_completion_handler<void(boost::system::error_code, std::optional<leader_info>)> h);

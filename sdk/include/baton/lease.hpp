@@ -83,8 +83,9 @@ class lease {
   const std::string& key() const;
   /// The owner string of this acquisition: `<identity>#<random>`, or lease_options::owner.
   const std::string& owner() const;
-  /// The value published with the lease (lease_options::value); empty when none.
-  const std::string& value() const;
+  /// The value published with the lease: lease_options::value, or the last one election::async_proclaim
+  /// published with it; empty when none. A copy: a proclaim may change it from another thread.
+  std::string value() const;
   /// The fencing token. Pass it with every write to the protected resource.
   std::uint64_t token() const;
   /// active until the local deadline passes (checked against the clock here, so state() and active() never

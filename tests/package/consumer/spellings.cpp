@@ -111,6 +111,8 @@ asio::awaitable<void> every_spelling(baton::client& c) {
     co_await e.async_resign();
     baton::lease m = co_await e.async_campaign(long_value, {.ttl = 5s});
     check(m.value() == long_value, "campaign(long value, {.ttl})");
+    co_await e.async_proclaim(std::string(800, 'p'));
+    check(m.value() == std::string(800, 'p') && m.active(), "async_proclaim(long value)");
     baton::leader_stream leaders = e.observe();
     auto now = co_await leaders.async_next();
     check(now && now->token == m.token(), "observe().async_next()");

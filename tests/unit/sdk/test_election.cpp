@@ -223,3 +223,56 @@ BOOST_FIXTURE_TEST_CASE(campaigning_again_while_leading_is_refused_and_after_res
     co_await ea.async_resign();
   }());
 }
+
+// election::async_proclaim: the leader publishes a new value under the same lease and token (etcd's
+// Election.Proclaim); a follower's stream reports it as a change, woken by the long-poll, not by its wait
+// running out; only a leader whose lease the server still holds may proclaim.
+BOOST_FIXTURE_TEST_CASE(a_leader_proclaims_a_new_value_under_the_same_token, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    try {
+      co_await ea.async_proclaim("10.0.0.9:80");
+      BOOST_FAIL("proclaimed without leading");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::invalid_config));
+    }
+    lease la = co_await ea.async_campaign("10.0.0.1:80", lease_opts(30'000ms));
+    leader_stream leaders = eb.observe();
+    BOOST_TEST((co_await leaders.async_next())->value == "10.0.0.1:80");
+    auto seen = start_background(ioc, leaders.async_next());
+    co_await sleep_for(50ms);
+    BOOST_TEST(!seen->done);
+    const auto gets = server->calls().get;
+
+    co_await ea.async_proclaim("10.0.0.2:80");
+    BOOST_TEST(la.value() == "10.0.0.2:80");
+    BOOST_TEST(la.active());
+    BOOST_TEST(server->holder("leader")->token == la.token());
+    BOOST_TEST(server->holder("leader")->value == "10.0.0.2:80");
+    while (!seen->done)
+      co_await sleep_for(10ms);
+    BOOST_REQUIRE(seen->value->has_value());
+    BOOST_TEST((*seen->value)->token == la.token());  // the same leader, with its new value
+    BOOST_TEST((*seen->value)->value == "10.0.0.2:80");
+    BOOST_TEST(server->calls().get - gets <= 1);  // the waiting long-poll answered it: no polling
+
+    // A value the protocol refuses: nothing is sent.
+    try {
+      co_await ea.async_proclaim(std::string(2000, 'v'));
+      BOOST_FAIL("a 2000-byte value was proclaimed");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::invalid_config));
+    }
+    BOOST_TEST(server->holder("leader")->value == "10.0.0.2:80");
+
+    // The server ended the lease (its TTL passed there): the proclaim is refused, and changes nothing.
+    server->expire("leader");
+    try {
+      co_await ea.async_proclaim("10.0.0.3:80");
+      BOOST_FAIL("a lease the server no longer holds proclaimed");
+    } catch (const exception& e) {
+      BOOST_TEST((e.code() == error::lease_lost), e.what());
+    }
+    BOOST_TEST(!server->holder("leader").has_value());
+    co_await ea.async_resign();
+  }());
+}
