@@ -5,7 +5,7 @@
 //
 // Why not std::string: GCC 12, the compiler Debian 12 ships, copies a class-type temporary made by aggregate
 // initialisation inside a co_await expression byte for byte and then destroys both copies
-// (`co_await c.acquire(k, {.ttl = 5s})`, a default argument `= {}`). A std::string member is then freed twice
+// (`co_await c.async_acquire(k, {.ttl = 5s})`, a default argument `= {}`). A std::string member is then freed twice
 // or freed at an address inside the coroutine frame. A bounded_string is trivially copyable and trivially
 // destructible, so that copy is a correct copy and the second destruction does nothing: a lease_options
 // built in place in any spelling is safe (docs/design.md, "Arguments that GCC 12's coroutines cannot hurt").

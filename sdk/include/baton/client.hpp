@@ -5,9 +5,9 @@
 //   boost::asio::io_context ioc;
 //   baton::client c(ioc.get_executor(), {.server_url = "http://127.0.0.1:7070"});
 //   co_spawn(ioc, [&]() -> awaitable<void> {
-//     baton::lease l = co_await c.acquire("jobs/nightly", {.ttl = 10s});
+//     baton::lease l = co_await c.async_acquire("jobs/nightly", {.ttl = 10s});
 //     co_await baton::with_lease(l, run_job(l.token()));
-//     co_await l.release();
+//     co_await l.async_release();
 //   }, detached);
 
 #include "baton/backend.hpp"
@@ -83,7 +83,7 @@ struct client_stats {
 /// Lifetime: movable, not copyable; a moved-from client throws baton::exception(error::empty_handle) (a
 /// deferred operation made before the move still runs: it holds the client's state, not the object). Leases
 /// keep what they need alive, so they may outlive the client object (they stop renewing only when released,
-/// lost, destroyed or shut down). Destroying the client does not release its leases; shutdown() does.
+/// lost, destroyed or shut down). Destroying the client does not release its leases; async_shutdown() does.
 ///
 /// Cancellation: every awaitable operation throws baton::exception with boost::asio::error::operation_aborted
 /// when cancelled (terminal, partial and total cancellation are all honoured, as terminal); the
@@ -122,7 +122,7 @@ class client {
   /// 503 storage_unavailable, which may both follow a grant, is recognised by the server and supersedes it)
   /// up to retry_policy.max_attempts, then reported. Such an error means "outcome unknown", not "not
   /// acquired": what the last try may have been granted is released in the background. error::invalid_config
-  /// for bad options, error::shut_down after shutdown(). Cancellable; see the class comment.
+  /// for bad options, error::shut_down after async_shutdown(). Cancellable; see the class comment.
   template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, acquire_result))
                 Token = default_token_t>
   auto async_try_acquire(std::string key, lease_options options, Token&& token = {}) {
@@ -320,7 +320,7 @@ class client {
     }
     // async_release() starts the release when called; awaiting it may throw at once if this coroutine was
     // cancelled, and its outcome is not reported either way. A lease that is no longer active (lost, or
-    // released by shutdown()) is not waited for: the loss is reported now, and what release there is goes on
+    // released by async_shutdown()) is not waited for: the loss is reported now, and what release there is goes on
     // in the background (a lost lease's conditional release only frees the key sooner).
     const bool lost = l.state() == lease_state::lost;
     auto released = l.async_release(boost::asio::as_tuple(boost::asio::use_awaitable));

@@ -37,18 +37,10 @@ struct leader_info {
   std::string owner;
   /// The leader's fencing token: a new leader (or the same process elected again) has a larger one.
   std::uint64_t token = 0;
-  /// What the leader published with campaign() (empty if nothing).
+  /// What the leader published with async_campaign() or async_proclaim() (empty if nothing).
   std::string value{};
 };
 
-/// A follower's view of an election (election::follow()). The first next() returns the leader as it is then
-/// (empty when nobody leads); each later next() returns the first leader that differs from the one it
-/// returned last (another token, or empty), waiting on the server's long-poll for as long as it takes. The
-/// stream remembers what it returned, so a loop over next() never misses the current leader: a change made
-/// while the caller was busy between two calls is returned at once by the next one. Leaders that came and
-/// went between two calls are reported as the latest of them (the server reports its holder now, not a
-/// history). Errors, retries and cancellation as election::observe(). Copies share their position; the
-/// election's client must outlive the stream's operations.
 /// The leaders of one election, as they change (election::observe()). The first async_next() completes at
 /// once with the current leader; each later one completes at the next change after the leader the previous
 /// call returned: another leader (a different token), nobody (empty), or the same leader with another value.
@@ -56,7 +48,8 @@ struct leader_info {
 /// waiting is reported by the next call. Changes that come and go between two reads are folded into the
 /// newest (a reader that is slow sees the current leader, not each one between): what a router needs.
 /// Waits on the server's long-poll (an etcd watch), never by polling; transient errors are retried with the
-/// client's backoff, for as long as it takes.
+/// client's backoff, for as long as it takes. Copies share their position. The stream keeps the client's
+/// state alive, not the client object.
 class leader_stream {
  public:
   /// `void(error_code, std::optional<leader_info>)`. Cancellable (terminal, partial or total: the wait ends

@@ -6,7 +6,7 @@
 //   boost::asio::io_context ioc;
 //   auto server = std::make_shared<baton::testing::memory_backend>(ioc.get_executor());
 //   baton::client c(ioc.get_executor(), {}, server);
-//   ... co_await c.acquire("jobs/report", opts) ...
+//   ... co_await c.async_acquire("jobs/report", opts) ...
 //   server->expire("jobs/report");      // as if the TTL had passed: the next renew is refused, the lease
 //   lost server->pause(); ... server->resume();   // a server that stops answering, then catches up
 
