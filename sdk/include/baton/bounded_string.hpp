@@ -5,10 +5,11 @@
 //
 // Why not std::string: GCC 12, the compiler Debian 12 ships, copies a class-type temporary made by aggregate
 // initialisation inside a co_await expression byte for byte and then destroys both copies
-// (`co_await c.async_acquire(k, {.ttl = 5s})`, a default argument `= {}`). A std::string member is then freed twice
-// or freed at an address inside the coroutine frame. A bounded_string is trivially copyable and trivially
-// destructible, so that copy is a correct copy and the second destruction does nothing: a lease_options
-// built in place in any spelling is safe (docs/design.md, "Arguments that GCC 12's coroutines cannot hurt").
+// (`co_await c.async_acquire(k, {.ttl = 5s})`, a default argument `= {}`). A std::string member is then freed
+// twice or freed at an address inside the coroutine frame. A bounded_string is trivially copyable and
+// trivially destructible, so that copy is a correct copy and the second destruction does nothing: a
+// lease_options built in place in any spelling is safe (docs/design.md, "Arguments that GCC 12's coroutines
+// cannot hurt").
 
 #include <array>
 #include <cstddef>
@@ -56,7 +57,8 @@ class bounded_string {
   void assign(std::string_view s) noexcept {
     size_ = s.size();
     const std::size_t n = s.size() < Capacity ? s.size() : Capacity;
-    for (std::size_t i = 0; i < n; ++i) data_[i] = s[i];
+    for (std::size_t i = 0; i < n; ++i)
+      data_[i] = s[i];
   }
 
   std::size_t size_ = 0;

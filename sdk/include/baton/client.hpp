@@ -320,8 +320,8 @@ class client {
     }
     // async_release() starts the release when called; awaiting it may throw at once if this coroutine was
     // cancelled, and its outcome is not reported either way. A lease that is no longer active (lost, or
-    // released by async_shutdown()) is not waited for: the loss is reported now, and what release there is goes on
-    // in the background (a lost lease's conditional release only frees the key sooner).
+    // released by async_shutdown()) is not waited for: the loss is reported now, and what release there is
+    // goes on in the background (a lost lease's conditional release only frees the key sooner).
     const bool lost = l.state() == lease_state::lost;
     auto released = l.async_release(boost::asio::as_tuple(boost::asio::use_awaitable));
     if (!lost) {

@@ -33,7 +33,8 @@ using release_ticket = std::shared_ptr<std::shared_ptr<release_op>>;
 boost::asio::awaitable<void> until_lost(const lease& l);
 /// Completes when `l` is no longer active: lost, or released (by anyone); with_lease's watch.
 boost::asio::awaitable<void> until_inactive(const lease& l);
-/// While alive, `l` has guarded work running: client::async_shutdown() lets it end before it releases the lease.
+/// While alive, `l` has guarded work running: client::async_shutdown() lets it end before it releases the
+/// lease.
 class guarded_work {
  public:
   explicit guarded_work(const lease& l);
@@ -194,9 +195,9 @@ boost::asio::awaitable<captured<T>> capture(boost::asio::awaitable<T> work) {
 }
 
 /// Runs `work` while `l` is active. The moment the lease stops being active — lost, or released by anyone
-/// (lease::async_release(), client::async_shutdown(), the handle's destruction) — `work` receives terminal cancellation
-/// (the awaited operation inside it completes with operation_aborted), and with_lease waits for it to finish.
-/// Then:
+/// (lease::async_release(), client::async_shutdown(), the handle's destruction) — `work` receives terminal
+/// cancellation (the awaited operation inside it completes with operation_aborted), and with_lease waits for
+/// it to finish. Then:
 ///  - the lease was lost, at any moment while `work` ran, even if `work` returned normally (it may have seen
 ///    `!l.active()` and returned before the loss was announced): throws baton::exception(error::lease_lost);
 ///  - the lease was released while `work` ran and `work` ended by the cancellation: throws
@@ -204,8 +205,8 @@ boost::asio::awaitable<captured<T>> capture(boost::asio::awaitable<T> work) {
 ///    ended, so `co_await l.async_release()` as `work`'s last step returns normally;
 ///  - otherwise returns what `work` returned, or rethrows what it threw.
 /// client::async_shutdown() waits for guarded work to finish before it sends the release (up to its timeout);
-/// lease::async_release() cancels the work at once but does not wait for it (it may be the work's own last step).
-/// Throws error::released or error::lease_lost at once if `l` is not active when called, and
+/// lease::async_release() cancels the work at once but does not wait for it (it may be the work's own last
+/// step). Throws error::released or error::lease_lost at once if `l` is not active when called, and
 /// error::empty_handle for an empty handle. May run on any executor.
 template <class T>
 boost::asio::awaitable<T> with_lease(lease& l, boost::asio::awaitable<T> work) {
