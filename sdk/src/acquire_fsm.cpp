@@ -3,6 +3,8 @@
 
 #include "baton/error.hpp"
 
+#include <boost/asio/error.hpp>
+
 #include <algorithm>
 
 namespace baton::detail {
@@ -53,6 +55,27 @@ acquire_fsm::action acquire_fsm::on_acquire(const acquire_reply& r, clock::time_
     return a;
   }
   return back_off(r.ec, r.diagnostic, now, /*unsure=*/true);
+}
+
+acquire_fsm::action acquire_fsm::on_cancelled_in_flight() const {
+  action a;
+  a.what = action::kind::fail;
+  a.ec = make_error_code(boost::asio::error::operation_aborted);
+  a.abandon = true;
+  return a;
+}
+
+acquire_fsm::action acquire_fsm::on_grant(bool shutting_down) const {
+  action a;
+  if (!shutting_down) {
+    a.what = action::kind::granted;
+    return a;
+  }
+  a.what = action::kind::fail;
+  a.ec = make_error_code(error::shut_down);
+  a.message = "the client is shut down: no new leases";
+  a.abandon = true;
+  return a;
 }
 
 acquire_fsm::action acquire_fsm::on_poll(const get_reply& g, clock::time_point now) {

@@ -132,8 +132,8 @@ struct pending_acquire {
   detail::wakeup_list on_done;
 };
 
-asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::string owner, lease_options o,
-                                        std::optional<lease>& out) {
+asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fsm& fsm, std::string key,
+                                        std::string owner, lease_options o, std::optional<lease>& out) {
   auto& cs = *s;
   refuse_if_shut_down(cs);
   if (BATON_CANCELLED()) throw_cancelled();
@@ -154,17 +154,19 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, std::string key, std::st
     detail::wakeup_list::registration reg(p->on_done, &t);
     co_await t.async_wait(use_tuple);
     if (!p->done && BATON_CANCELLED()) {
-      p->abandoned = true;
-      throw_cancelled();
+      const auto a = fsm.on_cancelled_in_flight();
+      p->abandoned = a.abandon;  // the request's own coroutine hands back what it gets
+      throw exception(a.ec, a.message);
     }
   }
   auto r = p->reply;
-  if (!r.ec && cs.shutting_down) {
-    // Granted while the client shuts down: handed back at once, and shutdown() waits for that.
-    asio::co_spawn(cs.ex, abandon(s, key, owner, r), asio::detached);
-    refuse_if_shut_down(cs);
-  }
   if (!r.ec) {
+    // Granted while the client shuts down: handed back at once, and async_shutdown() waits for that.
+    const auto a = fsm.on_grant(cs.shutting_down);
+    if (a.what == detail::acquire_fsm::action::kind::fail) {
+      if (a.abandon) asio::co_spawn(cs.ex, abandon(s, key, owner, r), asio::detached);
+      throw exception(a.ec, a.message);
+    }
     auto core = std::make_shared<lease_core>(s, key, owner, r.token, o, sent);
     core->start();
     cs.track(core);
@@ -190,7 +192,8 @@ void count_retry(client_shared& s, const std::string& key, const boost::system::
 
 // Carries out the acquire state machine's actions (baton/detail/acquire_fsm.hpp) for one acquisition:
 // async_try_acquire (mode try_once) or async_acquire and a campaign (mode wait). Cancellation and shutdown
-// end it from outside: try_once hands back a grant that arrives after the caller left.
+// end it from outside; try_once asks the state machine what becomes of a request on its way then, and of a
+// grant that arrives as the client shuts down.
 asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key, lease_options options,
                                                 detail::acquire_fsm::mode mode,
                                                 std::optional<milliseconds> wait_timeout) {
@@ -209,7 +212,7 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
     switch (a.what) {
       case kind::send_acquire: {
         std::optional<lease> got;
-        last = co_await try_once(s, key, owner, options, got);
+        last = co_await try_once(s, fsm, key, owner, options, got);
         if (got) co_return acquire_result{std::move(got), {}};
         if (last.ec == asio::error::operation_aborted) throw_cancelled();
         a = fsm.on_acquire(last, cs.now());

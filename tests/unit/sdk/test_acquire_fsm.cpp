@@ -7,6 +7,8 @@
 #include "baton/detail/acquire_fsm.hpp"
 #include "baton/error.hpp"
 
+#include <boost/asio/error.hpp>
+
 using namespace baton;
 using namespace baton::detail;
 using namespace std::chrono_literals;
@@ -160,4 +162,24 @@ BOOST_AUTO_TEST_CASE(a_failed_long_poll_backs_off_keeps_its_backoff_and_hands_ba
   a = g.on_poll(poll_failed(error::unauthorized), t0);
   BOOST_TEST((a.what == kind::fail));
   BOOST_TEST((a.ec == error::unauthorized));
+}
+
+BOOST_AUTO_TEST_CASE(a_caller_cancelled_while_its_request_is_on_its_way_hands_back_what_it_gets) {
+  for (auto m : {mode::try_once, mode::wait}) {
+    acquire_fsm f(m, "k", std::nullopt, policy(), 1);
+    auto a = f.on_cancelled_in_flight();
+    BOOST_TEST((a.what == kind::fail));
+    BOOST_TEST((a.ec == boost::asio::error::operation_aborted));
+    BOOST_TEST(a.abandon);  // the answer may be a grant nobody would speak for
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_that_arrives_as_the_client_shuts_down_is_handed_back) {
+  acquire_fsm f(mode::wait, "k", std::nullopt, policy(), 1);
+  BOOST_TEST((f.on_grant(false).what == kind::granted));
+  auto a = f.on_grant(true);
+  BOOST_TEST((a.what == kind::fail));
+  BOOST_TEST((a.ec == error::shut_down));
+  BOOST_TEST(a.abandon);
+  BOOST_TEST(a.message.find("shut down") != std::string::npos);
 }

@@ -4,8 +4,8 @@
 // after each answer — grant, report the holder, long-poll, back off and try again, or give up — and when the
 // last try's grant must be handed back. Pure, like lease_fsm: no I/O, every call takes `now`, a seeded random
 // source for the backoff. client.cpp carries out its actions; the unit tests drive it by hand. Cancellation
-// and shutdown are the driver's (they end the acquisition from outside, and the driver hands back a grant
-// that arrives after the caller left).
+// and shutdown end an acquisition from outside; what then happens to a request on its way, or to a grant
+// that arrives as the client shuts down, is decided here too (on_cancelled_in_flight, on_grant).
 
 #include "baton/backend.hpp"
 #include "baton/config.hpp"
@@ -60,6 +60,12 @@ class acquire_fsm {
   action on_poll(const get_reply& g, clock::time_point now);
   /// After pause.
   action on_pause_done() const { return {}; }
+  /// The caller was cancelled while an acquire request was on its way: the acquisition ends with
+  /// operation_aborted, and what that request is granted is handed back when its answer comes (abandon).
+  action on_cancelled_in_flight() const;
+  /// An acquire was granted: `granted`; or, when the client has begun to shut down meanwhile, the grant is
+  /// handed back at once (abandon) and the acquisition ends with error::shut_down.
+  action on_grant(bool shutting_down) const;
 
   /// Failed tries and polls in a row so far (the backoff's attempt number).
   int failures() const { return failures_; }
