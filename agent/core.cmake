@@ -7,6 +7,7 @@ add_library(baton_agent_core STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/job_history.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/lock_server_health.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/agent.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/agent_metrics.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/sidecar.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/run_now_client.cpp)
 target_include_directories(baton_agent_core PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src)

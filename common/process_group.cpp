@@ -60,12 +60,17 @@ struct guard_extension {
   std::int64_t kill_at_ns = 0;
 };
 // What a guard with limits answers once it is ready: its timer is armed, or it could not be (and why). Later,
-// `guard_failed` again for each new deadline its timer could not be armed for (group_guard::timer_failure()).
+// `guard_failed` again for each new deadline its timer could not be armed for (group_guard::timer_failure()),
+// `guard_terminated` when it sends SIGTERM to the group at the lease's deadline, and `guard_exited` when it
+// sees the command exit (group_guard::reports()), each with the instant on CLOCK_BOOTTIME.
 constexpr char guard_ready = 'r';
 constexpr char guard_failed = 'f';
+constexpr char guard_terminated = 't';
+constexpr char guard_exited = 'e';
 struct guard_answer {
   char kind = guard_ready;
   int err = 0;
+  std::int64_t at_ns = 0;
 };
 
 // Writes all of [data, data + size) to a socket, without SIGPIPE; false on failure (errno says why).
@@ -223,10 +228,26 @@ bool arm_timer(int timer, std::chrono::nanoseconds wake) {
     ::clock_gettime(CLOCK_BOOTTIME, &ts);
     return std::chrono::nanoseconds(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
   };
+  // Tells the holder a step and when it happened; never blocks (a full socket loses a report, and the holder
+  // then knows less, never something false).
+  auto report = [](char kind, std::chrono::nanoseconds at) {
+    guard_answer a{kind, 0, at.count()};
+    [[maybe_unused]] auto n = ::send(STDIN_FILENO, &a, sizeof a, MSG_NOSIGNAL | MSG_DONTWAIT);
+  };
   auto carry_out = [&](stop_schedule::actions act) {
-    if (act.term) ::kill(-group, SIGTERM);
+    if (act.term) {
+      ::kill(-group, SIGTERM);
+      report(guard_terminated, boot_now());
+    }
     if (act.kill) kill_group();
   };
+  // The command's exit as it happens: the holder may be stopped (SIGSTOP) and reap it much later, and a
+  // run's duration and whether it ended before its lease did are the guard's to tell then. A kernel without
+  // pidfd_open (before 5.3), or a command that is already gone, leaves it to the holder's own clock.
+  int exit_fd = -1;
+#ifdef SYS_pidfd_open
+  exit_fd = static_cast<int>(::syscall(SYS_pidfd_open, group, 0));
+#endif
   // Tells the holder (group_guard::timer_failure()); never blocks: one report is enough, a full socket loses
   // nothing it needs.
   auto report_timer_failure = [](int err) {
@@ -247,12 +268,17 @@ bool arm_timer(int timer, std::chrono::nanoseconds wake) {
       report_timer_failure(errno);
       carry_out(schedule.poll(wake));
     }
-    struct pollfd watch[2] = {{STDIN_FILENO, POLLIN, 0}, {timer, POLLIN, 0}};
-    if (::poll(watch, 2, -1) < 0) continue;  // EINTR
+    struct pollfd watch[3] = {{STDIN_FILENO, POLLIN, 0}, {timer, POLLIN, 0}, {exit_fd, POLLIN, 0}};
+    if (::poll(watch, exit_fd >= 0 ? 3 : 2, -1) < 0) continue;  // EINTR
     if (watch[1].revents & POLLIN) {
       std::uint64_t expirations;
       [[maybe_unused]] auto n = ::read(timer, &expirations, sizeof expirations);
       armed = unarmed;
+    }
+    if (exit_fd >= 0 && watch[2].revents != 0) {
+      report(guard_exited, boot_now());
+      ::close(exit_fd);
+      exit_fd = -1;
     }
     if (watch[0].revents == 0) continue;
     guard_extension message;
@@ -484,15 +510,28 @@ group_guard::group_guard(const asio::any_io_executor& ex, std::optional<guard_li
   }
 }
 
-int group_guard::timer_failure() {
-  while (fd_ >= 0 && timer_errno_ == 0) {
+void group_guard::read_reports() {
+  while (fd_ >= 0) {
     guard_answer answer{};
     const ssize_t n = ::recv(fd_, &answer, sizeof answer, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof answer)) break;  // nothing more (EAGAIN), or the guard is gone
-    if (answer.kind == guard_failed) timer_errno_ = answer.err != 0 ? answer.err : EIO;
+    const auto at = std::chrono::nanoseconds(answer.at_ns);
+    if (answer.kind == guard_failed && reports_.timer_errno == 0)
+      reports_.timer_errno = answer.err != 0 ? answer.err : EIO;
+    if (answer.kind == guard_terminated && !reports_.terminated_at) reports_.terminated_at = at;
+    if (answer.kind == guard_exited && !reports_.exited_at) reports_.exited_at = at;
   }
-  return timer_errno_;
+}
+
+int group_guard::timer_failure() {
+  read_reports();
+  return reports_.timer_errno;
+}
+
+group_guard::report group_guard::reports() {
+  read_reports();
+  return reports_;
 }
 
 bool group_guard::extend(std::chrono::nanoseconds term_at, std::chrono::nanoseconds kill_at) {

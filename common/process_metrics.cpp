@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "baton/common/process_metrics.hpp"
 
+#include "baton/common/prometheus_text.hpp"
+
 #include <unistd.h>
 
 #include <charconv>
@@ -54,20 +56,6 @@ std::string read_whole(const char* path) {
   std::ostringstream text;
   if (in) text << in.rdbuf();
   return text.str();
-}
-
-// A label value as the text format writes it: backslash, double quote and newline escaped.
-std::string label_value(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
 }
 
 // The shortest text that reads back as `v` (1796159166.6, not 1796159166.5999999).
@@ -138,7 +126,7 @@ std::string render_build_info(std::string_view version, std::string_view commit)
   return "# HELP baton_build_info The version and commit this program was built from (always 1).\n"
          "# TYPE baton_build_info gauge\n"
          "baton_build_info{version=\"" +
-         label_value(version) + "\",commit=\"" + label_value(commit) + "\"} 1\n";
+         escape_label_value(version) + "\",commit=\"" + escape_label_value(commit) + "\"} 1\n";
 }
 
 std::string_view build_version() {

@@ -2,7 +2,6 @@
 #include "agent.hpp"
 
 #include "baton/common/log.hpp"
-#include "baton/common/process_metrics.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -13,7 +12,6 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
-#include <cstdio>
 #include <set>
 
 namespace baton::agent {
@@ -162,7 +160,14 @@ void agent_runtime::note_skips(const slot_decision& d) {
     if (d.what == slot_decision::kind::skip_overlap) ++s.skipped_overlap;
     if (d.what == slot_decision::kind::skip_suspended) ++s.skipped_suspended;
   }
-  if (d.missed > 0)
+  if (d.what == slot_decision::kind::missed)
+    // Slots that passed while no replica led (the group's state says where the last leader stopped).
+    log::warn("job_skipped", {{"job", name},
+                              {"reason", "missed"},
+                              {"slots", d.missed},
+                              {"through", rfc3339(d.slot)},
+                              {"while", "no_leader"}});
+  else if (d.missed > 0)
     log::info("job_skipped",
               {{"job", name}, {"reason", "missed"}, {"slots", d.missed}, {"before", rfc3339(d.slot)}});
   if (d.what == slot_decision::kind::skip_overlap)
@@ -307,6 +312,24 @@ void agent_runtime::record_run(const job_config& job, const run_result& r) {
   if (r.kill_failed) ++s.kill_failures;
 }
 
+void agent_runtime::record_slot(const job_config& job, const run_result& r) {
+  std::lock_guard lk(metrics_mu_);
+  auto& s = job_stats_[job.name];
+  ++s.slots[std::string(to_string(r.outcome))];
+  if (r.outcome == run_outcome::succeeded) s.consecutive_failures = 0;
+  if (r.outcome == run_outcome::failed || r.outcome == run_outcome::timed_out ||
+      r.outcome == run_outcome::spawn_failed)
+    ++s.consecutive_failures;
+}
+
+void agent_runtime::note_config(bool applied, std::string hash) {
+  std::lock_guard lk(metrics_mu_);
+  config_status_.last_reload_ok = applied;
+  if (!applied) return;
+  config_status_.hash = std::move(hash);
+  config_status_.applied_at = std::chrono::system_clock::now();
+}
+
 void agent_runtime::log_result(const job_config& job, const run_context& ctx, const run_result& r,
                                std::chrono::system_clock::time_point started, bool manual) {
   record_run(job, r);
@@ -317,7 +340,8 @@ void agent_runtime::log_result(const job_config& job, const run_context& ctx, co
                     job.history_limit);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count();
   auto level = r.outcome == run_outcome::succeeded ? log::level::info : log::level::warn;
-  const bool stopped = r.outcome == run_outcome::stopped || r.outcome == run_outcome::replaced;
+  const bool stopped = r.outcome == run_outcome::stopped || r.outcome == run_outcome::replaced ||
+                       r.outcome == run_outcome::lost;
   log::write(level, stopped ? "job_stopped" : "job_finished",
              {{"job", job.name},
               {"run", ctx.run_id},
@@ -337,14 +361,14 @@ asio::awaitable<run_result> agent_runtime::run_guarded(std::shared_ptr<const job
   // The watcher turns a lost lease into a graceful stop of the run, then waits for the run to finish.
   auto watch = [l, control]() -> asio::awaitable<void> {
     co_await l->async_wait_lost();
-    control->stop();
+    control->lose();
     asio::steady_timer forever(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
     co_await forever.async_wait(use_tuple);
   };
   auto r = co_await (run_job(*job, ctx, control) || capture(watch()));
   if (r.index() == 0) co_return std::get<0>(std::move(r));
   run_result stopped;
-  stopped.outcome = run_outcome::stopped;
+  stopped.outcome = run_outcome::lost;
   co_return stopped;
 }
 
@@ -389,6 +413,10 @@ asio::awaitable<run_result> agent_runtime::run_attempts(std::shared_ptr<const jo
     if (r.outcome == run_outcome::stopped && control->replaced()) {
       r.outcome = run_outcome::replaced;
       r.detail = "replaced " + control->replaced_by() + (r.detail.empty() ? "" : "; " + r.detail);
+    }
+    if (r.outcome == run_outcome::stopped && control->lost()) {
+      r.outcome = run_outcome::lost;
+      r.detail = "stopped: the lease was lost" + (r.detail.empty() ? "" : "; " + r.detail);
     }
     log_result(*job, ctx, r, started, manual);
     const bool failed = r.outcome == run_outcome::failed || r.outcome == run_outcome::timed_out ||
@@ -447,6 +475,7 @@ std::string agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds
         auto r = co_await run_attempts(job, ctx, control, nullptr, manual, [this, token = ctx.token] {
           return make_run_id(token, ++runs_under_lease_);
         });
+        record_slot(*job, r);
         runs_.erase(it);
         if (r.outlived) co_await r.outlived();
         job_run_ended(job->name, control);
@@ -516,6 +545,7 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
           auto r = co_await run_attempts(
               shared, ctx, control, &*l, false,
               [token = ctx.token, n = std::uint64_t{1}]() mutable { return make_run_id(token, ++n); });
+          record_slot(job, r);
           // A group that outlived SIGKILL keeps the job's lock, so no replica starts the job beside it; but a
           // shutdown does not wait for it (its guard stays armed).
           if (r.outlived && !control->stop_requested())
@@ -577,14 +607,17 @@ asio::awaitable<void> agent_runtime::run_per_job() {
   co_await stop_all_runs(config_.shutdown_grace);
 }
 
-asio::awaitable<void> agent_runtime::stop_all_runs(std::chrono::milliseconds let_finish) {
+asio::awaitable<void> agent_runtime::stop_all_runs(std::chrono::milliseconds let_finish, bool lease_lost) {
   const auto give_up = clock_type::now() + let_finish;
   while (!runs_.empty() && clock_type::now() < give_up) {
     asio::steady_timer t(ex_, std::chrono::milliseconds(20));
     co_await t.async_wait(use_tuple);
   }
   for (auto& r : runs_)
-    r->stop();
+    if (lease_lost)
+      r->lose();
+    else
+      r->stop();
   // Each run stops its process group itself (TERM, then KILL after its grace); wait until all are gone.
   while (!runs_.empty()) {
     asio::steady_timer t(ex_, std::chrono::milliseconds(20));
@@ -642,10 +675,17 @@ asio::awaitable<void> agent_runtime::lead(lease& l) {
     if (d.what == slot_decision::kind::start || d.what == slot_decision::kind::replace) start(d);
   }
   while (!stopping_ && !resigning_ && !recampaign_) {
+    // A lease past its deadline decides nothing: the slots from here on are the next leader's to run or to
+    // count (a leader woken from a freeze must not count as missed the slots another leader ran).
+    if (!l.active()) co_return;
     for (auto& d : scheduler_.due(wall_now())) {
       note_skips(d);
       if (d.what != slot_decision::kind::start && d.what != slot_decision::kind::replace) continue;
-      if (!l.active()) co_return;  // never start a run without an active lease
+      if (!l.active()) {  // never start a run without an active lease
+        log::warn("job_skipped",
+                  {{"job", jobs_[d.job]->name}, {"slot", rfc3339(d.slot)}, {"reason", "lost"}});
+        continue;
+      }
       start(d);
     }
     // Sleep until the next slot, at most a second at a time so a wall-clock jump is noticed promptly.
@@ -719,7 +759,7 @@ asio::awaitable<void> agent_runtime::run() {
       }
     }
     leader_ = false;
-    co_await stop_all_runs();
+    co_await stop_all_runs({}, lost);
     if (lost || l->state() == lease_state::lost) continue;  // campaign again, for a new token
     try {
       co_await election_->async_resign();
@@ -784,102 +824,6 @@ std::optional<agent_runtime::job_status> agent_runtime::job(const std::string& n
   for (std::size_t i = 0; i < jobs_.size(); ++i)
     if (jobs_[i]->name == name) return status_of(i, now);
   return std::nullopt;
-}
-
-std::string agent_runtime::render_metrics() const {
-  std::string out;
-  char buf[256];
-  auto line = [&](const char* fmt, auto... args) {
-    std::snprintf(buf, sizeof buf, fmt, args...);
-    out += buf;
-  };
-  out += "# HELP baton_agent_leader 1 while this agent leads.\n# TYPE baton_agent_leader gauge\n";
-  line("baton_agent_leader %d\n", leader_.load() ? 1 : 0);
-  out += "# HELP baton_agent_token Fencing token of the current leadership (0 when not leading).\n";
-  out += "# TYPE baton_agent_token gauge\n";
-  line("baton_agent_token %llu\n", static_cast<unsigned long long>(leader_.load() ? token_.load() : 0));
-  out += "# HELP baton_agent_elections_won_total Elections this agent won.\n";
-  out += "# TYPE baton_agent_elections_won_total counter\n";
-  line("baton_agent_elections_won_total %llu\n", static_cast<unsigned long long>(elections_won_.load()));
-  out += "# HELP baton_agent_leases_lost_total Leaderships that ended by losing the lease.\n";
-  out += "# TYPE baton_agent_leases_lost_total counter\n";
-  line("baton_agent_leases_lost_total %llu\n", static_cast<unsigned long long>(leases_lost_.load()));
-  std::lock_guard lk(metrics_mu_);
-  out += "# HELP baton_agent_renew_latency_seconds Round trip of confirmed renews.\n";
-  out += "# TYPE baton_agent_renew_latency_seconds summary\n";
-  line("baton_agent_renew_latency_seconds_sum %.6f\n", renew_seconds_sum_);
-  line("baton_agent_renew_latency_seconds_count %llu\n", static_cast<unsigned long long>(renews_.load()));
-  out +=
-      "# HELP baton_agent_job_runs_total Job runs by job and outcome.\n# TYPE baton_agent_job_runs_total "
-      "counter\n";
-  for (const auto& [job, s] : job_stats_)
-    for (const auto& [outcome, n] : s.outcomes)
-      line("baton_agent_job_runs_total{job=\"%s\",outcome=\"%s\"} %llu\n", job.c_str(), outcome.c_str(),
-           static_cast<unsigned long long>(n));
-  out += "# HELP baton_agent_job_duration_seconds Duration of job runs.\n";
-  out += "# TYPE baton_agent_job_duration_seconds summary\n";
-  for (const auto& [job, s] : job_stats_) {
-    line("baton_agent_job_duration_seconds_sum{job=\"%s\"} %.6f\n", job.c_str(), s.duration_sum);
-    line("baton_agent_job_duration_seconds_count{job=\"%s\"} %llu\n", job.c_str(),
-         static_cast<unsigned long long>(s.duration_count));
-  }
-  out += "# HELP baton_agent_job_slots_skipped_total Slots not run, by job and reason.\n";
-  out += "# TYPE baton_agent_job_slots_skipped_total counter\n";
-  for (const auto& [job, s] : job_stats_) {
-    line("baton_agent_job_slots_skipped_total{job=\"%s\",reason=\"overlap\"} %llu\n", job.c_str(),
-         static_cast<unsigned long long>(s.skipped_overlap));
-    line("baton_agent_job_slots_skipped_total{job=\"%s\",reason=\"missed\"} %llu\n", job.c_str(),
-         static_cast<unsigned long long>(s.missed));
-    line("baton_agent_job_slots_skipped_total{job=\"%s\",reason=\"suspended\"} %llu\n", job.c_str(),
-         static_cast<unsigned long long>(s.skipped_suspended));
-  }
-  out +=
-      "# HELP baton_agent_job_kill_failures_total Runs whose process group could not be signalled or "
-      "outlived "
-      "SIGKILL.\n";
-  out += "# TYPE baton_agent_job_kill_failures_total counter\n";
-  for (const auto& [job, s] : job_stats_)
-    line("baton_agent_job_kill_failures_total{job=\"%s\"} %llu\n", job.c_str(),
-         static_cast<unsigned long long>(s.kill_failures));
-  // Every configured job, on every agent (0: no such run on this agent yet), so that a dashboard takes the
-  // maximum over the agents of a group whichever of them led.
-  const auto seconds = [](const std::optional<job_history::time_point>& t) {
-    return t ? std::chrono::duration<double>(t->time_since_epoch()).count() : 0.0;
-  };
-  out +=
-      "# HELP baton_agent_job_last_run_timestamp_seconds Start of the latest run of the job on this agent.\n";
-  out += "# TYPE baton_agent_job_last_run_timestamp_seconds gauge\n";
-  for (const auto& j : jobs_)
-    line("baton_agent_job_last_run_timestamp_seconds{job=\"%s\"} %.3f\n", j->name.c_str(),
-         seconds(history_.last_run(j->name)));
-  out +=
-      "# HELP baton_agent_job_last_success_timestamp_seconds End of the latest succeeded run of the job on "
-      "this agent.\n";
-  out += "# TYPE baton_agent_job_last_success_timestamp_seconds gauge\n";
-  for (const auto& j : jobs_)
-    line("baton_agent_job_last_success_timestamp_seconds{job=\"%s\"} %.3f\n", j->name.c_str(),
-         seconds(history_.last_success(j->name)));
-  out += "# HELP baton_agent_job_suspended 1 while the job is suspended on this agent.\n";
-  out += "# TYPE baton_agent_job_suspended gauge\n";
-  for (const auto& j : jobs_)
-    line("baton_agent_job_suspended{job=\"%s\"} %d\n", j->name.c_str(), suspended_.contains(j->name) ? 1 : 0);
-  out += "# HELP baton_agent_job_running Runs of the job in flight on this agent.\n";
-  out += "# TYPE baton_agent_job_running gauge\n";
-  for (const auto& j : jobs_) {
-    const auto it = running_by_name_.find(j->name);
-    line("baton_agent_job_running{job=\"%s\"} %d\n", j->name.c_str(),
-         it == running_by_name_.end() ? 0 : it->second);
-  }
-  const auto server = lock_server_.status();
-  out += "# HELP baton_agent_lock_server_reachable 1 while the lock server answers this agent's requests.\n";
-  out += "# TYPE baton_agent_lock_server_reachable gauge\n";
-  line("baton_agent_lock_server_reachable %d\n", server.reachable ? 1 : 0);
-  out +=
-      "# HELP baton_agent_lock_server_errors_total Requests to the lock server that got no usable answer.\n";
-  out += "# TYPE baton_agent_lock_server_errors_total counter\n";
-  line("baton_agent_lock_server_errors_total %llu\n", static_cast<unsigned long long>(server.errors));
-  out += process_metrics_text();
-  return out;
 }
 
 }  // namespace baton::agent

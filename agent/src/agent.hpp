@@ -74,6 +74,9 @@ class agent_runtime {
   /// /readyz); updated by every request the agent sends there.
   lock_server_status lock_server() const { return lock_server_.status(); }
   std::string render_metrics() const;
+  /// The configuration applied: `hash` of its file (at start, and after each reload that applied one), or a
+  /// reload that was refused (`applied` false: the hash stays). For /metrics. Call on the runtime's executor.
+  void note_config(bool applied, std::string hash = {});
 
   /// What POST /v1/jobs/{name}/run got.
   struct manual_run {
@@ -161,8 +164,10 @@ class agent_runtime {
                   std::chrono::system_clock::time_point started, bool manual);
   job_status status_of(std::size_t index, std::chrono::system_clock::time_point now) const;
   /// Stops every run in flight and waits until all are gone. With `let_finish`, runs first get that long to
-  /// end on their own (shutdown), while leadership is still held.
-  boost::asio::awaitable<void> stop_all_runs(std::chrono::milliseconds let_finish = {});
+  /// end on their own (shutdown), while leadership is still held. With `lease_lost`, they stop because the
+  /// lease was lost (run_control::lose()).
+  boost::asio::awaitable<void> stop_all_runs(std::chrono::milliseconds let_finish = {},
+                                             bool lease_lost = false);
   boost::asio::awaitable<void> sleep_or_wake(std::chrono::steady_clock::duration d);
   void record_run(const job_config& job, const run_result& r);
 
@@ -203,13 +208,23 @@ class agent_runtime {
   std::atomic<std::uint64_t> elections_won_{0}, leases_lost_{0};
   mutable std::mutex metrics_mu_;
   struct job_stats {
-    std::map<std::string, std::uint64_t> outcomes;
+    std::map<std::string, std::uint64_t> outcomes;  // per attempt
+    std::map<std::string, std::uint64_t> slots;     // per slot: the final outcome
+    std::uint64_t consecutive_failures = 0;
     double duration_sum = 0;
     std::uint64_t duration_count = 0;
     std::uint64_t skipped_overlap = 0, missed = 0, skipped_suspended = 0;
     std::uint64_t kill_failures = 0;
   };
   std::map<std::string, job_stats> job_stats_;
+  struct config_status {
+    std::string hash;
+    bool last_reload_ok = true;
+    std::optional<std::chrono::system_clock::time_point> applied_at;
+  };
+  config_status config_status_;  // guarded by metrics_mu_
+  /// Counts the final outcome of a slot (the last attempt's).
+  void record_slot(const job_config& job, const run_result& r);
   std::atomic<std::int64_t> last_renew_us_{0};
   std::atomic<std::uint64_t> renews_{0};
   double renew_seconds_sum_ = 0;

@@ -32,6 +32,7 @@ struct http_call_result {
 /// client: the certificate is verified (ca_file, else the system store) and must name the URL's host.
 /// Redirects are not followed: a 3xx answer is the result. Terminal cancellation aborts it
 /// (the connection is closed), giving operation_aborted. Never throws for network errors.
-boost::asio::awaitable<http_call_result> call_http(const http_request_spec& spec, std::chrono::milliseconds timeout);
+boost::asio::awaitable<http_call_result> call_http(const http_request_spec& spec,
+                                                   std::chrono::milliseconds timeout);
 
 }  // namespace baton::agent

@@ -43,6 +43,8 @@ std::string_view to_string(run_outcome o) {
       return "spawn_failed";
     case run_outcome::replaced:
       return "replaced";
+    case run_outcome::lost:
+      return "lost";
   }
   return "failed";
 }
@@ -54,6 +56,11 @@ run_control::run_control(const asio::any_io_executor& ex)
 void run_control::stop() {
   stop_requested_ = true;
   wake_.cancel();
+}
+
+void run_control::lose() {
+  if (!stop_requested_) lost_ = true;
+  stop();
 }
 
 void run_control::replace(std::string by) {
@@ -224,6 +231,8 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
   auto ex = co_await asio::this_coro::executor;
   run_result result;
   const auto started = clock_type::now();
+  // The same instant on the guard's clock, to measure the run by the exit the guard saw.
+  const auto started_boot = lease_clock::now().time_since_epoch();
   auto spawn_failed = [&](std::string why) {
     result.outcome = run_outcome::spawn_failed;
     result.detail = std::move(why);
@@ -302,12 +311,13 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
       // A refused SIGKILL was not delivered: waiting for it to work would only delay the report.
       if (stop_failure.empty()) status = co_await exit_before(*child, clock_type::now() + kill_wait);
     }
-  } else if (ctx.lease && !ctx.lease->active() && (*status == 128 + SIGTERM || *status == 128 + SIGKILL)) {
-    // Its guard stopped it at the lease's deadline, a moment before this agent would have: a stop as on any
-    // loss, not a failure of the job.
-    result.outcome = run_outcome::stopped;
-    result.detail = "stopped by its guard: the lease's deadline passed";
-  } else if (const int err = guard->timer_failure();
+  } else if (const auto seen = guard->reports(); seen.terminated_at) {
+    // Its guard stopped it at the lease's deadline (this agent was stopped, starved, or a moment late):
+    // whatever it exited with, what it did from the deadline on was not under the lease.
+    result.outcome = run_outcome::lost;
+    result.detail = "stopped by its guard: the lease's deadline passed while it ran (exit status " +
+                    std::to_string(*status) + ")";
+  } else if (const int err = seen.timer_errno;
              err != 0 && (*status == 128 + SIGTERM || *status == 128 + SIGKILL)) {
     // Its guard could not re-arm its timer after a renew, and stopped it at the deadline it still held.
     result.outcome = run_outcome::stopped;
@@ -326,6 +336,10 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
                    std::to_string(kill_wait.count()) + "s after SIGKILL";
   result.exit_status = status.value_or(-1);
   result.duration = clock_type::now() - started;
+  // A stopped or starved agent reaps late: the guard's sight of the exit is the run's real end.
+  if (const auto exited = guard->reports().exited_at; exited && *exited >= started_boot)
+    result.duration =
+        std::min(result.duration, std::chrono::duration_cast<clock_type::duration>(*exited - started_boot));
   if (!stop_failure.empty()) {
     result.kill_failed = true;
     result.detail = "could not stop: " + stop_failure;
@@ -384,6 +398,14 @@ asio::awaitable<run_result> run_http(const job_config& job, const run_context& c
     co_return result;
   }
   auto& call = std::get<0>(r);
+  if (ctx.lease && !ctx.lease->active()) {
+    // The answer came after the lease's deadline (the agent was stopped or starved meanwhile): when the
+    // request took effect is unknown, so it cannot count as done under the lease.
+    result.outcome = run_outcome::lost;
+    result.exit_status = call.ec ? -1 : call.status;
+    result.detail = "the answer came after the lease's deadline had passed";
+    co_return result;
+  }
   if (call.ec == boost::system::errc::timed_out) {
     result.outcome = run_outcome::timed_out;
     result.detail = "no complete answer within " + std::to_string(job.timeout.count()) + "ms";

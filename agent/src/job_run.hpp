@@ -29,6 +29,10 @@ enum class run_outcome {
   stopped,       // leadership lost or the agent shut down: stopped
   spawn_failed,  // the command could not be started
   replaced,  // overlap: replace: the job's next slot came due while it ran, and its run took over: stopped
+  /// The lease it ran under was lost while it ran: stopped by the agent or by its guard at the lease's
+  /// deadline, or ended, whatever its status, only after that deadline had passed (the agent was stopped or
+  /// starved). Never `succeeded`: what it did after the deadline was not under the lease.
+  lost,
 };
 std::string_view to_string(run_outcome o);
 
@@ -73,6 +77,9 @@ class run_control {
   explicit run_control(const boost::asio::any_io_executor& ex);
   /// Asks the run to stop (idempotent); the run reports `stopped`.
   void stop();
+  /// Asks the run to stop because the lease it runs under was lost (idempotent); the run reports `lost`.
+  void lose();
+  bool lost() const { return lost_; }
   /// Asks the run to stop because a newer run of its job takes its place (`overlap: replace`); `by` says
   /// which (it becomes the run's `detail`). The run is stopped as stop() does and reports `replaced`, unless
   /// it was already asked to stop.
@@ -90,6 +97,7 @@ class run_control {
 
  private:
   bool stop_requested_ = false;
+  bool lost_ = false;
   bool ended_ = false;
   std::string replaced_by_;
   boost::asio::steady_timer wake_;

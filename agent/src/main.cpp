@@ -23,6 +23,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -139,12 +140,33 @@ std::string reload_tls(agent_runtime& agent, const agent_config& loaded, bool pa
   return {};
 }
 
+// FNV-1a (64 bits, hex) of the configuration file's bytes, for baton_agent_config_info: replicas whose
+// files differ show different hashes. "" when the file cannot be read.
+std::string file_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (char c; in.get(c);)
+    h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+reload_result reload_file(const command_line& cmd, agent_config& running, agent_runtime& agent);
+
 // SIGHUP and POST /v1/reload: the file is read and checked again, then compared with the running
 // configuration. A bad file changes nothing. A good one is applied whole, or not at all when a key changed
 // that only a restart applies (the sidecar's socket, the connection that holds the lease, the mode): half a
 // configuration would be one that no file describes. Its TLS files are read first, since that is the one
 // step that can fail: when it does, nothing else is applied either, so "whole" holds.
 reload_result reload(const command_line& cmd, agent_config& running, agent_runtime& agent) {
+  auto out = reload_file(cmd, running, agent);
+  agent.note_config(out.applied, file_hash(cmd.config_path));
+  return out;
+}
+
+reload_result reload_file(const command_line& cmd, agent_config& running, agent_runtime& agent) {
   reload_result out;
   agent_config loaded;
   try {
@@ -213,6 +235,7 @@ int run_agent(const command_line& cmd) {
 
   try {
     agent_runtime agent(ioc.get_executor(), cfg);
+    agent.note_config(true, file_hash(cmd.config_path));
     sidecar api(ioc.get_executor(), agent);
     boost::system::error_code bind_error;
     const auto bound = api.bind(parse_listen(cfg.listen), bind_error);

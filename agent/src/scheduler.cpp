@@ -7,16 +7,28 @@ namespace baton::agent {
 
 scheduler::scheduler(std::vector<scheduled_job> jobs) : jobs_(std::move(jobs)), state_(jobs_.size()) {}
 
-std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::seconds misfire_window) {
+std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::seconds misfire_window,
+                                                 const std::map<std::string, sys_seconds>& decided) {
   leading_ = true;
   last_now_ = now;
   std::vector<slot_decision> out;
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
     auto& s = state_[i];
     s.next = jobs_[i].sched.next_fire(now, jobs_[i].tz);
+    const auto window = jobs_[i].misfire_window.value_or(misfire_window);
+    if (const auto known = decided.find(jobs_[i].name); known != decided.end()) {
+      // The group knows where the last leader stopped: every slot since is this leader's to run or count.
+      const auto [count, latest] = slots_between(i, known->second, now);
+      s.decided = std::max(known->second, latest.value_or(known->second));
+      if (count == 0) continue;
+      if (jobs_[i].run_missed_once && *latest + window >= now)
+        out.push_back({decide(i), i, *latest, count - 1});
+      else
+        out.push_back({slot_decision::kind::missed, i, *latest, count});
+      continue;
+    }
     if (!jobs_[i].run_missed_once) continue;
     // The most recent slot at or before `now`: the first slot after (now - window) that is not after now.
-    const auto window = jobs_[i].misfire_window.value_or(misfire_window);
     auto candidate = jobs_[i].sched.next_fire(now - window - std::chrono::seconds(1), jobs_[i].tz);
     std::optional<sys_seconds> latest;
     while (candidate && *candidate <= now) {
@@ -24,9 +36,30 @@ std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::s
       candidate = jobs_[i].sched.next_fire(*candidate, jobs_[i].tz);
     }
     if (!latest) continue;
+    s.decided = latest;
     out.push_back({decide(i), i, *latest, 0});
   }
   return out;
+}
+
+std::pair<std::uint64_t, std::optional<sys_seconds>> scheduler::slots_between(std::size_t i,
+                                                                              sys_seconds after,
+                                                                              sys_seconds until) const {
+  std::uint64_t count = 0;
+  std::optional<sys_seconds> latest;
+  auto slot = jobs_[i].sched.next_fire(after, jobs_[i].tz);
+  while (slot && *slot <= until) {
+    latest = slot;
+    // Bounded: past a million slots the walk jumps to the last two days before `until` (so the latest slot is
+    // still found), and the count is a lower bound.
+    constexpr auto tail = std::chrono::hours(48);
+    if (++count == 1'000'000 && until - *slot > tail) {
+      slot = jobs_[i].sched.next_fire(until - tail, jobs_[i].tz);
+      continue;
+    }
+    slot = jobs_[i].sched.next_fire(*slot, jobs_[i].tz);
+  }
+  return {count, latest};
 }
 
 void scheduler::on_lost() {
@@ -65,6 +98,7 @@ std::vector<slot_decision> scheduler::due(sys_seconds now) {
       following = jobs_[i].sched.next_fire(slot, jobs_[i].tz);
     }
     s.next = following;
+    s.decided = slot;
     out.push_back({decide(i), i, slot, missed});
   }
   return out;
@@ -86,6 +120,7 @@ std::vector<std::optional<std::size_t>> scheduler::replace_jobs(std::vector<sche
       if (jobs_[j].name == jobs[i].name) {
         before[i] = j;
         state[i].running = state_[j].running;
+        state[i].decided = state_[j].decided;
       }
     if (leading_ && last_now_) state[i].next = jobs[i].sched.next_fire(*last_now_, jobs[i].tz);
   }

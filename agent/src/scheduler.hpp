@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ struct slot_decision {
     skip_overlap,    // the slot came due while the previous run was still going (overlap: forbid)
     skip_suspended,  // the slot came due while the job was suspended
     replace,         // stop the runs of `job` in flight, then start a run for `slot` (overlap: replace)
+    missed,          // nothing to start: `missed` slots up to `slot` passed while no leader ran them
   };
   kind what;
   std::size_t job;
@@ -81,7 +83,17 @@ class scheduler {
 
   /// Leadership starts at `now`. Returns the misfire runs to start at once: for each run_missed_once job, its
   /// latest slot within its own misfire window (or `misfire_window`) before `now`.
-  std::vector<slot_decision> on_elected(sys_seconds now, std::chrono::seconds misfire_window);
+  ///
+  /// `decided`: what the group's state says of earlier leaderships, the latest slot of each job (by name) a
+  /// leader decided (started it, skipped it or counted it missed; last_decided()). For a job named there the
+  /// slots after it up to `now` are the ones no leader decided: the latest runs if it is run_missed_once and
+  /// within the window (a slot a leader decided never runs again), and every other one is counted as missed
+  /// (kind::missed when nothing starts). A job not named there is decided from the window alone.
+  std::vector<slot_decision> on_elected(sys_seconds now, std::chrono::seconds misfire_window,
+                                        const std::map<std::string, sys_seconds>& decided = {});
+  /// The latest slot of job `job` a decision of this scheduler covered (a start, a skip, a count of missed
+  /// slots), for the group's state; empty before any.
+  std::optional<sys_seconds> last_decided(std::size_t job) const { return state_.at(job).decided; }
   /// Leadership ended: nothing is due any more until the next election.
   void on_lost();
   bool leading() const { return leading_; }
@@ -114,7 +126,11 @@ class scheduler {
   struct job_state {
     std::optional<sys_seconds> next;  // next slot strictly after the last one considered
     int running = 0;
+    std::optional<sys_seconds> decided;  // see last_decided()
   };
+  /// The slots of job `i` in (after, until]: how many, and the latest (bounded as due() is).
+  std::pair<std::uint64_t, std::optional<sys_seconds>> slots_between(std::size_t i, sys_seconds after,
+                                                                     sys_seconds until) const;
   std::vector<scheduled_job> jobs_;
   std::vector<job_state> state_;
   bool leading_ = false;

@@ -846,8 +846,17 @@ def check_unit(path):
     del flags[flags.index("--config"):flags.index("--config") + 2]
     check_agent_config(config, flags, label=f"{rel(config)} (installed as {installed_as})")
     with open(config) as f:
-        check_stop_timeout(f"{name} TimeoutStopSec",
-                           systemd_seconds((unit_values(path, "TimeoutStopSec") or ["90"])[0]), yaml.safe_load(f))
+        sample = yaml.safe_load(f)
+    check_stop_timeout(f"{name} TimeoutStopSec",
+                       systemd_seconds((unit_values(path, "TimeoutStopSec") or ["90"])[0]), sample)
+    # A wedged leader is killed (and its jobs' guards kill their groups) before its lease can expire.
+    watchdog = unit_values(path, "WatchdogSec")
+    ttl = agent_seconds(((sample or {}).get("election") or {}).get("ttl", "15s"))
+    if watchdog and systemd_seconds(watchdog[0]) < ttl:
+        ok(f"{name}: WatchdogSec {watchdog[0]} < the election's ttl ({ttl:g}s)")
+    else:
+        fail(f"{name}: WatchdogSec ({watchdog[0] if watchdog else 'none'}) must be below the election's ttl "
+             f"({ttl:g}s), so a wedged leader is killed before its lease can expire")
 
 def check_systemd():
     units = sorted(glob.glob(os.path.join(deploy, "systemd", "*.service")))

@@ -157,6 +157,13 @@ BOOST_AUTO_TEST_CASE(a_paused_leaders_late_write_is_refused_by_the_fenced_store)
     ::kill(pid, SIGCONT);
   agents[leader]->process().signal(SIGCONT);
   BOOST_TEST(eventually([&] { return !agents[leader]->leader().json.at("is_leader").as_bool(); }));
+  // Issue 26, defect 2: woken past its lease, the old leader decides nothing more. The slots that passed
+  // while it was stopped were the new leader's (it ran them): not missed, and not counted here.
+  BOOST_TEST(eventually([&] { return !agents[leader]->log_lines({"event=lost"}).empty(); }));
+  BOOST_TEST(agents[leader]->log_lines({"event=job_skipped", "reason=missed"}).empty(),
+             agents[leader]->log());
+  BOOST_TEST(
+      agents[leader]->metric("baton_agent_job_slots_skipped_total{job=\"writer\",reason=\"missed\"}") == 0);
 }
 
 BOOST_AUTO_TEST_CASE(running_jobs_are_killed_when_leadership_is_lost) {
@@ -915,6 +922,19 @@ BOOST_AUTO_TEST_CASE(
     return agent.get("/v1/jobs/" + job).json.at("runs").as_array();
   };
 
+  // Issue 26, defect 4: every series of every job is there from the start, at zero, so that increase() sees
+  // the first failure.
+  const auto series = [&](const std::string& family, const std::string& job, const std::string& outcome) {
+    return agent.metric(family + "{job=\"" + job + "\",outcome=\"" + outcome + "\"}");
+  };
+  for (const std::string job : {"flaky", "broken"})
+    for (const std::string outcome : {"succeeded", "failed", "timed_out", "lost"}) {
+      BOOST_TEST(series("baton_agent_job_runs_total", job, outcome) == 0);
+      BOOST_TEST(series("baton_agent_job_slots_total", job, outcome) == 0);
+    }
+  BOOST_TEST(agent.metric("baton_agent_job_consecutive_failures{job=\"broken\"}") == 0);
+  BOOST_TEST(agent.metric("baton_agent_job_next_run_timestamp_seconds{job=\"flaky\"}") > 0);
+
   BOOST_REQUIRE(run("flaky").status == 202);
   BOOST_REQUIRE(eventually([&] { return runs("flaky").size() == 3u; }, 15s));
   std::this_thread::sleep_for(500ms);  // five backoffs of 100 ms: no fourth attempt follows a success
@@ -947,6 +967,13 @@ BOOST_AUTO_TEST_CASE(
   std::this_thread::sleep_for(500ms);
   BOOST_TEST(runs("broken").size() == 2u);
   BOOST_TEST(agent.metric("baton_agent_job_runs_total{job=\"broken\",outcome=\"failed\"}") == 2);
+  // Attempts count each failure; the slot counts once, with its final outcome: flaky's slot succeeded.
+  BOOST_TEST(series("baton_agent_job_runs_total", "flaky", "failed") == 2);
+  BOOST_TEST(series("baton_agent_job_slots_total", "flaky", "succeeded") == 1);
+  BOOST_TEST(series("baton_agent_job_slots_total", "flaky", "failed") == 0);
+  BOOST_TEST(series("baton_agent_job_slots_total", "broken", "failed") == 1);
+  BOOST_TEST(agent.metric("baton_agent_job_consecutive_failures{job=\"broken\"}") == 1);
+  BOOST_TEST(agent.metric("baton_agent_job_consecutive_failures{job=\"flaky\"}") == 0);
 
   // A retry of at least a second would reach the next slot of a job that fires every second: skipped.
   BOOST_TEST(eventually(

@@ -229,6 +229,13 @@ struct reloadable_agent {
     c.set_authorization(authorization);
     return c.post("/v1/reload", "");
   }
+  /// The line of /metrics that starts with `series` ("" when none).
+  std::string metric_line(const std::string& series) const {
+    std::istringstream lines(http_client(port, 10s).get("/metrics").body);
+    for (std::string line; std::getline(lines, line);)
+      if (line.starts_with(series)) return line;
+    return {};
+  }
 };
 
 }  // namespace
@@ -335,10 +342,19 @@ BOOST_AUTO_TEST_CASE(reload_over_the_api_is_authorised_and_answers_what_changed_
   BOOST_TEST(r.status == 200, r.body);
   BOOST_TEST(r.json.at("changed").as_array().empty());
   BOOST_TEST(r.json.at("applied").as_bool());
+  // The file applied is named by its hash, and the last reload succeeded (issue 26: drift and failed reloads
+  // show on /metrics).
+  const auto applied_hash = a.metric_line("baton_agent_config_info{hash=\"");
+  BOOST_TEST(applied_hash.size() > std::string("baton_agent_config_info{hash=\"\"} 1").size(), applied_hash);
+  BOOST_TEST(a.metric_line("baton_agent_config_last_reload_successful ") ==
+             "baton_agent_config_last_reload_successful 1");
 
   // A bad file: 400 with the file's error; the running configuration stays.
   write_file(dir, "agent.yaml", config("127.0.0.1:0", "api/leader", "first-token") + "bogus: 1\n");
   r = a.reload("Bearer first-token");
+  BOOST_TEST(a.metric_line("baton_agent_config_last_reload_successful ") ==
+             "baton_agent_config_last_reload_successful 0");
+  BOOST_TEST(a.metric_line("baton_agent_config_info{hash=\"") == applied_hash);
   BOOST_TEST(r.status == 400, r.body);
   BOOST_TEST(r.json.at("error").as_string() == "invalid_config");
   BOOST_TEST(contains(std::string(r.json.at("message").as_string()), "agent.yaml:9:1: bogus: unknown key"),
@@ -375,6 +391,9 @@ BOOST_AUTO_TEST_CASE(reload_over_the_api_is_authorised_and_answers_what_changed_
   BOOST_TEST(old_key.json.at("error").as_string() == "not_held", old_key.body);
   BOOST_TEST(a.reload("Bearer first-token").status == 401);
   BOOST_TEST(a.reload("Bearer second-token").status == 200);
+  BOOST_TEST(a.metric_line("baton_agent_config_last_reload_successful ") ==
+             "baton_agent_config_last_reload_successful 1");
+  BOOST_TEST(a.metric_line("baton_agent_config_info{hash=\"") != applied_hash);
   a.proc.signal(SIGTERM);
   BOOST_TEST(a.proc.wait(30s) == 0);
 }

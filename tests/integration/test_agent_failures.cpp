@@ -503,6 +503,7 @@ struct stubborn_leader {
   batond_process server{dir.path()};
   std::unique_ptr<agent_process> agent;
   int pgid = 0;
+  std::chrono::steady_clock::time_point run_asked;  // just before the run was started
 
   std::filesystem::path file(const std::string& name) const { return dir.path() / name; }
 
@@ -515,6 +516,7 @@ struct stubborn_leader {
             stamping_script(file("pgid"), file("stamps")) + "\"\n");
     agent = std::make_unique<agent_process>(cfg, "solo", file("a.log"));
     await_leadership(*agent);
+    run_asked = std::chrono::steady_clock::now();
     BOOST_REQUIRE(http_client(agent->port(), 10s).post("/v1/jobs/stubborn/run", "").status == 202);
     BOOST_REQUIRE(eventually(
         [&] { return (pgid = read_pid(file("pgid"))) > 0 && last_stamp(file("stamps")) > 0; }, bound));
@@ -581,15 +583,34 @@ BOOST_AUTO_TEST_CASE(a_stopped_agents_job_is_killed_before_its_lease_can_expire)
   s.start(s.server.url());
   bool gone = false;
   std::int64_t next_started = 0;
+  std::chrono::steady_clock::duration before_stop{};
   {
     stopped_process stopped(s.agent->process());
+    before_stop = std::chrono::steady_clock::now() - s.run_asked;
     next_started = s.next_holder_starts(gone);
     BOOST_TEST(gone, "the job still ran when the next holder got the lock");
+    // Stopped well past the job's end: what the agent reaps then must not count the time it was stopped.
+    std::this_thread::sleep_for(8s);
   }
   s.check_last_write_before(next_started);
   // Resumed, the agent finds its lease lost, and goes on.
   BOOST_TEST(eventually([&] { return !s.agent->log_lines({"event=lost"}).empty(); }, bound));
   BOOST_TEST(s.agent->get("/healthz", 5s).status == 200);
+  // Issue 26, defect 1: the run is recorded as lost (never succeeded or a plain stop), with the duration it
+  // really ran: at most the time until the agent stopped plus the lease's 6 s TTL, although the agent reaped
+  // it more than 14 s after it was stopped.
+  std::vector<std::string> lines;
+  BOOST_REQUIRE(eventually(
+      [&] {
+        return !(lines = s.agent->log_lines({"job=stubborn", "outcome=lost"})).empty();
+      },
+      bound));
+  const auto at = lines.front().find("duration_ms=");
+  BOOST_REQUIRE(at != std::string::npos);
+  const auto duration = std::chrono::milliseconds(std::stoll(lines.front().substr(at + 12)));
+  const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(before_stop) + 7s;
+  BOOST_TEST(duration.count() <= limit.count(), lines.front());
+  BOOST_TEST(s.agent->log_lines({"job=stubborn", "outcome=succeeded"}).empty());
 }
 
 // A job's output is the operator's data: the log's per-event throttle (which bounds what a remote client can

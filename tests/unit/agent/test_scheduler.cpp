@@ -312,3 +312,64 @@ BOOST_AUTO_TEST_CASE(overlap_replace_applies_to_a_misfired_slot_run_on_election_
   s.replace_jobs({job("once", "*/5 * * * *", false, true)});
   BOOST_TEST((s.due(at(10, 10))[0].what == kind::skip_overlap));
 }
+
+// ---- what the group's state says of earlier leaderships
+
+BOOST_AUTO_TEST_CASE(slots_no_leader_decided_are_counted_and_only_the_latest_run_once_slot_runs) {
+  scheduler s({job("skip", "* * * * *"), job("once", "* * * * *", false, true)});
+  // The last leader decided 10:02 for both, then every replica was down until 10:06:20.
+  auto d = s.on_elected(at(10, 6, 20), 120s, {{"skip", at(10, 2)}, {"once", at(10, 2)}});
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST((d[0].what == kind::missed));  // 10:03..10:06, none runs
+  BOOST_TEST(d[0].missed == 4u);
+  BOOST_TEST((d[0].slot == at(10, 6)));
+  BOOST_TEST((d[1].what == kind::start));  // 10:06 runs; 10:03..10:05 are counted
+  BOOST_TEST((d[1].slot == at(10, 6)));
+  BOOST_TEST(d[1].missed == 3u);
+  BOOST_TEST((*s.last_decided(0) == at(10, 6)));
+  BOOST_TEST((*s.last_decided(1) == at(10, 6)));
+}
+
+BOOST_AUTO_TEST_CASE(a_run_once_slot_the_last_leader_decided_does_not_run_again) {
+  scheduler s({job("once", "*/5 * * * *", false, true)});
+  // The old leader started the 10:05 slot and handed over at 10:06:20: within the window, but decided.
+  BOOST_TEST(s.on_elected(at(10, 6, 20), 120s, {{"once", at(10, 5)}}).empty());
+  BOOST_TEST((*s.last_decided(0) == at(10, 5)));
+  // Without the group's state the same election would run it again.
+  scheduler blind({job("once", "*/5 * * * *", false, true)});
+  BOOST_TEST(blind.on_elected(at(10, 6, 20), 120s).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_run_once_slot_outside_the_window_is_counted_not_run) {
+  scheduler s({job("once", "*/5 * * * *", false, true)});
+  auto d = s.on_elected(at(10, 9, 50), 120s, {{"once", at(10, 0)}});
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST((d[0].what == kind::missed));
+  BOOST_TEST(d[0].missed == 1u);  // 10:05
+}
+
+BOOST_AUTO_TEST_CASE(a_decided_slot_in_the_future_of_this_clock_counts_nothing) {
+  // The last leader's clock ran ahead: it decided 10:07 while this one reads 10:06:20.
+  scheduler s({job("a", "* * * * *", false, true)});
+  BOOST_TEST(s.on_elected(at(10, 6, 20), 120s, {{"a", at(10, 7)}}).empty());
+  BOOST_TEST((*s.last_decided(0) == at(10, 7)));
+}
+
+BOOST_AUTO_TEST_CASE(due_slots_become_the_last_decided_and_a_reload_keeps_it) {
+  scheduler s({job("a", "* * * * *")});
+  BOOST_TEST(!s.last_decided(0).has_value());
+  s.on_elected(at(10, 0, 30), 60s);
+  s.due(at(10, 3, 5));
+  BOOST_TEST((*s.last_decided(0) == at(10, 3)));
+  s.replace_jobs({job("a", "*/2 * * * *")});
+  BOOST_TEST((*s.last_decided(0) == at(10, 3)));
+}
+
+BOOST_AUTO_TEST_CASE(a_long_gap_of_a_per_second_schedule_is_bounded_and_still_finds_the_latest_slot) {
+  scheduler s({job("a", "* * * * * *")});
+  const auto known = at(0, 0) - std::chrono::days(30);
+  auto d = s.on_elected(at(10, 0, 7), 60s, {{"a", known}});
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST((d[0].slot == at(10, 0, 7)));
+  BOOST_TEST(d[0].missed >= 1'000'000u);
+}

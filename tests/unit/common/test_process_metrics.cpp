@@ -5,6 +5,7 @@
 // The /proc parsing and the text of the process and build series (common/process_metrics.cpp), on fixed text.
 
 #include "baton/common/process_metrics.hpp"
+#include "baton/common/prometheus_text.hpp"
 
 #include <string>
 
@@ -56,4 +57,19 @@ BOOST_AUTO_TEST_CASE(this_process_is_read_from_proc) {
   BOOST_TEST(s.open_fds.value_or(0) >= 3u);
   BOOST_TEST(s.cpu_seconds.has_value());
   BOOST_TEST(s.start_time_seconds.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(the_text_writer_writes_each_family_once_and_escapes_label_values) {
+  std::string out;
+  prometheus_text m(out);
+  m.family("jobs_total", "Runs by job.\nSecond line \\ here.", "counter");
+  m.sample("jobs_total", {{"job", "a\"b\\c\nd"}, {"outcome", "ok"}}, std::uint64_t{18446744073709551615ull});
+  m.sample("jobs_total", {}, std::int64_t{-3});
+  m.family("t", "Time.", "gauge");
+  m.sample("t", {}, 1796159166.6);
+  BOOST_TEST(out ==
+             "# HELP jobs_total Runs by job.\\nSecond line \\\\ here.\n# TYPE jobs_total counter\n"
+             "jobs_total{job=\"a\\\"b\\\\c\\nd\",outcome=\"ok\"} 18446744073709551615\n"
+             "jobs_total -3\n"
+             "# HELP t Time.\n# TYPE t gauge\nt 1796159166.6\n");
 }

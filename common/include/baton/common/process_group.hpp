@@ -143,6 +143,21 @@ class group_guard {
   /// failure stays.
   int timer_failure();
 
+  /// What the guard saw and did, as far as it has told (a guard without limits tells nothing). Instants are
+  /// on CLOCK_BOOTTIME since boot (baton::lease_clock), taken by the guard, which runs on while this process
+  /// is stopped: a holder that was stopped learns from them when its command really ended, and whether its
+  /// lease's deadline had passed by then.
+  struct report {
+    int timer_errno = 0;  // as timer_failure()
+    /// When the guard sent SIGTERM to the group because the lease's deadline passed.
+    std::optional<std::chrono::nanoseconds> terminated_at;
+    /// When the command (the group's leader) exited; empty when the kernel lacks pidfd_open or the guard
+    /// had no time to see it (the holder's own clock then tells).
+    std::optional<std::chrono::nanoseconds> exited_at;
+  };
+  /// Reads what the guard sent, without blocking; each first report stays.
+  report reports();
+
   /// The descriptor to pass as group_child's `guard_fd` (close-on-exec: the command does not keep it).
   int command_fd() const { return fd_; }
   pid_t pid() const { return pid_; }
@@ -155,7 +170,8 @@ class group_guard {
   boost::asio::any_io_executor ex_;
   pid_t pid_ = -1;
   int fd_ = -1;
-  int timer_errno_ = 0;
+  void read_reports();
+  report reports_;
 };
 
 }  // namespace baton
