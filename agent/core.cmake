@@ -5,6 +5,7 @@ add_library(baton_agent_core STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/http_job.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/job_run.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/job_history.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/group_state.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/lock_server_health.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/agent.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/agent_metrics.cpp

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "sidecar.hpp"
 
+#include "group_state.hpp"
+
 #include "baton/common/log.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -98,32 +100,6 @@ void put_leader(json::object& o, const std::optional<holder_info>& holder) {
   if (ec || !published.is_object()) return;
   if (const auto* api = published.as_object().if_contains("api"); api && api->is_string())
     o["leader_api"] = api->as_string();
-}
-
-// RFC 3339 in UTC with milliseconds: 2026-11-30T03:00:00.250Z.
-std::string rfc3339_ms(std::chrono::system_clock::time_point t) {
-  const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
-  const auto s = std::chrono::floor<std::chrono::seconds>(ms);
-  auto text = rfc3339(s);  // ...Z
-  char frac[8];
-  std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>((ms - s).count()));
-  text.insert(text.size() - 1, frac);
-  return text;
-}
-
-json::object run_json(const run_record& r) {
-  return {{"run_id", r.run_id},
-          {"trigger", r.manual ? "manual" : "schedule"},
-          {"attempt", r.attempt},
-          {"slot", rfc3339(r.slot)},
-          {"started_at", rfc3339_ms(r.started)},
-          {"duration_ms", r.duration.count()},
-          {"outcome", to_string(r.outcome)},
-          {"status", r.status},
-          {"detail", r.detail},
-          {"token", r.token},
-          {"key", r.lock_key},
-          {"identity", r.identity}};
 }
 
 json::object job_json(const agent_runtime::job_status& st) {
