@@ -63,7 +63,8 @@ json::object encode_object(const group_state& s) {
     o["consecutive_failures"] = j.consecutive_failures;
     jobs[name] = std::move(o);
   }
-  json::object out{{"version", format_version}, {"leader", s.leader}, {"token", s.token}};
+  json::object out{
+      {"version", format_version}, {"leader", s.leader}, {"token", s.token}, {"handover", s.handover}};
   if (s.suspended) {
     json::array names;
     for (const auto& n : *s.suspended)
@@ -173,6 +174,7 @@ std::optional<group_state> decode(std::string_view text, std::string& error) {
   group_state s;
   if (const auto* leader = string_at(*o, "leader")) s.leader = std::string(*leader);
   s.token = number_at<std::uint64_t>(*o, "token").value_or(0);
+  if (const auto* h = o->if_contains("handover"); h && h->is_bool()) s.handover = h->get_bool();
   if (const auto* names = o->if_contains("suspended")) {
     const auto* a = names->if_array();
     if (!a) {
@@ -209,20 +211,22 @@ void decide(group_state& s, const std::string& job, sys_seconds slot) {
   if (!d || slot > *d) d = slot;
 }
 
-void add_run(group_state& s, const std::string& job, run_record run, std::size_t keep, bool final) {
+void add_run(group_state& s, const std::string& job, run_record run, std::size_t keep) {
   auto& j = s.jobs[job];
-  if (final) {
-    if (run.outcome == run_outcome::succeeded) {
-      j.consecutive_failures = 0;
-      const auto end = run.started + run.duration;
-      if (!j.last_success || end > *j.last_success) j.last_success = end;
-    } else if (is_failure(run.outcome)) {
-      ++j.consecutive_failures;
-    }
-  }
   j.runs.push_front(std::move(run));
   while (j.runs.size() > keep)
     j.runs.pop_back();
+}
+
+void finish_slot(group_state& s, const std::string& job, run_outcome outcome,
+                 std::chrono::system_clock::time_point ended) {
+  auto& j = s.jobs[job];
+  if (outcome == run_outcome::succeeded) {
+    j.consecutive_failures = 0;
+    if (!j.last_success || ended > *j.last_success) j.last_success = ended;
+  } else if (is_failure(outcome)) {
+    ++j.consecutive_failures;
+  }
 }
 
 std::map<std::string, sys_seconds> decided_slots(const group_state& s) {

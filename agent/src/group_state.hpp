@@ -44,6 +44,9 @@ struct group_state {
   /// The leadership that wrote it.
   std::string leader;
   std::uint64_t token = 0;
+  /// That leadership was handed over on purpose (shutdown, resign): the slots it left undecided came due
+  /// while leadership changed hands (scheduler::on_elected's `handover`).
+  bool handover = false;
 };
 
 /// The record's text: a JSON object. When it would pass `max_bytes`, the oldest runs are dropped (across
@@ -59,9 +62,12 @@ std::optional<run_record> run_from_json(const boost::json::value& v);
 
 /// A slot decided (a run starts for it, or it was skipped or counted): `decided` moves to it (never back).
 void decide(group_state& s, const std::string& job, sys_seconds slot);
-/// A run ended: kept newest first, at most `keep` per job. With `final` (the slot's last attempt), the last
-/// success and the failures in a row follow its outcome.
-void add_run(group_state& s, const std::string& job, run_record run, std::size_t keep, bool final);
+/// A run (an attempt) ended: kept newest first, at most `keep` per job.
+void add_run(group_state& s, const std::string& job, run_record run, std::size_t keep);
+/// A slot's last attempt ended at `ended` with `outcome`: the last success and the failures in a row follow
+/// it (stopped, lost and replaced leave them).
+void finish_slot(group_state& s, const std::string& job, run_outcome outcome,
+                 std::chrono::system_clock::time_point ended);
 /// Every job's decided slot, for scheduler::on_elected.
 std::map<std::string, sys_seconds> decided_slots(const group_state& s);
 

@@ -8,7 +8,8 @@ namespace baton::agent {
 scheduler::scheduler(std::vector<scheduled_job> jobs) : jobs_(std::move(jobs)), state_(jobs_.size()) {}
 
 std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::seconds misfire_window,
-                                                 const std::map<std::string, sys_seconds>& decided) {
+                                                 const std::map<std::string, sys_seconds>& decided,
+                                                 bool handover) {
   leading_ = true;
   last_now_ = now;
   std::vector<slot_decision> out;
@@ -18,10 +19,10 @@ std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::s
     const auto window = jobs_[i].misfire_window.value_or(misfire_window);
     if (const auto known = decided.find(jobs_[i].name); known != decided.end()) {
       // The group knows where the last leader stopped: every slot since is this leader's to run or count.
-      const auto [count, latest] = slots_between(i, known->second, now);
+      const auto [count, latest] = slots_between(jobs_[i].sched, jobs_[i].tz, known->second, now);
       s.decided = std::max(known->second, latest.value_or(known->second));
       if (count == 0) continue;
-      if (jobs_[i].run_missed_once && *latest + window >= now)
+      if ((jobs_[i].run_missed_once || handover) && *latest + window >= now)
         out.push_back({decide(i), i, *latest, count - 1});
       else
         out.push_back({slot_decision::kind::missed, i, *latest, count});
@@ -42,22 +43,21 @@ std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::s
   return out;
 }
 
-std::pair<std::uint64_t, std::optional<sys_seconds>> scheduler::slots_between(std::size_t i,
-                                                                              sys_seconds after,
-                                                                              sys_seconds until) const {
+slot_span slots_between(const schedule& sched, const date::time_zone* tz, sys_seconds after,
+                        sys_seconds until) {
   std::uint64_t count = 0;
   std::optional<sys_seconds> latest;
-  auto slot = jobs_[i].sched.next_fire(after, jobs_[i].tz);
+  auto slot = sched.next_fire(after, tz);
   while (slot && *slot <= until) {
     latest = slot;
     // Bounded: past a million slots the walk jumps to the last two days before `until` (so the latest slot is
     // still found), and the count is a lower bound.
     constexpr auto tail = std::chrono::hours(48);
     if (++count == 1'000'000 && until - *slot > tail) {
-      slot = jobs_[i].sched.next_fire(until - tail, jobs_[i].tz);
+      slot = sched.next_fire(until - tail, tz);
       continue;
     }
-    slot = jobs_[i].sched.next_fire(*slot, jobs_[i].tz);
+    slot = sched.next_fire(*slot, tz);
   }
   return {count, latest};
 }

@@ -72,6 +72,16 @@ std::optional<std::chrono::milliseconds> retry_wait(int attempt, std::chrono::mi
                                                     double unit, std::chrono::system_clock::time_point now,
                                                     std::optional<sys_seconds> next_slot);
 
+/// The slots of `sched` in `tz` in (after, until]: how many, and the latest. Bounded: past a million slots
+/// the walk jumps to the last two days before `until` (so the latest is still found), and the count is a
+/// lower bound.
+struct slot_span {
+  std::uint64_t count = 0;
+  std::optional<sys_seconds> latest;
+};
+slot_span slots_between(const schedule& sched, const date::time_zone* tz, sys_seconds after,
+                        sys_seconds until);
+
 class scheduler {
  public:
   /// A backward step up to this long keeps time-of-day schedules from repeating their slots; a longer one is
@@ -89,8 +99,13 @@ class scheduler {
   /// slots after it up to `now` are the ones no leader decided: the latest runs if it is run_missed_once and
   /// within the window (a slot a leader decided never runs again), and every other one is counted as missed
   /// (kind::missed when nothing starts). A job not named there is decided from the window alone.
+  /// With `handover` (the last leader handed leadership over on purpose, a deploy or a resign, rather than
+  /// failing), every job named in `decided` runs its latest undecided slot within the window as
+  /// run_missed_once jobs do: those slots came due while leadership changed hands, they were not missed by a
+  /// failure.
   std::vector<slot_decision> on_elected(sys_seconds now, std::chrono::seconds misfire_window,
-                                        const std::map<std::string, sys_seconds>& decided = {});
+                                        const std::map<std::string, sys_seconds>& decided = {},
+                                        bool handover = false);
   /// The latest slot of job `job` a decision of this scheduler covered (a start, a skip, a count of missed
   /// slots), for the group's state; empty before any.
   std::optional<sys_seconds> last_decided(std::size_t job) const { return state_.at(job).decided; }
@@ -128,9 +143,6 @@ class scheduler {
     int running = 0;
     std::optional<sys_seconds> decided;  // see last_decided()
   };
-  /// The slots of job `i` in (after, until]: how many, and the latest (bounded as due() is).
-  std::pair<std::uint64_t, std::optional<sys_seconds>> slots_between(std::size_t i, sys_seconds after,
-                                                                     sys_seconds until) const;
   std::vector<scheduled_job> jobs_;
   std::vector<job_state> state_;
   bool leading_ = false;

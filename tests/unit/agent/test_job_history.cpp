@@ -109,14 +109,18 @@ BOOST_AUTO_TEST_CASE(the_group_state_reads_back_as_written) {
   s.leader = "node-1";
   s.token = 41;
   s.suspended = std::set<std::string>{"b"};
+  s.handover = true;
   decide(s, "a", std::chrono::floor<std::chrono::seconds>(t0));
-  add_run(s, "a", full_run("41-1", run_outcome::failed), 5, true);
-  add_run(s, "a", full_run("41-2", run_outcome::succeeded), 5, true);
+  add_run(s, "a", full_run("41-1", run_outcome::failed), 5);
+  finish_slot(s, "a", run_outcome::failed, t0);
+  add_run(s, "a", full_run("41-2", run_outcome::succeeded), 5);
+  finish_slot(s, "a", run_outcome::succeeded, t0 + 1750ms);
   std::string error;
   const auto back = decode(encode(s, 1 << 20), error);
   BOOST_REQUIRE(back.has_value());
   BOOST_TEST(back->leader == "node-1");
   BOOST_TEST(back->token == 41u);
+  BOOST_TEST(back->handover);
   BOOST_TEST((back->suspended == std::set<std::string>{"b"}));
   const auto& a = back->jobs.at("a");
   BOOST_TEST((a.decided == std::chrono::floor<std::chrono::seconds>(t0)));
@@ -159,8 +163,8 @@ BOOST_AUTO_TEST_CASE(a_record_that_is_not_a_group_state_is_refused_with_a_reason
 BOOST_AUTO_TEST_CASE(a_state_over_the_record_limit_drops_the_oldest_runs_of_the_fullest_job_first) {
   group_state s;
   for (int i = 0; i < 10; ++i)
-    add_run(s, "big", full_run("b-" + std::to_string(i), run_outcome::succeeded), 20, true);
-  add_run(s, "small", full_run("s-0", run_outcome::succeeded), 20, true);
+    add_run(s, "big", full_run("b-" + std::to_string(i), run_outcome::succeeded), 20);
+  add_run(s, "small", full_run("s-0", run_outcome::succeeded), 20);
   decide(s, "big", std::chrono::floor<std::chrono::seconds>(t0));
   const auto whole = encode(s, 1 << 20);
   const auto limit = whole.size() * 6 / 10;
@@ -176,18 +180,23 @@ BOOST_AUTO_TEST_CASE(a_state_over_the_record_limit_drops_the_oldest_runs_of_the_
   BOOST_TEST(back->jobs.at("big").decided.has_value());  // decisions are never dropped
 }
 
-BOOST_AUTO_TEST_CASE(only_a_slots_final_attempt_counts_for_failures_in_a_row_and_decisions_never_go_back) {
+BOOST_AUTO_TEST_CASE(a_slots_final_outcome_counts_for_failures_in_a_row_and_decisions_never_go_back) {
   group_state s;
-  add_run(s, "a", full_run("1-1", run_outcome::failed), 5, false);  // a retry follows
+  add_run(s, "a", full_run("1-1", run_outcome::failed), 2);  // an attempt: a retry follows
   BOOST_TEST(s.jobs["a"].consecutive_failures == 0u);
-  add_run(s, "a", full_run("1-2", run_outcome::failed), 5, true);
-  add_run(s, "a", full_run("2-1", run_outcome::timed_out), 5, true);
+  finish_slot(s, "a", run_outcome::failed, t0);
+  finish_slot(s, "a", run_outcome::timed_out, t0);
   BOOST_TEST(s.jobs["a"].consecutive_failures == 2u);
-  add_run(s, "a", full_run("3-1", run_outcome::lost), 5, true);  // neither a failure nor a success
+  finish_slot(s, "a", run_outcome::lost, t0);  // neither a failure nor a success
   BOOST_TEST(s.jobs["a"].consecutive_failures == 2u);
-  add_run(s, "a", full_run("4-1", run_outcome::succeeded), 2, true);
+  BOOST_TEST(!s.jobs["a"].last_success.has_value());
+  finish_slot(s, "a", run_outcome::succeeded, t0 + 5s);
   BOOST_TEST(s.jobs["a"].consecutive_failures == 0u);
+  BOOST_TEST((s.jobs["a"].last_success == t0 + 5s));
+  add_run(s, "a", full_run("2-1", run_outcome::succeeded), 2);
+  add_run(s, "a", full_run("3-1", run_outcome::succeeded), 2);
   BOOST_TEST(s.jobs["a"].runs.size() == 2u);
+  BOOST_TEST(s.jobs["a"].runs.back().run_id == "2-1");
   const auto slot = std::chrono::floor<std::chrono::seconds>(t0);
   decide(s, "a", slot);
   decide(s, "a", slot - 60s);

@@ -373,3 +373,17 @@ BOOST_AUTO_TEST_CASE(a_long_gap_of_a_per_second_schedule_is_bounded_and_still_fi
   BOOST_TEST((d[0].slot == at(10, 0, 7)));
   BOOST_TEST(d[0].missed >= 1'000'000u);
 }
+
+BOOST_AUTO_TEST_CASE(after_a_handover_every_job_runs_its_latest_undecided_slot_within_the_window) {
+  scheduler s({job("skip", "* * * * * *"), job("far", "30 * * * *")});
+  // The old leader drained from 10:00:00 and handed over at 10:00:04: skip's 10:00:01..04 were not decided.
+  auto d = s.on_elected(at(10, 0, 4), 11s, {{"skip", at(10, 0, 0)}, {"far", at(8, 30)}}, true);
+  BOOST_REQUIRE(d.size() == 2u);
+  BOOST_TEST((d[0].what == kind::start));
+  BOOST_TEST((d[0].slot == at(10, 0, 4)));
+  BOOST_TEST(d[0].missed == 3u);
+  // A slot older than the window is counted, handover or not.
+  BOOST_TEST((d[1].what == kind::missed));
+  BOOST_TEST((d[1].slot == at(9, 30)));
+  BOOST_TEST(d[1].missed == 1u);
+}
