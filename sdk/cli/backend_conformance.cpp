@@ -157,6 +157,23 @@ asio::awaitable<proclaim_reply> backend_suite::proclaim(const std::string& key, 
   co_return r;
 }
 
+asio::awaitable<record_write_reply> backend_suite::write_record(const std::string& key,
+                                                                const std::string& owner, std::uint64_t token,
+                                                                std::string value) const {
+  auto r = co_await backend_->write_record(key, owner, token, std::move(value), request_timeout_);
+  if (r.ec == error::invalid_config) throw check_skipped("lock record: " + why(r.ec, r.diagnostic));
+  if (r.ec && r.ec != error::lease_lost && r.ec != error::stale_token)
+    throw check_failed("record write by " + owner + ": " + why(r.ec, r.diagnostic));
+  co_return r;
+}
+
+asio::awaitable<std::optional<lock_record>> backend_suite::read_record(const std::string& key) const {
+  auto r = co_await backend_->read_record(key, request_timeout_);
+  if (r.ec == error::invalid_config) throw check_skipped("lock record: " + why(r.ec, r.diagnostic));
+  if (r.ec) throw check_failed("record read: " + why(r.ec, r.diagnostic));
+  co_return r.record;
+}
+
 asio::awaitable<std::vector<renew_reply>> backend_suite::renew_batch(std::vector<renew_entry> entries) const {
   const auto n = entries.size();
   auto out = co_await backend_->renew_batch(std::move(entries), request_timeout_);
@@ -235,6 +252,13 @@ restart_state restart_backend(const backend_suite& s) {
       if (p.ec != error::invalid_config) {
         expect(!p.ec, "proclaim before the restart: " + why(p.ec, p.diagnostic));
         st.proclaimed_value = proclaimed;
+      }
+      const std::string recorded = "recorded-before-restart";
+      auto w = co_await s.main().write_record(st.held_key, st.held_owner, held.token, recorded,
+                                              milliseconds(10'000));
+      if (w.ec != error::invalid_config) {
+        expect(!w.ec, "record write before the restart: " + why(w.ec, w.diagnostic));
+        st.record_value = recorded;
       }
     }(s, st));
     st.max_token_before = s.max_token();
@@ -836,6 +860,80 @@ asio::awaitable<void> restart_keeps_proclaim(const backend_suite& s) {
              (g.holder ? " value \"" + g.holder->value + "\"" : ""));
 }
 
+// docs/protocol.md, "record": the lock's record, kept beyond any lease, replaced only by the live holder.
+namespace {
+void record_is(const std::optional<lock_record>& r, const std::string& value, std::uint64_t token,
+               std::uint64_t version, const std::string& owner, const std::string& what) {
+  expect(r && r->value == value && r->token == token && r->version == version && r->owner == owner,
+         what + ": expected \"" + value + "\" (token " + std::to_string(token) + ", version " +
+             std::to_string(version) + ", owner " + owner + "), got " +
+             (r ? "\"" + r->value + "\" (token " + std::to_string(r->token) + ", version " +
+                      std::to_string(r->version) + ", owner " + r->owner + ")"
+                : std::string("none")));
+}
+void record_lost(const record_write_reply& r, const char* reason, const std::string& what) {
+  expect(r.ec == error::lease_lost && r.lost_reason == reason,
+         what + ": expected lost (" + reason + "), got " + why(r.ec, r.diagnostic) + " " + r.lost_reason);
+}
+}  // namespace
+
+asio::awaitable<void> record_written(const backend_suite& s) {
+  const auto key = s.key("record");
+  auto a = co_await s.must_acquire(key, "leader-a", long_ttl, "addr");
+  auto w1 = co_await s.write_record(key, "leader-a", a.token, "state-1");
+  auto w2 = co_await s.write_record(key, "leader-a", a.token, "state-2");
+  auto r = co_await s.read_record(key);
+  auto g = co_await s.get(key);
+  co_await s.release(key, "leader-a", a.token);
+  expect(!w1.ec && w1.version == 1 && !w2.ec && w2.version == 2,
+         "the holder's writes: expected versions 1 and 2, got " + why(w1.ec, w1.diagnostic) + " " +
+             std::to_string(w1.version) + ", " + why(w2.ec, w2.diagnostic) + " " +
+             std::to_string(w2.version));
+  record_is(r, "state-2", a.token, 2, "leader-a", "a read of the record");
+  expect(held_by(g.holder, "leader-a", a.token) && g.holder->value == "addr" &&
+             g.holder->ttl_remaining <= long_ttl,
+         "a record write changed the lease: " + describe(g.holder));
+}
+
+asio::awaitable<void> record_refused(const backend_suite& s) {
+  const auto key = s.key("record-refused");
+  record_lost(co_await s.write_record(key, "leader-a", 1, "x"), "not_held", "a record write for a free key");
+  auto first = co_await s.must_acquire(key, "leader-a", long_ttl);
+  auto w = co_await s.write_record(key, "leader-a", first.token, "kept");
+  expect(!w.ec, "the holder's write: " + why(w.ec, w.diagnostic));
+  auto second = co_await s.must_acquire(key, "leader-a", long_ttl);
+  record_lost(co_await s.write_record(key, "leader-a", first.token, "stale"), "token_mismatch",
+              "a record write with the superseded token");
+  record_lost(co_await s.write_record(key, "other-b", second.token, "stolen"), "owner_mismatch",
+              "a record write by another owner");
+  auto r = co_await s.read_record(key);
+  co_await s.release(key, "leader-a", second.token);
+  record_is(r, "kept", first.token, 1, "leader-a", "a read after refused writes");
+}
+
+asio::awaitable<void> record_outlives_lease(const backend_suite& s) {
+  const auto key = s.key("record-outlives");
+  auto a = co_await s.must_acquire(key, "leader-a", long_ttl);
+  auto w = co_await s.write_record(key, "leader-a", a.token, "state");
+  expect(!w.ec, "the holder's write: " + why(w.ec, w.diagnostic));
+  co_await s.release(key, "leader-a", a.token);
+  record_is(co_await s.read_record(key), "state", a.token, 1, "leader-a", "a read after the release");
+  record_lost(co_await s.write_record(key, "leader-a", a.token, "late"), "not_held",
+              "a record write after the lease's release");
+}
+
+asio::awaitable<void> record_missing(const backend_suite& s) {
+  auto r = co_await s.read_record(s.key("record-none"));
+  expect(!r, "a read of a record never written found one: \"" + (r ? r->value : std::string()) + "\"");
+}
+
+asio::awaitable<void> restart_keeps_record(const backend_suite& s) {
+  const auto& st = s.restarted();
+  if (!st.record_value) throw check_skipped("the backend does not keep lock records");
+  record_is(co_await s.read_record(st.held_key), *st.record_value, static_cast<std::uint64_t>(st.held_token),
+            1, st.held_owner, "a record written before the restart, read after it");
+}
+
 asio::awaitable<void> restart_keeps_held_lease(const backend_suite& s) {
   const auto& st = s.restarted();
   const auto token = static_cast<std::uint64_t>(st.held_token);
@@ -897,12 +995,17 @@ constexpr named_check lease_checks[] = {
     {check_name::proclaim_replaces_value, proclaim_replaces_value},
     {check_name::proclaim_refused, proclaim_refused},
     {check_name::proclaim_wakes_value_poll, proclaim_wakes_value_poll},
+    {check_name::record_written, record_written},
+    {check_name::record_refused, record_refused},
+    {check_name::record_outlives_lease, record_outlives_lease},
+    {check_name::record_missing, record_missing},
 };
 
 constexpr named_check after_restart[] = {
     {check_name::restart_keeps_held_lease, restart_keeps_held_lease},
     {check_name::restart_keeps_release, restart_keeps_release},
     {check_name::restart_keeps_proclaim, restart_keeps_proclaim},
+    {check_name::restart_keeps_record, restart_keeps_record},
     {check_name::restart_tokens_increase, restart_tokens_increase},
 };
 

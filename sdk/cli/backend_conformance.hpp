@@ -62,6 +62,12 @@ class backend_suite {
   // A proclaim the server answered (replaced or lost); check_skipped when the backend does not support it.
   boost::asio::awaitable<proclaim_reply> proclaim(const std::string& key, const std::string& owner,
                                                   std::uint64_t token, std::string value) const;
+  // A record write the server answered (written or refused); check_skipped when the backend or server does
+  // not keep records.
+  boost::asio::awaitable<record_write_reply> write_record(const std::string& key, const std::string& owner,
+                                                          std::uint64_t token, std::string value) const;
+  // A record read the server answered; check_skipped as write_record.
+  boost::asio::awaitable<std::optional<lock_record>> read_record(const std::string& key) const;
   // A batch renewal whose every entry the server answered (renewed or lost).
   boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::vector<renew_entry> entries) const;
   // A release the server answered (any outcome).
@@ -135,6 +141,11 @@ boost::asio::awaitable<void> renew_batch_superseded(const backend_suite& s);
 boost::asio::awaitable<void> proclaim_replaces_value(const backend_suite& s);
 boost::asio::awaitable<void> proclaim_refused(const backend_suite& s);
 boost::asio::awaitable<void> proclaim_wakes_value_poll(const backend_suite& s);
+boost::asio::awaitable<void> record_written(const backend_suite& s);
+boost::asio::awaitable<void> record_refused(const backend_suite& s);
+boost::asio::awaitable<void> record_outlives_lease(const backend_suite& s);
+boost::asio::awaitable<void> record_missing(const backend_suite& s);
+boost::asio::awaitable<void> restart_keeps_record(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_held_lease(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_proclaim(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_release(const backend_suite& s);

@@ -42,6 +42,8 @@ commands:
       publish a new value with a lease you hold, same token and expiry; prints {"key","owner","token","value"}
   get KEY
       show the holder: {"key","held":true,"owner","token","ttl_remaining_ms"} or {"key","held":false}
+  record get KEY
+      show the lock's record, kept beyond leases: {"key","record":true,"value","token","version","owner"}
   exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] -- CMD ...
       run CMD while holding the lock, renewing it all along; the moment the lease is lost, stop CMD's
       whole process group (SIGTERM, then SIGKILL after the grace period, before the server can expire the
@@ -115,6 +117,11 @@ feature "proclaim" is not sent it (exit 64: use a server that has it).)"},
     {"get", "baton get KEY",
      R"(Prints the holder of KEY, {"key","held":true,"owner","token","ttl_remaining_ms"}, or
 {"key","held":false} when the lock is free. Both exit 0.)"},
+    {"record", "baton record get KEY",
+     R"(Prints the lock's record of KEY (docs/protocol.md, "record"), the value its holders keep beyond any
+lease: {"key","record":true,"value","token","version","owner"}, or {"key","record":false} when none was
+ever written. Both exit 0; a server without the feature "lock_record" is not asked (exit 64). A record is
+written by a live holder through the SDK (lease::async_write_record).)"},
     {"exec",
      "baton exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] "
      "-- "
@@ -321,6 +328,7 @@ client_config client_settings(const po::variables_map& vm, const char* env_serve
 command build(std::string_view name, std::string key, const po::variables_map& vm,
               std::vector<std::string> cmd_argv) {
   if (name == "get") return get_command{std::move(key)};
+  if (name == "record") return record_get_command{std::move(key)};
   if (name == "conformance") {
     conformance_command c;
     if (vm.count("restart-command")) c.restart_command = required_string(vm, "restart-command");
@@ -445,6 +453,12 @@ invocation parse_command_line(const std::vector<std::string>& args, const char* 
     if (name == "conformance" && !keys.empty())
       usage_error("takes no arguments, got \"" + keys.front() + "\"");
     if (name == "conformance") keys.emplace_back();
+    if (name == "record") {
+      if (keys.empty() || keys.front() != "get")
+        usage_error("expected \"record get KEY\"" +
+                    (keys.empty() ? std::string() : ", got \"" + keys.front() + "\""));
+      keys.erase(keys.begin());
+    }
     if (keys.size() > 1) usage_error("expected one KEY, got " + std::to_string(keys.size()) + " arguments");
     if (name != "conformance" && (keys.empty() || keys.front().empty())) usage_error("missing KEY");
     if (name == "exec" && cmd_argv.empty())

@@ -55,6 +55,11 @@ struct get_command {
   std::string key;
 };
 
+/// `baton record get KEY`: prints the lock's record (docs/protocol.md, "record").
+struct record_get_command {
+  std::string key;
+};
+
 struct exec_command {
   std::string key;
   lease_options lease;  // validated
@@ -71,7 +76,7 @@ struct conformance_command {
 };
 
 using command = std::variant<help_request, acquire_command, renew_command, release_command, get_command,
-                             exec_command, conformance_command, proclaim_command>;
+                             exec_command, conformance_command, proclaim_command, record_get_command>;
 
 struct invocation {
   client_config client;  // server_url, request_timeout and bearer_token from the options; validated

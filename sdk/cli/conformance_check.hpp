@@ -45,6 +45,14 @@ inline constexpr const char* proclaim_refused =
     "proclaim is refused for a stale token, another owner or a free key";
 inline constexpr const char* proclaim_wakes_value_poll = "a long-poll naming the value answers at a proclaim";
 inline constexpr const char* restart_keeps_proclaim = "restart: a proclaimed value is kept";
+inline constexpr const char* record_written =
+    "lock record: the holder writes it, versions count, the lease stays";
+inline constexpr const char* record_refused =
+    "lock record: a write by another owner or an old token is refused, nothing changed";
+inline constexpr const char* record_outlives_lease =
+    "lock record: it outlives release and expiry, and the old holder is refused";
+inline constexpr const char* record_missing = "lock record: a key without one reads as none";
+inline constexpr const char* restart_keeps_record = "restart: a lock record is kept";
 inline constexpr const char* restart_keeps_held_lease = "restart: a held lease keeps its owner and token";
 inline constexpr const char* restart_keeps_release = "restart: a released lock stays released";
 inline constexpr const char* restart_tokens_increase =
@@ -112,6 +120,8 @@ struct restart_state {
   /// The value proclaimed for the held lease before the restart; nullopt when the server (or backend) does
   /// not support proclaim, and the restart check of it is skipped.
   std::optional<std::string> proclaimed_value;
+  /// The lock record written for the held key before the restart; nullopt without feature lock_record.
+  std::optional<std::string> record_value;
 };
 
 // Bounds of the restart phase: the command's own run, then the server's return.

@@ -662,6 +662,87 @@ void proclaim_wakes_value_poll(const suite& s) {
              " of the proclaim: " + r.describe());
 }
 
+// --- the lock's record (docs/protocol.md, "record"): run when the server advertises lock_record
+
+void require_record(const suite& s) {
+  if (!s.has_feature("lock_record")) throw check_skipped("the server does not advertise lock_record");
+}
+
+// 200 {"key","token","version"} with the expected version, or why not.
+void written(const reply& r, std::int64_t token, std::int64_t version, const std::string& what) {
+  expect(r.status == 200 && r.num("token") == token && r.num("version") == version,
+         what + ": expected 200 with token " + std::to_string(token) + " and version " +
+             std::to_string(version) + ", got " + r.describe());
+}
+
+// The record as GET shows it, or why not.
+void record_is(const reply& r, const std::string& value, std::int64_t token, std::int64_t version,
+               const std::string& owner, const std::string& what) {
+  expect(r.status == 200 && r.str("value") == value && r.num("token") == token &&
+             r.num("version") == version && r.str("owner") == owner,
+         what + ": expected the record \"" + value + "\" (token " + std::to_string(token) + ", version " +
+             std::to_string(version) + ", owner " + owner + "), got " + r.describe());
+}
+
+void record_written(const suite& s) {
+  require_record(s);
+  auto c = s.open();
+  const auto key = s.key("record");
+  auto a = s.must_acquire(c, key, "leader-a", 30'000, "addr");
+  std::this_thread::sleep_for(300ms);
+  written(s.write_record(c, key, "leader-a", a.token(), "{\"slot\":1}\n"), a.token(), 1,
+          "the holder's write");
+  written(s.write_record(c, key, "leader-a", a.token(), "{\"slot\":2}\n"), a.token(), 2, "its second write");
+  record_is(s.read_record(c, key), "{\"slot\":2}\n", a.token(), 2, "leader-a", "GET of the record");
+  auto g = s.get(c, key);
+  s.release(c, key, "leader-a", a.token());
+  expect(
+      g.status == 200 && g.num("token") == a.token() && g.str("value") == "addr" &&
+          g.num("ttl_remaining_ms").value_or(0) <= 29'800,
+      "a record write 300 ms into a 30 s lease changed the lease (no renew, no new value): " + g.describe());
+}
+
+void record_refused(const suite& s) {
+  require_record(s);
+  auto c = s.open();
+  const auto key = s.key("record-refused");
+  expect_lost(s.write_record(c, key, "leader-a", 1, "x"), {"not_held"}, "a record write for a free key");
+  auto first = s.must_acquire(c, key, "leader-a", 30'000);
+  written(s.write_record(c, key, "leader-a", first.token(), "kept"), first.token(), 1, "the holder's write");
+  auto second = s.must_acquire(c, key, "leader-a", 30'000);
+  expect_lost(s.write_record(c, key, "leader-a", first.token(), "stale"), {"token_mismatch"},
+              "a record write with the superseded token");
+  expect_lost(s.write_record(c, key, "other-b", second.token(), "stolen"), {"owner_mismatch"},
+              "a record write by another owner");
+  auto r = s.read_record(c, key);
+  s.release(c, key, "leader-a", second.token());
+  record_is(r, "kept", first.token(), 1, "leader-a", "GET of the record after refused writes");
+}
+
+void record_outlives_lease(const suite& s) {
+  require_record(s);
+  auto c = s.open();
+  const auto key = s.key("record-outlives");
+  auto a = s.must_acquire(c, key, "leader-a", 30'000);
+  written(s.write_record(c, key, "leader-a", a.token(), "state"), a.token(), 1, "the holder's write");
+  s.release(c, key, "leader-a", a.token());
+  record_is(s.read_record(c, key), "state", a.token(), 1, "leader-a", "GET of the record after a release");
+  expect_lost(s.write_record(c, key, "leader-a", a.token(), "late"), {"not_held"},
+              "a record write after the lease's release");
+  auto b = s.must_acquire(c, key, "leader-b", 200);
+  std::this_thread::sleep_until(b.sent + 1'200ms);
+  expect_lost(s.write_record(c, key, "leader-b", b.token(), "late"), {"not_held"},
+              "a record write 1.2 s into a 200 ms lease (nobody else took the key)");
+  record_is(s.read_record(c, key), "state", a.token(), 1, "leader-a", "GET of the record after an expiry");
+}
+
+void record_missing(const suite& s) {
+  require_record(s);
+  auto c = s.open();
+  suite::expect_error(s.read_record(c, s.key("record-none")), 404, "no_record",
+                      "GET of a record never written");
+}
+
 // Optional features a server may advertise, and the check that exercises each.
 struct feature_check {
   const char* feature;
@@ -671,6 +752,7 @@ constexpr feature_check known_features[] = {
     {"lease_values", "a lease's value is published, replaced and kept"},
     {"renew_batch", "renew batch"},
     {"proclaim", "proclaim"},
+    {"lock_record", "lock record"},
 };
 
 // GET /v1/capabilities: optional. When answered, it must have the documented shape; each advertised feature
@@ -850,6 +932,11 @@ restart_state restart_server(const suite& s) {
       auto p = s.proclaim(c, st.held_key, st.held_owner, st.held_token, *st.proclaimed_value);
       expect(p.status == 200, "proclaim before the restart: expected 200, got " + p.describe());
     }
+    if (s.has_feature("lock_record")) {
+      st.record_value = "recorded-before-restart";
+      written(s.write_record(c, st.held_key, st.held_owner, st.held_token, *st.record_value), st.held_token,
+              1, "a record write before the restart");
+    }
     st.max_token_before = s.max_token();
     if (auto failed = run_restart_command(*s.restart_command())) throw check_failed(*failed);
     // A signal sent by CMD may land a moment after CMD returned.
@@ -897,6 +984,14 @@ void restart_keeps_proclaim(const suite& s) {
   expect(g.status == 200 && g.num("token") == st.held_token && g.str("value") == *st.proclaimed_value,
          "a value proclaimed before the restart (\"" + *st.proclaimed_value + "\", token " +
              std::to_string(st.held_token) + "): GET after it says " + g.describe());
+}
+
+void restart_keeps_record(const suite& s) {
+  const auto& st = s.restarted();
+  if (!st.record_value) throw check_skipped("the server does not advertise lock_record");
+  auto c = s.open();
+  record_is(s.read_record(c, st.held_key), *st.record_value, st.held_token, 1, st.held_owner,
+            "a record written before the restart, read after it");
 }
 
 void restart_keeps_batch_raise(const suite& s) {
@@ -975,6 +1070,10 @@ constexpr check lease_and_wire_checks[] = {
     {check_name::proclaim_refused, proclaim_refused},
     {"proclaim with a bad value is 400 bad_request", proclaim_bad_value},
     {check_name::proclaim_wakes_value_poll, proclaim_wakes_value_poll},
+    {check_name::record_written, record_written},
+    {check_name::record_refused, record_refused},
+    {check_name::record_outlives_lease, record_outlives_lease},
+    {check_name::record_missing, record_missing},
     {"malformed JSON is 400 bad_request", malformed_json},
     {"missing field is 400 bad_request", missing_field},
     {"ttl out of range is 400 bad_request", ttl_out_of_range},
@@ -990,6 +1089,7 @@ constexpr check after_restart[] = {
     {check_name::restart_keeps_release, restart_keeps_release},
     {"restart: a TTL raised by a batch renewal is kept", restart_keeps_batch_raise},
     {check_name::restart_keeps_proclaim, restart_keeps_proclaim},
+    {check_name::restart_keeps_record, restart_keeps_record},
     {check_name::restart_tokens_increase, restart_tokens_increase},
 };
 

@@ -69,6 +69,16 @@ class suite {
                      timeout_);
   }
 
+  reply write_record(connection& c, const std::string& key, const std::string& owner, std::int64_t token,
+                     const std::string& value) const {
+    return c.request(http::verb::put, path(key, "/record"),
+                     json::serialize(json::object{{"owner", owner}, {"token", token}, {"value", value}}),
+                     timeout_);
+  }
+  reply read_record(connection& c, const std::string& key) const {
+    return c.request(http::verb::get, path(key, "/record"), {}, timeout_);
+  }
+
   // An acquire that must succeed; returns its reply.
   reply must_acquire(connection& c, const std::string& key, const std::string& owner, std::int64_t ttl_ms,
                      std::optional<std::string> value = std::nullopt) const {

@@ -201,4 +201,24 @@ asio::awaitable<int> run_get(client& c, const get_command& cmd) {
   co_return exit_code::ok;
 }
 
+asio::awaitable<int> run_record_get(client& c, const record_get_command& cmd) {
+  std::optional<lock_record> record;
+  try {
+    record = co_await c.async_read_record(cmd.key);
+  } catch (const exception& e) {
+    fail("record get " + quoted(cmd.key), e.code(), e.diagnostic());
+  }
+  if (!record) {
+    print_json({{"key", cmd.key}, {"record", false}});
+  } else {
+    print_json({{"key", cmd.key},
+                {"record", true},
+                {"value", record->value},
+                {"token", record->token},
+                {"version", record->version},
+                {"owner", record->owner}});
+  }
+  co_return exit_code::ok;
+}
+
 }  // namespace baton::cli

@@ -41,6 +41,7 @@ asio::awaitable<int> dispatch(baton::client& c, const command& what) {
   if (auto* r = std::get_if<release_command>(&what)) co_return co_await run_release(c, *r);
   if (auto* g = std::get_if<get_command>(&what)) co_return co_await run_get(c, *g);
   if (auto* p = std::get_if<proclaim_command>(&what)) co_return co_await run_proclaim(c, *p);
+  if (auto* r = std::get_if<record_get_command>(&what)) co_return co_await run_record_get(c, *r);
   co_return co_await run_exec(c, std::get<exec_command>(what));
 }
 

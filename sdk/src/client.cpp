@@ -265,6 +265,16 @@ asio::awaitable<std::optional<holder_info>> get_impl(shared_ptr_t s, std::string
   throw exception(r.ec, r.diagnostic);
 }
 
+asio::awaitable<std::optional<lock_record>> read_record_impl(shared_ptr_t s, std::string key) {
+  auto& cs = *s;
+  auto r = co_await detail::with_retries(
+      s, cs.config.retry.max_attempts,
+      [&] { return cs.backend->read_record(key, cs.config.request_timeout); }, detail::no_retry_hook);
+  if (!r.ec) co_return r.record;
+  if (r.ec == asio::error::operation_aborted) throw_cancelled();
+  throw exception(r.ec, r.diagnostic);
+}
+
 asio::awaitable<void> shutdown_impl(shared_ptr_t s, milliseconds timeout) {
   auto& cs = *s;
   cs.shutting_down = true;
@@ -374,6 +384,14 @@ void client::start_get(
   if (refused_as_empty(s, diag, h, std::optional<holder_info>{})) return;
   auto ex = s->ex;
   detail::launch(ex, get_impl(std::move(s), std::move(key)), diag, std::move(h));
+}
+
+void client::start_read_record(
+    shared_ptr_t s, std::string key, std::string* diag,
+    asio::any_completion_handler<void(boost::system::error_code, std::optional<lock_record>)> h) {
+  if (refused_as_empty(s, diag, h, std::optional<lock_record>{})) return;
+  auto ex = s->ex;
+  detail::launch(ex, read_record_impl(std::move(s), std::move(key)), diag, std::move(h));
 }
 
 void client::start_shutdown(shared_ptr_t s, milliseconds timeout, std::string* diag,

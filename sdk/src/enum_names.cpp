@@ -66,6 +66,8 @@ std::string_view to_string(error e) noexcept {
       return "empty_handle";
     case error::shut_down:
       return "shut_down";
+    case error::stale_token:
+      return "stale_token";
   }
   return "unknown";
 }

@@ -17,6 +17,13 @@
 //   proclaim = read the key (still ours: same create_revision and owner?) + txn "mod_revision == the read's →
 //              put the new entry with the key's own lease" (etcd's Election.Proclaim): the token (the key's
 //              create_revision) and the lease, so the expiry, stay.
+//   record   = a lock's record (docs/protocol.md, "record") is the key <prefix without its last '/'>.records/
+//              <key>, outside the locks' range (and so outside the loss watch), with no etcd lease: its value
+//              is the token in decimal, NUL, the owner, NUL, the record's value. A write reads the lock key
+//              and the record in one txn, decides as proclaim does (then refuses a record of a larger token),
+//              and puts the record in a txn "lock key's mod_revision == the read's and record's mod_revision
+//              == the read's" (again from a fresh read when either changed). The version is etcd's own
+//              `version` of the record key: its puts since it was created.
 //   wait     = /v3/watch on the key from the revision after the read that found it held, on a connection of
 //              its own (TLS over etcds://, as every request), so a waiter wakes at the delete; bounded
 //              polling (100 ms) when the watch fails.
@@ -107,18 +114,44 @@ bool header_revision(const json::value& body, std::uint64_t& out) {
   return header && uint_field(*header, "revision", out) && out != 0;
 }
 
+// The first key-value of one response of a txn, or null.
+const json::value* kv_of(const json::value& response) {
+  const json::value* kvs = path(response, {"response_range", "kvs"});
+  if (!kvs || !kvs->is_array() || kvs->as_array().empty()) return nullptr;
+  return &kvs->as_array()[0];
+}
+
 // The first kv of the first response of a txn or of a range answer, if any.
 const json::value* first_kv(const json::value& body, bool in_txn) {
-  const json::value* kvs = nullptr;
   if (in_txn) {
     auto* responses = path(body, {"responses"});
     if (!responses || !responses->is_array() || responses->as_array().empty()) return nullptr;
-    kvs = path(responses->as_array()[0], {"response_range", "kvs"});
-  } else {
-    kvs = path(body, {"kvs"});
+    return kv_of(responses->as_array()[0]);
   }
+  const json::value* kvs = path(body, {"kvs"});
   if (!kvs || !kvs->is_array() || kvs->as_array().empty()) return nullptr;
   return &kvs->as_array()[0];
+}
+
+// A lock record as stored in etcd: token NUL owner NUL value (the value may hold NULs; the owner holds
+// none). A value of another shape reads as token 0.
+struct stored_record {
+  std::uint64_t token = 0;
+  std::string owner;
+  std::string value;
+};
+stored_record split_record(std::string_view s) {
+  stored_record out;
+  const auto first = s.find('\0');
+  const auto second = first == std::string_view::npos ? first : s.find('\0', first + 1);
+  if (second == std::string_view::npos) return out;
+  for (char c : s.substr(0, first)) {
+    if (c < '0' || c > '9' || out.token > (UINT64_MAX - 9) / 10) return {};
+    out.token = out.token * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  out.owner.assign(s.substr(first + 1, second - first - 1));
+  out.value.assign(s.substr(second + 1));
+  return out;
 }
 
 // The key's value in etcd: the owner, then NUL and the lease's value when it has one.
@@ -541,6 +574,85 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     }
   }
 
+  asio::awaitable<record_write_reply> write_record(std::string key, std::string owner, std::uint64_t token,
+                                                   std::string value, milliseconds timeout) override {
+    const auto deadline = clock::now() + timeout;
+    const std::string k = encode64(prefix_ + key), rk = encode64(record_key(key));
+    const std::string stored = encode64(std::to_string(token) + '\0' + owner + '\0' + value);
+    auto read_both =
+        json::object{{"success", json::array{json::object{{"request_range", json::object{{"key", k}}}},
+                                             json::object{{"request_range", json::object{{"key", rk}}}}}}};
+    auto last = co_await call("/v3/kv/txn", read_both, deadline);
+    for (;;) {
+      if (last.ec) co_return fail<record_write_reply>(last);
+      const json::value* responses = path(last.body, {"responses"});
+      if (!responses || !responses->is_array() || responses->as_array().size() != 2) {
+        protocol(last, "txn answer lacks the lock key and the record");
+        continue;
+      }
+      const json::value* kv = kv_of(responses->as_array()[0]);
+      const json::value* rec = kv_of(responses->as_array()[1]);
+      record_write_reply out;
+      std::uint64_t rev = 0, mod = 0, rec_mod = 0, rec_version = 0;
+      std::string holder;
+      if (kv) {
+        uint_field(*kv, "create_revision", rev);
+        uint_field(*kv, "mod_revision", mod);
+        holder = split_entry(decode64(string_field(*kv, "value"))).owner;
+      }
+      if (refuse(out, kv, holder, owner, rev, token)) co_return out;
+      if (rec) {
+        uint_field(*rec, "mod_revision", rec_mod);
+        uint_field(*rec, "version", rec_version);
+        if (auto was = split_record(decode64(string_field(*rec, "value"))); was.token > token) {
+          out.ec = error::stale_token;
+          out.diagnostic = "the record was written with token " + std::to_string(was.token);
+          co_return out;
+        }
+      }
+      auto same = [](const std::string& key64, std::uint64_t m) {
+        return json::object{
+            {"key", key64}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", std::to_string(m)}};
+      };
+      json::object txn{
+          {"compare", json::array{same(k, mod), same(rk, rec_mod)}},
+          {"success",
+           json::array{json::object{{"request_put", json::object{{"key", rk}, {"value", stored}}}}}},
+          {"failure", read_both["success"]}};
+      auto r = co_await call("/v3/kv/txn", txn, deadline);
+      if (r.ec) co_return fail<record_write_reply>(r);
+      if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
+        out.version = rec_version + 1;  // the compare held: no other put came between
+        co_return out;
+      }
+      if (clock::now() >= deadline) {
+        out.ec = error::request_timeout;
+        out.diagnostic = "the key or its record kept changing under the write";
+        co_return out;
+      }
+      last = std::move(r);
+    }
+  }
+
+  asio::awaitable<record_read_reply> read_record(std::string key, milliseconds timeout) override {
+    const auto deadline = clock::now() + timeout;
+    json::object read{{"key", encode64(record_key(key))}};
+    auto r = co_await call("/v3/kv/range", read, deadline);
+    if (r.ec) co_return fail<record_read_reply>(r);
+    record_read_reply out;
+    if (const json::value* kv = first_kv(r.body, false)) {
+      auto e = split_record(decode64(string_field(*kv, "value")));
+      lock_record rec{std::move(e.value), e.token, 0, std::move(e.owner)};
+      if (e.token == 0 || !uint_field(*kv, "version", rec.version)) {
+        out.ec = error::protocol_error;
+        out.diagnostic = "the record key in etcd does not hold a Baton record";
+        co_return out;
+      }
+      out.record = std::move(rec);
+    }
+    co_return out;
+  }
+
   asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                  milliseconds timeout) override {
     const auto give_up = clock::now() + (wait ? wait->wait : milliseconds{0});
@@ -620,8 +732,9 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
  private:
   // Renew's refusal, in its order, for the key as read (`kv` null: absent; `holder` its entry's owner,
   // `rev` its create_revision); false when `owner` holds it under `token`.
-  static bool refuse(renew_reply& out, const json::value* kv, const std::string& holder,
-                     const std::string& owner, std::uint64_t rev, std::uint64_t token) {
+  template <class Reply>
+  static bool refuse(Reply& out, const json::value* kv, const std::string& holder, const std::string& owner,
+                     std::uint64_t rev, std::uint64_t token) {
     if (!kv)
       out.lost_reason = "not_held";
     else if (holder != owner)
@@ -1116,6 +1229,11 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   std::string user_, password_;  // empty user: etcd without authentication
   std::vector<bool> authenticated_;
   std::string prefix_;
+
+  // Where the record of `key` is kept: beside the locks' prefix, not under it (see the top of this file).
+  std::string record_key(std::string_view key) const {
+    return prefix_.substr(0, prefix_.size() - 1) + ".records/" + std::string(key);
+  }
   std::vector<std::unique_ptr<detail::http_transport>> endpoints_;
   std::vector<etcd_endpoint> hosts_;
   std::vector<bool> probed_;

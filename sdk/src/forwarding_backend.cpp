@@ -34,6 +34,16 @@ asio::awaitable<proclaim_reply> forwarding_backend::proclaim(std::string key, st
   return inner_->proclaim(std::move(key), std::move(owner), token, std::move(value), timeout);
 }
 
+asio::awaitable<record_write_reply> forwarding_backend::write_record(std::string key, std::string owner,
+                                                                     std::uint64_t token, std::string value,
+                                                                     milliseconds timeout) {
+  return inner_->write_record(std::move(key), std::move(owner), token, std::move(value), timeout);
+}
+
+asio::awaitable<record_read_reply> forwarding_backend::read_record(std::string key, milliseconds timeout) {
+  return inner_->read_record(std::move(key), timeout);
+}
+
 asio::awaitable<get_reply> forwarding_backend::get(std::string key, std::optional<wait_for_change> wait,
                                                    milliseconds timeout) {
   return inner_->get(std::move(key), wait, timeout);

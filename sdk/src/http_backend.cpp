@@ -65,6 +65,9 @@ void unexpected(http_result& r) {
 }
 
 class http_backend final : public backend {
+  // Whether the server has an optional feature (GET /v1/capabilities).
+  enum class support { unknown, yes, no };
+
  public:
   http_backend(asio::any_io_executor ex, const client_config& config) : ex_(std::move(ex)), config_(config) {
     auto u = boost::urls::parse_absolute_uri(config.server_url);
@@ -149,29 +152,65 @@ class http_backend final : public backend {
                                            std::string value, milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     proclaim_reply out;
-    if (auto failed = co_await learn_capabilities_if_due(timeout)) {
-      out.ec = failed->ec;
-      out.diagnostic = "could not read the server's capabilities: " + failed->diagnostic;
-      co_return out;
-    }
-    if (proclaim_ != support::yes) {
-      out.ec = error::invalid_config;
-      out.diagnostic = no_proclaim;
-      co_return out;
-    }
+    if (!co_await feature_ready(proclaim_, no_proclaim, timeout, out)) co_return out;
     json::object body{{"owner", owner}, {"token", token}, {"value", value}};
     auto r = co_await transport_->request("POST", lock_path(key) + "/proclaim", json::serialize(body),
                                           left(deadline));
-    if (!r.ec && r.status != 200 && !read_lost(r, out)) {
-      if (r.status == 404) {
-        // The server lost the route since it was asked (a downgrade behind the same URL): nothing changed.
-        proclaim_ = support::no;
-        learned_at_ = std::chrono::steady_clock::now();
-        r.ec = error::invalid_config;
-        r.diagnostic = no_proclaim;
-      } else {
+    if (!r.ec && r.status != 200 && !read_lost(r, out) && !lost_route(r, proclaim_, no_proclaim))
+      unexpected(r);
+    co_return with_outcome(std::move(out), r);
+  }
+
+  // Sent only to a server that advertises `lock_record`, as proclaim is, and only a value within the
+  // server's record_max_bytes (a larger one would be refused, and its body could be over the body limit).
+  asio::awaitable<record_write_reply> write_record(std::string key, std::string owner, std::uint64_t token,
+                                                   std::string value, milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    record_write_reply out;
+    if (!co_await feature_ready(record_, no_record, timeout, out)) co_return out;
+    if (value.size() > record_max_) {
+      out.ec = error::invalid_config;
+      out.diagnostic = "the record value is " + std::to_string(value.size()) +
+                       " bytes; this server keeps at most " + std::to_string(record_max_) +
+                       " (record_max_bytes in /v1/capabilities)";
+      co_return out;
+    }
+    json::object body{{"owner", owner}, {"token", token}, {"value", value}};
+    auto r = co_await transport_->request("PUT", lock_path(key) + "/record", json::serialize(body),
+                                          left(deadline));
+    if (!r.ec && r.status == 200) {
+      if (!uint_field(r.body, "version", out.version) || out.version == 0)
+        protocol(r, "record write answer has no version");
+    } else if (!r.ec && !read_lost(r, out)) {
+      if (r.status == 409 && string_field(r.body, "error") == "stale_token") {
+        r.ec = error::stale_token;
+        r.diagnostic = string_field(r.body, "message");
+      } else if (!lost_route(r, record_, no_record)) {
         unexpected(r);
       }
+    }
+    co_return with_outcome(std::move(out), r);
+  }
+
+  asio::awaitable<record_read_reply> read_record(std::string key, milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    record_read_reply out;
+    if (!co_await feature_ready(record_, no_record, timeout, out)) co_return out;
+    auto r = co_await transport_->request("GET", lock_path(key) + "/record", {}, left(deadline));
+    if (!r.ec && r.status == 200) {
+      lock_record rec;
+      const auto* value = r.body.is_object() ? r.body.as_object().if_contains("value") : nullptr;
+      if (!value || !value->is_string() || !uint_field(r.body, "token", rec.token) ||
+          !uint_field(r.body, "version", rec.version)) {
+        protocol(r, "record answer lacks value, token or version");
+      } else {
+        rec.value = value->as_string();
+        rec.owner = string_field(r.body, "owner");
+        out.record = std::move(rec);
+      }
+    } else if (!r.ec && !(r.status == 404 && string_field(r.body, "error") == "no_record") &&
+               !lost_route(r, record_, no_record)) {
+      unexpected(r);
     }
     co_return with_outcome(std::move(out), r);
   }
@@ -278,7 +317,8 @@ class http_backend final : public backend {
   }
 
   // A 409 `lost` (renew's, and proclaim's): error::lease_lost with its reason; false for any other answer.
-  static bool read_lost(http_result& r, renew_reply& out) {
+  template <class Reply>
+  static bool read_lost(http_result& r, Reply& out) {
     if (r.status != 409 || string_field(r.body, "error") != "lost") return false;
     r.ec = error::lease_lost;
     out.lost_reason = string_field(r.body, "reason");
@@ -312,7 +352,7 @@ class http_backend final : public backend {
     if (r.ec) co_return r;
     learned_at_ = std::chrono::steady_clock::now();
     if (r.status == 404) {
-      batch_ = proclaim_ = support::no;
+      batch_ = proclaim_ = record_ = support::no;
       co_return std::nullopt;
     }
     if (r.status != 200 || !r.body.is_object()) {
@@ -320,7 +360,8 @@ class http_backend final : public backend {
       if (r.status == 200) protocol(r, "capabilities answer is not a JSON object");
       co_return r;
     }
-    batch_ = proclaim_ = support::no;
+    batch_ = proclaim_ = record_ = support::no;
+    std::uint64_t n = 0;
     const auto* features = r.body.as_object().if_contains("features");
     if (!features || !features->is_array()) co_return std::nullopt;
     const auto& f = features->as_array();
@@ -328,8 +369,12 @@ class http_backend final : public backend {
       return std::find(f.begin(), f.end(), json::value(name)) != f.end();
     };
     if (has("proclaim")) proclaim_ = support::yes;
+    if (has("lock_record")) {
+      record_ = support::yes;
+      // Without the server's figure, the protocol's least (16 KiB).
+      record_max_ = uint_field(r.body, "record_max_bytes", n) && n > 0 ? static_cast<std::size_t>(n) : 16384;
+    }
     if (!has("renew_batch")) co_return std::nullopt;
-    std::uint64_t n = 0;
     if (!uint_field(r.body, "renew_batch_max", n) || n == 0) co_return std::nullopt;
     batch_max_ = static_cast<std::size_t>(n);
     // Without the server's body limit, the protocol's default one (8 KiB).
@@ -338,12 +383,36 @@ class http_backend final : public backend {
     co_return std::nullopt;
   }
 
-  // learn_capabilities() when proclaim's support is not known, or was "no" long enough ago to ask again.
-  asio::awaitable<std::optional<http_result>> learn_capabilities_if_due(milliseconds timeout) {
-    if (proclaim_ == support::no && std::chrono::steady_clock::now() - learned_at_ >= ask_again_after)
-      proclaim_ = support::unknown;
-    if (proclaim_ != support::unknown) co_return std::nullopt;
-    co_return co_await learn_capabilities(timeout);
+  // Whether the server has `feature`, asking GET /v1/capabilities when that is not known, or was "no" long
+  // enough ago to ask again. When it may not be sent, `out` says why: invalid_config (`missing`, nothing
+  // sent), or the error of the capabilities request.
+  template <class Reply>
+  asio::awaitable<bool> feature_ready(support& feature, const char* missing, milliseconds timeout,
+                                      Reply& out) {
+    if (feature == support::no && std::chrono::steady_clock::now() - learned_at_ >= ask_again_after)
+      feature = support::unknown;
+    if (feature == support::unknown) {
+      if (auto failed = co_await learn_capabilities(timeout)) {
+        out.ec = failed->ec;
+        out.diagnostic = "could not read the server's capabilities: " + failed->diagnostic;
+        co_return false;
+      }
+    }
+    if (feature == support::yes) co_return true;
+    out.ec = error::invalid_config;
+    out.diagnostic = missing;
+    co_return false;
+  }
+
+  // A 404 to a route the server advertised: it lost the route since it was asked (a downgrade behind the
+  // same URL), and nothing changed. Returns false for any other answer.
+  bool lost_route(http_result& r, support& feature, const char* missing) {
+    if (r.status != 404) return false;
+    feature = support::no;
+    learned_at_ = std::chrono::steady_clock::now();
+    r.ec = error::invalid_config;
+    r.diagnostic = missing;
+    return true;
   }
 
   // Fills out[first, end) from a batch answer (its 200 body still text, any other already parsed); a failed
@@ -378,12 +447,15 @@ class http_backend final : public backend {
     }
   }
 
-  enum class support { unknown, yes, no };
   static constexpr auto ask_again_after = std::chrono::minutes(5);
   static constexpr const char* no_proclaim =
       "this server does not support proclaim (no feature \"proclaim\" in /v1/capabilities)";
+  static constexpr const char* no_record =
+      "this server does not keep lock records (no feature \"lock_record\" in /v1/capabilities)";
   support batch_ = support::unknown;
   support proclaim_ = support::unknown;
+  support record_ = support::unknown;
+  std::size_t record_max_ = 0;
   std::chrono::steady_clock::time_point learned_at_{};
   std::size_t batch_max_ = 0;
   std::size_t body_max_ = 0;
@@ -401,6 +473,21 @@ asio::awaitable<proclaim_reply> backend::proclaim(std::string, std::string, std:
   proclaim_reply out;
   out.ec = error::invalid_config;
   out.diagnostic = "this backend does not support proclaim (docs/protocol.md, \"proclaim\")";
+  co_return out;
+}
+
+asio::awaitable<record_write_reply> backend::write_record(std::string, std::string, std::uint64_t,
+                                                          std::string, milliseconds) {
+  record_write_reply out;
+  out.ec = error::invalid_config;
+  out.diagnostic = "this backend does not keep lock records (docs/protocol.md, \"record\")";
+  co_return out;
+}
+
+asio::awaitable<record_read_reply> backend::read_record(std::string, milliseconds) {
+  record_read_reply out;
+  out.ec = error::invalid_config;
+  out.diagnostic = "this backend does not keep lock records (docs/protocol.md, \"record\")";
   co_return out;
 }
 

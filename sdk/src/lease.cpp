@@ -452,6 +452,32 @@ guarded_work::~guarded_work() {
   asio::post(cs.ex, [c = std::move(core_)] { c->on_guard_end.wake_all(); });
 }
 
+// Each attempt is sent only while the lease is active here: a holder past its local deadline may already be
+// deposed, and its write must not race the next holder's (the server would refuse it anyway).
+asio::awaitable<std::uint64_t> write_record(std::shared_ptr<lease_core> c, std::string value) {
+  auto cs = c->client;
+  if (c->fsm.state() == lease_state::released)
+    throw exception(error::invalid_config, "this lease was released: only a live holder writes the record");
+  auto attempt = [&]() -> asio::awaitable<record_write_reply> {
+    if (c->observed_state() != lease_state::active) {
+      record_write_reply lost;
+      lost.ec = error::lease_lost;
+      lost.diagnostic = "the lease is no longer active: the record was not written";
+      co_return lost;
+    }
+    co_return co_await cs->backend->write_record(c->key, c->owner, c->token, value,
+                                                 cs->config.request_timeout);
+  };
+  auto r = co_await with_retries(cs, cs->config.retry.max_attempts, attempt, no_retry_hook);
+  if (!r.ec) co_return r.version;
+  if (r.ec == asio::error::operation_aborted)
+    throw exception(make_error_code(asio::error::operation_aborted));
+  if (r.ec == error::lease_lost && !r.lost_reason.empty())
+    throw exception(error::lease_lost,
+                    "record write refused: the server no longer holds this lease (" + r.lost_reason + ")");
+  throw exception(r.ec, r.diagnostic);
+}
+
 lease make_lease(std::shared_ptr<lease_core> core) {
   return lease(std::move(core));
 }
@@ -565,6 +591,17 @@ void lease::start_release(std::shared_ptr<detail::lease_core> core, detail::rele
                    if (!e && r.ec && diag) *diag = std::move(r.diagnostic);
                    detail::complete(std::move(h), ex, ec, r.outcome);
                  });
+}
+
+void lease::start_write_record(
+    std::shared_ptr<detail::lease_core> core, std::string value, std::string* diag,
+    asio::any_completion_handler<void(boost::system::error_code, std::uint64_t)> h) {
+  if (!core) {
+    if (diag) *diag = empty_lease;
+    return detail::fail_at_start(std::move(h), make_error_code(error::empty_handle), {}, std::uint64_t{0});
+  }
+  auto ex = core->client->ex;
+  detail::launch(ex, detail::write_record(core, std::move(value)), diag, std::move(h));
 }
 
 void lease::start_wait_lost(std::shared_ptr<detail::lease_core> core, std::string* diag,

@@ -192,6 +192,30 @@ proclaim_reply memory_backend::do_proclaim(const std::string& key, const std::st
   return r;
 }
 
+// Renew's condition, then the token order (docs/protocol.md, "record"); the lease is not touched.
+record_write_reply memory_backend::do_write_record(const std::string& key, const std::string& owner,
+                                                   std::uint64_t token, const std::string& value) {
+  record_write_reply r;
+  renew_reply held;
+  if (refused(held, locks_.find(key), owner, token)) {
+    r.ec = held.ec;
+    r.diagnostic = std::move(held.diagnostic);
+    r.lost_reason = std::move(held.lost_reason);
+    return r;
+  }
+  lock_record& rec = records_[key];
+  if (rec.token > token) {
+    r.ec = error::stale_token;
+    r.diagnostic = "the record was written with token " + std::to_string(rec.token);
+    return r;
+  }
+  rec.value = value;
+  rec.owner = owner;
+  rec.token = token;
+  r.version = ++rec.version;
+  return r;
+}
+
 release_reply memory_backend::do_release(const std::string& key, const std::string& owner,
                                          std::uint64_t token) {
   release_reply r;
@@ -242,6 +266,32 @@ asio::awaitable<proclaim_reply> memory_backend::proclaim(std::string key, std::s
     return do_proclaim(key, owner, token, value);
   };
   co_return co_await serve<proclaim_reply>(timeout, std::move(effect));
+}
+
+asio::awaitable<record_write_reply> memory_backend::write_record(std::string key, std::string owner,
+                                                                 std::uint64_t token, std::string value,
+                                                                 milliseconds timeout) {
+  ++calls_.write_record;
+  std::function<record_write_reply()> effect = [this, key, owner, token, value] {
+    return do_write_record(key, owner, token, value);
+  };
+  co_return co_await serve<record_write_reply>(timeout, std::move(effect));
+}
+
+asio::awaitable<record_read_reply> memory_backend::read_record(std::string key, milliseconds timeout) {
+  ++calls_.read_record;
+  std::function<record_read_reply()> read = [this, key] {
+    record_read_reply r;
+    r.record = record(key);
+    return r;
+  };
+  co_return co_await serve<record_read_reply>(timeout, std::move(read));
+}
+
+std::optional<lock_record> memory_backend::record(const std::string& key) const {
+  auto it = records_.find(key);
+  if (it == records_.end()) return std::nullopt;
+  return it->second;
 }
 
 asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wait_for_change> wait,

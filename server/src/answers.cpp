@@ -159,6 +159,51 @@ response proclaim_answer(const answer_context& c, const std::string& key, const 
   return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
 }
 
+// 200 {"key","token","version"}; a refusal by the lease is a renew's 409 `lost`, with the same reasons in
+// the same order.
+response record_write_answer(const answer_context& c, const std::string& key,
+                             const record_write_result& result) {
+  if (const auto* ok = std::get_if<record_written>(&result)) {
+    text o(c.mem);
+    o += '{';
+    append_member(o, "key", key);
+    append_member(o, "token", ok->token);
+    append_member(o, "version", ok->version);
+    o += '}';
+    return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(o));
+  }
+  if (const auto* stale = std::get_if<record_stale>(&result))
+    return error_answer(c, {409, "stale_token",
+                            "the record was written with token " + std::to_string(stale->record_token) +
+                                ", larger than this one; nothing changed"});
+  if (const auto* full = std::get_if<record_limit_reached>(&result))
+    return error_answer(c, {507, "too_many_records",
+                            "the server keeps " + std::to_string(full->limit) +
+                                " lock records, its limit (--max-records); nothing changed"});
+  text o(c.mem);
+  o += '{';
+  append_lost(o, std::get<renew_refused>(result).reason);
+  o += '}';
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+}
+
+// 200 {"key","value","token","version","owner"}, or 404 no_record.
+response record_read_answer(const answer_context& c, const std::string& key,
+                            const std::optional<lock_record>& record) {
+  if (!record) return error_answer(c, {404, "no_record", "no record was ever written for this key"});
+  text o(c.mem);
+  o.reserve(64 + key.size() + record->owner.size() + record->value.size() + record->value.size() / 8);
+  o += '{';
+  append_member(o, "key", key);
+  append_member(o, "value", record->value);
+  append_member(o, "token", record->token);
+  append_member(o, "version", record->version);
+  append_member(o, "owner", record->owner);
+  if (!record->client.empty()) append_member(o, "client", record->client);
+  o += '}';
+  return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(o));
+}
+
 response release_answer(const answer_context& c, const release_result& result) {
   if (result.outcome == release_outcome::not_owner)
     return error_answer(c, {409, "not_owner", "the lock is held by another owner or token; nothing changed"});

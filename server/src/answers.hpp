@@ -75,6 +75,10 @@ response renew_answer(const answer_context& c, const std::string& key, const ren
 response proclaim_answer(const answer_context& c, const std::string& key, const proclaim_request& r,
                          const proclaim_result& result);
 response release_answer(const answer_context& c, const release_result& result);
+response record_write_answer(const answer_context& c, const std::string& key,
+                             const record_write_result& result);
+response record_read_answer(const answer_context& c, const std::string& key,
+                            const std::optional<lock_record>& record);
 response get_answer(const answer_context& c, const std::string& key, const std::optional<lease_view>& view);
 
 }  // namespace baton::server

@@ -219,7 +219,10 @@ decision authorize(const token_table& table, std::string_view authorization, con
   if (target.what == lock_target::kind::metrics || target.what == lock_target::kind::capabilities ||
       target.what == lock_target::kind::renew_batch)
     return client->name;
-  const access need = target.what == lock_target::kind::get ? access::read : access::write;
+  // A record is read as the lock is (GET), and written as the lease is renewed (write access).
+  const access need = target.what == lock_target::kind::get || target.what == lock_target::kind::record_read
+                          ? access::read
+                          : access::write;
   if (!permits(*client, target.key, need)) {
     if (need == access::write && permits(*client, target.key, access::read))
       return api_error{403, "forbidden", "client \"" + client->name + "\" may only read this key"};

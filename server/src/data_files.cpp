@@ -33,6 +33,9 @@ void replay_record(lock_table& table, const wal_record& r, time_point now) {
     case record_type::token_floor:
       table.observe_token(r.token);
       break;
+    case record_type::lock_record:
+      table.restore_record(r.key, lock_record{r.value, r.owner, r.client, r.token, r.ttl_ms});
+      break;
   }
 }
 
@@ -132,7 +135,8 @@ std::uint64_t load_snapshot(storage& fs, lock_table& table, time_point now, std:
       if (r->token != entries) throw damaged("snapshot entry count does not match");
       break;
     }
-    if (r->type != record_type::acquire) throw damaged("unexpected record type in snapshot");
+    if (r->type != record_type::acquire && r->type != record_type::lock_record)
+      throw damaged("unexpected record type in snapshot");
     in.remove_prefix(used);
     replay_record(table, *r, now);
     ++entries;
@@ -185,7 +189,11 @@ std::optional<std::size_t> next_acknowledged(std::string_view data, std::size_t 
   for (std::size_t at = from; at + min_record_bytes <= data.size(); ++at) {
     unit.clear();
     bool is_batch = false;
-    if (decode_unit(data.substr(at), unit, is_batch) != 0 && (is_batch || !framed)) return at;
+    // A guard batch is written with the batch before it, in one write: it proves nothing about that batch
+    // (wal_record.hpp), so a power cut that tore the batch and kept the guard is a torn tail still.
+    if (decode_unit(data.substr(at), unit, is_batch) != 0 && (is_batch || !framed) &&
+        !(unit.size() == 1 && is_guard(unit.front())))
+      return at;
   }
   return std::nullopt;
 }
@@ -197,18 +205,27 @@ std::string framed_batch(std::string_view records, std::size_t count) {
   return batch;
 }
 
+std::string guard_batch() {
+  std::string floor;
+  encode_record(record_type::token_floor, 0, guard_marker, {}, {}, floor);
+  return framed_batch(floor, 1);
+}
+
 std::uint64_t grants_bound(std::uint64_t bytes) {
   return (bytes + min_record_bytes - 1) / min_record_bytes;
 }
 
 std::string encode_snapshot(std::uint64_t generation, std::uint64_t last_token,
-                            const std::vector<snapshot_entry>& entries) {
+                            const std::vector<snapshot_entry>& entries,
+                            const std::vector<record_entry>& records) {
   std::string data;
   encode_record(record_type::snapshot_header, last_token, generation, {}, {}, data);
   for (const auto& e : entries)
     encode_record(record_type::acquire, e.token, static_cast<std::uint64_t>(e.restore_ttl.count()), e.key,
                   e.owner, data, e.client, e.value);
-  encode_record(record_type::snapshot_end, entries.size(), 0, {}, {}, data);
+  for (const auto& [key, r] : records)
+    encode_record(record_type::lock_record, r.token, r.version, key, r.owner, data, r.client, r.value);
+  encode_record(record_type::snapshot_end, entries.size() + records.size(), 0, {}, {}, data);
   return data;
 }
 

@@ -80,12 +80,17 @@ std::optional<std::size_t> next_acknowledged(std::string_view data, std::size_t 
 /// empty frame that starts a log's framed part).
 std::string framed_batch(std::string_view records = {}, std::size_t count = 0);
 
+/// The guard batch written after a batch that holds a record write (wal_record.hpp).
+std::string guard_batch();
+
 /// The most grants a stretch of `bytes` lost bytes can have held: each took a record of at least
 /// min_record_bytes.
 std::uint64_t grants_bound(std::uint64_t bytes);
 
+/// The snapshot of a table: its leases, then its records (an entry each, counted by the end record).
 std::string encode_snapshot(std::uint64_t generation, std::uint64_t last_token,
-                            const std::vector<snapshot_entry>& entries);
+                            const std::vector<snapshot_entry>& entries,
+                            const std::vector<record_entry>& records = {});
 
 /// Writes `data` to a new file `name` and fsyncs it (its name is not durable yet). Throws.
 void write_durably(storage& fs, const std::string& name, const std::string& data);

@@ -85,6 +85,7 @@ struct http_server::impl {
         acceptor(workers[0]->ioc) {
     service.set_waiter_limits(options.limits.max_waiters_per_key, options.limits.max_waiters);
     service.set_lock_limit(options.limits.max_locks);
+    service.set_record_limit(options.limits.max_records);
   }
 
   static std::vector<std::unique_ptr<worker>> make_workers(unsigned n) {
@@ -249,18 +250,31 @@ struct http_server::impl {
       // Nothing of the last request is alive: its parser and answer ended with the last iteration.
       arena->reset();
       request_parser parser{std::piecewise_construct, std::make_tuple(mem), std::make_tuple(mem)};
-      parser.body_limit(options.limits.max_body_bytes);
+      // The largest limit of any route until the header says which one this is: Beast refuses a
+      // Content-Length over the limit as it reads the header. The route's own limit is applied below.
+      parser.body_limit(std::max(options.limits.max_body_bytes, max_record_body_bytes));
       parser.header_limit(static_cast<std::uint32_t>(options.limits.max_header_bytes));
       lowest.expires_after(authenticated ? options.read_timeout : first_request_timeout());
       w.idle.splice(w.idle.end(), mine, pos);
       // The header first: its framing is checked before a byte of the body is read as anything.
       auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
       std::optional<api_error> framing;
+      std::size_t body_limit = options.limits.max_body_bytes;
       if (!ec) {
         framing = check_framing(parser.get());
+        // A record write may carry a value far larger than any other body (docs/protocol.md, "record").
+        if (parser.get().method() == http::verb::put) {
+          const auto k = parse_route(parser.get().target());
+          const auto* kind = std::get_if<lock_target::kind>(&k);
+          if (kind && *kind == lock_target::kind::record_read)
+            body_limit = std::max(body_limit, max_record_body_bytes);
+        }
+        parser.body_limit(body_limit);  // what a chunked body may still bring
+        if (const auto length = parser.content_length(); length && *length > body_limit)
+          ec = http::error::body_limit;
         // A client that sent `Expect: 100-continue` (curl does for larger bodies) waits for this before it
         // sends the body, about a second in curl's case. Sent only while a body is still to come.
-        if (!framing && !parser.is_done() && parser.get().version() >= 11 &&
+        if (!framing && !ec && !parser.is_done() && parser.get().version() >= 11 &&
             beast::iequals(parser.get()[http::field::expect], "100-continue")) {
           http::response<http::empty_body> go_on{http::status::continue_, 11};
           std::tie(ec, n) = co_await http::async_write(stream, go_on, use_tuple);
@@ -273,9 +287,8 @@ struct http_server::impl {
         if (framing) {
           // answered below
         } else if (ec == http::error::body_limit) {
-          answer =
-              api_error{413, "body_too_large",
-                        "request body exceeds " + std::to_string(options.limits.max_body_bytes) + " bytes"};
+          answer = api_error{413, "body_too_large",
+                             "request body exceeds " + std::to_string(body_limit) + " bytes"};
         } else if (ec == http::error::header_limit) {
           answer = api_error{
               431, "header_too_large",

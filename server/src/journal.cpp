@@ -191,6 +191,7 @@ std::uint64_t journal::append(record_type type, std::uint64_t token, std::uint64
     std::lock_guard lk(mu_);
     if (pending_.empty()) pending_.append(batch_frame_size, '\0');  // the frame, written at the batch's end
     encode_record(type, token, ttl_ms, key, owner, pending_, client, value);
+    pending_guard_ = pending_guard_ || type == record_type::lock_record;
     first = ++pending_records_ == 1;
     lsn = ++last_lsn_;
   }
@@ -299,9 +300,11 @@ int journal::write_log(const std::string& batch) {
   return fs_->write(wal_fd_, batch);
 }
 
-bool journal::write_batch(std::string& batch, std::uint64_t up_to_lsn, std::size_t records) {
+bool journal::write_batch(std::string& batch, std::uint64_t up_to_lsn, std::size_t records, bool guard) {
   auto started = clock::now();
   encode_batch_frame(std::string_view(batch).substr(batch_frame_size), records, batch.data());
+  // In the same write as the record it guards, so that it is never durable without it (wal_record.hpp).
+  if (guard) batch += guard_batch();
   if (int err = write_log(batch)) {
     poison("write " + wal_path(generation_) + ": " + errno_text(err));
     return false;
@@ -330,23 +333,25 @@ void journal::run_writer() {
   for (;;) {
     std::size_t records;
     std::uint64_t up_to;
+    bool guard;
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return !pending_.empty() || stopping_ || failed_; });
       if (pending_.empty() || failed_) break;  // stopping with nothing left, or poisoned
-      take_batch_locked(batch, records, up_to);
+      take_batch_locked(batch, records, up_to, guard);
     }
-    if (!write_batch(batch, up_to, records)) break;
+    if (!write_batch(batch, up_to, records, guard)) break;
     if (file_size_ > options_.compact_bytes && !cut()) break;
   }
   end_writing();
 }
 
-void journal::take_batch_locked(std::string& batch, std::size_t& records, std::uint64_t& up_to) {
+void journal::take_batch_locked(std::string& batch, std::size_t& records, std::uint64_t& up_to, bool& guard) {
   batch.clear();
   batch.swap(pending_);  // keeps both buffers' capacity alive across batches
   records = pending_records_;
   pending_records_ = 0;
+  guard = std::exchange(pending_guard_, false);
   up_to = last_lsn_;
 }
 
@@ -354,13 +359,14 @@ bool journal::flush() {
   std::string batch;
   std::size_t records;
   std::uint64_t up_to;
+  bool guard;
   {
     std::lock_guard lk(mu_);
     if (failed_) return false;
     if (pending_.empty()) return true;
-    take_batch_locked(batch, records, up_to);
+    take_batch_locked(batch, records, up_to, guard);
   }
-  return write_batch(batch, up_to, records) && (file_size_ <= options_.compact_bytes || cut());
+  return write_batch(batch, up_to, records, guard) && (file_size_ <= options_.compact_bytes || cut());
 }
 
 void journal::end_writing() {
@@ -473,7 +479,8 @@ void journal::compact(std::uint64_t up_to_generation) {
     if (replay_valid_prefix(data, table, now, records).valid != data.size())
       throw std::runtime_error(wal_path(g) + " no longer decodes after it was written and fsynced");
   }
-  std::string data = encode_snapshot(up_to_generation, table.last_token(), table.snapshot());
+  std::string data =
+      encode_snapshot(up_to_generation, table.last_token(), table.snapshot(), table.records_snapshot());
   write_durably(*fs_, snapshot_tmp_name, data);
   rename_durably(*fs_, snapshot_tmp_name, snapshot_name);
   for (std::uint64_t g = from; g < up_to_generation; ++g)

@@ -171,12 +171,12 @@ class journal {
   void take_waiters_locked(std::uint64_t up_to, boost::system::error_code ec,
                            std::vector<ready_batch>& to_post);
   static void post_queues(std::vector<ready_batch>& to_post);
-  void take_batch_locked(std::string& batch, std::size_t& records, std::uint64_t& up_to);
+  void take_batch_locked(std::string& batch, std::size_t& records, std::uint64_t& up_to, bool& guard);
   int write_log(const std::string& batch);
   void run_writer();
   void end_writing();
   void run_compactor();
-  bool write_batch(std::string& batch, std::uint64_t up_to_lsn, std::size_t records);
+  bool write_batch(std::string& batch, std::uint64_t up_to_lsn, std::size_t records, bool guard);
   bool cut();
   bool compact_waiting();
   void compact(std::uint64_t up_to_generation);
@@ -198,6 +198,7 @@ class journal {
   std::condition_variable compact_cv_;  // compactor: a cut to compact, or stopping
   std::string pending_;
   std::size_t pending_records_ = 0;
+  bool pending_guard_ = false;  // pending_ holds a record write: its batch gets a guard (wal_record.hpp)
   std::uint64_t last_lsn_ = 0;
   std::uint64_t durable_lsn_ = 0;
   bool stopping_ = false;

@@ -14,6 +14,7 @@ void validate(const limits_options& o) {
   if (o.unauthenticated_timeout.count() < 1)
     throw std::invalid_argument("--unauthenticated-timeout-ms must be at least 1");
   if (o.max_locks < 1) throw std::invalid_argument("--max-locks must be at least 1");
+  if (o.max_records < 1) throw std::invalid_argument("--max-records must be at least 1");
   if (o.max_header_bytes < 1024) throw std::invalid_argument("--max-header-bytes must be at least 1024");
   if (o.max_body_bytes < 1024) throw std::invalid_argument("--max-body-bytes must be at least 1024");
   if (!(o.rate_per_second >= 0) || !std::isfinite(o.rate_per_second))

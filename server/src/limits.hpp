@@ -28,6 +28,10 @@ struct limits_options {
   /// Locks held at once (leases in the table); past it an acquire of a free key gets 503 `too_many_locks`
   /// (--max-locks). A client's own cap is `max_locks=N` in the tokens file (429 `lock_quota_exceeded`).
   std::size_t max_locks = 1'000'000;
+  /// Lock records kept (docs/protocol.md, "record"), counted apart from locks: a record outlives its lease
+  /// and is never removed, so past it the first write of a new key's record gets 507 `too_many_records`
+  /// (--max-records); a key's record may always be replaced.
+  std::size_t max_records = 10'000;
   /// Request line plus headers; past it 431 `header_too_large` (--max-header-bytes).
   std::size_t max_header_bytes = 8 * 1024;
   /// Request body; past it 413 `body_too_large` (--max-body-bytes).

@@ -217,6 +217,50 @@ asio::awaitable<proclaim_result> lock_service::proclaim(std::string_view key, st
   co_return result;
 }
 
+// A record write has a log type of its own, and its batch a guard (wal_record.hpp): no older server may
+// read the directory as if the write had not happened.
+asio::awaitable<record_write_result> lock_service::write_record(std::string_view key, std::string_view owner,
+                                                                std::uint64_t token, std::string_view value,
+                                                                std::string_view client) {
+  record_write_result result;
+  std::uint64_t lsn;
+  {
+    std::lock_guard lk(mu_);
+    if (journal_.failed())
+      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    const auto now = now_();
+    expire_due_locked(key, now);
+    result = table_.write_record(key, owner, token, value, now, client);
+    if (auto* ok = std::get_if<record_written>(&result))
+      lsn = journal_.append(record_type::lock_record, token, ok->version, key, owner, client, value);
+    else
+      lsn = journal_.last_appended();  // a refusal reports the lease, which may rest on any pending record
+  }
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
+  if (std::holds_alternative<record_written>(result))
+    metrics_.record_written.fetch_add(1, std::memory_order_relaxed);
+  else if (std::holds_alternative<renew_refused>(result))
+    metrics_.record_lost.fetch_add(1, std::memory_order_relaxed);
+  else if (std::holds_alternative<record_stale>(result))
+    metrics_.record_stale.fetch_add(1, std::memory_order_relaxed);
+  else
+    metrics_.record_too_many.fetch_add(1, std::memory_order_relaxed);
+  co_return result;
+}
+
+asio::awaitable<std::optional<lock_record>> lock_service::read_record(std::string_view key) {
+  std::optional<lock_record> found;
+  std::uint64_t lsn;
+  {
+    std::lock_guard lk(mu_);
+    if (const auto* r = table_.find_record(key)) found = *r;
+    lsn = journal_.last_appended();
+  }
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
+  (found ? metrics_.record_found : metrics_.record_missing).fetch_add(1, std::memory_order_relaxed);
+  co_return found;
+}
+
 asio::awaitable<release_result> lock_service::release(std::string_view key, std::string_view owner,
                                                       std::uint64_t token, std::string_view client) {
   release_result result;
@@ -273,6 +317,11 @@ asio::awaitable<std::optional<lease_view>> lock_service::get(std::string_view ke
 void lock_service::set_lock_limit(std::size_t max_locks) {
   std::lock_guard lk(mu_);
   max_locks_ = max_locks;
+}
+
+void lock_service::set_record_limit(std::size_t max_records) {
+  std::lock_guard lk(mu_);
+  table_.set_record_limit(max_records);
 }
 
 void lock_service::set_waiter_limits(std::size_t per_key, std::size_t total) {

@@ -107,12 +107,24 @@ class lock_service {
   boost::asio::awaitable<proclaim_result> proclaim(std::string_view key, std::string_view owner,
                                                    std::uint64_t token, std::string_view value,
                                                    std::string_view client = {});
+  /// Replaces the lock's record of `key` (lock_table::write_record): logged and durable before the answer,
+  /// like a grant; a refusal waits, as a renew's does, for every record it could reflect. The lease is
+  /// untouched and no waiter is woken (a long-poll watches the holder, not the record).
+  boost::asio::awaitable<record_write_result> write_record(std::string_view key, std::string_view owner,
+                                                           std::uint64_t token, std::string_view value,
+                                                           std::string_view client = {});
+  /// The lock's record of `key`, once every write it could reflect is durable.
+  boost::asio::awaitable<std::optional<lock_record>> read_record(std::string_view key);
   boost::asio::awaitable<release_result> release(std::string_view key, std::string_view owner,
                                                  std::uint64_t token, std::string_view client = {});
   boost::asio::awaitable<std::optional<lease_view>> get(std::string_view key);
 
   /// Caps the locks in the table (call before serving; default: unlimited).
   void set_lock_limit(std::size_t max_locks);
+
+  /// Caps the lock records kept (call before serving; default: unlimited). Records restored at start-up
+  /// count, but are never refused: past the cap, only new keys' first writes are.
+  void set_record_limit(std::size_t max_records);
 
   /// Caps long-poll waiters per key and in total (call before serving; defaults: unlimited).
   void set_waiter_limits(std::size_t per_key, std::size_t total);

@@ -102,6 +102,31 @@ proclaim_result lock_table::proclaim(std::string_view key, std::string_view owne
   return proclaim_ok{held->restore_ttl};
 }
 
+record_write_result lock_table::write_record(std::string_view key, std::string_view owner,
+                                             std::uint64_t token, std::string_view value, time_point now,
+                                             std::string_view client) {
+  lost_reason why{};
+  if (!held_lease(key, owner, token, now, client, why)) return renew_refused{why};
+  auto it = records_.find(key);
+  if (it != records_.end() && it->second.token > token) return record_stale{it->second.token};
+  if (it == records_.end()) {
+    if (records_.size() >= max_records_) return record_limit_reached{max_records_};
+    it = records_.try_emplace(std::string(key)).first;
+  }
+  lock_record& r = it->second;
+  r.value.assign(value);
+  r.owner.assign(owner);
+  r.client.assign(client);
+  r.token = token;
+  ++r.version;
+  return record_written{token, r.version};
+}
+
+const lock_record* lock_table::find_record(std::string_view key) const {
+  auto it = records_.find(key);
+  return it == records_.end() ? nullptr : &it->second;
+}
+
 release_result lock_table::release(std::string_view key, std::string_view owner, std::uint64_t token,
                                    time_point now, std::string_view client) {
   auto it = leases_.find(key);
@@ -177,6 +202,13 @@ void lock_table::restore(std::string key, std::string owner, std::uint64_t token
                    deadline_after(now, ttl), std::move(value),  ttl};
 }
 
+void lock_table::restore_record(std::string key, lock_record r) {
+  observe_token(r.token);
+  auto [it, added] = records_.try_emplace(std::move(key));
+  if (!added && it->second.version >= r.version) return;
+  it->second = std::move(r);
+}
+
 void lock_table::forget(std::string_view key, std::uint64_t token) {
   observe_token(token);
   auto it = leases_.find(key);
@@ -217,6 +249,14 @@ std::vector<snapshot_entry> lock_table::snapshot() const {
   out.reserve(leases_.size());
   for (const auto& [key, r] : leases_)
     out.push_back({key, r.owner, r.token, r.restore_ttl, r.client, r.value});
+  return out;
+}
+
+std::vector<record_entry> lock_table::records_snapshot() const {
+  std::vector<record_entry> out;
+  out.reserve(records_.size());
+  for (const auto& [key, r] : records_)
+    out.push_back({key, r});
   return out;
 }
 

@@ -5,6 +5,7 @@
 // Not thread-safe: the caller serialises access (see lock_service).
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -89,6 +90,35 @@ struct proclaim_ok {
 /// A proclaim is refused exactly as a renew would be, for the same reasons in the same order.
 using proclaim_result = std::variant<proclaim_ok, renew_refused>;
 
+/// The lock's record (docs/protocol.md, "record"): a value the table keeps for a key beyond any lease,
+/// replaced only by the key's live holder. Records are never removed (no delete in this round).
+struct lock_record {
+  std::string value;
+  /// The holder (owner, authenticated client) and token of the write that set it.
+  std::string owner;
+  std::string client;
+  std::uint64_t token = 0;
+  /// Writes of this record so far (1 after the first).
+  std::uint64_t version = 0;
+};
+
+struct record_written {
+  std::uint64_t token = 0;
+  std::uint64_t version = 0;
+};
+/// The writer holds the key, but the record was last written with a larger token. Tokens only grow, so a
+/// live holder cannot normally meet this; it is checked anyway, so a record's token never goes down.
+struct record_stale {
+  std::uint64_t record_token = 0;
+};
+/// The write would add a record past the table's limit (set_record_limit); nothing changed.
+struct record_limit_reached {
+  std::size_t limit = 0;
+};
+/// A write is refused exactly as a renew would be (renew_refused, the same reasons in the same order),
+/// then for a stale token, then for the limit.
+using record_write_result = std::variant<record_written, renew_refused, record_stale, record_limit_reached>;
+
 enum class release_outcome {
   released,      // this owner+token held it; it is free now
   already_free,  // nobody held it, or its lease had expired (whoever held it): a retry after a lost
@@ -117,6 +147,12 @@ struct snapshot_entry {
   std::string value{};
 };
 
+/// One record of a snapshot.
+struct record_entry {
+  std::string key;
+  lock_record record;
+};
+
 class lock_table {
  public:
   // A holder is the pair (client, owner): `client` is the authenticated name of the caller (empty without
@@ -138,6 +174,17 @@ class lock_table {
   /// unchanged (docs/protocol.md, "proclaim").
   proclaim_result proclaim(std::string_view key, std::string_view owner, std::uint64_t token,
                            std::string_view value, time_point now, std::string_view client = {});
+
+  /// Replaces the record of `key` with `value`, only for the current holder with the current token on an
+  /// unexpired lease (renew's conditions, in renew's order) and a token at least the record's. The lease is
+  /// untouched: no renewal, the expiry and the value stay.
+  record_write_result write_record(std::string_view key, std::string_view owner, std::uint64_t token,
+                                   std::string_view value, time_point now, std::string_view client = {});
+  /// The record of `key`, or null; valid until the next change to the table.
+  const lock_record* find_record(std::string_view key) const;
+  std::size_t record_count() const { return records_.size(); }
+  /// Records beyond this many are refused (record_limit_reached); a replacement never counts against it.
+  void set_record_limit(std::size_t limit) { max_records_ = limit; }
 
   /// Frees the lock on an exact holder+token match; an expired or absent lock counts as already free
   /// (an expired record is removed, and removed_token says so).
@@ -166,6 +213,9 @@ class lock_table {
   void forget(std::string_view key, std::uint64_t token);
   /// Recovery: raises the TTL a lease is restored with.
   void raise_restore_ttl(std::string_view key, std::uint64_t token, milliseconds ttl, time_point now);
+  /// Recovery: installs a record as logged (its version included); an older write (lower version) never
+  /// replaces a newer one. Not subject to the record limit: what was stored comes back.
+  void restore_record(std::string key, lock_record r);
   /// Raises the token counter so the next grant is larger than `token` (never lowers it).
   void observe_token(std::uint64_t token);
 
@@ -177,6 +227,7 @@ class lock_table {
   std::size_t size_of(std::string_view client) const;
   bool contains(std::string_view key) const { return leases_.find(key) != leases_.end(); }
   std::vector<snapshot_entry> snapshot() const;
+  std::vector<record_entry> records_snapshot() const;
 
   /// The simulation's planted defect (planted_defects::shorten_lease); false in batond.
   void plant_shorten_lease(bool on) { shorten_lease_ = on; }
@@ -200,6 +251,8 @@ class lock_table {
                            std::string_view client, lost_reason& why);
 
   map_type leases_;
+  std::unordered_map<std::string, lock_record, string_hash, std::equal_to<>> records_;
+  std::size_t max_records_ = SIZE_MAX;
   std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;
   std::uint64_t last_token_ = 0;
   bool shorten_lease_ = false;

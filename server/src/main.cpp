@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
     ("max-connections-per-address", po::value(&limits.max_connections_per_address)->default_value(limits.max_connections_per_address), "open connections from one client address; past it: 503 and close")
     ("unauthenticated-timeout-ms", po::value(&unauthenticated_timeout)->default_value(static_cast<std::int64_t>(limits.unauthenticated_timeout.count())), "with --tokens-file: close a connection that has made no authenticated request for this long")
     ("max-locks", po::value(&limits.max_locks)->default_value(limits.max_locks), "locks held at once; past it an acquire of a free key gets 503")
+    ("max-records", po::value(&limits.max_records)->default_value(limits.max_records), "lock records kept (they outlive leases); past it a new key's first record write gets 507")
     ("max-header-bytes", po::value(&limits.max_header_bytes)->default_value(limits.max_header_bytes), "request line and headers; past it: 431")
     ("max-body-bytes", po::value(&limits.max_body_bytes)->default_value(limits.max_body_bytes), "request body; past it: 413")
     ("rate-limit", po::value(&limits.rate_per_second)->default_value(limits.rate_per_second), "requests per second per client (its authenticated name with --tokens-file, else its address), 0 = off; past it: 429")

@@ -57,6 +57,10 @@ std::string_view to_string(route r) {
       return "renew_batch";
     case route::proclaim:
       return "proclaim";
+    case route::record_write:
+      return "record_write";
+    case route::record_read:
+      return "record_read";
     case route::other:
     case route::count_:
       break;
@@ -113,6 +117,12 @@ std::string server_metrics::render() const {
   outcome("renew_batch", "answered", renew_batches);
   outcome("proclaim", "ok", proclaim_ok);
   outcome("proclaim", "lost", proclaim_lost);
+  outcome("record_write", "ok", record_written);
+  outcome("record_write", "lost", record_lost);
+  outcome("record_write", "stale_token", record_stale);
+  outcome("record_write", "too_many_records", record_too_many);
+  outcome("record_read", "found", record_found);
+  outcome("record_read", "no_record", record_missing);
   outcome("release", "released", release_released);
   outcome("release", "already_free", release_already_free);
   outcome("release", "not_owner", release_not_owner);

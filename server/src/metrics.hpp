@@ -37,6 +37,8 @@ enum class route {
   metrics,
   renew_batch,
   proclaim,
+  record_write,
+  record_read,
   other,
   count_
 };
@@ -59,6 +61,11 @@ struct server_metrics {
   std::atomic<std::uint64_t> renew_batches{0};
   /// Proclaims (POST /v1/locks/{key}/proclaim): the value replaced, and refused (409 lost).
   std::atomic<std::uint64_t> proclaim_ok{0}, proclaim_lost{0};
+  /// Writes of lock records (PUT /v1/locks/{key}/record): written, refused as a renew (409 lost), refused
+  /// for a stale token (409 stale_token), refused for the record limit (507 too_many_records).
+  std::atomic<std::uint64_t> record_written{0}, record_lost{0}, record_stale{0}, record_too_many{0};
+  /// Reads of lock records: found, and 404 no_record.
+  std::atomic<std::uint64_t> record_found{0}, record_missing{0};
   std::atomic<std::uint64_t> release_released{0}, release_already_free{0}, release_not_owner{0};
   std::atomic<std::uint64_t> expired{0};
   std::atomic<std::int64_t> locks_held{0};

@@ -411,6 +411,28 @@ std::variant<proclaim_request, api_error> parse_proclaim(std::string_view body) 
   return r;
 }
 
+std::variant<record_write_request, api_error> parse_record_write(std::string_view body) {
+  body_arena arena;
+  auto parsed = parse_object(body, &arena.resource);
+  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
+  const auto& o = std::get<json::object>(parsed);
+  record_write_request r;
+  if (auto e = get_string(o, "owner", max_owner_bytes, r.owner)) return std::move(*e);
+  if (auto e = get_uint(o, "token", 1, max_token, r.token)) return std::move(*e);
+  // Any JSON string: the parser has checked it is UTF-8. Control characters are allowed (a record holds
+  // data, such as JSON text with its newlines); whoever prints one escapes it.
+  auto it = o.find("value");
+  if (it == o.end()) return bad_request("missing field \"value\"");
+  if (!it->value().is_string()) return bad_request("field \"value\" must be a string");
+  const auto& v = it->value().get_string();
+  if (v.size() > max_record_bytes)
+    return api_error{413, "record_too_large",
+                     "field \"value\" is " + std::to_string(v.size()) + " bytes; a record holds at most " +
+                         std::to_string(max_record_bytes) + " (record_max_bytes in /v1/capabilities)"};
+  r.value.assign(v.data(), v.size());
+  return r;
+}
+
 namespace {
 // The path's segments, still percent-encoded, or the error for a target that is not origin-form.
 std::variant<boost::urls::url_view, api_error> parse_url(std::string_view target) {
@@ -442,6 +464,7 @@ std::variant<lock_target::kind, api_error> route_of(boost::urls::url_view u) {
   if (parts[3] == "renew") return kind::renew;
   if (parts[3] == "release") return kind::release;
   if (parts[3] == "proclaim") return kind::proclaim;
+  if (parts[3] == "record") return kind::record_read;
   return api_error{404, "not_found", "no such route: " + std::string(u.encoded_path())};
 }
 }  // namespace
@@ -509,8 +532,10 @@ request_target parse_request_target(std::string_view target) {
 
 std::string capabilities_body(std::size_t max_body_bytes) {
   // Features are only ever added (docs/protocol.md, "Versions and features").
-  return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim"],"renew_batch_max":)" +
-         std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) + "}";
+  return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record"],)"
+         R"("renew_batch_max":)" +
+         std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) +
+         R"(,"record_max_bytes":)" + std::to_string(max_record_bytes) + "}";
 }
 
 std::string_view method_for(lock_target::kind k) {
@@ -526,8 +551,21 @@ std::string_view method_for(lock_target::kind k) {
     case lock_target::kind::metrics:
     case lock_target::kind::capabilities:
       return "GET";
+    case lock_target::kind::record_read:
+    case lock_target::kind::record_write:
+      return "GET, PUT";
   }
   return "GET";
+}
+
+std::optional<lock_target::kind> with_method(lock_target::kind k, std::string_view method) {
+  if (k == lock_target::kind::record_read || k == lock_target::kind::record_write) {
+    if (method == "GET") return lock_target::kind::record_read;
+    if (method == "PUT") return lock_target::kind::record_write;
+    return std::nullopt;
+  }
+  if (method == method_for(k)) return k;
+  return std::nullopt;
 }
 
 namespace {

@@ -65,6 +65,11 @@ inline constexpr std::size_t max_key_bytes = 512;
 inline constexpr std::size_t max_owner_bytes = 256;
 inline constexpr std::size_t max_value_bytes = 1024;
 inline constexpr std::uint64_t max_wait_ms = 60'000;
+/// The largest lock record value, in bytes of UTF-8 (advertised as `record_max_bytes`).
+inline constexpr std::size_t max_record_bytes = 64 * 1024;
+/// The body limit of a record write: room for any value within max_record_bytes, every byte escaped as
+/// `\u00xx` at worst, and its other members. Only this route reads bodies past --max-body-bytes.
+inline constexpr std::size_t max_record_body_bytes = 6 * max_record_bytes + 4096;
 /// The most entries a `POST /v1/renew` may carry (advertised in GET /v1/capabilities). The body limit
 /// (--max-body-bytes) bounds a batch too, and at its default is the tighter bound.
 inline constexpr std::size_t max_renew_batch = 1000;
@@ -95,6 +100,12 @@ struct release_request {
   std::string owner;
   std::uint64_t token;
 };
+/// `PUT /v1/locks/{key}/record`: replaces the lock's record, for the holder `owner` with `token`.
+struct record_write_request {
+  std::string owner;
+  std::uint64_t token;
+  std::string value;
+};
 /// `POST /v1/locks/{key}/proclaim`: replaces the value of the lease `owner` holds with `token`.
 struct proclaim_request {
   std::string owner;
@@ -105,6 +116,9 @@ struct proclaim_request {
 std::variant<acquire_request, api_error> parse_acquire(std::string_view body, const ttl_bounds& bounds);
 std::variant<renew_request, api_error> parse_renew(std::string_view body, const ttl_bounds& bounds);
 std::variant<release_request, api_error> parse_release(std::string_view body);
+/// `PUT /v1/locks/{key}/record`: `value` is required (any JSON string up to max_record_bytes, control
+/// characters included; over it: 413 `record_too_large`).
+std::variant<record_write_request, api_error> parse_record_write(std::string_view body);
 /// `value` is required (an empty string included): a proclaim without one is a client bug, not a request to
 /// clear the value.
 std::variant<proclaim_request, api_error> parse_proclaim(std::string_view body);
@@ -115,7 +129,21 @@ std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view 
 
 /// What a request target names.
 struct lock_target {
-  enum class kind { acquire, renew, release, get, healthz, metrics, capabilities, renew_batch, proclaim };
+  /// `record_read` is what the path `/v1/locks/{key}/record` names; with method PUT the router makes it
+  /// `record_write` (with_method).
+  enum class kind {
+    acquire,
+    renew,
+    release,
+    get,
+    healthz,
+    metrics,
+    capabilities,
+    renew_batch,
+    proclaim,
+    record_read,
+    record_write
+  };
   kind what;
   std::string key;  // percent-decoded; empty for healthz, metrics, capabilities and renew_batch
   /// Long-poll parameters of GET /v1/locks/{key}; wait_ms is already clamped to max_wait_ms.
@@ -148,8 +176,11 @@ request_target parse_request_target(std::string_view target);
 /// limits a client needs to size a batch renewal (`max_body_bytes`: the server's body limit).
 std::string capabilities_body(std::size_t max_body_bytes);
 
-/// The HTTP method a target kind accepts ("POST" or "GET").
+/// The HTTP methods a target kind accepts, as an `Allow` header lists them ("POST", "GET" or "GET, PUT").
 std::string_view method_for(lock_target::kind k);
+/// The kind a request with `method` to a path of kind `k` is (record_write for a PUT of a record), or
+/// nullopt when the route does not take that method (405).
+std::optional<lock_target::kind> with_method(lock_target::kind k, std::string_view method);
 
 /// Whether a `Host` header value names this machine's loopback interface: `localhost`, an IPv4 address in
 /// 127.0.0.0/8 or `[::1]`, each with or without a port. A browser sends the name it resolved, so a page of

@@ -86,7 +86,8 @@ asio::awaitable<response> router::handle(const request& req, route& counted_as,
   }
   if (refused) return answered(refusal(req, c, *refused));
   if (auto* e = std::get_if<api_error>(&route_kind)) return answered(error_answer(c, *e));
-  if (req.method_string() != method_for(*kind)) {
+  const auto method_kind = with_method(*kind, req.method_string());
+  if (!method_kind) {
     auto res =
         error_answer(c, {405, "method_not_allowed",
                          "use " + std::string(method_for(*kind)) + " for " + std::string(req.target())});
@@ -95,6 +96,7 @@ asio::awaitable<response> router::handle(const request& req, route& counted_as,
   }
   if (auto* e = std::get_if<api_error>(&parsed)) return answered(error_answer(c, *e));
   auto& t = std::get<lock_target>(parsed);
+  t.what = *method_kind;
   counted_as = route_of(t);
   if (tokens) {
     auto d = auth::authorize(*tokens, req[http::field::authorization], t);
@@ -131,6 +133,10 @@ asio::awaitable<response> router::handle(const request& req, route& counted_as,
       return release_route(req, c, std::move(t.key), std::move(client));
     case lock_target::kind::proclaim:
       return proclaim_route(req, c, std::move(t.key), std::move(client));
+    case lock_target::kind::record_write:
+      return record_write_route(req, c, std::move(t.key), std::move(client));
+    case lock_target::kind::record_read:
+      return record_read_route(c, std::move(t.key));
     case lock_target::kind::get:
       return get_route(c, std::move(t));
   }
@@ -192,6 +198,20 @@ asio::awaitable<response> router::proclaim_route(const request& req, answer_cont
   co_return proclaim_answer(c, key, r, result);
 }
 
+asio::awaitable<response> router::record_write_route(const request& req, answer_context c, std::string key,
+                                                     std::string client) {
+  auto body = parse_record_write(req.body());
+  if (auto* e = std::get_if<api_error>(&body)) co_return error_answer(c, *e);
+  auto& r = std::get<record_write_request>(body);
+  auto result = co_await service.write_record(key, r.owner, r.token, r.value, client);
+  co_return record_write_answer(c, key, result);
+}
+
+asio::awaitable<response> router::record_read_route(answer_context c, std::string key) {
+  auto record = co_await service.read_record(key);
+  co_return record_read_answer(c, key, record);
+}
+
 asio::awaitable<response> router::get_route(answer_context c, lock_target t) {
   std::optional<lease_view> view;
   if (t.wait_ms) {
@@ -216,9 +236,11 @@ std::optional<api_error> router::browser_check(const request& req) const {
                      "this server listens on loopback and answers only Host: localhost, 127.x.x.x or "
                      "[::1], got \"" +
                          std::string(req[http::field::host]) + "\""};
-  if (req.method() == http::verb::post && !is_json_content_type(req[http::field::content_type]))
-    return api_error{415, "unsupported_media_type",
-                     "a POST body must be sent as Content-Type: application/json"};
+  if ((req.method() == http::verb::post || req.method() == http::verb::put) &&
+      !is_json_content_type(req[http::field::content_type]))
+    return api_error{
+        415, "unsupported_media_type",
+        "a " + std::string(req.method_string()) + " body must be sent as Content-Type: application/json"};
   return std::nullopt;
 }
 
@@ -248,6 +270,10 @@ route router::route_of(const lock_target& t) {
       return route::renew_batch;
     case lock_target::kind::proclaim:
       return route::proclaim;
+    case lock_target::kind::record_read:
+      return route::record_read;
+    case lock_target::kind::record_write:
+      return route::record_write;
   }
   return route::other;
 }

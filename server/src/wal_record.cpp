@@ -10,22 +10,26 @@ namespace {
 
 void put_u32(std::string& out, std::uint32_t v) {
   char b[4];
-  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i)
+    b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
   out.append(b, 4);
 }
 void put_u64(std::string& out, std::uint64_t v) {
   char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
   out.append(b, 8);
 }
 std::uint32_t get_u32(const char* p) {
   std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 std::uint64_t get_u64(const char* p) {
   std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 
@@ -33,7 +37,8 @@ bool known_type(std::uint8_t t) {
   return (t >= static_cast<std::uint8_t>(record_type::acquire) &&
           t <= static_cast<std::uint8_t>(record_type::snapshot_end)) ||
          t == static_cast<std::uint8_t>(record_type::batch) ||
-         t == static_cast<std::uint8_t>(record_type::token_floor);
+         t == static_cast<std::uint8_t>(record_type::token_floor) ||
+         t == static_cast<std::uint8_t>(record_type::lock_record);
 }
 
 using crc32c_state = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
@@ -59,6 +64,10 @@ std::uint32_t crc32c(std::string_view data) {
   crc32c_state crc;
   crc.process_bytes(data.data(), data.size());
   return crc.checksum();
+}
+
+bool is_guard(const wal_record& r) {
+  return r.type == record_type::token_floor && r.token == 0 && r.ttl_ms == guard_marker;
 }
 
 void encode_batch_frame(std::string_view body, std::size_t records, char* out) {
@@ -95,8 +104,10 @@ void encode_record(record_type type, std::uint64_t token, std::uint64_t ttl_ms, 
                    std::string_view value) {
   std::size_t start = out.size();
   out.append(record_header_size, '\0');
-  const bool with_value = type == record_type::acquire && !value.empty();
-  out.push_back(with_value ? static_cast<char>(acquire_value_type_byte) : static_cast<char>(type));
+  const bool is_record = type == record_type::lock_record;
+  const bool with_value = (type == record_type::acquire && !value.empty()) || is_record;
+  out.push_back(with_value && !is_record ? static_cast<char>(acquire_value_type_byte)
+                                         : static_cast<char>(type));
   put_u64(out, token);
   put_u64(out, ttl_ms);
   put_u32(out, static_cast<std::uint32_t>(key.size()));
@@ -136,10 +147,11 @@ std::optional<wal_record> decode_record(std::string_view in, std::size_t& consum
   if (payload.size() < fixed + 4) return std::nullopt;
   const char* p = payload.data();
   auto type = static_cast<std::uint8_t>(p[0]);
-  const bool with_value = type == acquire_value_type_byte;
+  const bool is_record = type == static_cast<std::uint8_t>(record_type::lock_record);
+  const bool with_value = type == acquire_value_type_byte || is_record;
   if (!known_type(type) && !with_value) return std::nullopt;
   wal_record r;
-  r.type = with_value ? record_type::acquire : static_cast<record_type>(type);
+  r.type = type == acquire_value_type_byte ? record_type::acquire : static_cast<record_type>(type);
   r.token = get_u64(p + 1);
   r.ttl_ms = get_u64(p + 9);
   std::uint32_t key_len = get_u32(p + 17);
@@ -156,7 +168,9 @@ std::optional<wal_record> decode_record(std::string_view in, std::size_t& consum
     if (payload.size() < client_end + 4) return std::nullopt;
     r.client.assign(p + owner_end + 4, client_end - owner_end - 4);
     std::uint32_t value_len = get_u32(p + client_end);
-    if (value_len == 0 || payload.size() != client_end + 4 + std::size_t{value_len}) return std::nullopt;
+    // An acquire's value is never written empty (type 1 says "none"); a record's may be.
+    if ((value_len == 0 && !is_record) || payload.size() != client_end + 4 + std::size_t{value_len})
+      return std::nullopt;
     r.value.assign(p + client_end + 4, value_len);
   } else if (payload.size() != owner_end) {
     // The optional client field; it is never written empty.

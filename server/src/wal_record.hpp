@@ -27,6 +27,22 @@
 // type byte: a server that predates proclaim but reads values replays such a log correctly, where an unknown
 // type would make it read the batch as torn or damaged, and drop acknowledged records with it.
 //
+// A write of a lock's record (docs/protocol.md, "record": a value kept for a key beyond any lease) has a
+// type byte of its own, with every field present and the record's version where a TTL would be:
+//
+//   payload = u8 10 | u64 token | u64 version | u32 key_len | key | u32 owner_len | owner
+//             | u32 client_len | client | u32 value_len | value                   (value_len >= 0)
+//
+// Snapshots hold one such record per lock record, after the leases. Unlike a proclaim, a record is not a
+// lease and no older record type can carry it; so a server that predates records must refuse such a
+// directory rather than drop what it does not know. An unknown type makes a snapshot damaged (refused), but
+// in the last batch of a log it reads as a torn write, which would be cut without a word. So a batch that
+// holds a record write is followed, in the same write(2), by a guard batch: a batch frame around one
+// token_floor record of token 0 and ttl_ms guard_marker, a no-op to every server. To an older server that
+// meets the record, a whole batch after an undecodable one is damage to acknowledged data: it refuses to
+// start (status 65, naming the file and offset) instead. This server knows the guard belongs to the batch
+// before it, so a power cut that keeps the guard and tears that batch is still a torn tail here.
+//
 // The log frames each group-commit batch (one write, one fdatasync) with a record of its own, written in
 // front of the batch's records:
 //
@@ -53,19 +69,23 @@
 namespace baton::server {
 
 enum class record_type : std::uint8_t {
-  acquire = 1,   // key granted to owner with token; ttl_ms is the TTL granted
-  release = 2,   // key with token freed by its owner
-  expire = 3,    // key with token expired (logged lazily; losing one only keeps a lease longer)
-  extend = 4,    // key with token renewed with a TTL larger than any before (the restore TTL grew)
+  acquire = 1,          // key granted to owner with token; ttl_ms is the TTL granted
+  release = 2,          // key with token freed by its owner
+  expire = 3,           // key with token expired (logged lazily; losing one only keeps a lease longer)
+  extend = 4,           // key with token renewed with a TTL larger than any before (the restore TTL grew)
   snapshot_header = 5,  // snapshot files only: token = last issued token, ttl_ms = generation
   snapshot_end = 6,     // snapshot files only: token = number of entries
   batch = 8,            // logs only: the frame of a group-commit batch (above)
   token_floor = 9,      // logs only: token = a floor the counter passed at recovery (no grant above it)
+  lock_record = 10,     // a record write: key, owner, client, value; token; ttl_ms = the record's version
 };
 
 /// The type byte on disk of an acquire record with a value (see above). Never a wal_record::type: such a
 /// record decodes as record_type::acquire with a non-empty value.
 inline constexpr std::uint8_t acquire_value_type_byte = 7;
+
+/// The ttl_ms of a guard batch's token_floor record (above).
+inline constexpr std::uint64_t guard_marker = 0x7265636f7264;  // "record"
 
 struct wal_record {
   record_type type{};
@@ -74,10 +94,13 @@ struct wal_record {
   std::string key;
   std::string owner;
   std::string client{};  // empty: no client name (the original format)
-  std::string value{};   // acquire only: the value published with the lease; empty: none
+  std::string value{};   // acquire: the value published with the lease (empty: none); lock_record: the value
 
   friend bool operator==(const wal_record&, const wal_record&) = default;
 };
+
+/// True when `r` is the record of a guard batch (above; data_files::guard_batch writes one).
+bool is_guard(const wal_record& r);
 
 /// Bytes of framing before the payload.
 inline constexpr std::size_t record_header_size = 8;

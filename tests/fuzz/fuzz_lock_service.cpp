@@ -263,7 +263,7 @@ class harness {
       return std::nullopt;
     auto parsed = parse_target(req.target());
     auto* t = std::get_if<lock_target>(&parsed);
-    if (!t || req.method_string() != method_for(t->what)) return std::nullopt;
+    if (!t || with_method(t->what, req.method_string()) != t->what) return std::nullopt;
     request r;
     r.key = t->key;
     // Any other name (a changed byte) is no client: the counts check_table compares know only these two.
@@ -474,7 +474,8 @@ class harness {
     const auto torn_grants = (srv_->recovered.torn_bytes + 32) / 33;
     // Raised from the counter as recovered, which may already hold an earlier floor: floors stack.
     floor_max_ = std::max(issued_max_token_, floor_max_) + torn_grants;  // logged: later starts keep it
-    require(last <= std::max(issued_max_token_, floor_max_), "recovery adopts no token that was never issued");
+    require(last <= std::max(issued_max_token_, floor_max_),
+            "recovery adopts no token that was never issued");
     if (disk_running) disk_catches_up();
     check_table();
   }

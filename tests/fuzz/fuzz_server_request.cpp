@@ -72,7 +72,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto target = parse_target(req.target());
   const auto* t = decoded(target);
   if (!t) return 0;
-  require(method_for(t->what) == "GET" || method_for(t->what) == "POST", "a route has a method");
+  require(method_for(t->what) == "GET" || method_for(t->what) == "POST" || method_for(t->what) == "GET, PUT",
+          "a route has a method");
+  const auto kind = with_method(t->what, req.method_string());  // nullopt: the router's 405
   if (t->what == lock_target::kind::healthz || t->what == lock_target::kind::metrics ||
       t->what == lock_target::kind::capabilities)
     return 0;
@@ -162,6 +164,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           require(view && view->token == 1 && view->value == r->value, "a proclaim keeps the token");
         }
         require(table.last_token() == before, "a proclaim takes no token");
+      }
+      break;
+    case lock_target::kind::record_read:
+      if (kind != lock_target::kind::record_write) break;
+      if (const auto v = parse_record_write(req.body()); auto* r = decoded(v)) {
+        check_text(r->owner, max_owner_bytes, "an owner is 1-256 bytes without control characters");
+        require(r->token >= 1 && r->token <= static_cast<std::uint64_t>(INT64_MAX), "token in range");
+        require(r->value.size() <= max_record_bytes, "a record value is bounded");
+        const auto* old = table.find_record(t->key);
+        const std::uint64_t old_version = old ? old->version : 0;
+        auto result = table.write_record(t->key, r->owner, r->token, r->value, now);
+        const bool held = !expired && r->owner == "holder" && r->token == 1;
+        require(std::holds_alternative<record_written>(result) == held,
+                "only the holder with its token writes the record on an unexpired lease");
+        const auto* now_record = table.find_record(t->key);
+        if (held)
+          require(now_record && now_record->value == r->value && now_record->version == old_version + 1,
+                  "a write replaces the value and counts a version");
+        else
+          require((now_record ? now_record->version : 0) == old_version, "a refused write changes nothing");
+        auto view = table.get(t->key, now);
+        require(view.has_value() != expired && (!view || view->token == 1),
+                "a record write leaves the lease");
+        require(table.last_token() == before, "a record write takes no token");
       }
       break;
     case lock_target::kind::get: {

@@ -9,6 +9,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -139,4 +140,127 @@ BOOST_AUTO_TEST_CASE(a_long_poll_naming_the_value_it_saw_wakes_on_a_proclaim_and
   // A value that differs from the holder's answers at once.
   auto at_once = c.get("/v1/locks/lp?wait_ms=30000&token=" + token + "&value=old%3A80");
   BOOST_TEST(str(at_once, "value") == "new:80");
+}
+
+// The lock's record (docs/protocol.md, "record") against a real batond: written by the live holder, kept
+// beyond the lease's release and a kill -9, refused for a deposed holder, read by anyone.
+BOOST_AUTO_TEST_CASE(a_record_is_written_by_the_holder_outlives_its_lease_and_survives_a_kill9) {
+  temp_dir dir;
+  const std::string state = "{\"jobs\":{\"nightly\":{\"slot\":\"2026-12-05T00:00Z\"}}}\n";
+  std::uint64_t token;
+  {
+    batond_process server(dir.path(), {"--min-ttl-ms", "100"});
+    auto c = server.client();
+    auto caps = c.get("/v1/capabilities");
+    const auto& features = caps.json.at("features").as_array();
+    BOOST_TEST((std::find(features.begin(), features.end(), json::value("lock_record")) != features.end()));
+    BOOST_TEST(caps.json.at("record_max_bytes").to_number<std::uint64_t>() == 65536u);
+    auto none = c.get("/v1/locks/agent/record");
+    BOOST_TEST(none.status == 404);
+    BOOST_TEST(str(none, "error") == "no_record");
+    token = token_of(c.post("/v1/locks/agent/acquire", valued("a", 60000, "10.0.0.1:80")));
+    std::this_thread::sleep_for(300ms);
+    auto w = c.request("PUT", "/v1/locks/agent/record", record_body("a", token, state));
+    BOOST_REQUIRE_MESSAGE(w.status == 200, w.body);
+    BOOST_TEST(w.body == R"({"key":"agent","token":)" + std::to_string(token) + R"(,"version":1})");
+    // The lease is untouched: no renew, the value kept.
+    auto g = c.get("/v1/locks/agent");
+    BOOST_TEST(str(g, "value") == "10.0.0.1:80");
+    BOOST_TEST(remaining_ms(g) <= 59'800);
+    // A retry sets the same value and counts a version.
+    BOOST_TEST(c.request("PUT", "/v1/locks/agent/record", record_body("a", token, state))
+                   .json.at("version")
+                   .to_number<int>() == 2);
+    // A larger record than any other body: up to record_max_bytes, however escaped.
+    const std::string big(65536, '\n');
+    auto large = c.request("PUT", "/v1/locks/big/record", record_body("a", token, big));
+    BOOST_TEST(large.status == 409);  // read whole (not 413), then refused: "big" is not held
+    BOOST_TEST(str(large, "reason") == "not_held");
+    BOOST_TEST(c.post("/v1/locks/agent/release", release_body("a", token)).status == 200);
+    auto r = c.get("/v1/locks/agent/record");
+    BOOST_REQUIRE_MESSAGE(r.status == 200, r.body);
+    BOOST_TEST(str(r, "value") == state);
+    BOOST_TEST(token_of(r) == token);
+    BOOST_TEST(r.json.at("version").to_number<int>() == 2);
+    BOOST_TEST(str(r, "owner") == "a");
+    const auto metrics = c.get("/metrics").body;
+    BOOST_TEST(metrics.find(R"(baton_operations_total{op="record_write",outcome="ok"} 2)") !=
+               std::string::npos);
+    BOOST_TEST(metrics.find(R"(baton_requests_total{route="record_read",code="200"} 1)") !=
+               std::string::npos);
+    server.kill9();
+  }
+  batond_process server(dir.path());
+  auto c = server.client();
+  auto r = c.get("/v1/locks/agent/record");
+  BOOST_REQUIRE_MESSAGE(r.status == 200, r.body);
+  BOOST_TEST(str(r, "value") == state);
+  BOOST_TEST(r.json.at("version").to_number<int>() == 2);
+  // The next holder writes with its larger token; the old one is refused, even though it wrote last.
+  auto next = token_of(c.post("/v1/locks/agent/acquire", acquire_body("b", 60000)));
+  BOOST_TEST(next > token);
+  auto late = c.request("PUT", "/v1/locks/agent/record", record_body("a", token, "late"));
+  BOOST_TEST(late.status == 409);
+  BOOST_TEST(str(late, "error") == "lost");
+  BOOST_TEST(str(late, "reason") == "owner_mismatch");
+  BOOST_TEST(c.request("PUT", "/v1/locks/agent/record", record_body("b", next, "b's"))
+                 .json.at("version")
+                 .to_number<int>() == 3);
+  BOOST_TEST(str(c.get("/v1/locks/agent/record"), "owner") == "b");
+}
+
+BOOST_AUTO_TEST_CASE(a_record_write_of_a_deposed_holder_or_a_bad_body_changes_nothing) {
+  temp_dir dir;
+  batond_process server(dir.path(), {"--min-ttl-ms", "100", "--max-records", "1"});
+  auto c = server.client();
+  auto put = [&](std::string_view key, std::string_view body) {
+    return c.request("PUT", "/v1/locks/" + std::string(key) + "/record", body);
+  };
+  const auto token = token_of(c.post("/v1/locks/k/acquire", acquire_body("a", 300)));
+  BOOST_TEST(put("k", record_body("a", token, "v1")).status == 200);
+  auto lost = [&](std::string_view owner, std::uint64_t t, const char* reason) {
+    auto r = put("k", record_body(owner, t, "stolen"));
+    BOOST_TEST(r.status == 409);
+    BOOST_TEST(str(r, "error") == "lost");
+    BOOST_TEST(str(r, "reason") == reason);
+  };
+  lost("b", token, "owner_mismatch");
+  lost("a", token + 5, "token_mismatch");
+  for (auto bad : {std::string("{\"owner\":\"a\",\"token\":1}"),
+                   std::string("{\"owner\":\"a\",\"token\":1,\"value\":5}"), std::string("not json"),
+                   std::string("{\"owner\":\"a\",\"token\":\"1\",\"value\":\"v\"}")}) {
+    auto r = put("k", bad);
+    BOOST_TEST(r.status == 400, bad);
+    BOOST_TEST(str(r, "error") == "bad_request");
+  }
+  auto too_long = put("k", record_body("a", token, std::string(65537, 'x')));
+  BOOST_TEST(too_long.status == 413);
+  BOOST_TEST(str(too_long, "error") == "record_too_large");
+  // Past the route's body limit the connection is answered 413 and closed.
+  auto huge = put("k", record_body("a", token, std::string(500'000, 'x')));
+  BOOST_TEST(huge.status == 413);
+  BOOST_TEST(str(huge, "error") == "body_too_large");
+  // The same large body anywhere else is over the general limit.
+  BOOST_TEST(c.post("/v1/locks/k/renew", record_body("a", token, std::string(20'000, 'x'))).status == 413);
+  // A method the route does not take.
+  auto post = c.post("/v1/locks/k/record", record_body("a", token, "v"));
+  BOOST_TEST(post.status == 405);
+  // A second key's record is over --max-records; the first key's may still be replaced.
+  const auto other = token_of(c.post("/v1/locks/o/acquire", acquire_body("a", 60000)));
+  auto full = put("o", record_body("a", other, "v"));
+  BOOST_TEST(full.status == 507);
+  BOOST_TEST(str(full, "error") == "too_many_records");
+  BOOST_TEST(c.get("/v1/locks/o/record").status == 404);
+  // Once the lease has expired, its holder is refused before anybody else took the key.
+  std::this_thread::sleep_for(400ms);
+  lost("a", token, "not_held");
+  auto r = c.get("/v1/locks/k/record");
+  BOOST_TEST(str(r, "value") == "v1");
+  BOOST_TEST(r.json.at("version").to_number<int>() == 1);
+  // A PUT without a JSON content type is refused before anything (as a POST is).
+  auto raw =
+      http_client::raw(server.port(),
+                       "PUT /v1/locks/k/record HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+                       "Content-Length: 2\r\n\r\n{}");
+  BOOST_TEST(raw.status == 415);
 }

@@ -222,6 +222,14 @@ const char* const proclaim_checks[] = {
 };
 const char* const proclaim_wire_check = "proclaim with a bad value is 400 bad_request";
 const char* const proclaim_restart_check = "restart: a proclaimed value is kept";
+// Run when the server advertises lock_record (through a backend: when the backend keeps records).
+const char* const record_checks[] = {
+    "lock record: the holder writes it, versions count, the lease stays",
+    "lock record: a write by another owner or an old token is refused, nothing changed",
+    "lock record: it outlives release and expiry, and the old holder is refused",
+    "lock record: a key without one reads as none",
+};
+const char* const record_restart_check = "restart: a lock record is kept";
 
 // One run of conformance against broken-lockd: the bug, broken-lockd's extra arguments, and whether the run
 // restarts it (then with a state file, through restartable_server).
@@ -377,8 +385,12 @@ BOOST_AUTO_TEST_CASE(batond_passes_every_check_across_a_kill_9) {
                                                                                     << r.text());
   BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + proclaim_wire_check), r.text());
   BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + proclaim_restart_check), r.text());
+  for (const auto* name : record_checks)
+    BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
+                                                                                    << r.text());
+  BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + record_restart_check), r.text());
   BOOST_CHECK(!r.has_line("FAIL"));
-  BOOST_CHECK_MESSAGE(r.has_line("40 of 40 checks passed, 0 failed, 0 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("45 of 45 checks passed, 0 failed, 0 skipped"), r.text());
 }
 
 // A single etcd member that restart.sh kill -9s and starts again on the same ports and data directory.
@@ -446,7 +458,12 @@ BOOST_AUTO_TEST_CASE(etcd_backend_passes_every_lease_check_across_a_kill_9) {
   BOOST_CHECK_MESSAGE(
       r.has_line(std::string("SKIP  ") + proclaim_wire_check + ": not applicable to an etcd backend"),
       r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("29 of 40 checks passed, 0 failed, 11 skipped against " + url), r.text());
+  // The lock's record through the backend (its own key beside the locks' prefix), kept through the restart.
+  for (const auto* name : record_checks)
+    BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
+                                                                                    << r.text());
+  BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + record_restart_check), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("34 of 45 checks passed, 0 failed, 11 skipped against " + url), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(without_restart_command_the_restart_checks_are_skipped_not_passed) {
@@ -463,7 +480,11 @@ BOOST_AUTO_TEST_CASE(without_restart_command_the_restart_checks_are_skipped_not_
   for (const auto* name : proclaim_checks)
     BOOST_CHECK_MESSAGE(r.has_line(std::string("SKIP  ") + name + ": the server does not advertise proclaim"),
                         r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("27 of 40 checks passed, 0 failed, 13 skipped"), r.text());
+  // And so is one without lock records.
+  for (const auto* name : record_checks)
+    BOOST_CHECK_MESSAGE(
+        r.has_line(std::string("SKIP  ") + name + ": the server does not advertise lock_record"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("27 of 45 checks passed, 0 failed, 18 skipped"), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes_with_capabilities_and_a_restart) {
@@ -482,7 +503,10 @@ BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes_with_capabilities_and_a_r
   BOOST_CHECK_MESSAGE(
       r.has_line(std::string("SKIP  ") + proclaim_restart_check + ": the server does not advertise proclaim"),
       r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("35 of 40 checks passed, 0 failed, 5 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line(std::string("SKIP  ") + record_restart_check +
+                                 ": the server does not advertise lock_record"),
+                      r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("35 of 45 checks passed, 0 failed, 10 skipped"), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(malformed_capabilities_are_caught) {

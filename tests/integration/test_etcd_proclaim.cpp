@@ -139,3 +139,72 @@ BOOST_AUTO_TEST_CASE(a_proclaimed_value_on_etcd_survives_a_restart_of_etcd_and_a
     watch.reset();
   }());
 }
+
+// The lock's record (docs/protocol.md, "record") on etcd: a key of its own beside the locks' prefix, with no
+// lease, written in a txn conditional on the lock key being this lease's (its mod_revision as read) and on
+// the record unchanged since the read; version is etcd's own version of the record key. It outlives the
+// lease and a restart of etcd; the holder's own write is no loss to its watch.
+BOOST_AUTO_TEST_CASE(a_record_on_etcd_is_written_by_the_live_holder_and_outlives_the_lease_and_a_restart) {
+  etcd_cluster etcd(1);
+  std::uint64_t token = 0;
+  {
+    asio::io_context ioc;
+    auto b = make_backend(ioc.get_executor(), config(etcd.url()));
+    auto reader = make_backend(ioc.get_executor(), config(etcd.url()));
+    run_coro(ioc, [&]() -> asio::awaitable<void> {
+      auto lost = [](const record_write_reply& r, const char* reason) {
+        BOOST_TEST(r.ec == error::lease_lost, r.ec.message() << " " << r.diagnostic);
+        BOOST_TEST(r.lost_reason == reason);
+      };
+      BOOST_TEST(!(co_await reader->read_record("agent", 5s)).record.has_value());
+      lost(co_await b->write_record("agent", "a", 1, "x", 5s), "not_held");
+      auto a = co_await b->acquire("agent", "a", 2000ms, "10.0.0.1:80", 5s);
+      BOOST_REQUIRE(!a.ec);
+      token = a.token;
+      bool watch_fired = false;
+      auto watch = b->watch_loss("agent", "a", a.token, [&](std::string_view) { watch_fired = true; });
+      const std::string state("{\"slot\":1}\n\0tail", 16);  // any bytes, NULs included
+      auto w = co_await b->write_record("agent", "a", a.token, state, 5s);
+      BOOST_TEST(!w.ec, w.ec.message() << " " << w.diagnostic);
+      BOOST_TEST(w.version == 1u);
+      BOOST_TEST((co_await b->write_record("agent", "a", a.token, state, 5s)).version == 2u);
+      lost(co_await b->write_record("agent", "b", a.token, "x", 5s), "owner_mismatch");
+      lost(co_await b->write_record("agent", "a", a.token + 100, "x", 5s), "token_mismatch");
+      auto g = co_await reader->get("agent", std::nullopt, 5s);
+      BOOST_REQUIRE(g.holder.has_value());
+      BOOST_TEST(g.holder->token == a.token);  // the lock key is untouched
+      BOOST_TEST(g.holder->value == "10.0.0.1:80");
+      auto r = co_await reader->read_record("agent", 5s);
+      BOOST_REQUIRE(r.record.has_value());
+      BOOST_TEST(r.record->value == state);
+      BOOST_TEST(r.record->token == a.token);
+      BOOST_TEST(r.record->version == 2u);
+      BOOST_TEST(r.record->owner == "a");
+      co_await sleep_for(300ms);
+      BOOST_TEST(!watch_fired);  // the record is outside the locks' prefix
+      watch.reset();
+      // The lease ends in etcd (its TTL passes): the holder is refused, the record stays.
+      for (int i = 0; i < 60 && (co_await reader->get("agent", std::nullopt, 5s)).holder; ++i)
+        co_await sleep_for(100ms);
+      lost(co_await b->write_record("agent", "a", a.token, "late", 5s), "not_held");
+      // The next holder's write replaces it with its larger token.
+      auto next = co_await reader->acquire("agent", "b", 60'000ms, "", 5s);
+      BOOST_REQUIRE(!next.ec);
+      BOOST_TEST((co_await reader->write_record("agent", "b", next.token, "b's", 5s)).version == 3u);
+      token = next.token;
+    }());
+  }
+  etcd.stop(0);
+  etcd.start(0);
+  etcd.wait_healthy();
+  asio::io_context ioc;
+  auto b = make_backend(ioc.get_executor(), config(etcd.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await b->read_record("agent", 5s);
+    BOOST_REQUIRE(r.record.has_value());
+    BOOST_TEST(r.record->value == "b's");
+    BOOST_TEST(r.record->token == token);
+    BOOST_TEST(r.record->version == 3u);
+    BOOST_TEST(r.record->owner == "b");
+  }());
+}

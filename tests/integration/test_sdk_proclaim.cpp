@@ -11,9 +11,12 @@
 #include "lock_requests.hpp"
 
 #include "baton/backend.hpp"
+#include "baton/client.hpp"
 #include "baton/error.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/parse.hpp>
 
 #include <stdlib.h>
@@ -177,4 +180,117 @@ BOOST_AUTO_TEST_CASE(baton_proclaim_prints_the_lease_and_exits_76_when_it_is_not
   BOOST_TEST(stale.code == 76);
   BOOST_TEST(stale.out.empty());
   BOOST_TEST(baton_cli(server.url(), {"proclaim", "leader", "--owner", "a", "--token", t}).code == 64);
+}
+
+// The lock's record (docs/protocol.md, "record") through the HTTP backend and the public API against batond:
+// a lease writes it, any client reads it, it outlives the lease and a kill -9; a deposed holder is refused.
+BOOST_AUTO_TEST_CASE(a_lease_writes_the_record_through_batond_and_it_outlives_the_lease_and_a_kill9) {
+  temp_dir dir;
+  std::uint64_t token = 0;
+  const std::string state = "{\"nightly\":{\"slot\":42,\"outcome\":\"ok\"}}";
+  {
+    batond_process server(dir.path(), {"--min-ttl-ms", "100"});
+    asio::io_context ioc;
+    auto cfg = at(server.url());
+    cfg.request_timeout = 5s;
+    client c(ioc.get_executor(), cfg);
+    client reader(ioc.get_executor(), cfg);
+    auto b = make_backend(ioc.get_executor(), cfg);
+    run_coro(ioc, [&]() -> asio::awaitable<void> {
+      BOOST_TEST(!(co_await reader.async_read_record("agent")).has_value());
+      lease_options o;
+      o.ttl = 60'000ms;
+      lease l = co_await c.async_acquire("agent", o);
+      token = l.token();
+      BOOST_TEST(co_await l.async_write_record("draft") == 1u);
+      BOOST_TEST(co_await l.async_write_record(state) == 2u);
+      auto rec = co_await reader.async_read_record("agent");
+      BOOST_REQUIRE(rec.has_value());
+      BOOST_TEST(rec->value == state);
+      BOOST_TEST(rec->token == token);
+      BOOST_TEST(rec->version == 2u);
+      BOOST_TEST(rec->owner == l.owner());
+      // Refusals through the backend, with the renew's reasons; nothing changed.
+      auto stale = co_await b->write_record("agent", l.owner(), token + 7, "x", 5s);
+      BOOST_TEST(stale.ec == error::lease_lost);
+      BOOST_TEST(stale.lost_reason == "token_mismatch");
+      auto stolen = co_await b->write_record("agent", "b", token, "x", 5s);
+      BOOST_TEST(stolen.ec == error::lease_lost);
+      BOOST_TEST(stolen.lost_reason == "owner_mismatch");
+      // Over the server's record_max_bytes: refused before anything is sent.
+      auto big = co_await b->write_record("agent", l.owner(), token, std::string(65537, 'x'), 5s);
+      BOOST_TEST(big.ec == error::invalid_config);
+      BOOST_TEST(big.diagnostic.find("record_max_bytes") != std::string::npos, big.diagnostic);
+      auto largest = co_await b->write_record("agent", l.owner(), token, std::string(65536, '"'), 5s);
+      BOOST_TEST(!largest.ec, largest.diagnostic);  // every byte escaped: the route's body limit fits it
+      BOOST_TEST(co_await l.async_write_record(state) == 4u);
+      co_await l.async_release();
+      // Released: the record stays, and the old holder may not write it any more.
+      auto late = co_await b->write_record("agent", l.owner(), token, "late", 5s);
+      BOOST_TEST(late.ec == error::lease_lost);
+      BOOST_TEST(late.lost_reason == "not_held");
+      BOOST_TEST((co_await reader.async_read_record("agent"))->value == state);
+    }());
+    server.kill9();
+  }
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client reader(ioc.get_executor(), at(server.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto rec = co_await reader.async_read_record("agent");
+    BOOST_REQUIRE(rec.has_value());
+    BOOST_TEST(rec->value == state);
+    BOOST_TEST(rec->token == token);
+    BOOST_TEST(rec->version == 4u);
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(a_server_without_records_is_not_sent_one_and_the_error_says_why) {
+  lockd old;  // no capabilities at all (404)
+  lockd lost_route({"--capabilities", R"({"protocol_version":1,"features":["lock_record"]})"});
+  for (const auto* url : {&old.url, &lost_route.url}) {
+    BOOST_TEST_CONTEXT(*url) {
+      asio::io_context ioc;
+      client c(ioc.get_executor(), at(*url));
+      run_coro(ioc, [&]() -> asio::awaitable<void> {
+        lease_options o;
+        o.ttl = 30'000ms;
+        lease l = co_await c.async_acquire("agent", o);
+        for (int round = 0; round < 2; ++round) {
+          auto [ec, version] = co_await l.async_write_record("x", asio::as_tuple(asio::use_awaitable));
+          BOOST_TEST((ec == error::invalid_config), ec.message());
+          BOOST_TEST(version == 0u);
+          auto [rec, found] = co_await c.async_read_record("agent", asio::as_tuple(asio::use_awaitable));
+          BOOST_TEST((rec == error::invalid_config), rec.message());
+          BOOST_TEST(!found.has_value());
+        }
+        BOOST_TEST(l.active());  // a feature the server lacks does not end the lease
+        co_await l.async_release();
+      }());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(baton_record_get_prints_the_record_or_none) {
+  ::unsetenv("BATON_SERVER");
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto direct = server.client();
+  auto none = baton_cli(server.url(), {"record", "get", "agent"});
+  BOOST_TEST(none.code == 0);
+  BOOST_TEST(json::parse(none.out) == json::parse(R"({"key":"agent","record":false})"));
+  auto token = token_of(direct.post("/v1/locks/agent/acquire", acquire_body("a", 60'000)));
+  BOOST_REQUIRE(
+      direct.request("PUT", "/v1/locks/agent/record", record_body("a", token, "line1\nline2")).status == 200);
+  auto got = baton_cli(server.url(), {"record", "get", "agent"});
+  BOOST_TEST(got.code == 0);
+  auto j = json::parse(got.out);
+  BOOST_TEST(j.at("record").as_bool());
+  BOOST_TEST(j.at("value").as_string() == "line1\nline2");  // one line of JSON: the newline escaped
+  BOOST_TEST(j.at("token").to_number<std::uint64_t>() == token);
+  BOOST_TEST(j.at("version").to_number<int>() == 1);
+  BOOST_TEST(j.at("owner").as_string() == "a");
+  BOOST_TEST(baton_cli(server.url(), {"record", "agent"}).code == 64);
+  lockd old;
+  BOOST_TEST(baton_cli(old.url, {"record", "get", "agent"}).code == 64);
 }

@@ -25,6 +25,9 @@ inline std::string release_body(std::string_view owner, std::uint64_t token) {
 inline std::string proclaim_body(std::string_view owner, std::uint64_t token, std::string_view value) {
   return boost::json::serialize(boost::json::object{{"owner", owner}, {"token", token}, {"value", value}});
 }
+inline std::string record_body(std::string_view owner, std::uint64_t token, std::string_view value) {
+  return proclaim_body(owner, token, value);  // the same members (docs/protocol.md, "record")
+}
 /// The "token" field of an acquire or renew answer, or of a `held` refusal.
 inline std::uint64_t token_of(const http_reply& r) {
   return r.json.at("token").to_number<std::uint64_t>();

@@ -50,6 +50,34 @@ struct renew_reply {
 /// lost_reason says why; any other error as for a renew).
 using proclaim_reply = renew_reply;
 
+/// A lock's record (docs/protocol.md, "record"): a value the server keeps for a key beyond any lease, which
+/// only the key's live holder replaces.
+struct lock_record {
+  std::string value;
+  /// The token and owner of the write that set it.
+  std::uint64_t token = 0;
+  /// Writes of the record so far (1 after the first; a retried write counts again).
+  std::uint64_t version = 0;
+  std::string owner;
+};
+
+/// What write_record() answers. ec empty: the record was replaced, `version` is its version now;
+/// error::lease_lost: refused by the lease (lost_reason as a renew's); error::stale_token: the record was
+/// written with a larger token; anything else as for a renew, the outcome then unknown.
+struct record_write_reply {
+  boost::system::error_code ec;
+  std::string diagnostic;
+  std::string lost_reason;
+  std::uint64_t version = 0;
+};
+
+/// What read_record() answers. ec empty when the server answered; `record` empty when the key has none.
+struct record_read_reply {
+  boost::system::error_code ec;
+  std::string diagnostic;
+  std::optional<lock_record> record;
+};
+
 /// One lease of a batch renewal: renew `key` if `owner` holds it with `token`, for `ttl` from now.
 struct renew_entry {
   std::string key;
@@ -154,6 +182,17 @@ class backend {
   virtual boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner,
                                                           std::uint64_t token, std::string value,
                                                           milliseconds timeout);
+  /// Replaces the lock's record of `key` (docs/protocol.md, "record") if `owner` holds `key` with `token` now
+  /// (renew's condition; the lease itself is not renewed or changed) and no write with a larger token set
+  /// it. Durable before it answers. A retry is harmless: it sets the same value (and counts a version).
+  /// error::invalid_config, with nothing sent, when the backend or the server cannot: the default, and the
+  /// HTTP backend when the server does not advertise feature `lock_record` or the value is over its
+  /// `record_max_bytes`.
+  virtual boost::asio::awaitable<record_write_reply> write_record(std::string key, std::string owner,
+                                                                  std::uint64_t token, std::string value,
+                                                                  milliseconds timeout);
+  /// Reads the lock's record of `key`; error::invalid_config as write_record().
+  virtual boost::asio::awaitable<record_read_reply> read_record(std::string key, milliseconds timeout);
   /// Reads the holder; with `wait`, long-polls (the timeout should cover the wait).
   virtual boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                                 milliseconds timeout) = 0;
@@ -196,6 +235,10 @@ class forwarding_backend : public backend {
                                                                milliseconds timeout) override;
   boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
                                                   std::string value, milliseconds timeout) override;
+  boost::asio::awaitable<record_write_reply> write_record(std::string key, std::string owner,
+                                                          std::uint64_t token, std::string value,
+                                                          milliseconds timeout) override;
+  boost::asio::awaitable<record_read_reply> read_record(std::string key, milliseconds timeout) override;
   boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                         milliseconds timeout) override;
   std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,

@@ -172,6 +172,21 @@ class client {
         token, std::move(key));
   }
 
+  /// The lock's record of `key` (docs/protocol.md, "record"; lease::async_write_record writes it):
+  /// `void(error_code, std::optional<lock_record>)`, empty when the key has none. It outlives leases, so it
+  /// reads the same whoever holds the key, or nobody. Retries transient errors like async_get.
+  /// error::invalid_config when the server does not keep records (feature `lock_record`; nothing sent).
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, std::optional<lock_record>))
+                Token = default_token_t>
+  auto async_read_record(std::string key, Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::optional<lock_record>)>(
+        [s = shared_](auto handler, std::string k) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_read_record(s, std::move(k), diag, std::move(handler));
+        },
+        token, std::move(key));
+  }
+
   /// Stops the client: `void(error_code)`. Acquires in progress and new ones fail with error::shut_down,
   /// every live lease is released (its guarded work is cancelled first), and it waits until those releases
   /// finish or `timeout` passes (releases still running then go on in the background, bounded by the retry
@@ -348,6 +363,9 @@ class client {
   static void start_get(
       std::shared_ptr<detail::client_shared> s, std::string key, std::string* diag,
       boost::asio::any_completion_handler<void(boost::system::error_code, std::optional<holder_info>)> h);
+  static void start_read_record(
+      std::shared_ptr<detail::client_shared> s, std::string key, std::string* diag,
+      boost::asio::any_completion_handler<void(boost::system::error_code, std::optional<lock_record>)> h);
   static void start_shutdown(std::shared_ptr<detail::client_shared> s, milliseconds timeout,
                              std::string* diag,
                              boost::asio::any_completion_handler<void(boost::system::error_code)> h);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Errors of the Baton SDK: one enum, one error category, and an exception that carries both the code and the
-// server's own explanation (the diagnostic). Every failure of an SDK call, cancellation included, is thrown as
-// baton::exception (awaitable forms) or passed as the error_code (completion-token forms). Timeouts compare
-// equal to std::errc::timed_out, a refusal for a held lock to std::errc::device_or_resource_busy.
+// server's own explanation (the diagnostic). Every failure of an SDK call, cancellation included, is thrown
+// as baton::exception (awaitable forms) or passed as the error_code (completion-token forms). Timeouts
+// compare equal to std::errc::timed_out, a refusal for a held lock to std::errc::device_or_resource_busy.
 
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
@@ -40,8 +40,10 @@ enum class error {
                         // too_many_connections): it changed nothing; retry later
   empty_handle,         // the lease or client handle is empty (default-constructed or moved from)
   shut_down,            // the client is shut down (client::shutdown): it takes no new leases
+  stale_token,          // a lock record write refused: the record was written with a larger token
 };
-// Cancellation is reported as boost::asio::error::operation_aborted (compare with it; it is not in this enum).
+// Cancellation is reported as boost::asio::error::operation_aborted (compare with it; it is not in this
+// enum).
 
 const boost::system::error_category& error_category() noexcept;
 
@@ -65,7 +67,8 @@ bool is_transient(const boost::system::error_code& ec) noexcept;
 class exception : public boost::system::system_error {
  public:
   exception(boost::system::error_code ec, std::string diagnostic);
-  explicit exception(error e, std::string diagnostic = {}) : exception(make_error_code(e), std::move(diagnostic)) {}
+  explicit exception(error e, std::string diagnostic = {})
+      : exception(make_error_code(e), std::move(diagnostic)) {}
   explicit exception(boost::system::error_code ec) : exception(ec, std::string()) {}
 
   /// What the server (or the SDK) said about this error, for people; may be empty.

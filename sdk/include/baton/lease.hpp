@@ -138,6 +138,32 @@ class lease {
         token, core_, std::move(ticket));
   }
 
+  /// Replaces the lock's record of this lease's key with `value` (docs/protocol.md, "record"): a value the
+  /// lock server keeps for the key beyond any lease (its release, its expiry, server restarts), which only
+  /// the live holder of the key, with its current token, may replace. Any reader sees it through
+  /// client::async_read_record. `void(error_code, std::uint64_t version)`: the record's version after this
+  /// write (1 for the first; a retried write counts again). Durable on the server before it completes. The
+  /// lease is not renewed and its value is unchanged.
+  ///
+  /// Errors: error::lease_lost when the server no longer holds the lease for this owner and token (a deposed
+  /// holder's write is refused even before the next holder writes; nothing changed), and when the lease is
+  /// no longer active here before a request is sent; error::stale_token when the record was written with a
+  /// larger token; error::invalid_config when the lease was released, or the server does not keep records
+  /// (feature `lock_record`) or the value is over its `record_max_bytes` (nothing sent then);
+  /// error::empty_handle for an empty handle. Transport errors are retried (the write is idempotent) up to
+  /// retry_policy.max_attempts, while the lease stays active. Cancellable (terminal, partial or total:
+  /// operation_aborted); a request already sent may still take effect.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, std::uint64_t))
+                Token = default_token_t>
+  auto async_write_record(std::string value, Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::uint64_t)>(
+        [](auto handler, std::shared_ptr<detail::lease_core> core, std::string v) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_write_record(std::move(core), std::move(v), diag, std::move(handler));
+        },
+        token, core_, std::move(value));
+  }
+
   /// Stops renewing and lets go of the lease without releasing it: it stays held on the server until its
   /// TTL passes, for whoever knows its owner and token to renew or release (the CLI's `baton acquire` prints
   /// them for a script). The handle becomes empty; guarded work sees the lease released.
@@ -159,6 +185,9 @@ class lease {
       boost::asio::any_completion_handler<void(boost::system::error_code, release_outcome)> h);
   static void start_wait_lost(std::shared_ptr<detail::lease_core> core, std::string* diag,
                               boost::asio::any_completion_handler<void(boost::system::error_code)> h);
+  static void start_write_record(
+      std::shared_ptr<detail::lease_core> core, std::string value, std::string* diag,
+      boost::asio::any_completion_handler<void(boost::system::error_code, std::uint64_t)> h);
   std::shared_ptr<detail::lease_core> core_;
 };
 

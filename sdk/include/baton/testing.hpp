@@ -37,7 +37,8 @@ namespace baton::testing {
 /// across all keys, a same-owner acquire supersedes that owner's lease with a newer token (and its value:
 /// holders are reported with the value their acquire published), renew, release and proclaim (a new value,
 /// same token and expiry) are conditional on owner and token, a long-poll answers at a change of holder (and,
-/// when it names a value, at a change of value).
+/// when it names a value, at a change of value). It keeps lock records (write_record, read_record) as
+/// batond does: beyond any lease, replaced only by the live holder, never with a smaller token.
 ///
 /// Its clock is the test's: it starts at zero and moves only with advance(). Leases expire when it passes
 /// their expiry. By default the clients' own clocks (local deadlines, renew periods, backoffs, request
@@ -79,6 +80,8 @@ class memory_backend final : public backend {
   std::optional<holder_info> holder(const std::string& key) const;
   /// The last token granted (0 before the first grant).
   std::uint64_t last_token() const { return last_token_; }
+  /// The lock record of `key`, or empty when it has none.
+  std::optional<lock_record> record(const std::string& key) const;
   /// Ends the lease on `key` now, as if its TTL had passed.
   void expire(const std::string& key);
 
@@ -99,7 +102,7 @@ class memory_backend final : public backend {
 
   /// Requests received, by kind (failed and abandoned ones included).
   struct call_counts {
-    int acquire = 0, renew = 0, release = 0, get = 0, proclaim = 0;
+    int acquire = 0, renew = 0, release = 0, get = 0, proclaim = 0, write_record = 0, read_record = 0;
   };
   const call_counts& calls() const { return calls_; }
 
@@ -112,6 +115,10 @@ class memory_backend final : public backend {
                                                 milliseconds timeout) override;
   boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
                                                   std::string value, milliseconds timeout) override;
+  boost::asio::awaitable<record_write_reply> write_record(std::string key, std::string owner,
+                                                          std::uint64_t token, std::string value,
+                                                          milliseconds timeout) override;
+  boost::asio::awaitable<record_read_reply> read_record(std::string key, milliseconds timeout) override;
   boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                         milliseconds timeout) override;
   void close() override {}
@@ -142,6 +149,8 @@ class memory_backend final : public backend {
                        milliseconds ttl);
   proclaim_reply do_proclaim(const std::string& key, const std::string& owner, std::uint64_t token,
                              const std::string& value);
+  record_write_reply do_write_record(const std::string& key, const std::string& owner, std::uint64_t token,
+                                     const std::string& value);
   release_reply do_release(const std::string& key, const std::string& owner, std::uint64_t token);
 
   milliseconds remaining(std::chrono::nanoseconds expiry) const;
@@ -151,6 +160,7 @@ class memory_backend final : public backend {
   std::chrono::nanoseconds now_{0};
   std::uint64_t last_token_ = 0;
   std::map<std::string, lock> locks_;
+  std::map<std::string, lock_record> records_;
   call_counts calls_;
   bool paused_ = false;
   abandoned abandoned_ = abandoned::apply;

@@ -113,6 +113,11 @@ asio::awaitable<void> every_spelling(baton::client& c) {
     check(m.value() == long_value, "campaign(long value, {.ttl})");
     co_await e.async_proclaim(std::string(800, 'p'));
     check(m.value() == std::string(800, 'p') && m.active(), "async_proclaim(long value)");
+    check(co_await m.async_write_record(std::string(20'000, 'r')) == 1, "async_write_record(long temporary)");
+    auto record = co_await c.async_read_record(long_key + "-no-record");
+    check(!record.has_value(), "async_read_record(temporary key) of none");
+    record = co_await c.async_read_record("spell/leader");
+    check(record && record->value.size() == 20'000 && record->token == m.token(), "async_read_record(key)");
     baton::leader_stream leaders = e.observe();
     auto now = co_await leaders.async_next();
     check(now && now->token == m.token(), "observe().async_next()");

@@ -130,6 +130,7 @@ BOOST_AUTO_TEST_CASE(memory_backend_passes_every_check_conformance_makes_through
   BOOST_TEST(run.count("a lease is held for its TTL from the acquire's sending") == 1u);
   BOOST_TEST(run.count("renew batch: a superseded token is refused") == 1u);
   BOOST_TEST(run.count("proclaim replaces the value and keeps token and expiry") == 1u);
+  BOOST_TEST(run.count("lock record: it outlives release and expiry, and the old holder is refused") == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(the_checks_are_found_by_the_names_the_cli_prints) {

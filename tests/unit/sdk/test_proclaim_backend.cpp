@@ -8,12 +8,16 @@
 // tests/integration/test_sdk_proclaim.cpp and test_etcd_proclaim.cpp.
 
 #include "baton/backend.hpp"
+#include "baton/client.hpp"
 #include "baton/error.hpp"
 #include "baton/testing.hpp"
 #include "coro.hpp"
+#include "lease_opts.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <memory>
@@ -158,5 +162,94 @@ BOOST_AUTO_TEST_CASE(a_backend_of_five_calls_answers_proclaim_unsupported_and_fo
     auto forwarded = co_await forwarding.proclaim("k", "a", a.token, "v3", timeout);
     BOOST_TEST(!forwarded.ec);
     BOOST_TEST(server->holder("k")->value == "v3");
+    // The lock's record, the same way: unsupported by default with nothing sent, forwarded as it is.
+    auto no_write = co_await narrow.write_record("k", "a", a.token, "r", timeout);
+    BOOST_TEST(no_write.ec == error::invalid_config);
+    BOOST_TEST(no_write.diagnostic.find("does not keep lock records") != std::string::npos);
+    auto no_read = co_await narrow.read_record("k", timeout);
+    BOOST_TEST(no_read.ec == error::invalid_config);
+    BOOST_TEST(server->calls().write_record == 0);
+    BOOST_TEST(server->calls().read_record == 0);
+    auto written = co_await forwarding.write_record("k", "a", a.token, "r", timeout);
+    BOOST_TEST(!written.ec);
+    BOOST_TEST(written.version == 1u);
+    auto read = co_await forwarding.read_record("k", timeout);
+    BOOST_REQUIRE(read.record.has_value());
+    BOOST_TEST(read.record->value == "r");
+  }());
+}
+
+// The lock's record (docs/protocol.md, "record") in the test double: kept beyond the lease, replaced only by
+// the live holder (renew's reasons in renew's order), never with a smaller token, and no renewal.
+BOOST_AUTO_TEST_CASE(memory_backend_keeps_a_record_beyond_the_lease_for_its_live_holder_only) {
+  asio::io_context ioc;
+  auto server = std::make_shared<memory_backend>(ioc.get_executor());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    BOOST_TEST(!(co_await server->read_record("jobs", timeout)).record.has_value());
+    auto lost = [&](const baton::record_write_reply& r, const char* reason) {
+      BOOST_TEST(r.ec == error::lease_lost);
+      BOOST_TEST(r.lost_reason == reason);
+    };
+    lost(co_await server->write_record("jobs", "a", 1, "x", timeout), "not_held");
+    auto a = co_await server->acquire("jobs", "a", 10'000ms, "addr", timeout);
+    server->advance(4s);
+    auto w = co_await server->write_record("jobs", "a", a.token, "{\"slot\":1}", timeout);
+    BOOST_TEST(!w.ec);
+    BOOST_TEST(w.version == 1u);
+    BOOST_TEST(server->holder("jobs")->ttl_remaining.count() == 6'000);  // not a renew
+    BOOST_TEST(server->holder("jobs")->value == "addr");                 // nor a proclaim
+    lost(co_await server->write_record("jobs", "b", a.token, "x", timeout), "owner_mismatch");
+    lost(co_await server->write_record("jobs", "a", a.token + 1, "x", timeout), "token_mismatch");
+    server->advance(6s);  // the lease ends: its holder is refused, nobody else has written
+    lost(co_await server->write_record("jobs", "a", a.token, "late", timeout), "not_held");
+    auto r = co_await server->read_record("jobs", timeout);
+    BOOST_REQUIRE(r.record.has_value());
+    BOOST_TEST(r.record->value == "{\"slot\":1}");
+    BOOST_TEST(r.record->token == a.token);
+    BOOST_TEST(r.record->version == 1u);
+    BOOST_TEST(r.record->owner == "a");
+    auto b = co_await server->acquire("jobs", "b", 10'000ms, "", timeout);
+    BOOST_TEST((co_await server->write_record("jobs", "b", b.token, "b", timeout)).version == 2u);
+    BOOST_TEST(server->record("jobs")->token == b.token);
+  }());
+}
+
+// The public API over the same double: lease::async_write_record, client::async_read_record, their errors
+// through the handler.
+BOOST_AUTO_TEST_CASE(a_lease_writes_the_record_and_any_client_reads_it) {
+  asio::io_context ioc;
+  auto server = std::make_shared<memory_backend>(ioc.get_executor());
+  baton::client_config cfg;
+  cfg.request_timeout = 1000ms;
+  cfg.retry.initial_backoff = 10ms;
+  cfg.retry.max_backoff = 20ms;
+  baton::client c(ioc.get_executor(), cfg, server);
+  baton::client reader(ioc.get_executor(), cfg, server);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    BOOST_TEST(!(co_await reader.async_read_record("jobs")).has_value());
+    baton::lease l = co_await c.async_acquire("jobs", baton::test::lease_opts(30'000ms));
+    BOOST_TEST(co_await l.async_write_record("state-1") == 1u);
+    BOOST_TEST(co_await l.async_write_record("state-2") == 2u);
+    auto rec = co_await reader.async_read_record("jobs");
+    BOOST_REQUIRE(rec.has_value());
+    BOOST_TEST(rec->value == "state-2");
+    BOOST_TEST(rec->token == l.token());
+    BOOST_TEST(rec->owner == l.owner());
+    // A transport error is retried while the lease lasts; the write lands once.
+    server->fail_next(1, make_error_code(error::connection_failed));
+    BOOST_TEST(co_await l.async_write_record("state-3") == 3u);
+    // The server ended the lease: lease_lost through the handler, nothing written.
+    server->expire("jobs");
+    auto [ec, version] = co_await l.async_write_record("late", asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST((ec == error::lease_lost), ec.message());
+    BOOST_TEST(version == 0u);
+    BOOST_TEST(server->record("jobs")->value == "state-3");
+    co_await l.async_release(asio::as_tuple(asio::use_awaitable));
+    auto [ec2, v2] = co_await l.async_write_record("after", asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST((ec2 == error::invalid_config || ec2 == error::lease_lost), ec2.message());
+    baton::lease empty;
+    auto [ec3, v3] = co_await empty.async_write_record("x", asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST((ec3 == error::empty_handle));
+    BOOST_TEST(server->record("jobs")->version == 3u);
   }());
 }

@@ -421,3 +421,80 @@ BOOST_AUTO_TEST_CASE(a_proclaimed_value_is_restored_after_a_restart_and_through_
   BOOST_TEST(held->token == 1u);
   BOOST_TEST(table.get("cleared", later)->value.empty());
 }
+
+// A record write is answered only once its record is durable, and a read waits for every write it could
+// show: a crash before then could take back a record a client was told of.
+BOOST_FIXTURE_TEST_CASE(a_record_write_and_a_read_of_it_wait_for_its_record, fixture) {
+  auto w = start(ioc, service.write_record("k", "a", 1, "{\"slot\":3}"));
+  settle(ioc);
+  BOOST_TEST(!w->done);  // its record is not durable yet (the journal's writer has not started)
+  auto r = start(ioc, service.read_record("k"));
+  settle(ioc);
+  BOOST_TEST(!r->done);
+  log.start();
+  wait_done(ioc, w);
+  wait_done(ioc, r);
+  BOOST_TEST(std::get<record_written>(*w->result).version == 1u);
+  BOOST_REQUIRE(r->result->has_value());
+  BOOST_TEST((*r->result)->value == "{\"slot\":3}");
+  // The lease is untouched: no renew, no new value.
+  BOOST_TEST(service.table().get("k", clock::now())->value.empty());
+  BOOST_TEST(metrics.record_written.load() == 1u);
+  BOOST_TEST(metrics.record_found.load() == 1u);
+}
+
+// A failed journal leaves a record write's outcome unknown: it fails, never acknowledged.
+BOOST_FIXTURE_TEST_CASE(a_record_write_on_a_stopped_journal_fails_instead_of_acknowledging, fixture) {
+  auto w = start(ioc, service.write_record("k", "a", 1, "v"));
+  settle(ioc);
+  log.stop();
+  wait_done(ioc, w);
+  BOOST_REQUIRE(w->error);
+  BOOST_CHECK_THROW(std::rethrow_exception(w->error), storage_unavailable);
+  BOOST_TEST(metrics.record_written.load() == 0u);
+}
+
+// Refusals (the lease's, the limit's) change nothing and are counted; the record outlives its lease's
+// release and a restart, from the log and from a snapshot.
+BOOST_AUTO_TEST_CASE(a_record_is_refused_by_the_lease_and_the_limit_and_survives_restarts) {
+  temp_dir dir;
+  {
+    service_on_disk s(dir.path());
+    s.service.set_record_limit(1);
+    s.run(s.service.acquire("jobs", "a", 60'000ms));
+    s.run(s.service.acquire("other", "b", 60'000ms));
+    BOOST_TEST(std::get<record_written>(s.run(s.service.write_record("jobs", "a", 1, "v1"))).version == 1u);
+    BOOST_TEST((std::get<renew_refused>(s.run(s.service.write_record("jobs", "a", 7, "bad"))).reason ==
+                lost_reason::token_mismatch));
+    BOOST_TEST((std::get<renew_refused>(s.run(s.service.write_record("jobs", "z", 1, "bad"))).reason ==
+                lost_reason::owner_mismatch));
+    BOOST_TEST(std::get<record_limit_reached>(s.run(s.service.write_record("other", "b", 2, "x"))).limit ==
+               1u);
+    BOOST_TEST(std::get<record_written>(s.run(s.service.write_record("jobs", "a", 1, "v2"))).version == 2u);
+    s.run(s.service.release("jobs", "a", 1));
+    BOOST_TEST((std::get<renew_refused>(s.run(s.service.write_record("jobs", "a", 1, "late"))).reason ==
+                lost_reason::not_held));
+    BOOST_TEST(s.metrics.record_lost.load() == 3u);
+    BOOST_TEST(s.metrics.record_too_many.load() == 1u);
+    BOOST_TEST(!s.run(s.service.read_record("other")).has_value());
+    BOOST_TEST(s.metrics.record_missing.load() == 1u);
+  }
+  auto check = [](const lock_table& table) {
+    const auto* r = table.find_record("jobs");
+    BOOST_REQUIRE(r != nullptr);
+    BOOST_TEST(r->value == "v2");
+    BOOST_TEST(r->version == 2u);
+    BOOST_TEST(r->token == 1u);
+    BOOST_TEST(table.find_record("other") == nullptr);
+  };
+  check(restored(dir.path(), clock::now()));
+  {
+    service_on_disk s(dir.path(), /*compact_bytes=*/512);
+    for (int i = 0; i < 40; ++i) {
+      auto g = std::get<acquire_granted>(s.run(s.service.acquire("churn", "c", 60'000ms)));
+      s.run(s.service.release("churn", "c", g.token));
+    }
+  }
+  BOOST_TEST(std::filesystem::exists(dir.path() / "snapshot"));
+  check(restored(dir.path(), clock::now()));
+}

@@ -318,10 +318,9 @@ BOOST_AUTO_TEST_CASE(control_characters_are_unicodes_c0_del_and_c1) {
 }
 
 BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_lease_values_batch_renewal_proclaim_and_limits) {
-  BOOST_TEST(
-      capabilities_body(8192) ==
-      R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim"],"renew_batch_max":1000,)"
-      R"("max_body_bytes":8192})");
+  BOOST_TEST(capabilities_body(8192) ==
+             R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record"],)"
+             R"("renew_batch_max":1000,"max_body_bytes":8192,"record_max_bytes":65536})");
 }
 
 namespace {
@@ -481,4 +480,50 @@ BOOST_AUTO_TEST_CASE(proclaim_is_a_post_route_and_a_long_poll_may_name_the_value
   BOOST_TEST(target_err("/v1/locks/k?wait_ms=100&value=a%0Ab").status == 400);
   BOOST_TEST(target_err("/v1/locks/k?wait_ms=100&value=%FF").status == 400);
   BOOST_TEST(target_err("/v1/locks/k?value=" + std::string(max_value_bytes + 1, 'v')).status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(a_record_write_takes_owner_token_and_any_string_value_up_to_the_record_limit) {
+  auto r = std::get<record_write_request>(
+      parse_record_write(R"({"owner":"w","token":7,"value":"{\"a\":1}\n\u0000"})"));
+  BOOST_TEST(r.owner == "w");
+  BOOST_TEST(r.token == 7u);
+  BOOST_TEST(r.value == std::string("{\"a\":1}\n\0", 9));  // control characters are data here
+  auto record_err = [](std::string_view body) { return std::get<api_error>(parse_record_write(body)); };
+  BOOST_TEST(record_err(R"({"owner":"w","token":7})").message == "missing field \"value\"");
+  BOOST_TEST(record_err(R"({"owner":"w","token":7,"value":5})").status == 400);
+  BOOST_TEST(record_err(R"({"owner":"w","token":0,"value":"v"})").status == 400);
+  BOOST_TEST(record_err(R"({"token":7,"value":"v"})").status == 400);
+  BOOST_TEST(record_err(R"({"owner":"w","token":7,"value":"v","value":"w"})").status == 400);
+  BOOST_TEST(record_err(R"({"owner":"w","token":7,"value":"\ud800"})").status == 400);
+  const std::string longest(max_record_bytes, 'v');
+  BOOST_TEST(std::get<record_write_request>(
+                 parse_record_write(R"({"owner":"w","token":1,"value":")" + longest + "\"}"))
+                 .value.size() == max_record_bytes);
+  const auto too_long = record_err(R"({"owner":"w","token":1,"value":")" + longest + "v\"}");
+  BOOST_TEST(too_long.status == 413);
+  BOOST_TEST(too_long.code == "record_too_large");
+  // Every byte of the longest value escaped still fits the route's body limit.
+  std::string escaped =
+      R"({"owner":")" + std::string(max_owner_bytes, 'o') + R"(","token":9223372036854775807,)";
+  escaped += R"("value":")";
+  for (std::size_t i = 0; i < max_record_bytes; ++i)
+    escaped += "\\u0001";
+  escaped += "\"}";
+  BOOST_TEST(escaped.size() <= max_record_body_bytes);
+  BOOST_TEST(std::get<record_write_request>(parse_record_write(escaped)).value.size() == max_record_bytes);
+}
+
+BOOST_AUTO_TEST_CASE(the_record_route_reads_with_get_and_writes_with_put) {
+  auto t = target_ok("/v1/locks/a%2Fb/record");
+  BOOST_TEST((t.what == kind::record_read));
+  BOOST_TEST(t.key == "a/b");
+  BOOST_TEST(method_for(kind::record_read) == "GET, PUT");
+  BOOST_TEST((with_method(kind::record_read, "GET") == kind::record_read));
+  BOOST_TEST((with_method(kind::record_read, "PUT") == kind::record_write));
+  BOOST_TEST(!with_method(kind::record_read, "POST").has_value());
+  BOOST_TEST(!with_method(kind::record_read, "DELETE").has_value());
+  BOOST_TEST((with_method(kind::acquire, "POST") == kind::acquire));
+  BOOST_TEST(!with_method(kind::acquire, "PUT").has_value());
+  BOOST_TEST(target_err("/v1/locks/%00/record").status == 400);
+  BOOST_TEST(target_err("/v1/locks/a/record/x").status == 404);
 }
