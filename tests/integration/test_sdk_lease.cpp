@@ -4,6 +4,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "http_client.hpp"
 #include "lease_opts.hpp"
 
 #include "baton/client.hpp"
@@ -256,6 +257,39 @@ BOOST_AUTO_TEST_CASE(acquire_with_a_wait_timeout_gives_up) {
       BOOST_TEST((e.code() == error::wait_timeout));
     }
     co_await held.async_release();
+  }());
+}
+
+// As an agent writes it: the wait raced with a stop signal (a timer that never fires unless cancelled),
+// against a holder that died (its lease is never renewed nor released). Asio's `||` waits for the first
+// operation that *succeeds*: an acquire that throws (wait_timeout) would leave the race waiting on the timer
+// for ever, so the acquire's error is taken as a value (as_tuple), as docs/sdk.md says.
+BOOST_AUTO_TEST_CASE(
+    a_raced_acquire_with_a_wait_timeout_gives_up_and_one_that_waits_takes_a_dead_holders_lock) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config_for(server));
+  http_client raw(server.port());
+  BOOST_REQUIRE(raw.post("/v1/locks/dead/acquire", R"({"owner":"dead","ttl_ms":2500})").status == 200);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    asio::steady_timer never(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+    const auto started = clock_type::now();
+    auto gave_up =
+        co_await (c.async_acquire("dead", lease_opts(5000ms), 500ms, asio::as_tuple(asio::use_awaitable)) ||
+                  never.async_wait(asio::as_tuple(asio::use_awaitable)));
+    BOOST_REQUIRE(gave_up.index() == 0u);
+    BOOST_TEST((std::get<0>(std::get<0>(gave_up)) == error::wait_timeout));
+    BOOST_TEST((clock_type::now() - started < 2000ms));
+    auto got =
+        co_await (c.async_acquire("dead", lease_opts(5000ms), 15000ms, asio::as_tuple(asio::use_awaitable)) ||
+                  never.async_wait(asio::as_tuple(asio::use_awaitable)));
+    BOOST_REQUIRE(got.index() == 0u);
+    auto& [ec, l] = std::get<0>(got);
+    BOOST_TEST(!ec);
+    BOOST_TEST(l.active());
+    co_await l.async_release();
   }());
 }
 

@@ -13,7 +13,7 @@
 
 namespace baton::test {
 
-inline std::string acquire_body(std::string_view owner, int ttl_ms) {
+inline std::string acquire_body(std::string_view owner, std::int64_t ttl_ms) {
   return boost::json::serialize(boost::json::object{{"owner", owner}, {"ttl_ms", ttl_ms}});
 }
 inline std::string renew_body(std::string_view owner, std::uint64_t token, int ttl_ms) {

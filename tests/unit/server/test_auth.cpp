@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(find_client_matches_only_the_exact_token_in_any_position) {
 }
 
 BOOST_AUTO_TEST_CASE(permits_follows_prefixes_and_levels) {
-  client_entry c{{}, "c", {{"jobs/", access::write}, {"status/", access::read}}};
+  client_entry c{{}, "c", {{"jobs/", access::write}, {"status/", access::read}}, std::nullopt};
   BOOST_TEST(permits(c, "jobs/a", access::write));
   BOOST_TEST(permits(c, "jobs/a", access::read));
   BOOST_TEST(permits(c, "jobs/", access::write));
@@ -190,10 +190,10 @@ BOOST_AUTO_TEST_CASE(permits_follows_prefixes_and_levels) {
   BOOST_TEST(permits(c, "status/x", access::read));
   BOOST_TEST(!permits(c, "status/x", access::write));
   BOOST_TEST(!permits(c, "other", access::read));
-  client_entry all{{}, "all", {{"", access::read}}};
+  client_entry all{{}, "all", {{"", access::read}}, std::nullopt};
   BOOST_TEST(permits(all, "anything", access::read));
   BOOST_TEST(!permits(all, "anything", access::write));
-  BOOST_TEST(!permits(client_entry{{}, "none", {}}, "x", access::read));
+  BOOST_TEST(!permits(client_entry{{}, "none", {}, std::nullopt}, "x", access::read));
 }
 
 BOOST_AUTO_TEST_CASE(bearer_header_parsing) {
