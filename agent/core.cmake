@@ -3,6 +3,7 @@
 add_library(baton_agent_core STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/scheduler.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/http_job.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/job_hooks.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/job_run.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/job_history.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/group_state.cpp

@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -44,7 +45,7 @@ std::string errno_text(int err) {
 }
 
 // What the child reports through its report pipe when it cannot run the command: the step and its errno.
-enum class child_step : int { exec = 0, guard = 1 };
+enum class child_step : int { exec = 0, guard = 1, working_dir = 2, user = 3 };
 struct child_report {
   child_step step;
   int err;
@@ -101,11 +102,23 @@ bool arm_timer(int timer, std::chrono::nanoseconds wake) {
 // In the child, between fork and execvp: only async-signal-safe calls, since this process may have other
 // threads (Asio resolves names on one) whose locks fork copied in whatever state they were.
 [[noreturn]] void become_command(char* const* argv, char** envp, const sigset_t& mask, pid_t parent,
-                                 int report_fd, int output_fd, int guard_fd) {
+                                 int report_fd, int output_fd, int guard_fd, const child_setup& setup) {
   ::setpgid(0, 0);
   if (output_fd >= 0) {
     ::dup2(output_fd, STDOUT_FILENO);
-    ::dup2(output_fd, STDERR_FILENO);
+    ::dup2(setup.error_fd >= 0 ? setup.error_fd : output_fd, STDERR_FILENO);
+  }
+  auto fail = [report_fd](child_step step) {
+    child_report r{step, errno};
+    [[maybe_unused]] auto n = ::write(report_fd, &r, sizeof r);
+    ::_exit(127);
+  };
+  if (!setup.working_dir.empty() && ::chdir(setup.working_dir.c_str()) != 0) fail(child_step::working_dir);
+  if (setup.user) {
+    // Groups first: once the uid is not root's, they cannot be changed any more.
+    const auto& u = *setup.user;
+    if (::setgroups(u.groups.size(), u.groups.data()) != 0 || ::setgid(u.gid) != 0 || ::setuid(u.uid) != 0)
+      fail(child_step::user);
   }
 #ifdef __linux__
   // If baton dies without stopping the command (SIGKILL, a crash), nobody renews the lease any more: the
@@ -336,7 +349,8 @@ std::vector<int> open_descriptors() {
 
 group_child::group_child(const asio::any_io_executor& ex, const std::vector<std::string>& argv,
                          const std::vector<std::pair<std::string, std::string>>& env,
-                         const std::vector<int>& inherited, int output_fd, int guard_fd) {
+                         const std::vector<int>& inherited, int output_fd, int guard_fd,
+                         const child_setup& setup) {
   // Everything the child needs is built before fork (see become_command).
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
@@ -371,7 +385,7 @@ group_child::group_child(const asio::any_io_executor& ex, const std::vector<std:
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid == 0) become_command(args.data(), envp.data(), old, parent, report[1], output_fd, guard_fd);
+  if (pid == 0) become_command(args.data(), envp.data(), old, parent, report[1], output_fd, guard_fd, setup);
   const int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::close(report[1]);
@@ -395,6 +409,13 @@ group_child::group_child(const asio::any_io_executor& ex, const std::vector<std:
     const int err = report_read.err;
     if (report_read.step == child_step::guard)
       throw spawn_error(err, false, "cannot start \"" + argv[0] + "\" under its guard: " + errno_text(err));
+    if (report_read.step == child_step::working_dir)
+      throw spawn_error(err, true,
+                        "cannot enter working_dir \"" + setup.working_dir + "\": " + errno_text(err));
+    if (report_read.step == child_step::user)
+      throw spawn_error(err, true,
+                        "cannot run as user \"" + (setup.user ? setup.user->name : std::string()) +
+                            "\": " + errno_text(err));
     throw spawn_error(err, true, "cannot run \"" + argv[0] + "\": " + errno_text(err));
   }
 

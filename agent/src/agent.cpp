@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent.hpp"
 
+#include "job_hooks.hpp"
+
 #include "baton/common/log.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -110,6 +112,7 @@ agent_runtime::agent_runtime(asio::any_io_executor ex, agent_config config)
                                 })),
       scheduler_(make_jobs(config_.jobs, suspended_in(config_.jobs))),
       jobs_(share_jobs(config_.jobs)),
+      state_written_(ex, asio::steady_timer::time_point::max()),
       control_(ex, asio::steady_timer::time_point::max()) {
   suspended_ = suspended_in(config_.jobs);
 }
@@ -153,6 +156,9 @@ std::chrono::seconds agent_runtime::misfire_window() const {
 
 void agent_runtime::note_skips(const slot_decision& d) {
   const auto& name = jobs_[d.job]->name;
+  // The slot's own decision (kind::missed) is one of the missed; a start or skip comes after them.
+  notify_missed(*jobs_[d.job], d.missed,
+                d.what == slot_decision::kind::missed ? d.slot : d.slot - std::chrono::seconds(1));
   {
     std::lock_guard lk(metrics_mu_);
     auto& s = job_stats_[name];
@@ -176,18 +182,36 @@ void agent_runtime::note_skips(const slot_decision& d) {
     log::info("job_skipped", {{"job", name}, {"slot", rfc3339(d.slot)}, {"reason", "suspended"}});
 }
 
-bool agent_runtime::set_suspended(const std::string& name, bool suspended) {
-  for (std::size_t i = 0; i < jobs_.size(); ++i) {
-    if (jobs_[i]->name != name) continue;
-    if (suspended)
-      suspended_.insert(name);
-    else
-      suspended_.erase(name);
-    scheduler_.set_suspended(i, suspended);
-    log::info(suspended ? "job_suspended" : "job_resumed", {{"job", name}});
-    return true;
+void agent_runtime::apply_suspended(const std::set<std::string>& names) {
+  suspended_ = names;
+  for (std::size_t i = 0; i < jobs_.size(); ++i)
+    scheduler_.set_suspended(i, suspended_.contains(jobs_[i]->name));
+}
+
+asio::awaitable<agent_runtime::suspend_result> agent_runtime::set_suspended(std::string name,
+                                                                            bool suspended) {
+  const auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const auto& j) { return j->name == name; });
+  if (it == jobs_.end()) co_return suspend_result::unknown_job;
+  const bool leader_mode = config_.mode != agent_mode::per_job;
+  if (leader_mode && (!state_lease_ || !state_lease_->active())) co_return suspend_result::not_leader;
+  auto names = suspended_;
+  if (suspended)
+    names.insert(name);
+  else
+    names.erase(name);
+  if (leader_mode) {
+    // The group's suspension is kept in its state before it is applied or answered: an answer never reports
+    // a change a new leader would not see.
+    const auto before = group_.suspended;
+    group_.suspended = names;
+    if (!co_await persist_group_state()) {
+      group_.suspended = before;
+      co_return suspend_result::not_saved;
+    }
   }
-  return false;
+  apply_suspended(names);
+  log::info(suspended ? "job_suspended" : "job_resumed", {{"job", name}});
+  co_return suspend_result::done;
 }
 
 agent_runtime::status agent_runtime::current() const {
@@ -219,6 +243,10 @@ void agent_runtime::apply_jobs(std::vector<job_config> jobs) {
   }
   suspended_ = std::move(suspended);
   const auto before = scheduler_.replace_jobs(make_jobs(jobs, suspended_));
+  if (state_lease_ && group_.suspended != suspended_) {
+    group_.suspended = suspended_;
+    asio::co_spawn(ex_, persist_group_state(), asio::detached);
+  }
   // A job that is new to the scheduler may still have runs in flight: it was removed by an earlier reload
   // while they ran, and comes back now. They count for its overlap rule as before.
   for (std::size_t i = 0; i < shared.size(); ++i)
@@ -312,7 +340,41 @@ void agent_runtime::record_run(const job_config& job, const run_result& r) {
   if (r.kill_failed) ++s.kill_failures;
 }
 
+void agent_runtime::notify_slot(const job_config& job, const run_result& r) {
+  const bool failure = r.outcome == run_outcome::failed || r.outcome == run_outcome::timed_out ||
+                       r.outcome == run_outcome::spawn_failed;
+  const auto& hook = failure                               ? job.on_failure
+                     : r.outcome == run_outcome::succeeded ? job.on_success
+                                                           : std::nullopt;
+  if (!hook) return;
+  boost::json::object body{{"event", failure ? "failure" : "success"},
+                           {"job", job.name},
+                           {"agent", client_.identity()},
+                           {"outcome", to_string(r.outcome)}};
+  // The slot's last attempt, as GET /v1/jobs shows it.
+  if (const auto runs = history_.runs(job.name); !runs.empty()) body["run"] = run_json(runs.front());
+  asio::co_spawn(
+      ex_, deliver_hook(*hook, {failure ? "failure" : "success", job.name, boost::json::serialize(body)}),
+      asio::detached);
+}
+
+void agent_runtime::notify_missed(const job_config& job, std::uint64_t slots, sys_seconds through) {
+  if (!job.on_missed || slots == 0) return;
+  boost::json::object body{{"event", "missed"},
+                           {"job", job.name},
+                           {"agent", client_.identity()},
+                           {"slots", slots},
+                           {"through", rfc3339(through)}};
+  asio::co_spawn(ex_, deliver_hook(*job.on_missed, {"missed", job.name, boost::json::serialize(body)}),
+                 asio::detached);
+}
+
 void agent_runtime::record_slot(const job_config& job, const run_result& r) {
+  notify_slot(job, r);
+  if (config_.mode != agent_mode::per_job) {
+    finish_slot(group_, job.name, r.outcome, std::chrono::system_clock::now());
+    if (state_lease_) asio::co_spawn(ex_, persist_group_state(), asio::detached);
+  }
   std::lock_guard lk(metrics_mu_);
   auto& s = job_stats_[job.name];
   ++s.slots[std::string(to_string(r.outcome))];
@@ -333,11 +395,25 @@ void agent_runtime::note_config(bool applied, std::string hash) {
 void agent_runtime::log_result(const job_config& job, const run_context& ctx, const run_result& r,
                                std::chrono::system_clock::time_point started, bool manual) {
   record_run(job, r);
-  history_.finished(job.name,
-                    {ctx.run_id, ctx.token, ctx.identity, ctx.lock_key, ctx.slot, started,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(r.duration), r.outcome,
-                     r.exit_status, r.detail, manual, ctx.attempt},
-                    job.history_limit);
+  run_record record{ctx.run_id,
+                    ctx.token,
+                    ctx.identity,
+                    ctx.lock_key,
+                    ctx.slot,
+                    started,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(r.duration),
+                    r.outcome,
+                    r.exit_status,
+                    r.detail,
+                    manual,
+                    ctx.attempt,
+                    r.stdout_tail,
+                    r.stderr_tail,
+                    r.stdout_cut,
+                    r.stderr_cut};
+  // Leader mode: the group's history too (written with the slot's end, record_slot()).
+  if (config_.mode != agent_mode::per_job) add_run(group_, job.name, record, job.history_limit);
+  history_.finished(job.name, std::move(record), job.history_limit);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count();
   auto level = r.outcome == run_outcome::succeeded ? log::level::info : log::level::warn;
   const bool stopped = r.outcome == run_outcome::stopped || r.outcome == run_outcome::replaced ||
@@ -443,9 +519,10 @@ asio::awaitable<run_result> agent_runtime::run_attempts(std::shared_ptr<const jo
 }
 
 std::string agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds slot, const lease& l,
-                                     bool manual, run_list replacing) {
+                                     bool manual, run_list replacing, std::shared_ptr<run_control>* started) {
   auto job = jobs_[index];
   auto control = std::make_shared<run_control>(ex_);
+  if (started) *started = control;
   runs_.push_back(control);
   auto it = std::prev(runs_.end());
   run_context ctx{config_.election_key,
@@ -513,9 +590,38 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
         std::optional<lease> l;
         lease_options opts;  // those the lock was taken with (a reload may change config_.election meanwhile)
         bool late = misfire;
+        // With the lock's record (the slots decided are kept there), a replica waits for the lock while the
+        // slot can still start (until its misfire window or the next slot, whichever is first), and the
+        // record tells whether the slot ran: a holder that died with the lock (kill -9) delays the slot by
+        // the rest of its TTL instead of losing it. Without records, one try, as before.
+        const auto next_slot = job.sched.next_fire(slot, job.tz);
+        auto wait_until = retry_until;
+        if (next_slot) wait_until = std::min(wait_until, *next_slot);
         for (;;) {
           try {
             opts = config_.election;
+            if (records_seen_ && !records_unsupported_) {
+              const auto wait =
+                  std::max(std::chrono::duration_cast<milliseconds>(
+                               wait_until - std::chrono::system_clock::now() - milliseconds(100)),
+                           milliseconds(0));
+              // As a value, not thrown: `||` waits for the first branch that succeeds, so a thrown
+              // wait_timeout would leave it waiting on the wake-up for ever.
+              auto got = co_await (client_.async_acquire(key, opts, wait, use_tuple) ||
+                                   control->wake().async_wait(use_tuple));
+              if (got.index() == 1) break;  // stopped
+              auto& [ec, acquired] = std::get<0>(got);
+              if (ec == error::wait_timeout) {
+                // The lock stayed held while the slot could start (the slot's run elsewhere, or a dead
+                // replica's lease): whoever runs the job next counts the slot from the record if nobody ran
+                // it.
+                log::debug("job_skipped", {{"job", job.name}, {"slot", rfc3339(slot)}, {"reason", "held"}});
+                break;
+              }
+              if (ec) throw exception(ec, "");
+              l.emplace(std::move(acquired));
+              break;
+            }
             auto got = co_await client_.async_try_acquire(key, opts);
             if (got.acquired) l.emplace(std::move(*got.acquired));
             // Every replica but one lands here on every slot: not worth a line at info.
@@ -538,6 +644,15 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
           asio::steady_timer pause(ex_, std::chrono::seconds(1));
           co_await (pause.async_wait(use_tuple) || control->wake().async_wait(use_tuple));
         }
+        // The job's record: whether the slot ran already, and the slots nobody ran since the last one.
+        std::optional<group_state> record_state;
+        if (l && !control->stop_requested()) {
+          record_state = co_await claim_per_job_slot(job, key, slot, *l);
+          if (!record_state && !records_unsupported_) {
+            co_await release_quietly(*l, key);
+            l.reset();
+          }
+        }
         if (l && !control->stop_requested()) {
           run_context ctx{key, l->token(), client_.identity(), slot, make_run_id(l->token(), 1), 1,
                           &*l, opts};
@@ -546,6 +661,19 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
               shared, ctx, control, &*l, false,
               [token = ctx.token, n = std::uint64_t{1}]() mutable { return make_run_id(token, ++n); });
           record_slot(job, r);
+          if (record_state && l->active()) {
+            // The slot's outcome into the job's record (its attempts, newest first), while the lease holds.
+            auto runs = history_.runs(job.name);
+            for (auto run = runs.rbegin(); run != runs.rend(); ++run)
+              if (run->token == ctx.token && run->lock_key == key)
+                add_run(*record_state, job.name, *run, job.history_limit);
+            finish_slot(*record_state, job.name, r.outcome, std::chrono::system_clock::now());
+            auto text = encode(*record_state, max_state_bytes);
+            auto [ec, version] = co_await l->async_write_record(std::move(text), use_tuple);
+            if (ec)
+              log::warn("job_record_write_failed",
+                        {{"job", job.name}, {"key", key}, {"error", ec.message()}});
+          }
           // A group that outlived SIGKILL keeps the job's lock, so no replica starts the job beside it; but a
           // shutdown does not wait for it (its guard stays armed).
           if (r.outlived && !control->stop_requested())
@@ -554,11 +682,13 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
           // does not take the same slot again: until half the way to the next slot (at most half the TTL).
           // A slot run late (misfire) is considered by replicas that start up to the misfire window after
           // it, so its lock is kept that long (still at most half the way to the next slot).
+          // With the record, which says the slot ran, nothing needs the lock after the run.
           auto next = job.sched.next_fire(slot, job.tz);
           std::chrono::system_clock::duration longest = config_.election.ttl / 2;
           if (late) longest = misfire_window(job);
-          auto hold = next ? std::min<std::chrono::system_clock::duration>((*next - slot) / 2, longest)
-                           : std::chrono::system_clock::duration::zero();
+          auto hold = next && !record_state
+                          ? std::min<std::chrono::system_clock::duration>((*next - slot) / 2, longest)
+                          : std::chrono::system_clock::duration::zero();
           auto hold_until = slot + hold;
           while (l->active() && !control->stop_requested() && std::chrono::system_clock::now() < hold_until) {
             asio::steady_timer t(ex_, std::chrono::milliseconds(50));
@@ -576,6 +706,95 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
         runs_.erase(it);
       },
       asio::detached);
+}
+
+asio::awaitable<void> agent_runtime::release_quietly(lease& l, const std::string& key) {
+  if (!l.active()) co_return;
+  try {
+    co_await l.async_release();
+  } catch (const std::exception& e) {
+    log::warn("release_failed", {{"key", key}, {"error", e.what()}});
+  }
+}
+
+asio::awaitable<std::optional<group_state>> agent_runtime::claim_per_job_slot(const job_config& job,
+                                                                              const std::string& key,
+                                                                              sys_seconds slot, lease& l) {
+  diagnostics diag;
+  auto [ec, record] = co_await client_.async_read_record(key, with_diagnostics(diag, use_tuple));
+  if (ec == error::invalid_config) {
+    records_unsupported_ = true;
+    if (!warned_unsupported_)
+      log::warn("group_state_unavailable",
+                {{"key", key},
+                 {"reason", diag.message().empty() ? ec.message() : diag.message()},
+                 {"effect",
+                  "each slot's lock is kept after its run instead; a lock held by a dead replica "
+                  "loses slots until its TTL passes"}});
+    warned_unsupported_ = true;
+    co_return std::nullopt;
+  }
+  if (ec) {
+    // Whether the slot ran cannot be known: not run twice, counted by the next replica that runs the job.
+    log::warn("job_skipped", {{"job", job.name},
+                              {"slot", rfc3339(slot)},
+                              {"reason", "record_unreadable"},
+                              {"error", ec.message()},
+                              {"detail", diag.message()}});
+    co_return std::nullopt;
+  }
+  records_seen_ = true;
+  group_state state;
+  if (record) {
+    std::string why;
+    if (auto read = decode(record->value, why))
+      state = std::move(*read);
+    else
+      log::warn("job_record_unreadable",
+                {{"job", job.name}, {"key", key}, {"error", why}, {"replaced", "true"}});
+  }
+  const auto decided = state.jobs[job.name].decided;
+  if (decided && *decided >= slot) {
+    // Another replica ran it (this one waited for the lock meanwhile, or its clock runs behind): routine.
+    log::debug("job_skipped", {{"job", job.name}, {"slot", rfc3339(slot)}, {"reason", "already_run"}});
+    co_return std::nullopt;
+  }
+  decide(state, job.name, slot);
+  state.leader = client_.identity();
+  state.token = l.token();
+  // Claimed before it runs: a replica that gets the lock after this one sees the slot decided.
+  auto text = encode(state, max_state_bytes);
+  diagnostics write_diag;
+  auto [write_ec, version] =
+      co_await l.async_write_record(std::move(text), with_diagnostics(write_diag, use_tuple));
+  if (write_ec) {
+    log::warn("job_skipped", {{"job", job.name},
+                              {"slot", rfc3339(slot)},
+                              {"reason", "record_unwritten"},
+                              {"error", write_ec.message()},
+                              {"detail", write_diag.message()}});
+    co_return std::nullopt;
+  }
+  if (decided) {
+    // The slots between the last one run and this one: no replica ran them (a lock held by a replica that
+    // died, every replica down). Counted once, by the replica that claimed the next slot.
+    const auto span = slots_between(job.sched, job.tz, *decided, slot);
+    if (span.count > 1) {
+      const auto before = job.sched.next_fire(*decided, job.tz);
+      {
+        std::lock_guard lk(metrics_mu_);
+        job_stats_[job.name].missed += span.count - 1;
+      }
+      notify_missed(job, span.count - 1, slot - std::chrono::seconds(1));
+      log::warn("job_skipped", {{"job", job.name},
+                                {"reason", "missed"},
+                                {"slots", span.count - 1},
+                                {"from", before ? rfc3339(*before) : std::string()},
+                                {"before", rfc3339(slot)},
+                                {"while", "no_replica"}});
+    }
+  }
+  co_return state;
 }
 
 asio::awaitable<void> agent_runtime::run_per_job() {
@@ -651,7 +870,7 @@ agent_runtime::manual_run agent_runtime::run_now(const std::string& name) {
   out.slot = wall_now();
   run_list replacing;
   if (jobs_[*index]->overlap == overlap_policy::replace) replacing = replace_runs(name, out.slot);
-  out.run_id = start_run(*index, out.slot, *leading_lease_, true, std::move(replacing));
+  out.run_id = start_run(*index, out.slot, *leading_lease_, true, std::move(replacing), &out.control);
   return out;
 }
 
@@ -664,30 +883,34 @@ asio::awaitable<void> agent_runtime::lead(lease& l) {
     ~lease_in_use() { slot = nullptr; }
   } in_use{leading_lease_};
   runs_under_lease_ = 0;
-  // overlap: replace: the job's runs going (of this leadership, or of an earlier one whose group outlived
-  // SIGKILL) are stopped, and the new run waits until they are gone.
-  const auto start = [&](const slot_decision& d) {
-    start_run(d.job, d.slot, l, false,
-              d.what == slot_decision::kind::replace ? replace_runs(jobs_[d.job]->name, d.slot) : run_list{});
-  };
-  for (auto& d : scheduler_.on_elected(wall_now(), misfire_window())) {
-    note_skips(d);
-    if (d.what == slot_decision::kind::start || d.what == slot_decision::kind::replace) start(d);
+  co_await load_group_state();
+  const bool handover = group_known_ && group_.handover;
+  if (group_known_) {
+    // The group's suspension decides for the jobs its state knows; the file for the others.
+    auto names = suspended_in(config_.jobs);
+    for (const auto& j : jobs_)
+      if (group_.suspended && (group_.jobs.contains(j->name) || group_.suspended->contains(j->name))) {
+        if (group_.suspended->contains(j->name))
+          names.insert(j->name);
+        else
+          names.erase(j->name);
+      }
+    apply_suspended(names);
+    if (group_.suspended) group_.suspended = names;
   }
+  group_.leader = client_.identity();
+  group_.token = l.token();
+  group_.handover = false;
+  // Named, not temporaries of the co_await expressions (GCC 12 destroys those twice).
+  const auto decided = group_known_ ? decided_slots(group_) : std::map<std::string, sys_seconds>{};
+  auto elected = scheduler_.on_elected(wall_now(), misfire_window(), decided, handover);
+  co_await carry_out(std::move(elected), l);
   while (!stopping_ && !resigning_ && !recampaign_) {
     // A lease past its deadline decides nothing: the slots from here on are the next leader's to run or to
     // count (a leader woken from a freeze must not count as missed the slots another leader ran).
     if (!l.active()) co_return;
-    for (auto& d : scheduler_.due(wall_now())) {
-      note_skips(d);
-      if (d.what != slot_decision::kind::start && d.what != slot_decision::kind::replace) continue;
-      if (!l.active()) {  // never start a run without an active lease
-        log::warn("job_skipped",
-                  {{"job", jobs_[d.job]->name}, {"slot", rfc3339(d.slot)}, {"reason", "lost"}});
-        continue;
-      }
-      start(d);
-    }
+    auto due = scheduler_.due(wall_now());
+    co_await carry_out(std::move(due), l);
     // Sleep until the next slot, at most a second at a time so a wall-clock jump is noticed promptly.
     auto next = scheduler_.next_due();
     auto wait = std::chrono::milliseconds(1000);
@@ -697,6 +920,123 @@ asio::awaitable<void> agent_runtime::lead(lease& l) {
                         std::chrono::milliseconds(1), wait);
     }
     co_await sleep_or_wake(wait);
+  }
+}
+
+asio::awaitable<void> agent_runtime::carry_out(std::vector<slot_decision> decisions, lease& l) {
+  if (decisions.empty()) co_return;
+  for (const auto& d : decisions)
+    decide(group_, jobs_[d.job]->name, d.slot);
+  // Every decision covers its slot in the group's state before a run starts for one: a new leader never
+  // runs a slot again that this one started (run_once), and counts the ones nobody decided. Skips and
+  // missed slots are counted only once the decisions are kept: unsaved, they are the next leader's to count.
+  const bool saved = co_await persist_group_state();
+  if (saved)
+    for (const auto& d : decisions)
+      note_skips(d);
+  for (const auto& d : decisions) {
+    if (d.what != slot_decision::kind::start && d.what != slot_decision::kind::replace) continue;
+    const auto& name = jobs_[d.job]->name;
+    if (!saved || !l.active()) {  // never start a run without an active lease and a recorded decision
+      log::warn(
+          "job_skipped",
+          {{"job", name}, {"slot", rfc3339(d.slot)}, {"reason", !l.active() ? "lost" : "state_unsaved"}});
+      continue;
+    }
+    // overlap: replace: the job's runs going (of this leadership, or of an earlier one whose group outlived
+    // SIGKILL) are stopped, and the new run waits until they are gone.
+    start_run(d.job, d.slot, l, false,
+              d.what == slot_decision::kind::replace ? replace_runs(name, d.slot) : run_list{});
+  }
+}
+
+asio::awaitable<void> agent_runtime::load_group_state() {
+  group_known_ = false;
+  records_unsupported_ = false;  // looked at again at each election: the server may have been upgraded
+  diagnostics diag;
+  auto [ec, record] =
+      co_await client_.async_read_record(config_.election_key, with_diagnostics(diag, use_tuple));
+  if (ec == error::invalid_config) {
+    records_unsupported_ = true;
+    if (!warned_unsupported_)
+      log::warn("group_state_unavailable",
+                {{"key", config_.election_key},
+                 {"reason", diag.message().empty() ? ec.message() : diag.message()},
+                 {"effect", "job state is kept by this agent only; a new leader starts without it"}});
+    warned_unsupported_ = true;
+    co_return;
+  }
+  if (ec) {
+    // Decided from the misfire window alone, as without a state; the first write replaces it.
+    log::warn("group_state_unreadable",
+              {{"key", config_.election_key}, {"error", ec.message()}, {"detail", diag.message()}});
+    group_ = {};
+    co_return;
+  }
+  group_ = {};
+  group_known_ = true;
+  if (!record) co_return;  // the group's first leader
+  std::string why;
+  if (auto state = decode(record->value, why)) {
+    group_ = std::move(*state);
+    log::info("group_state_loaded", {{"key", config_.election_key},
+                                     {"written_by", group_.leader},
+                                     {"token", group_.token},
+                                     {"handover", group_.handover ? "true" : "false"}});
+  } else {
+    group_known_ = false;
+    log::warn("group_state_unreadable", {{"key", config_.election_key}, {"error", why}});
+  }
+}
+
+asio::awaitable<bool> agent_runtime::persist_group_state() {
+  if (records_unsupported_) co_return true;
+  const auto want = ++state_version_;
+  while (durable_version_ < want) {
+    if (!state_lease_ || !state_lease_->active()) co_return false;
+    if (state_writing_) {
+      co_await state_written_.async_wait(use_tuple);
+      continue;
+    }
+    state_writing_ = true;
+    const auto version = state_version_;
+    diagnostics diag;
+    auto text = encode(group_, max_state_bytes);
+    auto [ec, written] =
+        co_await state_lease_->async_write_record(std::move(text), with_diagnostics(diag, use_tuple));
+    state_writing_ = false;
+    state_written_.cancel();
+    if (!ec) {
+      durable_version_ = std::max(durable_version_, version);
+      continue;
+    }
+    if (ec == error::invalid_config && state_lease_ && state_lease_->active()) {
+      records_unsupported_ = true;
+      if (!warned_unsupported_)
+        log::warn("group_state_unavailable",
+                  {{"key", config_.election_key},
+                   {"reason", diag.message().empty() ? ec.message() : diag.message()},
+                   {"effect", "job state is kept by this agent only"}});
+      warned_unsupported_ = true;
+      co_return true;
+    }
+    log::warn("group_state_write_failed",
+              {{"key", config_.election_key}, {"error", ec.message()}, {"detail", diag.message()}});
+    co_return false;
+  }
+  co_return true;
+}
+
+asio::awaitable<void> agent_runtime::refresh_group_state() {
+  if (config_.mode == agent_mode::per_job || state_lease_) co_return;
+  diagnostics diag;
+  auto [ec, record] =
+      co_await client_.async_read_record(config_.election_key, with_diagnostics(diag, use_tuple));
+  if (ec || !record) co_return;  // the last one read stays
+  std::string why;
+  if (auto state = decode(record->value, why)) {
+    group_ = std::move(*state);
+    group_known_ = true;
   }
 }
 
@@ -730,6 +1070,13 @@ asio::awaitable<void> agent_runtime::run() {
       co_await sleep_or_wake(std::chrono::milliseconds(std::min(5000, 200 << std::min(failures++, 5))));
       continue;
     }
+    // The group's state is written under this lease until it is released or lost (runs that end while the
+    // jobs drain on shutdown are written too).
+    state_lease_ = &*l;
+    struct state_lease_in_use {
+      lease*& slot;
+      ~state_lease_in_use() { slot = nullptr; }
+    } state_in_use{state_lease_};
     leader_ = true;
     token_ = l->token();
     leading_options_ = opts;
@@ -761,6 +1108,13 @@ asio::awaitable<void> agent_runtime::run() {
     leader_ = false;
     co_await stop_all_runs({}, lost);
     if (lost || l->state() == lease_state::lost) continue;  // campaign again, for a new token
+    if (stopping_ || resigning_) {
+      // Handed over on purpose: the next leader runs the slots that came due meanwhile (within the window)
+      // rather than counting them as missed by a failure.
+      group_.handover = true;
+      co_await persist_group_state();
+    }
+    state_lease_ = nullptr;
     try {
       co_await election_->async_resign();
     } catch (const std::exception& e) {
@@ -807,8 +1161,20 @@ agent_runtime::job_status agent_runtime::status_of(std::size_t index,
   out.next_run = job->sched.next_fire(std::chrono::floor<std::chrono::seconds>(now), job->tz);
   if (const auto it = running_by_name_.find(job->name); it != running_by_name_.end())
     out.running = it->second;
-  out.runs = history_.runs(job->name);
-  out.suspended = suspended_.contains(job->name);
+  // Leader mode with the group's state: the group's runs, wherever they ran (the leader adds its own as
+  // they end); otherwise this agent's.
+  const auto group_job = group_.jobs.find(job->name);
+  if (config_.mode != agent_mode::per_job && group_known_)
+    out.runs = group_job == group_.jobs.end()
+                   ? std::vector<run_record>{}
+                   : std::vector<run_record>(group_job->second.runs.begin(), group_job->second.runs.end());
+  else
+    out.runs = history_.runs(job->name);
+  // A follower shows the group's suspension as last read (its own applies only once it leads).
+  if (config_.mode != agent_mode::per_job && group_known_ && !state_lease_ && group_.suspended)
+    out.suspended = group_.suspended->contains(job->name);
+  else
+    out.suspended = suspended_.contains(job->name);
   return out;
 }
 

@@ -5,6 +5,7 @@
 // them the moment leadership is lost, and campaigns again.
 
 #include "config.hpp"
+#include "group_state.hpp"
 #include "job_history.hpp"
 #include "job_run.hpp"
 #include "lock_server_health.hpp"
@@ -91,16 +92,32 @@ class agent_runtime {
     std::string run_id;
     std::uint64_t token = 0;
     std::chrono::sys_seconds slot{};
+    /// The run's handle (started only): ended() says when it and its retries are over.
+    std::shared_ptr<run_control> control;
   };
   /// Starts a run of `name` now, with the leader's token, outside the schedule: its slot is now (whole
   /// seconds). The run is logged, counted and kept in the history like any other, as `trigger=manual`, and
   /// counts for overlap as a scheduled run does. Call on the runtime's executor.
   manual_run run_now(const std::string& name);
 
-  /// Suspends or resumes job `name` on this agent (POST /v1/jobs/{name}/suspend|resume): a suspended job's
-  /// slots are skipped (`reason=suspended`); runs in flight go on; a manual run still runs it. Idempotent.
-  /// Returns false when no job has that name. Not kept across a restart. Call on the runtime's executor.
-  bool set_suspended(const std::string& name, bool suspended);
+  /// What POST /v1/jobs/{name}/suspend|resume got.
+  enum class suspend_result {
+    done,         // applied, and (leader mode) kept in the group's state before this answer
+    unknown_job,  // no job has that name
+    not_leader,   // leader mode: only the leader changes the group's suspension
+    not_saved,    // leader mode: the group's state could not be written (leadership ending): nothing changed
+  };
+  /// Suspends or resumes job `name` (POST /v1/jobs/{name}/suspend|resume): a suspended job's slots are
+  /// skipped (`reason=suspended`); runs in flight go on; a manual run still runs it. Idempotent. Leader mode:
+  /// for the group, on the leader only, kept in the group's state (a new leader and a restart keep it).
+  /// Per-job mode: on this agent, until it restarts. Call on the runtime's executor.
+  boost::asio::awaitable<suspend_result> set_suspended(std::string name, bool suspended);
+
+  /// Followers in leader mode: reads the group's state (for GET /v1/jobs), keeping the last one read when
+  /// the lock server cannot be reached. A no-op on the leader (its own is current) and in per-job mode.
+  boost::asio::awaitable<void> refresh_group_state();
+  /// Who wrote the group's state last (the leader's identity and token), as far as this agent knows it.
+  std::pair<std::string, std::uint64_t> group_writer() const { return {group_.leader, group_.token}; }
 
   /// A job as GET /v1/jobs reports it.
   struct job_status {
@@ -119,11 +136,32 @@ class agent_runtime {
  private:
   struct run_slot;
   boost::asio::awaitable<void> lead(lease& l);
+  /// Leader mode: carries out the scheduler's decisions under `l`: each covers its slot in the group's state,
+  /// which is written before any run starts (a run starts only for a slot the group knows was decided).
+  boost::asio::awaitable<void> carry_out(std::vector<slot_decision> decisions, lease& l);
+  /// Reads the group's state at election into group_ (group_known_ says whether it could be read).
+  boost::asio::awaitable<void> load_group_state();
+  /// Writes group_ as it is now under the leader's lease; completes once that version (or a later one) is
+  /// durable: true, or false when it could not be written (lease lost, lock server unreachable). Writes are
+  /// one at a time, each the latest version, so an older one never lands after a newer one. True at once
+  /// while the lock server keeps no records (memory only, as before them).
+  boost::asio::awaitable<bool> persist_group_state();
+  /// Per-job mode, holding `key` (jobs/<name>) for `slot`: reads the job's record; when the slot was not run
+  /// yet, counts the slots no replica ran since the last one, writes the slot as decided, and returns the
+  /// record to carry the outcome. Empty when the slot must not run here (it ran already, or the record
+  /// could not be read or written; each logged) and when the lock server keeps no records
+  /// (records_unsupported_ then set: the caller runs the slot as before records).
+  boost::asio::awaitable<std::optional<group_state>> claim_per_job_slot(const job_config& job,
+                                                                        const std::string& key,
+                                                                        sys_seconds slot, lease& l);
+  boost::asio::awaitable<void> release_quietly(lease& l, const std::string& key);
+  /// The job suspension `names` everywhere it is applied (scheduler, metrics, status).
+  void apply_suspended(const std::set<std::string>& names);
   using run_list = std::vector<std::shared_ptr<run_control>>;
   /// Starts a run of job `job` for `slot` under the leader's lease `l`; returns its run id. The run begins
   /// once every run of `replacing` has ended (overlap: replace).
   std::string start_run(std::size_t job, std::chrono::sys_seconds slot, const lease& l, bool manual = false,
-                        run_list replacing = {});
+                        run_list replacing = {}, std::shared_ptr<run_control>* control = nullptr);
   /// Bookkeeping of a run that began or ended, by job name (indices change with apply_jobs()).
   void job_run_began(const std::string& job, std::size_t index, const std::shared_ptr<run_control>& control);
   void job_run_ended(const std::string& job, const std::shared_ptr<run_control>& control);
@@ -187,6 +225,21 @@ class agent_runtime {
   lease_options leading_options_;               // leader mode: the options that lease was taken with
   std::set<std::string> suspended_;  // jobs suspended on this agent (the file's `suspend`, then the API)
   job_history history_;
+  /// The group's state (group_state.hpp): the leader's working copy, written through persist_group_state();
+  /// a follower's copy of the last one read.
+  group_state group_;
+  bool group_known_ = false;          // group_ was read from the lock server (or it has none yet)
+  bool records_unsupported_ = false;  // the lock server keeps no records: state in memory only
+  bool warned_unsupported_ = false;
+  /// Per-job mode: a record was read, so the lock server keeps them (until then a slot's lock is tried once
+  /// and kept after the run, as without records: waiting for it is safe only where the record says what ran).
+  bool records_seen_ = false;
+  std::uint64_t state_version_ = 0, durable_version_ = 0;
+  bool state_writing_ = false;
+  boost::asio::steady_timer state_written_;  // cancelled when a write of the state completes
+  lease* state_lease_ = nullptr;             // leader mode: the lease the state is written under, in lead()
+  /// The group's state is kept under the protocol's smallest record bound (16 KiB), with room to spare.
+  static constexpr std::size_t max_state_bytes = 15 * 1024;
   std::mt19937_64 random_{
       std::random_device{}()};         // retry jitter                // on the runtime's executor only
   boost::asio::steady_timer control_;  // cancelled to wake run()/lead() on shutdown or resign
@@ -223,6 +276,10 @@ class agent_runtime {
     std::optional<std::chrono::system_clock::time_point> applied_at;
   };
   config_status config_status_;  // guarded by metrics_mu_
+  /// Fires the job's on_failure or on_success hook for a slot's final outcome, and on_missed for `slots`
+  /// slots counted as missed up to `through` (job_hooks.hpp).
+  void notify_slot(const job_config& job, const run_result& r);
+  void notify_missed(const job_config& job, std::uint64_t slots, sys_seconds through);
   /// Counts the final outcome of a slot (the last attempt's).
   void record_slot(const job_config& job, const run_result& r);
   std::atomic<std::int64_t> last_renew_us_{0};

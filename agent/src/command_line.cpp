@@ -265,6 +265,26 @@ std::vector<std::string> grace_warnings(const agent_config& config, std::string_
   return out;
 }
 
+std::vector<std::string> fencing_warnings(const agent_config& config, std::string_view file) {
+  std::vector<std::string> out;
+  // Leader mode fences every job with the election's token. In per-job mode each job's token comes from its
+  // own lock, on one counter: a resource two such jobs write would take the newer token of one and refuse
+  // the other's older one from then on. Only HTTP targets can be compared here.
+  if (config.mode != agent_mode::per_job) return out;
+  for (std::size_t i = 0; i < config.jobs.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) {
+      const auto& a = config.jobs[j];
+      const auto& b = config.jobs[i];
+      if (!a.http || !b.http || a.http->url != b.http->url) continue;
+      out.push_back(std::string(file) + ": jobs[" + std::to_string(i) + "].http.url: jobs " + quoted(a.name) +
+                    " and " + quoted(b.name) + " both send to " + quoted(without_credentials(b.http->url)) +
+                    " with the fencing tokens of different locks (jobs/" + a.name + ", jobs/" + b.name +
+                    "); a resource that fences on them would refuse one job's older token after the other's "
+                    "write: fence one resource with one lock (leader mode, or one job)");
+    }
+  return out;
+}
+
 std::string next_runs_text(const agent_config& config, std::chrono::sys_seconds from, unsigned count) {
   std::ostringstream out;
   if (config.jobs.empty()) out << "no jobs\n";

@@ -23,6 +23,8 @@
 #include <span>
 #include <sstream>
 
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
 namespace baton::agent {
@@ -191,6 +193,7 @@ std::string child(const std::string& path, std::string_view key) {
 constexpr std::string_view top_keys[] = {"server",
                                          "identity",
                                          "listen",
+                                         "metrics_listen",
                                          "mode",
                                          "log_level",
                                          "log_format",
@@ -205,10 +208,12 @@ constexpr std::string_view top_keys[] = {"server",
                                          "etcd_lease_revocation_bug"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
-constexpr std::string_view job_keys[] = {"name",    "schedule",      "timezone",          "command",
-                                         "shell",   "http",          "timeout",           "grace",
-                                         "overlap", "misfire",       "history_limit",     "suspend",
-                                         "retries", "retry_backoff", "starting_deadline", "jitter"};
+constexpr std::string_view job_keys[] = {
+    "name",    "schedule",      "timezone",          "command",  "shell",         "http",
+    "timeout", "grace",         "overlap",           "misfire",  "history_limit", "suspend",
+    "retries", "retry_backoff", "starting_deadline", "jitter",   "env",           "working_dir",
+    "user",    "on_failure",    "on_success",        "on_missed"};
+constexpr std::string_view hook_keys[] = {"url", "headers", "ca_file", "command"};
 constexpr std::string_view http_keys[] = {"method", "url", "headers", "body", "ca_file"};
 
 // Reads typed values out of the YAML tree, failing with the node's position and key path. yaml-cpp's own
@@ -439,6 +444,55 @@ std::chrono::seconds shortest_gap(const schedule& sched, const date::time_zone* 
   return best;
 }
 
+job_hook read_hook(const reader& r, const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) r.fail(node, path, "expected a map with url (a webhook) or command");
+  r.known_keys(node, path, hook_keys);
+  job_hook hook;
+  const auto command = node["command"];
+  if (command) {
+    if (node["url"] || node["headers"] || node["ca_file"])
+      r.fail(node, path, "has both command and a webhook's keys; a hook is one of them");
+    hook.command = read_command(r, command, path + ".command", false);
+    return hook;
+  }
+  if (!node["url"]) r.fail(node, path, "needs a url (a webhook) or a command");
+  auto http = read_http(r, node, path);
+  hook.url = std::move(http.url);
+  hook.ca_file = std::move(http.ca_file);
+  hook.headers = std::move(http.headers);
+  return hook;
+}
+
+// The account `name` as a command's credentials; empty with `why` when there is none, or when this process
+// (not root) could not switch to it.
+std::optional<child_setup::credentials> resolve_user(const std::string& name, std::string& why) {
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  const int err = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (err != 0 || !found) {
+    why = quoted(name) + ": no such user on this machine";
+    return std::nullopt;
+  }
+  child_setup::credentials c;
+  c.uid = pw.pw_uid;
+  c.gid = pw.pw_gid;
+  c.name = name;
+  int count = 64;
+  c.groups.resize(static_cast<std::size_t>(count));
+  if (::getgrouplist(name.c_str(), pw.pw_gid, c.groups.data(), &count) < 0) {
+    c.groups.resize(static_cast<std::size_t>(count));
+    ::getgrouplist(name.c_str(), pw.pw_gid, c.groups.data(), &count);
+  }
+  c.groups.resize(static_cast<std::size_t>(std::max(count, 0)));
+  if (::geteuid() != 0 && ::geteuid() != c.uid) {
+    why = quoted(name) + ": the agent runs as uid " + std::to_string(::geteuid()) +
+          "; only an agent running as root can run a job as another user";
+    return std::nullopt;
+  }
+  return c;
+}
+
 // Bounds of history_limit: a run record is a few hundred bytes, so the bound keeps the history of a busy
 // agent within megabytes.
 constexpr std::size_t max_history = 1000;
@@ -526,6 +580,41 @@ job_config read_job(const reader& r, const YAML::Node& node, const std::string& 
              "must be less than the shortest time between the schedule's slots (" +
                  std::to_string(gap.count()) + "s), or a run would start after the next slot");
   }
+  if (const auto env = node["env"]) {
+    if (job.http) r.fail(env, path + ".env", "applies to a command, not to an http job");
+    r.entries(
+        env, path + ".env",
+        [&](const std::string& name, const YAML::Node& name_node, const YAML::Node& value) {
+          const auto key = path + ".env." + name;
+          const bool valid =
+              !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+              std::all_of(name.begin(), name.end(),
+                          [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+          if (!valid)
+            r.fail(name_node, key, "a variable name is letters, digits and _, not starting with a digit");
+          if (name.rfind("BATON_", 0) == 0)
+            r.fail(name_node, key, "BATON_* variables are the agent's (the token, the slot, the run id)");
+          auto v = r.text(value, key);
+          if (v.find('\0') != std::string::npos) r.fail(value, key, "a value must not contain NUL");
+          job.env.emplace_back(name, std::move(v));
+        });
+  }
+  if (const auto dir = node["working_dir"]) {
+    if (job.http) r.fail(dir, path + ".working_dir", "applies to a command, not to an http job");
+    job.working_dir = r.text(dir, path + ".working_dir");
+    if (job.working_dir.empty() || job.working_dir[0] != '/')
+      r.fail(dir, path + ".working_dir", "must be an absolute path");
+  }
+  if (const auto user = node["user"]) {
+    if (job.http) r.fail(user, path + ".user", "applies to a command, not to an http job");
+    job.user = r.text(user, path + ".user");
+    std::string why;
+    job.credentials = resolve_user(job.user, why);
+    if (!job.credentials) r.fail(user, path + ".user", why);
+  }
+  if (const auto n = node["on_failure"]) job.on_failure = read_hook(r, n, path + ".on_failure");
+  if (const auto n = node["on_success"]) job.on_success = read_hook(r, n, path + ".on_success");
+  if (const auto n = node["on_missed"]) job.on_missed = read_hook(r, n, path + ".on_missed");
   if (const auto n = node["starting_deadline"]) {
     if (job.misfire != misfire_policy::run_once)
       r.fail(n, path + ".starting_deadline", "applies to misfire: run_once (a skipped slot has no deadline)");
@@ -686,6 +775,10 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     config.identity = r.text(n, "identity");
     r.check(n, "identity", check_identity(config.identity));
   }
+  if (const auto n = root["metrics_listen"]) {
+    config.metrics_listen = r.text(n, "metrics_listen");
+    r.check(n, "metrics_listen", check_listen(config.metrics_listen));
+  }
   if (const auto n = root["listen"]) {
     config.listen = r.text(n, "listen");
     r.check(n, "listen", check_listen(config.listen));
@@ -784,7 +877,8 @@ bool same_job(const job_config& a, const job_config& b) {
          a.timeout == b.timeout && a.grace == b.grace && a.overlap == b.overlap && a.misfire == b.misfire &&
          a.history_limit == b.history_limit && a.suspend == b.suspend && a.retries == b.retries &&
          a.retry_backoff == b.retry_backoff && a.starting_deadline == b.starting_deadline &&
-         a.jitter == b.jitter;
+         a.jitter == b.jitter && a.env == b.env && a.working_dir == b.working_dir && a.user == b.user &&
+         a.on_failure == b.on_failure && a.on_success == b.on_success && a.on_missed == b.on_missed;
 }
 
 const job_config* find_job(const std::vector<job_config>& jobs, const std::string& name) {
@@ -814,6 +908,7 @@ config_changes compare_configs(const agent_config& running, const agent_config& 
   differs("etcd_lease_revocation_bug", a.etcd_lease_revocation_bug != b.etcd_lease_revocation_bug, true);
   differs("identity", a.identity != b.identity, true);
   differs("listen", a.listen != b.listen, true);
+  differs("metrics_listen", a.metrics_listen != b.metrics_listen, true);
   differs("mode", a.mode != b.mode, true);
   differs("log_level", a.log_level != b.log_level, false);
   differs("log_format", a.log_format != b.log_format, false);

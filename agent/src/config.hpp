@@ -7,6 +7,8 @@
 
 #include "cron.hpp"
 
+#include "baton/common/process_group.hpp"
+
 #include "baton/config.hpp"
 
 #include <date/tz.h>
@@ -30,6 +32,16 @@ struct file_position {
 };
 
 /// A job that is one HTTP request per run.
+/// A notification target (`on_failure`, `on_success`, `on_missed`): a webhook (`url`, optional `ca_file` and
+/// `headers`), or a command (`command`, argv form).
+struct job_hook {
+  std::string url;
+  std::string ca_file;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::vector<std::string> command;
+  bool operator==(const job_hook&) const = default;
+};
+
 struct http_job {
   /// Upper case (the file's value is upper-cased: `post` means `POST`).
   std::string method = "POST";
@@ -90,6 +102,17 @@ struct job_config {
   std::chrono::milliseconds jitter{0};
   /// Start with the job suspended: its slots are skipped until POST /v1/jobs/{name}/resume.
   bool suspend = false;
+  /// `env`: variables added to the command's environment (after the agent's own, before the BATON_* ones,
+  /// which no job may set).
+  std::vector<std::pair<std::string, std::string>> env;
+  /// `working_dir`: an absolute path the command starts in; empty: the agent's.
+  std::string working_dir;
+  /// `user`: the account the command runs as (the agent must run as root to switch), resolved when the file
+  /// is read; empty: the agent's.
+  std::string user;
+  std::optional<child_setup::credentials> credentials;
+  /// Notifications, fired once per slot on its final outcome (job_hooks.hpp).
+  std::optional<job_hook> on_failure, on_success, on_missed;
 };
 
 /// leader: one replica wins the election key and runs every job. per_job: every replica schedules every job,
@@ -118,6 +141,9 @@ struct agent_config {
   /// The sidecar HTTP API's address: `address:port` or `[v6-address]:port` (parse_listen); port 0 picks a
   /// free port.
   std::string listen = "127.0.0.1:7071";
+  /// `metrics_listen`: a second address that serves only GET /metrics and /healthz, for Prometheus to reach
+  /// while the API stays on loopback; empty: /metrics is served on `listen` only.
+  std::string metrics_listen;
   std::string election_key = "baton-agent/leader";
   /// The election lease in leader mode; each run's lease in per-job mode. renew_every and safety_margin are 0
   /// when the file leaves them out, which the SDK reads as ttl/3 and ttl/10.

@@ -55,9 +55,13 @@ json::object encode_object(const group_state& s) {
   for (const auto& [name, j] : s.jobs) {
     json::object o;
     if (j.decided) o["decided"] = rfc3339(*j.decided);
+    // Each job's newest run keeps its output; older ones only their outcome (the record stays small).
     json::array runs;
-    for (const auto& r : j.runs)
-      runs.push_back(run_json(r));
+    for (const auto& r : j.runs) {
+      auto o = run_json(r);
+      if (!runs.empty()) o.erase("output");
+      runs.push_back(std::move(o));
+    }
     o["runs"] = std::move(runs);
     if (j.last_success) o["last_success"] = rfc3339_ms(*j.last_success);
     o["consecutive_failures"] = j.consecutive_failures;
@@ -99,7 +103,11 @@ json::object run_json(const run_record& r) {
           {"detail", r.detail},
           {"token", r.token},
           {"key", r.lock_key},
-          {"identity", r.identity}};
+          {"identity", r.identity},
+          {"output", json::object{{"stdout", r.stdout_tail},
+                                  {"stderr", r.stderr_tail},
+                                  {"stdout_truncated", r.stdout_cut},
+                                  {"stderr_truncated", r.stderr_cut}}}};
 }
 
 std::optional<run_record> run_from_json(const json::value& v) {
@@ -137,6 +145,13 @@ std::optional<run_record> run_from_json(const json::value& v) {
   r.token = *token;
   r.lock_key = std::string(*key);
   r.identity = std::string(*identity);
+  if (const auto* out = o->if_contains("output"); out && out->is_object()) {
+    const auto& oo = out->get_object();
+    if (const auto* t = string_at(oo, "stdout")) r.stdout_tail = std::string(*t);
+    if (const auto* t = string_at(oo, "stderr")) r.stderr_tail = std::string(*t);
+    if (const auto* b = oo.if_contains("stdout_truncated"); b && b->is_bool()) r.stdout_cut = b->get_bool();
+    if (const auto* b = oo.if_contains("stderr_truncated"); b && b->is_bool()) r.stderr_cut = b->get_bool();
+  }
   return r;
 }
 

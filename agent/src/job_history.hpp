@@ -33,6 +33,9 @@ struct run_record {
   bool manual = false;
   /// 1, or the retry's number (run_context::attempt).
   int attempt = 1;
+  /// A command's last output (run_result::stdout_tail), each marked when earlier output was cut.
+  std::string stdout_tail, stderr_tail;
+  bool stdout_cut = false, stderr_cut = false;
 };
 
 class job_history {

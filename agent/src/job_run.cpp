@@ -89,13 +89,33 @@ clock_type::time_point timeout_at(const job_config& job, clock_type::time_point 
   return job.timeout.count() > 0 ? started + job.timeout : clock_type::time_point::max();
 }
 
-// Copies the command's output to the agent's log, one line per entry, tagged with job and run.
+// What a run keeps of one output stream: its end, for the history and the failure's detail, and how much went
+// to the log.
+struct output_capture {
+  std::string tail;
+  bool cut = false;
+  std::size_t logged = 0;
+  std::uint64_t dropped_lines = 0;
+  bool open = true;  // the pump still reads
+
+  void keep(std::string_view line) {
+    tail.append(line).push_back('\n');
+    if (tail.size() > output_tail_bytes) {
+      tail.erase(0, tail.size() - output_tail_bytes);
+      cut = true;
+    }
+  }
+};
+
+// Copies one of the command's streams to the agent's log, one line per entry, tagged with job, run and
+// stream, up to output_log_bytes per run (the rest is counted), and keeps its end.
 asio::awaitable<void> pump_output(std::shared_ptr<asio::posix::stream_descriptor> pipe, std::string job,
-                                  std::string run_id) {
+                                  std::string run_id, const char* stream,
+                                  std::shared_ptr<output_capture> out) {
   asio::streambuf buf(64 * 1024);
   for (;;) {
     auto [ec, n] = co_await asio::async_read_until(*pipe, buf, '\n', asio::as_tuple(asio::use_awaitable));
-    if (ec && buf.size() == 0) co_return;  // end of output (or the pipe closed)
+    if (ec && buf.size() == 0) break;  // end of output (or the pipe closed)
     std::string line;
     if (!ec) {
       std::istream in(&buf);
@@ -105,9 +125,44 @@ asio::awaitable<void> pump_output(std::shared_ptr<asio::posix::stream_descriptor
       line.assign(asio::buffers_begin(buf.data()), asio::buffers_end(buf.data()));
       buf.consume(buf.size());
     }
-    log::write_unthrottled(log::level::info, "job_output", {{"job", job}, {"run", run_id}, {"line", line}});
-    if (ec && ec != asio::error::not_found) co_return;
+    out->keep(line);
+    if (out->logged < output_log_bytes) {
+      out->logged += line.size() + 1;
+      log::write_unthrottled(log::level::info, "job_output",
+                             {{"job", job}, {"run", run_id}, {"stream", stream}, {"line", line}});
+    } else {
+      ++out->dropped_lines;
+    }
+    if (ec && ec != asio::error::not_found) break;
   }
+  if (out->dropped_lines > 0)
+    log::warn("job_output_truncated", {{"job", job},
+                                       {"run", run_id},
+                                       {"stream", stream},
+                                       {"logged_bytes", out->logged},
+                                       {"dropped_lines", out->dropped_lines}});
+  out->open = false;
+}
+
+// What a command's exit status says: "exit status 3", "killed by signal 9 (SIGKILL)".
+std::string exit_text(int status) {
+  if (status > 128 && status < 128 + NSIG) {
+    const char* name = sigabbrev_np(status - 128);
+    return "killed by signal " + std::to_string(status - 128) +
+           (name ? " (SIG" + std::string(name) + ")" : "");
+  }
+  return "exit status " + std::to_string(status);
+}
+
+// The last non-empty line of `tail`, at most 200 bytes of its end.
+std::string last_line(const std::string& tail) {
+  auto end = tail.find_last_not_of('\n');
+  if (end == std::string::npos) return {};
+  const auto begin = tail.rfind('\n', end);
+  std::string line = tail.substr(begin == std::string::npos ? 0 : begin + 1,
+                                 end - (begin == std::string::npos ? 0 : begin + 1) + 1);
+  if (line.size() > 200) line = "..." + line.substr(line.size() - 200);
+  return line;
 }
 
 // How long the command's group may take to disappear after SIGKILL before the run reports that it could not
@@ -245,18 +300,31 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
     argv = {"/bin/sh", "-c"};
     argv.insert(argv.end(), job.command.begin(), job.command.end());
   }
-  std::vector<std::pair<std::string, std::string>> env{
-      {"BATON_FENCING_TOKEN", std::to_string(ctx.token)},
-      {"BATON_LOCK_KEY", ctx.lock_key},
-      {"BATON_JOB", job.name},
-      {"BATON_SCHEDULED_AT", rfc3339(ctx.slot)},
-      {"BATON_IDENTITY", ctx.identity},
-      {"BATON_RUN_ID", ctx.run_id},
-      {"BATON_ATTEMPT", std::to_string(ctx.attempt)},
-  };
-  int out[2];
+  // The job's own variables first, then the agent's (no job may set a BATON_* one: config.cpp).
+  std::vector<std::pair<std::string, std::string>> env = job.env;
+  env.insert(env.end(), {
+                            {"BATON_FENCING_TOKEN", std::to_string(ctx.token)},
+                            {"BATON_LOCK_KEY", ctx.lock_key},
+                            {"BATON_JOB", job.name},
+                            {"BATON_SCHEDULED_AT", rfc3339(ctx.slot)},
+                            {"BATON_IDENTITY", ctx.identity},
+                            {"BATON_RUN_ID", ctx.run_id},
+                            {"BATON_ATTEMPT", std::to_string(ctx.attempt)},
+                        });
+  int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) co_return spawn_failed("output pipe: " + errno_text(errno));
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(out[0]);
+    ::close(out[1]);
+    co_return spawn_failed("error pipe: " + errno_text(e));
+  }
   auto reader = std::make_shared<asio::posix::stream_descriptor>(ex, out[0]);
+  auto error_reader = std::make_shared<asio::posix::stream_descriptor>(ex, err[0]);
+  child_setup setup;
+  setup.error_fd = err[1];
+  setup.working_dir = job.working_dir;
+  setup.user = job.credentials;
   // The guard kills the command's group if this agent dies before the run is over, and under a lease stops
   // it by the lease's deadline should this agent not (docs/design.md).
   lease_link link(ctx);
@@ -265,18 +333,23 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
   std::string failure;
   try {
     guard = std::make_unique<group_guard>(ex, link.limits());
-    child = std::make_unique<group_child>(ex, argv, env, std::vector<int>{}, out[1], guard->command_fd());
+    child =
+        std::make_unique<group_child>(ex, argv, env, std::vector<int>{}, out[1], guard->command_fd(), setup);
   } catch (const spawn_error& e) {
     failure = e.what();
   }
-  ::close(out[1]);  // the child has it; our copy would keep the pipe open after the child exits
+  ::close(out[1]);  // the child has them; our copies would keep the pipes open after the child exits
+  ::close(err[1]);
   if (!child) {
     if (guard) co_await guard->disarm();
     co_return spawn_failed(failure);
   }
-  auto pumping = std::make_shared<bool>(true);
-  asio::co_spawn(ex, pump_output(reader, job.name, ctx.run_id),
-                 [pumping](std::exception_ptr) { *pumping = false; });
+  auto stdout_capture = std::make_shared<output_capture>();
+  auto stderr_capture = std::make_shared<output_capture>();
+  asio::co_spawn(ex, pump_output(reader, job.name, ctx.run_id, "stdout", stdout_capture),
+                 [stdout_capture](std::exception_ptr) { stdout_capture->open = false; });
+  asio::co_spawn(ex, pump_output(error_reader, job.name, ctx.run_id, "stderr", stderr_capture),
+                 [stderr_capture](std::exception_ptr) { stderr_capture->open = false; });
 
   asio::steady_timer deadline(ex, timeout_at(job, started));
   std::optional<int> status;
@@ -311,20 +384,22 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
       // A refused SIGKILL was not delivered: waiting for it to work would only delay the report.
       if (stop_failure.empty()) status = co_await exit_before(*child, clock_type::now() + kill_wait);
     }
-  } else if (const auto seen = guard->reports(); seen.terminated_at) {
-    // Its guard stopped it at the lease's deadline (this agent was stopped, starved, or a moment late):
-    // whatever it exited with, what it did from the deadline on was not under the lease.
-    result.outcome = run_outcome::lost;
-    result.detail = "stopped by its guard: the lease's deadline passed while it ran (exit status " +
-                    std::to_string(*status) + ")";
-  } else if (const int err = seen.timer_errno;
-             err != 0 && (*status == 128 + SIGTERM || *status == 128 + SIGKILL)) {
-    // Its guard could not re-arm its timer after a renew, and stopped it at the deadline it still held.
+  } else if (const auto seen = guard->reports();
+             seen.timer_errno != 0 && (*status == 128 + SIGTERM || *status == 128 + SIGKILL) &&
+             (!seen.terminated_at || (ctx.lease && ctx.lease->active()))) {
+    // Its guard could not re-arm its timer after a renew, and stopped it at the deadline it still held,
+    // while the lease went on.
     result.outcome = run_outcome::stopped;
     result.detail =
         "stopped by its guard at an earlier deadline of the lease: it could not re-arm its timer "
         "after a renew (" +
-        errno_text(err) + ")";
+        errno_text(seen.timer_errno) + ")";
+  } else if (seen.terminated_at) {
+    // Its guard stopped it at the lease's deadline (this agent was stopped, starved, or a moment late):
+    // whatever it exited with, what it did from the deadline on was not under the lease.
+    result.outcome = run_outcome::lost;
+    result.detail =
+        "stopped by its guard: the lease's deadline passed while it ran (" + exit_text(*status) + ")";
   } else {
     result.outcome = *status == 0 ? run_outcome::succeeded : run_outcome::failed;
   }
@@ -349,12 +424,23 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
   // Let the output pump drain what is left (bounded: the group is gone, the pipe closes). A stray group keeps
   // the pipe open: no point waiting then.
   asio::steady_timer drain(ex, emptied ? std::chrono::seconds(2) : std::chrono::seconds(0));
-  while (*pumping && clock_type::now() < drain.expiry()) {
+  while ((stdout_capture->open || stderr_capture->open) && clock_type::now() < drain.expiry()) {
     asio::steady_timer tick(ex, std::chrono::milliseconds(5));
     co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
   }
   boost::system::error_code ignored;
   reader->close(ignored);
+  error_reader->close(ignored);
+  result.stdout_tail = stdout_capture->tail;
+  result.stdout_cut = stdout_capture->cut;
+  result.stderr_tail = stderr_capture->tail;
+  result.stderr_cut = stderr_capture->cut;
+  if (result.outcome == run_outcome::failed && result.detail.empty()) {
+    // What happened, for the history and the alert: the status, and the last line the command wrote to
+    // stderr.
+    result.detail = exit_text(result.exit_status);
+    if (const auto line = last_line(result.stderr_tail); !line.empty()) result.detail += "; stderr: " + line;
+  }
   if (emptied) {
     co_await guard->disarm();
     co_return result;

@@ -64,6 +64,9 @@ struct run_result {
   std::chrono::steady_clock::duration duration{};
   std::string detail;  // why it failed, timed out or could not be stopped; the start of an HTTP answer's body
   bool kill_failed = false;  // a signal to the command's group was refused, or the group outlived SIGKILL
+  /// A command's last output_tail_bytes of stdout and of stderr, each marked when earlier output was cut.
+  std::string stdout_tail, stderr_tail;
+  bool stdout_cut = false, stderr_cut = false;
   /// Set when processes of the command's group could not be killed (kill(2) refused, or they outlived
   /// SIGKILL): completes once the group is gone, repeating SIGKILL meanwhile. The run is reported at once;
   /// the job counts as running until this completes, so no second copy starts beside the first.
@@ -103,6 +106,11 @@ class run_control {
   boost::asio::steady_timer wake_;
   boost::asio::steady_timer ended_timer_;
 };
+
+/// How much of each stream's end a run keeps (run_result::stdout_tail), and how much of a run's output, per
+/// stream, goes to the log before the rest is only counted.
+constexpr std::size_t output_tail_bytes = 2048;
+constexpr std::size_t output_log_bytes = 1024 * 1024;
 
 /// RFC 3339 in UTC, seconds precision: 2026-11-30T03:00:00Z.
 std::string rfc3339(std::chrono::sys_seconds t);

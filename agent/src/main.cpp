@@ -245,7 +245,20 @@ int run_agent(const command_line& cmd) {
       return exit_usage;
     }
     agent.set_api_url(api_url(bound));
+    // metrics_listen: /metrics (and /healthz) on an address of its own, for Prometheus.
+    sidecar metrics_api(ioc.get_executor(), agent);
+    metrics_api.metrics_only();
+    std::optional<asio::ip::tcp::endpoint> metrics_bound;
+    if (!cfg.metrics_listen.empty()) {
+      metrics_bound = metrics_api.bind(parse_listen(cfg.metrics_listen), bind_error);
+      if (bind_error) {
+        std::fprintf(stderr, "baton-agent: metrics_listen: cannot listen on %s: %s\n",
+                     cfg.metrics_listen.c_str(), bind_error.message().c_str());
+        return exit_usage;
+      }
+    }
     std::printf("baton-agent listening on %s\n", to_listen_string(bound).c_str());
+    if (metrics_bound) std::printf("baton-agent metrics on %s\n", to_listen_string(*metrics_bound).c_str());
     std::fflush(stdout);
     baton::log::info("started", {{"identity", agent.identity()},
                                  {"server", baton::without_credentials(cfg.server)},
@@ -274,6 +287,7 @@ int run_agent(const command_line& cmd) {
     wait_for_hangup();
     api.on_reload([&] { return reload(cmd, running, agent); });
     asio::co_spawn(ioc, api.serve(), asio::detached);
+    if (metrics_bound) asio::co_spawn(ioc, metrics_api.serve(), asio::detached);
     int status = 0;
     asio::co_spawn(ioc, agent.run(), [&](std::exception_ptr e) {
       if (e) {
@@ -289,6 +303,7 @@ int run_agent(const command_line& cmd) {
       signals.cancel();
       hangups.cancel();
       api.close();
+      metrics_api.close();
       ioc.stop();
     });
     ioc.run();
@@ -306,6 +321,8 @@ int check_config(const command_line& cmd) {
   for (const auto& warning : program_warnings(*cfg, cmd.config_path, std::getenv("PATH")))
     print_error("warning: " + warning);
   for (const auto& warning : grace_warnings(*cfg, cmd.config_path))
+    print_error("warning: " + warning);
+  for (const auto& warning : fencing_warnings(*cfg, cmd.config_path))
     print_error("warning: " + warning);
   std::printf("%s: ok (%zu jobs)\n", cmd.config_path.c_str(), cfg->jobs.size());
   return 0;

@@ -8,6 +8,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -21,10 +22,12 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <optional>
 
 namespace baton::agent {
+using namespace boost::asio::experimental::awaitable_operators;
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -115,6 +118,26 @@ json::object job_json(const agent_runtime::job_status& st) {
   else
     o["next_run"] = nullptr;
   return o;
+}
+
+// `wait_s=N` of a query (1-3600 s); empty when absent or out of range.
+std::optional<std::chrono::seconds> wait_seconds(std::string_view target) {
+  const auto at = target.find("wait_s=");
+  if (at == std::string_view::npos || at == 0 || (target[at - 1] != '?' && target[at - 1] != '&')) return std::nullopt;
+  auto digits = target.substr(at + 7);
+  digits = digits.substr(0, digits.find('&'));
+  int n = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc{} || end != digits.data() + digits.size() || n < 1 || n > 3600) return std::nullopt;
+  return std::chrono::seconds(n);
+}
+
+// `state_from`: the leadership whose writing of the group's state the answer shows (null when none).
+void put_state_writer(json::object& o, const std::pair<std::string, std::uint64_t>& writer) {
+  if (writer.first.empty())
+    o["state_from"] = nullptr;
+  else
+    o["state_from"] = json::object{{"leader", writer.first}, {"token", writer.second}};
 }
 
 constexpr std::string_view jobs_prefix = "/v1/jobs/";
@@ -299,11 +322,39 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
     auto path = target.substr(0, target.find('?'));
     http::response<http::string_body> res;
     auto method_is = [&](http::verb v) { return req.method() == v; };
-    auto suspend_reply = [&](std::string_view name, bool suspend) {
-      if (!agent_.set_suspended(std::string(name), suspend))
-        return reply(http::status::not_found, unknown_job_json(name), ka);
-      return reply(http::status::ok, json::serialize(json::object{{"job", name}, {"suspended", suspend}}),
-                   ka);
+    // A 409 `not_leader` naming the leader as the lock server sees it, so the caller can ask that agent.
+    // Named, not a temporary of the co_await expression (GCC 12).
+    auto not_leader_body = [&]() -> asio::awaitable<std::string> {
+      json::object body{{"error", "not_leader"}, {"message", "this agent does not lead; ask the leader"}};
+      put_leader(body, std::nullopt);
+      try {
+        put_leader(body, co_await agent_.lock_client().async_get(agent_.config().election_key));
+      } catch (const std::exception& e) {
+        body["lock_server_error"] = e.what();
+      }
+      co_return json::serialize(body);
+    };
+    auto suspend_reply =
+        [&](std::string_view name, bool suspend,
+            agent_runtime::suspend_result result) -> asio::awaitable<http::response<http::string_body>> {
+      using r = agent_runtime::suspend_result;
+      switch (result) {
+        case r::done:
+          co_return reply(http::status::ok,
+                          json::serialize(json::object{{"job", name}, {"suspended", suspend}}), ka);
+        case r::unknown_job:
+          co_return reply(http::status::not_found, unknown_job_json(name), ka);
+        case r::not_saved:
+          co_return reply(http::status::service_unavailable,
+                          error_json("not_saved",
+                                     "the group's state could not be written (leadership ending, or the lock "
+                                     "server unreachable): nothing changed"),
+                          ka);
+        case r::not_leader:
+          break;
+      }
+      auto body = co_await not_leader_body();
+      co_return reply(http::status::conflict, std::move(body), ka);
     };
     // The routes that change what the agent does need the resign token when one is configured (read at each
     // request: a reload may change it).
@@ -315,7 +366,10 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
                                constant_time_equal(auth.substr(bearer.size()), token));
     };
 
-    if (auto refused = browser_refusal(req, loopback_)) {
+    if (metrics_only_ && path != "/metrics" && path != "/healthz") {
+      res = reply(http::status::not_found,
+                  error_json("not_found", "this address serves /metrics and /healthz only"), ka);
+    } else if (auto refused = browser_refusal(req, loopback_)) {
       log::debug("browser_refused",
                  {{"status", static_cast<int>(refused->result())}, {"target", std::string(req.target())}});
       res = std::move(*refused);
@@ -349,15 +403,36 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
       using result = agent_runtime::manual_run::result;
       const auto started = agent_.run_now(std::string(name));
       switch (started.what) {
-        case result::started:
-          res = reply(http::status::accepted,
-                      json::serialize(json::object{{"started", true},
-                                                   {"job", name},
-                                                   {"run_id", started.run_id},
-                                                   {"token", started.token},
-                                                   {"slot", rfc3339(started.slot)}}),
-                      ka);
+        case result::started: {
+          json::object body{{"started", true},
+                            {"job", name},
+                            {"run_id", started.run_id},
+                            {"token", started.token},
+                            {"slot", rfc3339(started.slot)}};
+          // `?wait_s=N` (1-3600): answer once the run (its retries included) is over, with its outcome, or
+          // after N seconds with `finished: false`.
+          const auto wait = wait_seconds(target);
+          if (!wait) {
+            res = reply(http::status::accepted, json::serialize(body), ka);
+            break;
+          }
+          asio::steady_timer limit(ex_, *wait);
+          while (!started.control->has_ended()) {
+            auto r = co_await (started.control->ended().async_wait(use_tuple) || limit.async_wait(use_tuple));
+            if (r.index() == 1) break;
+          }
+          body["finished"] = started.control->has_ended();
+          if (started.control->has_ended())
+            if (const auto st = agent_.job(std::string(name), std::chrono::system_clock::now()))
+              for (const auto& run : st->runs)
+                if (run.slot == started.slot && run.manual && run.token == started.token) {
+                  body["run"] = run_json(run);  // the newest: the last attempt
+                  break;
+                }
+          res = reply(started.control->has_ended() ? http::status::ok : http::status::accepted,
+                      json::serialize(body), ka);
           break;
+        }
         case result::unknown_job:
           res = reply(http::status::not_found, unknown_job_json(name), ka);
           break;
@@ -371,24 +446,19 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
                       ka);
           break;
         case result::not_leader: {
-          // Name the leader, as the lock server sees it, so the caller can ask that agent instead.
-          json::object body{{"error", "not_leader"}, {"message", "this agent does not lead; ask the leader"}};
-          put_leader(body, std::nullopt);
-          try {
-            put_leader(body, co_await agent_.lock_client().async_get(agent_.config().election_key));
-          } catch (const std::exception& e) {
-            body["lock_server_error"] = e.what();
-          }
-          res = reply(http::status::conflict, json::serialize(body), ka);
+          auto body = co_await not_leader_body();
+          res = reply(http::status::conflict, std::move(body), ka);
           break;
         }
       }
     } else if (const auto name = job_of_action(path, "suspend");
                !name.empty() && method_is(http::verb::post)) {
-      res = suspend_reply(name, true);
+      const auto result = co_await agent_.set_suspended(std::string(name), true);
+      res = co_await suspend_reply(name, true, result);
     } else if (const auto name = job_of_action(path, "resume");
                !name.empty() && method_is(http::verb::post)) {
-      res = suspend_reply(name, false);
+      const auto result = co_await agent_.set_suspended(std::string(name), false);
+      res = co_await suspend_reply(name, false, result);
     } else if (path == "/v1/resign" && method_is(http::verb::post)) {
       if (agent_.resign()) {
         log::info("resign_requested", {});
@@ -397,11 +467,16 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
         res = reply(http::status::conflict, error_json("not_leader", "this agent does not lead"), ka);
       }
     } else if (path == "/v1/jobs" && method_is(http::verb::get)) {
+      // Any replica answers for the group: a follower reads the group's state first.
+      co_await agent_.refresh_group_state();
       json::array jobs;
       for (const auto& st : agent_.jobs(std::chrono::system_clock::now()))
         jobs.push_back(job_json(st));
-      res = reply(http::status::ok, json::serialize(json::object{{"jobs", std::move(jobs)}}), ka);
+      json::object body{{"jobs", std::move(jobs)}};
+      put_state_writer(body, agent_.group_writer());
+      res = reply(http::status::ok, json::serialize(body), ka);
     } else if (path.starts_with(jobs_prefix) && method_is(http::verb::get)) {
+      co_await agent_.refresh_group_state();
       const auto name = path.substr(jobs_prefix.size());
       if (const auto st = agent_.job(std::string(name), std::chrono::system_clock::now()))
         res = reply(http::status::ok, json::serialize(job_json(*st)), ka);
@@ -410,13 +485,19 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
     } else if (path == "/healthz" && method_is(http::verb::get)) {
       res = reply(http::status::ok, R"({"status":"ok"})", ka);
     } else if (path == "/readyz" && method_is(http::verb::get)) {
-      json::object body;
-      try {
-        co_await agent_.lock_client().async_get(agent_.config().election_key);
-        body["status"] = "ready";
-      } catch (const std::exception& e) {
-        body["error"] = "not_ready";
-        body["message"] = e.what();
+      // Ready: the agent serves its API with its configuration loaded, which a lock server outage does not
+      // change (as an application pod's sidecar, a batond outage must not take every pod out of service).
+      // `?lock_server=required` also asks the lock server, for a probe that should follow it.
+      const bool require_server = target.find("lock_server=required") != std::string_view::npos;
+      json::object body{{"status", "ready"}};
+      if (require_server) {
+        try {
+          co_await agent_.lock_client().async_get(agent_.config().election_key);
+        } catch (const std::exception& e) {
+          body.erase("status");
+          body["error"] = "not_ready";
+          body["message"] = e.what();
+        }
       }
       // Both answers say what the agent has seen of the lock server, so a probe's log shows why.
       body["lock_server"] = lock_server_json(agent_.lock_server());

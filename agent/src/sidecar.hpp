@@ -44,6 +44,8 @@ class sidecar {
   boost::asio::awaitable<void> serve();
   /// What POST /v1/reload calls, on the sidecar's executor. Without it the route answers 503.
   void on_reload(std::function<reload_result()> reload) { reload_ = std::move(reload); }
+  /// Serves GET /metrics and /healthz only (`metrics_listen`); every other route is 404.
+  void metrics_only() { metrics_only_ = true; }
   void close();
 
  private:
@@ -53,6 +55,7 @@ class sidecar {
   boost::asio::ip::tcp::acceptor acceptor_;
   std::function<reload_result()> reload_;
   bool loopback_ = false;  // bound to a loopback address: only a loopback Host is answered
+  bool metrics_only_ = false;
   // Open connections (sessions), at most max_sessions. Shared with each session, whose frame may outlive this
   // object when the io_context is destroyed with it pending.
   std::shared_ptr<std::size_t> sessions_ = std::make_shared<std::size_t>(0);

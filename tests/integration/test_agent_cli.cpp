@@ -449,3 +449,33 @@ BOOST_AUTO_TEST_CASE(an_etcd_password_never_appears_in_an_error_line) {
     BOOST_TEST(contains(r.err, "***@"), r.err);
   }
 }
+
+// Issue 26: Prometheus reaches /metrics on an address of its own while the API stays on loopback.
+BOOST_AUTO_TEST_CASE(metrics_listen_serves_metrics_and_healthz_only_beside_the_api) {
+  temp_dir dir;
+  batond_process server(dir.path(), {}, 0, (dir.path() / "batond.log").string());
+  const auto file =
+      write_file(dir, "agent.yaml",
+                 "server: " + server.url() +
+                     "\nlisten: 127.0.0.1:0\nmetrics_listen: 127.0.0.1:0\nelection:\n  key: m/leader\n"
+                     "  ttl: 2s\njobs: []\n");
+  child_process proc({bin_path("baton-agent"), "--config", file.string(), "--identity", "m"},
+                     (dir.path() / "agent.log").string());
+  const auto api_line = proc.read_line(30s);
+  BOOST_REQUIRE(api_line.starts_with("baton-agent listening on "));
+  const auto metrics_line = proc.read_line(30s);
+  BOOST_TEST_REQUIRE(metrics_line.starts_with("baton-agent metrics on "), metrics_line);
+  const auto port_of = [](const std::string& line) {
+    return static_cast<unsigned short>(std::stoul(line.substr(line.rfind(':') + 1)));
+  };
+  http_client metrics(port_of(metrics_line), 10s);
+  const auto m = metrics.get("/metrics");
+  BOOST_TEST(m.status == 200);
+  BOOST_TEST(m.body.find("baton_agent_leader ") != std::string::npos);
+  BOOST_TEST(metrics.get("/healthz").status == 200);
+  BOOST_TEST(metrics.get("/v1/jobs").status == 404);
+  BOOST_TEST(metrics.post("/v1/resign", "").status == 404);
+  BOOST_TEST(http_client(port_of(api_line), 10s).get("/v1/jobs").status == 200);
+  proc.signal(SIGTERM);
+  BOOST_TEST(proc.wait(30s) == 0);
+}

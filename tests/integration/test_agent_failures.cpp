@@ -15,6 +15,7 @@
 #include "lock_requests.hpp"
 #include "overlap.hpp"
 #include "process_faults.hpp"
+#include "recording_server.hpp"
 #include "storage_faults.hpp"
 
 #include <netinet/in.h>
@@ -385,7 +386,10 @@ BOOST_AUTO_TEST_CASE(an_unreachable_lock_server_is_logged_at_once_and_then_at_a_
   BOOST_TEST(eventually([&] { return a.metric("baton_agent_lock_server_errors_total") >= 3; }, bound));
   BOOST_TEST(a.metric("baton_agent_lock_server_reachable") == 0);
   BOOST_TEST(count(a, {"event=lock_server_unreachable"}) == 1u);
-  auto ready = a.get("/readyz");
+  // Ready as a sidecar (its pod stays in service through a lock server outage); not ready when the probe
+  // requires the lock server.
+  BOOST_TEST(a.get("/readyz").status == 200);
+  auto ready = a.get("/readyz?lock_server=required");
   BOOST_TEST(ready.status == 503);
   // /readyz says why: what the agent has seen of the lock server.
   BOOST_TEST_REQUIRE(ready.json.is_object(), ready.body);
@@ -622,4 +626,116 @@ BOOST_AUTO_TEST_CASE(a_job_that_writes_fast_has_every_line_in_the_log) {
   BOOST_TEST(count(a, {"event=job_output", "job=chatty"}) >= 300u);
   BOOST_TEST(count(a, {"event=job_output", "job=chatty", "line=300"}) >= 1u);
   BOOST_TEST(count(a, {"event=job_output", "suppressed="}) == 0u);
+}
+
+// Issue 26, failure context and job keys: a command runs with its env, in its working_dir and (the agent
+// being root) as its user; its stdout and stderr are logged apart, their ends kept with the run, and a
+// failure's detail says how it ended and what it last wrote to stderr.
+BOOST_AUTO_TEST_CASE(a_commands_env_directory_and_user_are_its_own_and_its_failure_says_what_happened) {
+  solo_leader s;
+  const bool root = ::geteuid() == 0;
+  auto& a = s.start(job("envy", "shell: true",
+                        "    command: \"echo $GREETING $(pwd) $(id -un); echo oops >&2; exit 3\"\n"
+                        "    env:\n      GREETING: hello\n    working_dir: /tmp\n" +
+                            std::string(root ? "    user: nobody\n" : "")));
+  const auto line = await_finished(a, "envy", "failed");
+  BOOST_REQUIRE(!line.empty());
+  BOOST_TEST(line.find("detail=\"exit status 3; stderr: oops\"") != std::string::npos, line);
+  const std::string who = root ? "nobody" : "";
+  BOOST_TEST(count(a, {"event=job_output", "job=envy", "stream=stdout", "hello /tmp"}) >= 1u, a.log());
+  if (root) BOOST_TEST(count(a, {"event=job_output", "job=envy", "stream=stdout", "/tmp nobody"}) >= 1u);
+  BOOST_TEST(count(a, {"event=job_output", "job=envy", "stream=stderr", "line=oops"}) >= 1u);
+  const auto runs = a.get("/v1/jobs/envy").json.at("runs").as_array();
+  BOOST_REQUIRE(!runs.empty());
+  const auto& out = runs[0].at("output");
+  BOOST_TEST(out.at("stderr").as_string() == "oops\n");
+  BOOST_TEST(std::string(out.at("stdout").as_string()).starts_with("hello /tmp"));
+  BOOST_TEST(!out.at("stdout_truncated").as_bool());
+  s.check_recovered("envy", "failed");
+}
+
+BOOST_AUTO_TEST_CASE(a_job_whose_working_dir_is_missing_is_spawn_failed_with_the_reason) {
+  solo_leader s;
+  auto& a = s.start(job("lost", "command: [/bin/true]", "    working_dir: /nonexistent/dir\n"));
+  const auto line = await_finished(a, "lost", "spawn_failed");
+  BOOST_TEST(line.find("cannot enter working_dir") != std::string::npos, line);
+  s.check_recovered("lost", "spawn_failed");
+}
+
+// Issue 26, notifications: a hook fires once per slot, on the slot's final outcome (not on an attempt a retry
+// then fixed); a webhook that keeps failing is retried, then given up on with a line at error.
+BOOST_AUTO_TEST_CASE(
+    hooks_fire_once_per_slot_on_its_final_outcome_and_a_failing_webhook_is_retried_then_given_up) {
+  solo_leader s;
+  recording_server hooks(200, "{}");
+  hooks.answer("/down", 500, "{}");
+  const auto fired = s.file("fired");
+  const auto tries = s.file("tries");
+  const std::string command_hook =
+      "    on_failure:\n      command: [/bin/sh, -c, 'echo \"$BATON_HOOK_EVENT $BATON_JOB " +
+      std::string("$BATON_HOOK_JSON\" >> ") + fired.string() + "']\n";
+  const std::string yearly =
+      "  - name: %s\n    schedule: \"0 0 1 1 *\"\n    retries: 1\n    retry_backoff: 100ms\n";
+  const auto named = [&](const std::string& name) {
+    auto text = yearly;
+    text.replace(text.find("%s"), 2, name);
+    return text;
+  };
+  auto& a = s.start(named("flaky") + "    shell: true\n    command: \"echo x >> " + tries.string() +
+                    "; test $BATON_ATTEMPT -ge 2\"\n" + command_hook +
+                    "    on_success:\n      url: " + hooks.url() + "/ok\n" + named("broken") +
+                    "    command: [/bin/false]\n" + command_hook + named("down") +
+                    "    command: [/bin/false]\n    on_failure:\n      url: " + hooks.url() + "/down\n");
+  const auto run = [&](const std::string& job) {
+    return http_client(a.port(), 10s).post("/v1/jobs/" + job + "/run", "").status;
+  };
+  BOOST_REQUIRE(run("flaky") == 202);
+  BOOST_REQUIRE(eventually([&] { return count(a, {"event=hook_delivered", "job=flaky"}) == 1u; }, bound));
+  BOOST_REQUIRE(run("broken") == 202);
+  BOOST_REQUIRE(eventually([&] { return count(a, {"event=hook_delivered", "job=broken"}) == 1u; }, bound));
+  BOOST_REQUIRE(run("down") == 202);
+  BOOST_REQUIRE(eventually([&] { return count(a, {"event=hook_given_up", "job=down"}) == 1u; }, bound));
+  std::this_thread::sleep_for(500ms);  // nothing more comes
+  // flaky failed once and then succeeded: on_success, once; its on_failure never.
+  std::vector<std::string> ok, down;
+  for (const auto& r : hooks.requests()) {
+    if (r == "POST /ok") ok.push_back(r);
+    if (r == "POST /down") down.push_back(r);
+  }
+  BOOST_TEST(ok.size() == 1u);
+  // broken failed twice (one retry): on_failure, once, with the run's JSON.
+  std::istringstream lines(read_file(fired));
+  std::vector<std::string> got;
+  for (std::string line; std::getline(lines, line);)
+    got.push_back(line);
+  BOOST_REQUIRE(got.size() == 1u);
+  BOOST_TEST(got[0].starts_with("failure broken {"), got[0]);
+  BOOST_TEST(got[0].find("\"outcome\":\"failed\"") != std::string::npos, got[0]);
+  BOOST_TEST(got[0].find("\"attempt\":2") != std::string::npos, got[0]);
+  // down's webhook answered 500 every time: four tries, each failure logged, then given up.
+  BOOST_TEST(down.size() == 4u);
+  BOOST_TEST(count(a, {"event=hook_failed", "job=down"}) == 3u);
+  BOOST_TEST(count(a, {"event=hook_given_up", "job=down", "attempts=4"}) == 1u);
+  s.check_recovered("broken", "failed");
+}
+
+// Issue 26: run-now can wait and report the outcome, the last retry's.
+BOOST_AUTO_TEST_CASE(a_manual_run_asked_to_wait_answers_with_its_final_outcome_or_that_it_goes_on) {
+  solo_leader s;
+  auto& a = s.start(
+      "  - name: broken\n    schedule: \"0 0 1 1 *\"\n    command: [/bin/false]\n    retries: 1\n"
+      "    retry_backoff: 100ms\n  - name: slow\n    schedule: \"0 0 1 1 *\"\n    command: [/bin/sleep, "
+      "\"5\"]\n");
+  http_client c(a.port(), 30s);
+  const auto done = c.post("/v1/jobs/broken/run?wait_s=20", "");
+  BOOST_TEST(done.status == 200, done.body);
+  BOOST_TEST(done.json.at("finished").as_bool());
+  BOOST_TEST(done.json.at("run").at("outcome").as_string() == "failed");
+  BOOST_TEST(done.json.at("run").at("attempt").to_number<int>() == 2);
+  BOOST_TEST(done.json.at("run").at("detail").as_string() == "exit status 1");
+  const auto going = c.post("/v1/jobs/slow/run?wait_s=1", "");
+  BOOST_TEST(going.status == 202, going.body);
+  BOOST_TEST(!going.json.at("finished").as_bool());
+  BOOST_TEST(c.post("/v1/jobs/slow/run?wait_s=0", "").status == 409);  // out of range: no wait; still running
+  s.check_recovered("broken", "failed");
 }

@@ -265,3 +265,25 @@ jobs:
   roomy.election.safety_margin = std::chrono::seconds(10);
   BOOST_TEST(grace_warnings(roomy, "agent.yaml").empty());
 }
+
+BOOST_AUTO_TEST_CASE(per_job_jobs_sending_to_one_url_are_warned_about_as_fenced_by_different_locks) {
+  const std::string jobs = R"(
+jobs:
+  - name: a
+    schedule: "* * * * *"
+    http: {url: "http://store:8080/items/report"}
+  - name: b
+    schedule: "* * * * *"
+    http: {url: "http://store:8080/items/report"}
+  - name: c
+    schedule: "* * * * *"
+    http: {url: "http://store:8080/items/other"}
+)";
+  const auto warnings = fencing_warnings(parse_config("mode: per-job" + jobs, "agent.yaml"), "agent.yaml");
+  BOOST_REQUIRE(warnings.size() == 1u);
+  BOOST_TEST(warnings[0].starts_with("agent.yaml: jobs[1].http.url: jobs \"a\" and \"b\" both send to "
+                                     "\"http://store:8080/items/report\" with the fencing tokens of different locks"),
+             warnings[0]);
+  // Leader mode: one token fences them all.
+  BOOST_TEST(fencing_warnings(parse_config(jobs, "agent.yaml"), "agent.yaml").empty());
+}

@@ -708,6 +708,34 @@ BOOST_AUTO_TEST_CASE(suspend_is_read_per_job_and_a_changed_one_is_a_job_change) 
   BOOST_TEST(d.jobs_changed == std::vector<std::string>{"a"}, boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(env_working_dir_and_user_are_read_checked_and_a_change_is_a_job_change) {
+  const auto c =
+      parse_config(job_with("    env:\n      GREETING: hello\n      _X1: \"\"\n    working_dir: /srv/jobs\n"
+                            "    user: root\n"),
+                   "t.yaml");
+  const auto& j = c.jobs[0];
+  BOOST_TEST((j.env == std::vector<std::pair<std::string, std::string>>{{"GREETING", "hello"}, {"_X1", ""}}));
+  BOOST_TEST(j.working_dir == "/srv/jobs");
+  BOOST_TEST(j.user == "root");
+  if (::geteuid() == 0) {
+    BOOST_REQUIRE(j.credentials.has_value());
+    BOOST_TEST(j.credentials->uid == 0u);
+  }
+  BOOST_TEST(
+      compare_configs(parse_config(job_with(""), "t.yaml"), c).jobs_changed == std::vector<std::string>{"a"},
+      boost::test_tools::per_element());
+  BOOST_TEST(
+      error_of(job_with("    env:\n      BATON_FENCING_TOKEN: \"7\"\n")) ==
+      "t.yaml:6:7: jobs[0].env.BATON_FENCING_TOKEN: BATON_* variables are the agent's (the token, the slot, "
+      "the run id)");
+  BOOST_TEST(error_of(job_with("    env:\n      1X: a\n")).find("a variable name is letters") !=
+             std::string::npos);
+  BOOST_TEST(error_of(job_with("    working_dir: relative/dir\n")) ==
+             "t.yaml:5:18: jobs[0].working_dir: must be an absolute path");
+  BOOST_TEST(error_of(job_with("    user: no-such-user-here\n")) ==
+             "t.yaml:5:11: jobs[0].user: \"no-such-user-here\": no such user on this machine");
+}
+
 BOOST_AUTO_TEST_CASE(retries_default_to_none_with_a_ten_second_backoff) {
   const auto plain = parse_config(job_with(""), "t.yaml").jobs[0];
   BOOST_TEST(plain.retries == 0);

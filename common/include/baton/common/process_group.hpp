@@ -45,6 +45,23 @@ class spawn_error : public std::runtime_error {
   bool exec_failed_;
 };
 
+/// How a command's process is set up beyond its arguments and environment.
+struct child_setup {
+  /// With `error_fd` ≥ 0 the command's stderr goes there, apart from stdout (`output_fd`).
+  int error_fd = -1;
+  /// The directory it starts in; empty: this process's.
+  std::string working_dir;
+  /// The user it runs as (set before exec, after the directory is entered); empty: this process's. Only a
+  /// process running as root can switch.
+  struct credentials {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;  // supplementary groups
+    std::string name;           // for messages
+  };
+  std::optional<credentials> user;
+};
+
 /// A command in its own process group. This process should be a child subreaper (become_subreaper()), so
 /// that processes the command leaves behind are re-parented here, reaped here and not counted as alive
 /// once they are zombies.
@@ -61,9 +78,11 @@ class group_child {
   /// reads to log the output); otherwise it shares this process's.
   /// With `guard_fd` ≥ 0 (group_guard::command_fd()), the new process tells the guard its group before it
   /// runs the command, so no process of the group can ever exist unguarded.
+  /// `setup`: stderr apart, the working directory, the user (spawn_error when the directory cannot be
+  /// entered or the user taken, naming which).
   group_child(const boost::asio::any_io_executor& ex, const std::vector<std::string>& argv,
               const std::vector<std::pair<std::string, std::string>>& env, const std::vector<int>& inherited,
-              int output_fd = -1, int guard_fd = -1);
+              int output_fd = -1, int guard_fd = -1, const child_setup& setup = {});
   /// When the command has not been reaped: SIGKILL to the group and a short, bounded wait for the command
   /// (a process that does not die, one in uninterruptible sleep, is left behind rather than block the
   /// caller).
