@@ -299,7 +299,7 @@ BOOST_AUTO_TEST_CASE(a_record_needs_a_renews_access_to_write_a_gets_to_read_and_
   BOOST_TEST(str(r, "client") == "writer");
   // Without a valid token the general body limit holds: 413 before anything about the caller.
   const std::string big = record_body("agent", token, escaped);
-  for (const std::string auth : {std::string(), std::string("Authorization: Bearer wrong\r\n")}) {
+  for (const std::string& auth : {std::string(), std::string("Authorization: Bearer wrong\r\n")}) {
     auto raw = http_client::raw(
         server.port(), "PUT /v1/locks/jobs%2Fa/record HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
                            "Content-Type: application/json\r\nContent-Length: " + std::to_string(big.size()) +
