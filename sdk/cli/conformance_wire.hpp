@@ -125,7 +125,7 @@ class connection {
     req.set(http::field::host, addr_.host);
     if (!addr_.authorization.empty()) req.set(http::field::authorization, addr_.authorization);
     req.keep_alive(true);
-    if (method == http::verb::post) {
+    if (method == http::verb::post || method == http::verb::put) {
       req.set(http::field::content_type, "application/json");
       req.body() = std::move(body);
       req.prepare_payload();

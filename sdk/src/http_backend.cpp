@@ -153,9 +153,7 @@ class http_backend final : public backend {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     proclaim_reply out;
     if (!co_await feature_ready(proclaim_, no_proclaim, timeout, out)) co_return out;
-    json::object body{{"owner", owner}, {"token", token}, {"value", value}};
-    auto r = co_await transport_->request("POST", lock_path(key) + "/proclaim", json::serialize(body),
-                                          left(deadline));
+    auto r = co_await send_value("POST", lock_path(key) + "/proclaim", owner, token, value, deadline);
     if (!r.ec && r.status != 200 && !read_lost(r, out) && !lost_route(r, proclaim_, no_proclaim))
       unexpected(r);
     co_return with_outcome(std::move(out), r);
@@ -175,9 +173,7 @@ class http_backend final : public backend {
                        " (record_max_bytes in /v1/capabilities)";
       co_return out;
     }
-    json::object body{{"owner", owner}, {"token", token}, {"value", value}};
-    auto r = co_await transport_->request("PUT", lock_path(key) + "/record", json::serialize(body),
-                                          left(deadline));
+    auto r = co_await send_value("PUT", lock_path(key) + "/record", owner, token, value, deadline);
     if (!r.ec && r.status == 200) {
       if (!uint_field(r.body, "version", out.version) || out.version == 0)
         protocol(r, "record write answer has no version");
@@ -402,6 +398,15 @@ class http_backend final : public backend {
     out.ec = error::invalid_config;
     out.diagnostic = missing;
     co_return false;
+  }
+
+  // A request whose body is {"owner","token","value"} (a proclaim's, a record write's).
+  asio::awaitable<http_result> send_value(std::string_view method, std::string target,
+                                          const std::string& owner, std::uint64_t token,
+                                          const std::string& value,
+                                          std::chrono::steady_clock::time_point deadline) {
+    json::object body{{"owner", owner}, {"token", token}, {"value", value}};
+    co_return co_await transport_->request(method, std::move(target), json::serialize(body), left(deadline));
   }
 
   // A 404 to a route the server advertised: it lost the route since it was asked (a downgrade behind the

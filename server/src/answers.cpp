@@ -125,16 +125,21 @@ response acquire_answer(const answer_context& c, const std::string& key, const a
   return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
 }
 
+// 409 {"error":"lost","reason","message"}: a renew's refusal, and a proclaim's and a record write's.
+response lost_answer(const answer_context& c, lost_reason reason) {
+  text o(c.mem);
+  o += '{';
+  append_lost(o, reason);
+  o += '}';
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+}
+
 response renew_answer(const answer_context& c, const std::string& key, const renew_request& r,
                       const renew_result& result) {
   if (std::holds_alternative<renew_ok>(result))
     return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
                          lease_body(c.mem, key, r.owner, r.token, "ttl_ms", r.ttl.count()));
-  text o(c.mem);
-  o += '{';
-  append_lost(o, std::get<renew_refused>(result).reason);
-  o += '}';
-  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  return lost_answer(c, std::get<renew_refused>(result).reason);
 }
 
 // 200 {"key","owner","token","value"}: the lease as it now is (its TTL is unchanged, so none is named); a
@@ -152,11 +157,7 @@ response proclaim_answer(const answer_context& c, const std::string& key, const 
     o += '}';
     return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(o));
   }
-  text o(c.mem);
-  o += '{';
-  append_lost(o, std::get<renew_refused>(result).reason);
-  o += '}';
-  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  return lost_answer(c, std::get<renew_refused>(result).reason);
 }
 
 // 200 {"key","token","version"}; a refusal by the lease is a renew's 409 `lost`, with the same reasons in
@@ -180,11 +181,7 @@ response record_write_answer(const answer_context& c, const std::string& key,
     return error_answer(c, {507, "too_many_records",
                             "the server keeps " + std::to_string(full->limit) +
                                 " lock records, its limit (--max-records); nothing changed"});
-  text o(c.mem);
-  o += '{';
-  append_lost(o, std::get<renew_refused>(result).reason);
-  o += '}';
-  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  return lost_answer(c, std::get<renew_refused>(result).reason);
 }
 
 // 200 {"key","value","token","version","owner"}, or 404 no_record.

@@ -232,6 +232,19 @@ struct http_server::impl {
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
 
+  // A record write may carry a value far larger than any other body (docs/protocol.md, "record"): a PUT of
+  // the record route, from a caller with a valid token when tokens are required. Anyone else gets the
+  // general limit, so nobody without a token holds more than that much memory per connection.
+  bool takes_record_body(const request& req) const {
+    if (req.method() != http::verb::put) return false;
+    const auto k = parse_route(req.target());
+    const auto* kind = std::get_if<lock_target::kind>(&k);
+    if (!kind || *kind != lock_target::kind::record_read) return false;
+    if (!options.tokens) return true;
+    return std::holds_alternative<std::string>(
+        auth::authenticate(*options.tokens->current(), req[http::field::authorization]));
+  }
+
   // Requests on one connection until it closes, fails, times out or the server drains. `Stream` is the TCP
   // stream or the TLS stream over it. `client` is the peer's address, the key of its request rate.
   template <class Stream>
@@ -262,13 +275,7 @@ struct http_server::impl {
       std::size_t body_limit = options.limits.max_body_bytes;
       if (!ec) {
         framing = check_framing(parser.get());
-        // A record write may carry a value far larger than any other body (docs/protocol.md, "record").
-        if (parser.get().method() == http::verb::put) {
-          const auto k = parse_route(parser.get().target());
-          const auto* kind = std::get_if<lock_target::kind>(&k);
-          if (kind && *kind == lock_target::kind::record_read)
-            body_limit = std::max(body_limit, max_record_body_bytes);
-        }
+        if (takes_record_body(parser.get())) body_limit = std::max(body_limit, max_record_body_bytes);
         parser.body_limit(body_limit);  // what a chunked body may still bring
         if (const auto length = parser.content_length(); length && *length > body_limit)
           ec = http::error::body_limit;

@@ -45,6 +45,11 @@ void lock_service::check_durable(std::tuple<boost::system::error_code> waited) c
     throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
 }
 
+void lock_service::refuse_if_failed() const {
+  if (journal_.failed())
+    throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+}
+
 void lock_service::wake(const std::shared_ptr<waiter>& w) {
   // The timer belongs to the waiter's own thread; cancel it there.
   asio::post(w->timer->get_executor(), [w] { w->timer->cancel(); });
@@ -66,8 +71,7 @@ void lock_service::notify_locked(std::string_view key) {
 void lock_service::expire_due_locked(std::string_view key, time_point now) {
   auto e = table_.expire_key(key, now);
   if (!e) return;
-  if (journal_.failed())
-    throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+  refuse_if_failed();
   journal_.append(record_type::expire, e->token, 0, e->key);
   metrics_.expired.fetch_add(1, std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
@@ -82,8 +86,7 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
-    if (journal_.failed())
-      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    refuse_if_failed();
     const auto now = now_();
     // Only a grant of a free key adds a lock; a held key is refused (409) or re-granted to its holder.
     if (!table_.get(key, now)) {
@@ -144,8 +147,7 @@ asio::awaitable<renew_result> lock_service::renew(std::string_view key, std::str
   std::uint64_t lsn = 0;
   {
     std::lock_guard lk(mu_);
-    if (journal_.failed())
-      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    refuse_if_failed();
     lsn = renew_locked(key, owner, token, ttl, client, now_(), result);
   }
   if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
@@ -165,8 +167,7 @@ asio::awaitable<std::vector<renew_result>> lock_service::renew_batch(
   std::uint64_t lsn = 0;
   {
     std::lock_guard lk(mu_);
-    if (journal_.failed())
-      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    refuse_if_failed();
     // One reading of the clock for the batch: the entries are decided at one instant, as if they had
     // arrived together (a renew's expiry is counted from when the server received it; they were).
     const auto now = now_();
@@ -195,8 +196,7 @@ asio::awaitable<proclaim_result> lock_service::proclaim(std::string_view key, st
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
-    if (journal_.failed())
-      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    refuse_if_failed();
     const auto now = now_();
     expire_due_locked(key, now);
     result = table_.proclaim(key, owner, token, value, now, client);
@@ -226,8 +226,7 @@ asio::awaitable<record_write_result> lock_service::write_record(std::string_view
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
-    if (journal_.failed())
-      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    refuse_if_failed();
     const auto now = now_();
     expire_due_locked(key, now);
     result = table_.write_record(key, owner, token, value, now, client);
@@ -267,8 +266,7 @@ asio::awaitable<release_result> lock_service::release(std::string_view key, std:
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
-    if (journal_.failed())
-      throw storage_unavailable("write-ahead log unavailable: " + journal_.failure_message());
+    refuse_if_failed();
     const auto now = now_();
     std::optional<lease_view> any_holder;
     if (defects_.release_by_key && (any_holder = table_.get(key, now)))

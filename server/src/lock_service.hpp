@@ -169,6 +169,8 @@ class lock_service {
   boost::asio::awaitable<std::tuple<boost::system::error_code>> wait_durable(std::uint64_t lsn);
   /// Throws storage_unavailable when the wait failed (the log can no longer make the record durable).
   void check_durable(std::tuple<boost::system::error_code> waited) const;
+  /// Throws storage_unavailable once the log has failed: nothing more may be decided, let alone answered.
+  void refuse_if_failed() const;
   /// renew()'s decision for one lease, with mu_ held; returns the log position its answer rests on.
   std::uint64_t renew_locked(std::string_view key, std::string_view owner, std::uint64_t token,
                              milliseconds ttl, std::string_view client, time_point now, renew_result& result);

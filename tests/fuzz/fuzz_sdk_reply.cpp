@@ -4,7 +4,8 @@
 // and body, so Beast's response parser is fuzzed too), and closes the connection after each answer.
 //
 // Input: the first byte picks the backend and the call (byte % 8: 0-3 http, 4-7 etcd; acquire, renew,
-// release, get with a long-poll); the rest is the answers, separated by lines "@@@".
+// release, get with a long-poll; with the byte's high bit, 0 and 1 are a lock record's write and read
+// instead); the rest is the answers, separated by lines "@@@".
 
 #include "baton/backend.hpp"
 #include "baton/config.hpp"
@@ -75,6 +76,7 @@ struct fake_server {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;
   const unsigned choice = data[0] % 8;
+  const bool record = (data[0] & 0x80) != 0;
   std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
 
   asio::io_context ioc;
@@ -92,10 +94,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const auto timeout = 5s;
         switch (choice % 4) {
           case 0:
-            (void)co_await backend->acquire("k", "me", 10s, {}, timeout);
+            if (record)
+              (void)co_await backend->write_record("k", "me", 7, "state", timeout);
+            else
+              (void)co_await backend->acquire("k", "me", 10s, {}, timeout);
             break;
           case 1:
-            (void)co_await backend->renew("k", "me", 7, 10s, timeout);
+            if (record)
+              (void)co_await backend->read_record("k", timeout);
+            else
+              (void)co_await backend->renew("k", "me", 7, 10s, timeout);
             break;
           case 2:
             (void)co_await backend->release("k", "me", 7, timeout);

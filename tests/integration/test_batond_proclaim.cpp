@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -263,4 +264,47 @@ BOOST_AUTO_TEST_CASE(a_record_write_of_a_deposed_holder_or_a_bad_body_changes_no
                        "PUT /v1/locks/k/record HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
                        "Content-Length: 2\r\n\r\n{}");
   BOOST_TEST(raw.status == 415);
+}
+
+// With tokens: a record write needs write access to the key (a renew's), a read needs read access (a GET's);
+// the holder is the pair (client, owner); and only a request whose header carries a valid token may send a
+// body past the general limit, so nobody without a token holds more memory than before.
+BOOST_AUTO_TEST_CASE(a_record_needs_a_renews_access_to_write_a_gets_to_read_and_a_token_for_a_large_body) {
+  temp_dir dir, scratch;
+  const auto tokens = scratch.path() / "tokens";
+  // SHA-256 of "record-writer", "record-reader" and "record-other".
+  std::ofstream(tokens)
+      << "sha256:1788eccb901c9f4e165e262397ee542f14e29b154d6405ba6ab21db9d7a71a96 writer rw:jobs/\n"
+      << "sha256:d7899b16327abe3c64316d58506bc1acb080430cad625e8fc434fda687128c7b reader ro:jobs/\n"
+      << "sha256:9283b67206d29cd6d1b1335edd7ffca8a625424534048ac60f43c4a165d4a96c other rw:jobs/\n";
+  batond_process server(dir.path(), {"--tokens-file", tokens.string()});
+  auto writer = server.client(), reader = server.client(), other = server.client();
+  writer.set_authorization("Bearer record-writer");
+  reader.set_authorization("Bearer record-reader");
+  other.set_authorization("Bearer record-other");
+  const auto token = token_of(writer.post("/v1/locks/jobs%2Fa/acquire", acquire_body("agent", 60000)));
+  const std::string escaped(30'000, '\n');  // 60,000 bytes in JSON: past the general 8 KiB limit
+  auto w = writer.request("PUT", "/v1/locks/jobs%2Fa/record", record_body("agent", token, escaped));
+  BOOST_REQUIRE_MESSAGE(w.status == 200, w.body);
+  auto forbidden = reader.request("PUT", "/v1/locks/jobs%2Fa/record", record_body("agent", token, "x"));
+  BOOST_TEST(forbidden.status == 403);
+  BOOST_TEST(str(forbidden, "error") == "forbidden");
+  // The same owner string from another client is another owner.
+  auto stolen = other.request("PUT", "/v1/locks/jobs%2Fa/record", record_body("agent", token, "x"));
+  BOOST_TEST(stolen.status == 409);
+  BOOST_TEST(str(stolen, "reason") == "owner_mismatch");
+  auto r = reader.get("/v1/locks/jobs%2Fa/record");
+  BOOST_REQUIRE_MESSAGE(r.status == 200, r.body);
+  BOOST_TEST(str(r, "value") == escaped);
+  BOOST_TEST(str(r, "client") == "writer");
+  // Without a valid token the general body limit holds: 413 before anything about the caller.
+  const std::string big = record_body("agent", token, escaped);
+  for (const std::string& auth : {std::string(), std::string("Authorization: Bearer wrong\r\n")}) {
+    auto raw = http_client::raw(
+        server.port(), "PUT /v1/locks/jobs%2Fa/record HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
+                           "Content-Type: application/json\r\nContent-Length: " + std::to_string(big.size()) +
+                           "\r\n\r\n" + big);
+    BOOST_TEST(raw.status == 413, auth);
+  }
+  BOOST_TEST(reader.get("/v1/locks/jobs%2Fa/record").json.at("version").to_number<int>() == 1);
 }

@@ -41,6 +41,13 @@ std::string b64(const std::string& s) {
   return out;
 }
 
+// A refusal by the lease, for `reason` (a proclaim's or a record write's reply).
+template <class Reply>
+void lost(const Reply& r, const char* reason) {
+  BOOST_TEST(r.ec == error::lease_lost, r.ec.message() << " " << r.diagnostic);
+  BOOST_TEST(r.lost_reason == reason);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_proclaim_on_etcd_replaces_the_value_keeps_token_and_lease_and_is_refused_as_renew) {
@@ -49,10 +56,6 @@ BOOST_AUTO_TEST_CASE(a_proclaim_on_etcd_replaces_the_value_keeps_token_and_lease
   auto b = make_backend(ioc.get_executor(), config(etcd.url()));
   auto observer = make_backend(ioc.get_executor(), config(etcd.url()));
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto lost = [](const proclaim_reply& r, const char* reason) {
-      BOOST_TEST(r.ec == error::lease_lost, r.ec.message() << " " << r.diagnostic);
-      BOOST_TEST(r.lost_reason == reason);
-    };
     lost(co_await b->proclaim("leader", "a", 1, "x", 5s), "not_held");
     auto a = co_await b->acquire("leader", "a", 4000ms, "10.0.0.1:80", 5s);
     BOOST_REQUIRE(!a.ec);
@@ -152,10 +155,6 @@ BOOST_AUTO_TEST_CASE(a_record_on_etcd_is_written_by_the_live_holder_and_outlives
     auto b = make_backend(ioc.get_executor(), config(etcd.url()));
     auto reader = make_backend(ioc.get_executor(), config(etcd.url()));
     run_coro(ioc, [&]() -> asio::awaitable<void> {
-      auto lost = [](const record_write_reply& r, const char* reason) {
-        BOOST_TEST(r.ec == error::lease_lost, r.ec.message() << " " << r.diagnostic);
-        BOOST_TEST(r.lost_reason == reason);
-      };
       BOOST_TEST(!(co_await reader->read_record("agent", 5s)).record.has_value());
       lost(co_await b->write_record("agent", "a", 1, "x", 5s), "not_held");
       auto a = co_await b->acquire("agent", "a", 2000ms, "10.0.0.1:80", 5s);

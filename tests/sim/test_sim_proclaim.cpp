@@ -59,6 +59,14 @@ struct batond {
     ioc.restart();
     ioc.poll();
   }
+  // Acquires `key` for `owner` (answered once flushed); returns its token.
+  std::uint64_t acquired(std::string_view key, std::string_view owner, std::string_view value = {}) {
+    auto a = start(service.acquire(key, owner, 60'000ms, {}, std::nullopt, value));
+    BOOST_TEST(!a->has_value());  // not durable yet
+    flush();
+    BOOST_REQUIRE(a->has_value());
+    return std::get<server::acquire_granted>(**a).token;
+  }
 };
 
 }  // namespace
@@ -72,11 +80,7 @@ BOOST_AUTO_TEST_CASE(an_answered_proclaim_survives_every_power_cut_and_an_unansw
       std::uint64_t token = 0;
       {
         batond b(fs);
-        auto a = b.start(b.service.acquire("leader", "a", 60'000ms, {}, std::nullopt, "old:80"));
-        BOOST_TEST(!a->has_value());  // not durable yet
-        b.flush();
-        BOOST_REQUIRE(a->has_value());
-        token = std::get<server::acquire_granted>(**a).token;
+        token = b.acquired("leader", "a", "old:80");
         auto p1 = b.start(b.service.proclaim("leader", "a", token, "answered:80"));
         BOOST_TEST(!p1->has_value());  // answered only once its record is on disk
         b.flush();
@@ -121,10 +125,7 @@ BOOST_AUTO_TEST_CASE(an_answered_record_write_survives_every_power_cut_and_an_un
       std::uint64_t token = 0;
       {
         batond b(fs);
-        auto a = b.start(b.service.acquire("agent", "a", 60'000ms));
-        b.flush();
-        BOOST_REQUIRE(a->has_value());
-        token = std::get<server::acquire_granted>(**a).token;
+        token = b.acquired("agent", "a");
         auto w1 = b.start(b.service.write_record("agent", "a", token, answered));
         BOOST_TEST(!w1->has_value());  // answered only once its record is on disk
         b.flush();
