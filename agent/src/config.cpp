@@ -193,7 +193,6 @@ std::string child(const std::string& path, std::string_view key) {
 constexpr std::string_view top_keys[] = {"server",
                                          "identity",
                                          "listen",
-                                         "metrics_listen",
                                          "mode",
                                          "log_level",
                                          "log_format",
@@ -205,7 +204,8 @@ constexpr std::string_view top_keys[] = {"server",
                                          "token_file",
                                          "history_limit",
                                          "etcd_password_file",
-                                         "etcd_lease_revocation_bug"};
+                                         "etcd_lease_revocation_bug",
+                                         "metrics_listen"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
 constexpr std::string_view job_keys[] = {
