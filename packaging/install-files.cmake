@@ -25,7 +25,8 @@ endfunction()
 # baton_install_unit(SOURCE <unit> PROGRAM <name> SECTION <man section> DOC_DIR <name under share/doc>
 #                    WORK_DIR <dir> [OPTIONS_VARIABLE <var> OPTIONS_FILE <name under etc/default>
 #                    OPTIONS_TEMPLATE <file.in>])
-# Rewrites the unit for this installation: ExecStart runs <prefix>/bin/<program>; Documentation= names the
+# Rewrites the unit for this installation: ExecStart (and any other line that runs /usr/local/bin/<program>)
+# runs <prefix>/bin/<program>; Documentation= names the
 # man page and <prefix>/share/doc/<DOC_DIR>/; /etc/baton/ paths move with the configuration directory. With
 # OPTIONS_VARIABLE, the unit's command-line options move to <etc>/default/<OPTIONS_FILE> (made from
 # OPTIONS_TEMPLATE with @<var>@ set to them), read with EnvironmentFile=, so an administrator changes them
@@ -60,6 +61,8 @@ function(baton_install_unit)
     set(exec "ExecStart=${prefix}/bin/${U_PROGRAM} ${options}")
   endif()
   string(REGEX REPLACE "\nExecStart=[^\n]*\n" "\n${exec}\n" unit "${unit}")
+  # Other lines that run the program (ExecReload= checking the file first) run the installed one too.
+  string(REPLACE "/usr/local/bin/${U_PROGRAM} " "${prefix}/bin/${U_PROGRAM} " unit "${unit}")
   string(REPLACE "file:///usr/share/doc/baton/" "file://${prefix}/share/doc/${U_DOC_DIR}/" unit "${unit}")
   string(REPLACE "\nDocumentation=" "\nDocumentation=man:${U_PROGRAM}(${U_SECTION}) " unit "${unit}")
   string(REPLACE "/etc/baton/" "${etc}/baton/" unit "${unit}")
