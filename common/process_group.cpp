@@ -114,6 +114,16 @@ bool arm_timer(int timer, std::chrono::nanoseconds wake) {
     ::_exit(127);
   };
   if (!setup.working_dir.empty() && ::chdir(setup.working_dir.c_str()) != 0) fail(child_step::working_dir);
+#ifdef __linux__
+  if (setup.oom_first) {
+    // Raising it needs no privilege; a kernel without the file leaves the score as it was.
+    const int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      [[maybe_unused]] auto n = ::write(fd, "1000", 4);
+      ::close(fd);
+    }
+  }
+#endif
   if (setup.user) {
     // Groups first: once the uid is not root's, they cannot be changed any more.
     const auto& u = *setup.user;

@@ -723,15 +723,9 @@ asio::awaitable<std::optional<group_state>> agent_runtime::claim_per_job_slot(co
   diagnostics diag;
   auto [ec, record] = co_await client_.async_read_record(key, with_diagnostics(diag, use_tuple));
   if (ec == error::invalid_config) {
-    records_unsupported_ = true;
-    if (!warned_unsupported_)
-      log::warn("group_state_unavailable",
-                {{"key", key},
-                 {"reason", diag.message().empty() ? ec.message() : diag.message()},
-                 {"effect",
-                  "each slot's lock is kept after its run instead; a lock held by a dead replica "
-                  "loses slots until its TTL passes"}});
-    warned_unsupported_ = true;
+    note_records_unsupported(key, diag.message().empty() ? ec.message() : diag.message(),
+                             "each slot's lock is kept after its run instead; a lock held by a dead replica "
+                             "loses slots until its TTL passes");
     co_return std::nullopt;
   }
   if (ec) {
@@ -950,6 +944,14 @@ asio::awaitable<void> agent_runtime::carry_out(std::vector<slot_decision> decisi
   }
 }
 
+void agent_runtime::note_records_unsupported(const std::string& key, const std::string& reason,
+                                             std::string_view effect) {
+  records_unsupported_ = true;
+  if (warned_unsupported_) return;
+  warned_unsupported_ = true;
+  log::warn("group_state_unavailable", {{"key", key}, {"reason", reason}, {"effect", std::string(effect)}});
+}
+
 asio::awaitable<void> agent_runtime::load_group_state() {
   group_known_ = false;
   records_unsupported_ = false;  // looked at again at each election: the server may have been upgraded
@@ -957,13 +959,8 @@ asio::awaitable<void> agent_runtime::load_group_state() {
   auto [ec, record] =
       co_await client_.async_read_record(config_.election_key, with_diagnostics(diag, use_tuple));
   if (ec == error::invalid_config) {
-    records_unsupported_ = true;
-    if (!warned_unsupported_)
-      log::warn("group_state_unavailable",
-                {{"key", config_.election_key},
-                 {"reason", diag.message().empty() ? ec.message() : diag.message()},
-                 {"effect", "job state is kept by this agent only; a new leader starts without it"}});
-    warned_unsupported_ = true;
+    note_records_unsupported(config_.election_key, diag.message().empty() ? ec.message() : diag.message(),
+                             "job state is kept by this agent only; a new leader starts without it");
     co_return;
   }
   if (ec) {
@@ -1011,13 +1008,8 @@ asio::awaitable<bool> agent_runtime::persist_group_state() {
       continue;
     }
     if (ec == error::invalid_config && state_lease_ && state_lease_->active()) {
-      records_unsupported_ = true;
-      if (!warned_unsupported_)
-        log::warn("group_state_unavailable",
-                  {{"key", config_.election_key},
-                   {"reason", diag.message().empty() ? ec.message() : diag.message()},
-                   {"effect", "job state is kept by this agent only"}});
-      warned_unsupported_ = true;
+      note_records_unsupported(config_.election_key, diag.message().empty() ? ec.message() : diag.message(),
+                               "job state is kept by this agent only");
       co_return true;
     }
     log::warn("group_state_write_failed",

@@ -155,6 +155,8 @@ class agent_runtime {
                                                                         const std::string& key,
                                                                         sys_seconds slot, lease& l);
   boost::asio::awaitable<void> release_quietly(lease& l, const std::string& key);
+  /// The lock server keeps no records: from now on state stays in memory; said once, with `effect`.
+  void note_records_unsupported(const std::string& key, const std::string& reason, std::string_view effect);
   /// The job suspension `names` everywhere it is applied (scheduler, metrics, status).
   void apply_suspended(const std::set<std::string>& names);
   using run_list = std::vector<std::shared_ptr<run_control>>;

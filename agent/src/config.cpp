@@ -205,7 +205,8 @@ constexpr std::string_view top_keys[] = {"server",
                                          "history_limit",
                                          "etcd_password_file",
                                          "etcd_lease_revocation_bug",
-                                         "metrics_listen"};
+                                         "metrics_listen",
+                                         "reload_on_change"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
 constexpr std::string_view job_keys[] = {
@@ -806,6 +807,11 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     if (config.token_file.empty()) r.fail(n, "token_file", "must not be empty (leave it out for no token)");
   }
   if (const auto n = root["shutdown_grace"]) config.shutdown_grace = r.duration(n, "shutdown_grace");
+  if (const auto n = root["reload_on_change"]) {
+    config.reload_on_change = r.duration(n, "reload_on_change");
+    if (config.reload_on_change.count() != 0 && config.reload_on_change < std::chrono::milliseconds(100))
+      r.fail(n, "reload_on_change", "0s (off) or at least 100ms");
+  }
   if (const auto n = root["history_limit"])
     config.history_limit = r.count(n, "history_limit", 1, max_history);
   if (const auto n = root["election"]) read_election(r, n, config);
@@ -915,6 +921,7 @@ config_changes compare_configs(const agent_config& running, const agent_config& 
   differs("token_file", a.token_file != b.token_file || a.server_token != b.server_token, true);
   differs("resign_token", a.resign_token != b.resign_token, false);
   differs("shutdown_grace", a.shutdown_grace != b.shutdown_grace, false);
+  differs("reload_on_change", a.reload_on_change != b.reload_on_change, true);
   out.election = a.election_key != b.election_key || !same_lease(a.election, b.election);
   differs("election", out.election, false);
   differs("history_limit", a.history_limit != b.history_limit, false);

@@ -163,6 +163,10 @@ struct agent_config {
   std::string resign_token;
   /// On SIGTERM/SIGINT: how long running jobs may go on finishing before they are stopped (as on timeout).
   std::chrono::milliseconds shutdown_grace{20'000};
+  /// `reload_on_change`: how often the agent looks at its file and reloads it when its bytes changed (a
+  /// Kubernetes ConfigMap update, a deploy tool), as SIGHUP does; 0 (the default): only on SIGHUP or
+  /// POST /v1/reload.
+  std::chrono::milliseconds reload_on_change{0};
   /// The default of each job's `history_limit` (1-1000).
   std::size_t history_limit = 10;
   std::vector<job_config> jobs;

@@ -325,6 +325,7 @@ asio::awaitable<run_result> run_command(const job_config& job, const run_context
   setup.error_fd = err[1];
   setup.working_dir = job.working_dir;
   setup.user = job.credentials;
+  setup.oom_first = true;  // a job out of memory is killed, not the agent (docs/agent.md, `user`)
   // The guard kills the command's group if this agent dies before the run is over, and under a lease stops
   // it by the lease's deadline should this agent not (docs/design.md).
   lease_link link(ctx);

@@ -285,6 +285,24 @@ int run_agent(const command_line& cmd) {
       });
     };
     wait_for_hangup();
+    // reload_on_change: the file's bytes looked at every period; a change is reloaded as SIGHUP would
+    // (once per change: a file that does not pass is not tried again until it changes again).
+    asio::steady_timer file_watch(ioc);
+    std::string seen_hash = file_hash(cmd.config_path);
+    std::function<void()> watch_file = [&] {
+      if (cfg.reload_on_change.count() == 0) return;
+      file_watch.expires_after(cfg.reload_on_change);
+      file_watch.async_wait([&](const boost::system::error_code& ec) {
+        if (ec) return;
+        if (auto now = file_hash(cmd.config_path); !now.empty() && now != seen_hash) {
+          seen_hash = std::move(now);
+          baton::log::info("config_changed", {{"file", cmd.config_path}, {"hash", seen_hash}});
+          reload(cmd, running, agent);
+        }
+        watch_file();
+      });
+    };
+    watch_file();
     api.on_reload([&] { return reload(cmd, running, agent); });
     asio::co_spawn(ioc, api.serve(), asio::detached);
     if (metrics_bound) asio::co_spawn(ioc, metrics_api.serve(), asio::detached);
@@ -302,6 +320,7 @@ int run_agent(const command_line& cmd) {
       watchdog.cancel();
       signals.cancel();
       hangups.cancel();
+      file_watch.cancel();
       api.close();
       metrics_api.close();
       ioc.stop();

@@ -479,3 +479,39 @@ BOOST_AUTO_TEST_CASE(metrics_listen_serves_metrics_and_healthz_only_beside_the_a
   proc.signal(SIGTERM);
   BOOST_TEST(proc.wait(30s) == 0);
 }
+
+// Issue 26: a ConfigMap update reaches the agent without a restart or a signal: with reload_on_change it
+// reloads a file whose bytes changed, once per change.
+BOOST_AUTO_TEST_CASE(reload_on_change_applies_a_changed_file_and_tries_a_bad_one_once) {
+  temp_dir dir;
+  batond_process server(dir.path(), {}, 0, (dir.path() / "batond.log").string());
+  const auto config = [&](const std::string& jobs) {
+    return "server: " + server.url() +
+           "\nlisten: 127.0.0.1:0\nreload_on_change: 200ms\nelection:\n  key: w/leader\n  ttl: 2s\njobs:" + jobs;
+  };
+  const auto file = write_file(dir, "agent.yaml", config(" []\n"));
+  const auto log = dir.path() / "agent.log";
+  reloadable_agent a(file, log);
+  BOOST_REQUIRE(eventually([&] { return a.leader().at("is_leader").as_bool(); }));
+  write_file(dir, "agent.yaml",
+             config("\n  - name: added\n    schedule: \"0 0 1 1 *\"\n    command: [/bin/true]\n"));
+  BOOST_TEST(eventually([&] {
+    return http_client(a.port, 10s).get("/v1/jobs").json.at("jobs").as_array().size() == 1u;
+  }));
+  BOOST_TEST(!log_line(log, "config_changed").empty(), read_all(log));
+  BOOST_TEST(a.metric_line("baton_agent_config_last_reload_successful ") ==
+             "baton_agent_config_last_reload_successful 1");
+  write_file(dir, "agent.yaml", config(" []\nbogus: 1\n"));
+  BOOST_TEST(eventually([&] { return !log_line(log, "config_reload_failed").empty(); }));
+  std::this_thread::sleep_for(1s);  // five more looks: the same bad file is not tried again
+  std::size_t failures = 0;
+  std::istringstream lines(read_all(log));
+  for (std::string line; std::getline(lines, line);)
+    failures += line.find("event=config_reload_failed") != std::string::npos;
+  BOOST_TEST(failures == 1u);
+  BOOST_TEST(a.metric_line("baton_agent_config_last_reload_successful ") ==
+             "baton_agent_config_last_reload_successful 0");
+  BOOST_TEST(http_client(a.port, 10s).get("/v1/jobs").json.at("jobs").as_array().size() == 1u);
+  a.proc.signal(SIGTERM);
+  BOOST_TEST(a.proc.wait(30s) == 0);
+}

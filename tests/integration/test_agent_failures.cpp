@@ -635,7 +635,8 @@ BOOST_AUTO_TEST_CASE(a_commands_env_directory_and_user_are_its_own_and_its_failu
   solo_leader s;
   const bool root = ::geteuid() == 0;
   auto& a = s.start(job("envy", "shell: true",
-                        "    command: \"echo $GREETING $(pwd) $(id -un); echo oops >&2; exit 3\"\n"
+                        "    command: \"echo $GREETING $(pwd) $(id -un) oom=$(cat /proc/self/oom_score_adj); echo oops >&2; "
+                        "exit 3\"\n"
                         "    env:\n      GREETING: hello\n    working_dir: /tmp\n" +
                             std::string(root ? "    user: nobody\n" : "")));
   const auto line = await_finished(a, "envy", "failed");
@@ -645,6 +646,8 @@ BOOST_AUTO_TEST_CASE(a_commands_env_directory_and_user_are_its_own_and_its_failu
   BOOST_TEST(count(a, {"event=job_output", "job=envy", "stream=stdout", "hello /tmp"}) >= 1u, a.log());
   if (root) BOOST_TEST(count(a, {"event=job_output", "job=envy", "stream=stdout", "/tmp nobody"}) >= 1u);
   BOOST_TEST(count(a, {"event=job_output", "job=envy", "stream=stderr", "line=oops"}) >= 1u);
+  // Out of memory, the kernel takes the job first, not the agent.
+  BOOST_TEST(count(a, {"event=job_output", "job=envy", "oom=1000"}) >= 1u, a.log());
   const auto runs = a.get("/v1/jobs/envy").json.at("runs").as_array();
   BOOST_REQUIRE(!runs.empty());
   const auto& out = runs[0].at("output");

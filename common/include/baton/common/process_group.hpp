@@ -60,6 +60,9 @@ struct child_setup {
     std::string name;           // for messages
   };
   std::optional<credentials> user;
+  /// Makes the command the kernel's first choice when memory runs out (oom_score_adj 1000), so that a job
+  /// that exhausts its container's memory is killed rather than the agent that supervises it.
+  bool oom_first = false;
 };
 
 /// A command in its own process group. This process should be a child subreaper (become_subreaper()), so
