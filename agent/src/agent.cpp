@@ -215,7 +215,10 @@ asio::awaitable<agent_runtime::suspend_result> agent_runtime::set_suspended(std:
 }
 
 agent_runtime::status agent_runtime::current() const {
-  return {leader_.load(), token_.load()};
+  // Leading means an active lease now, not only that run() has not yet seen it end: an agent woken from a
+  // freeze past its deadline answers before its runtime has noticed the loss, and must not say it leads.
+  const bool leading = leader_.load() && state_lease_ && state_lease_->active();
+  return {leading, leading ? token_.load() : 0};
 }
 
 void agent_runtime::shutdown() {

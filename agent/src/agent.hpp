@@ -67,6 +67,8 @@ class agent_runtime {
     bool leader = false;
     std::uint64_t token = 0;
   };
+  /// Whether this agent leads now (its election lease is active: a lease past its deadline is not, even
+  /// before the runtime has handled the loss), and with which token. Call on the runtime's executor.
   status current() const;
   const agent_config& config() const { return config_; }
   const std::string& identity() const { return client_.identity(); }

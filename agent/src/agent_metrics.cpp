@@ -25,10 +25,11 @@ std::string agent_runtime::render_metrics() const {
   std::string out;
   prometheus_text m(out);
   using u64 = std::uint64_t;
+  const auto now_leading = current();
   m.family("baton_agent_leader", "1 while this agent leads.", "gauge");
-  m.sample("baton_agent_leader", {}, leader_.load() ? 1 : 0);
+  m.sample("baton_agent_leader", {}, now_leading.leader ? 1 : 0);
   m.family("baton_agent_token", "Fencing token of the current leadership (0 when not leading).", "gauge");
-  m.sample("baton_agent_token", {}, u64{leader_.load() ? token_.load() : 0});
+  m.sample("baton_agent_token", {}, u64{now_leading.token});
   m.family("baton_agent_elections_won_total", "Elections this agent won.", "counter");
   m.sample("baton_agent_elections_won_total", {}, u64{elections_won_.load()});
   m.family("baton_agent_leases_lost_total", "Leaderships that ended by losing the lease.", "counter");
