@@ -81,8 +81,10 @@ void on_deadline(lease_core& c, boost::system::error_code ec) {
 // Declares the loss at the deadline, when the renewal task has ended by an exception while its request ran.
 void watch_deadline(const std::shared_ptr<lease_core>& c) {
   auto watch = std::make_shared<timer>(*c->client, c->fsm.deadline());
-  if (!c->client->manual) wake_on_boot_clock(c->client->ex, c->fsm.deadline());
-  watch->async_wait([c, watch](boost::system::error_code ec) { on_deadline(*c, ec); });
+  boot_wake boot;
+  if (!c->client->manual) boot = wake_on_boot_clock(c->client->ex, c->fsm.deadline());
+  watch->async_wait(
+      [c, watch, boot = std::move(boot)](boost::system::error_code ec) { on_deadline(*c, ec); });
 }
 
 // The renewal task: carries out what the state machine decides, until the lease is no longer active.
@@ -94,6 +96,8 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
   // that still arrives afterwards finds the lease lost and hands it back below. One timer for the task's
   // life, re-armed per request: it dies with the frame, whose end cancels a wait still pending.
   timer deadline_watch(cs);
+  // What the boot alarm keeps for the two timers; dropped when their waits end, and with the frame.
+  boot_wake wake_boot, deadline_boot;
   for (;;) {
     auto action = c->fsm.poll(cs.now());
     if (action == lease_fsm::action::declare_lost) {
@@ -104,8 +108,9 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     if (action == lease_fsm::action::wait) {
       wake.expires_at(wake_time(*c));
       if (!cs.manual)
-        wake_on_boot_clock(cs.ex, wake.expiry());  // a renewal or the deadline, on time after a suspend
+        wake_boot = wake_on_boot_clock(cs.ex, wake.expiry());  // a renewal or the deadline, after a suspend
       co_await wake.async_wait(use_tuple);
+      wake_boot.reset();
       if (BATON_CANCELLED()) co_return;  // renewal stopped (release or abandonment)
       continue;
     }
@@ -113,7 +118,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     const auto sent = cs.now();
     auto budget = std::min<clock::duration>(cs.config.request_timeout, c->fsm.deadline() - sent);
     deadline_watch.expires_at(c->fsm.deadline());
-    if (!cs.manual) wake_on_boot_clock(cs.ex, c->fsm.deadline());
+    if (!cs.manual) deadline_boot = wake_on_boot_clock(cs.ex, c->fsm.deadline());
     deadline_watch.async_wait([c](boost::system::error_code ec) { on_deadline(*c, ec); });
     // A renewal with its whole request_timeout ahead may wait up to the batch window for others; one that
     // is short of time (retrying near the deadline) goes alone, at once. `sent` stays the instant it fell
@@ -141,6 +146,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       std::rethrow_exception(failure);
     }
     deadline_watch.cancel();
+    deadline_boot.reset();
     if (BATON_CANCELLED()) co_return;
     const auto now = cs.now();
     if (!r.ec) {

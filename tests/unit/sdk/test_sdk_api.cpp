@@ -440,6 +440,40 @@ BOOST_FIXTURE_TEST_CASE(shutdown_releases_every_lease_and_refuses_new_acquires, 
   BOOST_TEST(server->calls().acquire == 4);  // a, b, other's x, our x: nothing after the shutdown
 }
 
+BOOST_AUTO_TEST_CASE(run_returns_once_the_leases_are_released_and_the_client_is_shut_down) {
+  // What a service does on SIGTERM: shut its client down, then let io_context::run() return. Nothing the
+  // client or its leases armed may keep the context busy after that. (The suspend alarm used to keep every
+  // instant a lease timer was ever set to, so run() returned only when the last renewal instant passed:
+  // 20 s here, where a 60 s lease renews at a third of its TTL.)
+  asio::io_context ioc;
+  auto server = std::make_shared<memory_backend>(ioc.get_executor());
+  client c(ioc.get_executor(), test_config(), server);
+  std::exception_ptr failure;
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto a = co_await c.async_acquire("a", long_lease);
+        auto b = co_await c.async_acquire("b", long_lease);
+        co_await a.async_release();
+        co_await c.async_shutdown(5s);
+      },
+      [&](std::exception_ptr e) { failure = e; });
+  auto ran = std::async(std::launch::async, [&] {
+    const auto start = std::chrono::steady_clock::now();
+    ioc.run();
+    return std::chrono::steady_clock::now() - start;
+  });
+  if (ran.wait_for(10s) != std::future_status::ready) {
+    ioc.stop();
+    ran.wait();
+    BOOST_FAIL("io_context::run() still busy 10 s after the client was shut down");
+  }
+  BOOST_TEST(!failure);
+  BOOST_TEST(std::chrono::duration<double>(ran.get()).count() < 5.0);
+  BOOST_TEST(!server->holder("a").has_value());
+  BOOST_TEST(!server->holder("b").has_value());
+}
+
 BOOST_AUTO_TEST_CASE(leases_and_clients_may_outlive_their_io_context) {
   std::optional<client> c;
   lease l;
