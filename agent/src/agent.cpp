@@ -35,8 +35,10 @@ client_config make_client_config(const agent_config& c) {
   return cc;
 }
 
+// The jobs for the scheduler of `mode`: every job, those of the other mode marked `elsewhere` (so both
+// schedulers index the jobs alike, and count every run).
 std::vector<scheduled_job> make_jobs(const std::vector<job_config>& jobs,
-                                     const std::set<std::string>& suspended) {
+                                     const std::set<std::string>& suspended, agent_mode mode) {
   std::vector<scheduled_job> out;
   for (const auto& j : jobs)
     out.push_back({j.name, j.sched, j.tz, j.overlap == overlap_policy::allow,
@@ -44,7 +46,7 @@ std::vector<scheduled_job> make_jobs(const std::vector<job_config>& jobs,
                    j.starting_deadline
                        ? std::optional(std::chrono::duration_cast<std::chrono::seconds>(*j.starting_deadline))
                        : std::nullopt,
-                   j.overlap == overlap_policy::replace});
+                   j.overlap == overlap_policy::replace, j.mode != mode});
   return out;
 }
 
@@ -110,10 +112,12 @@ agent_runtime::agent_runtime(asio::any_io_executor ex, agent_config config)
                                 [this](const boost::system::error_code& ec, const std::string& diagnostic) {
                                   observe_lock_server(ec, diagnostic);
                                 })),
-      scheduler_(make_jobs(config_.jobs, suspended_in(config_.jobs))),
+      scheduler_(make_jobs(config_.jobs, suspended_in(config_.jobs), agent_mode::leader)),
+      per_job_scheduler_(make_jobs(config_.jobs, suspended_in(config_.jobs), agent_mode::per_job)),
       jobs_(share_jobs(config_.jobs)),
       state_written_(ex, asio::steady_timer::time_point::max()),
-      control_(ex, asio::steady_timer::time_point::max()) {
+      control_(ex, asio::steady_timer::time_point::max()),
+      per_job_control_(ex, asio::steady_timer::time_point::max()) {
   suspended_ = suspended_in(config_.jobs);
 }
 
@@ -184,15 +188,29 @@ void agent_runtime::note_skips(const slot_decision& d) {
 
 void agent_runtime::apply_suspended(const std::set<std::string>& names) {
   suspended_ = names;
-  for (std::size_t i = 0; i < jobs_.size(); ++i)
+  for (std::size_t i = 0; i < jobs_.size(); ++i) {
     scheduler_.set_suspended(i, suspended_.contains(jobs_[i]->name));
+    per_job_scheduler_.set_suspended(i, suspended_.contains(jobs_[i]->name));
+  }
+}
+
+std::set<std::string> agent_runtime::leader_jobs_in(const std::set<std::string>& names) const {
+  std::set<std::string> out;
+  for (const auto& j : jobs_)
+    if (j->mode == agent_mode::leader && names.contains(j->name)) out.insert(j->name);
+  return out;
+}
+
+bool agent_runtime::campaigns() const {
+  return config_.mode == agent_mode::leader ||
+         std::any_of(jobs_.begin(), jobs_.end(), [](const auto& j) { return j->mode == agent_mode::leader; });
 }
 
 asio::awaitable<agent_runtime::suspend_result> agent_runtime::set_suspended(std::string name,
                                                                             bool suspended) {
   const auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const auto& j) { return j->name == name; });
   if (it == jobs_.end()) co_return suspend_result::unknown_job;
-  const bool leader_mode = config_.mode != agent_mode::per_job;
+  const bool leader_mode = (*it)->mode == agent_mode::leader;
   if (leader_mode && (!state_lease_ || !state_lease_->active())) co_return suspend_result::not_leader;
   auto names = suspended_;
   if (suspended)
@@ -203,7 +221,7 @@ asio::awaitable<agent_runtime::suspend_result> agent_runtime::set_suspended(std:
     // The group's suspension is kept in its state before it is applied or answered: an answer never reports
     // a change a new leader would not see.
     const auto before = group_.suspended;
-    group_.suspended = names;
+    group_.suspended = leader_jobs_in(names);
     if (!co_await persist_group_state()) {
       group_.suspended = before;
       co_return suspend_result::not_saved;
@@ -224,6 +242,7 @@ agent_runtime::status agent_runtime::current() const {
 void agent_runtime::shutdown() {
   stopping_ = true;
   control_.cancel();
+  per_job_control_.cancel();
 }
 
 bool agent_runtime::resign() {
@@ -245,30 +264,34 @@ void agent_runtime::apply_jobs(std::vector<job_config> jobs) {
     if (from_file ? j.suspend : suspended_.contains(j.name)) suspended.insert(j.name);
   }
   suspended_ = std::move(suspended);
-  const auto before = scheduler_.replace_jobs(make_jobs(jobs, suspended_));
-  if (state_lease_ && group_.suspended != suspended_) {
-    group_.suspended = suspended_;
-    asio::co_spawn(ex_, persist_group_state(), asio::detached);
-  }
-  // A job that is new to the scheduler may still have runs in flight: it was removed by an earlier reload
+  const auto before = scheduler_.replace_jobs(make_jobs(jobs, suspended_, agent_mode::leader));
+  per_job_scheduler_.replace_jobs(make_jobs(jobs, suspended_, agent_mode::per_job));
+  // A job that is new to the schedulers may still have runs in flight: it was removed by an earlier reload
   // while they ran, and comes back now. They count for its overlap rule as before.
   for (std::size_t i = 0; i < shared.size(); ++i)
     if (!before[i])
-      for (int n = running_by_name_[shared[i]->name]; n > 0; --n)
+      for (int n = running_by_name_[shared[i]->name]; n > 0; --n) {
         scheduler_.run_started(i);
+        per_job_scheduler_.run_started(i);
+      }
   jobs_ = std::move(shared);
+  if (state_lease_ && group_.suspended != leader_jobs_in(suspended_)) {
+    group_.suspended = leader_jobs_in(suspended_);
+    asio::co_spawn(ex_, persist_group_state(), asio::detached);
+  }
   for (const auto& j : jobs_)
     history_.set_limit(j->name, j->history_limit);
   config_.jobs = std::move(jobs);
   // Wake the scheduling loop, so a new job's first slot is not up to a second late. Only the loop waits on
   // control_ while the scheduler leads (a campaign would take the wake-up for a shutdown or a resign).
   if (scheduler_.leading()) control_.cancel();
+  per_job_control_.cancel();
 }
 
 void agent_runtime::restart_election(std::string key, lease_options election) {
   config_.election_key = std::move(key);
   config_.election = election;
-  if (config_.mode == agent_mode::per_job) return;  // each run's lock reads them when it is taken
+  if (!campaigns()) return;  // each per-job run's lock reads them when it is taken
   recampaign_ = true;
   control_.cancel();
 }
@@ -289,6 +312,7 @@ void agent_runtime::job_run_began(const std::string& job, std::size_t index,
   ++running_by_name_[job];
   runs_by_job_.emplace(job, control);
   scheduler_.run_started(index);
+  per_job_scheduler_.run_started(index);
 }
 
 void agent_runtime::job_run_ended(const std::string& job, const std::shared_ptr<run_control>& control) {
@@ -302,7 +326,10 @@ void agent_runtime::job_run_ended(const std::string& job, const std::shared_ptr<
   control->mark_ended();
   // The job may have moved, or gone, since the run began (apply_jobs).
   for (std::size_t i = 0; i < jobs_.size(); ++i)
-    if (jobs_[i]->name == job) scheduler_.run_finished(i);
+    if (jobs_[i]->name == job) {
+      scheduler_.run_finished(i);
+      per_job_scheduler_.run_finished(i);
+    }
 }
 
 agent_runtime::run_list agent_runtime::replace_runs(const std::string& job, std::chrono::sys_seconds slot) {
@@ -332,6 +359,13 @@ asio::awaitable<void> agent_runtime::sleep_or_wake(clock_type::duration d) {
   control_.expires_at(asio::steady_timer::time_point::max());
   if (stopping_ || resigning_ || recampaign_) co_return;
   co_await (t.async_wait(use_tuple) || control_.async_wait(use_tuple));
+}
+
+asio::awaitable<void> agent_runtime::per_job_sleep(clock_type::duration d) {
+  asio::steady_timer t(ex_, d);
+  per_job_control_.expires_at(asio::steady_timer::time_point::max());
+  if (stopping_) co_return;
+  co_await (t.async_wait(use_tuple) || per_job_control_.async_wait(use_tuple));
 }
 
 void agent_runtime::record_run(const job_config& job, const run_result& r) {
@@ -374,7 +408,7 @@ void agent_runtime::notify_missed(const job_config& job, std::uint64_t slots, sy
 
 void agent_runtime::record_slot(const job_config& job, const run_result& r) {
   notify_slot(job, r);
-  if (config_.mode != agent_mode::per_job) {
+  if (job.mode == agent_mode::leader) {
     finish_slot(group_, job.name, r.outcome, std::chrono::system_clock::now());
     if (state_lease_) asio::co_spawn(ex_, persist_group_state(), asio::detached);
   }
@@ -415,7 +449,7 @@ void agent_runtime::log_result(const job_config& job, const run_context& ctx, co
                     r.stdout_cut,
                     r.stderr_cut};
   // Leader mode: the group's history too (written with the slot's end, record_slot()).
-  if (config_.mode != agent_mode::per_job) add_run(group_, job.name, record, job.history_limit);
+  if (job.mode == agent_mode::leader) add_run(group_, job.name, record, job.history_limit);
   history_.finished(job.name, std::move(record), job.history_limit);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count();
   auto level = r.outcome == run_outcome::succeeded ? log::level::info : log::level::warn;
@@ -567,8 +601,8 @@ std::string agent_runtime::start_run(std::size_t index, std::chrono::sys_seconds
 void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_seconds slot, bool misfire,
                                       run_list replacing) {
   auto control = std::make_shared<run_control>(ex_);
-  runs_.push_back(control);
-  auto it = std::prev(runs_.end());
+  per_job_runs_.push_back(control);
+  auto it = std::prev(per_job_runs_.end());
   auto shared = jobs_[index];
   job_run_began(shared->name, index, control);
   asio::co_spawn(
@@ -583,7 +617,7 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
                                     {"slot", rfc3339(slot)},
                                     {"reason", control->replaced() ? "replaced" : "stopped"}});
           job_run_ended(job.name, control);
-          runs_.erase(it);
+          per_job_runs_.erase(it);
           co_return;
         }
         // misfire: run_once retries a slot whose lock could not be asked for (lock server unreachable) until
@@ -706,7 +740,7 @@ void agent_runtime::start_per_job_run(std::size_t index, std::chrono::sys_second
           }
         }
         job_run_ended(job.name, control);
-        runs_.erase(it);
+        per_job_runs_.erase(it);
       },
       asio::detached);
 }
@@ -795,47 +829,47 @@ asio::awaitable<std::optional<group_state>> agent_runtime::claim_per_job_slot(co
 }
 
 asio::awaitable<void> agent_runtime::run_per_job() {
-  leader_ = false;
   // Every replica schedules; the locks decide. Starting is this mode's election: a run_once job whose slot
   // passed within the misfire window (all replicas were down, or restarting) runs once, on one replica.
-  for (auto& d : scheduler_.on_elected(wall_now(), misfire_window())) {
+  for (auto& d : per_job_scheduler_.on_elected(wall_now(), misfire_window())) {
     note_skips(d);
     if (d.what == slot_decision::kind::start) start_per_job_run(d.job, d.slot, true);
     if (d.what == slot_decision::kind::replace)
       start_per_job_run(d.job, d.slot, true, replace_runs(jobs_[d.job]->name, d.slot));
   }
   while (!stopping_) {
-    for (auto& d : scheduler_.due(wall_now())) {
+    for (auto& d : per_job_scheduler_.due(wall_now())) {
       note_skips(d);
       if (d.what == slot_decision::kind::start) start_per_job_run(d.job, d.slot, false);
       if (d.what == slot_decision::kind::replace)
         start_per_job_run(d.job, d.slot, false, replace_runs(jobs_[d.job]->name, d.slot));
     }
-    auto next = scheduler_.next_due();
+    auto next = per_job_scheduler_.next_due();
     auto wait = std::chrono::milliseconds(1000);
     if (next)
       wait = std::clamp(
           std::chrono::duration_cast<std::chrono::milliseconds>(*next - std::chrono::system_clock::now()),
           std::chrono::milliseconds(1), wait);
-    co_await sleep_or_wake(wait);
+    co_await per_job_sleep(wait);
   }
-  scheduler_.on_lost();
-  co_await stop_all_runs(config_.shutdown_grace);
+  per_job_scheduler_.on_lost();
+  co_await stop_all_runs(per_job_runs_, config_.shutdown_grace);
 }
 
-asio::awaitable<void> agent_runtime::stop_all_runs(std::chrono::milliseconds let_finish, bool lease_lost) {
+asio::awaitable<void> agent_runtime::stop_all_runs(const std::list<std::shared_ptr<run_control>>& runs,
+                                                   std::chrono::milliseconds let_finish, bool lease_lost) {
   const auto give_up = clock_type::now() + let_finish;
-  while (!runs_.empty() && clock_type::now() < give_up) {
+  while (!runs.empty() && clock_type::now() < give_up) {
     asio::steady_timer t(ex_, std::chrono::milliseconds(20));
     co_await t.async_wait(use_tuple);
   }
-  for (auto& r : runs_)
+  for (auto& r : runs)
     if (lease_lost)
       r->lose();
     else
       r->stop();
   // Each run stops its process group itself (TERM, then KILL after its grace); wait until all are gone.
-  while (!runs_.empty()) {
+  while (!runs.empty()) {
     asio::steady_timer t(ex_, std::chrono::milliseconds(20));
     co_await t.async_wait(use_tuple);
   }
@@ -848,7 +882,7 @@ agent_runtime::manual_run agent_runtime::run_now(const std::string& name) {
     if (jobs_[i]->name == name) index = i;
   if (!index) return out;
   using result = manual_run::result;
-  if (config_.mode == agent_mode::per_job) {
+  if (jobs_[*index]->mode == agent_mode::per_job) {
     out.what = result::per_job_mode;
     return out;
   }
@@ -883,17 +917,19 @@ asio::awaitable<void> agent_runtime::lead(lease& l) {
   co_await load_group_state();
   const bool handover = group_known_ && group_.handover;
   if (group_known_) {
-    // The group's suspension decides for the jobs its state knows; the file for the others.
-    auto names = suspended_in(config_.jobs);
-    for (const auto& j : jobs_)
-      if (group_.suspended && (group_.jobs.contains(j->name) || group_.suspended->contains(j->name))) {
-        if (group_.suspended->contains(j->name))
-          names.insert(j->name);
-        else
-          names.erase(j->name);
-      }
+    // The group's suspension decides for the leader jobs its state knows; the file for the other leader
+    // jobs. A per-job job's suspension is this agent's, and stays as it is.
+    std::set<std::string> names;
+    for (const auto& j : jobs_) {
+      bool suspended = j->suspend;
+      if (j->mode != agent_mode::leader)
+        suspended = suspended_.contains(j->name);
+      else if (group_.suspended && (group_.jobs.contains(j->name) || group_.suspended->contains(j->name)))
+        suspended = group_.suspended->contains(j->name);
+      if (suspended) names.insert(j->name);
+    }
     apply_suspended(names);
-    if (group_.suspended) group_.suspended = names;
+    if (group_.suspended) group_.suspended = leader_jobs_in(names);
   }
   group_.leader = client_.identity();
   group_.token = l.token();
@@ -1023,7 +1059,7 @@ asio::awaitable<bool> agent_runtime::persist_group_state() {
 }
 
 asio::awaitable<void> agent_runtime::refresh_group_state() {
-  if (config_.mode == agent_mode::per_job || state_lease_) co_return;
+  if (!campaigns() || state_lease_) co_return;
   diagnostics diag;
   auto [ec, record] =
       co_await client_.async_read_record(config_.election_key, with_diagnostics(diag, use_tuple));
@@ -1036,12 +1072,19 @@ asio::awaitable<void> agent_runtime::refresh_group_state() {
 }
 
 asio::awaitable<void> agent_runtime::run() {
-  if (config_.mode == agent_mode::per_job) {
-    co_await run_per_job();
-    co_return;
-  }
+  // The two modes side by side: the election for the leader jobs, the per-job loop for the others. Each
+  // ends at shutdown, after stopping its own runs.
+  co_await (run_elections() && run_per_job());
+}
+
+asio::awaitable<void> agent_runtime::run_elections() {
   int failures = 0;
   while (!stopping_) {
+    if (!campaigns()) {
+      // No leader job (yet): nothing to lead. A reload that adds one starts the campaign.
+      co_await sleep_or_wake(std::chrono::seconds(1));
+      continue;
+    }
     // Each campaign uses the election settings of the moment (restart_election() may change them).
     recampaign_ = false;
     const std::string key = config_.election_key;
@@ -1095,13 +1138,13 @@ asio::awaitable<void> agent_runtime::run() {
     if (!lost && stopping_ && !runs_.empty()) {
       log::info("draining_jobs", {{"running", runs_.size()}, {"grace_ms", config_.shutdown_grace.count()}});
       try {
-        co_await with_lease(*l, stop_all_runs(config_.shutdown_grace));
+        co_await with_lease(*l, stop_all_runs(runs_, config_.shutdown_grace));
       } catch (const exception&) {
         lost = true;  // the lease ended while the jobs finished: they are stopped below
       }
     }
     leader_ = false;
-    co_await stop_all_runs({}, lost);
+    co_await stop_all_runs(runs_, {}, lost);
     if (lost || l->state() == lease_state::lost) continue;  // campaign again, for a new token
     if (stopping_ || resigning_) {
       // Handed over on purpose: the next leader runs the slots that came due meanwhile (within the window)
@@ -1159,14 +1202,14 @@ agent_runtime::job_status agent_runtime::status_of(std::size_t index,
   // Leader mode with the group's state: the group's runs, wherever they ran (the leader adds its own as
   // they end); otherwise this agent's.
   const auto group_job = group_.jobs.find(job->name);
-  if (config_.mode != agent_mode::per_job && group_known_)
+  if (job->mode == agent_mode::leader && group_known_)
     out.runs = group_job == group_.jobs.end()
                    ? std::vector<run_record>{}
                    : std::vector<run_record>(group_job->second.runs.begin(), group_job->second.runs.end());
   else
     out.runs = history_.runs(job->name);
   // A follower shows the group's suspension as last read (its own applies only once it leads).
-  if (config_.mode != agent_mode::per_job && group_known_ && !state_lease_ && group_.suspended)
+  if (job->mode == agent_mode::leader && group_known_ && !state_lease_ && group_.suspended)
     out.suspended = group_.suspended->contains(job->name);
   else
     out.suspended = suspended_.contains(job->name);

@@ -88,7 +88,7 @@ class agent_runtime {
       unknown_job,   // no job has that name
       not_leader,    // this agent does not lead (or is stepping down)
       running,       // overlap: forbid, and a run of the job is going
-      per_job_mode,  // per-job mode has no leader to run it
+      per_job_mode,  // the job runs in per-job mode: no agent leads it
     };
     result what = result::unknown_job;
     std::string run_id;
@@ -176,7 +176,15 @@ class agent_runtime {
   /// waits must then not start).
   boost::asio::awaitable<bool> replaced_runs_ended(const run_list& replacing,
                                                    std::shared_ptr<run_control> control);
+  /// Leader jobs: campaigns, leads, campaigns again, until shutdown (idle while no job is a leader job and
+  /// the file's `mode` is per-job).
+  boost::asio::awaitable<void> run_elections();
+  /// Per-job jobs: schedules them on this replica, each run under its own lock, until shutdown.
   boost::asio::awaitable<void> run_per_job();
+  /// Whether this agent campaigns: the file's `mode` is leader, or a job's is.
+  bool campaigns() const;
+  /// The leader jobs among `names` (the group's suspension holds leader jobs only).
+  std::set<std::string> leader_jobs_in(const std::set<std::string>& names) const;
   /// Leader mode after a resign: waits until another agent leads, at most `hold_off`, or a wake-up.
   boost::asio::awaitable<void> let_another_lead(std::chrono::milliseconds hold_off);
   /// `misfire`: a slot the agent found already past (at start), which may be retried while the lock server
@@ -208,9 +216,13 @@ class agent_runtime {
   /// Stops every run in flight and waits until all are gone. With `let_finish`, runs first get that long to
   /// end on their own (shutdown), while leadership is still held. With `lease_lost`, they stop because the
   /// lease was lost (run_control::lose()).
-  boost::asio::awaitable<void> stop_all_runs(std::chrono::milliseconds let_finish = {},
+  boost::asio::awaitable<void> stop_all_runs(const std::list<std::shared_ptr<run_control>>& runs,
+                                             std::chrono::milliseconds let_finish = {},
                                              bool lease_lost = false);
+  /// The election loop's wait: ends early on shutdown, resign, new election settings or a wake-up.
   boost::asio::awaitable<void> sleep_or_wake(std::chrono::steady_clock::duration d);
+  /// The per-job loop's wait: ends early on shutdown or a reload.
+  boost::asio::awaitable<void> per_job_sleep(std::chrono::steady_clock::duration d);
   void record_run(const job_config& job, const run_result& r);
 
   boost::asio::any_io_executor ex_;
@@ -219,10 +231,11 @@ class agent_runtime {
   /// Leader mode: the election on config_.election_key, made anew when the key changes (restart_election())
   /// or when a release failed (the lease left to its TTL stays with the old object).
   std::optional<election> election_;
-  std::string api_url_;  // published with the leadership (leader_value())
-  scheduler scheduler_;
-  /// The jobs, indexed as in scheduler_. Shared with the runs in flight, which keep the settings they started
-  /// with across a reload.
+  std::string api_url_;          // published with the leadership (leader_value())
+  scheduler scheduler_;          // the leader jobs (the others `elsewhere`)
+  scheduler per_job_scheduler_;  // the per-job jobs (the others `elsewhere`)
+  /// The jobs, indexed as in both schedulers. Shared with the runs in flight, which keep the settings they
+  /// started with across a reload.
   std::vector<std::shared_ptr<const job_config>> jobs_;
   std::map<std::string, int> running_by_name_;  // runs in flight per job name, outlived groups included
   const lease* leading_lease_ = nullptr;        // leader mode: the lease while lead() schedules under it
@@ -246,12 +259,14 @@ class agent_runtime {
   static constexpr std::size_t max_state_bytes = 15 * 1024;
   std::mt19937_64 random_{
       std::random_device{}()};         // retry jitter                // on the runtime's executor only
-  boost::asio::steady_timer control_;  // cancelled to wake run()/lead() on shutdown or resign
+  boost::asio::steady_timer control_;  // cancelled to wake run_elections()/lead() on shutdown or resign
+  boost::asio::steady_timer per_job_control_;  // cancelled to wake run_per_job() on shutdown or reload
   bool stopping_ = false;
   bool resigning_ = false;
   bool recampaign_ = false;             // the election settings changed: release and campaign again at once
   std::uint64_t runs_under_lease_ = 0;  // leader mode: runs started under the current leadership
-  std::list<std::shared_ptr<run_control>> runs_;  // runs in flight
+  std::list<std::shared_ptr<run_control>> runs_;          // leader runs in flight (under the election lease)
+  std::list<std::shared_ptr<run_control>> per_job_runs_;  // per-job runs in flight (each under its own lock)
   /// Every run by job name from job_run_began() to job_run_ended(): unlike runs_, it keeps a run whose group
   /// outlived SIGKILL until the group is gone, so a run that replaces it waits for that too.
   std::multimap<std::string, std::shared_ptr<run_control>> runs_by_job_;

@@ -267,20 +267,22 @@ std::vector<std::string> grace_warnings(const agent_config& config, std::string_
 
 std::vector<std::string> fencing_warnings(const agent_config& config, std::string_view file) {
   std::vector<std::string> out;
-  // Leader mode fences every job with the election's token. In per-job mode each job's token comes from its
-  // own lock, on one counter: a resource two such jobs write would take the newer token of one and refuse
-  // the other's older one from then on. Only HTTP targets can be compared here.
-  if (config.mode != agent_mode::per_job) return out;
+  // Leader jobs are fenced with the election's token. A per-job job's token comes from its own lock, and all
+  // locks share one counter: a resource that two jobs with different locks write would take the newer token
+  // of one and refuse the other's older one from then on. Only HTTP targets can be compared here.
+  const auto lock_of = [&](const job_config& j) {
+    return j.mode == agent_mode::leader ? config.election_key : "jobs/" + j.name;
+  };
   for (std::size_t i = 0; i < config.jobs.size(); ++i)
     for (std::size_t j = 0; j < i; ++j) {
       const auto& a = config.jobs[j];
       const auto& b = config.jobs[i];
-      if (!a.http || !b.http || a.http->url != b.http->url) continue;
+      if (!a.http || !b.http || a.http->url != b.http->url || lock_of(a) == lock_of(b)) continue;
       out.push_back(std::string(file) + ": jobs[" + std::to_string(i) + "].http.url: jobs " + quoted(a.name) +
                     " and " + quoted(b.name) + " both send to " + quoted(without_credentials(b.http->url)) +
-                    " with the fencing tokens of different locks (jobs/" + a.name + ", jobs/" + b.name +
+                    " with the fencing tokens of different locks (" + lock_of(a) + ", " + lock_of(b) +
                     "); a resource that fences on them would refuse one job's older token after the other's "
-                    "write: fence one resource with one lock (leader mode, or one job)");
+                    "write: fence one resource with one lock (leader jobs, or one job)");
     }
   return out;
 }

@@ -69,9 +69,9 @@ std::vector<std::string> program_warnings(const agent_config& config, std::strin
 /// SIGTERM, before the server can expire the lease; the whole grace still applies to a stop under a lease
 /// that is held (timeout, shutdown, replace). Pure; thread-safe.
 std::vector<std::string> grace_warnings(const agent_config& config, std::string_view file);
-/// --check-config's warnings about fencing: in per-job mode, jobs whose HTTP targets are the same URL (each
-/// is fenced by its own lock's tokens, which come from one counter; docs/agent.md, "Which token fences
-/// what").
+/// --check-config's warnings about fencing: jobs whose HTTP targets are the same URL and whose tokens come
+/// from different locks (two per-job jobs, or a per-job job and a leader job), which share one counter
+/// (docs/agent.md, "Which token fences what").
 std::vector<std::string> fencing_warnings(const agent_config& config, std::string_view file);
 
 /// Why execvp could not start `program` here, or empty when it could: not found (in `path_env` for a bare

@@ -210,10 +210,10 @@ constexpr std::string_view top_keys[] = {"server",
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
 constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
 constexpr std::string_view job_keys[] = {
-    "name",    "schedule",      "timezone",          "command",  "shell",         "http",
-    "timeout", "grace",         "overlap",           "misfire",  "history_limit", "suspend",
-    "retries", "retry_backoff", "starting_deadline", "jitter",   "env",           "working_dir",
-    "user",    "on_failure",    "on_success",        "on_missed"};
+    "name",    "schedule",      "timezone",          "command",   "shell",         "http",
+    "timeout", "grace",         "overlap",           "misfire",   "history_limit", "suspend",
+    "retries", "retry_backoff", "starting_deadline", "jitter",    "env",           "working_dir",
+    "user",    "on_failure",    "on_success",        "on_missed", "mode"};
 constexpr std::string_view hook_keys[] = {"url", "headers", "ca_file", "command"};
 constexpr std::string_view http_keys[] = {"method", "url", "headers", "body", "ca_file"};
 
@@ -498,11 +498,17 @@ std::optional<child_setup::credentials> resolve_user(const std::string& name, st
 // agent within megabytes.
 constexpr std::size_t max_history = 1000;
 
+agent_mode read_mode(const reader& r, const YAML::Node& node, const std::string& path) {
+  return r.choice<agent_mode>(node, path, {{"leader", agent_mode::leader}, {"per-job", agent_mode::per_job}});
+}
+
 job_config read_job(const reader& r, const YAML::Node& node, const std::string& path,
-                    std::size_t history_limit) {
+                    std::size_t history_limit, agent_mode mode) {
   r.known_keys(node, path, job_keys);
   job_config job;
   job.history_limit = history_limit;
+  job.mode = mode;
+  if (const auto n = node["mode"]) job.mode = read_mode(r, n, path + ".mode");
 
   const auto name = node["name"];
   if (!name) r.fail(node, path + ".name", "required key is missing");
@@ -784,9 +790,7 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     config.listen = r.text(n, "listen");
     r.check(n, "listen", check_listen(config.listen));
   }
-  if (const auto n = root["mode"])
-    config.mode =
-        r.choice<agent_mode>(n, "mode", {{"leader", agent_mode::leader}, {"per-job", agent_mode::per_job}});
+  if (const auto n = root["mode"]) config.mode = read_mode(r, n, "mode");
   if (const auto n = root["log_level"]) {
     config.log_level = r.text(n, "log_level");
     r.check(n, "log_level", check_log_level(config.log_level));
@@ -835,7 +839,7 @@ agent_config parse_config(std::string_view yaml_text, std::string_view file_name
     if (!jobs.IsSequence()) r.fail(jobs, "jobs", "expected a list of jobs, got " + kind_of(jobs));
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const auto path = "jobs[" + std::to_string(i) + "]";
-      auto job = read_job(r, jobs[i], path, config.history_limit);
+      auto job = read_job(r, jobs[i], path, config.history_limit, config.mode);
       // Names are lock keys and log fields: two jobs with one name would share a lock and a history.
       for (std::size_t j = 0; j < config.jobs.size(); ++j) {
         if (config.jobs[j].name == job.name)
@@ -884,7 +888,8 @@ bool same_job(const job_config& a, const job_config& b) {
          a.history_limit == b.history_limit && a.suspend == b.suspend && a.retries == b.retries &&
          a.retry_backoff == b.retry_backoff && a.starting_deadline == b.starting_deadline &&
          a.jitter == b.jitter && a.env == b.env && a.working_dir == b.working_dir && a.user == b.user &&
-         a.on_failure == b.on_failure && a.on_success == b.on_success && a.on_missed == b.on_missed;
+         a.on_failure == b.on_failure && a.on_success == b.on_success && a.on_missed == b.on_missed &&
+         a.mode == b.mode;
 }
 
 const job_config* find_job(const std::vector<job_config>& jobs, const std::string& name) {

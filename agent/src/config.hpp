@@ -61,6 +61,11 @@ enum class overlap_policy { forbid, allow, replace };
 /// What a newly elected leader does with a slot that passed just before it was elected.
 enum class misfire_policy { skip, run_once };
 
+/// leader: one replica wins the election key and runs the job. per_job: every replica schedules the job, and
+/// each run first takes the lock `jobs/<name>` for its duration, so runs of different jobs spread over the
+/// replicas. The file's top-level `mode` is the default of its jobs; a job's own `mode` overrides it.
+enum class agent_mode { leader, per_job };
+
 struct job_config {
   /// 1-64 characters of [A-Za-z0-9._-], not `.` or `..`: names become lock keys (`jobs/<name>`) and
   /// environment values, so they are kept to characters that need no quoting anywhere. Unique in a file.
@@ -111,14 +116,11 @@ struct job_config {
   /// is read; empty: the agent's.
   std::string user;
   std::optional<child_setup::credentials> credentials;
+  /// `mode`: how the job is run among the replicas; the top-level `mode` unless the job sets its own.
+  agent_mode mode = agent_mode::leader;
   /// Notifications, fired once per slot on its final outcome (job_hooks.hpp).
   std::optional<job_hook> on_failure, on_success, on_missed;
 };
-
-/// leader: one replica wins the election key and runs every job. per_job: every replica schedules every job,
-/// and each run first takes the lock `jobs/<name>` for its duration, so runs of different jobs spread over
-/// the replicas.
-enum class agent_mode { leader, per_job };
 
 struct agent_config {
   /// The lock server: `http://host:port`, `https://host:port`, `etcd://...` or `etcds://...`.

@@ -15,6 +15,10 @@ std::vector<slot_decision> scheduler::on_elected(sys_seconds now, std::chrono::s
   std::vector<slot_decision> out;
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
     auto& s = state_[i];
+    if (jobs_[i].elsewhere) {
+      s.next.reset();
+      continue;
+    }
     s.next = jobs_[i].sched.next_fire(now, jobs_[i].tz);
     const auto window = jobs_[i].misfire_window.value_or(misfire_window);
     if (const auto known = decided.find(jobs_[i].name); known != decided.end()) {
@@ -77,7 +81,8 @@ std::vector<slot_decision> scheduler::due(sys_seconds now) {
     // catches up again.
     const bool reset = *last_now_ - now > max_unrepeated_step;
     for (std::size_t i = 0; i < jobs_.size(); ++i)
-      if (reset || jobs_[i].sched.is_interval()) state_[i].next = jobs_[i].sched.next_fire(now, jobs_[i].tz);
+      if (!jobs_[i].elsewhere && (reset || jobs_[i].sched.is_interval()))
+        state_[i].next = jobs_[i].sched.next_fire(now, jobs_[i].tz);
   }
   last_now_ = now;
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
@@ -122,7 +127,8 @@ std::vector<std::optional<std::size_t>> scheduler::replace_jobs(std::vector<sche
         state[i].running = state_[j].running;
         state[i].decided = state_[j].decided;
       }
-    if (leading_ && last_now_) state[i].next = jobs[i].sched.next_fire(*last_now_, jobs[i].tz);
+    if (leading_ && last_now_ && !jobs[i].elsewhere)
+      state[i].next = jobs[i].sched.next_fire(*last_now_, jobs[i].tz);
   }
   jobs_ = std::move(jobs);
   state_ = std::move(state);

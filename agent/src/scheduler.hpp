@@ -46,6 +46,9 @@ struct scheduled_job {
   /// overlap replace: a slot that comes due while runs of the job are going replaces them (instead of
   /// allow_overlap's running beside them, or the default skip).
   bool replace_running = false;
+  /// Scheduled by another of the agent's schedulers (a job of the other `mode`): never due here, while its
+  /// runs still count (run_started), so a job that changes mode keeps its overlap rule.
+  bool elsewhere = false;
 };
 
 struct slot_decision {

@@ -123,7 +123,8 @@ json::object job_json(const agent_runtime::job_status& st) {
 // `wait_s=N` of a query (1-3600 s); empty when absent or out of range.
 std::optional<std::chrono::seconds> wait_seconds(std::string_view target) {
   const auto at = target.find("wait_s=");
-  if (at == std::string_view::npos || at == 0 || (target[at - 1] != '?' && target[at - 1] != '&')) return std::nullopt;
+  if (at == std::string_view::npos || at == 0 || (target[at - 1] != '?' && target[at - 1] != '&'))
+    return std::nullopt;
   auto digits = target.substr(at + 7);
   digits = digits.substr(0, digits.find('&'));
   int n = 0;
@@ -442,7 +443,8 @@ asio::awaitable<void> sidecar::session(tcp::socket socket) {
           break;
         case result::per_job_mode:
           res = reply(http::status::conflict,
-                      error_json("per_job_mode", "in per-job mode no agent leads; runs start only at slots"),
+                      error_json("per_job_mode",
+                                 "the job runs in per-job mode: no agent leads it; runs start only at slots"),
                       ka);
           break;
         case result::not_leader: {

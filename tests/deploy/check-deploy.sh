@@ -857,6 +857,12 @@ def check_unit(path):
     else:
         fail(f"{name}: WatchdogSec ({watchdog[0] if watchdog else 'none'}) must be below the election's ttl "
              f"({ttl:g}s), so a wedged leader is killed before its lease can expire")
+    # A job the OOM killer ends is that job's failure: systemd's default (OOMPolicy=stop) would stop the agent
+    # and every other job with it.
+    if unit_values(path, "OOMPolicy") == ["continue"]:
+        ok(f"{name}: OOMPolicy=continue (a job's OOM kill does not stop the agent)")
+    else:
+        fail(f"{name}: OOMPolicy must be continue, so a job killed for memory does not stop the agent")
 
 def check_systemd():
     units = sorted(glob.glob(os.path.join(deploy, "systemd", "*.service")))

@@ -11,6 +11,8 @@
 #include "test_pki.hpp"
 #include "tls_stub_server.hpp"
 
+#include <boost/json/serialize.hpp>
+
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -270,6 +272,56 @@ BOOST_AUTO_TEST_CASE(per_job_mode_overlap_replace_takes_the_slots_lock_once_the_
   BOOST_TEST(
       !agent.log_lines({"event=job_stopped", "job=polite", "key=jobs/polite", "outcome=replaced"}).empty());
   stop(agent);
+}
+
+// ---- leader jobs and per-job jobs in one agent
+
+BOOST_AUTO_TEST_CASE(leader_jobs_and_per_job_jobs_run_side_by_side_in_one_agent) {
+  // The file's mode is per-job, so `each` takes jobs/each for every run on whichever replica wins it; `lead`
+  // says `mode: leader`, so the replicas elect a leader for it and only the leader runs it, with the
+  // election's token.
+  temp_dir dir;
+  batond_process server(dir.path());
+  const auto lead_out = dir.path() / "lead", each_out = dir.path() / "each";
+  const auto job = [](const std::string& name, const std::string& more, const std::filesystem::path& file) {
+    return "  - name: " + name + "\n    schedule: \"* * * * * *\"\n" + more +
+           "    shell: true\n    command: \"echo $BATON_IDENTITY $BATON_LOCK_KEY $BATON_FENCING_TOKEN >> " +
+           file.string() + "\"\n";
+  };
+  auto cfg = write_config(
+      dir, "agent.yaml",
+      "mode: per-job\n" +
+          base_config(server, "4s", job("each", "", each_out) + job("lead", "    mode: leader\n", lead_out)));
+  auto agents = start_agents(cfg, 2, dir);
+  BOOST_REQUIRE(eventually(
+      [&] {
+        return count_lines(read_file(lead_out), "node-") >= 3 &&
+               count_lines(read_file(each_out), "node-") >= 3;
+      },
+      30s));
+  int leader = -1;
+  for (int i = 0; i < 2; ++i)
+    if (agents[i]->leader().json.at("is_leader").as_bool()) leader = i;
+  BOOST_REQUIRE(leader >= 0);
+  const std::string leader_id = "node-" + std::to_string(leader);
+  const auto token = agents[leader]->leader().json.at("token");
+  std::istringstream lead_lines(read_file(lead_out));
+  for (std::string line; std::getline(lead_lines, line);)
+    BOOST_TEST(line == leader_id + " test/leader " + boost::json::serialize(token));
+  std::istringstream each_lines(read_file(each_out));
+  for (std::string line; std::getline(each_lines, line);)
+    BOOST_TEST(line.find(" jobs/each ") != std::string::npos, line);
+
+  // A manual run is for leader jobs; a per-job job is refused on every agent.
+  const auto run_now = [&](int i, const std::string& name) {
+    return http_client(agents[i]->port(), 10s).post("/v1/jobs/" + name + "/run", "");
+  };
+  BOOST_TEST(run_now(leader, "lead").status == 202);
+  BOOST_TEST(run_now(leader, "each").status == 409);
+  BOOST_TEST(run_now(leader, "each").json.at("error").as_string() == "per_job_mode");
+  BOOST_TEST(run_now(1 - leader, "lead").status == 409);  // not_leader
+  for (auto& a : agents)
+    stop(*a);
 }
 
 // ---- HTTP jobs

@@ -281,9 +281,35 @@ jobs:
 )";
   const auto warnings = fencing_warnings(parse_config("mode: per-job" + jobs, "agent.yaml"), "agent.yaml");
   BOOST_REQUIRE(warnings.size() == 1u);
-  BOOST_TEST(warnings[0].starts_with("agent.yaml: jobs[1].http.url: jobs \"a\" and \"b\" both send to "
-                                     "\"http://store:8080/items/report\" with the fencing tokens of different locks"),
+  BOOST_TEST(warnings[0].starts_with(
+                 "agent.yaml: jobs[1].http.url: jobs \"a\" and \"b\" both send to "
+                 "\"http://store:8080/items/report\" with the fencing tokens of different locks"),
              warnings[0]);
   // Leader mode: one token fences them all.
   BOOST_TEST(fencing_warnings(parse_config(jobs, "agent.yaml"), "agent.yaml").empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_per_job_job_and_a_leader_job_sending_to_one_url_are_warned_about) {
+  // Leader mode, but `b` takes its own lock: its tokens and the election's come from one counter.
+  const auto config = parse_config(R"(
+election: {key: cron/leader}
+jobs:
+  - name: a
+    schedule: "* * * * *"
+    http: {url: "http://store:8080/items/report"}
+  - name: b
+    mode: per-job
+    schedule: "* * * * *"
+    http: {url: "http://store:8080/items/report"}
+  - name: c
+    schedule: "* * * * *"
+    http: {url: "http://store:8080/items/report"}
+)",
+                                   "agent.yaml");
+  const auto warnings = fencing_warnings(config, "agent.yaml");
+  // a and b, b and c; not a and c (both leader jobs: the election's token).
+  BOOST_REQUIRE(warnings.size() == 2u);
+  BOOST_TEST(warnings[0].find("jobs \"a\" and \"b\"") != std::string::npos, warnings[0]);
+  BOOST_TEST(warnings[0].find("(cron/leader, jobs/b)") != std::string::npos, warnings[0]);
+  BOOST_TEST(warnings[1].find("jobs \"b\" and \"c\"") != std::string::npos, warnings[1]);
 }

@@ -630,6 +630,38 @@ BOOST_AUTO_TEST_CASE(listen_names_an_address_bind_accepts) {
   BOOST_TEST(to_listen_string(parse_listen("localhost:80")) == "127.0.0.1:80");
 }
 
+BOOST_AUTO_TEST_CASE(a_jobs_mode_defaults_to_the_files_and_may_override_it) {
+  const std::string jobs = R"(jobs:
+  - name: a
+    schedule: "* * * * *"
+    command: [x]
+  - name: b
+    mode: per-job
+    schedule: "* * * * *"
+    command: [y]
+  - name: c
+    mode: leader
+    schedule: "* * * * *"
+    command: [z]
+)";
+  const auto leader = parse_config(jobs, "t.yaml");
+  BOOST_TEST((leader.jobs[0].mode == agent_mode::leader));
+  BOOST_TEST((leader.jobs[1].mode == agent_mode::per_job));
+  BOOST_TEST((leader.jobs[2].mode == agent_mode::leader));
+  const auto per_job = parse_config("mode: per-job\n" + jobs, "t.yaml");
+  BOOST_TEST((per_job.jobs[0].mode == agent_mode::per_job));
+  BOOST_TEST((per_job.jobs[1].mode == agent_mode::per_job));
+  BOOST_TEST((per_job.jobs[2].mode == agent_mode::leader));
+  // A job that changes mode is a changed job, applied by a reload.
+  auto moved = leader;
+  moved.jobs[0].mode = agent_mode::per_job;
+  const auto c = compare_configs(leader, moved);
+  BOOST_TEST(c.jobs_changed == std::vector<std::string>{"a"}, boost::test_tools::per_element());
+  BOOST_TEST(c.restart_needed.empty());
+  BOOST_TEST(error_of(job_with("    mode: perjob\n")).find("jobs[0].mode") != std::string::npos,
+             error_of(job_with("    mode: perjob\n")));
+}
+
 BOOST_AUTO_TEST_CASE(compare_configs_names_what_changed_and_what_needs_a_restart) {
   const std::string jobs = R"(jobs:
   - name: a

@@ -387,3 +387,31 @@ BOOST_AUTO_TEST_CASE(after_a_handover_every_job_runs_its_latest_undecided_slot_w
   BOOST_TEST((d[1].slot == at(9, 30)));
   BOOST_TEST(d[1].missed == 1u);
 }
+
+BOOST_AUTO_TEST_CASE(a_job_scheduled_elsewhere_is_never_due_here_but_its_runs_count) {
+  // Two schedulers share the job list, each with the other's jobs `elsewhere` (leader and per-job jobs in one
+  // agent).
+  auto mine = job("mine", "* * * * *", false, true);
+  auto other = job("other", "* * * * *", false, true);
+  other.elsewhere = true;
+  scheduler s({mine, other});
+  const auto elected = s.on_elected(at(10, 5, 30), 60s);
+  BOOST_REQUIRE(elected.size() == 1u);  // misfire run_once: only its own job's 10:05 slot
+  BOOST_TEST(elected[0].job == 0u);
+  s.run_started(1);  // a run of `other` started by the other scheduler still counts here
+  BOOST_TEST(s.running(1) == 1);
+  const auto d = s.due(at(10, 8));
+  BOOST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(d[0].job == 0u);
+  BOOST_TEST((*s.next_due() == at(10, 9)));
+  // A backward step and a reload do not make it due either; moved here by a reload, it is.
+  BOOST_TEST(s.due(at(10, 7)).size() == 0u);
+  other.elsewhere = false;
+  const auto before = s.replace_jobs({mine, other});
+  BOOST_TEST(*before[1] == 1u);
+  BOOST_TEST(s.running(1) == 1);
+  const auto moved = s.due(at(10, 9));
+  BOOST_REQUIRE(moved.size() == 2u);
+  BOOST_TEST(moved[1].job == 1u);
+  BOOST_TEST((moved[1].what == slot_decision::kind::skip_overlap));  // its run in flight counts
+}
