@@ -103,13 +103,18 @@ response error_answer(const answer_context& c, const api_error& e) {
 }
 
 response acquire_answer(const answer_context& c, const std::string& key, const acquire_request& r,
-                        const acquire_result& result) {
+                        const acquire_result& result, std::optional<milliseconds> queued) {
   if (auto* g = std::get_if<acquire_granted>(&result)) {
     // The fields are strings: built only when the line is written.
     if (log::enabled(log::level::debug))
       log::debug("acquire", {{"key", key}, {"owner", r.owner}, {"token", g->token}});
-    return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
-                         lease_body(c.mem, key, r.owner, g->token, "ttl_ms", r.ttl.count()));
+    auto body = lease_body(c.mem, key, r.owner, g->token, "ttl_ms", r.ttl.count());
+    if (queued) {
+      body.pop_back();  // the closing brace
+      append_member(body, "queued_ms", queued->count());
+      body += '}';
+    }
+    return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(body));
   }
   const auto& h = std::get<acquire_refused>(result).holder;
   text o(c.mem);

@@ -68,8 +68,9 @@ text renew_batch_body(std::pmr::memory_resource* mem, const renew_batch_request&
 
 /// The answers of the lock routes, from the service's results.
 response error_answer(const answer_context& c, const api_error& e);
+/// `queued`: a queued acquire (feature acquire_queue), whose grant also says how long it waited.
 response acquire_answer(const answer_context& c, const std::string& key, const acquire_request& r,
-                        const acquire_result& result);
+                        const acquire_result& result, std::optional<milliseconds> queued = std::nullopt);
 response renew_answer(const answer_context& c, const std::string& key, const renew_request& r,
                       const renew_result& result);
 response proclaim_answer(const answer_context& c, const std::string& key, const proclaim_request& r,

@@ -320,8 +320,10 @@ struct http_server::impl {
       response res{std::piecewise_construct, std::make_tuple(mem), std::make_tuple(mem)};
       route r = route::other;
       std::string name;  // the authenticated client, empty without a valid token
-      const bool long_poll =
-          req.method() == http::verb::get && req.target().find("wait_ms=") != std::string_view::npos;
+      // A long-poll, or a queued acquire (POST .../acquire?wait_ms=): both wait, and a client that goes away
+      // meanwhile cancels them (a queued acquire gives its place up, or its grant back).
+      const bool long_poll = (req.method() == http::verb::get || req.method() == http::verb::post) &&
+                             req.target().find("wait_ms=") != std::string_view::npos;
       auto watch = long_poll ? watch_peer(lowest.socket()) : nullptr;
       try {
         if (watch) {
@@ -364,7 +366,7 @@ struct http_server::impl {
       if (status == 401 || status == 403 || status == 429 || (options.tokens && name.empty()))
         res.keep_alive(false);
       metrics.count_request(r, static_cast<int>(res.result_int()));
-      if (r != route::wait)
+      if (r != route::wait && !long_poll)
         metrics.request_seconds.observe(std::chrono::duration<double>(clock::now() - started).count());
       if (draining.load()) res.keep_alive(false);
       lowest.expires_after(options.read_timeout);

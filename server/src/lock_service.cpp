@@ -76,6 +76,35 @@ void lock_service::expire_due_locked(std::string_view key, time_point now) {
   metrics_.expired.fetch_add(1, std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
   notify_locked(key);
+  hand_off_locked(key, now);
+}
+
+std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_view owner, milliseconds ttl,
+                                           std::string_view client, std::optional<std::size_t> client_quota,
+                                           std::string_view value, time_point now, acquire_result& result) {
+  // Only a grant of a free key adds a lock; a held key is refused (409) or re-granted to its holder.
+  if (!table_.get(key, now)) {
+    if (table_.size() >= max_locks_ && !table_.contains(key)) {
+      metrics_.acquire_too_many_locks.fetch_add(1, std::memory_order_relaxed);
+      throw locks_exhausted(true, "the server holds " + std::to_string(table_.size()) + " locks, its limit");
+    }
+    if (client_quota && table_.size_of(client) >= *client_quota) {
+      metrics_.acquire_over_quota.fetch_add(1, std::memory_order_relaxed);
+      throw locks_exhausted(false, "client \"" + std::string(client) + "\" holds " +
+                                       std::to_string(table_.size_of(client)) + " locks, its quota");
+    }
+  }
+  result = table_.acquire(key, owner, ttl, now, client, value);
+  auto* g = std::get_if<acquire_granted>(&result);
+  if (!g) return journal_.last_appended();
+  const auto lsn =
+      journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(g->restore_ttl.count()), key,
+                      owner, client, value);
+  table_.mark_logged(key, g->token, lsn);
+  metrics_.last_token.store(g->token, std::memory_order_relaxed);
+  if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
+  notify_locked(key);
+  return lsn;
 }
 
 asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std::string_view owner,
@@ -88,30 +117,10 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
     std::lock_guard lk(mu_);
     refuse_if_failed();
     const auto now = now_();
-    // Only a grant of a free key adds a lock; a held key is refused (409) or re-granted to its holder.
-    if (!table_.get(key, now)) {
-      if (table_.size() >= max_locks_ && !table_.contains(key)) {
-        metrics_.acquire_too_many_locks.fetch_add(1, std::memory_order_relaxed);
-        throw locks_exhausted(true,
-                              "the server holds " + std::to_string(table_.size()) + " locks, its limit");
-      }
-      if (client_quota && table_.size_of(client) >= *client_quota) {
-        metrics_.acquire_over_quota.fetch_add(1, std::memory_order_relaxed);
-        throw locks_exhausted(false, "client \"" + std::string(client) + "\" holds " +
-                                         std::to_string(table_.size_of(client)) + " locks, its quota");
-      }
-    }
-    result = table_.acquire(key, owner, ttl, now, client, value);
-    if (auto* g = std::get_if<acquire_granted>(&result)) {
-      lsn = journal_.append(record_type::acquire, g->token,
-                            static_cast<std::uint64_t>(g->restore_ttl.count()), key, owner, client, value);
-      table_.mark_logged(key, g->token, lsn);
-      metrics_.last_token.store(g->token, std::memory_order_relaxed);
-      if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
-      notify_locked(key);
-    } else {
-      lsn = journal_.last_appended();
-    }
+    // With a queue on the key, a holder past its TTL is expired first, which grants the key to the queue's
+    // head: an acquire that does not wait never takes a key that queued acquires wait for.
+    if (queues_.contains(std::string(key))) expire_due_locked(key, now);
+    lsn = acquire_locked(key, owner, ttl, client, client_quota, value, now, result);
   }
   if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
   if (std::holds_alternative<acquire_granted>(result))
@@ -278,6 +287,8 @@ asio::awaitable<release_result> lock_service::release(std::string_view key, std:
       lsn = journal_.append(type, result.removed_token, 0, key);
       metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
       notify_locked(key);
+      // The next in the key's queue gets it now; the release's answer rests on its own record only.
+      hand_off_locked(key, now);
     } else {
       // "Already free" may rest on a release that is not durable yet: answer only once it is.
       lsn = journal_.last_appended();
@@ -406,11 +417,13 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
 lock_service::sweep_result lock_service::sweep_step() {
   constexpr std::size_t buckets_per_step = 4096;
   std::lock_guard lk(mu_);
-  auto expired = table_.expire_some(now_(), sweep_cursor_, buckets_per_step);
+  const auto now = now_();
+  auto expired = table_.expire_some(now, sweep_cursor_, buckets_per_step);
   for (const auto& e : expired) {
     // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is safe.
     if (!journal_.failed()) journal_.append(record_type::expire, e.token, 0, e.key);
     notify_locked(e.key);
+    hand_off_locked(e.key, now);
   }
   metrics_.expired.fetch_add(expired.size(), std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(expired.size()), std::memory_order_relaxed);
@@ -424,6 +437,195 @@ void lock_service::wake_all() {
     for (auto& w : list)
       wake(w);
   waiters_.clear();
+  for (auto& [key, queue] : queues_)
+    for (auto& q : queue)
+      asio::post(q->timer->get_executor(), [q] { q->timer->cancel(); });
+}
+
+// ---- the queue of waiting acquires (docs/protocol.md, "Queued acquire") ----
+
+void lock_service::hand_off_locked(std::string_view key, time_point now) {
+  if (queues_.empty()) return;
+  auto it = queues_.find(std::string(key));
+  if (it == queues_.end()) return;
+  auto& queue = it->second;
+  while (!queue.empty() && !table_.get(key, now)) {
+    auto q = queue.front();
+    queue.pop_front();
+    q->queued = false;
+    try {
+      q->lsn = acquire_locked(key, q->owner, q->ttl, q->client, q->quota, q->value, now, q->result);
+      q->granted = std::holds_alternative<acquire_granted>(q->result);
+      q->granted_at = now;
+    } catch (const locks_exhausted& e) {
+      // This waiter may not hold another lock: it is answered so, and the next one is tried.
+      q->refusal = std::make_exception_ptr(e);
+    }
+    asio::post(q->timer->get_executor(), [q] { q->timer->cancel(); });
+  }
+  if (queue.empty()) queues_.erase(it);
+}
+
+void lock_service::leave_queue_locked(const std::shared_ptr<queued_acquire>& q) {
+  if (!q->queued) return;
+  q->queued = false;
+  auto it = queues_.find(q->key);
+  if (it == queues_.end()) return;
+  std::erase(it->second, q);
+  if (it->second.empty()) queues_.erase(it);
+}
+
+asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
+    std::string_view key, std::string_view owner, milliseconds ttl, milliseconds wait,
+    std::string_view client, std::optional<std::size_t> client_quota, std::string_view value) {
+  auto ex = co_await asio::this_coro::executor;
+  auto q = std::make_shared<queued_acquire>();
+  q->key = std::string(key);
+  q->owner = std::string(owner);
+  q->client = std::string(client);
+  q->value = std::string(value);
+  q->ttl = ttl;
+  q->quota = client_quota;
+  std::uint64_t lsn = 0;
+  time_point arrived;
+  {
+    std::lock_guard lk(mu_);
+    refuse_if_failed();
+    arrived = now_();
+    q->deadline = arrived + wait;
+    expire_due_locked(key, arrived);
+    auto& queue = queues_[q->key];
+    const auto holder = table_.get(key, arrived);
+    // Granted at once: the key is free and nobody waits for it (a free key with waiters has just been
+    // handed to the first of them above), or the caller holds it already (a same-owner acquire supersedes).
+    if ((!holder && queue.empty()) || (holder && holder->owner == owner && holder->client == client)) {
+      if (queue.empty()) queues_.erase(q->key);
+      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, arrived, q->result);
+    } else {
+      if (waiting_ >= max_waiters_ || waiting_per_key_[q->key] >= max_waiters_per_key_) {
+        std::string why =
+            waiting_ >= max_waiters_
+                ? "the server has " + std::to_string(waiting_) + " waiting requests, its limit"
+                : "this key has " + std::to_string(waiting_per_key_[q->key]) + " waiting requests, its limit";
+        if (waiting_per_key_[q->key] == 0) waiting_per_key_.erase(q->key);
+        if (queue.empty()) queues_.erase(q->key);
+        throw waiters_exhausted(why);
+      }
+      // A retry of a request that still waits (its connection lost, say) takes that request's place: one
+      // place per owner, and the older request is answered with the holder.
+      for (auto& other : queue)
+        if (other->owner == owner && other->client == client) {
+          other->queued = false;
+          asio::post(other->timer->get_executor(), [other] { other->timer->cancel(); });
+          other = q;
+          q->queued = true;
+          break;
+        }
+      if (!q->queued) {
+        queue.push_back(q);
+        q->queued = true;
+      }
+      ++waiting_;
+      ++waiting_per_key_[q->key];
+      q->timer = timers_(ex);
+      hand_off_locked(key, arrived);  // a free key and a queue never stay together
+    }
+  }
+  if (!q->queued && !q->timer) {
+    // Decided at once, like acquire().
+    if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
+    count_acquire(q->result);
+    co_return queued_answer{std::move(q->result), milliseconds(0)};
+  }
+  struct admission {
+    lock_service& self;
+    std::string key;
+    ~admission() {
+      std::lock_guard lk(self.mu_);
+      --self.waiting_;
+      auto it = self.waiting_per_key_.find(key);
+      if (--it->second == 0) self.waiting_per_key_.erase(it);
+    }
+  } admitted{*this, q->key};
+  metrics_.queued.fetch_add(1, std::memory_order_relaxed);
+  struct gauge_guard {
+    server_metrics& m;
+    ~gauge_guard() { m.queued.fetch_sub(1, std::memory_order_relaxed); }
+  } guard{metrics_};
+  for (;;) {
+    bool cancelled = false;
+    {
+      std::lock_guard lk(mu_);
+      const auto now = now_();
+      if (q->queued) expire_due_locked(key, now);  // a holder past its TTL: hands the key over, maybe to us
+      if (!q->queued) break;                       // granted, refused, or replaced by a retry
+      if (now >= q->deadline || stopping_) {
+        leave_queue_locked(q);
+        break;
+      }
+      // Wake at the deadline, or at the holder's expiry instant (a renew moves it: we then look again).
+      const auto holder = table_.get(key, now);
+      q->timer->expires_at(holder ? std::min(q->deadline, holder->expires) : q->deadline);
+    }
+    co_await q->timer->wait();
+    auto state = co_await asio::this_coro::cancellation_state;
+    cancelled = state.cancelled() != asio::cancellation_type::none;
+    if (cancelled) {
+      // The client is gone (batond: its connection closed). A place it held is given up; a grant made for
+      // it that it will never hear of is released at once, so the next in line does not wait out a TTL.
+      std::lock_guard lk(mu_);
+      leave_queue_locked(q);
+      if (q->granted) {
+        const auto now = now_();
+        auto r = table_.release(key, q->owner, std::get<acquire_granted>(q->result).token, now, q->client);
+        if (r.removed_token != 0) {
+          journal_.append(r.outcome == release_outcome::released ? record_type::release : record_type::expire,
+                          r.removed_token, 0, key);
+          metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
+          notify_locked(key);
+          hand_off_locked(key, now);
+        }
+      }
+      metrics_.queue_left.fetch_add(1, std::memory_order_relaxed);
+      co_return std::nullopt;
+    }
+  }
+  if (q->refusal) std::rethrow_exception(q->refusal);
+  milliseconds queued_for{0};
+  if (q->granted) {
+    queued_for = std::chrono::duration_cast<milliseconds>(q->granted_at - arrived);
+    metrics_.queue_wait_seconds.observe(std::chrono::duration<double>(q->granted_at - arrived).count());
+    lsn = q->lsn;
+  } else {
+    // The wait passed (or the server stops, or a retry took this place): answered with the holder, as a
+    // refusal is, once every record it could reflect is durable.
+    std::lock_guard lk(mu_);
+    const auto now = now_();
+    expire_due_locked(key, now);
+    if (auto h = table_.get(key, now)) {
+      q->result = acquire_refused{*h};
+      lsn = journal_.last_appended();
+      metrics_.queue_wait_passed.fetch_add(1, std::memory_order_relaxed);
+    } else if (!queues_.contains(q->key)) {
+      // Free, and nobody else waits: the key this request waited for is its own after all.
+      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, now, q->result);
+      q->granted_at = now;
+      queued_for = std::chrono::duration_cast<milliseconds>(now - arrived);
+    } else {
+      lsn = journal_.last_appended();  // not reached: a free key is handed to its queue at once
+      q->result = acquire_refused{};
+    }
+  }
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
+  count_acquire(q->result);
+  co_return queued_answer{std::move(q->result), queued_for};
+}
+
+void lock_service::count_acquire(const acquire_result& r) {
+  if (std::holds_alternative<acquire_granted>(r))
+    metrics_.acquire_granted.fetch_add(1, std::memory_order_relaxed);
+  else
+    metrics_.acquire_held.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace baton::server

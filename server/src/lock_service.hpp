@@ -23,6 +23,8 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -33,6 +35,14 @@
 #include <vector>
 
 namespace baton::server {
+
+/// A queued acquire's answer: the grant (or, once its wait passed, the refusal naming the holder), and how
+/// long the request waited at the server before the grant (0 when granted at once): the holder's TTL runs
+/// from the grant, so a client may count it from its send time plus `queued` (docs/protocol.md).
+struct queued_answer {
+  acquire_result result;
+  milliseconds queued{0};
+};
 
 /// Thrown when the journal cannot store a change; the request is answered 503.
 struct storage_unavailable : std::runtime_error {
@@ -119,6 +129,21 @@ class lock_service {
                                                  std::uint64_t token, std::string_view client = {});
   boost::asio::awaitable<std::optional<lease_view>> get(std::string_view key);
 
+  /// A queued acquire (feature acquire_queue): granted at once when the key is free and nobody waits for it,
+  /// or when the caller holds it; otherwise the request joins the key's queue and is granted, first come
+  /// first served, the moment the key is released or expires, its TTL counted from then. When `wait` passes
+  /// first it is answered as acquire() refuses, with the holder. A retry by an owner already in the queue
+  /// takes the older request's place (which is then refused). Cancellation (terminal, through the awaiting
+  /// coroutine's cancellation slot: batond's client closed its connection) gives the place up, and releases
+  /// a grant made for the request but not yet answered; the answer is then nullopt, which is no answer.
+  /// Waiting requests count against the waiter limits (waiters_exhausted), and limits on locks are checked
+  /// at the grant (locks_exhausted, thrown to that request only). Every answer waits, as acquire()'s, for the
+  /// records it rests on. Must run on a single-threaded executor, as wait().
+  boost::asio::awaitable<std::optional<queued_answer>> acquire_queued(
+      std::string_view key, std::string_view owner, milliseconds ttl, milliseconds wait,
+      std::string_view client = {}, std::optional<std::size_t> client_quota = std::nullopt,
+      std::string_view value = {});
+
   /// Caps the locks in the table (call before serving; default: unlimited).
   void set_lock_limit(std::size_t max_locks);
 
@@ -161,6 +186,29 @@ class lock_service {
   struct waiter {
     std::unique_ptr<wait_timer> timer;
   };
+  // One request in a key's queue. Its fields are read and written under mu_, except timer, which only its
+  // own thread uses (others post a cancel to it).
+  struct queued_acquire {
+    std::string key, owner, client, value;
+    milliseconds ttl{0};
+    std::optional<std::size_t> quota;
+    time_point deadline{};
+    std::unique_ptr<wait_timer> timer;
+    bool queued = false;         // in queues_[key]; false once granted, refused, replaced or gone
+    bool granted = false;        // the key was handed to this request
+    acquire_result result;       // the grant, once made
+    std::exception_ptr refusal;  // a limit that refused the grant
+    std::uint64_t lsn = 0;       // the grant's record
+    time_point granted_at{};
+  };
+  /// acquire()'s decision with mu_ held (limits, table, log); returns the log position its answer rests on.
+  std::uint64_t acquire_locked(std::string_view key, std::string_view owner, milliseconds ttl,
+                               std::string_view client, std::optional<std::size_t> client_quota,
+                               std::string_view value, time_point now, acquire_result& result);
+  /// Grants a free `key` to the first request of its queue that may take it, and wakes that request.
+  void hand_off_locked(std::string_view key, time_point now);
+  void leave_queue_locked(const std::shared_ptr<queued_acquire>& q);
+  void count_acquire(const acquire_result& r);
 
   // The wait for record `lsn` to be durable, co_awaited in the request's own coroutine as
   //   if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
@@ -187,6 +235,7 @@ class lock_service {
   bool stopping_ = false;
   std::size_t sweep_cursor_ = 0;
   std::unordered_map<std::string, std::vector<std::shared_ptr<waiter>>> waiters_;
+  std::unordered_map<std::string, std::deque<std::shared_ptr<queued_acquire>>> queues_;
   // Admitted long-polls, counted from admission to answer (a woken waiter briefly leaves waiters_).
   std::size_t max_locks_ = SIZE_MAX;
   std::size_t max_waiters_per_key_ = SIZE_MAX;

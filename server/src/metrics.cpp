@@ -69,7 +69,8 @@ std::string_view to_string(route r) {
 }
 
 server_metrics::server_metrics()
-    : fsync_batch_records({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
+    : queue_wait_seconds({0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      fsync_batch_records({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
       fsync_seconds({0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1}),
       request_seconds({0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1, 10, 60}) {}
 
@@ -127,11 +128,15 @@ std::string server_metrics::render() const {
   outcome("release", "already_free", release_already_free);
   outcome("release", "not_owner", release_not_owner);
   outcome("expire", "expired", expired);
+  outcome("acquire_queue", "wait_passed", queue_wait_passed);
+  outcome("acquire_queue", "left", queue_left);
 
   gauge("baton_locks_held", "Locks currently held (expired ones count until swept).", "gauge",
         locks_held.load(std::memory_order_relaxed));
   gauge("baton_waiters", "Long-poll requests currently waiting.", "gauge",
         waiters.load(std::memory_order_relaxed));
+  gauge("baton_acquire_queue_waiting", "Queued acquires currently waiting for their lock.", "gauge",
+        queued.load(std::memory_order_relaxed));
   gauge("baton_connections", "Open client connections.", "gauge",
         connections.load(std::memory_order_relaxed));
   gauge("baton_storage_errors_total", "Write-ahead log write or fsync failures.", "counter",
@@ -168,6 +173,10 @@ std::string server_metrics::render() const {
   out += "# HELP baton_wal_fsync_seconds Time to write and fsync one batch.\n";
   out += "# TYPE baton_wal_fsync_seconds histogram\n";
   fsync_seconds.render(out, "baton_wal_fsync_seconds");
+  out +=
+      "# HELP baton_acquire_queue_wait_seconds Time a queued acquire waited from its arrival to its grant.\n";
+  out += "# TYPE baton_acquire_queue_wait_seconds histogram\n";
+  queue_wait_seconds.render(out, "baton_acquire_queue_wait_seconds");
   out += "# HELP baton_request_seconds Time from a request's arrival to its answer (long-polls excluded).\n";
   out += "# TYPE baton_request_seconds histogram\n";
   request_seconds.render(out, "baton_request_seconds");

@@ -70,6 +70,11 @@ struct server_metrics {
   std::atomic<std::uint64_t> expired{0};
   std::atomic<std::int64_t> locks_held{0};
   std::atomic<std::int64_t> waiters{0};
+  /// Queued acquires (feature acquire_queue): waiting now; answered with the holder once their wait
+  /// passed; gone before their answer (connection closed); and the time from arrival to grant.
+  std::atomic<std::int64_t> queued{0};
+  std::atomic<std::uint64_t> queue_wait_passed{0}, queue_left{0};
+  histogram queue_wait_seconds;
   std::atomic<std::int64_t> connections{0};
   std::atomic<std::uint64_t> storage_errors{0};
   /// 1 while the log accepts writes; 0 once a write, fsync or rename failed (batond then exits).

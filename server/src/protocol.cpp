@@ -485,11 +485,13 @@ std::variant<lock_target, api_error> decode_target(boost::urls::url_view u, lock
 
   t.key = (*std::next(u.encoded_segments().begin(), 2)).decode();
   if (auto why = key_fault(t.key)) return bad_request("key " + std::string(why) + " after percent-decoding");
-  if (t.what != lock_target::kind::get) return t;
+  if (t.what != lock_target::kind::get && t.what != lock_target::kind::acquire) return t;
 
   // Unknown parameters are ignored, as unknown JSON fields are. A known one given twice is refused, like a
   // JSON member named twice: a proxy or a log may read the first copy where another reader takes the last.
   for (auto param : u.params()) {
+    // An acquire reads only wait_ms (feature acquire_queue).
+    if (t.what == lock_target::kind::acquire && param.key != "wait_ms") continue;
     if (param.key == "value") {
       if (t.value) return bad_request("query parameter value is given more than once");
       std::string v = param.has_value ? param.value : std::string();
@@ -532,7 +534,7 @@ request_target parse_request_target(std::string_view target) {
 
 std::string capabilities_body(std::size_t max_body_bytes) {
   // Features are only ever added (docs/protocol.md, "Versions and features").
-  return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record"],)"
+  return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record","acquire_queue"],)"
          R"("renew_batch_max":)" +
          std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) +
          R"(,"record_max_bytes":)" + std::to_string(max_record_bytes) + "}";

@@ -146,7 +146,8 @@ struct lock_target {
   };
   kind what;
   std::string key;  // percent-decoded; empty for healthz, metrics, capabilities and renew_batch
-  /// Long-poll parameters of GET /v1/locks/{key}; wait_ms is already clamped to max_wait_ms.
+  /// Long-poll parameters of GET /v1/locks/{key}; wait_ms is already clamped to max_wait_ms. An acquire's
+  /// wait_ms (feature acquire_queue) is how long it may wait in the key's queue, clamped alike.
   std::optional<std::uint64_t> wait_ms;
   std::optional<std::uint64_t> token;
   /// `value`: with feature proclaim, a long-poll also answers once the holder's value differs from this

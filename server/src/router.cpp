@@ -124,7 +124,7 @@ asio::awaitable<response> router::handle(const request& req, route& counted_as,
       return answered(make_response(mem, http::status::ok, c.version, c.keep_alive,
                                     capabilities_body(options.limits.max_body_bytes)));
     case lock_target::kind::acquire:
-      return acquire_route(req, c, std::move(t.key), std::move(client));
+      return acquire_route(req, c, std::move(t.key), std::move(client), t.wait_ms.value_or(0));
     case lock_target::kind::renew:
       return renew_route(req, c, std::move(t.key), std::move(client));
     case lock_target::kind::renew_batch:
@@ -146,14 +146,21 @@ asio::awaitable<response> router::handle(const request& req, route& counted_as,
 // The routes that wait. Each one parses its body, waits for the service and builds its answer in plain
 // functions, so that its frame holds little more than what lives across the wait.
 asio::awaitable<response> router::acquire_route(const request& req, answer_context c, std::string key,
-                                                std::string client) {
+                                                std::string client, std::uint64_t wait_ms) {
   auto body = parse_acquire(req.body(), options.ttl);
   if (auto* e = std::get_if<api_error>(&body)) co_return error_answer(c, *e);
   auto& r = std::get<acquire_request>(body);
   std::optional<std::size_t> quota;
   if (options.tokens && !client.empty()) quota = auth::lock_quota(*options.tokens->current(), client);
-  auto result = co_await service.acquire(key, r.owner, r.ttl, client, quota, r.value);
-  co_return acquire_answer(c, key, r, result);
+  if (wait_ms == 0) {
+    auto result = co_await service.acquire(key, r.owner, r.ttl, client, quota, r.value);
+    co_return acquire_answer(c, key, r, result);
+  }
+  auto queued =
+      co_await service.acquire_queued(key, r.owner, r.ttl, milliseconds(wait_ms), client, quota, r.value);
+  // No answer: the client went away while it waited (its grant, if any, is already released).
+  if (!queued) co_return error_answer(c, {503, "gone", "the client closed its connection"});
+  co_return acquire_answer(c, key, r, queued->result, queued->queued);
 }
 
 asio::awaitable<response> router::renew_route(const request& req, answer_context c, std::string key,

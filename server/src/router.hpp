@@ -39,7 +39,7 @@ class router {
 
  private:
   boost::asio::awaitable<response> acquire_route(const request& req, answer_context c, std::string key,
-                                                 std::string client);
+                                                 std::string client, std::uint64_t wait_ms);
   boost::asio::awaitable<response> renew_route(const request& req, answer_context c, std::string key,
                                                std::string client);
   boost::asio::awaitable<response> renew_batch_route(const request& req, answer_context c, std::string client,

@@ -15,6 +15,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -798,6 +799,68 @@ BOOST_AUTO_TEST_CASE(capabilities_name_the_protocol_version_and_the_optional_fea
   const auto& features = r.json.at("features").as_array();
   BOOST_TEST(std::find(features.begin(), features.end(), boost::json::value("lease_values")) !=
              features.end());
+}
+
+// Feature acquire_queue (docs/protocol.md, "Queued acquire"), over HTTP: one answer per hand-off, in arrival
+// order, and a waiter whose connection closes gives its place up.
+BOOST_AUTO_TEST_CASE(queued_acquires_are_served_in_arrival_order_and_a_closed_waiter_leaves_the_queue) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  auto c = server.client();
+  const auto features = c.get("/v1/capabilities").json.at("features").as_array();
+  BOOST_TEST(std::find(features.begin(), features.end(), boost::json::value("acquire_queue")) !=
+             features.end());
+  const auto waiting = [&] {
+    const auto text = c.get("/metrics").body;
+    const auto at = text.find("\nbaton_acquire_queue_waiting ");
+    return at == std::string::npos ? -1 : std::stoi(text.substr(at + 29));
+  };
+  const auto queued_until = [&](int n) {
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (waiting() != n && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(10ms);
+    return waiting() == n;
+  };
+  std::uint64_t token = token_of(c.post("/v1/locks/q/acquire", acquire_body("holder", 60000)));
+  std::string holder = "holder";
+  // w0, then a waiter that will close its connection, then w1 and w2.
+  std::array<http_reply, 3> replies;
+  std::vector<std::thread> threads;
+  const auto enqueue = [&](int i) {
+    threads.emplace_back([&, i] {
+      http_client wc(server.port(), 30s);
+      replies[static_cast<std::size_t>(i)] =
+          wc.post("/v1/locks/q/acquire?wait_ms=20000", acquire_body("w" + std::to_string(i), 60000));
+    });
+  };
+  enqueue(0);
+  BOOST_REQUIRE(queued_until(1));
+  {
+    raw_connection gone(server.port());
+    const std::string body = acquire_body("gone", 60000);
+    gone.send(
+        "POST /v1/locks/q/acquire?wait_ms=20000 HTTP/1.1\r\nHost: localhost\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+    BOOST_REQUIRE(queued_until(2));
+  }  // closed while it waits
+  BOOST_REQUIRE(queued_until(1));
+  enqueue(1);
+  BOOST_REQUIRE(queued_until(2));
+  enqueue(2);
+  BOOST_REQUIRE(queued_until(3));
+  for (int i = 0; i < 3; ++i) {
+    BOOST_REQUIRE(c.post("/v1/locks/q/release", release_body(holder, token)).status == 200);
+    threads[static_cast<std::size_t>(i)].join();
+    const auto& r = replies[static_cast<std::size_t>(i)];
+    BOOST_REQUIRE(r.status == 200);
+    BOOST_TEST(str(r, "owner") == "w" + std::to_string(i));  // arrival order; "gone" was skipped
+    BOOST_TEST(r.json.at("queued_ms").as_int64() >= 0);
+    BOOST_TEST(token_of(r) == token + 1);  // nothing was granted to the waiter that left
+    token = token_of(r);
+    holder = "w" + std::to_string(i);
+  }
+  BOOST_TEST(waiting() == 0);
 }
 
 // docs/protocol.md, "Encoding": HTTP framing cases an implementer must not guess.

@@ -9,6 +9,8 @@
 #include "journal.hpp"
 #include "lock_service.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
@@ -497,4 +499,204 @@ BOOST_AUTO_TEST_CASE(a_record_is_refused_by_the_lease_and_the_limit_and_survives
   }
   BOOST_TEST(std::filesystem::exists(dir.path() / "snapshot"));
   check(restored(dir.path(), clock::now()));
+}
+
+// ---- queued acquires (feature acquire_queue)
+// ----------------------------------------------------------------
+
+namespace {
+
+// The service's clock for the queue cases: an hour ahead of steady_clock, moved by hand. The waiters' timers
+// are steady timers set to instants on this clock, an hour away in real time: they never fire during a case,
+// so every wake-up a case sees comes from a release, an expiry noticed by a request, or a cancellation.
+clock::time_point manual_now_value;
+clock::time_point manual_now() {
+  return manual_now_value;
+}
+
+struct queue_fixture {
+  temp_dir dir;
+  server_metrics metrics;
+  journal log{journal_options{dir.path()}, &metrics};
+  lock_service service{log, metrics, &manual_now};
+  asio::io_context ioc;
+
+  // `a` holds q with token 1 for a minute. The log's writer has not started (a stalled disk): nothing
+  // appended is durable until start(); running_queue_fixture starts it.
+  queue_fixture() {
+    manual_now_value = clock::now() + 1h;
+    log.open(service.table(), manual_now_value);
+    service.table().restore("q", "a", 1, 60'000ms, manual_now_value);
+  }
+  ~queue_fixture() { log.stop(); }
+
+  std::shared_ptr<pending<std::optional<queued_answer>>> enqueue(const std::string& owner,
+                                                                 std::chrono::milliseconds wait = 30'000ms) {
+    auto p = start(ioc, service.acquire_queued("q", owner, 10'000ms, wait));
+    settle(ioc, 20ms);
+    return p;
+  }
+  std::uint64_t release(const std::string& owner, std::uint64_t token) {
+    auto r = start(ioc, service.release("q", owner, token));
+    wait_done(ioc, r);
+    BOOST_REQUIRE(!r->error);
+    return r->result->removed_token;
+  }
+  // The token a finished queued acquire was granted (0 when it was refused).
+  static std::uint64_t granted(const std::shared_ptr<pending<std::optional<queued_answer>>>& p) {
+    BOOST_REQUIRE(p->done);
+    BOOST_REQUIRE(!p->error);
+    BOOST_REQUIRE(p->result->has_value());
+    const auto* g = std::get_if<acquire_granted>(&(*p->result)->result);
+    return g ? g->token : 0;
+  }
+};
+
+struct running_queue_fixture : queue_fixture {
+  running_queue_fixture() { log.start(); }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(queued_acquires_are_granted_in_arrival_order_one_per_release, running_queue_fixture) {
+  auto b = enqueue("b"), c = enqueue("c"), d = enqueue("d");
+  BOOST_TEST(!b->done);
+  BOOST_TEST(!c->done);
+  BOOST_TEST(metrics.queued.load() == 3);
+  manual_now_value += 250ms;
+  release("a", 1);
+  wait_done(ioc, b);
+  const auto tb = granted(b);
+  BOOST_TEST(tb == 2u);
+  BOOST_TEST((*b->result)->queued.count() == 250);  // the TTL runs from the grant, 250 ms after arrival
+  settle(ioc, 20ms);
+  BOOST_TEST(!c->done);  // one grant per release: the others were not woken to race for it
+  BOOST_TEST(service.table().get("q", manual_now_value)->owner == "b");
+  // An acquire that does not wait does not jump the queue.
+  auto e = start(ioc, service.acquire("q", "e", 10'000ms));
+  wait_done(ioc, e);
+  BOOST_TEST(std::holds_alternative<acquire_refused>(*e->result));
+  release("b", tb);
+  wait_done(ioc, c);
+  BOOST_TEST(granted(c) == 3u);
+  BOOST_TEST(!d->done);
+  release("c", 3);
+  wait_done(ioc, d);
+  BOOST_TEST(granted(d) == 4u);
+  BOOST_TEST(metrics.queued.load() == 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_holder_past_its_ttl_is_handed_to_the_queue_before_an_acquire_can_take_it,
+                        running_queue_fixture) {
+  auto b = enqueue("b");
+  manual_now_value += 61s;  // a's lease has expired; nothing has looked at the key since
+  auto e = start(ioc, service.acquire("q", "e", 10'000ms));
+  wait_done(ioc, e);
+  BOOST_TEST(std::holds_alternative<acquire_refused>(*e->result));
+  BOOST_TEST(std::get<acquire_refused>(*e->result).holder.owner == "b");
+  wait_done(ioc, b);
+  BOOST_TEST(granted(b) == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_queued_grant_is_answered_only_once_its_record_is_durable, queue_fixture) {
+  auto b = enqueue("b");
+  auto r = start(ioc, service.release("q", "a", 1));
+  settle(ioc, 50ms);
+  BOOST_TEST(service.table().get("q", manual_now_value)->owner == "b");  // granted in the table...
+  BOOST_TEST(!b->done);  // ...but not answered while a crash could still take it back
+  BOOST_TEST(!r->done);
+  log.start();
+  wait_done(ioc, r);
+  wait_done(ioc, b);
+  BOOST_TEST(granted(b) == 2u);
+  BOOST_TEST(log.durable() >= 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_queued_acquire_whose_wait_passes_is_answered_with_the_holder) {
+  // Real time: the wait's own timer ends it.
+  temp_dir dir;
+  server_metrics metrics;
+  journal log{journal_options{dir.path()}, &metrics};
+  lock_service service{log, metrics};
+  asio::io_context ioc;
+  log.open(service.table(), clock::now());
+  service.table().restore("q", "a", 1, 60'000ms, clock::now());
+  log.start();
+  auto b = start(ioc, service.acquire_queued("q", "b", 10'000ms, 200ms));
+  wait_done(ioc, b);
+  BOOST_REQUIRE(!b->error);
+  BOOST_REQUIRE(b->result->has_value());
+  const auto* refused = std::get_if<acquire_refused>(&(*b->result)->result);
+  BOOST_REQUIRE(refused);
+  BOOST_TEST(refused->holder.owner == "a");
+  BOOST_TEST(metrics.queue_wait_passed.load() == 1u);
+  BOOST_TEST(metrics.queued.load() == 0);
+  log.stop();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_waiter_that_leaves_gives_up_its_place_and_a_grant_made_as_it_left,
+                        running_queue_fixture) {
+  asio::cancellation_signal b_gone, c_gone;
+  auto queued = [&](const std::string& owner, asio::cancellation_signal& gone) {
+    auto p = std::make_shared<pending<std::optional<queued_answer>>>();
+    asio::co_spawn(ioc, service.acquire_queued("q", owner, 10'000ms, 30'000ms),
+                   asio::bind_cancellation_slot(gone.slot(), [p](std::exception_ptr e, auto v) {
+                     p->done = true;
+                     p->error = e;
+                     if (!e) p->result = std::move(v);
+                   }));
+    settle(ioc, 20ms);
+    return p;
+  };
+  auto b = queued("b", b_gone);
+  auto c = queued("c", c_gone);
+  auto d = enqueue("d");
+  // c's connection closes while it waits: its place is gone.
+  c_gone.emit(asio::cancellation_type::terminal);
+  settle(ioc, 20ms);
+  BOOST_TEST(c->done);
+  BOOST_TEST(!c->result->has_value());  // no answer: nobody is left to hear one
+  // a releases, the key is granted to b, and b's connection closes before b could be answered: the grant is
+  // given back at once and goes to d, instead of b holding a lock nobody knows of for its TTL.
+  auto r = start(ioc, service.release("q", "a", 1));
+  b_gone.emit(asio::cancellation_type::terminal);
+  wait_done(ioc, r);
+  wait_done(ioc, b);
+  BOOST_TEST(!b->result->has_value());
+  wait_done(ioc, d);
+  BOOST_TEST(granted(d) == 3u);  // token 2 was b's grant, given back
+  BOOST_TEST(service.table().get("q", manual_now_value)->owner == "d");
+  BOOST_TEST(metrics.queue_left.load() == 2u);
+  BOOST_TEST(metrics.queued.load() == 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_retry_by_an_owner_in_the_queue_takes_its_place, running_queue_fixture) {
+  auto b1 = enqueue("b"), c = enqueue("c");
+  auto b2 = enqueue("b");  // b's request again (its first connection lost, say)
+  wait_done(ioc, b1);
+  BOOST_TEST(granted(b1) == 0u);  // answered with the holder
+  release("a", 1);
+  wait_done(ioc, b2);
+  BOOST_TEST(granted(b2) == 2u);  // b's place, ahead of c
+  BOOST_TEST(!c->done);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_holder_and_a_free_key_are_granted_at_once_and_waiters_are_limited,
+                        running_queue_fixture) {
+  auto again = enqueue("a");  // the holder's own queued acquire supersedes its lease
+  wait_done(ioc, again);
+  BOOST_TEST(granted(again) == 2u);
+  BOOST_TEST((*again->result)->queued.count() == 0);
+  auto free_key = start(ioc, service.acquire_queued("free", "b", 10'000ms, 30'000ms));
+  wait_done(ioc, free_key);
+  BOOST_TEST(granted(free_key) == 3u);
+  service.set_waiter_limits(1, 10);
+  auto b = enqueue("b");
+  auto c = enqueue("c");
+  BOOST_TEST(!b->done);
+  BOOST_REQUIRE(c->done);
+  BOOST_CHECK_THROW(std::rethrow_exception(c->error), waiters_exhausted);
+  service.wake_all();  // shutdown: b is answered with the holder
+  wait_done(ioc, b);
+  BOOST_TEST(granted(b) == 0u);
 }

@@ -62,6 +62,19 @@ BOOST_AUTO_TEST_CASE(long_poll_parameters_are_parsed_and_clamped) {
   BOOST_TEST(target_err("/v1/locks/k?wait_ms=1&token=x").status == 400);
 }
 
+BOOST_AUTO_TEST_CASE(a_queued_acquire_reads_only_its_wait_and_clamps_it) {
+  auto t = target_ok("/v1/locks/k/acquire?wait_ms=5000&token=x&value=y");
+  BOOST_TEST((t.what == kind::acquire));
+  BOOST_TEST(*t.wait_ms == 5000u);
+  BOOST_TEST(!t.token.has_value());  // the long-poll's parameters mean nothing here: ignored
+  BOOST_TEST(!t.value.has_value());
+  BOOST_TEST(*target_ok("/v1/locks/k/acquire?wait_ms=999999999").wait_ms == max_wait_ms);
+  BOOST_TEST(!target_ok("/v1/locks/k/acquire").wait_ms.has_value());
+  BOOST_TEST(target_err("/v1/locks/k/acquire?wait_ms=soon").status == 400);
+  BOOST_TEST(target_err("/v1/locks/k/acquire?wait_ms=1&wait_ms=2").status == 400);
+  BOOST_TEST(!target_ok("/v1/locks/k/renew?wait_ms=5000").wait_ms.has_value());  // other routes ignore it
+}
+
 BOOST_AUTO_TEST_CASE(bad_keys_and_unknown_routes_are_refused) {
   BOOST_TEST(target_err("/v1/locks//acquire").status == 400);
   BOOST_TEST(target_err("/v1/locks/a%01b/acquire").status == 400);
@@ -317,10 +330,11 @@ BOOST_AUTO_TEST_CASE(control_characters_are_unicodes_c0_del_and_c1) {
              400);
 }
 
-BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_lease_values_batch_renewal_proclaim_and_limits) {
-  BOOST_TEST(capabilities_body(8192) ==
-             R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record"],)"
-             R"("renew_batch_max":1000,"max_body_bytes":8192,"record_max_bytes":65536})");
+BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_its_optional_features_and_limits) {
+  BOOST_TEST(
+      capabilities_body(8192) ==
+      R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record","acquire_queue"],)"
+      R"("renew_batch_max":1000,"max_body_bytes":8192,"record_max_bytes":65536})");
 }
 
 namespace {
