@@ -132,31 +132,57 @@ struct pending_acquire {
   detail::wakeup_list on_done;
 };
 
+// `queue_wait`: a queued acquire (backend::acquire_queued) that may wait that long at the server.
 asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fsm& fsm, std::string key,
-                                        std::string owner, lease_options o, std::optional<lease>& out) {
+                                        std::string owner, lease_options o, std::optional<lease>& out,
+                                        std::optional<milliseconds> queue_wait = std::nullopt) {
   auto& cs = *s;
   refuse_if_shut_down(cs);
   if (BATON_CANCELLED()) throw_cancelled();
   const auto sent = cs.now();  // the lease is counted from here: the server started it later
   auto p = std::make_shared<pending_acquire>();
+  // A queued request may wait at the server for long: when its caller goes (cancellation, shutdown) it is
+  // cancelled, which closes its connection and so gives its place up. A plain one runs to its answer.
+  auto leave = std::make_shared<asio::cancellation_signal>();
   asio::co_spawn(
       cs.ex,
-      [s, p, key, owner, ttl = o.ttl, value = o.value.str(),
+      // `leave` is kept by the request: its slot is bound to the request's coroutine for the whole run.
+      [s, p, key, owner, ttl = o.ttl, value = o.value.str(), queue_wait, leave,
        counted = std::make_shared<in_flight_guard>(s)]() -> asio::awaitable<void> {
-        p->reply = co_await s->backend->acquire(key, owner, ttl, value, s->config.request_timeout);
+        if (queue_wait) {
+          p->reply = co_await s->backend->acquire_queued(key, owner, ttl, value, *queue_wait,
+                                                         *queue_wait + s->config.request_timeout);
+          if (p->reply.ec == asio::error::operation_aborted) {
+            // Left while it waited: the server may have granted it just before (and answered into the
+            // closed connection). Its outcome is unknown, so the clean-up looks for a grant.
+            p->reply.ec = error::connection_failed;
+            p->reply.diagnostic = "the queued acquire was left while it waited";
+          }
+        } else {
+          p->reply = co_await s->backend->acquire(key, owner, ttl, value, s->config.request_timeout);
+        }
         p->done = true;
         p->on_done.wake_all();
         if (p->abandoned) co_await abandon(s, key, owner, p->reply);
       },
-      asio::detached);
+      asio::bind_cancellation_slot(leave->slot(), asio::detached));
   while (!p->done) {
     timer t(cs, timer::time_point::max());
     detail::wakeup_list::registration reg(p->on_done, &t);
+    std::optional<detail::wakeup_list::registration> on_shutdown;
+    if (queue_wait) on_shutdown.emplace(cs.on_shutdown, &t);
     co_await t.async_wait(use_tuple);
-    if (!p->done && BATON_CANCELLED()) {
+    if (p->done) break;
+    if (BATON_CANCELLED()) {
       const auto a = fsm.on_cancelled_in_flight();
       p->abandoned = a.abandon;  // the request's own coroutine hands back what it gets
+      if (queue_wait) leave->emit(asio::cancellation_type::terminal);
       throw exception(a.ec, a.message);
+    }
+    if (queue_wait && cs.shutting_down) {
+      p->abandoned = true;
+      leave->emit(asio::cancellation_type::terminal);
+      refuse_if_shut_down(cs);
     }
   }
   auto r = p->reply;
@@ -167,7 +193,10 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fs
       if (a.abandon) asio::co_spawn(cs.ex, abandon(s, key, owner, r), asio::detached);
       throw exception(a.ec, a.message);
     }
-    auto core = std::make_shared<lease_core>(s, key, owner, r.token, o, sent);
+    // A queued grant's TTL ran from the grant, r.queued after the request arrived: counted from the send
+    // time plus that wait, less the clock-rate drift the design allows (2%, docs/design.md).
+    const auto start = sent + (r.queued - r.queued / 50);
+    auto core = std::make_shared<lease_core>(s, key, owner, r.token, o, start);
     core->start();
     cs.track(core);
     cs.acquires.fetch_add(1, std::memory_order_relaxed);
@@ -210,15 +239,32 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
   acquire_reply last;
   for (auto a = fsm.start();;) {
     switch (a.what) {
-      case kind::send_acquire: {
-        std::optional<lease> got;
-        last = co_await try_once(s, fsm, key, owner, options, got);
-        if (got) co_return acquire_result{std::move(got), {}};
-        if (last.ec == asio::error::operation_aborted) throw_cancelled();
-        a = fsm.on_acquire(last, cs.now());
-        break;
-      }
+      case kind::send_acquire:
       case kind::long_poll: {
+        // A waiting acquire queues at the server when it offers that (feature acquire_queue): one request
+        // waits for the lock and is granted in arrival order, instead of an acquire, a long-poll and a race
+        // of acquires at every hand-off. The first try queues too (granted at once when the key is free).
+        std::optional<milliseconds> queue_wait;
+        if (mode == detail::acquire_fsm::mode::wait && cs.now() >= cs.queue_unsupported_until) {
+          const auto left = a.what == kind::long_poll ? a.wait
+                            : give_up                 ? *give_up - cs.now()
+                                                      : clock::duration(std::chrono::seconds(30));
+          const auto wait = std::min(std::chrono::ceil<milliseconds>(left), milliseconds(30'000));
+          if (wait >= milliseconds(1)) queue_wait = wait;
+        }
+        if (a.what == kind::send_acquire || queue_wait) {
+          std::optional<lease> got;
+          last = co_await try_once(s, fsm, key, owner, options, got, queue_wait);
+          if (got) co_return acquire_result{std::move(got), {}};
+          if (last.ec == asio::error::operation_aborted) throw_cancelled();
+          if (!queue_wait || last.ec != error::invalid_config) {
+            a = fsm.on_acquire(last, cs.now());
+            break;
+          }
+          // Not offered: wait the way every server can, and ask again after a while (it may be upgraded).
+          cs.queue_unsupported_until = cs.now() + std::chrono::minutes(5);
+          if (a.what == kind::send_acquire) break;  // the same action again, as a plain acquire
+        }
         const auto wait = std::chrono::ceil<milliseconds>(a.wait);
         auto g = co_await unless_shut_down(
             s, cs.backend->get(key, wait_for_change{a.poll_token, wait}, wait + cs.config.request_timeout));

@@ -23,6 +23,12 @@ asio::awaitable<release_reply> forwarding_backend::release(std::string key, std:
   return inner_->release(std::move(key), std::move(owner), token, timeout);
 }
 
+asio::awaitable<acquire_reply> forwarding_backend::acquire_queued(std::string key, std::string owner,
+                                                                  milliseconds ttl, std::string value,
+                                                                  milliseconds wait, milliseconds timeout) {
+  return inner_->acquire_queued(std::move(key), std::move(owner), ttl, std::move(value), wait, timeout);
+}
+
 asio::awaitable<std::vector<renew_reply>> forwarding_backend::renew_batch(
     std::span<const renew_entry> entries, milliseconds timeout) {
   return inner_->renew_batch(entries, timeout);

@@ -90,16 +90,35 @@ class http_backend final : public backend {
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          std::string value, milliseconds timeout) override {
+    co_return co_await send_acquire(lock_path(key) + "/acquire", owner, ttl, value, timeout);
+  }
+
+  asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner, milliseconds ttl,
+                                                std::string value, milliseconds wait,
+                                                milliseconds timeout) override {
+    acquire_reply out;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (!co_await feature_ready(queue_, no_queue, timeout, out)) co_return out;
+    auto target =
+        lock_path(key) + "/acquire?wait_ms=" + std::to_string(std::max<std::int64_t>(wait.count(), 1));
+    co_return co_await send_acquire(std::move(target), owner, ttl, value, left(deadline));
+  }
+
+  // An acquire, plain or queued: the same body and the same answers (a queued grant adds queued_ms).
+  asio::awaitable<acquire_reply> send_acquire(std::string target, const std::string& owner, milliseconds ttl,
+                                              const std::string& value, milliseconds timeout) {
     json::object body{{"owner", owner}, {"ttl_ms", ttl.count()}};
     // Sent only when there is one: an acquire without a value is the same request as before values.
     if (!value.empty()) body["value"] = value;
-    auto r =
-        co_await transport_->request("POST", lock_path(key) + "/acquire", json::serialize(body), timeout);
+    auto r = co_await transport_->request("POST", std::move(target), json::serialize(body), timeout);
     acquire_reply out;
     if (!r.ec) {
       if (r.status == 200) {
         if (!uint_field(r.body, "token", out.token) || out.token == 0)
           protocol(r, "acquire answer has no token");
+        std::uint64_t queued = 0;
+        if (uint_field(r.body, "queued_ms", queued))
+          out.queued = milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(queued, 1ull << 40)));
       } else if (r.status == 409 && string_field(r.body, "error") == "held") {
         r.ec = error::held;
         out.holder.owner = string_field(r.body, "owner");
@@ -348,7 +367,7 @@ class http_backend final : public backend {
     if (r.ec) co_return r;
     learned_at_ = std::chrono::steady_clock::now();
     if (r.status == 404) {
-      batch_ = proclaim_ = record_ = support::no;
+      batch_ = proclaim_ = record_ = queue_ = support::no;
       co_return std::nullopt;
     }
     if (r.status != 200 || !r.body.is_object()) {
@@ -356,7 +375,7 @@ class http_backend final : public backend {
       if (r.status == 200) protocol(r, "capabilities answer is not a JSON object");
       co_return r;
     }
-    batch_ = proclaim_ = record_ = support::no;
+    batch_ = proclaim_ = record_ = queue_ = support::no;
     std::uint64_t n = 0;
     const auto* features = r.body.as_object().if_contains("features");
     if (!features || !features->is_array()) co_return std::nullopt;
@@ -365,6 +384,7 @@ class http_backend final : public backend {
       return std::find(f.begin(), f.end(), json::value(name)) != f.end();
     };
     if (has("proclaim")) proclaim_ = support::yes;
+    if (has("acquire_queue")) queue_ = support::yes;
     if (has("lock_record")) {
       record_ = support::yes;
       // Without the server's figure, the protocol's least (16 KiB).
@@ -455,11 +475,14 @@ class http_backend final : public backend {
   static constexpr auto ask_again_after = std::chrono::minutes(5);
   static constexpr const char* no_proclaim =
       "this server does not support proclaim (no feature \"proclaim\" in /v1/capabilities)";
+  static constexpr const char* no_queue =
+      "this server does not queue acquires (no feature \"acquire_queue\" in /v1/capabilities)";
   static constexpr const char* no_record =
       "this server does not keep lock records (no feature \"lock_record\" in /v1/capabilities)";
   support batch_ = support::unknown;
   support proclaim_ = support::unknown;
   support record_ = support::unknown;
+  support queue_ = support::unknown;
   std::size_t record_max_ = 0;
   std::chrono::steady_clock::time_point learned_at_{};
   std::size_t batch_max_ = 0;
@@ -493,6 +516,14 @@ asio::awaitable<record_read_reply> backend::read_record(std::string, millisecond
   record_read_reply out;
   out.ec = error::invalid_config;
   out.diagnostic = "this backend does not keep lock records (docs/protocol.md, \"record\")";
+  co_return out;
+}
+
+asio::awaitable<acquire_reply> backend::acquire_queued(std::string, std::string, milliseconds, std::string,
+                                                       milliseconds, milliseconds) {
+  acquire_reply out;
+  out.ec = error::invalid_config;
+  out.diagnostic = "this backend does not queue acquires (docs/protocol.md, \"queued acquire\")";
   co_return out;
 }
 

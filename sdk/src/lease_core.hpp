@@ -82,6 +82,8 @@ struct client_shared : time_base, std::enable_shared_from_this<client_shared> {
   wakeup_list on_idle;      // woken when in_flight drops
   std::shared_ptr<renew_batcher> batcher;  // made at the first renewal that may join a batch
   std::size_t renewing = 0;                // leases whose renewal task runs
+  /// Waiting acquires long-poll until then: the backend does not queue them (backend::acquire_queued).
+  clock::time_point queue_unsupported_until{};
 
   // Any thread.
   std::atomic<bool> context_gone{false};  // the io_context is shut down or destroyed: post nothing to it

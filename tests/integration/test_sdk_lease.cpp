@@ -242,6 +242,92 @@ BOOST_AUTO_TEST_CASE(acquire_waits_on_the_long_poll_and_takes_over_at_release) {
   }());
 }
 
+namespace {
+// The sum of batond's baton_requests_total series for `route`, and its one gauge `name`.
+double requests_of(const batond_process& server, const std::string& route) {
+  const auto text = server.client().get("/metrics").body;
+  double sum = 0;
+  const std::string prefix = "baton_requests_total{route=\"" + route + "\"";
+  for (std::size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at + 1))
+    sum += std::stod(text.substr(text.find(' ', at) + 1));
+  return sum;
+}
+double gauge_of(const batond_process& server, const std::string& name) {
+  const auto text = server.client().get("/metrics").body;
+  const auto at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(waiting_acquires_queue_at_batond_and_take_the_lock_in_arrival_order) {
+  // Feature acquire_queue: each waiter sends one request, which the server answers with its grant when its
+  // turn comes; no waiter is woken for a hand-off that is not its own, and none is overtaken.
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client holder_client(ioc.get_executor(), config_for(server));
+  constexpr int waiters = 5;
+  std::vector<std::unique_ptr<client>> clients;
+  for (int i = 0; i < waiters; ++i)
+    clients.push_back(std::make_unique<client>(ioc.get_executor(), config_for(server)));
+  std::vector<int> order;
+  std::uint64_t last_token = 0;
+  bool tokens_rise = true;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto held = co_await holder_client.async_acquire("fifo", lease_opts(30000ms));
+    const double acquires_before = requests_of(server, "acquire");
+    for (int i = 0; i < waiters; ++i) {
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&, i]() -> asio::awaitable<void> {
+            auto l =
+                co_await clients[static_cast<std::size_t>(i)]->async_acquire("fifo", lease_opts(30000ms));
+            order.push_back(i);
+            tokens_rise = tokens_rise && l.token() > last_token;
+            last_token = l.token();
+            co_await sleep_for(20ms);
+            co_await l.async_release();
+          },
+          asio::detached);
+      // The next waiter arrives once this one is in the queue.
+      for (int tries = 0; tries < 200 && gauge_of(server, "baton_acquire_queue_waiting") < i + 1; ++tries)
+        co_await sleep_for(20ms);
+      BOOST_REQUIRE(gauge_of(server, "baton_acquire_queue_waiting") == i + 1);
+    }
+    last_token = held.token();
+    co_await held.async_release();
+    for (int tries = 0; tries < 500 && order.size() < waiters; ++tries)
+      co_await sleep_for(20ms);
+    BOOST_TEST(requests_of(server, "acquire") - acquires_before == waiters);  // one request per waiter
+  }());
+  BOOST_TEST(order == (std::vector<int>{0, 1, 2, 3, 4}), boost::test_tools::per_element());
+  BOOST_TEST(tokens_rise);
+  BOOST_TEST(requests_of(server, "wait") == 0);  // no long-poll at all
+}
+
+BOOST_AUTO_TEST_CASE(a_waiting_acquire_cancelled_in_the_queue_leaves_no_lock_behind) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config_for(server));
+  client b(ioc.get_executor(), config_for(server));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    auto held = co_await a.async_acquire("leave", lease_opts(30000ms));
+    // b waits in the queue, then gives up (its caller's cancellation): its request leaves the queue.
+    auto r = co_await (b.async_acquire("leave", lease_opts(30000ms), asio::as_tuple(asio::use_awaitable)) ||
+                       sleep_for(500ms));
+    BOOST_TEST(r.index() == 1u);
+    for (int tries = 0; tries < 200 && gauge_of(server, "baton_acquire_queue_waiting") != 0; ++tries)
+      co_await sleep_for(20ms);
+    BOOST_TEST(gauge_of(server, "baton_acquire_queue_waiting") == 0);
+    co_await held.async_release();
+    co_await sleep_for(200ms);
+    // Nobody holds the key: nothing was granted to the waiter that left.
+    BOOST_TEST(server.client().get("/v1/locks/leave").status == 404);
+  }());
+}
+
 BOOST_AUTO_TEST_CASE(acquire_with_a_wait_timeout_gives_up) {
   temp_dir dir;
   batond_process server(dir.path());

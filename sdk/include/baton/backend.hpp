@@ -37,6 +37,10 @@ struct acquire_reply {
   std::string diagnostic;
   std::uint64_t token = 0;
   holder_info holder;
+  /// A queued acquire's grant (backend::acquire_queued): how long the request waited at the server before
+  /// it was granted. The lease's TTL runs from the grant, so the client counts it from its send time plus
+  /// this. 0 for any other grant.
+  milliseconds queued{0};
 };
 
 /// ec: empty on success; error::lease_lost when the server refused (lost_reason says why).
@@ -159,6 +163,16 @@ class backend {
                                                     milliseconds ttl, milliseconds timeout) = 0;
   virtual boost::asio::awaitable<release_reply> release(std::string key, std::string owner,
                                                         std::uint64_t token, milliseconds timeout) = 0;
+  /// A queued acquire (docs/protocol.md, "queued acquire"): waits at the server, in the key's queue, first
+  /// come first served, up to `wait`, and answers as acquire() does: a grant (with `queued`), or error::held
+  /// naming the holder once `wait` passed. `timeout` should cover `wait`. Cancellation (terminal) closes the
+  /// request's connection, which gives its place up at the server (and a grant it was not yet told of); its
+  /// outcome is then unknown, as for any acquire without an answer. error::invalid_config, with nothing sent,
+  /// when the backend or the server does not queue: the default, and the HTTP backend when the server does
+  /// not advertise feature `acquire_queue` (the client then waits with the long-poll).
+  virtual boost::asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner,
+                                                               milliseconds ttl, std::string value,
+                                                               milliseconds wait, milliseconds timeout);
   /// Renews many leases: one answer per entry, in order, each what renew() of that entry would answer (ec
   /// empty: renewed; error::lease_lost: refused, with lost_reason; any other error: outcome unknown, as for
   /// a renew whose answer was lost). `timeout` bounds the whole call; entries not sent in time get
@@ -231,6 +245,9 @@ class forwarding_backend : public backend {
                                             milliseconds ttl, milliseconds timeout) override;
   boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
                                                 milliseconds timeout) override;
+  boost::asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner, milliseconds ttl,
+                                                       std::string value, milliseconds wait,
+                                                       milliseconds timeout) override;
   boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                                milliseconds timeout) override;
   boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
