@@ -21,13 +21,14 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace baton::cli {
 namespace {
 
 using namespace http_conformance;
 
-// Prints one line per check and the summary; counts what failed and what was skipped.
+// Prints one line per check and the summary; counts what failed and what was skipped, and why.
 class report {
  public:
   // Runs `body`; `take_note` fetches the remark a passed check left.
@@ -40,6 +41,7 @@ class report {
     } catch (const check_skipped& e) {
       skip = true;
       reason = e.what();
+      count_skip(e);
     } catch (const std::exception& e) {
       reason = e.what();
     }
@@ -59,7 +61,20 @@ class report {
     std::fflush(stdout);
   }
 
+  // The summary: why checks were skipped, when any was ("skipped: 13 not advertised (lease_values, ...), 6 no
+  // --restart-command"), then the counts, last and in the form scripts may already read.
   int finish(const std::string& server_url) const {
+    if (!skips_.empty()) {
+      std::string why;
+      for (const auto& r : skips_) {
+        why += (why.empty() ? "" : ", ") + std::to_string(r.count) + " " + r.why;
+        std::string about;
+        for (const auto& a : r.about)
+          about += (about.empty() ? "" : ", ") + a;
+        if (!about.empty()) why += " (" + about + ")";
+      }
+      std::printf("skipped: %s\n", why.c_str());
+    }
     std::printf("%d of %d checks passed, %d failed, %d skipped against %s\n", total_ - failed_ - skipped_,
                 total_, failed_, skipped_, without_credentials(server_url).c_str());
     std::fflush(stdout);
@@ -67,7 +82,24 @@ class report {
   }
 
  private:
+  // Skips by reason, in the order first met; `about` the distinct things they missed (features).
+  struct skip_reason {
+    std::string why;
+    int count = 0;
+    std::vector<std::string> about;
+  };
+
+  void count_skip(const check_skipped& e) {
+    auto it =
+        std::find_if(skips_.begin(), skips_.end(), [&](const skip_reason& r) { return r.why == e.why; });
+    if (it == skips_.end()) it = skips_.insert(skips_.end(), skip_reason{e.why, 0, {}});
+    ++it->count;
+    if (!e.about.empty() && std::find(it->about.begin(), it->about.end(), e.about) == it->about.end())
+      it->about.push_back(e.about);
+  }
+
   int total_ = 0, failed_ = 0, skipped_ = 0;
+  std::vector<skip_reason> skips_;
 };
 
 // The checks through baton::backend; those without a counterpart there are skipped, never passed.

@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace baton::cli {
 
@@ -63,9 +64,14 @@ struct check_failed : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A check that cannot run against this server or with these options; never counted as passed.
+// A check that cannot run against this server or with these options; never counted as passed. `why` is the
+// short reason the summary counts skips by ("not advertised", "no --restart-command"), `about` what it was
+// missing (a feature's name; the summary lists them), and the check's line shows "why: detail".
 struct check_skipped : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit check_skipped(const std::string& why, const std::string& detail = {}, std::string about = {})
+      : std::runtime_error(detail.empty() ? why : why + ": " + detail), why(why), about(std::move(about)) {}
+  std::string why;
+  std::string about;
 };
 
 inline void expect(bool ok, const std::string& reason) {

@@ -541,15 +541,17 @@ void still_serves(const suite& s) {
 }
 
 // docs/protocol.md, "value": published with the lease in GET, long-poll and 409 answers, replaced by a
-// same-owner re-acquire, kept by renew. A server from before values ignores the field and never answers it.
+// same-owner re-acquire, kept by renew. Optional (feature lease_values): a server from before values ignores
+// the field and never answers it, and is not checked for them.
 void value_round_trip(const suite& s) {
+  s.require_feature("lease_values");
   auto c = s.open();
   const auto key = s.key("value");
   auto shown = [&](const reply& r, const std::string& want, const std::string& what) {
     const auto* o = r.json.if_object();
     expect(o && o->if_contains("value"),
            what +
-               " has no \"value\" field: the server does not keep a lease's value (docs/protocol.md, "
+               " has no \"value\" field, although the server advertises lease_values (docs/protocol.md, "
                "\"value\"): " +
                r.describe());
     expect(r.str("value") == want, what + ": expected value \"" + want + "\", got " + r.describe());
@@ -572,16 +574,21 @@ void value_round_trip(const suite& s) {
   s.release(c, key, "valued-a", last.token());
 }
 
-// --- proclaim (docs/protocol.md, "proclaim"): run when the server advertises proclaim
+// --- proclaim (docs/protocol.md, "proclaim"): run when the server advertises proclaim. A value they compare
+// against is set by a proclaim, not by the acquire: an acquire's value is feature lease_values, which a
+// server may advertise or not.
 
-void require_proclaim(const suite& s) {
-  if (!s.has_feature("proclaim")) throw check_skipped("the server does not advertise proclaim");
+// A proclaim by the holder that must succeed.
+void must_proclaim(const suite& s, connection& c, const std::string& key, const std::string& owner,
+                   std::int64_t token, const std::string& value) {
+  auto p = s.proclaim(c, key, owner, token, value);
+  expect(p.status == 200, "proclaim of \"" + value + "\" by the holder: expected 200, got " + p.describe());
 }
 
 // The value is replaced, in the answer, GET and a 409 held; the token and the expiry are not (a proclaim is
 // no renew: 300 ms after the acquire, the lease has no more than its TTL less those 300 ms left).
 void proclaim_replaces_value(const suite& s) {
-  require_proclaim(s);
+  s.require_feature("proclaim");
   auto c = s.open();
   const auto key = s.key("proclaim");
   auto a = s.must_acquire(c, key, "leader-a", 30'000, "10.0.0.1:8080");
@@ -605,12 +612,13 @@ void proclaim_replaces_value(const suite& s) {
 
 // Refused as a renew would be (same reasons, same order), and nothing changes.
 void proclaim_refused(const suite& s) {
-  require_proclaim(s);
+  s.require_feature("proclaim");
   auto c = s.open();
   const auto key = s.key("proclaim-refused");
   expect_lost(s.proclaim(c, key, "leader-a", 1, "x"), {"not_held"}, "proclaim of a free key");
   auto first = s.must_acquire(c, key, "leader-a", 30'000, "first");
   auto second = s.must_acquire(c, key, "leader-a", 30'000, "second");
+  must_proclaim(s, c, key, "leader-a", second.token(), "second");
   expect_lost(s.proclaim(c, key, "leader-a", first.token(), "stale"), {"token_mismatch"},
               "proclaim with the superseded token");
   expect_lost(s.proclaim(c, key, "other-b", second.token(), "stolen"), {"owner_mismatch"},
@@ -622,11 +630,12 @@ void proclaim_refused(const suite& s) {
 }
 
 void proclaim_bad_value(const suite& s) {
-  require_proclaim(s);
+  s.require_feature("proclaim");
   auto c = s.open();
   const auto key = s.key("proclaim-bad");
   auto a = s.must_acquire(c, key, "leader-a", 30'000, "good");
   const auto t = a.token();
+  must_proclaim(s, c, key, "leader-a", t, "good");
   suite::expect_error(s.proclaim(c, key, "leader-a", t, std::string(1025, 'v')), 400, "bad_request",
                       "proclaim with a 1025-byte value");
   suite::expect_error(s.proclaim(c, key, "leader-a", t, "two\nlines"), 400, "bad_request",
@@ -641,10 +650,11 @@ void proclaim_bad_value(const suite& s) {
 
 // An observer waiting with the token and value it saw is woken by a proclaim.
 void proclaim_wakes_value_poll(const suite& s) {
-  require_proclaim(s);
+  s.require_feature("proclaim");
   auto c = s.open();
   const auto key = s.key("proclaim-poll");
   auto a = s.must_acquire(c, key, "leader-a", 30'000, "old:80");
+  must_proclaim(s, c, key, "leader-a", a.token(), "old:80");
   auto poll = std::async(std::launch::async, [&s, key, token = a.token()] {
     auto pc = s.open();
     return pc.request(http::verb::get,
@@ -664,10 +674,6 @@ void proclaim_wakes_value_poll(const suite& s) {
 
 // --- the lock's record (docs/protocol.md, "record"): run when the server advertises lock_record
 
-void require_record(const suite& s) {
-  if (!s.has_feature("lock_record")) throw check_skipped("the server does not advertise lock_record");
-}
-
 // 200 {"key","token","version"} with the expected version, or why not.
 void written(const reply& r, std::int64_t token, std::int64_t version, const std::string& what) {
   expect(r.status == 200 && r.num("token") == token && r.num("version") == version,
@@ -685,10 +691,12 @@ void record_is(const reply& r, const std::string& value, std::int64_t token, std
 }
 
 void record_written(const suite& s) {
-  require_record(s);
+  s.require_feature("lock_record");
   auto c = s.open();
   const auto key = s.key("record");
   auto a = s.must_acquire(c, key, "leader-a", 30'000, "addr");
+  // The lease's value as the server keeps it: "addr", or "" without feature lease_values.
+  const auto value = s.get(c, key).str("value");
   std::this_thread::sleep_for(300ms);
   written(s.write_record(c, key, "leader-a", a.token(), "{\"slot\":1}\n"), a.token(), 1,
           "the holder's write");
@@ -697,13 +705,13 @@ void record_written(const suite& s) {
   auto g = s.get(c, key);
   s.release(c, key, "leader-a", a.token());
   expect(
-      g.status == 200 && g.num("token") == a.token() && g.str("value") == "addr" &&
+      g.status == 200 && g.num("token") == a.token() && g.str("value") == value &&
           g.num("ttl_remaining_ms").value_or(0) <= 29'800,
       "a record write 300 ms into a 30 s lease changed the lease (no renew, no new value): " + g.describe());
 }
 
 void record_refused(const suite& s) {
-  require_record(s);
+  s.require_feature("lock_record");
   auto c = s.open();
   const auto key = s.key("record-refused");
   expect_lost(s.write_record(c, key, "leader-a", 1, "x"), {"not_held"}, "a record write for a free key");
@@ -720,7 +728,7 @@ void record_refused(const suite& s) {
 }
 
 void record_outlives_lease(const suite& s) {
-  require_record(s);
+  s.require_feature("lock_record");
   auto c = s.open();
   const auto key = s.key("record-outlives");
   auto a = s.must_acquire(c, key, "leader-a", 30'000);
@@ -737,7 +745,7 @@ void record_outlives_lease(const suite& s) {
 }
 
 void record_missing(const suite& s) {
-  require_record(s);
+  s.require_feature("lock_record");
   auto c = s.open();
   suite::expect_error(s.read_record(c, s.key("record-none")), 404, "no_record",
                       "GET of a record never written");
@@ -755,12 +763,16 @@ constexpr feature_check known_features[] = {
     {"lock_record", "lock record"},
 };
 
-// GET /v1/capabilities: optional. When answered, it must have the documented shape; each advertised feature
-// this baton knows has a check of its own (run whether advertised or not where the protocol requires it).
+// GET /v1/capabilities: optional itself (a 404 is a version 1 server with no optional features). When
+// answered, it must have the documented shape; each advertised feature this baton knows has checks of its
+// own, which run only when it is advertised.
 void capabilities(const suite& s) {
   auto c = s.open();
   auto r = c.request(http::verb::get, "/v1/capabilities", {}, s.timeout());
-  if (r.status == 404) throw check_skipped("not advertised");
+  if (r.status == 404)
+    throw check_skipped(not_advertised,
+                        "GET /v1/capabilities is 404: protocol version 1, no optional features",
+                        "capabilities");
   expect(r.status == 200,
          "GET /v1/capabilities: expected 200, or 404 when not advertised; got " + r.describe());
   const auto* o = r.json.if_object();
@@ -786,10 +798,6 @@ void capabilities(const suite& s) {
 
 // --- renew batch (docs/protocol.md, "renew batch"): run when the server advertises renew_batch
 
-void require_renew_batch(const suite& s) {
-  if (!s.has_renew_batch()) throw check_skipped("the server does not advertise renew_batch");
-}
-
 // The results array of a 200 batch answer with one result per entry.
 const json::array& batch_results(const reply& r, std::size_t entries, const std::string& what) {
   expect(r.status == 200, what + ": expected 200, got " + r.describe());
@@ -811,7 +819,7 @@ reply result_reply(const json::value& v) {
 // Leases in five states, renewed in one batch: each answered as a single renew of it is
 // (docs/protocol.md, renew), in request order, and only the live one's expiry moves.
 void renew_batch_mixed(const suite& s) {
-  require_renew_batch(s);
+  s.require_feature("renew_batch");
   auto c = s.open();
   const auto live = s.key("batch-live"), other = s.key("batch-other"), free = s.key("batch-free"),
              gone = s.key("batch-expired"), made_up = s.key("batch-made-up");
@@ -848,7 +856,7 @@ void renew_batch_mixed(const suite& s) {
 // A re-acquire supersedes the old token: in a batch too, the old one renews nothing, and the entry beside
 // it with the current token is renewed.
 void renew_batch_superseded(const suite& s) {
-  require_renew_batch(s);
+  s.require_feature("renew_batch");
   auto c = s.open();
   const auto key = s.key("batch-superseded"), beside = s.key("batch-beside");
   auto first = s.must_acquire(c, key, "batcher", 30'000);
@@ -872,7 +880,7 @@ void renew_batch_superseded(const suite& s) {
 // A malformed entry refuses the whole batch: 400 with a JSON error, and the well-formed entry beside it is
 // not renewed. A key given twice is malformed too.
 void renew_batch_malformed(const suite& s) {
-  require_renew_batch(s);
+  s.require_feature("renew_batch");
   auto c = s.open();
   const auto key = s.key("batch-malformed");
   auto a = s.must_acquire(c, key, "batcher", 20'000);
@@ -914,7 +922,7 @@ restart_state restart_server(const suite& s) {
     auto witness = s.open();
     auto h = witness.request(http::verb::get, "/healthz", {}, s.timeout());
     expect(h.status == 200, "GET /healthz before the restart: " + h.describe());
-    if (s.has_renew_batch()) {
+    if (s.has_feature("renew_batch")) {
       // A 2 s lease raised to 300 s by a batch: restored with 2 s if the raise was not durable.
       suite::batch_raise b{s.key("restart-batch"), "batch-survivor", 0, {}};
       b.token = s.must_acquire(c, b.key, b.owner, 2'000).token();
@@ -978,7 +986,9 @@ void restart_keeps_held_lease(const suite& s) {
 
 void restart_keeps_proclaim(const suite& s) {
   const auto& st = s.restarted();
-  if (!st.proclaimed_value) throw check_skipped("the server does not advertise proclaim");
+  s.require_feature("proclaim");
+  expect(st.proclaimed_value.has_value(),
+         "no value was proclaimed before the restart (GET /v1/capabilities did not name proclaim then)");
   auto c = s.open();
   auto g = s.get(c, st.held_key);
   expect(g.status == 200 && g.num("token") == st.held_token && g.str("value") == *st.proclaimed_value,
@@ -988,7 +998,9 @@ void restart_keeps_proclaim(const suite& s) {
 
 void restart_keeps_record(const suite& s) {
   const auto& st = s.restarted();
-  if (!st.record_value) throw check_skipped("the server does not advertise lock_record");
+  s.require_feature("lock_record");
+  expect(st.record_value.has_value(),
+         "no record was written before the restart (GET /v1/capabilities did not name lock_record then)");
   auto c = s.open();
   record_is(s.read_record(c, st.held_key), *st.record_value, st.held_token, 1, st.held_owner,
             "a record written before the restart, read after it");
@@ -996,7 +1008,7 @@ void restart_keeps_record(const suite& s) {
 
 void restart_keeps_batch_raise(const suite& s) {
   s.restarted();
-  require_renew_batch(s);
+  s.require_feature("renew_batch");
   expect(s.batch_raised.has_value(), "no lease was batch-renewed before the restart");
   const auto& b = *s.batch_raised;
   expect(b.error.empty(), b.error);

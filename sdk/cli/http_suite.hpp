@@ -3,13 +3,13 @@
 // `baton conformance` over HTTP: the suite the checks share (the server's address, the run's keys, the
 // protocol's requests spelled once, the tokens seen, the restart phase's state). Private to the CLI.
 
+#include "advertised_features.hpp"
 #include "conformance_check.hpp"
 #include "conformance_wire.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -126,21 +126,20 @@ class suite {
     return c.request(http::verb::post, "/v1/renew",
                      json::serialize(json::object{{"leases", std::move(leases)}}), timeout_);
   }
-  // Whether GET /v1/capabilities names `feature`; a feature's checks are skipped when it does not. Asked
-  // once per run.
-  bool has_feature(std::string_view feature) const {
-    if (!features_) {
-      features_.emplace();
+  // What GET /v1/capabilities advertises: asked at the first check that needs it, and again only while the
+  // answers tell nothing (a 5xx, no answer), as docs/protocol.md asks of a client.
+  const advertised_features& advertised() const {
+    if (!advertised_.known()) {
       auto c = open();
       auto r = c.request(http::verb::get, "/v1/capabilities", {}, timeout_);
-      if (auto* o = r.json.if_object(); r.status == 200 && o)
-        if (auto* f = o->if_contains("features"); f && f->is_array())
-          for (const auto& name : f->get_array())
-            if (name.is_string()) features_->emplace_back(name.get_string());
+      advertised_ = advertised_features::read(r.status, r.json, r.describe());
     }
-    return std::find(features_->begin(), features_->end(), feature) != features_->end();
+    return advertised_;
   }
-  bool has_renew_batch() const { return has_feature("renew_batch"); }
+  // Every check of an optional feature starts here: it runs only when the server advertises the feature,
+  // and is skipped as not advertised otherwise (advertised_features::require).
+  void require_feature(std::string_view feature) const { advertised().require(feature); }
+  bool has_feature(std::string_view feature) const { return advertised().has(feature); }
   // The lease whose TTL a batch raised before the restart (restart mode, when the server has batches).
   struct batch_raise {
     std::string key, owner;
@@ -161,7 +160,7 @@ class suite {
   restart_state restart_;
   mutable std::atomic<std::int64_t> max_token_{0};
   mutable std::string note_;
-  mutable std::optional<std::vector<std::string>> features_;
+  mutable advertised_features advertised_;
 };
 
 // One check of docs/protocol.md over HTTP, under the name `baton conformance` prints.

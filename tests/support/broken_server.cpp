@@ -19,16 +19,18 @@
 //   poll-every-5s           a long-poll looks at the lock every 5 s instead of being woken by the change
 //   racy-acquire            acquire checks the key, then waits (a "disk write"), then takes it: races have
 //                           winners
-//   no-value                leases carry no value (a server from before values: the field is ignored,
-//                           never answered)
+//   no-value                leases carry no value (the field is ignored, never answered), even when
+//                           --capabilities advertises lease_values
 //   batch-ignores-token     POST /v1/renew renews an entry whose owner holds the key whatever its token
 //   none                    no bug
 // --state-file PATH keeps leases and the token counter in PATH (rewritten after each change, read at start),
 // so that a restart on the same --listen address can be checked. GET /v1/capabilities answers 404 unless
 // --capabilities JSON gives the body to answer (verbatim, as a test's choice). POST /v1/renew (renew batch)
-// is served only when that body names "renew_batch"; otherwise it is 404, as from a server without it. Usage:
-// broken-lockd --listen 127.0.0.1:0 --bug NAME [--state-file PATH] [--capabilities JSON]; prints
-// "broken-lockd listening on HOST:PORT".
+// is served only when that body names "renew_batch"; otherwise it is 404, as from a server without it.
+// --core-only makes it an honest server of the protocol's core alone, written before GET /v1/capabilities: no
+// values (as no-value), no capabilities (404; --capabilities is refused beside it), no optional route. Usage:
+// broken-lockd --listen 127.0.0.1:0 --bug NAME [--state-file PATH] [--capabilities JSON | --core-only];
+// prints "broken-lockd listening on HOST:PORT".
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -71,6 +73,12 @@ using namespace std::chrono_literals;
 std::string bug;
 std::string state_file;
 std::string capabilities;
+bool core_only = false;
+
+// Whether leases keep their values: feature lease_values, which a core-only server predates.
+bool keeps_values() {
+  return bug != "no-value" && !core_only;
+}
 
 struct lease {
   std::string owner;
@@ -170,7 +178,7 @@ asio::awaitable<answer> acquire(const std::string& key, const json::object& o) {
   if (!field_string(o, "owner", owner) || !field_int(o, "ttl_ms", 100, 3'600'000, ttl))
     co_return error(http::status::bad_request, "bad_request", "owner and ttl_ms (100..3600000) are required");
   std::string value;
-  if (auto* v = o.if_contains("value"); v && bug != "no-value") {
+  if (auto* v = o.if_contains("value"); v && keeps_values()) {
     if (!v->is_string()) co_return error(http::status::bad_request, "bad_request", "value must be a string");
     value = std::string(v->get_string());
   }
@@ -181,7 +189,7 @@ asio::awaitable<answer> acquire(const std::string& key, const json::object& o) {
                          {"owner", h->owner},
                          {"token", h->token},
                          {"ttl_remaining_ms", left < 0 ? 0 : left}};
-    if (bug != "no-value") refusal["value"] = h->value;
+    if (keeps_values()) refusal["value"] = h->value;
     co_return answer{http::status::conflict, std::move(refusal), {}};
   }
   if (bug == "racy-acquire") {  // the check above and the write below are no longer one step
@@ -277,7 +285,7 @@ answer state_of(const std::string& key) {
   auto left = std::chrono::ceil<std::chrono::milliseconds>(h->expiry - steady::now()).count();
   json::object o{
       {"key", key}, {"owner", h->owner}, {"token", h->token}, {"ttl_remaining_ms", left < 0 ? 0 : left}};
-  if (bug != "no-value") o["value"] = h->value;
+  if (keeps_values()) o["value"] = h->value;
   return {http::status::ok, std::move(o), {}};
 }
 
@@ -406,16 +414,22 @@ asio::awaitable<void> serve(tcp::acceptor acceptor) {
 
 int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; ++i) {
     std::string opt = argv[i];
+    if (opt == "--core-only") {
+      core_only = true;
+      continue;
+    }
+    if (i + 1 == argc) break;
+    ++i;
     if (opt == "--listen")
-      listen = argv[i + 1];
+      listen = argv[i];
     else if (opt == "--bug")
-      bug = argv[i + 1];
+      bug = argv[i];
     else if (opt == "--state-file")
-      state_file = argv[i + 1];
+      state_file = argv[i];
     else if (opt == "--capabilities")
-      capabilities = argv[i + 1];
+      capabilities = argv[i];
   }
   static const char* const bugs[] = {"release-by-key",      "release-old-token",
                                      "counter-restarts",    "tokens-not-kept",
@@ -426,9 +440,10 @@ int main(int argc, char** argv) {
                                      "poll-ignores-token",  "poll-every-5s",
                                      "racy-acquire",        "no-value",
                                      "batch-ignores-token", "none"};
-  if (std::find(std::begin(bugs), std::end(bugs), bug) == std::end(bugs)) {
-    std::cerr << "usage: broken-lockd --listen HOST:PORT --bug NAME [--state-file PATH] [--capabilities JSON]"
-                 " (NAME: see the top of broken_server.cpp)\n";
+  if (std::find(std::begin(bugs), std::end(bugs), bug) == std::end(bugs) ||
+      (core_only && !capabilities.empty())) {
+    std::cerr << "usage: broken-lockd --listen HOST:PORT --bug NAME [--state-file PATH]"
+                 " [--capabilities JSON | --core-only] (NAME: see the top of broken_server.cpp)\n";
     return 64;
   }
   if (!state_file.empty()) load_state();
