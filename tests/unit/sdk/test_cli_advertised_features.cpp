@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#define BOOST_TEST_MODULE cli_advertised_features
+// Compiled into test_memory_backend_conformance (tests/CMakeLists.txt): one program fewer to link.
 #include <boost/test/unit_test.hpp>
 
 // `baton conformance` checks an optional feature only on a server that advertises it (docs/protocol.md,
@@ -42,6 +42,8 @@ bool contains(const std::string& text, const std::string& part) {
 }
 
 }  // namespace
+
+BOOST_AUTO_TEST_SUITE(cli_advertised_features)
 
 BOOST_AUTO_TEST_CASE(a_server_without_capabilities_is_version_1_with_no_optional_feature) {
   const auto a = answered(404, R"({"error":"not_found","message":"unknown route"})");
@@ -92,3 +94,5 @@ BOOST_AUTO_TEST_CASE(any_other_failure_says_nothing_and_fails_the_check_instead_
   }
   BOOST_TEST(!advertised_features().known());
 }
+
+BOOST_AUTO_TEST_SUITE_END()
