@@ -445,7 +445,8 @@ void lock_service::wake_all() {
 // ---- the queue of waiting acquires (docs/protocol.md, "Queued acquire") ----
 
 void lock_service::hand_off_locked(std::string_view key, time_point now) {
-  if (queues_.empty()) return;
+  // A failed log grants nothing more; the waiters are answered storage_unavailable when their wait ends.
+  if (queues_.empty() || journal_.failed()) return;
   auto it = queues_.find(std::string(key));
   if (it == queues_.end()) return;
   auto& queue = it->second;
