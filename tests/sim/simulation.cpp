@@ -31,18 +31,20 @@ namespace fs = std::filesystem;
 using server::time_point;
 
 bool parse_bug(const std::string& name, bug& out) {
-  static const std::map<std::string, bug> names{{"none", bug::none},
-                                                {"skip-fence", bug::skip_fence},
-                                                {"work-after-loss", bug::work_after_loss},
-                                                {"fsync-lies", bug::fsync_lies},
-                                                {"stays-down", bug::stays_down},
-                                                {"zero-margin", bug::zero_margin},
-                                                {"renew-before-durable", bug::renew_before_durable},
-                                                {"release-by-key", bug::release_by_key},
-                                                {"cut-damaged-record", bug::cut_damaged_record},
-                                                {"ignore-batch-frames", bug::ignore_batch_frames},
-                                                {"shorten-lease", bug::shorten_lease},
-                                                {"start-skips-dir-sync", bug::start_skips_dir_sync}};
+  static const std::map<std::string, bug> names{
+      {"none", bug::none},
+      {"skip-fence", bug::skip_fence},
+      {"work-after-loss", bug::work_after_loss},
+      {"fsync-lies", bug::fsync_lies},
+      {"stays-down", bug::stays_down},
+      {"zero-margin", bug::zero_margin},
+      {"renew-before-durable", bug::renew_before_durable},
+      {"release-by-key", bug::release_by_key},
+      {"cut-damaged-record", bug::cut_damaged_record},
+      {"ignore-batch-frames", bug::ignore_batch_frames},
+      {"shorten-lease", bug::shorten_lease},
+      {"start-skips-dir-sync", bug::start_skips_dir_sync},
+      {"queue-deadline-from-answer", bug::queue_deadline_from_answer}};
   auto it = names.find(name);
   if (it == names.end()) return false;
   out = it->second;
@@ -62,14 +64,15 @@ time_point virtual_now() {
   return time_point(epoch + server_clock->local(current->now()));
 }
 
-enum class op { acquire, renew, release, wait };
+enum class op { acquire, renew, release, wait, queued };
 struct request {
   op kind;
   std::uint64_t id;
   std::string key;
   std::string owner;
   std::uint64_t token = 0;
-  milliseconds ttl{0};  // a wait's: how long the long-poll may last
+  milliseconds ttl{0};   // a wait's: how long the long-poll may last
+  milliseconds wait{0};  // a queued acquire's: how long it may wait in the queue
 };
 enum class status { ok, refused, unavailable };
 struct reply {
@@ -78,6 +81,7 @@ struct reply {
   status st = status::unavailable;
   std::uint64_t token = 0;  // granted, the holder of a refused acquire, or the holder a wait saw (0: free)
   std::string text;         // renew refusal reason, release outcome
+  milliseconds queued{0};   // a queued acquire's grant: how long it waited at batond (queued_ms)
 };
 
 // One request through batond's real lock service, as http_server would call it (the HTTP layer aside).
@@ -133,6 +137,23 @@ asio::awaitable<reply> serve(server::lock_service& s, request r) {
         auto view = co_await s.wait(r.key, r.token, r.ttl);
         out.st = status::ok;
         out.token = view ? view->token : 0;
+        break;
+      }
+      case op::queued: {
+        // POST /v1/locks/{key}/acquire?wait_ms= (feature acquire_queue).
+        auto res = co_await s.acquire_queued(r.key, r.owner, r.ttl, r.wait);
+        if (!res) {
+          out.text = "left";  // cancelled: the connection closed; nobody hears this
+          break;
+        }
+        out.queued = res->queued;
+        if (auto* g = std::get_if<server::acquire_granted>(&res->result)) {
+          out.st = status::ok;
+          out.token = g->token;
+        } else {
+          out.st = status::refused;
+          out.token = std::get<server::acquire_refused>(res->result).holder.token;
+        }
         break;
       }
     }
@@ -195,7 +216,8 @@ struct client {
   std::uint64_t renew_id = 0;
   nanos renew_sent{0};
   detail::jitter_rng jitter{0};
-  sim_clock clock;  // its lease_fsm's clock (lease_clock), and its timers'
+  sim_clock clock;      // its lease_fsm's clock (lease_clock), and its timers'
+  bool queues = false;  // waits for a held key with the queued acquire, as the SDK does against batond
 };
 
 class world {
@@ -219,6 +241,7 @@ class world {
       c.name = "c" + std::to_string(i);
       c.jitter = detail::jitter_rng(rng_.next());
       c.clock = sim_clock::drawn(rng_, o.drift);
+      c.queues = rng_.chance(0.5);
     }
   }
 
@@ -526,7 +549,7 @@ class world {
             [this, &c, cinc, r = std::move(r)]() mutable { deliver_to_server(c, cinc, std::move(r)); });
       return;
     }
-    const bool wait = r.kind == op::wait;
+    const bool wait = r.kind == op::wait || r.kind == op::queued;  // both wait, and close with the client
     auto done = [this, &c, cinc, wait, r, arrived = virtual_now()](std::exception_ptr e, reply rep) {
       if (e) std::rethrow_exception(e);  // a defect of the simulation or the service
       if (wait && cinc != c.inc) {       // cancelled: the client's connection closed when it crashed
@@ -534,7 +557,7 @@ class world {
         return;
       }
       if (wait && rep.st == status::unavailable && rep.text == "too_many_waiters") ++result_.waits_refused;
-      if (wait && rep.st == status::ok) check_long_poll(r, rep, arrived);
+      if (r.kind == op::wait && rep.st == status::ok) check_long_poll(r, rep, arrived);
       send(c, [this, &c, cinc, rep = std::move(rep)] { on_reply(c, cinc, rep); });
     };
     if (!wait) return asio::co_spawn(executor(server_->ctx), serve(server_->service, r), std::move(done));
@@ -666,7 +689,14 @@ class world {
       lo.safety_margin = o_.margin;
       auto timing = detail::lease_fsm::timing::from(lo, retry);
       if (o_.bug_switch == bug::zero_margin) timing.safety_margin = milliseconds(0);
-      c.fsm.emplace(timing, local_time(c, c.req_sent), c.jitter());
+      // A queued grant's TTL ran from the grant: counted, as the SDK counts it (sdk/src/client.cpp), from the
+      // send time plus the server's queued_ms less 2% for clock rate.
+      auto start = local_time(c, c.req_sent) + (r.queued - r.queued / 50);
+      // The tempting mistake: the grant is recent, so count from when its answer came (a late answer then
+      // leaves the client a deadline past batond's expiry).
+      if (o_.bug_switch == bug::queue_deadline_from_answer && r.queued.count() > 0)
+        start = local_time(c, s_.now());
+      c.fsm.emplace(timing, start, c.jitter());
       check_deadline(c);
       c.ph = client::phase::holding;
       c.writes_left = 2 + static_cast<int>(rng_.below(10));
@@ -677,10 +707,25 @@ class world {
     if (r.st == status::refused) {
       emit(c.name, "acquire_refused",
            {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"holder_token", r.token}});
-      return send_wait(c, r.token);
+      return c.queues ? send_queued(c) : send_wait(c, r.token);
     }
     emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", r.text}});
     retry_acquire(c);
+  }
+
+  // A held key, for a client that queues: one queued acquire, answered with the grant in its turn or, when
+  // its wait passes, with the holder (then it queues again). No answer: retried as a failed acquire.
+  void send_queued(client& c) {
+    emit(c.name, "acquire_req", {{"key", c.key}, {"queued", "true"}});
+    ++result_.ops;
+    c.req_id = ++next_id_;
+    c.req_sent = s_.now();
+    send_request(c, request{op::queued, c.req_id, c.key, c.owner, 0, lease_ttl, long_poll});
+    client_after(c, long_poll + request_timeout, [id = c.req_id, this](client& c) {
+      if (c.req_id != id || c.ph != client::phase::acquiring) return;
+      emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", "timeout"}});
+      retry_acquire(c);
+    });
   }
 
   // A held key: wait for its holder to change (the long-poll, lock_service::wait, as http_server calls it),

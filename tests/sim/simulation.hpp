@@ -15,8 +15,8 @@
 namespace baton::sim {
 
 /// Defects the simulation can switch on, to show the checker catches them: the first five in its own
-/// actors, the next five in batond's real code (server/src/planted_defects.hpp), the last in the simulated
-/// file system under it (sim_storage.hpp).
+/// actors, the next five in batond's real code (server/src/planted_defects.hpp), the next in the simulated
+/// file system under it (sim_storage.hpp), the last in its clients again.
 enum class bug {
   none,
   skip_fence,            // the resource accepts any token
@@ -30,6 +30,7 @@ enum class bug {
   ignore_batch_frames,   // journal::open takes a torn last batch's surviving records for acknowledged ones
   shorten_lease,         // lock_table lets a renew or a same-owner re-acquire move a lease's expiry earlier
   start_skips_dir_sync,  // a start that created or removed no log does not fsync the data directory
+  queue_deadline_from_answer,  // a queued grant's lease is counted from its answer's arrival, not its send
 };
 bool parse_bug(const std::string& name, bug& out);
 
