@@ -123,10 +123,7 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
     lsn = acquire_locked(key, owner, ttl, client, client_quota, value, now, result);
   }
   if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
-  if (std::holds_alternative<acquire_granted>(result))
-    metrics_.acquire_granted.fetch_add(1, std::memory_order_relaxed);
-  else
-    metrics_.acquire_held.fetch_add(1, std::memory_order_relaxed);
+  count_acquire(result);
   co_return result;
 }
 
@@ -357,16 +354,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
     ++waiting_;
     ++on_key;
   }
-  struct admission {
-    lock_service& self;
-    std::string key;
-    ~admission() {
-      std::lock_guard lk(self.mu_);
-      --self.waiting_;
-      auto it = self.waiting_per_key_.find(key);
-      if (--it->second == 0) self.waiting_per_key_.erase(it);
-    }
-  } admitted{*this, std::string(key)};
+  const waiter_admission admitted{*this, std::string(key)};
   auto w = std::make_shared<waiter>(waiter{timers_(ex)});
   metrics_.waiters.fetch_add(1, std::memory_order_relaxed);
   struct gauge_guard {
@@ -428,6 +416,13 @@ lock_service::sweep_result lock_service::sweep_step() {
   metrics_.expired.fetch_add(expired.size(), std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(expired.size()), std::memory_order_relaxed);
   return {expired.size(), sweep_cursor_ == 0};
+}
+
+lock_service::waiter_admission::~waiter_admission() {
+  std::lock_guard lk(self.mu_);
+  --self.waiting_;
+  auto it = self.waiting_per_key_.find(key);
+  if (--it->second == 0) self.waiting_per_key_.erase(it);
 }
 
 void lock_service::wake_all() {
@@ -538,16 +533,7 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
     count_acquire(q->result);
     co_return queued_answer{std::move(q->result), milliseconds(0)};
   }
-  struct admission {
-    lock_service& self;
-    std::string key;
-    ~admission() {
-      std::lock_guard lk(self.mu_);
-      --self.waiting_;
-      auto it = self.waiting_per_key_.find(key);
-      if (--it->second == 0) self.waiting_per_key_.erase(it);
-    }
-  } admitted{*this, q->key};
+  const waiter_admission admitted{*this, q->key};
   metrics_.queued.fetch_add(1, std::memory_order_relaxed);
   struct gauge_guard {
     server_metrics& m;

@@ -186,6 +186,13 @@ class lock_service {
   struct waiter {
     std::unique_ptr<wait_timer> timer;
   };
+  // A waiting request (a long-poll, a queued acquire) counted against the waiter limits from its admission
+  // (waiting_ and waiting_per_key_ raised under mu_) until this goes.
+  struct waiter_admission {
+    lock_service& self;
+    std::string key;
+    ~waiter_admission();
+  };
   // One request in a key's queue. Its fields are read and written under mu_, except timer, which only its
   // own thread uses (others post a cancel to it).
   struct queued_acquire {
