@@ -61,7 +61,7 @@ class report {
     std::fflush(stdout);
   }
 
-  // The summary: why checks were skipped, when any was ("skipped: 13 not advertised (lease_values, ...), 6 no
+  // The summary: why checks were skipped, when any was ("skipped: 18 not advertised (lease_values, ...), 6 no
   // --restart-command"), then the counts, last and in the form scripts may already read.
   int finish(const std::string& server_url) const {
     if (!skips_.empty()) {
@@ -114,7 +114,8 @@ int run_on_backend(const client_config& client, const std::optional<std::string>
         ch.name,
         [&] {
           const auto counterpart = on_backend::find(ch.name);
-          if (!counterpart) throw check_skipped("not applicable to an etcd backend");
+          if (!counterpart)
+            throw check_skipped("not applicable to an etcd backend", ch.off_backend ? ch.off_backend : "");
           s.run(counterpart(s));
         },
         [&] { return s.take_note(); });

@@ -10,6 +10,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -24,6 +25,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -112,8 +114,10 @@ class connection {
  public:
   explicit connection(server_address a) : addr_(std::move(a)) {}
 
+  // `on_written`, when given, is called (on the requesting thread) once the whole request was written: a
+  // request that waits at the server (a queued acquire) is then on its way.
   reply request(http::verb method, const std::string& target, std::string body = {},
-                steady::duration timeout = 10s) {
+                steady::duration timeout = 10s, const std::function<void()>& on_written = {}) {
     reply r;
     r.sent = steady::now();
     if (!open_) {
@@ -135,7 +139,10 @@ class connection {
     beast::error_code write_ec, read_ec;
     tcp_.expires_after(timeout);
     auto exchange = [&](auto& stream) {
-      http::async_write(stream, req, [&](beast::error_code e, std::size_t) { write_ec = e; });
+      http::async_write(stream, req, [&](beast::error_code e, std::size_t) {
+        write_ec = e;
+        if (!e && on_written) on_written();
+      });
       http::async_read(stream, buffer_, parser, [&](beast::error_code e, std::size_t) { read_ec = e; });
     };
     if (tls_)
@@ -159,6 +166,17 @@ class connection {
     if (!jec) r.json = std::move(v);
     if (write_ec || !res.keep_alive()) close();
     return r;
+  }
+
+  // From another thread, while a request waits on this connection: closes it as a client that goes away does,
+  // and the request ends without an answer. Only the socket is closed here, on the requesting thread (a TLS
+  // stream may not be destroyed under its pending operations; the failed request then closes the rest). The
+  // connection is not used again.
+  void abandon() {
+    asio::post(ioc_, [this] {
+      beast::error_code ignored;
+      tcp_.socket().close(ignored);
+    });
   }
 
   void close() {

@@ -230,6 +230,18 @@ const char* const record_checks[] = {
     "lock record: a key without one reads as none",
 };
 const char* const record_restart_check = "restart: a lock record is kept";
+// Run when the server advertises acquire_queue; over HTTP only (the SDK's etcd backend has no queued
+// acquire).
+const char* const queue_checks[] = {
+    "queued acquire: waiters are granted the lock in arrival order",
+    "queued acquire: one waiter is answered per hand-off",
+    "queued acquire: a plain acquire does not jump the queue",
+    "queued acquire: a waiter whose connection closes is skipped",
+    "queued acquire: the wait passing is answered 409 held",
+};
+// The run whose restart command does not restart the server: that server also serves its queues last in,
+// first out (the two faults touch different checks), which saves a run.
+const char* const lifo_run = "queue-lifo+restart-that-does-not-restart";
 
 // One run of conformance against broken-lockd: the bug, broken-lockd's extra arguments, and whether the run
 // restarts it (then with a state file, through restartable_server).
@@ -270,11 +282,13 @@ const std::map<std::string, broken_run>& broken_runs() {
       {"none+capabilities+restart",
        {"none",
         {"--capabilities",
-         R"({"protocol_version":1,"features":["lease_values","renew_batch","batch_renew"],"renew_batch_max":1000})"},
+         R"({"protocol_version":1,"features":["lease_values","renew_batch","acquire_queue","batch_renew"],)"
+         R"("renew_batch_max":1000})"},
         true}},
       {"bad-capabilities",
        {"none", {"--capabilities", R"({"protocol_version":"1","features":["lease_values"]})"}, false}},
-      {"restart-that-does-not-restart", {"none", {}, false}},
+      {lifo_run,
+       {"queue-lifo", {"--capabilities", R"({"protocol_version":1,"features":["acquire_queue"]})"}, false}},
       {"release-by-key", {"release-by-key", {}, false}},
       {"release-old-token", {"release-old-token", {}, false}},
       {"counter-restarts", {"counter-restarts", {}, false}},
@@ -310,8 +324,8 @@ const result& broken_result(const std::string& name) {
                      slots.acquire();
                      result r;
                      try {
-                       if (n == "restart-that-does-not-restart") {
-                         broken_server server(run.bug);
+                       if (n == lifo_run) {
+                         broken_server server(run.bug, run.extra);
                          r = run_baton({"conformance", "--server", server.url, "--restart-command", "true"});
                        } else {
                          r = run_against(run);
@@ -392,8 +406,11 @@ BOOST_AUTO_TEST_CASE(batond_passes_every_check_across_a_kill_9) {
     BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
                                                                                     << r.text());
   BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + record_restart_check), r.text());
+  for (const auto* name : queue_checks)
+    BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
+                                                                                    << r.text());
   BOOST_CHECK(!r.has_line("FAIL"));
-  BOOST_CHECK_MESSAGE(r.has_line("45 of 45 checks passed, 0 failed, 0 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("50 of 50 checks passed, 0 failed, 0 skipped"), r.text());
 }
 
 // A single etcd member that restart.sh kill -9s and starts again on the same ports and data directory.
@@ -466,7 +483,11 @@ BOOST_AUTO_TEST_CASE(etcd_backend_passes_every_lease_check_across_a_kill_9) {
     BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
                                                                                     << r.text());
   BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + record_restart_check), r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("34 of 45 checks passed, 0 failed, 11 skipped against " + url), r.text());
+  for (const auto* name : queue_checks)
+    BOOST_CHECK_MESSAGE(r.has_line(std::string("SKIP  ") + name +
+                                   ": not applicable to an etcd backend: etcd has no queued acquire"),
+                        r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("34 of 50 checks passed, 0 failed, 16 skipped against " + url), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(without_restart_command_the_restart_checks_are_skipped_not_passed) {
@@ -509,11 +530,13 @@ BOOST_AUTO_TEST_CASE(a_version_1_server_without_capabilities_passes_with_the_opt
   not_advertised(proclaim_wire_check, "proclaim");
   for (const auto* name : record_checks)
     not_advertised(name, "lock_record");
-  BOOST_CHECK_MESSAGE(r.has_line("skipped: 13 not advertised (lease_values, capabilities, renew_batch, "
-                                 "proclaim, lock_record), 6 no --restart-command"),
+  for (const auto* name : queue_checks)
+    not_advertised(name, "acquire_queue");
+  BOOST_CHECK_MESSAGE(r.has_line("skipped: 18 not advertised (lease_values, capabilities, renew_batch, "
+                                 "proclaim, lock_record, acquire_queue), 6 no --restart-command"),
                       r.text());
   BOOST_CHECK_MESSAGE(r.out.size() >= 2 &&
-                          r.out.back().rfind("26 of 45 checks passed, 0 failed, 19 skipped against ", 0) == 0,
+                          r.out.back().rfind("26 of 50 checks passed, 0 failed, 24 skipped against ", 0) == 0,
                       r.text());
 }
 
@@ -523,8 +546,8 @@ BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes_with_capabilities_and_a_r
   // lease_values is exercised by its own check; a feature this baton does not know is named, not failed.
   BOOST_CHECK_MESSAGE(
       r.has_line(
-          "PASS  capabilities (protocol_version 1; checked: lease_values, renew_batch; not known to this "
-          "baton, not checked: batch_renew)"),
+          "PASS  capabilities (protocol_version 1; checked: lease_values, renew_batch, acquire_queue; not "
+          "known to this baton, not checked: batch_renew)"),
       r.text());
   for (const auto* name : batch_checks)
     BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
@@ -536,7 +559,11 @@ BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes_with_capabilities_and_a_r
       r.text());
   BOOST_CHECK_MESSAGE(
       r.has_line(std::string("SKIP  ") + record_restart_check + ": not advertised: lock_record"), r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("35 of 45 checks passed, 0 failed, 10 skipped"), r.text());
+  // Its queue (a server that is not batond) passes the queued-acquire checks.
+  for (const auto* name : queue_checks)
+    BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
+                                                                                    << r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("40 of 50 checks passed, 0 failed, 10 skipped"), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(malformed_capabilities_are_caught) {
@@ -544,11 +571,25 @@ BOOST_AUTO_TEST_CASE(malformed_capabilities_are_caught) {
 }
 
 BOOST_AUTO_TEST_CASE(a_restart_command_that_does_not_restart_fails_the_restart_checks) {
-  const auto& r = broken_result("restart-that-does-not-restart");
+  const auto& r = broken_result(lifo_run);
   BOOST_CHECK_EQUAL(r.code, check_failed);
   for (const auto* name : restart_checks)
     BOOST_CHECK_MESSAGE(r.has_line(std::string("FAIL  ") + name + ": restart: the server was not restarted"),
                         r.text());
+}
+
+// docs/protocol.md, "queued acquire": first come, first served. A server that serves its latest waiter first
+// fails the order check, and only it: the others hold with one waiter at a time or do not judge the order.
+BOOST_AUTO_TEST_CASE(a_queue_served_last_in_first_out_is_caught) {
+  expect_failure(lifo_run, {queue_checks[0]});
+  const auto& r = broken_result(lifo_run);
+  BOOST_CHECK_MESSAGE(r.has_line(std::string("FAIL  ") + queue_checks[0] +
+                                 ": the lock went to waiter-3, waiter-2, waiter-1, in that order"),
+                      r.text());
+  for (const auto* name : queue_checks)
+    if (name != queue_checks[0])
+      BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
+                                                                                      << r.text());
 }
 
 BOOST_AUTO_TEST_CASE(release_by_key_is_caught) {

@@ -22,11 +22,15 @@
 //   no-value                leases carry no value (the field is ignored, never answered), even when
 //                           --capabilities advertises lease_values
 //   batch-ignores-token     POST /v1/renew renews an entry whose owner holds the key whatever its token
+//   queue-lifo              a queued acquire joins the front of the key's queue: the latest waiter is served
+//                           first (with --capabilities naming acquire_queue)
 //   none                    no bug
 // --state-file PATH keeps leases and the token counter in PATH (rewritten after each change, read at start),
 // so that a restart on the same --listen address can be checked. GET /v1/capabilities answers 404 unless
 // --capabilities JSON gives the body to answer (verbatim, as a test's choice). POST /v1/renew (renew batch)
-// is served only when that body names "renew_batch"; otherwise it is 404, as from a server without it.
+// is served only when that body names "renew_batch"; otherwise it is 404, as from a server without it. So is
+// the queued acquire (POST .../acquire?wait_ms=W) when it names "acquire_queue"; otherwise wait_ms is
+// ignored.
 // --core-only makes it an honest server of the protocol's core alone, written before GET /v1/capabilities: no
 // values (as no-value), no capabilities (404; --capabilities is refused beside it), no optional route. Usage:
 // broken-lockd --listen 127.0.0.1:0 --bug NAME [--state-file PATH] [--capabilities JSON | --core-only];
@@ -49,13 +53,20 @@
 #include <boost/json/value.hpp>
 #include <boost/url/parse.hpp>
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <list>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,14 +148,36 @@ void load_state() {
   if (bug == "tokens-not-kept") next_token = highest + 1;
 }
 
+// A queued acquire waiting for its key (feature acquire_queue).
+struct waiter {
+  std::string owner;
+  std::int64_t ttl_ms = 0;
+  std::string value;
+  steady::time_point arrived;
+  std::optional<std::int64_t> token;  // granted
+  steady::time_point granted_at;
+  bool replaced = false;  // a later request by the same owner took its place
+};
+std::map<std::string, std::list<std::shared_ptr<waiter>>> queues;
+
+// The holder of `key`. A key found free goes to the head of its queue in the same step, so that nothing can
+// take it in between; every request, and each waiter every few ms, looks here.
 lease* holder(const std::string& key) {
   auto it = locks.find(key);
-  if (it == locks.end()) return nullptr;
-  if (bug != "no-expiry" && steady::now() >= it->second.expiry) {
+  if (it != locks.end() && bug != "no-expiry" && steady::now() >= it->second.expiry) {
     locks.erase(it);
-    return nullptr;
+    it = locks.end();
   }
-  return &it->second;
+  if (it != locks.end()) return &it->second;
+  auto q = queues.find(key);
+  if (q == queues.end() || q->second.empty()) return nullptr;
+  auto w = q->second.front();
+  q->second.pop_front();
+  w->token = next_token++;
+  w->granted_at = steady::now();
+  auto& l = locks[key] = lease{w->owner, *w->token, expiry_after(w->ttl_ms), w->value, w->ttl_ms};
+  save_state();
+  return &l;
 }
 
 struct answer {
@@ -172,26 +205,40 @@ bool field_int(const json::object& o, const char* name, std::int64_t lo, std::in
   return out >= lo && out <= hi;
 }
 
-asio::awaitable<answer> acquire(const std::string& key, const json::object& o) {
-  std::string owner;
-  std::int64_t ttl = 0;
-  if (!field_string(o, "owner", owner) || !field_int(o, "ttl_ms", 100, 3'600'000, ttl))
-    co_return error(http::status::bad_request, "bad_request", "owner and ttl_ms (100..3600000) are required");
-  std::string value;
+// 409 held naming `h`.
+answer refusal(const lease& h) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(h.expiry - steady::now()).count();
+  json::object o{{"error", "held"},
+                 {"message", "held"},
+                 {"owner", h.owner},
+                 {"token", h.token},
+                 {"ttl_remaining_ms", left < 0 ? 0 : left}};
+  if (keeps_values()) o["value"] = h.value;
+  return {http::status::conflict, std::move(o), {}};
+}
+
+// An acquire's body, or why it is refused.
+bool acquire_fields(const json::object& o, std::string& owner, std::int64_t& ttl, std::string& value,
+                    answer& bad) {
+  if (!field_string(o, "owner", owner) || !field_int(o, "ttl_ms", 100, 3'600'000, ttl)) {
+    bad = error(http::status::bad_request, "bad_request", "owner and ttl_ms (100..3600000) are required");
+    return false;
+  }
   if (auto* v = o.if_contains("value"); v && keeps_values()) {
-    if (!v->is_string()) co_return error(http::status::bad_request, "bad_request", "value must be a string");
+    if (!v->is_string()) {
+      bad = error(http::status::bad_request, "bad_request", "value must be a string");
+      return false;
+    }
     value = std::string(v->get_string());
   }
-  if (auto* h = holder(key); h && h->owner != owner) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(h->expiry - steady::now()).count();
-    json::object refusal{{"error", "held"},
-                         {"message", "held"},
-                         {"owner", h->owner},
-                         {"token", h->token},
-                         {"ttl_remaining_ms", left < 0 ? 0 : left}};
-    if (keeps_values()) refusal["value"] = h->value;
-    co_return answer{http::status::conflict, std::move(refusal), {}};
-  }
+  return true;
+}
+
+asio::awaitable<answer> acquire(const std::string& key, const json::object& o) {
+  std::string owner, value;
+  std::int64_t ttl = 0;
+  if (answer bad; !acquire_fields(o, owner, ttl, value, bad)) co_return bad;
+  if (auto* h = holder(key); h && h->owner != owner) co_return refusal(*h);
   if (bug == "racy-acquire") {  // the check above and the write below are no longer one step
     asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
     co_await t.async_wait(asio::use_awaitable);
@@ -207,6 +254,63 @@ asio::awaitable<answer> acquire(const std::string& key, const json::object& o) {
   locks[key] = lease{owner, token, expiry, value, restore_ttl};
   save_state();
   co_return answer{http::status::ok, {{"key", key}, {"owner", owner}, {"token", token}, {"ttl_ms", ttl}}, {}};
+}
+
+// docs/protocol.md, "queued acquire": at once when the key is free (and so nobody waits) or the owner holds
+// it; otherwise in the key's queue until granted, replaced by the owner's next request, the wait passing, or
+// the client gone (`client_gone`; a grant it was not told of is given back).
+asio::awaitable<answer> acquire_queued(const std::string& key, const json::object& o, std::int64_t wait_ms,
+                                       const std::function<bool()>& client_gone) {
+  std::string owner, value;
+  std::int64_t ttl = 0;
+  if (answer bad; !acquire_fields(o, owner, ttl, value, bad)) co_return bad;
+  if (auto* h = holder(key); !h || h->owner == owner) {
+    auto a = co_await acquire(key, o);
+    if (a.status == http::status::ok) a.body["queued_ms"] = 0;
+    co_return a;
+  }
+  auto me = std::make_shared<waiter>(waiter{owner, ttl, value, steady::now(), {}, {}, false});
+  auto& q = queues[key];
+  if (auto same = std::find_if(q.begin(), q.end(), [&](const auto& w) { return w->owner == owner; });
+      same != q.end()) {
+    (*same)->replaced = true;
+    *same = me;
+  } else if (bug == "queue-lifo") {
+    q.push_front(me);
+  } else {
+    q.push_back(me);
+  }
+  const auto until = me->arrived + std::chrono::milliseconds(wait_ms);
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  for (;;) {
+    auto* h = holder(key);  // hands an expired lease on
+    const bool gone = client_gone();
+    if (me->token) {
+      if (!gone) {
+        const auto queued =
+            std::chrono::duration_cast<std::chrono::milliseconds>(me->granted_at - me->arrived);
+        co_return answer{http::status::ok,
+                         {{"key", key},
+                          {"owner", owner},
+                          {"token", *me->token},
+                          {"ttl_ms", ttl},
+                          {"queued_ms", queued.count()}},
+                         {}};
+      }
+      if (h && h->token == *me->token) {
+        locks.erase(key);
+        save_state();
+        holder(key);
+      }
+      co_return error(http::status::gone, "gone", "the client went away");
+    }
+    if (me->replaced || gone || steady::now() >= until) {
+      q.remove(me);
+      co_return h ? refusal(*h) : error(http::status::gone, "gone", "nobody holds the key");
+    }
+    t.expires_after(5ms);
+    co_await t.async_wait(asio::use_awaitable);
+  }
 }
 
 answer renew(const std::string& key, const json::object& o) {
@@ -276,6 +380,7 @@ answer release(const std::string& key, const json::object& o) {
   locks.erase(key);
   if (bug == "counter-restarts") next_token = 1;
   save_state();
+  holder(key);  // the queue's head takes it now
   return {http::status::ok, {{"released", true}, {"outcome", "released"}}, {}};
 }
 
@@ -327,7 +432,8 @@ bool object_body(const http::request<http::string_body>& req, json::object& out)
   return true;
 }
 
-asio::awaitable<answer> route(const http::request<http::string_body>& req) {
+asio::awaitable<answer> route(const http::request<http::string_body>& req,
+                              const std::function<bool()>& client_gone) {
   auto parsed = boost::urls::parse_origin_form(req.target());
   if (!parsed) co_return error(http::status::bad_request, "bad_request", "bad target");
   auto url = *parsed;
@@ -365,7 +471,19 @@ asio::awaitable<answer> route(const http::request<http::string_body>& req) {
   json::object body;
   if (!object_body(req, body))
     co_return error(http::status::bad_request, "bad_request", "body is not a JSON object");
-  if (op == "acquire") co_return co_await acquire(key, body);
+  if (op == "acquire") {
+    auto wait_it = url.params().find("wait_ms");
+    if (capabilities.find("\"acquire_queue\"") == std::string::npos || wait_it == url.params().end())
+      co_return co_await acquire(key, body);
+    std::int64_t wait_ms = 0;
+    try {
+      wait_ms = std::min<std::int64_t>(std::stoll((*wait_it).value), 60'000);
+    } catch (const std::exception&) {
+      co_return error(http::status::bad_request, "bad_request", "bad wait_ms");
+    }
+    if (wait_ms <= 0) co_return co_await acquire(key, body);
+    co_return co_await acquire_queued(key, body, wait_ms, client_gone);
+  }
   if (op == "renew") co_return renew(key, body);
   co_return release(key, body);
 }
@@ -385,7 +503,13 @@ asio::awaitable<void> session(tcp::socket socket) {
     } else if (ec) {
       co_return;
     } else {
-      a = co_await route(parser.get());
+      // Whether the client closed the connection (a waiting request's cue to leave).
+      auto client_gone = [&stream] {
+        char c = 0;
+        const auto n = ::recv(stream.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+      };
+      a = co_await route(parser.get(), client_gone);
       close = !parser.get().keep_alive();
     }
     http::response<http::string_body> res{a.status, 11};
@@ -431,15 +555,12 @@ int main(int argc, char** argv) {
     else if (opt == "--capabilities")
       capabilities = argv[i];
   }
-  static const char* const bugs[] = {"release-by-key",      "release-old-token",
-                                     "counter-restarts",    "tokens-not-kept",
-                                     "no-expiry",           "early-expiry-40ms",
-                                     "early-expiry-15ms",   "renew-no-extend",
-                                     "ttl-32bit-us",        "reacquire-keeps-expiry",
-                                     "renew-shortens",
-                                     "poll-ignores-token",  "poll-every-5s",
-                                     "racy-acquire",        "no-value",
-                                     "batch-ignores-token", "none"};
+  static const char* const bugs[] = {"release-by-key",         "release-old-token", "counter-restarts",
+                                     "tokens-not-kept",        "no-expiry",         "early-expiry-40ms",
+                                     "early-expiry-15ms",      "renew-no-extend",   "ttl-32bit-us",
+                                     "reacquire-keeps-expiry", "renew-shortens",    "poll-ignores-token",
+                                     "poll-every-5s",          "racy-acquire",      "no-value",
+                                     "batch-ignores-token",    "queue-lifo",        "none"};
   if (std::find(std::begin(bugs), std::end(bugs), bug) == std::end(bugs) ||
       (core_only && !capabilities.empty())) {
     std::cerr << "usage: broken-lockd --listen HOST:PORT --bug NAME [--state-file PATH]"

@@ -141,4 +141,6 @@ BOOST_AUTO_TEST_CASE(the_checks_are_found_by_the_names_the_cli_prints) {
   // What only the wire shows has no counterpart through a backend.
   BOOST_TEST(!baton::cli::on_backend::find("malformed JSON is 400 bad_request"));
   BOOST_TEST(!baton::cli::on_backend::find("capabilities"));
+  // Nor does a queued acquire, which no backend but the HTTP one has.
+  BOOST_TEST(!baton::cli::on_backend::find("queued acquire: waiters are granted the lock in arrival order"));
 }
