@@ -528,7 +528,14 @@ struct queue_fixture {
     log.open(service.table(), manual_now_value);
     service.table().restore("q", "a", 1, 60'000ms, manual_now_value);
   }
-  ~queue_fixture() { log.stop(); }
+  // Every request still waiting is answered (or failed by the stopped log) while the service and the
+  // io_context both live: a queued request's timer belongs to the io_context, its place to the service.
+  ~queue_fixture() {
+    service.wake_all();
+    settle(ioc, 50ms);
+    log.stop();
+    settle(ioc, 50ms);
+  }
 
   std::shared_ptr<pending<std::optional<queued_answer>>> enqueue(const std::string& owner,
                                                                  std::chrono::milliseconds wait = 30'000ms) {
