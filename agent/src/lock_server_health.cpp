@@ -61,6 +61,13 @@ class observed_backend final : public forwarding_backend {
     co_return seen(co_await forwarding_backend::acquire(std::move(key), std::move(owner), ttl,
                                                         std::move(value), timeout));
   }
+  // The SDK's waiting acquires are queued acquires against a server that offers them: observed alike.
+  asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner, milliseconds ttl,
+                                                std::string value, milliseconds wait,
+                                                milliseconds timeout) override {
+    co_return seen(co_await forwarding_backend::acquire_queued(std::move(key), std::move(owner), ttl,
+                                                               std::move(value), wait, timeout));
+  }
   asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                      milliseconds ttl, milliseconds timeout) override {
     co_return seen(co_await forwarding_backend::renew(std::move(key), std::move(owner), token, ttl, timeout));
