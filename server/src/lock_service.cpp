@@ -266,6 +266,16 @@ asio::awaitable<std::optional<lock_record>> lock_service::read_record(std::strin
   co_return found;
 }
 
+std::uint64_t lock_service::removed_locked(std::string_view key, const release_result& r, time_point now) {
+  auto type = r.outcome == release_outcome::released ? record_type::release : record_type::expire;
+  const auto lsn = journal_.append(type, r.removed_token, 0, key);
+  metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
+  notify_locked(key);
+  // The next in the key's queue gets it now; the release's answer rests on its own record only.
+  hand_off_locked(key, now);
+  return lsn;
+}
+
 asio::awaitable<release_result> lock_service::release(std::string_view key, std::string_view owner,
                                                       std::uint64_t token, std::string_view client) {
   release_result result;
@@ -280,12 +290,7 @@ asio::awaitable<release_result> lock_service::release(std::string_view key, std:
     else
       result = table_.release(key, owner, token, now, client);
     if (result.removed_token != 0) {
-      auto type = result.outcome == release_outcome::released ? record_type::release : record_type::expire;
-      lsn = journal_.append(type, result.removed_token, 0, key);
-      metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
-      notify_locked(key);
-      // The next in the key's queue gets it now; the release's answer rests on its own record only.
-      hand_off_locked(key, now);
+      lsn = removed_locked(key, result, now);
     } else {
       // "Already free" may rest on a release that is not durable yet: answer only once it is.
       lsn = journal_.last_appended();
@@ -565,13 +570,7 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
       if (q->granted) {
         const auto now = now_();
         auto r = table_.release(key, q->owner, std::get<acquire_granted>(q->result).token, now, q->client);
-        if (r.removed_token != 0) {
-          journal_.append(r.outcome == release_outcome::released ? record_type::release : record_type::expire,
-                          r.removed_token, 0, key);
-          metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
-          notify_locked(key);
-          hand_off_locked(key, now);
-        }
+        if (r.removed_token != 0) removed_locked(key, r, now);
       }
       metrics_.queue_left.fetch_add(1, std::memory_order_relaxed);
       co_return std::nullopt;

@@ -212,6 +212,9 @@ class lock_service {
   std::uint64_t acquire_locked(std::string_view key, std::string_view owner, milliseconds ttl,
                                std::string_view client, std::optional<std::size_t> client_quota,
                                std::string_view value, time_point now, acquire_result& result);
+  /// Logs a lease that release() `r` removed from the table (as released, or as expired), wakes the key's
+  /// long-polls and hands the key to its queue; returns the record's log position.
+  std::uint64_t removed_locked(std::string_view key, const release_result& r, time_point now);
   /// Grants a free `key` to the first request of its queue that may take it, and wakes that request.
   void hand_off_locked(std::string_view key, time_point now);
   void leave_queue_locked(const std::shared_ptr<queued_acquire>& q);
