@@ -116,6 +116,15 @@ int run(const options& o) {
   const std::string key = "bench/handoff";
   lease_options lo;
   lo.ttl = o.ttl;
+  // A release was answered: its time is kept for the next grant, or, when that grant came first (the server
+  // answers both after one log write, in either order), the grant's figure is taken now, negative.
+  const auto release_answered_now = [&] {
+    if (granted_at < *release_sent)
+      release_answered = steady::now();
+    else
+      after_answer_ms.push_back(
+          std::chrono::duration<double, std::milli>(granted_at - steady::now()).count());
+  };
   asio::co_spawn(
       ioc,
       [&]() -> asio::awaitable<void> {
@@ -144,12 +153,7 @@ int run(const options& o) {
                   release_sent = steady::now();
                   release_answered.reset();
                   co_await l.async_release();
-                  // Set only when the next grant has not come yet; otherwise it is that grant's figure.
-                  if (granted_at < *release_sent)
-                    release_answered = steady::now();
-                  else
-                    after_answer_ms.push_back(
-                        std::chrono::duration<double, std::milli>(granted_at - steady::now()).count());
+                  release_answered_now();
                 } catch (const std::exception& e) {
                   ++failures;
                   std::cerr << "waiter " << i << ": " << e.what() << "\n";
@@ -163,11 +167,7 @@ int run(const options& o) {
         // Every waiter has arrived; hand the key over.
         release_sent = steady::now();
         co_await first.async_release();
-        if (granted_at < *release_sent)
-          release_answered = steady::now();
-        else
-          after_answer_ms.push_back(
-              std::chrono::duration<double, std::milli>(granted_at - steady::now()).count());
+        release_answered_now();
         while (done < o.waiters) {
           asio::steady_timer t(ex, milliseconds(20));
           co_await t.async_wait(asio::use_awaitable);
