@@ -246,10 +246,10 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
         // of acquires at every hand-off. The first try queues too (granted at once when the key is free).
         std::optional<milliseconds> queue_wait;
         if (mode == detail::acquire_fsm::mode::wait && cs.now() >= cs.queue_unsupported_until) {
-          const auto left = a.what == kind::long_poll ? a.wait
-                            : give_up                 ? *give_up - cs.now()
-                                                      : clock::duration(std::chrono::seconds(30));
-          const auto wait = std::min(std::chrono::ceil<milliseconds>(left), milliseconds(30'000));
+          // The whole wait in one request, up to 5 minutes: a waiter keeps its place in the queue for that
+          // long (the HTTP backend asks batond for at most 30 s at a time; etcd's queue is the client's own).
+          const auto left = give_up ? *give_up - cs.now() : clock::duration(std::chrono::minutes(5));
+          const auto wait = std::min(std::chrono::ceil<milliseconds>(left), milliseconds(300'000));
           if (wait >= milliseconds(1)) queue_wait = wait;
         }
         if (a.what == kind::send_acquire || queue_wait) {

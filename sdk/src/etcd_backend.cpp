@@ -1,34 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
 // The etcd backend: Baton's lock semantics on etcd 3.4+ through its v3 JSON gateway (docs/sdk.md, etcd).
 //
-//   entry    = the key's value: the owner, or, for a lease that carries a value (docs/protocol.md, "value"),
-//              owner NUL value. Owners hold no control characters, so the NUL is unambiguous, and an entry
-//              without a value is exactly what backends before values wrote and read.
-//   acquire  = /v3/lease/grant (TTL in whole seconds, rounded up) + /v3/kv/txn "create_revision == 0 →
-//              put with the lease; else read the holder". The fencing token is the key's create_revision:
-//              cluster-wide monotonic and durable across restarts and leader changes (lease IDs are not
-//              ordered).
-//   renew    = read the key (still ours: same create_revision and owner?) + /v3/lease/keepalive; an answer
-//              without TTL means the lease is gone.
-//   release  = txn "create_revision == token and value == entry → delete", then /v3/lease/revoke; the
-//              entry is first taken to be the bare owner, and when the key holds this owner's token with a
-//              value, the txn is repeated with that exact entry (an entry never changes under one
-//              create_revision).
-//   proclaim = read the key (still ours: same create_revision and owner?) + txn "mod_revision == the read's →
-//              put the new entry with the key's own lease" (etcd's Election.Proclaim): the token (the key's
-//              create_revision) and the lease, so the expiry, stay.
-//   record   = a lock's record (docs/protocol.md, "record") is the key <prefix without its last '/'>.records/
-//              <key>, outside the locks' range (and so outside the loss watch), with no etcd lease: its value
-//              is the token in decimal, NUL, the owner, NUL, the record's value. A write reads the lock key
-//              and the record in one txn, decides as proclaim does (then refuses a record of a larger token),
-//              and puts the record in a txn "lock key's mod_revision == the read's and record's mod_revision
-//              == the read's" (again from a fresh read when either changed). The version is etcd's own
-//              `version` of the record key: its puts since it was created.
-//   wait     = /v3/watch on the key from the revision after the read that found it held, on a connection of
-//              its own (TLS over etcds://, as every request), so a waiter wakes at the delete; bounded
-//              polling (100 ms) when the watch fails.
+// A lock K under prefix P is etcd's own concurrency.Mutex named P+K, so that `etcdctl lock`, `etcdctl elect`
+// and Go's concurrency package exclude Baton on one name, and wait in one line with it:
+//   contender = P+K/<its etcd lease ID in hex>, put with that lease, its value the lease's value (what etcd's
+//               Election keeps there; empty for a plain lock, as Mutex writes it). The contender with the
+//               lowest create_revision holds; its create_revision is the fencing token (cluster-wide,
+//               monotonic, durable across restarts and leader changes; lease IDs are not ordered).
+//   guard     = P+K itself, the key of the single-key layout before: a Baton holder puts it too, with its
+//               lease, holding the entry: the owner, or owner NUL value for a lease with a value (owners hold
+//               no control characters). Clients of the old layout see the lock held; the owner is read
+//               from it; a Baton contender first in line waits while a guard it did not put exists.
+//   acquire   = /v3/lease/grant (TTL in whole seconds, rounded up) + one txn "no key in P+K/ and no guard →
+//               put the contender and the guard; else read the first in line and the guard".
+//   queued    = etcd's Mutex.Lock: the contender is put, its lease kept alive while it waits; it watches only
+//               the contender just before it (or the guard, when first), and once first with no guard, puts
+//               the guard (the grant). Leaving revokes the lease: both keys go in one step.
+//   renew     = read the contender created at the token and the guard (same lease, same owner?) +
+//               /v3/lease/keepalive; an answer without TTL means the lease is gone.
+//   release   = txn "both keys as read → delete both", then /v3/lease/revoke.
+//   proclaim  = read both + txn "both keys' mod_revision as read → put the value into the contender and the
+//               entry into the guard, with their own lease" (etcd's Election.Proclaim): token and expiry stay.
+//   record    = a lock's record (docs/protocol.md, "record") is the key <prefix without its last '/'>.records/
+//               <key>, outside the locks' range, with no etcd lease: its value is the token in decimal, NUL,
+//               the owner, NUL, the record's value. A write reads the lock's keys and the record in one txn,
+//               decides as proclaim does (then refuses a record of a larger token), and puts the record in a
+//               txn conditional on all three keys' mod_revisions (again from a fresh read when one changed).
+//               The version is etcd's own `version` of the record key.
+//   wait      = /v3/watch on the lock's keys from the revision after the read, on a connection of its own
+//               (TLS over etcds://, as every request); bounded polling (100 ms) when the watch fails.
 // Never /v3/lock or /v3/election: with lease 0 they make a hidden 60 s lease nobody renews, and 3.4's lock
-// can report success after the caller's lease expired while waiting.
+// can report success after the caller's lease expired while waiting. The same recipe through kv and lease
+// calls has neither problem.
 
 #include "baton/backend.hpp"
 #include "baton/error.hpp"
@@ -173,6 +176,200 @@ entry split_entry(std::string_view e) {
   return {std::string(e.substr(0, nul)), std::string(e.substr(nul + 1))};
 }
 
+// The keys of lock K under prefix P (docs/sdk.md, "etcd"): etcd's concurrency.Mutex named P+K. Each
+// contender puts P+K/<its etcd lease ID in hex>, with that lease; the one with the lowest create_revision
+// holds, and its create_revision is the fencing token. The guard, P+K itself, is the key the single-key
+// layout of Baton before 0.9 used: the holder puts it too, with its lease, so that clients of that layout see
+// the lock held, and a contender first in line waits while that layout's holder keeps it.
+struct lock_keys {
+  lock_keys(const std::string& prefix, std::string_view key)
+      : guard(prefix + std::string(key)), queue(guard + '/'), queue_end(guard + '0') {}
+  std::string guard;  // P+K
+  std::string queue;  // P+K/, where the contenders' keys are
+  std::string
+      queue_end;  // the end of their range ('0' follows '/'); [guard, queue_end) is every key of the lock
+  std::string contender(std::uint64_t lease) const {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(lease));  // as Go's %x writes it
+    return queue + hex;
+  }
+  // Whether `k` is a contender's key of this lock: P+K/ and a name without '/' (P+K/x/... belongs to the lock
+  // named K/x, whose keys are in this range too).
+  bool in_line(std::string_view k) const {
+    return k.size() > queue.size() && k.starts_with(queue) &&
+           k.find('/', queue.size()) == std::string_view::npos;
+  }
+};
+
+// One key as a range read returned it.
+struct stored_kv {
+  bool present = false;
+  // For a contender read from a page of the queue's range: false when the page held only other locks' keys
+  // and more follow (the caller reads the rest).
+  bool resolved = true;
+  std::string key, value;
+  std::uint64_t create = 0, mod = 0, lease = 0, version = 0;
+};
+
+stored_kv read_kv(const json::value* kv) {
+  stored_kv out;
+  if (!kv || !kv->is_object()) return out;
+  out.present = true;
+  out.key = decode64(string_field(*kv, "key"));
+  out.value = decode64(string_field(*kv, "value"));
+  uint_field(*kv, "create_revision", out.create);
+  uint_field(*kv, "mod_revision", out.mod);
+  uint_field(*kv, "lease", out.lease);
+  uint_field(*kv, "version", out.version);
+  return out;
+}
+
+// The i-th response of a txn answer (null when there is none).
+const json::value* response_at(const json::value& body, std::size_t i) {
+  const json::value* responses = path(body, {"responses"});
+  if (!responses || !responses->is_array() || responses->as_array().size() <= i) return nullptr;
+  return &responses->as_array()[i];
+}
+
+// The first key-value of the i-th response of a txn answer.
+stored_kv response_kv(const json::value& body, std::size_t i) {
+  const json::value* r = response_at(body, i);
+  return read_kv(r ? kv_of(*r) : nullptr);
+}
+
+// The first contender of lock `lk` among the kvs of a range (a txn's response or a range answer), in the
+// order read: other locks' keys are passed over.
+stored_kv first_in_line_of(const json::value* range, const lock_keys& lk) {
+  stored_kv out;
+  if (!range) return out;
+  const json::value* inner = path(*range, {"response_range"});
+  if (!inner) inner = range;
+  if (const json::value* kvs = path(*inner, {"kvs"}); kvs && kvs->is_array())
+    for (const auto& kv : kvs->as_array())
+      if (lk.in_line(decode64(string_field(kv, "key")))) return read_kv(&kv);
+  if (const json::value* more = path(*inner, {"more"}); more && more->is_bool() && more->as_bool()) {
+    out.present = true;
+    out.resolved = false;
+  }
+  return out;
+}
+
+// The reads of the queue's range that find the first in line (ascending create_revision) or the contender
+// just before `before` (descending, below it); a page of 16, or all of them (`page` false).
+json::object in_line_read(const lock_keys& lk, std::uint64_t before, bool page) {
+  json::object range{{"key", encode64(lk.queue)},
+                     {"range_end", encode64(lk.queue_end)},
+                     {"sort_order", before == 0 ? "ASCEND" : "DESCEND"},
+                     {"sort_target", "CREATE"}};
+  if (page) range["limit"] = "16";
+  if (before != 0) range["max_create_revision"] = std::to_string(before - 1);
+  return json::object{{"request_range", std::move(range)}};
+}
+
+json::object key_read(const std::string& k) {
+  return json::object{{"request_range", json::object{{"key", encode64(k)}}}};
+}
+
+json::object same_create(const std::string& k64, std::uint64_t rev) {
+  return json::object{
+      {"key", k64}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", std::to_string(rev)}};
+}
+
+json::object same_mod(const std::string& k64, std::uint64_t rev) {
+  return json::object{
+      {"key", k64}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", std::to_string(rev)}};
+}
+
+json::object put_key(const std::string& k, std::string_view value, std::uint64_t lease) {
+  return json::object{
+      {"request_put",
+       json::object{{"key", encode64(k)}, {"value", encode64(value)}, {"lease", std::to_string(lease)}}}};
+}
+
+json::object delete_key(const std::string& k) {
+  return json::object{{"request_delete_range", json::object{{"key", encode64(k)}}}};
+}
+
+bool succeeded(const http_result& r) {
+  auto* ok = path(r.body, {"succeeded"});
+  return ok && ok->is_bool() && ok->as_bool();
+}
+
+std::uint64_t r_revision(const http_result& r) {
+  std::uint64_t rev = 0;
+  if (const json::value* h = path(r.body, {"header"})) uint_field(*h, "revision", rev);
+  return rev;
+}
+
+// The lock as read: the first in line and the guard.
+struct lock_view {
+  stored_kv first, guard;
+};
+
+// Who holds the lock, as Baton sees it.
+struct lock_holder {
+  holder_info info;
+  std::uint64_t lease = 0;
+  bool baton = false;  // a Baton holder (the guard names its owner); false: a contender of etcd's own recipe
+};
+
+std::optional<lock_holder> holder_of(const lock_view& v) {
+  const stored_kv &first = v.first, &guard = v.guard;
+  if (guard.present && (!first.present || guard.lease != first.lease)) {
+    // A holder of the single-key layout (or a guard whose contender key was deleted): the guard holds.
+    auto e = split_entry(guard.value);
+    return lock_holder{
+        {std::move(e.owner), guard.create, milliseconds(0), std::move(e.value)}, guard.lease, true};
+  }
+  if (!first.present) return std::nullopt;
+  if (guard.present) {
+    auto e = split_entry(guard.value);
+    return lock_holder{
+        {std::move(e.owner), first.create, milliseconds(0), std::move(e.value)}, first.lease, true};
+  }
+  // `etcdctl lock`, `etcdctl elect`, Go's concurrency package: no owner is written; the key's name is it.
+  return lock_holder{
+      {"etcd:" + first.key.substr(first.key.rfind('/') + 1), first.create, milliseconds(0), first.value},
+      first.lease,
+      false};
+}
+
+// A lease's keys as read by token: its contender key (the one created at `token`), the guard, the first in
+// line (to say why a lease is not held).
+constexpr std::size_t ownership_read_count = 3;
+json::array ownership_reads(const lock_keys& lk, std::uint64_t token) {
+  json::object by_token{{"key", encode64(lk.queue)},
+                        {"range_end", encode64(lk.queue_end)},
+                        {"min_create_revision", std::to_string(token)},
+                        {"max_create_revision", std::to_string(token)}};
+  return json::array{json::object{{"request_range", std::move(by_token)}}, key_read(lk.guard),
+                     in_line_read(lk, 0, true)};
+}
+
+struct ownership {
+  stored_kv mine, guard, first;
+};
+ownership ownership_of(const json::value& body, std::size_t at, const lock_keys& lk) {
+  ownership out;
+  out.mine = first_in_line_of(response_at(body, at), lk);
+  if (!out.mine.resolved) out.mine = {};  // a page cannot hold two keys of one revision and lock
+  out.guard = response_kv(body, at + 1);
+  out.first = first_in_line_of(response_at(body, at + 2), lk);
+  return out;
+}
+
+// A txn of reads only.
+json::object read_txn(json::array reads) {
+  return json::object{{"success", std::move(reads)}};
+}
+json::object read_txn(json::object read) {
+  return read_txn(json::array{std::move(read)});
+}
+
+json::array view_reads(const lock_keys& lk) {
+  return json::array{in_line_read(lk, 0, true), key_read(lk.guard)};
+}
+
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -312,162 +509,273 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          std::string value, milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
+    const lock_keys lk(prefix_, key);
     acquire_reply out;
-    const std::string k = encode64(prefix_ + key), v = encode64(entry_of(owner, value));
     // Whole seconds, rounded up: etcd never ends the lease before the TTL the caller asked for.
     const auto ttl_s = std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
-    json::object body1{{"TTL", std::to_string(ttl_s)}};
-    auto g = co_await call("/v3/lease/grant", body1, deadline);
     std::uint64_t lease = 0;
-    if (!g.ec && !uint_field(g.body, "ID", lease)) protocol(g, "lease grant answer has no ID");
-    if (g.ec) co_return fail<acquire_reply>(g);
-
-    // Creates the key under `with_lease` if it does not exist; reads it otherwise.
-    auto create_txn = [&](std::uint64_t with_lease) {
-      return json::object{
-          {"compare", json::array{json::object{
-                          {"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
-          {"success", json::array{json::object{
-                          {"request_put",
-                           json::object{{"key", k}, {"value", v}, {"lease", std::to_string(with_lease)}}}}}},
-          {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
-    };
-    auto r = co_await call("/v3/kv/txn", create_txn(lease), deadline);
-    if (r.ec) co_return fail<acquire_reply>(r);
-    if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
-      if (!header_revision(r.body, out.token)) protocol(r, "txn answer has no revision");
+    if (auto g = co_await grant(ttl_s, deadline, lease); g.ec) co_return fail<acquire_reply>(g);
+    for (int round = 0;; ++round) {
+      // Free (nobody in line, no old-layout key): the contender key and the guard in one txn.
+      const json::object body1 = try_txn(lk, lease, owner, value);
+      auto r = co_await call("/v3/kv/txn", body1, deadline);
       if (r.ec) co_return fail<acquire_reply>(r);
-      co_return out;
-    }
-    const json::value* kv = first_kv(r.body, true);
-    std::uint64_t holder_rev = 0, holder_lease = 0;
-    entry holder;
-    if (kv) {
-      uint_field(*kv, "create_revision", holder_rev);
-      uint_field(*kv, "lease", holder_lease);
-      holder = split_entry(decode64(string_field(*kv, "value")));
-    }
-    if (kv && holder.owner == owner) {
-      // The same owner again (a retry after a lost reply): supersede with a new create_revision, as batond
-      // does. etcd refuses a delete and a put of one key in one txn, so: delete ours, then create anew; if
-      // someone else takes the key in between, they hold it and this try is refused.
-      //
-      // A re-acquire never makes the key free sooner (docs/protocol.md, acquire), and etcd cannot lengthen a
-      // lease: when the old lease has more time left than this request asks for, the new key gets a lease
-      // of that time instead, a second more than etcd reports (it counts whole seconds). Without that time
-      // the new lease could end sooner than the old one: a failed lookup fails this try, outcome unknown as
-      // after a failed grant (the key is still this owner's), and the lease granted above is handed back.
-      auto old = co_await time_to_live(holder_lease, deadline);
-      if (old.r.ec) {
-        co_await revoke(lease, deadline);
-        co_return fail<acquire_reply>(old.r);
-      }
-      const auto left_s = old.left.count() / 1000 + 1;
-      if (left_s > ttl_s) {
-        co_await revoke(lease, deadline);
-        json::object longer{{"TTL", std::to_string(left_s)}};
-        auto g2 = co_await call("/v3/lease/grant", longer, deadline);
-        lease = 0;
-        if (!g2.ec && !uint_field(g2.body, "ID", lease)) protocol(g2, "lease grant answer has no ID");
-        if (g2.ec) co_return fail<acquire_reply>(g2);
-      }
-      json::object drop{
-          {"compare", json::array{json::object{{"key", k},
-                                               {"target", "CREATE"},
-                                               {"result", "EQUAL"},
-                                               {"create_revision", std::to_string(holder_rev)}}}},
-          {"success", json::array{json::object{{"request_delete_range", json::object{{"key", k}}}}}}};
-      auto d = co_await call("/v3/kv/txn", drop, deadline);
-      if (d.ec) co_return fail<acquire_reply>(d);
-      co_await revoke(holder_lease, deadline);
-      auto s = co_await call("/v3/kv/txn", create_txn(lease), deadline);
-      if (s.ec) co_return fail<acquire_reply>(s);
-      if (auto* ok = path(s.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
-        if (!header_revision(s.body, out.token)) {
-          protocol(s, "txn answer has no revision");
-          co_return fail<acquire_reply>(s);
+      if (succeeded(r)) {
+        if (!header_revision(r.body, out.token)) {
+          protocol(r, "txn answer has no revision");
+          co_return fail<acquire_reply>(r);
         }
         co_return out;
       }
-      kv = first_kv(s.body, true);
-      holder = {};
-      holder_rev = holder_lease = 0;
-      if (kv) {
-        uint_field(*kv, "create_revision", holder_rev);
-        uint_field(*kv, "lease", holder_lease);
-        holder = split_entry(decode64(string_field(*kv, "value")));
+      lock_view v{first_in_line_of(response_at(r.body, 0), lk), response_kv(r.body, 1)};
+      if (v.first.present && v.first.lease == lease) {
+        // The txn was applied and its answer lost, then sent again (call() moves to another member): ours.
+        out.token = v.first.create;
+        co_return out;
       }
+      if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
+      if (r.ec) co_return fail<acquire_reply>(r);
+      if (!v.first.present && !v.guard.present) {
+        // Nobody in line, yet the compare failed: the range holds keys of locks named below this one
+        // ("K/x"), or someone came and went. Tried the way etcd's TryLock does.
+        auto q = co_await try_in_line(lk, lease, owner, value, deadline, out);
+        if (q.ec) co_return fail<acquire_reply>(q);
+        if (out.token != 0) co_return out;
+        if (clock::now() < deadline) continue;  // someone came first: read again
+      }
+      const auto h = holder_of(v);
+      if (round == 0 && h && h->baton && h->info.owner == owner) {
+        // The same owner again (a retry after a lost reply): superseded with a new create_revision, as
+        // batond does, by deleting its keys and trying again; someone else may then come first.
+        //
+        // A re-acquire never makes the key free sooner (docs/protocol.md, acquire), and etcd cannot lengthen
+        // a lease: when the old lease has more time left than this request asks for, the new keys get a
+        // lease of that time instead, a second more than etcd reports (it counts whole seconds). Without that
+        // time the new lease could end sooner than the old one: a failed lookup fails this try, outcome
+        // unknown as after a failed grant (the key is still this owner's), and the new lease is handed back.
+        auto old = co_await time_to_live(h->lease, deadline);
+        if (old.r.ec) {
+          co_await revoke(lease, deadline);
+          co_return fail<acquire_reply>(old.r);
+        }
+        if (const auto left_s = old.left.count() / 1000 + 1; left_s > ttl_s) {
+          co_await revoke(lease, deadline);
+          if (auto g = co_await grant(left_s, deadline, lease); g.ec) co_return fail<acquire_reply>(g);
+        }
+        json::array compare{same_create(encode64(v.guard.key), v.guard.create)};
+        json::array drop{delete_key(v.guard.key)};
+        if (v.first.present && v.first.lease == v.guard.lease) {
+          compare.push_back(same_create(encode64(v.first.key), v.first.create));
+          drop.push_back(delete_key(v.first.key));
+        }
+        json::object txn{{"compare", std::move(compare)}, {"success", std::move(drop)}};
+        if (auto d = co_await call("/v3/kv/txn", txn, deadline); d.ec) co_return fail<acquire_reply>(d);
+        co_await revoke(h->lease, deadline);
+        continue;
+      }
+      co_await revoke(lease, deadline);  // ours was never used
+      out.ec = error::held;
+      out.diagnostic = h ? "the lock is held by another owner" : "the lock changed hands during the attempt";
+      if (h) {
+        out.holder = h->info;
+        out.holder.ttl_remaining = (co_await time_to_live(h->lease, deadline)).left;  // 0 when unknown
+      }
+      co_return out;
     }
-    co_await revoke(lease, deadline);  // ours was never used
-    out.ec = error::held;
-    out.diagnostic = kv ? "the lock is held by another owner" : "the lock changed hands during the attempt";
-    out.holder.owner = std::move(holder.owner);
-    out.holder.value = std::move(holder.value);
-    out.holder.token = holder_rev;
-    out.holder.ttl_remaining = (co_await time_to_live(holder_lease, deadline)).left;  // 0 when unknown
+  }
+
+  // A queued acquire (backend::acquire_queued) is etcd's Mutex.Lock: the contender key goes in line, its
+  // lease kept alive while it waits, and a waiter watches only the key just before its own. First in line
+  // with no guard: the guard is put, which is the grant. Leaving without a grant (the wait passed, an error,
+  // cancellation) revokes the etcd lease, which deletes the contender key, and a guard put as it left, in
+  // one step: no ghost lock.
+  asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner, milliseconds ttl,
+                                                std::string value, milliseconds wait,
+                                                milliseconds timeout) override {
+    std::uint64_t lease = 0;
+    auto out =
+        co_await wait_in_line(std::move(key), std::move(owner), ttl, std::move(value), wait, timeout, lease);
+    if ((out.ec || out.token == 0) && lease != 0)
+      asio::co_spawn(ex_, leave_queue(shared_from_this(), lease), asio::detached);
     co_return out;
+  }
+
+  // acquire_queued() but for leaving: `lease` is the etcd lease of the place once granted.
+  asio::awaitable<acquire_reply> wait_in_line(std::string key, std::string owner, milliseconds ttl,
+                                              std::string value, milliseconds wait, milliseconds timeout,
+                                              std::uint64_t& lease) {
+    const auto start = clock::now();
+    const auto give_up = start + wait;
+    // What each request may take: the time the caller allows beyond the wait.
+    const auto per_call = std::max<clock::duration>(timeout - wait, std::chrono::seconds(1));
+    const lock_keys lk(prefix_, key);
+    const auto ttl_s = std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
+    // A keep-alive every third of the TTL keeps the place while the etcd lease lives.
+    const auto keep_alive_every = std::chrono::milliseconds(ttl_s * 1000 / 3);
+    auto refreshed = clock::now();  // the send time of the lease's last grant or refresh
+    if (auto g = co_await grant(ttl_s, start + per_call, lease); g.ec) co_return fail<acquire_reply>(g);
+    queue_place place{lk, lease, clock::now() + per_call};
+    const json::object body2 = enqueue_txn(lk, lease, value);
+    auto r = co_await call("/v3/kv/txn", body2, place.deadline);
+    if (r.ec || !place.read(r, succeeded(r))) co_return fail<acquire_reply>(r);
+    for (;;) {
+      if (co_await cancelled()) co_return aborted<acquire_reply>();
+      place.deadline = clock::now() + per_call;
+      if (!place.first.resolved) {
+        place.first = co_await first_in_line(lk, place.deadline, r);
+        if (r.ec) co_return fail<acquire_reply>(r);
+      }
+      if (!place.mine.present) {
+        acquire_reply out;
+        out.ec = error::connection_failed;
+        out.diagnostic = "the place in the queue was lost (its etcd lease ended while it waited)";
+        co_return out;
+      }
+      const bool first = place.first.present && place.first.create == place.mine.create;
+      bool granted = place.guard.present && place.guard.lease == lease;  // a claim whose answer was lost
+      if (first && !place.guard.present) {
+        // First in line and nobody holds the guard: claimed, while the contender key is still this one.
+        json::object claim{{"compare", json::array{same_create(encode64(place.mine.key), place.mine.create),
+                                                   same_create(encode64(lk.guard), 0)}},
+                           {"success", json::array{put_key(lk.guard, entry_of(owner, value), lease)}},
+                           {"failure", place.reads()}};
+        auto c = co_await call("/v3/kv/txn", claim, place.deadline);
+        if (c.ec) co_return fail<acquire_reply>(c);
+        if (!succeeded(c)) {
+          if (!place.read(c, false)) co_return fail<acquire_reply>(c);
+          continue;
+        }
+        granted = true;
+      }
+      if (granted) {
+        // The TTL restarts with a keep-alive sent now, and the lease is counted from the last refresh sent
+        // (the grant's, if this one fails): never later than etcd counts it.
+        const auto sent = clock::now();
+        if (co_await keep_alive(lease, place.deadline) > 0) refreshed = sent;
+        acquire_reply out;
+        out.token = place.mine.create;
+        out.queued = std::chrono::duration_cast<milliseconds>(refreshed - start);
+        co_return out;
+      }
+      if (clock::now() >= give_up) {
+        acquire_reply out;
+        out.ec = error::held;
+        out.diagnostic = "the wait passed in the queue";
+        if (auto h = holder_of(lock_view{place.first, place.guard})) {
+          out.holder = h->info;
+          out.holder.ttl_remaining = (co_await time_to_live(h->lease, place.deadline)).left;
+        }
+        co_return out;
+      }
+      // Waits on the key in the way: when this contender is first, the guard of a holder of the single-key
+      // layout (or of one just leaving); else the contender just before this one, only it (no herd).
+      std::string blocker = lk.guard;
+      std::uint64_t from = place.revision + 1;
+      if (!first) {
+        auto before = co_await in_line_before(lk, place.mine.create, place.deadline, r);
+        if (r.ec) co_return fail<acquire_reply>(r);
+        blocker = before.present ? before.key : std::string();
+        from = std::max(from, r_revision(r) + 1);
+      }
+      if (!blocker.empty()) {
+        const auto until = std::min<clock::time_point>(give_up, refreshed + keep_alive_every);
+        const std::string blocker64 = encode64(blocker);
+        const auto w = co_await watch(blocker64, from, until);
+        if (w == watch_end::cancelled) co_return aborted<acquire_reply>();
+        if (w == watch_end::failed) {
+          // The watch could not be set up or broke: polled, a change is seen within 100 ms.
+          asio::steady_timer t(ex_,
+                               std::min<clock::duration>(std::chrono::milliseconds(100),
+                                                         std::max(until - clock::now(), clock::duration(0))));
+          co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        }
+      }
+      if (co_await cancelled()) co_return aborted<acquire_reply>();
+      if (clock::now() >= refreshed + keep_alive_every) {
+        const auto sent = clock::now();
+        const auto left = co_await keep_alive(lease, clock::now() + per_call);
+        if (left > 0) refreshed = sent;
+        if (left == 0) {  // etcd has no such lease any more: the contender key went with it
+          place.mine.present = false;
+          continue;
+        }
+      }
+      if (first && place.guard.present && place.guard.create > place.mine.create) {
+        // Behind a holder of the single-key layout that came after this key: this key's create_revision is
+        // smaller than that holder's token, so once it is gone the place is taken again, at the back, for a
+        // token larger than every one before.
+        const json::object body3 = read_txn(place.reads());
+        auto now = co_await call("/v3/kv/txn", body3, place.deadline);
+        if (now.ec || !place.read(now, false)) co_return fail<acquire_reply>(now);
+        if (place.guard.present) continue;
+        json::object drop{{"compare", json::array{same_create(encode64(place.mine.key), place.mine.create)}},
+                          {"success", json::array{delete_key(place.mine.key)}}};
+        if (auto d = co_await call("/v3/kv/txn", drop, place.deadline); d.ec)
+          co_return fail<acquire_reply>(d);
+        const json::object body4 = enqueue_txn(lk, lease, value);
+        r = co_await call("/v3/kv/txn", body4, place.deadline);
+        if (r.ec || !place.read(r, succeeded(r))) co_return fail<acquire_reply>(r);
+        continue;
+      }
+      const json::object body5 = read_txn(place.reads());
+      auto now = co_await call("/v3/kv/txn", body5, place.deadline);
+      if (now.ec || !place.read(now, false)) co_return fail<acquire_reply>(now);
+    }
   }
 
   asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token, milliseconds,
                                      milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
-    json::object body2{{"key", encode64(prefix_ + key)}};
-    auto r = co_await call("/v3/kv/range", body2, deadline);
+    const lock_keys lk(prefix_, key);
+    json::object txn{{"success", ownership_reads(lk, token)}};
+    auto r = co_await call("/v3/kv/txn", txn, deadline);
     if (r.ec) co_return fail<renew_reply>(r);
-    co_return co_await keep_alive_if_held(first_kv(r.body, false), owner, token, deadline);
+    const ownership o = ownership_of(r.body, 0, lk);
+    co_return co_await keep_alive_if_held(o, owner, token, deadline);
   }
 
-  // A batch (docs/protocol.md, "renew batch"): the keys of up to `max_txn_reads` entries are read in one txn,
-  // at one revision, and each lease still held by its owner with its token is kept alive on its own, as
-  // renew() does. Each entry's conditions are exactly a renew's; what the batch saves is a read per lease.
+  // A batch (docs/protocol.md, "renew batch"): the keys of up to `max_txn_leases` entries are read in one
+  // txn, at one revision, and each lease still held by its owner with its token is kept alive on its own, as
+  // renew() does. Each entry's conditions are exactly a renew's; what the batch saves is a request per lease.
   asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                         milliseconds timeout) override {
-    // etcd refuses a txn of more operations than its --max-txn-ops, 128 by default.
-    constexpr std::size_t max_txn_reads = 128;
+    // etcd refuses a txn of more operations than its --max-txn-ops, 128 by default: three reads a lease.
+    constexpr std::size_t max_txn_leases = 128 / ownership_read_count;
     const auto deadline = clock::now() + timeout;
     std::vector<renew_reply> out(entries.size());
-    for (std::size_t first = 0; first < entries.size(); first += max_txn_reads) {
-      const std::size_t end = std::min(entries.size(), first + max_txn_reads);
+    for (std::size_t first = 0; first < entries.size(); first += max_txn_leases) {
+      const std::size_t end = std::min(entries.size(), first + max_txn_leases);
       json::array reads;
-      for (std::size_t i = first; i < end; ++i) {
-        json::object range{{"key", encode64(prefix_ + entries[i].key)}};
-        json::object read{{"request_range", std::move(range)}};
-        reads.push_back(std::move(read));
-      }
+      for (std::size_t i = first; i < end; ++i)
+        for (auto& read : ownership_reads(lock_keys(prefix_, entries[i].key), entries[i].token))
+          reads.push_back(std::move(read));
       json::object txn{{"success", std::move(reads)}};
       auto r = co_await call("/v3/kv/txn", txn, deadline);
       const json::value* responses = r.ec ? nullptr : path(r.body, {"responses"});
-      if (!r.ec && (!responses || !responses->is_array() || responses->as_array().size() != end - first))
+      if (!r.ec && (!responses || !responses->is_array() ||
+                    responses->as_array().size() != (end - first) * ownership_read_count))
         protocol(r, "txn answer lacks one response per read");
       for (std::size_t i = first; i < end; ++i) {
         if (r.ec) {
           out[i] = fail<renew_reply>(r);
           continue;
         }
-        const json::value* kvs = path(responses->as_array()[i - first], {"response_range", "kvs"});
-        const json::value* kv =
-            kvs && kvs->is_array() && !kvs->as_array().empty() ? &kvs->as_array()[0] : nullptr;
-        out[i] = co_await keep_alive_if_held(kv, entries[i].owner, entries[i].token, deadline);
+        const lock_keys lk(prefix_, entries[i].key);
+        const ownership o = ownership_of(r.body, (i - first) * ownership_read_count, lk);
+        out[i] = co_await keep_alive_if_held(o, entries[i].owner, entries[i].token, deadline);
       }
     }
     co_return out;
   }
 
-  // The rest of a renew once the key has been read (`kv`, null when absent): refused unless it holds this
-  // owner's entry under `token`, else its etcd lease is kept alive.
-  asio::awaitable<renew_reply> keep_alive_if_held(const json::value* kv, const std::string& owner,
+  // The rest of a renew once the lock's keys have been read: refused unless `owner` holds it under `token`,
+  // else its etcd lease is kept alive.
+  asio::awaitable<renew_reply> keep_alive_if_held(const ownership& o, const std::string& owner,
                                                   std::uint64_t token, clock::time_point deadline) {
     renew_reply out;
-    std::uint64_t rev = 0, lease = 0;
-    std::string holder;
-    if (kv) {
-      uint_field(*kv, "create_revision", rev);
-      uint_field(*kv, "lease", lease);
-      holder = split_entry(decode64(string_field(*kv, "value"))).owner;
-    }
-    if (refuse(out, kv, holder, owner, rev, token)) co_return out;
-    json::object body3{{"ID", std::to_string(lease)}};
-    auto ka = co_await call("/v3/lease/keepalive", body3, deadline);
+    if (refuse(out, o, owner, token)) co_return out;
+    json::object body{{"ID", std::to_string(o.mine.lease)}};
+    auto ka = co_await call("/v3/lease/keepalive", body, deadline);
     if (ka.ec) co_return fail<renew_reply>(ka);
     std::uint64_t left = 0;
     const json::value* result = path(ka.body, {"result"});
@@ -479,128 +787,112 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     co_return out;
   }
 
+  // Deletes this lease's keys if `owner` holds the lock with `token` (the contender key and the guard in one
+  // txn, each only as read), then revokes the etcd lease. A lock held in the old single-key layout is
+  // released as before: its key, by its create_revision and exact value.
   asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
                                          milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
-    release_reply out;
-    const std::string k = encode64(prefix_ + key);
-    auto txn = [&](const std::string& stored) {
-      return json::object{
-          {"compare",
-           json::array{
-               json::object{{"key", k},
-                            {"target", "CREATE"},
-                            {"result", "EQUAL"},
-                            {"create_revision", std::to_string(token)}},
-               json::object{{"key", k}, {"target", "VALUE"}, {"result", "EQUAL"}, {"value", stored}}}},
-          {"success", json::array{json::object{{"request_range", json::object{{"key", k}}}},
-                                  json::object{{"request_delete_range", json::object{{"key", k}}}}}},
-          {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
-    };
-    const json::object as_bare_owner = txn(encode64(owner));
-    auto r = co_await call("/v3/kv/txn", as_bare_owner, deadline);
-    if (r.ec) co_return fail<release_reply>(r);
-    const json::value* kv = first_kv(r.body, true);
-    auto succeeded = [](const http_result& a) {
-      auto* ok = path(a.body, {"succeeded"});
-      return ok && ok->is_bool() && ok->as_bool();
-    };
-    if (!succeeded(r) && kv) {
-      // The entry may carry a value after the owner: if it is this owner's, with this token, release it by
-      // its exact bytes.
-      std::uint64_t rev = 0;
-      uint_field(*kv, "create_revision", rev);
-      const std::string stored = string_field(*kv, "value");
-      if (rev == token && stored != encode64(owner) && split_entry(decode64(stored)).owner == owner) {
-        const json::object as_stored = txn(stored);
-        r = co_await call("/v3/kv/txn", as_stored, deadline);
-        if (r.ec) co_return fail<release_reply>(r);
-        kv = first_kv(r.body, true);
-      }
-    }
-    if (succeeded(r)) {
+    const lock_keys lk(prefix_, key);
+    json::object read{{"success", ownership_reads(lk, token)}};
+    auto last = co_await call("/v3/kv/txn", read, deadline);
+    for (;;) {
+      if (last.ec) co_return fail<release_reply>(last);
+      const ownership o = ownership_of(last.body, 0, lk);
+      release_reply out;
+      const stored_kv& g = o.guard;
+      const bool guard_ours = g.present && split_entry(g.value).owner == owner;
+      json::array compare, drop;
       std::uint64_t lease = 0;
-      if (kv) uint_field(*kv, "lease", lease);
-      co_await revoke(lease, deadline);
-      out.outcome = release_outcome::released;
-    } else {
-      out.outcome = kv ? release_outcome::not_owner : release_outcome::already_free;
+      if (o.mine.present && guard_ours && g.lease == o.mine.lease) {
+        compare = {same_mod(encode64(o.mine.key), o.mine.mod), same_mod(encode64(g.key), g.mod)};
+        drop = {delete_key(o.mine.key), delete_key(g.key)};
+        lease = o.mine.lease;
+      } else if (!o.mine.present && guard_ours && g.create == token) {
+        compare = {same_mod(encode64(g.key), g.mod)};  // the old layout's key, or a guard left alone
+        drop = {delete_key(g.key)};
+        lease = g.lease;
+      } else {
+        out.outcome =
+            holder_of(lock_view{o.first, g}) ? release_outcome::not_owner : release_outcome::already_free;
+        co_return out;
+      }
+      json::object txn{{"compare", std::move(compare)},
+                       {"success", std::move(drop)},
+                       {"failure", ownership_reads(lk, token)}};
+      auto r = co_await call("/v3/kv/txn", txn, deadline);
+      if (r.ec) co_return fail<release_reply>(r);
+      if (succeeded(r)) {
+        co_await revoke(lease, deadline);
+        co_return out;  // released
+      }
+      if (clock::now() >= deadline) {
+        out.ec = error::request_timeout;
+        out.diagnostic = "the lock's keys kept changing under the release";
+        co_return out;
+      }
+      last = std::move(r);  // changed between the read and the txn (a proclaim): decided again
     }
-    co_return out;
   }
 
-  // The read decides a refusal's reason as renew's does; the put is conditional on the key being exactly as
-  // read (its mod_revision), so it can land only on this lease's own entry. A failed compare means the key
-  // changed between: the txn's answer is the key as it now is, and the decision is made again from it (it
-  // may still be ours, changed by another proclaim of this holder).
+  // The read decides a refusal's reason as renew's does; the puts are conditional on both keys being exactly
+  // as read (their mod_revisions), so they land only on this lease's own keys. A failed compare means a key
+  // changed between: the txn's answer is the keys as they now are, and the decision is made again from them
+  // (the lease may still be this one's, changed by another proclaim of this holder). The value goes to the
+  // contender key, where etcd's Election keeps it, and to the guard, beside the owner.
   asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
                                            std::string value, milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
-    const std::string k = encode64(prefix_ + key);
-    json::object read{{"key", k}};
-    auto last = co_await call("/v3/kv/range", read, deadline);
-    if (last.ec) co_return fail<proclaim_reply>(last);
-    const json::value* kv = first_kv(last.body, false);
+    const lock_keys lk(prefix_, key);
+    json::object read{{"success", ownership_reads(lk, token)}};
+    auto last = co_await call("/v3/kv/txn", read, deadline);
     for (;;) {
+      if (last.ec) co_return fail<proclaim_reply>(last);
+      const ownership o = ownership_of(last.body, 0, lk);
       proclaim_reply out;
-      std::uint64_t rev = 0, lease = 0, mod = 0;
-      std::string holder;
-      if (kv) {
-        uint_field(*kv, "create_revision", rev);
-        uint_field(*kv, "mod_revision", mod);
-        uint_field(*kv, "lease", lease);
-        holder = split_entry(decode64(string_field(*kv, "value"))).owner;
-      }
-      if (refuse(out, kv, holder, owner, rev, token)) co_return out;
-      json::object txn{
-          {"compare",
-           json::array{json::object{
-               {"key", k}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", std::to_string(mod)}}}},
-          {"success",
-           json::array{json::object{{"request_put", json::object{{"key", k},
-                                                                 {"value", encode64(entry_of(owner, value))},
-                                                                 {"lease", std::to_string(lease)}}}}}},
-          {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
+      if (refuse(out, o, owner, token)) co_return out;
+      json::object txn{{"compare", json::array{same_mod(encode64(o.mine.key), o.mine.mod),
+                                               same_mod(encode64(o.guard.key), o.guard.mod)}},
+                       {"success", json::array{put_key(o.mine.key, value, o.mine.lease),
+                                               put_key(o.guard.key, entry_of(owner, value), o.mine.lease)}},
+                       {"failure", ownership_reads(lk, token)}};
       auto r = co_await call("/v3/kv/txn", txn, deadline);
       if (r.ec) co_return fail<proclaim_reply>(r);
-      if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) co_return out;
+      if (succeeded(r)) co_return out;
       if (clock::now() >= deadline) {
         out.ec = error::request_timeout;
         out.diagnostic = "the key kept changing under the proclaim";
         co_return out;
       }
       last = std::move(r);
-      kv = first_kv(last.body, true);
     }
   }
 
   asio::awaitable<record_write_reply> write_record(std::string key, std::string owner, std::uint64_t token,
                                                    std::string value, milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
-    const std::string k = encode64(prefix_ + key), rk = encode64(record_key(key));
+    const lock_keys lk(prefix_, key);
+    const std::string rk = encode64(record_key(key));
     const std::string stored = encode64(std::to_string(token) + '\0' + owner + '\0' + value);
-    auto read_both =
-        json::object{{"success", json::array{json::object{{"request_range", json::object{{"key", k}}}},
-                                             json::object{{"request_range", json::object{{"key", rk}}}}}}};
-    auto last = co_await call("/v3/kv/txn", read_both, deadline);
+    auto reads = [&] {
+      json::array out = ownership_reads(lk, token);
+      out.push_back(json::object{{"request_range", json::object{{"key", rk}}}});
+      return out;
+    };
+    const json::object body6 = read_txn(reads());
+    auto last = co_await call("/v3/kv/txn", body6, deadline);
     for (;;) {
       if (last.ec) co_return fail<record_write_reply>(last);
       const json::value* responses = path(last.body, {"responses"});
-      if (!responses || !responses->is_array() || responses->as_array().size() != 2) {
-        protocol(last, "txn answer lacks the lock key and the record");
+      if (!responses || !responses->is_array() || responses->as_array().size() != ownership_read_count + 1) {
+        protocol(last, "txn answer lacks the lock's keys and the record");
         continue;
       }
-      const json::value* kv = kv_of(responses->as_array()[0]);
-      const json::value* rec = kv_of(responses->as_array()[1]);
+      const ownership o = ownership_of(last.body, 0, lk);
+      const json::value* rec = kv_of(responses->as_array()[ownership_read_count]);
       record_write_reply out;
-      std::uint64_t rev = 0, mod = 0, rec_mod = 0, rec_version = 0;
-      std::string holder;
-      if (kv) {
-        uint_field(*kv, "create_revision", rev);
-        uint_field(*kv, "mod_revision", mod);
-        holder = split_entry(decode64(string_field(*kv, "value"))).owner;
-      }
-      if (refuse(out, kv, holder, owner, rev, token)) co_return out;
+      if (refuse(out, o, owner, token)) co_return out;
+      std::uint64_t rec_mod = 0, rec_version = 0;
       if (rec) {
         uint_field(*rec, "mod_revision", rec_mod);
         uint_field(*rec, "version", rec_version);
@@ -610,24 +902,21 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
           co_return out;
         }
       }
-      auto same = [](const std::string& key64, std::uint64_t m) {
-        return json::object{
-            {"key", key64}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", std::to_string(m)}};
-      };
       json::object txn{
-          {"compare", json::array{same(k, mod), same(rk, rec_mod)}},
+          {"compare", json::array{same_mod(encode64(o.mine.key), o.mine.mod),
+                                  same_mod(encode64(o.guard.key), o.guard.mod), same_mod(rk, rec_mod)}},
           {"success",
            json::array{json::object{{"request_put", json::object{{"key", rk}, {"value", stored}}}}}},
-          {"failure", read_both["success"]}};
+          {"failure", reads()}};
       auto r = co_await call("/v3/kv/txn", txn, deadline);
       if (r.ec) co_return fail<record_write_reply>(r);
-      if (auto* ok = path(r.body, {"succeeded"}); ok && ok->is_bool() && ok->as_bool()) {
+      if (succeeded(r)) {
         out.version = rec_version + 1;  // the compare held: no other put came between
         co_return out;
       }
       if (clock::now() >= deadline) {
         out.ec = error::request_timeout;
-        out.diagnostic = "the key or its record kept changing under the write";
+        out.diagnostic = "the lock or its record kept changing under the write";
         co_return out;
       }
       last = std::move(r);
@@ -656,41 +945,32 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                  milliseconds timeout) override {
     const auto give_up = clock::now() + (wait ? wait->wait : milliseconds{0});
-    const std::string k = encode64(prefix_ + key);
+    const lock_keys lk(prefix_, key);
     for (;;) {
       const auto deadline = std::max(clock::now(), give_up) + timeout;
       get_reply out;
-      json::object body4{{"key", k}};
-      auto r = co_await call("/v3/kv/range", body4, deadline);
+      const json::object body7 = read_txn(view_reads(lk));
+      auto r = co_await call("/v3/kv/txn", body7, deadline);
       if (r.ec) co_return fail<get_reply>(r);
-      if (const json::value* kv = first_kv(r.body, false)) {
-        holder_info h;
-        std::uint64_t lease = 0;
-        uint_field(*kv, "create_revision", h.token);
-        uint_field(*kv, "lease", lease);
-        auto e = split_entry(decode64(string_field(*kv, "value")));
-        h.owner = std::move(e.owner);
-        h.value = std::move(e.value);
-        h.ttl_remaining = (co_await time_to_live(lease, deadline)).left;  // 0 when unknown
-        out.holder = std::move(h);
+      lock_view v{first_in_line_of(response_at(r.body, 0), lk), response_kv(r.body, 1)};
+      if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
+      if (r.ec) co_return fail<get_reply>(r);
+      if (auto h = holder_of(v)) {
+        out.holder = h->info;
+        out.holder->ttl_remaining = (co_await time_to_live(h->lease, deadline)).left;  // 0 when unknown
       }
       std::uint64_t current = out.holder ? out.holder->token : 0;
       const bool value_changed =
           wait && wait->value &&
           (out.holder ? std::string_view(out.holder->value) : std::string_view()) != *wait->value;
       if (!wait || current != wait->token || value_changed || clock::now() >= give_up) co_return out;
-      // Watching from the revision after this read misses no change made since: the delete (release or
-      // expiry) wakes the waiter at once. Any event wakes it, and the read above decides again.
-      std::uint64_t seen = 0;
-      const json::value* header = path(r.body, {"header"});
-      if (header && uint_field(*header, "revision", seen)) {
-        auto w = co_await watch(k, seen + 1, give_up);
-        if (w == watch_end::cancelled) {
-          get_reply cancelled;
-          cancelled.ec = asio::error::operation_aborted;
-          cancelled.diagnostic = "the wait was cancelled";
-          co_return cancelled;
-        }
+      // Watching the lock's keys from the revision after this read misses no change made since: a delete
+      // (release or expiry) wakes the waiter at once. Any event wakes it, and the read above decides again.
+      std::uint64_t seen = r_revision(r);
+      if (seen != 0) {
+        const std::string from64 = encode64(lk.guard), end64 = encode64(lk.queue_end);
+        auto w = co_await watch(from64, seen + 1, give_up, end64);
+        if (w == watch_end::cancelled) co_return aborted<get_reply>();
         if (w != watch_end::failed) continue;
       }
       // The watch could not be set up or broke: bounded polling, a holder change is seen within one period.
@@ -730,20 +1010,27 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   }
 
  private:
-  // Renew's refusal, in its order, for the key as read (`kv` null: absent; `holder` its entry's owner,
-  // `rev` its create_revision); false when `owner` holds it under `token`.
+  // Renew's refusal, in its order, for the lock's keys as read; false when `owner` holds it under `token`:
+  // its contender key (created at `token`) is there, and the guard carries the same etcd lease and names
+  // `owner`. A contender key whose guard is gone is not held: clients of the single-key layout may take it.
   template <class Reply>
-  static bool refuse(Reply& out, const json::value* kv, const std::string& holder, const std::string& owner,
-                     std::uint64_t rev, std::uint64_t token) {
-    if (!kv)
-      out.lost_reason = "not_held";
-    else if (holder != owner)
+  static bool refuse(Reply& out, const ownership& o, const std::string& owner, std::uint64_t token) {
+    const bool guarded = o.mine.present && o.guard.present && o.guard.lease == o.mine.lease;
+    if (guarded && split_entry(o.guard.value).owner == owner) return false;
+    if (guarded) {
       out.lost_reason = "owner_mismatch";
-    else if (rev != token)
-      out.lost_reason = "token_mismatch";
-    if (out.lost_reason.empty()) return false;
+    } else if (o.mine.present) {
+      out.lost_reason = "not_held";
+    } else {
+      auto h = holder_of(lock_view{o.first, o.guard});
+      out.lost_reason = !h                       ? "not_held"
+                        : h->info.owner != owner ? "owner_mismatch"
+                        : h->info.token != token ? "token_mismatch"
+                                                 : "not_held";
+    }
     out.ec = error::lease_lost;
-    out.diagnostic = "the key no longer carries this lease's create_revision";
+    out.diagnostic = o.mine.present ? "the lock's guard key no longer carries this lease"
+                                    : "no key of the lock carries this lease's create_revision";
     return true;
   }
 
@@ -754,9 +1041,160 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     out.diagnostic = r.diagnostic;
     return out;
   }
+  template <class Reply>
+  static Reply aborted() {
+    Reply out;
+    out.ec = asio::error::operation_aborted;
+    out.diagnostic = "the wait was cancelled";
+    return out;
+  }
   static void protocol(http_result& r, std::string what) {
     r.ec = error::protocol_error;
     r.diagnostic = std::move(what);
+  }
+  static asio::awaitable<bool> cancelled() {
+    co_return (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
+  }
+
+  // Free: nobody in line and no guard (the range compare holds for an empty range only). Then the contender
+  // key and the guard are put in one txn; else the first in line and the guard are read.
+  static json::object try_txn(const lock_keys& lk, std::uint64_t lease, const std::string& owner,
+                              const std::string& value) {
+    json::object empty_line = same_create(encode64(lk.queue), 0);
+    empty_line["range_end"] = encode64(lk.queue_end);
+    return json::object{{"compare", json::array{std::move(empty_line), same_create(encode64(lk.guard), 0)}},
+                        {"success", json::array{put_key(lk.contender(lease), value, lease),
+                                                put_key(lk.guard, entry_of(owner, value), lease)}},
+                        {"failure", json::array{in_line_read(lk, 0, true), key_read(lk.guard)}}};
+  }
+
+  // In line (etcd's Mutex.Lock): the contender key, unless it is there already (a retried txn), and the
+  // place as it then is (queue_place::read()).
+  static json::object enqueue_txn(const lock_keys& lk, std::uint64_t lease, const std::string& value) {
+    const std::string mine = lk.contender(lease);
+    return json::object{
+        {"compare", json::array{same_create(encode64(mine), 0)}},
+        {"success", json::array{put_key(mine, value, lease), in_line_read(lk, 0, true), key_read(lk.guard)}},
+        {"failure", json::array{key_read(mine), in_line_read(lk, 0, true), key_read(lk.guard)}}};
+  }
+
+  // A waiter's place: its contender key, the first in line and the guard, at `revision`.
+  struct queue_place {
+    queue_place(lock_keys k, std::uint64_t l, clock::time_point d)
+        : lk(std::move(k)), lease(l), deadline(d) {}
+    lock_keys lk;
+    std::uint64_t lease;
+    clock::time_point deadline;
+    stored_kv mine, first, guard;
+    std::uint64_t revision = 0;
+
+    json::array reads() const {
+      return json::array{key_read(lk.contender(lease)), in_line_read(lk, 0, true), key_read(lk.guard)};
+    }
+    // From an answer to enqueue_txn() (`created`: its put was applied) or to reads().
+    bool read(http_result& r, bool created) {
+      const json::value* responses = path(r.body, {"responses"});
+      if (!responses || !responses->is_array() || responses->as_array().size() != 3) {
+        protocol(r, "txn answer lacks the lock's keys");
+        return false;
+      }
+      revision = r_revision(r);
+      if (created) {
+        mine = {};
+        mine.present = true;
+        mine.key = lk.contender(lease);
+        mine.create = revision;
+        mine.lease = lease;
+      } else {
+        mine = response_kv(r.body, 0);
+      }
+      first = first_in_line_of(response_at(r.body, 1), lk);
+      guard = response_kv(r.body, 2);
+      return true;
+    }
+  };
+
+  // Tries once the way etcd's TryLock does (for a range that holds other locks' keys, where try_txn()'s
+  // compare cannot tell): in line, then the guard if first, else out of line again. out.token is set when
+  // granted; 0 otherwise, with nothing left behind.
+  asio::awaitable<http_result> try_in_line(const lock_keys& lk, std::uint64_t lease, const std::string& owner,
+                                           const std::string& value, clock::time_point deadline,
+                                           acquire_reply& out) {
+    queue_place place{lk, lease, deadline};
+    const json::object body8 = enqueue_txn(lk, lease, value);
+    auto r = co_await call("/v3/kv/txn", body8, deadline);
+    if (r.ec || !place.read(r, succeeded(r))) co_return r;
+    if (!place.first.resolved) place.first = co_await first_in_line(lk, deadline, r);
+    if (r.ec) co_return r;
+    if (place.mine.present && place.first.present && place.first.create == place.mine.create &&
+        !place.guard.present) {
+      json::object claim{{"compare", json::array{same_create(encode64(place.mine.key), place.mine.create),
+                                                 same_create(encode64(lk.guard), 0)}},
+                         {"success", json::array{put_key(lk.guard, entry_of(owner, value), lease)}}};
+      r = co_await call("/v3/kv/txn", claim, deadline);
+      if (r.ec) co_return r;
+      if (succeeded(r)) {
+        out.token = place.mine.create;
+        co_return r;
+      }
+    }
+    json::object drop{{"compare", json::array{same_create(encode64(lk.contender(lease)), place.mine.create)}},
+                      {"success", json::array{delete_key(lk.contender(lease))}}};
+    co_return co_await call("/v3/kv/txn", drop, deadline);
+  }
+
+  // The first in line, read whole (a page held only keys of locks named below this one).
+  asio::awaitable<stored_kv> first_in_line(const lock_keys& lk, clock::time_point deadline, http_result& r) {
+    const json::object body9 = read_txn(in_line_read(lk, 0, false));
+    r = co_await call("/v3/kv/txn", body9, deadline);
+    co_return r.ec ? stored_kv{} : first_in_line_of(response_at(r.body, 0), lk);
+  }
+
+  // The contender just before the one created at `rev` (absent: none); `r` holds the answer.
+  asio::awaitable<stored_kv> in_line_before(const lock_keys& lk, std::uint64_t rev,
+                                            clock::time_point deadline, http_result& r) {
+    const json::object body10 = read_txn(in_line_read(lk, rev, true));
+    r = co_await call("/v3/kv/txn", body10, deadline);
+    if (r.ec) co_return stored_kv{};
+    auto out = first_in_line_of(response_at(r.body, 0), lk);
+    if (out.resolved) co_return out;
+    const json::object body11 = read_txn(in_line_read(lk, rev, false));
+    r = co_await call("/v3/kv/txn", body11, deadline);
+    co_return r.ec ? stored_kv{} : first_in_line_of(response_at(r.body, 0), lk);
+  }
+
+  // /v3/lease/grant of `ttl_s` seconds into `lease`.
+  asio::awaitable<http_result> grant(std::int64_t ttl_s, clock::time_point deadline, std::uint64_t& lease) {
+    json::object body{{"TTL", std::to_string(ttl_s)}};
+    auto g = co_await call("/v3/lease/grant", body, deadline);
+    lease = 0;
+    if (!g.ec && (!uint_field(g.body, "ID", lease) || lease == 0))
+      protocol(g, "lease grant answer has no ID");
+    co_return g;
+  }
+
+  // One keep-alive: the seconds etcd now gives the lease, 0 when it has no such lease, -1 without an answer.
+  asio::awaitable<std::int64_t> keep_alive(std::uint64_t lease, clock::time_point deadline) {
+    json::object body{{"ID", std::to_string(lease)}};
+    auto ka = co_await call("/v3/lease/keepalive", body, deadline);
+    if (ka.ec) co_return -1;
+    std::uint64_t left = 0;
+    const json::value* result = path(ka.body, {"result"});
+    if (!result || !uint_field(*result, "TTL", left)) co_return 0;
+    co_return static_cast<std::int64_t>(std::min<std::uint64_t>(left, INT64_MAX));
+  }
+
+  // A waiter's etcd lease handed back as it leaves: its contender key, and a guard put as it left, go with
+  // it in one step. Tried a few times within the request timeout; if etcd cannot be reached, the lease ends
+  // at its TTL, and a grant nobody was told of lasts at most that long.
+  asio::awaitable<void> leave_queue(std::shared_ptr<etcd_backend> /*kept alive*/, std::uint64_t lease) {
+    const auto deadline = clock::now() + watch_open_timeout_;
+    for (int attempt = 0; attempt < 3 && clock::now() < deadline; ++attempt) {
+      json::object body{{"ID", std::to_string(lease)}};
+      auto r = co_await call("/v3/lease/revoke", body, deadline);
+      // Revoked, or already gone (etcd answers "requested lease not found").
+      if (!r.ec || r.status == 404 || r.diagnostic.find("not found") != std::string::npos) co_return;
+    }
   }
 
   // A watch stream on a connection of its own to member `m` (a watch is a stream that never ends, so it
@@ -851,13 +1289,15 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
 
   // One watch on `k` from revision `from` on the current member, for a waiter: ends at the first event, at
   // `until`, or when the stream fails (the caller then polls).
-  asio::awaitable<watch_end> watch(const std::string& k, std::uint64_t from, clock::time_point until) {
+  asio::awaitable<watch_end> watch(const std::string& k, std::uint64_t from, clock::time_point until,
+                                   const std::string& range_end = {}) {
     using namespace asio::experimental::awaitable_operators;
     constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
     watch_stream w(ex_);
     auto work = [&]() -> asio::awaitable<watch_end> {
-      json::object create{
-          {"create_request", json::object{{"key", k}, {"start_revision", std::to_string(from)}}}};
+      json::object request{{"key", k}, {"start_revision", std::to_string(from)}};
+      if (!range_end.empty()) request["range_end"] = range_end;
+      json::object create{{"create_request", std::move(request)}};
       if (!co_await open_watch(w, current_, create)) co_return watch_end::failed;
       bool changed = false;
       co_await read_watch(w, [&](const json::value& result) {
@@ -960,7 +1400,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     json::object create{{"create_request", json::object{{"key", encode64(prefix_)},
                                                         {"range_end", encode64(range_end)},
                                                         {"start_revision", std::to_string(next_rev_)},
-                                                        {"progress_notify", true}}}};
+                                                        {"progress_notify", true},
+                                                        {"prev_kv", true}}}};
     asio::steady_timer open_limit(ex_, watch_open_timeout_);
     auto opened = co_await (open_watch(w, m, create) || open_limit.async_wait(use_tuple));
     if (opened.index() != 0 || !std::get<0>(opened)) co_return false;
@@ -1003,42 +1444,58 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     }
   }
 
-  // Declares lost every watched lease whose key one of `events` changed after its grant.
+  // Declares lost every watched lease whose keys one of `events` changed after its grant: its contender key
+  // deleted or written without a lease, or its guard deleted or written over by another owner. The stream
+  // sends each event's previous key-value (prev_kv), which says whose a deleted or replaced key was.
   void on_watch_events(const json::array& events) {
     std::vector<std::pair<std::function<void(std::string_view)>, std::string>> lost;
     for (const auto& ev : events) {
-      const json::value* kv = path(ev, {"kv"});
-      if (!kv) continue;
-      std::uint64_t changed = 0, created = 0;
-      uint_field(*kv, "mod_revision", changed);
-      uint_field(*kv, "create_revision", created);
-      next_rev_ = std::max(next_rev_, changed + 1);
+      const stored_kv now = read_kv(path(ev, {"kv"}));
+      const stored_kv before = read_kv(path(ev, {"prev_kv"}));
+      if (!now.present) continue;
+      next_rev_ = std::max(next_rev_, now.mod + 1);
       const bool deleted = string_field(ev, "type") == "DELETE";  // PUT, etcd's 0, is left out of the JSON
-      auto [first, last] = held_.equal_range(decode64(string_field(*kv, "key")));
+      const std::string at = " at etcd revision " + std::to_string(now.mod) + " (seen by the key watch)";
+      auto lose = [&](auto it, std::string why) {
+        lost.emplace_back(std::move(it->second.on_lost), std::move(why));
+        return held_.erase(it);
+      };
+      // A contender key: P+K/<lease> of a watched lock P+K, created at a watched lease's token.
+      if (const auto slash = now.key.rfind('/'); slash != std::string::npos) {
+        auto [first, last] = held_.equal_range(now.key.substr(0, slash));
+        const std::uint64_t created = deleted ? before.create : now.create;
+        for (auto it = first; it != last;) {
+          const held_key& h = it->second;
+          if (now.mod <= h.token || created != h.token) {
+            ++it;
+          } else if (deleted) {
+            it = lose(it, "not_held: the lock's key was deleted" + at);
+          } else if (now.lease == 0) {
+            it = lose(it, "owner_mismatch: the lock's key was written over, not by this lease," + at);
+          } else {
+            ++it;  // a proclaim: the value changed under the same lease
+          }
+        }
+      }
+      // The guard, P+K: this lease's while it names the owner under an etcd lease, created at the token or
+      // later (a queued grant puts it when it is granted).
+      auto [first, last] = held_.equal_range(now.key);
       for (auto it = first; it != last;) {
         const held_key& h = it->second;
-        if (changed <= h.token) {  // history up to the grant itself
-          ++it;
-          continue;
+        auto ours = [&](const stored_kv& kv) {
+          return kv.present && kv.lease != 0 && kv.create >= h.token &&
+                 split_entry(kv.value).owner == h.owner;
+        };
+        if (now.mod <= h.token || !ours(before) || (!deleted && ours(now))) {
+          ++it;  // history from before the grant, the grant's own put, or a proclaim
+        } else if (deleted) {
+          it = lose(it, "not_held: the key was deleted" + at);
+        } else {
+          it = lose(it, (split_entry(now.value).owner != h.owner
+                             ? "owner_mismatch: another owner wrote the key"
+                             : "owner_mismatch: the key was written over, not by this lease,") +
+                            at);
         }
-        // A put that keeps the key's creation and owner under an etcd lease is a proclaim of this holder
-        // (its owner and token, sent by this client or by another process that has them, `baton proclaim`):
-        // the lease goes on.
-        std::uint64_t under_lease = 0;
-        uint_field(*kv, "lease", under_lease);
-        if (!deleted && created == h.token && under_lease != 0 &&
-            split_entry(decode64(string_field(*kv, "value"))).owner == h.owner) {
-          ++it;
-          continue;
-        }
-        const std::string at = " at etcd revision " + std::to_string(changed) + " (seen by the key watch)";
-        std::string why = deleted              ? "not_held: the key was deleted" + at
-                          : created != h.token ? "token_mismatch: the key was created anew" + at
-                          : split_entry(decode64(string_field(*kv, "value"))).owner != h.owner
-                              ? "owner_mismatch: another owner wrote the key" + at
-                              : "owner_mismatch: the key was written over, not by this lease," + at;
-        lost.emplace_back(std::move(it->second.on_lost), std::move(why));
-        it = held_.erase(it);
       }
     }
     // After the table is settled: a callback may end other watches, or the stream.

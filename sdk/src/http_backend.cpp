@@ -99,8 +99,10 @@ class http_backend final : public backend {
     acquire_reply out;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     if (!co_await feature_ready(queue_, no_queue, timeout, out)) co_return out;
-    auto target =
-        lock_path(key) + "/acquire?wait_ms=" + std::to_string(std::max<std::int64_t>(wait.count(), 1));
+    // At most 30 s in one request (batond clamps at 60 s; proxies end quiet requests): a longer wait is
+    // answered `held` then, and the caller queues again.
+    wait = std::clamp(wait, milliseconds(1), milliseconds(30'000));
+    auto target = lock_path(key) + "/acquire?wait_ms=" + std::to_string(wait.count());
     co_return co_await send_acquire(std::move(target), owner, ttl, value, left(deadline));
   }
 

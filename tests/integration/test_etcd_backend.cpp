@@ -160,15 +160,20 @@ BOOST_AUTO_TEST_CASE(same_owner_retry_supersedes_with_a_newer_create_revision) {
 // asks /v3/lease/timetolive for. A failed lookup counted as "nothing left": the old key was deleted and the
 // new one got only the requested TTL, shortening the lease. Now the try fails as after a failed grant
 // (outcome unknown, retried by the client with the same owner) and the old key stays. The stub plays a
-// member whose key "retry" holds this owner on lease 42, and which fails that one lookup.
+// member where lock "retry" is held by this owner on lease 42 (its keys retry/2a and retry), and which fails
+// that one lookup.
 BOOST_AUTO_TEST_CASE(a_same_owner_reacquire_whose_old_lease_time_cannot_be_read_fails_and_keeps_the_key) {
   recording_server member(200, R"({"header":{"revision":"9"}})");
   member.answer("/version", 200, R"({"etcdserver":"3.5.13","etcdcluster":"3.5.0"})");
   member.answer("/v3/lease/grant", 200, R"({"header":{"revision":"9"},"ID":"7","TTL":"5"})");
+  // The txn's reads: the first in line (this owner's contender key) and the guard naming the owner.
   member.answer("/v3/kv/txn", 200,
                 R"({"header":{"revision":"9"},"responses":[{"response_range":{"kvs":[{"key":")" +
-                    b64("baton/locks/retry") + R"(","create_revision":"3","mod_revision":"3","value":")" +
-                    b64("owner-1") + R"(","lease":"42"}]}}]})");
+                    b64("baton/locks/retry/2a") +
+                    R"(","create_revision":"3","mod_revision":"3","lease":"42"}]}},)" +
+                    R"({"response_range":{"kvs":[{"key":")" + b64("baton/locks/retry") +
+                    R"(","create_revision":"3","mod_revision":"3","value":")" + b64("owner-1") +
+                    R"(","lease":"42"}]}}]})");
   asio::io_context ioc;
   const auto a =
       make_backend(ioc.get_executor(), config("etcd://127.0.0.1:" + std::to_string(member.port())));

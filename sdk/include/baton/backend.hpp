@@ -167,9 +167,12 @@ class backend {
   /// come first served, up to `wait`, and answers as acquire() does: a grant (with `queued`), or error::held
   /// naming the holder once `wait` passed. `timeout` should cover `wait`. Cancellation (terminal) closes the
   /// request's connection, which gives its place up at the server (and a grant it was not yet told of); its
-  /// outcome is then unknown, as for any acquire without an answer. error::invalid_config, with nothing sent,
-  /// when the backend or the server does not queue: the default, and the HTTP backend when the server does
-  /// not advertise feature `acquire_queue` (the client then waits with the long-poll).
+  /// outcome is then unknown, as for any acquire without an answer. A backend may answer `held` before
+  /// `wait` passed when it bounds one request's wait (the HTTP backend asks batond for at most 30 s): the
+  /// caller queues again. The etcd backend queues as etcd's own Mutex does (its keys, docs/sdk.md), keeping
+  /// the place's etcd lease alive while it waits; leaving revokes that lease. error::invalid_config, with
+  /// nothing sent, when the backend or the server does not queue: the default, and the HTTP backend when the
+  /// server does not advertise feature `acquire_queue` (the client then waits with the long-poll).
   virtual boost::asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner,
                                                                milliseconds ttl, std::string value,
                                                                milliseconds wait, milliseconds timeout);
