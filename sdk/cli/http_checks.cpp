@@ -1312,7 +1312,8 @@ void restart_tokens_increase(const suite& s) {
 // same name in backend_conformance.cpp's tables (on_backend::find). What only the wire shows has none and is
 // skipped in that mode.
 
-constexpr const char* no_queue = "etcd has no queued acquire (feature acquire_queue is the HTTP protocol's)";
+constexpr const char* no_queue =
+    "these checks read the HTTP queued acquire's requests; on etcd the SDK waits in etcd's own Mutex line";
 
 constexpr check lease_and_wire_checks[] = {
     {check_name::concurrent_acquires, concurrent_acquires},
