@@ -5,23 +5,26 @@
 // and Go's concurrency package exclude Baton on one name, and wait in one line with it:
 //   contender = P+K/<its etcd lease ID in hex>, put with that lease, its value the lease's value (what etcd's
 //               Election keeps there; empty for a plain lock, as Mutex writes it). The contender with the
-//               lowest create_revision holds; its create_revision is the fencing token (cluster-wide,
-//               monotonic, durable across restarts and leader changes; lease IDs are not ordered).
+//               lowest create_revision holds.
 //   guard     = P+K itself, the key of the single-key layout before: a Baton holder puts it too, with its
 //               lease, holding the entry: the owner, or owner NUL value for a lease with a value (owners hold
 //               no control characters). Clients of the old layout see the lock held; the owner is read
-//               from it; a Baton contender first in line waits while a guard it did not put exists.
+//               from it; a Baton contender first in line waits while a guard it did not put exists. The
+//               guard's create_revision is the fencing token: the revision at which the hold began, larger
+//               than every holder's before, whichever client it was (docs/design.md, "The etcd backend").
 //   acquire   = /v3/lease/grant (TTL in whole seconds, rounded up) + one txn "no key in P+K/ and no guard →
 //               put the contender and the guard; else read the first in line and the guard".
 //   queued    = etcd's Mutex.Lock: the contender is put, its lease kept alive while it waits; it watches only
 //               the contender just before it (or the guard, when first), and once first with no guard, puts
 //               the guard (the grant). Leaving revokes the lease: both keys go in one step.
-//   renew     = read the contender created at the token and the guard (same lease, same owner?) +
-//               /v3/lease/keepalive; an answer without TTL means the lease is gone.
+//   renew     = read the guard and the first in line (guard created at the token, naming the owner, its
+//               lease's contender first?) + /v3/lease/keepalive; an answer without TTL: the lease is gone.
 //   release   = txn "both keys as read → delete both", then /v3/lease/revoke.
 //   proclaim  = read both + txn "both keys' mod_revision as read → put the value into the contender and the
-//               entry into the guard, with their own lease" (etcd's Election.Proclaim): token and expiry stay.
-//   record    = a lock's record (docs/protocol.md, "record") is the key <prefix without its last '/'>.records/
+//               entry into the guard, with their own lease" (etcd's Election.Proclaim): token and expiry
+//               stay.
+//   record    = a lock's record (docs/protocol.md, "record") is the key <prefix without its last
+//   '/'>.records/
 //               <key>, outside the locks' range, with no etcd lease: its value is the token in decimal, NUL,
 //               the owner, NUL, the record's value. A write reads the lock's keys and the record in one txn,
 //               decides as proclaim does (then refuses a record of a larger token), and puts the record in a
@@ -188,16 +191,18 @@ struct lock_keys {
   std::string queue;  // P+K/, where the contenders' keys are
   std::string
       queue_end;  // the end of their range ('0' follows '/'); [guard, queue_end) is every key of the lock
-  std::string contender(std::uint64_t lease) const {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(lease));  // as Go's %x writes it
-    return queue + hex;
+  std::string contender(std::uint64_t lease) const { return queue + hex(lease); }
+  // Whether `k`, put under etcd lease `lease`, is a contender's key of this lock: P+K/ and that lease in hex,
+  // as etcd's Mutex and Election name them (P+K/x and P+K/x/... belong to the lock named K/x, whose keys
+  // are in this range too).
+  bool in_line(std::string_view k, std::uint64_t lease) const {
+    return lease != 0 && k.size() > queue.size() && k.starts_with(queue) &&
+           k.substr(queue.size()) == hex(lease);
   }
-  // Whether `k` is a contender's key of this lock: P+K/ and a name without '/' (P+K/x/... belongs to the lock
-  // named K/x, whose keys are in this range too).
-  bool in_line(std::string_view k) const {
-    return k.size() > queue.size() && k.starts_with(queue) &&
-           k.find('/', queue.size()) == std::string_view::npos;
+  static std::string hex(std::uint64_t lease) {
+    char out[17];
+    std::snprintf(out, sizeof out, "%llx", static_cast<unsigned long long>(lease));  // as Go's %x writes it
+    return out;
   }
 };
 
@@ -245,8 +250,11 @@ stored_kv first_in_line_of(const json::value* range, const lock_keys& lk) {
   const json::value* inner = path(*range, {"response_range"});
   if (!inner) inner = range;
   if (const json::value* kvs = path(*inner, {"kvs"}); kvs && kvs->is_array())
-    for (const auto& kv : kvs->as_array())
-      if (lk.in_line(decode64(string_field(kv, "key")))) return read_kv(&kv);
+    for (const auto& kv : kvs->as_array()) {
+      std::uint64_t lease = 0;
+      uint_field(kv, "lease", lease);
+      if (lk.in_line(decode64(string_field(kv, "key")), lease)) return read_kv(&kv);
+    }
   if (const json::value* more = path(*inner, {"more"}); more && more->is_bool() && more->as_bool()) {
     out.present = true;
     out.resolved = false;
@@ -322,10 +330,10 @@ std::optional<lock_holder> holder_of(const lock_view& v) {
         {std::move(e.owner), guard.create, milliseconds(0), std::move(e.value)}, guard.lease, true};
   }
   if (!first.present) return std::nullopt;
-  if (guard.present) {
+  if (guard.present) {  // a Baton holder: its token is the guard's create_revision, when its hold began
     auto e = split_entry(guard.value);
     return lock_holder{
-        {std::move(e.owner), first.create, milliseconds(0), std::move(e.value)}, first.lease, true};
+        {std::move(e.owner), guard.create, milliseconds(0), std::move(e.value)}, first.lease, true};
   }
   // `etcdctl lock`, `etcdctl elect`, Go's concurrency package: no owner is written; the key's name is it.
   return lock_holder{
@@ -334,28 +342,22 @@ std::optional<lock_holder> holder_of(const lock_view& v) {
       false};
 }
 
-// A lease's keys as read by token: its contender key (the one created at `token`), the guard, the first in
-// line (to say why a lease is not held).
-constexpr std::size_t ownership_read_count = 3;
-json::array ownership_reads(const lock_keys& lk, std::uint64_t token) {
-  json::object by_token{{"key", encode64(lk.queue)},
-                        {"range_end", encode64(lk.queue_end)},
-                        {"min_create_revision", std::to_string(token)},
-                        {"max_create_revision", std::to_string(token)}};
-  return json::array{json::object{{"request_range", std::move(by_token)}}, key_read(lk.guard),
-                     in_line_read(lk, 0, true)};
+// A lease's keys as read by its token: the guard (created at the token) and the first in line (the
+// holder's contender key, carrying the guard's etcd lease).
+constexpr std::size_t ownership_read_count = 2;
+json::array ownership_reads(const lock_keys& lk) {
+  return json::array{key_read(lk.guard), in_line_read(lk, 0, true)};
 }
 
 struct ownership {
-  stored_kv mine, guard, first;
+  stored_kv guard, first;
+  // Whether the lock is held with `token`: the guard created then, and its contender first in line.
+  bool held_with(std::uint64_t token) const {
+    return guard.present && guard.create == token && first.present && first.lease == guard.lease;
+  }
 };
 ownership ownership_of(const json::value& body, std::size_t at, const lock_keys& lk) {
-  ownership out;
-  out.mine = first_in_line_of(response_at(body, at), lk);
-  if (!out.mine.resolved) out.mine = {};  // a page cannot hold two keys of one revision and lock
-  out.guard = response_kv(body, at + 1);
-  out.first = first_in_line_of(response_at(body, at + 2), lk);
-  return out;
+  return ownership{response_kv(body, at), first_in_line_of(response_at(body, at + 1), lk)};
 }
 
 // A txn of reads only.
@@ -508,15 +510,25 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          std::string value, milliseconds timeout) override {
-    const auto deadline = clock::now() + timeout;
+    std::uint64_t lease = 0;
+    auto out = co_await try_acquire(key, owner, ttl, value, clock::now() + timeout, lease);
+    // Whatever was not granted hands its etcd lease back: a txn applied whose answer was lost leaves no keys.
+    if ((out.ec || out.token == 0) && lease != 0)
+      asio::co_spawn(ex_, leave_queue(shared_from_this(), lease), asio::detached);
+    co_return out;
+  }
+
+  // acquire() but for handing back `lease`, the etcd lease granted for it (0 once granted or superseded).
+  asio::awaitable<acquire_reply> try_acquire(const std::string& key, const std::string& owner,
+                                             milliseconds ttl, const std::string& value,
+                                             clock::time_point deadline, std::uint64_t& lease) {
     const lock_keys lk(prefix_, key);
     acquire_reply out;
     // Whole seconds, rounded up: etcd never ends the lease before the TTL the caller asked for.
     const auto ttl_s = std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
-    std::uint64_t lease = 0;
     if (auto g = co_await grant(ttl_s, deadline, lease); g.ec) co_return fail<acquire_reply>(g);
     for (int round = 0;; ++round) {
-      // Free (nobody in line, no old-layout key): the contender key and the guard in one txn.
+      // Free (nobody in line, no guard): the contender key and the guard in one txn.
       const json::object body1 = try_txn(lk, lease, owner, value);
       auto r = co_await call("/v3/kv/txn", body1, deadline);
       if (r.ec) co_return fail<acquire_reply>(r);
@@ -525,12 +537,14 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
           protocol(r, "txn answer has no revision");
           co_return fail<acquire_reply>(r);
         }
+        lease = 0;
         co_return out;
       }
       lock_view v{first_in_line_of(response_at(r.body, 0), lk), response_kv(r.body, 1)};
-      if (v.first.present && v.first.lease == lease) {
+      if (v.guard.present && v.guard.lease == lease) {
         // The txn was applied and its answer lost, then sent again (call() moves to another member): ours.
-        out.token = v.first.create;
+        out.token = v.guard.create;
+        lease = 0;
         co_return out;
       }
       if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
@@ -540,13 +554,16 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         // ("K/x"), or someone came and went. Tried the way etcd's TryLock does.
         auto q = co_await try_in_line(lk, lease, owner, value, deadline, out);
         if (q.ec) co_return fail<acquire_reply>(q);
-        if (out.token != 0) co_return out;
+        if (out.token != 0) {
+          lease = 0;
+          co_return out;
+        }
         if (clock::now() < deadline) continue;  // someone came first: read again
       }
       const auto h = holder_of(v);
       if (round == 0 && h && h->baton && h->info.owner == owner) {
-        // The same owner again (a retry after a lost reply): superseded with a new create_revision, as
-        // batond does, by deleting its keys and trying again; someone else may then come first.
+        // The same owner again (a retry after a lost reply): superseded with a new token, as batond does,
+        // by deleting its keys and trying again; someone else may then come first.
         //
         // A re-acquire never makes the key free sooner (docs/protocol.md, acquire), and etcd cannot lengthen
         // a lease: when the old lease has more time left than this request asks for, the new keys get a
@@ -554,10 +571,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         // time the new lease could end sooner than the old one: a failed lookup fails this try, outcome
         // unknown as after a failed grant (the key is still this owner's), and the new lease is handed back.
         auto old = co_await time_to_live(h->lease, deadline);
-        if (old.r.ec) {
-          co_await revoke(lease, deadline);
-          co_return fail<acquire_reply>(old.r);
-        }
+        if (old.r.ec) co_return fail<acquire_reply>(old.r);
         if (const auto left_s = old.left.count() / 1000 + 1; left_s > ttl_s) {
           co_await revoke(lease, deadline);
           if (auto g = co_await grant(left_s, deadline, lease); g.ec) co_return fail<acquire_reply>(g);
@@ -573,7 +587,6 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         co_await revoke(h->lease, deadline);
         continue;
       }
-      co_await revoke(lease, deadline);  // ours was never used
       out.ec = error::held;
       out.diagnostic = h ? "the lock is held by another owner" : "the lock changed hands during the attempt";
       if (h) {
@@ -586,24 +599,39 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
 
   // A queued acquire (backend::acquire_queued) is etcd's Mutex.Lock: the contender key goes in line, its
   // lease kept alive while it waits, and a waiter watches only the key just before its own. First in line
-  // with no guard: the guard is put, which is the grant. Leaving without a grant (the wait passed, an error,
-  // cancellation) revokes the etcd lease, which deletes the contender key, and a guard put as it left, in
-  // one step: no ghost lock.
+  // with no guard: the guard is put, which is the grant, and its create_revision the token. Leaving without a
+  // grant (the wait passed, an error, cancellation) revokes the etcd lease, which deletes the contender key,
+  // and a guard put as it left, in one step: no ghost lock. A plain try comes first: it grants a free lock
+  // at once, and a re-acquire by the holder's own owner supersedes, as acquire() does, instead of waiting
+  // behind itself.
   asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner, milliseconds ttl,
                                                 std::string value, milliseconds wait,
                                                 milliseconds timeout) override {
     std::uint64_t lease = 0;
-    auto out =
-        co_await wait_in_line(std::move(key), std::move(owner), ttl, std::move(value), wait, timeout, lease);
+    acquire_reply out;
+    try {
+      const auto per_call = std::max<milliseconds>(timeout - wait, milliseconds(1000));
+      out = co_await try_acquire(key, owner, ttl, value, clock::now() + per_call, lease);
+      if (out.ec == error::held) {
+        if (lease != 0) co_await revoke(lease, clock::now() + per_call);
+        lease = 0;
+        out = co_await wait_in_line(key, owner, ttl, value, wait, timeout, lease);
+      }
+    } catch (const boost::system::system_error& e) {
+      // Cancelled: Asio throws at the next co_await once the coroutine is.
+      out = {};
+      out.ec = e.code();
+      out.diagnostic = "the wait was cancelled";
+    }
     if ((out.ec || out.token == 0) && lease != 0)
       asio::co_spawn(ex_, leave_queue(shared_from_this(), lease), asio::detached);
     co_return out;
   }
 
-  // acquire_queued() but for leaving: `lease` is the etcd lease of the place once granted.
-  asio::awaitable<acquire_reply> wait_in_line(std::string key, std::string owner, milliseconds ttl,
-                                              std::string value, milliseconds wait, milliseconds timeout,
-                                              std::uint64_t& lease) {
+  // acquire_queued() but for leaving: `lease` is the etcd lease of the place (0 once granted).
+  asio::awaitable<acquire_reply> wait_in_line(const std::string& key, const std::string& owner,
+                                              milliseconds ttl, const std::string& value, milliseconds wait,
+                                              milliseconds timeout, std::uint64_t& lease) {
     const auto start = clock::now();
     const auto give_up = start + wait;
     // What each request may take: the time the caller allows beyond the wait.
@@ -615,8 +643,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     auto refreshed = clock::now();  // the send time of the lease's last grant or refresh
     if (auto g = co_await grant(ttl_s, start + per_call, lease); g.ec) co_return fail<acquire_reply>(g);
     queue_place place{lk, lease, clock::now() + per_call};
-    const json::object body2 = enqueue_txn(lk, lease, value);
-    auto r = co_await call("/v3/kv/txn", body2, place.deadline);
+    const json::object enqueue = enqueue_txn(lk, lease, value);
+    auto r = co_await call("/v3/kv/txn", enqueue, place.deadline);
     if (r.ec || !place.read(r, succeeded(r))) co_return fail<acquire_reply>(r);
     for (;;) {
       if (co_await cancelled()) co_return aborted<acquire_reply>();
@@ -632,28 +660,31 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         co_return out;
       }
       const bool first = place.first.present && place.first.create == place.mine.create;
-      bool granted = place.guard.present && place.guard.lease == lease;  // a claim whose answer was lost
+      std::uint64_t token = 0;
+      if (place.guard.present && place.guard.lease == lease)
+        token = place.guard.create;  // a claim's lost answer
       if (first && !place.guard.present) {
         // First in line and nobody holds the guard: claimed, while the contender key is still this one.
-        json::object claim{{"compare", json::array{same_create(encode64(place.mine.key), place.mine.create),
-                                                   same_create(encode64(lk.guard), 0)}},
-                           {"success", json::array{put_key(lk.guard, entry_of(owner, value), lease)}},
-                           {"failure", place.reads()}};
+        const json::object claim = claim_txn(place, owner, value);
         auto c = co_await call("/v3/kv/txn", claim, place.deadline);
         if (c.ec) co_return fail<acquire_reply>(c);
         if (!succeeded(c)) {
           if (!place.read(c, false)) co_return fail<acquire_reply>(c);
           continue;
         }
-        granted = true;
+        if (!header_revision(c.body, token)) {
+          protocol(c, "txn answer has no revision");
+          co_return fail<acquire_reply>(c);
+        }
       }
-      if (granted) {
+      if (token != 0) {
         // The TTL restarts with a keep-alive sent now, and the lease is counted from the last refresh sent
         // (the grant's, if this one fails): never later than etcd counts it.
         const auto sent = clock::now();
         if (co_await keep_alive(lease, place.deadline) > 0) refreshed = sent;
+        lease = 0;
         acquire_reply out;
-        out.token = place.mine.create;
+        out.token = token;
         out.queued = std::chrono::duration_cast<milliseconds>(refreshed - start);
         co_return out;
       }
@@ -700,25 +731,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
           continue;
         }
       }
-      if (first && place.guard.present && place.guard.create > place.mine.create) {
-        // Behind a holder of the single-key layout that came after this key: this key's create_revision is
-        // smaller than that holder's token, so once it is gone the place is taken again, at the back, for a
-        // token larger than every one before.
-        const json::object body3 = read_txn(place.reads());
-        auto now = co_await call("/v3/kv/txn", body3, place.deadline);
-        if (now.ec || !place.read(now, false)) co_return fail<acquire_reply>(now);
-        if (place.guard.present) continue;
-        json::object drop{{"compare", json::array{same_create(encode64(place.mine.key), place.mine.create)}},
-                          {"success", json::array{delete_key(place.mine.key)}}};
-        if (auto d = co_await call("/v3/kv/txn", drop, place.deadline); d.ec)
-          co_return fail<acquire_reply>(d);
-        const json::object body4 = enqueue_txn(lk, lease, value);
-        r = co_await call("/v3/kv/txn", body4, place.deadline);
-        if (r.ec || !place.read(r, succeeded(r))) co_return fail<acquire_reply>(r);
-        continue;
-      }
-      const json::object body5 = read_txn(place.reads());
-      auto now = co_await call("/v3/kv/txn", body5, place.deadline);
+      const json::object again = read_txn(place.reads());
+      auto now = co_await call("/v3/kv/txn", again, place.deadline);
       if (now.ec || !place.read(now, false)) co_return fail<acquire_reply>(now);
     }
   }
@@ -727,11 +741,11 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
                                      milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
     const lock_keys lk(prefix_, key);
-    json::object txn{{"success", ownership_reads(lk, token)}};
+    json::object txn{{"success", ownership_reads(lk)}};
     auto r = co_await call("/v3/kv/txn", txn, deadline);
     if (r.ec) co_return fail<renew_reply>(r);
-    const ownership o = ownership_of(r.body, 0, lk);
-    co_return co_await keep_alive_if_held(o, owner, token, deadline);
+    ownership o = ownership_of(r.body, 0, lk);
+    co_return co_await keep_alive_if_held(lk, o, owner, token, deadline);
   }
 
   // A batch (docs/protocol.md, "renew batch"): the keys of up to `max_txn_leases` entries are read in one
@@ -739,7 +753,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   // renew() does. Each entry's conditions are exactly a renew's; what the batch saves is a request per lease.
   asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                         milliseconds timeout) override {
-    // etcd refuses a txn of more operations than its --max-txn-ops, 128 by default: three reads a lease.
+    // etcd refuses a txn of more operations than its --max-txn-ops, 128 by default: two reads a lease.
     constexpr std::size_t max_txn_leases = 128 / ownership_read_count;
     const auto deadline = clock::now() + timeout;
     std::vector<renew_reply> out(entries.size());
@@ -747,7 +761,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       const std::size_t end = std::min(entries.size(), first + max_txn_leases);
       json::array reads;
       for (std::size_t i = first; i < end; ++i)
-        for (auto& read : ownership_reads(lock_keys(prefix_, entries[i].key), entries[i].token))
+        for (auto& read : ownership_reads(lock_keys(prefix_, entries[i].key)))
           reads.push_back(std::move(read));
       json::object txn{{"success", std::move(reads)}};
       auto r = co_await call("/v3/kv/txn", txn, deadline);
@@ -761,8 +775,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
           continue;
         }
         const lock_keys lk(prefix_, entries[i].key);
-        const ownership o = ownership_of(r.body, (i - first) * ownership_read_count, lk);
-        out[i] = co_await keep_alive_if_held(o, entries[i].owner, entries[i].token, deadline);
+        ownership o = ownership_of(r.body, (i - first) * ownership_read_count, lk);
+        out[i] = co_await keep_alive_if_held(lk, o, entries[i].owner, entries[i].token, deadline);
       }
     }
     co_return out;
@@ -770,11 +784,12 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
 
   // The rest of a renew once the lock's keys have been read: refused unless `owner` holds it under `token`,
   // else its etcd lease is kept alive.
-  asio::awaitable<renew_reply> keep_alive_if_held(const ownership& o, const std::string& owner,
+  asio::awaitable<renew_reply> keep_alive_if_held(const lock_keys& lk, ownership& o, const std::string& owner,
                                                   std::uint64_t token, clock::time_point deadline) {
     renew_reply out;
+    if (auto r = co_await resolve(lk, o, deadline); r.ec) co_return fail<renew_reply>(r);
     if (refuse(out, o, owner, token)) co_return out;
-    json::object body{{"ID", std::to_string(o.mine.lease)}};
+    json::object body{{"ID", std::to_string(o.guard.lease)}};
     auto ka = co_await call("/v3/lease/keepalive", body, deadline);
     if (ka.ec) co_return fail<renew_reply>(ka);
     std::uint64_t left = 0;
@@ -787,43 +802,44 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     co_return out;
   }
 
-  // Deletes this lease's keys if `owner` holds the lock with `token` (the contender key and the guard in one
-  // txn, each only as read), then revokes the etcd lease. A lock held in the old single-key layout is
-  // released as before: its key, by its create_revision and exact value.
+  // The first in line read whole when its page held only other locks' keys.
+  asio::awaitable<http_result> resolve(const lock_keys& lk, ownership& o, clock::time_point deadline) {
+    http_result r;
+    if (!o.first.resolved) o.first = co_await first_in_line(lk, deadline, r);
+    co_return r;
+  }
+
+  // Deletes this lease's keys if `owner` holds the lock with `token` (the guard and, when first in line with
+  // the guard's etcd lease, the contender key, in one txn, each only as read), then revokes the etcd lease. A
+  // lock held in the single-key layout is released as before: its key, by its create_revision and owner.
   asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
                                          milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
     const lock_keys lk(prefix_, key);
-    json::object read{{"success", ownership_reads(lk, token)}};
+    json::object read{{"success", ownership_reads(lk)}};
     auto last = co_await call("/v3/kv/txn", read, deadline);
     for (;;) {
       if (last.ec) co_return fail<release_reply>(last);
-      const ownership o = ownership_of(last.body, 0, lk);
+      ownership o = ownership_of(last.body, 0, lk);
+      if (auto r = co_await resolve(lk, o, deadline); r.ec) co_return fail<release_reply>(r);
       release_reply out;
       const stored_kv& g = o.guard;
-      const bool guard_ours = g.present && split_entry(g.value).owner == owner;
-      json::array compare, drop;
-      std::uint64_t lease = 0;
-      if (o.mine.present && guard_ours && g.lease == o.mine.lease) {
-        compare = {same_mod(encode64(o.mine.key), o.mine.mod), same_mod(encode64(g.key), g.mod)};
-        drop = {delete_key(o.mine.key), delete_key(g.key)};
-        lease = o.mine.lease;
-      } else if (!o.mine.present && guard_ours && g.create == token) {
-        compare = {same_mod(encode64(g.key), g.mod)};  // the old layout's key, or a guard left alone
-        drop = {delete_key(g.key)};
-        lease = g.lease;
-      } else {
+      if (!g.present || g.create != token || split_entry(g.value).owner != owner) {
         out.outcome =
             holder_of(lock_view{o.first, g}) ? release_outcome::not_owner : release_outcome::already_free;
         co_return out;
       }
-      json::object txn{{"compare", std::move(compare)},
-                       {"success", std::move(drop)},
-                       {"failure", ownership_reads(lk, token)}};
+      json::array compare{same_mod(encode64(g.key), g.mod)}, drop{delete_key(g.key)};
+      if (o.first.present && o.first.lease == g.lease) {
+        compare.push_back(same_mod(encode64(o.first.key), o.first.mod));
+        drop.push_back(delete_key(o.first.key));
+      }
+      json::object txn{
+          {"compare", std::move(compare)}, {"success", std::move(drop)}, {"failure", ownership_reads(lk)}};
       auto r = co_await call("/v3/kv/txn", txn, deadline);
       if (r.ec) co_return fail<release_reply>(r);
       if (succeeded(r)) {
-        co_await revoke(lease, deadline);
+        co_await revoke(g.lease, deadline);
         co_return out;  // released
       }
       if (clock::now() >= deadline) {
@@ -844,18 +860,19 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
                                            std::string value, milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
     const lock_keys lk(prefix_, key);
-    json::object read{{"success", ownership_reads(lk, token)}};
+    json::object read{{"success", ownership_reads(lk)}};
     auto last = co_await call("/v3/kv/txn", read, deadline);
     for (;;) {
       if (last.ec) co_return fail<proclaim_reply>(last);
-      const ownership o = ownership_of(last.body, 0, lk);
+      ownership o = ownership_of(last.body, 0, lk);
+      if (auto r = co_await resolve(lk, o, deadline); r.ec) co_return fail<proclaim_reply>(r);
       proclaim_reply out;
       if (refuse(out, o, owner, token)) co_return out;
-      json::object txn{{"compare", json::array{same_mod(encode64(o.mine.key), o.mine.mod),
+      json::object txn{{"compare", json::array{same_mod(encode64(o.first.key), o.first.mod),
                                                same_mod(encode64(o.guard.key), o.guard.mod)}},
-                       {"success", json::array{put_key(o.mine.key, value, o.mine.lease),
-                                               put_key(o.guard.key, entry_of(owner, value), o.mine.lease)}},
-                       {"failure", ownership_reads(lk, token)}};
+                       {"success", json::array{put_key(o.first.key, value, o.guard.lease),
+                                               put_key(o.guard.key, entry_of(owner, value), o.guard.lease)}},
+                       {"failure", ownership_reads(lk)}};
       auto r = co_await call("/v3/kv/txn", txn, deadline);
       if (r.ec) co_return fail<proclaim_reply>(r);
       if (succeeded(r)) co_return out;
@@ -875,12 +892,12 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     const std::string rk = encode64(record_key(key));
     const std::string stored = encode64(std::to_string(token) + '\0' + owner + '\0' + value);
     auto reads = [&] {
-      json::array out = ownership_reads(lk, token);
+      json::array out = ownership_reads(lk);
       out.push_back(json::object{{"request_range", json::object{{"key", rk}}}});
       return out;
     };
-    const json::object body6 = read_txn(reads());
-    auto last = co_await call("/v3/kv/txn", body6, deadline);
+    const json::object first_read = read_txn(reads());
+    auto last = co_await call("/v3/kv/txn", first_read, deadline);
     for (;;) {
       if (last.ec) co_return fail<record_write_reply>(last);
       const json::value* responses = path(last.body, {"responses"});
@@ -888,7 +905,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         protocol(last, "txn answer lacks the lock's keys and the record");
         continue;
       }
-      const ownership o = ownership_of(last.body, 0, lk);
+      ownership o = ownership_of(last.body, 0, lk);
+      if (auto r = co_await resolve(lk, o, deadline); r.ec) co_return fail<record_write_reply>(r);
       const json::value* rec = kv_of(responses->as_array()[ownership_read_count]);
       record_write_reply out;
       if (refuse(out, o, owner, token)) co_return out;
@@ -903,7 +921,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         }
       }
       json::object txn{
-          {"compare", json::array{same_mod(encode64(o.mine.key), o.mine.mod),
+          {"compare", json::array{same_mod(encode64(o.first.key), o.first.mod),
                                   same_mod(encode64(o.guard.key), o.guard.mod), same_mod(rk, rec_mod)}},
           {"success",
            json::array{json::object{{"request_put", json::object{{"key", rk}, {"value", stored}}}}}},
@@ -990,6 +1008,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     const std::uint64_t id = ++last_watch_id_;
     std::string k = prefix_ + key;
     held_.emplace(k, held_key{id, owner, token, std::move(on_lost)});
+    // The contender key is named after the guard's etcd lease, which a guard event or one read tells.
+    asio::co_spawn(ex_, learn_lease(shared_from_this(), k, id, token), asio::detached);
     if (!watching_) {
       // Replaying events from before a grant is harmless (they are older than its token): start early enough.
       if (next_rev_ == 0 || token + 1 < next_rev_) next_rev_ = token + 1;
@@ -1011,15 +1031,15 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
 
  private:
   // Renew's refusal, in its order, for the lock's keys as read; false when `owner` holds it under `token`:
-  // its contender key (created at `token`) is there, and the guard carries the same etcd lease and names
-  // `owner`. A contender key whose guard is gone is not held: clients of the single-key layout may take it.
+  // the guard was created at `token`, names `owner`, and its etcd lease's contender key is first in line.
+  // A guard whose contender key is gone is not held: etcd's tools could take the lock.
   template <class Reply>
   static bool refuse(Reply& out, const ownership& o, const std::string& owner, std::uint64_t token) {
-    const bool guarded = o.mine.present && o.guard.present && o.guard.lease == o.mine.lease;
-    if (guarded && split_entry(o.guard.value).owner == owner) return false;
-    if (guarded) {
+    const bool held = o.held_with(token);
+    if (held && split_entry(o.guard.value).owner == owner) return false;
+    if (held) {
       out.lost_reason = "owner_mismatch";
-    } else if (o.mine.present) {
+    } else if (o.guard.present && o.guard.create == token) {
       out.lost_reason = "not_held";
     } else {
       auto h = holder_of(lock_view{o.first, o.guard});
@@ -1029,8 +1049,9 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
                                                  : "not_held";
     }
     out.ec = error::lease_lost;
-    out.diagnostic = o.mine.present ? "the lock's guard key no longer carries this lease"
-                                    : "no key of the lock carries this lease's create_revision";
+    out.diagnostic = o.guard.present && o.guard.create == token
+                         ? "the lock's key in etcd's line no longer carries this lease"
+                         : "the lock's guard key no longer carries this lease's token";
     return true;
   }
 
@@ -1114,6 +1135,17 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     }
   };
 
+  // The grant of a waiter first in line: the guard, while the waiter's key is still the one it put and no
+  // guard exists; else the place as it now is.
+  static json::object claim_txn(const queue_place& place, const std::string& owner,
+                                const std::string& value) {
+    return json::object{
+        {"compare", json::array{same_create(encode64(place.mine.key), place.mine.create),
+                                same_create(encode64(place.lk.guard), 0)}},
+        {"success", json::array{put_key(place.lk.guard, entry_of(owner, value), place.lease)}},
+        {"failure", place.reads()}};
+  }
+
   // Tries once the way etcd's TryLock does (for a range that holds other locks' keys, where try_txn()'s
   // compare cannot tell): in line, then the guard if first, else out of line again. out.token is set when
   // granted; 0 otherwise, with nothing left behind.
@@ -1121,20 +1153,19 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
                                            const std::string& value, clock::time_point deadline,
                                            acquire_reply& out) {
     queue_place place{lk, lease, deadline};
-    const json::object body8 = enqueue_txn(lk, lease, value);
-    auto r = co_await call("/v3/kv/txn", body8, deadline);
+    const json::object enqueue = enqueue_txn(lk, lease, value);
+    auto r = co_await call("/v3/kv/txn", enqueue, deadline);
     if (r.ec || !place.read(r, succeeded(r))) co_return r;
     if (!place.first.resolved) place.first = co_await first_in_line(lk, deadline, r);
     if (r.ec) co_return r;
     if (place.mine.present && place.first.present && place.first.create == place.mine.create &&
         !place.guard.present) {
-      json::object claim{{"compare", json::array{same_create(encode64(place.mine.key), place.mine.create),
-                                                 same_create(encode64(lk.guard), 0)}},
-                         {"success", json::array{put_key(lk.guard, entry_of(owner, value), lease)}}};
+      const json::object claim = claim_txn(place, owner, value);
       r = co_await call("/v3/kv/txn", claim, deadline);
       if (r.ec) co_return r;
-      if (succeeded(r)) {
-        out.token = place.mine.create;
+      if (succeeded(r) ? header_revision(r.body, out.token)
+                       : place.read(r, false) && place.guard.lease == lease) {
+        if (out.token == 0) out.token = place.guard.create;  // a claim applied whose answer was lost
         co_return r;
       }
     }
@@ -1326,6 +1357,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     std::string owner;
     std::uint64_t token;
     std::function<void(std::string_view)> on_lost;
+    std::uint64_t lease = 0;  // the guard's etcd lease, once known: it names the contender key
   };
 
   class key_watch final : public loss_watch {
@@ -1341,6 +1373,20 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     std::string key_;
     std::uint64_t id_;
   };
+
+  // Reads the guard of the watched lease `id` and notes its etcd lease, if it is still the one created at
+  // `token`. Until then (or if the read fails) the watch sees the guard alone; the next renew sees the rest.
+  asio::awaitable<void> learn_lease(std::shared_ptr<etcd_backend>, std::string k, std::uint64_t id,
+                                    std::uint64_t token) {
+    json::object read{{"key", encode64(k)}};
+    auto r = co_await call("/v3/kv/range", read, clock::now() + watch_open_timeout_);
+    if (r.ec) co_return;
+    const stored_kv g = read_kv(first_kv(r.body, false));
+    if (!g.present || g.create != token) co_return;
+    auto [first, last] = held_.equal_range(k);
+    for (auto it = first; it != last; ++it)
+      if (it->second.id == id && it->second.lease == 0) it->second.lease = g.lease;
+  }
 
   void unwatch(const std::string& k, std::uint64_t id) {
     auto [first, last] = held_.equal_range(k);
@@ -1444,9 +1490,10 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     }
   }
 
-  // Declares lost every watched lease whose keys one of `events` changed after its grant: its contender key
-  // deleted or written without a lease, or its guard deleted or written over by another owner. The stream
-  // sends each event's previous key-value (prev_kv), which says whose a deleted or replaced key was.
+  // Declares lost every watched lease whose keys one of `events` changed after its grant: its guard deleted
+  // or written by another owner or without its lease, or its contender key deleted or written without its
+  // lease. The stream sends each event's previous key-value (prev_kv), which says whose a deleted or
+  // replaced key was: the guard created at the token is this lease's, exactly.
   void on_watch_events(const json::array& events) {
     std::vector<std::pair<std::function<void(std::string_view)>, std::string>> lost;
     for (const auto& ev : events) {
@@ -1456,46 +1503,44 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       next_rev_ = std::max(next_rev_, now.mod + 1);
       const bool deleted = string_field(ev, "type") == "DELETE";  // PUT, etcd's 0, is left out of the JSON
       const std::string at = " at etcd revision " + std::to_string(now.mod) + " (seen by the key watch)";
-      auto lose = [&](auto it, std::string why) {
-        lost.emplace_back(std::move(it->second.on_lost), std::move(why));
-        return held_.erase(it);
-      };
-      // A contender key: P+K/<lease> of a watched lock P+K, created at a watched lease's token.
+      // A contender key P+K/<lease> of a watched lock P+K.
       if (const auto slash = now.key.rfind('/'); slash != std::string::npos) {
         auto [first, last] = held_.equal_range(now.key.substr(0, slash));
-        const std::uint64_t created = deleted ? before.create : now.create;
         for (auto it = first; it != last;) {
           const held_key& h = it->second;
-          if (now.mod <= h.token || created != h.token) {
-            ++it;
-          } else if (deleted) {
-            it = lose(it, "not_held: the lock's key was deleted" + at);
-          } else if (now.lease == 0) {
-            it = lose(it, "owner_mismatch: the lock's key was written over, not by this lease," + at);
-          } else {
-            ++it;  // a proclaim: the value changed under the same lease
+          const bool mine =
+              h.lease != 0 && now.key.compare(slash + 1, std::string::npos, lock_keys::hex(h.lease)) == 0;
+          if (!mine || now.mod <= h.token || (!deleted && now.lease == h.lease)) {
+            ++it;  // another contender, history from before the grant, or a proclaim
+            continue;
           }
+          lost.emplace_back(std::move(it->second.on_lost),
+                            deleted ? "not_held: the lock's key in etcd's line was deleted" + at
+                                    : "owner_mismatch: the lock's key in etcd's line was written over" + at);
+          it = held_.erase(it);
         }
       }
-      // The guard, P+K: this lease's while it names the owner under an etcd lease, created at the token or
-      // later (a queued grant puts it when it is granted).
+      // The guard P+K.
       auto [first, last] = held_.equal_range(now.key);
       for (auto it = first; it != last;) {
-        const held_key& h = it->second;
-        auto ours = [&](const stored_kv& kv) {
-          return kv.present && kv.lease != 0 && kv.create >= h.token &&
-                 split_entry(kv.value).owner == h.owner;
-        };
-        if (now.mod <= h.token || !ours(before) || (!deleted && ours(now))) {
-          ++it;  // history from before the grant, the grant's own put, or a proclaim
-        } else if (deleted) {
-          it = lose(it, "not_held: the key was deleted" + at);
-        } else {
-          it = lose(it, (split_entry(now.value).owner != h.owner
-                             ? "owner_mismatch: another owner wrote the key"
-                             : "owner_mismatch: the key was written over, not by this lease,") +
-                            at);
+        held_key& h = it->second;
+        const bool was_ours = before.present && before.create == h.token;
+        if (h.lease == 0) {
+          if (was_ours) h.lease = before.lease;
+          if (!deleted && now.create == h.token) h.lease = now.lease;
         }
+        const bool still_ours = !deleted && now.create == h.token && now.lease == before.lease &&
+                                split_entry(now.value).owner == h.owner;
+        if (now.mod <= h.token || !was_ours || still_ours) {
+          ++it;  // history, another holder's guard, or a proclaim
+          continue;
+        }
+        lost.emplace_back(std::move(it->second.on_lost),
+                          deleted ? "not_held: the key was deleted" + at
+                          : split_entry(now.value).owner != h.owner
+                              ? "owner_mismatch: another owner wrote the key" + at
+                              : "owner_mismatch: the key was written over, not by this lease," + at);
+        it = held_.erase(it);
       }
     }
     // After the table is settled: a callback may end other watches, or the stream.

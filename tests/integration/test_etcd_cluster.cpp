@@ -63,17 +63,13 @@ std::string base64(const std::string& s) {
   return out;
 }
 
-// The holder's token as etcd itself has it (0 when nobody holds), read from any member that answers: the
-// create_revision of the first key in the lock's line, baton/locks/KEY/<lease> (etcd's Mutex layout).
+// The key's create_revision as etcd itself reports it (0 when absent), read from any member that answers.
 std::uint64_t stored_token(const etcd_cluster& cluster, const std::string& key) {
   for (std::size_t i = 0; i < cluster.size(); ++i) {
     if (!cluster.running(i) || cluster.paused(i)) continue;
     try {
-      auto r =
-          http_client(cluster.client_port(i), 5s)
-              .post("/v3/kv/range", R"({"key":")" + base64("baton/locks/" + key + "/") +
-                                        R"(","range_end":")" + base64("baton/locks/" + key + "0") +
-                                        R"(","sort_order":"ASCEND","sort_target":"CREATE","limit":"1"})");
+      auto r = http_client(cluster.client_port(i), 5s)
+                   .post("/v3/kv/range", R"({"key":")" + base64("baton/locks/" + key) + R"("})");
       if (r.status != 200) continue;
       auto* kvs = r.json.as_object().if_contains("kvs");
       if (!kvs) return 0;

@@ -303,14 +303,15 @@ BOOST_AUTO_TEST_CASE(waiters_on_etcd_are_granted_in_arrival_order_and_leave_no_k
     const auto after = std::chrono::steady_clock::now() - released;
     BOOST_TEST_MESSAGE("granted " << std::chrono::duration_cast<std::chrono::milliseconds>(after).count()
                                   << " ms after the release, behind a killed waiter with a 2 s lease");
-    BOOST_TEST(after < 10s);  // the killed waiter's lease ends within its 2 s TTL (plus etcd's sweep)
+    BOOST_TEST((after < 10s));  // the killed waiter's lease ends within its 2 s TTL (plus etcd's sweep)
     co_await next->value->async_release();
   }());
 }
 
 // A rolling upgrade from the single-key layout (Baton before the etcd recipe): a holder of the old layout
-// keeps the lock from new clients, new holders write the old key too, and a waiter that was in line before
-// an old-layout holder came is granted only after it, with a larger token.
+// keeps the lock from new clients, new holders write the old key too, and waiters that were in line before
+// an old-layout holder came are granted only after it, each with a larger token than the one before (the
+// token is the revision at which a hold began: the guard's create_revision).
 BOOST_AUTO_TEST_CASE(old_and_new_layout_clients_never_both_hold_and_tokens_keep_growing) {
   etcd_cluster etcd(1);
   http_client raw(etcd.client_port(0));
@@ -356,7 +357,9 @@ BOOST_AUTO_TEST_CASE(old_and_new_layout_clients_never_both_hold_and_tokens_keep_
                     .status == 200);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto waiting = start_background(ioc, c.async_acquire("race", lease_opts(5000ms)));
-    co_await sleep_for(500ms);
+    co_await sleep_for(300ms);
+    auto second = start_background(ioc, c.async_acquire("race", lease_opts(5000ms)));  // behind the first
+    co_await sleep_for(300ms);
     const std::string late_lease = grant();
     BOOST_REQUIRE(raw.post("/v3/kv/put", R"({"key":")" + b64("baton/locks/race") + R"(","value":")" +
                                              b64("late-old-owner") + R"(","lease":")" + late_lease + R"("})")
@@ -373,7 +376,14 @@ BOOST_AUTO_TEST_CASE(old_and_new_layout_clients_never_both_hold_and_tokens_keep_
       co_await sleep_for(50ms);
     BOOST_REQUIRE(waiting->value.has_value());
     BOOST_TEST(waiting->value->token() > late_token);
+    BOOST_TEST(!second->done);
     co_await waiting->value->async_release();
+    // The second never saw the old holder (it watched the first's key): its token is larger still.
+    for (int i = 0; i < 200 && !second->done; ++i)
+      co_await sleep_for(50ms);
+    BOOST_REQUIRE(second->value.has_value());
+    BOOST_TEST(second->value->token() > waiting->value->token());
+    co_await second->value->async_release();
   }());
 }
 
@@ -437,4 +447,68 @@ BOOST_AUTO_TEST_CASE(mixed_baton_and_etcdctl_contenders_never_overlap_across_a_l
   BOOST_TEST(baton_rounds.load() == 3 * rounds);
   BOOST_TEST(baton_overlaps.load() == 0);
   BOOST_TEST(!fs::exists(overlaps), "etcdctl found another contender inside");
+}
+
+// The holder's own owner asking again (a process that retries with its owner) supersedes at once, as a
+// plain re-acquire does, instead of waiting in line behind itself; a lock named below another ("n/x") is not
+// taken for a contender of "n".
+BOOST_AUTO_TEST_CASE(the_holders_own_owner_supersedes_at_once_and_nested_names_are_separate_locks) {
+  etcd_cluster etcd(1);
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config(etcd.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    lease_options known = lease_opts(5000ms);
+    known.owner = "known-owner";
+    auto first = co_await c.async_acquire("so", known);
+    const auto asked = std::chrono::steady_clock::now();
+    auto again = co_await c.async_acquire("so", known, 3000ms);
+    BOOST_TEST((std::chrono::steady_clock::now() - asked < 2s));  // not the 3 s wait
+    BOOST_TEST(again.token() > first.token());
+    BOOST_TEST((co_await again.async_release() == release_outcome::released));
+
+    auto nested = co_await c.async_acquire("n/x", lease_opts(5000ms));
+    auto parent = co_await c.async_try_acquire("n", lease_opts(5000ms));
+    BOOST_REQUIRE(parent.acquired.has_value());  // "n/x" holds another lock
+    BOOST_TEST((co_await c.async_get("n"))->token == parent.acquired->token());
+    co_await parent.acquired->async_release();
+    co_await nested.async_release();
+  }());
+}
+
+// A waiter cancelled while etcd does not answer (a keep-alive or a read in flight) still gives its place up
+// as soon as etcd answers again, not at its etcd lease's end (9 s here).
+BOOST_AUTO_TEST_CASE(a_waiter_cancelled_while_etcd_hangs_leaves_the_line_once_etcd_answers) {
+  etcd_cluster etcd(1);
+  asio::io_context ioc;
+  client c(ioc.get_executor(), config(etcd.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto holder = co_await c.async_acquire("hang", lease_opts(30000ms));
+    auto cancel_me = std::make_shared<asio::cancellation_signal>();
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          try {
+            co_await c.async_acquire("hang", lease_opts(9000ms));
+          } catch (const std::exception&) {
+          }
+        },
+        asio::bind_cancellation_slot(cancel_me->slot(), asio::detached));
+    co_await sleep_for(2000ms);
+    BOOST_TEST(keys_under(etcd, "baton/locks/hang/").size() == 2u);
+    etcd.pause(0);
+    co_await sleep_for(2000ms);  // the waiter's keep-alive (every 3 s) is in flight, unanswered
+    cancel_me->emit(asio::cancellation_type::terminal);
+    co_await sleep_for(300ms);
+    etcd.resume(0);
+    const auto resumed = std::chrono::steady_clock::now();
+    while (keys_under(etcd, "baton/locks/hang/").size() > 1 &&
+           std::chrono::steady_clock::now() - resumed < 8s)
+      co_await sleep_for(50ms);
+    const auto after = std::chrono::steady_clock::now() - resumed;
+    BOOST_TEST_MESSAGE("the cancelled waiter's key went "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(after).count()
+                       << " ms after etcd answered again");
+    BOOST_TEST((after < 2s));  // its etcd lease had at least 4 s left
+    co_await holder.async_release();
+  }());
 }
