@@ -421,13 +421,23 @@ boost::system::error_code to_error_code(const std::exception_ptr& e, std::string
   }
 }
 
+namespace {
+
+// co_await co_spawn(ex, op, use_awaitable), with the caller's cancellation relayed (co_spawn_relayed).
+asio::awaitable<void> relayed(const asio::any_io_executor& ex, asio::awaitable<void> op) {
+  return asio::async_initiate<const asio::use_awaitable_t<>&, void(std::exception_ptr)>(
+      [ex](auto handler, asio::awaitable<void> o) { co_spawn_relayed(ex, std::move(o), std::move(handler)); },
+      asio::use_awaitable, std::move(op));
+}
+
+}  // namespace
+
 asio::awaitable<void> until_lost(const lease& l) {
   auto c = l.core_;
   if (!c) throw exception(error::empty_handle);
   std::exception_ptr failure;
   try {
-    co_await asio::co_spawn(c->client->ex, honouring_any_cancellation(wait_state(c, false)),
-                            asio::use_awaitable);
+    co_await relayed(c->client->ex, honouring_any_cancellation(wait_state(c, false)));
   } catch (...) {
     failure = std::current_exception();
   }
@@ -439,8 +449,7 @@ asio::awaitable<void> until_inactive(const lease& l) {
   if (!c) throw exception(error::empty_handle);
   std::exception_ptr failure;
   try {
-    co_await asio::co_spawn(c->client->ex, honouring_any_cancellation(wait_state(c, true)),
-                            asio::use_awaitable);
+    co_await relayed(c->client->ex, honouring_any_cancellation(wait_state(c, true)));
   } catch (...) {
     failure = std::current_exception();
   }

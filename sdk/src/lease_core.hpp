@@ -18,6 +18,7 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -240,6 +241,34 @@ boost::asio::awaitable<T> honouring_any_cancellation(boost::asio::awaitable<T> o
 /// failed) counts as its first exception.
 boost::system::error_code to_error_code(const std::exception_ptr& e, std::string* diag = nullptr);
 
+/// co_spawn(ex, op, h), with a cancellation of `h`'s slot relayed to `op` through state both share.
+/// Asio 1.81's co_spawn passes a cancellation emitted off `ex` to `ex` as a pointer into the memory of `h`'s
+/// slot. When `op` completes first and `h`'s owner clears its slot as `h` runs, that pointer dangles: a
+/// heap-use-after-free that ASan caught in `baton exec`, whose wait for a loss was cancelled just as the loss
+/// completed it (test_sdk_api, a_cancellation_racing_an_operations_completion_is_harmless). The relay's
+/// signal lives as long as any cancellation on its way to `ex` and as `op`'s handler; it is emitted on `ex`,
+/// where co_spawn passes it on at once.
+template <class T, class Handler>
+void co_spawn_relayed(const boost::asio::any_io_executor& ex, boost::asio::awaitable<T> op, Handler h) {
+  auto slot = boost::asio::get_associated_cancellation_slot(h);
+  if (!slot.is_connected()) {
+    boost::asio::co_spawn(ex, std::move(op), std::move(h));
+    return;
+  }
+  auto relay = std::make_shared<boost::asio::cancellation_signal>();
+  slot.assign([relay, ex](boost::asio::cancellation_type t) {
+    boost::asio::dispatch(ex, [relay, t] { relay->emit(t); });
+  });
+  auto hex = boost::asio::get_associated_executor(h, ex);
+  auto inner = relay->slot();
+  boost::asio::co_spawn(
+      ex, std::move(op),
+      boost::asio::bind_cancellation_slot(
+          inner, boost::asio::bind_executor(hex, [h = std::move(h), relay](auto&&... args) mutable {
+            std::move(h)(std::forward<decltype(args)>(args)...);
+          })));
+}
+
 /// Runs `op` on the client's executor `ex`, with any cancellation of `h`'s slot taken as terminal (none when
 /// not `cancellable`), and completes `h` with what it returned or the error it threw (the message in
 /// `*diag`).
@@ -248,17 +277,17 @@ void launch(const boost::asio::any_io_executor& ex, boost::asio::awaitable<T> op
             Handler h, bool cancellable = true) {
   auto slot = cancellable ? h.get_cancellation_slot() : boost::asio::cancellation_slot();
   if constexpr (std::is_void_v<T>) {
-    boost::asio::co_spawn(
+    co_spawn_relayed(
         ex, honouring_any_cancellation(std::move(op)),
         boost::asio::bind_cancellation_slot(slot, [h = std::move(h), ex, diag](std::exception_ptr e) mutable {
           complete(std::move(h), ex, to_error_code(e, diag));
         }));
   } else {
-    boost::asio::co_spawn(ex, honouring_any_cancellation(std::move(op)),
-                          boost::asio::bind_cancellation_slot(
-                              slot, [h = std::move(h), ex, diag](std::exception_ptr e, T v) mutable {
-                                complete(std::move(h), ex, to_error_code(e, diag), std::move(v));
-                              }));
+    co_spawn_relayed(ex, honouring_any_cancellation(std::move(op)),
+                     boost::asio::bind_cancellation_slot(
+                         slot, [h = std::move(h), ex, diag](std::exception_ptr e, T v) mutable {
+                           complete(std::move(h), ex, to_error_code(e, diag), std::move(v));
+                         }));
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
@@ -617,6 +618,59 @@ BOOST_FIXTURE_TEST_CASE(cancellation_is_thrown_as_baton_exception, fixture) {
   settle(50ms);
   BOOST_REQUIRE(out.done);
   BOOST_TEST((code_of(out.error) == asio::error::operation_aborted));
+}
+
+// CI found this under AddressSanitizer in `baton exec`: its wait for a loss was cancelled (the command had
+// ended) just as the loss completed it. Asio 1.81's co_spawn hands a cancellation emitted off the client's
+// strand to the strand as a pointer into the caller's slot; the caller cleared that slot when its handler
+// ran, and the handed-over cancellation then used freed memory. Here the cancellation is emitted at every
+// step of an operation that completes at once, from outside the strand, and the handler clears its slot as
+// use_awaitable and the awaitable operators do. Without a fix ASan reports a heap-use-after-free.
+BOOST_FIXTURE_TEST_CASE(a_cancellation_racing_an_operations_completion_is_harmless, fixture) {
+  lease l;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    l = co_await c.async_acquire("k", long_lease);
+    co_await l.async_release();
+  }());
+  for (int steps = 0; steps < 24; ++steps) {
+    asio::cancellation_signal sig;
+    int calls = 0;
+    auto on_done = [&](boost::system::error_code) {
+      ++calls;
+      sig.slot().clear();
+    };
+    // Released: the wait completes at once, on the client's strand, then here on the io_context.
+    l.async_wait_lost(
+        asio::bind_cancellation_slot(sig.slot(), asio::bind_executor(ioc.get_executor(), on_done)));
+    ioc.restart();
+    for (int k = 0; k < steps && ioc.poll_one() != 0; ++k) {
+    }
+    sig.emit(asio::cancellation_type::terminal);
+    ioc.restart();
+    ioc.poll();
+    BOOST_TEST(calls == 1, "steps " << steps);
+  }
+  // The same race for the other completion-token forms that run on the strand.
+  for (int steps = 0; steps < 24; ++steps) {
+    asio::cancellation_signal sig;
+    int calls = 0;
+    auto on_done = [&](boost::system::error_code, lease got) {
+      ++calls;
+      sig.slot().clear();
+      if (got) got.async_release(asio::detached);
+    };
+    c.async_acquire(
+        "r" + std::to_string(steps), long_lease,
+        asio::bind_cancellation_slot(sig.slot(), asio::bind_executor(ioc.get_executor(), on_done)));
+    ioc.restart();
+    for (int k = 0; k < steps && ioc.poll_one() != 0; ++k) {
+    }
+    sig.emit(asio::cancellation_type::terminal);
+    ioc.restart();
+    ioc.poll();
+    settle(20ms);
+    BOOST_TEST(calls == 1, "steps " << steps);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(error_codes_compare_with_standard_conditions_and_messages_say_things_once) {
