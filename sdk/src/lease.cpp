@@ -114,6 +114,35 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       if (BATON_CANCELLED()) co_return;  // renewal stopped (release or abandonment)
       continue;
     }
+    if (cs.outage && cs.probing) {
+      // The server did not answer the last renew, and another lease's renew is out to see whether it answers
+      // now: this one waits for that outcome, or for its own deadline, instead of adding a request (and,
+      // with many leases, a storm of them) to a server that may be down.
+      wake.expires_at(c->fsm.deadline());
+      if (!cs.manual) wake_boot = wake_on_boot_clock(cs.ex, wake.expiry());
+      {
+        wakeup_list::registration reg(cs.on_probe_done, &wake);
+        co_await wake.async_wait(use_tuple);
+      }
+      wake_boot.reset();
+      if (BATON_CANCELLED()) co_return;
+      // Still no answer: this lease backs off as if its own renew had failed; its deadline stays.
+      if (cs.outage && !cs.probing) c->fsm.on_renew_failed(cs.now());
+      continue;  // looks again: renew now, wait, or declare the loss at the deadline
+    }
+    // The probe, when the server has not answered: until it is back, nobody else's renew goes out.
+    struct probe_turn {
+      client_shared* cs = nullptr;
+      ~probe_turn() {
+        if (!cs) return;
+        cs->probing = false;
+        cs->on_probe_done.wake_all();
+      }
+    } probe;
+    if (cs.outage) {
+      cs.probing = true;
+      probe.cs = &cs;
+    }
     // Renew. The request may take at most until the local deadline: an answer after it is worthless.
     const auto sent = cs.now();
     auto budget = std::min<clock::duration>(cs.config.request_timeout, c->fsm.deadline() - sent);
@@ -147,6 +176,13 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     }
     deadline_watch.cancel();
     deadline_boot.reset();
+    // Any answer, a refusal included, says the server is there; none says it may not be.
+    cs.outage = r.ec && r.ec != error::lease_lost;
+    if (probe.cs) {
+      cs.probing = false;
+      probe.cs = nullptr;
+      cs.on_probe_done.wake_all();
+    }
     if (BATON_CANCELLED()) co_return;
     const auto now = cs.now();
     if (!r.ec) {

@@ -85,6 +85,12 @@ struct client_shared : time_base, std::enable_shared_from_this<client_shared> {
   std::size_t renewing = 0;                // leases whose renewal task runs
   /// Waiting acquires long-poll until then: the backend does not queue them (backend::acquire_queued).
   clock::time_point queue_unsupported_until{};
+  /// The server looks unreachable: the last renew answered came back without an answer (docs/design.md, "One
+  /// renew at a time in an outage"). While it does, one lease's renew at a time goes out (the probe); the
+  /// others wait for its outcome, or for their deadline.
+  bool outage = false;
+  bool probing = false;       // the probe is out
+  wakeup_list on_probe_done;  // leases waiting for it
 
   // Any thread.
   std::atomic<bool> context_gone{false};  // the io_context is shut down or destroyed: post nothing to it

@@ -1127,6 +1127,79 @@ void check_names(E first, E last, std::string_view type) {
 }
 }  // namespace
 
+// A server that stops answering gets one renew at a time from a client, not one per lease: once a renew has
+// gone unanswered (its request timeout, 2 s, passed), the others wait for the next one's outcome, or their
+// deadline. What a client sends before it knows (renews falling due within that first timeout) it sends;
+// after that, 50 leases of 15 s sent about one renew per request timeout instead of 50 per retry round (with
+// a 10-50 ms backoff, hundreds), each lease was still lost at its own deadline, and once the server answered
+// again every lease renewed.
+BOOST_AUTO_TEST_CASE(a_frozen_server_gets_one_renew_at_a_time_and_every_lease_is_lost_at_its_deadline) {
+  asio::io_context ioc;
+  auto server =
+      std::make_shared<memory_backend>(ioc.get_executor(), memory_backend::options{.drives_clients = true});
+  auto cfg = test_config();
+  // The renews sent until the first one found no answer.
+  std::optional<int> at_first_retry;
+  cfg.on_event = [&](const lease_event& e) {
+    if (e.what == lease_event::kind::renew_retry && !at_first_retry) at_first_retry = server->calls().renew;
+  };
+  client c(ioc.get_executor(), cfg, server);
+  constexpr int count = 50;
+  std::vector<lease> leases(count);
+  auto acquire_all = [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < count; ++i)
+      leases[i] = co_await c.async_acquire("k" + std::to_string(i), {.ttl = 15s});
+  };
+  asio::co_spawn(ioc, acquire_all(), asio::detached);
+  ioc.poll();
+  auto step = [&](std::chrono::milliseconds d) {
+    server->advance(d);
+    ioc.restart();
+    ioc.poll();
+  };
+  for (int i = 0; i < 10; ++i)
+    step(1s);
+  for (const auto& l : leases)
+    BOOST_REQUIRE(l.active());
+
+  // A short outage, well inside every deadline: one renew at a time once it is known, then all renew.
+  server->pause();
+  for (int i = 0; i < 60; ++i)
+    step(100ms);
+  BOOST_REQUIRE(at_first_retry.has_value());
+  const int after_short = server->calls().renew - *at_first_retry;
+  BOOST_TEST_MESSAGE(after_short << " renews sent by " << count << " leases in the 4 s of a 6 s outage after "
+                                 << "the first renew went unanswered");
+  BOOST_TEST(after_short <= 4);  // one per 2 s request timeout, and the one out when it ends
+  server->resume();
+  for (int i = 0; i < 60; ++i)
+    step(100ms);
+  for (const auto& l : leases)
+    BOOST_TEST(l.active());
+  std::vector<lease_clock::time_point> deadlines;
+  for (const auto& l : leases)
+    deadlines.push_back(l.deadline());
+
+  // A long one: still one at a time, and each lease is lost at its own deadline, not later.
+  at_first_retry.reset();
+  server->pause();
+  const auto last = *std::max_element(deadlines.begin(), deadlines.end());
+  while (server->client_time() < last + 200ms) {
+    step(50ms);
+    for (int i = 0; i < count; ++i)
+      if (server->client_time() < deadlines[i])
+        BOOST_TEST_REQUIRE(leases[i].active());
+      else
+        BOOST_TEST_REQUIRE(!leases[i].active(), "lease " << i << " still active 50 ms past its deadline");
+  }
+  BOOST_REQUIRE(at_first_retry.has_value());
+  const int after_long = server->calls().renew - *at_first_retry;
+  BOOST_TEST_MESSAGE(after_long << " renews sent by " << count << " leases after the first went unanswered, "
+                                << "until every deadline had passed");
+  BOOST_TEST(after_long <= 9);  // about one per 2 s request timeout over the ~13 s left
+  server->resume();
+}
+
 // With drives_clients, the memory backend's clock is its clients' clock too: a 15 s lease is renewed for a
 // minute of that clock, then lost to a frozen server at its deadline, and the whole test takes milliseconds
 // of real time and no sleep.
