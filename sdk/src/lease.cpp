@@ -127,7 +127,11 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       wake_boot.reset();
       if (BATON_CANCELLED()) co_return;
       // Still no answer: this lease backs off as if its own renew had failed; its deadline stays.
-      if (cs.outage && !cs.probing) c->fsm.on_renew_failed(cs.now());
+      // (Past the deadline that declares the loss, which is published like any other.)
+      if (cs.outage && !cs.probing) {
+        c->fsm.on_renew_failed(cs.now());
+        c->publish();
+      }
       continue;  // looks again: renew now, wait, or declare the loss at the deadline
     }
     // The probe, when the server has not answered: until it is back, nobody else's renew goes out.
