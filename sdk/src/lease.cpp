@@ -98,6 +98,17 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
   timer deadline_watch(cs);
   // What the boot alarm keeps for the two timers; dropped when their waits end, and with the frame.
   boot_wake wake_boot, deadline_boot;
+  // The probe of an outage (docs/design.md, "One renew at a time in an outage"). When this task ends while
+  // the server is still unanswering and nobody probes (it held the role, or was woken to take it), the
+  // waiting lease whose deadline comes last is woken to probe in turn: it can probe the longest.
+  struct probe_role {
+    client_shared& cs;
+    bool holds = false;
+    ~probe_role() {
+      if (holds) cs.probing = false;
+      if (cs.outage && !cs.probing && !cs.context_gone.load()) cs.on_probe_done.wake_latest();
+    }
+  } role{cs};
   for (;;) {
     auto action = c->fsm.poll(cs.now());
     if (action == lease_fsm::action::declare_lost) {
@@ -114,10 +125,11 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       if (BATON_CANCELLED()) co_return;  // renewal stopped (release or abandonment)
       continue;
     }
-    if (cs.outage && cs.probing) {
-      // The server did not answer the last renew, and another lease's renew is out to see whether it answers
-      // now: this one waits for that outcome, or for its own deadline, instead of adding a request (and,
-      // with many leases, a storm of them) to a server that may be down.
+    if (cs.outage && cs.probing && !role.holds) {
+      // The server did not answer the last renew, and another lease's renew (the probe) is out, or backing
+      // off, to see whether it answers now: this one waits for the server to be back, or for its own
+      // deadline, instead of adding a request (and, with many leases, a storm of them) to a server that may
+      // be down. It is woken when the server answers, or to probe in turn when the prober's lease ends.
       wake.expires_at(c->fsm.deadline());
       if (!cs.manual) wake_boot = wake_on_boot_clock(cs.ex, wake.expiry());
       {
@@ -126,26 +138,13 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       }
       wake_boot.reset();
       if (BATON_CANCELLED()) co_return;
-      // Still no answer: this lease backs off as if its own renew had failed; its deadline stays.
-      // (Past the deadline that declares the loss, which is published like any other.)
-      if (cs.outage && !cs.probing) {
-        c->fsm.on_renew_failed(cs.now());
-        c->publish();
-      }
-      continue;  // looks again: renew now, wait, or declare the loss at the deadline
+      continue;  // looks again: renew now (or probe), or declare the loss at the deadline
     }
-    // The probe, when the server has not answered: until it is back, nobody else's renew goes out.
-    struct probe_turn {
-      client_shared* cs = nullptr;
-      ~probe_turn() {
-        if (!cs) return;
-        cs->probing = false;
-        cs->on_probe_done.wake_all();
-      }
-    } probe;
-    if (cs.outage) {
+    // The probe, when the server has not answered: until it answers, nobody else's renew goes out, and this
+    // lease keeps probing, with its own backoff, while it lasts.
+    if (cs.outage && !cs.probing) {
       cs.probing = true;
-      probe.cs = &cs;
+      role.holds = true;
     }
     // Renew. The request may take at most until the local deadline: an answer after it is worthless.
     const auto sent = cs.now();
@@ -182,9 +181,10 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     deadline_boot.reset();
     // Any answer, a refusal included, says the server is there; none says it may not be.
     cs.outage = r.ec && r.ec != error::lease_lost;
-    if (probe.cs) {
+    if (!cs.outage && cs.probing) {
+      // Back: every lease waiting for the probe renews now (any lease's answer ends the outage).
       cs.probing = false;
-      probe.cs = nullptr;
+      role.holds = false;
       cs.on_probe_done.wake_all();
     }
     if (BATON_CANCELLED()) co_return;

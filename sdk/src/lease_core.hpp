@@ -60,6 +60,13 @@ class wakeup_list {
     for (auto* t : waiters_)
       t->cancel();
   }
+  /// Wakes the waiter whose timer expires last, if any.
+  void wake_latest() {
+    timer* latest = nullptr;
+    for (auto* t : waiters_)
+      if (!latest || t->expiry() > latest->expiry()) latest = t;
+    if (latest) latest->cancel();
+  }
 
  private:
   std::list<timer*> waiters_;
