@@ -9,7 +9,8 @@
 // - inversions: pairs of waiters granted in the opposite order of their arrival;
 // - hand-off latency, two ways: from the moment a holder sends its release, and from the moment its release
 //   is answered, to the moment the next holder's async_acquire completes (percentiles; the second may be
-//   negative: the server answers the grant and the release after the same log write, in either order).
+//   negative: the server answers the grant and the release after the same log write, in either order):
+//   sent_*_ms and answered_*_ms.
 // --mode queue uses the server's queued acquire when it offers it (feature acquire_queue, the SDK's default);
 // --mode poll makes the backend say it cannot queue, so the SDK long-polls and races, as before the feature.
 //
@@ -194,8 +195,8 @@ int run(const options& o) {
   std::printf(
       "mode=%s waiters=%zu arrival_ms=%lld hold_ms=%lld handoffs=%zu requests_per_handoff=%.2f "
       "acquires=%llu queued=%llu polls=%llu releases=%llu inversions=%zu pairs=%zu "
-      "from_release_sent_ms_p50=%.2f p90=%.2f p99=%.2f max=%.2f "
-      "from_release_answer_ms_p50=%.2f p99=%.2f max=%.2f failures=%zu\n",
+      "sent_p50_ms=%.2f sent_p90_ms=%.2f sent_p99_ms=%.2f sent_max_ms=%.2f "
+      "answered_p50_ms=%.2f answered_p99_ms=%.2f answered_max_ms=%.2f failures=%zu\n",
       o.mode.c_str(), o.waiters, static_cast<long long>(o.arrival.count()),
       static_cast<long long>(o.hold.count()), grant_order.size(), requests / handoffs,
       static_cast<unsigned long long>(c.acquire.load()), static_cast<unsigned long long>(c.queued.load()),

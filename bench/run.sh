@@ -9,12 +9,18 @@
 # Builds Release, then:
 #  1. connection sweep: for each server and each connection count a fresh server on loopback, data on the
 #     real disk (not tmpfs: fsync must be real); acquire, renew, release and cycle, closed loop;
-#  2. open loop at 64 connections: acquire at 50 % and 80 % of the peak each server reached in step 1, at
+#  2. side by side: acquire and release at 64 connections, BENCH_REPEATS rounds, each round every server
+#     once on a fresh start, the order rotated from round to round (so a slow minute of a shared machine
+#     does not fall on one server); the table gives each figure's median and spread (min-max) and the
+#     median of the per-round ratios batond/Redis and batond/etcd;
+#  3. open loop at 64 connections: acquire at 50 % and 80 % of the peak each server reached in step 1, at
 #     fixed intended send times (baton-loadgen --rate), latency counted from the intended time;
-#  3. wrk against batond: closed-loop acquire at 64 connections, an independent check of step 1's figure;
-#  4. SDK sweep: one process holding 1k, 10k and 100k leases through the C++ SDK against batond, its CPU
+#  4. wrk against batond: closed-loop acquire at 64 connections, an independent check of step 1's figure;
+#  5. SDK sweep: one process holding 1k, 10k and 100k leases through the C++ SDK against batond, its CPU
 #     and memory (baton-bench-sdk-leases, as bench/sdk-leases.sh runs it, without the freeze phase);
-#  5. tables (table.md, sweep.md), data files (*.dat) and, if gnuplot is installed, SVG plots.
+#  6. contention: 50 waiters on one key, queued and long-polling, and 1,000 queued (baton-bench-handoff):
+#     requests per hand-off, arrival-order inversions, hand-off latency;
+#  7. tables (table.md, sweep.md), data files (*.dat) and, if gnuplot is installed, SVG plots.
 # Server CPU per operation comes from /proc/PID/stat (utime+stime), sampled by the load generator around
 # each measured window. Every server is stopped on any exit (trap). Exits 1 if a build or a server start
 # fails, 3 if some requests failed (the tables are still written).
@@ -24,9 +30,11 @@
 #   BENCH_WARMUP=1                 warm-up seconds before each operation
 #   BENCH_CONNS="1 4 16 64 256" (q "1 16 64")   connection counts of the sweep
 #   BENCH_TARGETS="batond etcd redis"
-#   BENCH_OPEN_SECONDS=5 (q 3)     measured seconds of each open-loop run; BENCH_OPEN=0 skips step 2
-#   BENCH_WRK=1                    0 skips step 3
-#   BENCH_SDK_LEASES="1000 10000 100000" (q "1000 10000")   empty skips step 4
+#   BENCH_REPEATS=5 (q 2)          rounds of the side-by-side comparison; 0 skips step 2
+#   BENCH_OPEN_SECONDS=5 (q 3)     measured seconds of each open-loop run; BENCH_OPEN=0 skips step 3
+#   BENCH_HANDOFF=1                0 skips step 6 (the contention run)
+#   BENCH_WRK=1                    0 skips step 4
+#   BENCH_SDK_LEASES="1000 10000 100000" (q "1000 10000")   empty skips step 5
 #   BENCH_SDK_TTL=60s (q 15s)      lease TTL of the SDK sweep (at 15 s, 100k leases need 20,000 renews/s,
 #                                  more than a 2-vCPU machine sustains next to batond)
 #   BENCH_SDK_SECONDS=40 (q 10)    steady window of each SDK point: two renew periods (ttl/3), since leases
@@ -73,6 +81,7 @@ open_seconds=${BENCH_OPEN_SECONDS:-$(q 3 5)}
 sdk_leases=${BENCH_SDK_LEASES-$(q "1000 10000" "1000 10000 100000")}
 sdk_seconds=${BENCH_SDK_SECONDS:-$(q 10 40)}
 sdk_ttl=${BENCH_SDK_TTL:-$(q 15s 60s)}
+repeats=${BENCH_REPEATS:-$(q 2 5)}
 base=${BENCH_DIR:-/var/tmp}
 out=${BENCH_OUT:-$root/build/release/bench}
 bin=${BENCH_BIN:-$root/build/release/bin}
@@ -89,7 +98,8 @@ die() {
 if [[ ${BENCH_BUILD:-1} != 0 ]]; then
   log "building Release"
   cmake --preset release >/dev/null
-  cmake --build --preset release --target batond baton-loadgen baton-bench-sdk-leases >/dev/null
+  cmake --build --preset release --target batond baton-loadgen baton-bench-sdk-leases baton-bench-handoff \
+    >/dev/null
 fi
 [[ -x $bin/batond && -x $bin/baton-loadgen ]] || die "missing $bin/batond or $bin/baton-loadgen"
 for t in $targets; do
@@ -114,6 +124,10 @@ results_txt=$out/results.txt
 results_json=$out/results.jsonl
 open_txt=$out/open-loop.txt
 sdk_txt=$out/sdk.txt
+compare_txt=$out/compare.txt
+handoff_txt=$out/handoff.txt
+: >"$compare_txt"
+: >"$handoff_txt"
 : >"$results_txt"
 : >"$results_json"
 : >"$open_txt"
@@ -154,12 +168,14 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 source bench/free_port.sh
 
 server_url=""
+# start_batond DIR [batond options...]
 start_batond() {
   local dir=$1
+  shift
   mkdir -p "$dir"
   local threads=()
   [[ -n ${BENCH_BATOND_THREADS:-} ]] && threads=(--threads "$BENCH_BATOND_THREADS")
-  "$bin/batond" --data-dir "$dir/data" --listen 127.0.0.1:0 --log-level warn "${threads[@]}" \
+  "$bin/batond" --data-dir "$dir/data" --listen 127.0.0.1:0 --log-level warn "${threads[@]}" "$@" \
     >"$dir/stdout" 2>"$dir/stderr" &
   server_pid=$!
   for _ in $(seq 100); do
@@ -271,7 +287,7 @@ fsync_probe() {
     git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(
     git -C "$root" diff --quiet HEAD -- server sdk 2>/dev/null || echo ", server/ or sdk/ modified")"
   echo "settings: seconds=$seconds warmup=$warmup conns=\"$conns_list\" open_seconds=$open_seconds" \
-    "sdk_leases=\"$sdk_leases\" sdk_seconds=$sdk_seconds sdk_ttl=$sdk_ttl quick=$quick"
+    "sdk_leases=\"$sdk_leases\" sdk_seconds=$sdk_seconds sdk_ttl=$sdk_ttl repeats=$repeats quick=$quick"
 } | tee "$out/machine.txt" >&2
 
 # Runs one baton-loadgen block into $1 (text) and $2 (JSON lines) on a fresh server; the rest of the
@@ -341,6 +357,19 @@ for target in $targets; do
   done
 done
 
+# 2. Side by side at 64 connections, in alternating rounds: round r starts with the r-th server of the list.
+if ((repeats > 0)); then
+  read -r -a order <<<"$targets"
+  for round in $(seq 1 "$repeats"); do
+    for i in "${!order[@]}"; do
+      target=${order[$(((i + round - 1) % ${#order[@]}))]}
+      measure_block "$target" 64 --ops acquire,release --seconds "$seconds"
+      sed "s/^target=/round=$round target=/" "$work/best.txt" | grep "^round=" >>"$compare_txt" || true
+      cat "$work/best.jsonl" >>"$results_json"
+    done
+  done
+fi
+
 # A field of the key=value line for target $1, op $2, conns $3 in file $4 (closed-loop rows only).
 field_of() {
   awk -v t="$1" -v o="$2" -v c="$3" -v k="$5" '
@@ -352,7 +381,7 @@ field_of() {
     END { print v }' "$4"
 }
 
-# 2. Open loop at 64 connections, at fractions of each server's closed-loop acquire peak there.
+# 3. Open loop at 64 connections, at fractions of each server's closed-loop acquire peak there.
 if [[ ${BENCH_OPEN:-1} != 0 ]]; then
   for target in $targets; do
     peak=$(field_of "$target" acquire 64 "$results_txt" ops_per_s)
@@ -369,7 +398,7 @@ if [[ ${BENCH_OPEN:-1} != 0 ]]; then
   done
 fi
 
-# 3. wrk, a load generator that shares no code with baton-loadgen, against batond's acquire at 64
+# 4. wrk, a load generator that shares no code with baton-loadgen, against batond's acquire at 64
 # connections. A fresh key per request (the Lua request hook), one thread like baton-loadgen; wrk measures
 # closed-loop latency, like step 1. Non-2xx answers make the run exit 3, like failed requests.
 wrk_line=""
@@ -404,7 +433,7 @@ LUA
   fi
 fi
 
-# 4. SDK sweep: client CPU and memory against the number of held leases.
+# 5. SDK sweep: client CPU and memory against the number of held leases.
 if [[ -n $sdk_leases && $targets == *batond* ]]; then
   [[ -x $bin/baton-bench-sdk-leases ]] || die "missing $bin/baton-bench-sdk-leases"
   for leases in $sdk_leases; do
@@ -423,9 +452,30 @@ if [[ -n $sdk_leases && $targets == *batond* ]]; then
     { grep "^phase=" "$work/sdk.txt" || true; } | sed "s/^/leases_point=$leases /" >>"$sdk_txt"
   done
 fi
+# 6. Contention: waiters on one key against batond (docs/benchmarks.md, "Waiting for a lock").
+if [[ ${BENCH_HANDOFF:-1} != 0 && $targets == *batond* ]]; then
+  [[ -x $bin/baton-bench-handoff ]] || die "missing $bin/baton-bench-handoff"
+  for run in "50 queue 20 50" "50 poll 20 50" "1000 queue 20 5"; do
+    read -r waiters mode arrival hold <<<"$run"
+    # Each waiter is a client of its own, with its own connection, all from 127.0.0.1.
+    start_batond "$work/batond-handoff-$waiters-$mode" --max-connections-per-address 4000 \
+      --max-waiters-per-key 4000
+    log "hand-off: $waiters waiters, $mode, against batond pid=$server_pid $server_url"
+    status=0
+    "$bin/baton-bench-handoff" --server "$server_url" --waiters "$waiters" --mode "$mode" \
+      --arrival-ms "$arrival" --hold-ms "$hold" >"$work/handoff.txt" 2>&1 &
+    client_pid=$!
+    wait "$client_pid" || status=$?
+    client_pid=""
+    stop_server
+    cat "$work/handoff.txt" >&2
+    ((status == 0)) || die "baton-bench-handoff failed with status $status ($waiters waiters, $mode)"
+    { grep "^mode=" "$work/handoff.txt" || true; } | sed "s/^/waiters_point=$waiters /" >>"$handoff_txt"
+  done
+fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt" >&2
 
-# 5. Tables, data files, plots.
+# 7. Tables, data files, plots.
 # Parsing key=value lines: f[] holds the fields of the current line.
 # shellcheck disable=SC2016 # awk code, expanded by awk
 kv_awk='function parse() { delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } }
@@ -460,6 +510,83 @@ awk -v wrk="$wrk_line" "$kv_awk"'
       print ""
     }
   }' "$results_txt" >"$out/table.md"
+
+# Side by side in alternating rounds: medians, spreads, and the medians of the per-round ratios.
+if [[ -s $compare_txt ]]; then
+  awk -v rounds="$repeats" "$kv_awk"'
+    function median(list, n,   a, i, j, x) {
+      n = split(list, a, " ")
+      if (n == 0) return ""
+      for (i = 2; i <= n; i++) { x = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function lo(list,   a, n, i, m) { n = split(list, a, " "); m = a[1] + 0; for (i = 2; i <= n; i++) if (a[i] + 0 < m) m = a[i] + 0; return m }
+    function hi(list,   a, n, i, m) { n = split(list, a, " "); m = a[1] + 0; for (i = 2; i <= n; i++) if (a[i] + 0 > m) m = a[i] + 0; return m }
+    function fig(list, fmt) { return list == "" ? "-" : sprintf(fmt " (" fmt "–" fmt ")", median(list), lo(list), hi(list)) }
+    /^round=/ {
+      parse()
+      t = f["target"]; o = f["op"]; r = f["round"]
+      if (!(o in seen)) { seen[o] = 1; ops_order[++nops] = o }
+      ops[t, o] = ops[t, o] " " f["ops_per_s"]; p99[t, o] = p99[t, o] " " f["p99_ms"]
+      cpu[t, o] = cpu[t, o] " " f["server_cpu_us_per_op"]; at[t, o, r] = f["ops_per_s"]
+    }
+    END {
+      print ""
+      print "Side by side at 64 connections, " rounds " alternating rounds (median, and min–max over the rounds; CPU = server CPU µs per operation):"
+      print ""
+      print "| op | server | ops/s | p99 ms | CPU µs/op |"
+      print "|---|---|---:|---:|---:|"
+      split("batond etcd redis", ts, " ")
+      for (i = 1; i <= nops; i++)
+        for (k = 1; k <= 3; k++) {
+          t = ts[k]; o = ops_order[i]
+          if (ops[t, o] == "") continue
+          printf "| %s | %s | %s | %s | %s |\n", o, t, fig(ops[t, o], "%.0f"), fig(p99[t, o], "%.2f"), fig(cpu[t, o], "%.1f")
+        }
+      print ""
+      print "| op | batond/Redis, median of rounds (min–max) | batond/etcd, median of rounds (min–max) |"
+      print "|---|---:|---:|"
+      for (i = 1; i <= nops; i++) {
+        o = ops_order[i]; rr = ""; re = ""
+        for (r = 1; r <= rounds; r++) {
+          if (at["batond", o, r] > 0 && at["redis", o, r] > 0) rr = rr " " at["batond", o, r] / at["redis", o, r]
+          if (at["batond", o, r] > 0 && at["etcd", o, r] > 0) re = re " " at["batond", o, r] / at["etcd", o, r]
+        }
+        printf "| %s | %s | %s |\n", o, fig(rr, "%.2f×"), fig(re, "%.2f×")
+        rmed[o] = (rr == "") ? "" : median(rr)
+        emed[o] = (re == "") ? "" : median(re)
+        bp99[o] = median(p99["batond", o]); bcpu[o] = median(cpu["batond", o])
+      }
+      print ""
+      print "Goals (issue \"Performance, third round\"), on the medians of this run:"
+      for (i = 1; i <= nops; i++) {
+        o = ops_order[i]
+        if (rmed[o] != "") printf "- %s >= 1.0x Redis: %.2fx: %s\n", o, rmed[o], ((rmed[o] >= 1.0) ? "met" : "NOT met")
+        if (emed[o] != "") printf "- %s >= 8x etcd: %.2fx: %s\n", o, emed[o], ((emed[o] >= 8) ? "met" : "NOT met")
+        if (bp99[o] != "") printf "- %s p99 <= 5 ms: %.2f ms: %s\n", o, bp99[o], ((bp99[o] <= 5) ? "met" : "NOT met")
+        if (bcpu[o] != "") printf "- %s <= 15 µs of batond CPU: %.1f µs: %s\n", o, bcpu[o], ((bcpu[o] <= 15) ? "met" : "NOT met")
+      }
+    }' "$compare_txt" >>"$out/table.md"
+fi
+
+# Contention.
+if [[ -s $handoff_txt ]]; then
+  awk "$kv_awk"'
+    BEGIN {
+      print ""
+      print "Waiting for one key on batond (baton-bench-handoff; hand-off: from the holder sending its release, and from its release"
+      print "being answered, to the next holder holding; ms):"
+      print ""
+      print "| waiters | mode | requests per hand-off | inversions | from release sent: p50 | p99 | from release answered: p50 | p99 | max |"
+      print "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+    }
+    /^waiters_point=/ {
+      parse()
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f["waiters_point"], f["mode"], show(f["requests_per_handoff"]),
+        show(f["inversions"]), show(f["sent_p50_ms"]), show(f["sent_p99_ms"]), show(f["answered_p50_ms"]), show(f["answered_p99_ms"]),
+        show(f["answered_max_ms"])
+    }' "$handoff_txt" >>"$out/table.md"
+fi
 
 # Open loop.
 if [[ -s $open_txt ]]; then
@@ -625,7 +752,8 @@ echo "elapsed: ${elapsed} s" | tee -a "$out/machine.txt" >&2
 echo
 cat "$out/table.md"
 echo
-log "results in $out (table.md, sweep.md, results.txt, results.jsonl, open-loop.txt, sdk.txt, *.dat, *.svg, machine.txt)"
+log "results in $out (table.md, sweep.md, results.txt, results.jsonl, compare.txt, open-loop.txt, sdk.txt," \
+  "handoff.txt, *.dat, *.svg, machine.txt)"
 if ((failed_requests)); then
   log "WARNING: some requests failed or leases were lost; see the WARNING lines above. The figures are not clean."
   exit 3
