@@ -49,7 +49,7 @@ asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> 
 milliseconds batch_window(const lease_core& c) {
   const auto& config = c.client->config;
   if (config.renew_batch_window) return *config.renew_batch_window;
-  return default_batch_window(c.options.effective_renew_every(), config.request_timeout);
+  return default_batch_window(c.options.renew_every, config.request_timeout);
 }
 
 // Whether a renewal of `c` should wait for others: when the client's leases renew often enough that about one
@@ -60,7 +60,7 @@ bool worth_batching(const lease_core& c) {
   const auto window = batch_window(c);
   if (window.count() <= 0) return false;
   return static_cast<double>(c.client->renewing) * static_cast<double>(window.count()) >=
-         static_cast<double>(c.options.effective_renew_every().count());
+         static_cast<double>(c.options.renew_every.count());
 }
 
 // When to wake for the next look. A client renewing enough leases to batch them wakes each lease on a grid of
@@ -315,8 +315,8 @@ lease_core::lease_core(std::shared_ptr<client_shared> c, std::string k, std::str
       key(std::move(k)),
       owner(std::move(o)),
       token(t),
-      options(opts),
-      fsm(lease_fsm::timing::from(options, client->config.retry), sent, client->rng()),
+      options{opts.ttl, opts.effective_renew_every()},
+      fsm(lease_fsm::timing::from(opts, client->config.retry), sent, client->rng()),
       value(opts.value.str()) {
   deadline_ticks.store(fsm.deadline().time_since_epoch().count());
 }

@@ -148,7 +148,12 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::string key;
   std::string owner;
   std::uint64_t token;
-  lease_options options;
+  /// What the lease keeps of its lease_options. Not the whole struct: it carries the owner and the value
+  /// inline (bounded_string, 1.3 KB), which the lease holds as strings of their own size (owner, value).
+  struct kept_options {
+    milliseconds ttl;
+    milliseconds renew_every;  // lease_options::effective_renew_every()
+  } options;
 
   // Executor only.
   lease_fsm fsm;
