@@ -45,7 +45,7 @@ asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> 
   co_return r;
 }
 
-// The batch window of `c`'s renewals: the client's, or by default a thousandth of the lease's renew period.
+// The batch window of `c`'s renewals: the client's, or by default a hundredth of the lease's renew period.
 milliseconds batch_window(const lease_core& c) {
   const auto& config = c.client->config;
   if (config.renew_batch_window) return *config.renew_batch_window;
@@ -55,7 +55,7 @@ milliseconds batch_window(const lease_core& c) {
 // Whether a renewal of `c` should wait for others: when the client's leases renew often enough that about one
 // other renewal falls due within the window (leases renewing × window ≥ this lease's renew period). Fewer
 // leases would pay the window's wait and the batcher's work for batches of one. With the default window
-// that is a client renewing 1,000 leases or more.
+// that is a client renewing 100 leases or more.
 bool worth_batching(const lease_core& c) {
   const auto window = batch_window(c);
   if (window.count() <= 0) return false;

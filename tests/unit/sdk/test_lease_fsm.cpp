@@ -174,14 +174,14 @@ BOOST_AUTO_TEST_CASE(wakes_move_up_to_the_batch_grid_but_never_past_what_the_dea
   BOOST_TEST((wake_on_grid(t0 + 3000ms + 1ns, deadline, 0ms, 2000ms) == t0 + 3000ms + 1ns));
 }
 
-// Without a window of the client's, a lease's batch window is a thousandth of its renew period, so every lease
+// Without a window of the client's, a lease's batch window is a hundredth of its renew period, so every lease
 // spends the same share of its lead time waiting for others: at least 2 ms, at most a quarter of a request.
-BOOST_AUTO_TEST_CASE(the_default_batch_window_is_a_thousandth_of_the_renew_period_within_its_bounds) {
-  BOOST_TEST(default_batch_window(20s, 2000ms).count() == 20);   // a 60 s TTL renewed every 20 s
-  BOOST_TEST(default_batch_window(5s, 2000ms).count() == 5);     // a 15 s TTL renewed every 5 s
-  BOOST_TEST(default_batch_window(5001ms, 2000ms).count() == 6);  // rounded up to whole milliseconds
-  BOOST_TEST(default_batch_window(1s, 2000ms).count() == 2);     // never below 2 ms
+BOOST_AUTO_TEST_CASE(the_default_batch_window_is_a_hundredth_of_the_renew_period_within_its_bounds) {
+  BOOST_TEST(default_batch_window(20s, 2000ms).count() == 200);    // a 60 s TTL renewed every 20 s
+  BOOST_TEST(default_batch_window(5s, 2000ms).count() == 50);      // a 15 s TTL renewed every 5 s
+  BOOST_TEST(default_batch_window(5001ms, 2000ms).count() == 51);  // rounded up to whole milliseconds
+  BOOST_TEST(default_batch_window(100ms, 2000ms).count() == 2);    // never below 2 ms
   BOOST_TEST(default_batch_window(0ms, 2000ms).count() == 2);
-  BOOST_TEST(default_batch_window(1h, 2000ms).count() == 500);   // never above request_timeout / 4
-  BOOST_TEST(default_batch_window(1h, 4ms).count() == 1);        // the bound wins over the 2 ms floor
+  BOOST_TEST(default_batch_window(1h, 2000ms).count() == 500);  // never above request_timeout / 4
+  BOOST_TEST(default_batch_window(1h, 4ms).count() == 1);       // the bound wins over the 2 ms floor
 }

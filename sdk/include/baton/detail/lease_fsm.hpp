@@ -51,11 +51,11 @@ inline clock::time_point wake_on_grid(clock::time_point wake_at, clock::time_poi
   return on_grid + budget <= deadline ? on_grid : wake_at;
 }
 
-/// The batch window of a lease renewed every `renew_every` when the client does not set one: a thousandth of
+/// The batch window of a lease renewed every `renew_every` when the client does not set one: a hundredth of
 /// the renew period, so the wait for others costs every lease the same small share of its lead time, at least
 /// 2 ms and at most a quarter of `request_timeout` (docs/design.md, "Batch renewal in the client").
 inline milliseconds default_batch_window(milliseconds renew_every, milliseconds request_timeout) {
-  const auto w = std::max(std::chrono::ceil<milliseconds>(renew_every / 1000.0), milliseconds(2));
+  const auto w = std::max(std::chrono::ceil<milliseconds>(renew_every / 100.0), milliseconds(2));
   return std::min(w, request_timeout / 4);
 }
 
