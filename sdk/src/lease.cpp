@@ -99,16 +99,19 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
   // What the boot alarm keeps for the two timers; dropped when their waits end, and with the frame.
   boot_wake wake_boot, deadline_boot;
   // The probe of an outage (docs/design.md, "One renew at a time in an outage"). When this task ends while
-  // the server is still unanswering and nobody probes (it held the role, or was woken to take it), the
-  // waiting lease whose deadline comes last is woken to probe in turn: it can probe the longest.
+  // the server is still unanswering, nobody probes and nobody was woken to (it probed, or was woken to), the
+  // waiting lease whose deadline comes last is woken to probe in turn: it can probe the longest. One wake
+  // per hand-over: the leases lost together at one deadline do not each look for an heir.
   struct probe_role {
     client_shared& cs;
-    bool holds = false;
+    const timer* me;
     ~probe_role() {
-      if (holds) cs.probing = false;
-      if (cs.outage && !cs.probing && !cs.context_gone.load()) cs.on_probe_done.wake_latest();
+      if (cs.prober == me) cs.prober = nullptr;
+      if (cs.heir == me) cs.heir = nullptr;
+      if (cs.outage && !cs.prober && !cs.heir && !cs.context_gone.load())
+        cs.heir = cs.on_probe_done.wake_latest();
     }
-  } role{cs};
+  } role{cs, &wake};
   for (;;) {
     auto action = c->fsm.poll(cs.now());
     if (action == lease_fsm::action::declare_lost) {
@@ -125,7 +128,7 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
       if (BATON_CANCELLED()) co_return;  // renewal stopped (release or abandonment)
       continue;
     }
-    if (cs.outage && cs.probing && !role.holds) {
+    if (cs.outage && cs.prober && cs.prober != &wake) {
       // The server did not answer the last renew, and another lease's renew (the probe) is out, or backing
       // off, to see whether it answers now: this one waits for the server to be back, or for its own
       // deadline, instead of adding a request (and, with many leases, a storm of them) to a server that may
@@ -142,9 +145,9 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     }
     // The probe, when the server has not answered: until it answers, nobody else's renew goes out, and this
     // lease keeps probing, with its own backoff, while it lasts.
-    if (cs.outage && !cs.probing) {
-      cs.probing = true;
-      role.holds = true;
+    if (cs.outage && !cs.prober) {
+      cs.prober = &wake;
+      cs.heir = nullptr;
     }
     // Renew. The request may take at most until the local deadline: an answer after it is worthless.
     const auto sent = cs.now();
@@ -181,10 +184,10 @@ asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
     deadline_boot.reset();
     // Any answer, a refusal included, says the server is there; none says it may not be.
     cs.outage = r.ec && r.ec != error::lease_lost;
-    if (!cs.outage && cs.probing) {
+    if (!cs.outage && cs.prober) {
       // Back: every lease waiting for the probe renews now (any lease's answer ends the outage).
-      cs.probing = false;
-      role.holds = false;
+      cs.prober = nullptr;
+      cs.heir = nullptr;
       cs.on_probe_done.wake_all();
     }
     if (BATON_CANCELLED()) co_return;

@@ -60,12 +60,13 @@ class wakeup_list {
     for (auto* t : waiters_)
       t->cancel();
   }
-  /// Wakes the waiter whose timer expires last, if any.
-  void wake_latest() {
+  /// Wakes the waiter whose timer expires last, if any, and returns its timer.
+  const timer* wake_latest() {
     timer* latest = nullptr;
     for (auto* t : waiters_)
       if (!latest || t->expiry() > latest->expiry()) latest = t;
     if (latest) latest->cancel();
+    return latest;
   }
 
  private:
@@ -93,11 +94,12 @@ struct client_shared : time_base, std::enable_shared_from_this<client_shared> {
   /// Waiting acquires long-poll until then: the backend does not queue them (backend::acquire_queued).
   clock::time_point queue_unsupported_until{};
   /// The server looks unreachable: the last renew answered came back without an answer (docs/design.md, "One
-  /// renew at a time in an outage"). While it does, one lease's renew at a time goes out (the probe); the
-  /// others wait for its outcome, or for their deadline.
+  /// renew at a time in an outage"). While it does, one lease renews (the prober); the others wait for the
+  /// server to answer, or for their deadline.
   bool outage = false;
-  bool probing = false;       // the probe is out
-  wakeup_list on_probe_done;  // leases waiting for it
+  const timer* prober = nullptr;  // the prober's renewal task (its wake timer), or none
+  const timer* heir = nullptr;    // a waiting task woken to probe next, until it runs
+  wakeup_list on_probe_done;      // tasks waiting for the server to answer
 
   // Any thread.
   std::atomic<bool> context_gone{false};  // the io_context is shut down or destroyed: post nothing to it
