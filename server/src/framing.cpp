@@ -2,6 +2,7 @@
 #include "framing.hpp"
 
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
 
 #include <string>
 #include <string_view>
@@ -26,6 +27,18 @@ std::optional<api_error> check_framing(const request& req) {
   if (req.count(http::field::content_length) != 0)
     return api_error{400, "bad_request", "Content-Length together with Transfer-Encoding"};
   return std::nullopt;
+}
+
+void parse_buffered(request_parser& parser, beast::flat_buffer& buffer, beast::error_code& ec) {
+  while (!parser.is_done() && buffer.size() != 0) {
+    const std::size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == http::error::need_more) {
+      ec = {};
+      return;
+    }
+    if (ec || used == 0) return;
+  }
 }
 
 }  // namespace baton::server

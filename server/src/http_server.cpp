@@ -286,7 +286,11 @@ struct http_server::impl {
           http::response<http::empty_body> go_on{http::status::continue_, 11};
           std::tie(ec, n) = co_await http::async_write(stream, go_on, use_tuple);
         }
-        if (!framing && !ec) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, use_tuple);
+        if (!framing && !ec) {
+          parse_buffered(parser, buffer, ec);
+          if (!ec && !parser.is_done())
+            std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, use_tuple);
+        }
       }
       mine.splice(mine.end(), w.idle, pos);
       if (ec || framing) {
