@@ -25,6 +25,34 @@ response make_response(std::pmr::memory_resource* mem, http::status status, unsi
   return make_response(mem, status, version, keep_alive, std::string_view(body), content_type);
 }
 
+void append_wire_bytes(const response& res, bool header_only, text& out) {
+  const unsigned version = res.version();
+  const unsigned code = res.result_int();
+  const std::string_view reason = res.reason();
+  std::size_t size = 13 + reason.size() + 4 + (header_only ? 0 : res.body().size());
+  for (const auto& f : res)
+    size += f.name_string().size() + f.value().size() + 4;
+  out.reserve(out.size() + size);
+  // As basic_fields::writer writes it: "HTTP/X.Y ### <reason>\r\n", then each "Name: value\r\n".
+  char status_line[] = "HTTP/1.1 000 ";
+  status_line[5] = static_cast<char>('0' + version / 10);
+  status_line[7] = static_cast<char>('0' + version % 10);
+  status_line[9] = static_cast<char>('0' + code / 100);
+  status_line[10] = static_cast<char>('0' + code / 10 % 10);
+  status_line[11] = static_cast<char>('0' + code % 10);
+  out.append(status_line, sizeof status_line - 1);
+  out += reason;
+  out += "\r\n";
+  for (const auto& f : res) {
+    out += f.name_string();
+    out += ": ";
+    out += f.value();
+    out += "\r\n";
+  }
+  out += "\r\n";
+  if (!header_only) out += res.body();
+}
+
 text lease_body(std::pmr::memory_resource* mem, std::string_view key, std::string_view owner,
                 std::uint64_t token, std::string_view ttl_name, std::int64_t ttl, std::string_view client,
                 std::optional<std::string_view> value) {

@@ -24,6 +24,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
@@ -376,10 +377,9 @@ struct http_server::impl {
       lowest.expires_after(options.read_timeout);
       // The answer to a HEAD (always 405) is its header alone: a client reads no body after a HEAD, so body
       // bytes would be taken for the start of the next answer on the connection.
-      http::response_serializer<body, fields> serializer{res};
-      auto [wec, wn] = req.method() == http::verb::head
-                           ? co_await http::async_write_header(stream, serializer, use_tuple)
-                           : co_await http::async_write(stream, serializer, use_tuple);
+      text wire(mem);
+      append_wire_bytes(res, req.method() == http::verb::head, wire);
+      auto [wec, wn] = co_await asio::async_write(stream, asio::buffer(wire.data(), wire.size()), use_tuple);
       if (wec || !res.keep_alive()) break;
     }
   }
