@@ -55,40 +55,34 @@ struct outcome {
 
 constexpr std::size_t body_limit = 64;
 
-// Limits as the server sets them, smaller.
-void set_limits(request_parser& p) {
+// Reads a request's header from `chunks` with limits as the server sets them (smaller), then the rest with
+// `rest(stream, buffer, parser, ec)`.
+template <class Rest>
+outcome read_request(std::vector<std::string> chunks, Rest rest) {
+  chunk_stream s{std::move(chunks)};
+  beast::flat_buffer buffer;
+  request_parser p;
   p.body_limit(body_limit);
   p.header_limit(1024);
-}
-
-outcome finish(const request_parser& p, beast::error_code ec, const beast::flat_buffer& buffer) {
+  beast::error_code ec;
+  http::read_header(s, buffer, p, ec);
+  if (!ec) rest(s, buffer, p, ec);
   return {ec, p.is_done(), std::string(p.get().body()), beast::buffers_to_string(buffer.data())};
 }
 
 // What the server did before: the header, then http::read for the rest.
 outcome read_as_before(std::vector<std::string> chunks) {
-  chunk_stream s{std::move(chunks)};
-  beast::flat_buffer buffer;
-  request_parser p;
-  set_limits(p);
-  beast::error_code ec;
-  http::read_header(s, buffer, p, ec);
-  if (!ec) http::read(s, buffer, p, ec);
-  return finish(p, ec, buffer);
+  return read_request(std::move(chunks),
+                      [](auto& s, auto& buffer, auto& p, auto& ec) { http::read(s, buffer, p, ec); });
 }
 
 // What it does now: the header, then what the buffer holds, then http::read only if more is needed.
 outcome read_with_buffered(std::vector<std::string> chunks, bool* read_again = nullptr) {
-  chunk_stream s{std::move(chunks)};
-  beast::flat_buffer buffer;
-  request_parser p;
-  set_limits(p);
-  beast::error_code ec;
-  http::read_header(s, buffer, p, ec);
-  if (!ec) parse_buffered(p, buffer, ec);
-  if (read_again) *read_again = !ec && !p.is_done();
-  if (!ec && !p.is_done()) http::read(s, buffer, p, ec);
-  return finish(p, ec, buffer);
+  return read_request(std::move(chunks), [&](auto& s, auto& buffer, auto& p, auto& ec) {
+    parse_buffered(p, buffer, ec);
+    if (read_again) *read_again = !ec && !p.is_done();
+    if (!ec && !p.is_done()) http::read(s, buffer, p, ec);
+  });
 }
 
 void check_same(const std::vector<std::string>& chunks) {
