@@ -9,6 +9,7 @@
 #include "baton/backend.hpp"
 #include "baton/client.hpp"
 #include "baton/config.hpp"
+#include "baton/detail/co_spawn_relayed.hpp"
 #include "baton/detail/lease_fsm.hpp"
 #include "timer.hpp"
 
@@ -260,34 +261,6 @@ boost::asio::awaitable<T> honouring_any_cancellation(boost::asio::awaitable<T> o
 /// diagnostic) written to `*diag` when `diag` is given. Asio's multiple_exceptions (two branches of a race
 /// failed) counts as its first exception.
 boost::system::error_code to_error_code(const std::exception_ptr& e, std::string* diag = nullptr);
-
-/// co_spawn(ex, op, h), with a cancellation of `h`'s slot relayed to `op` through state both share.
-/// Asio 1.81's co_spawn passes a cancellation emitted off `ex` to `ex` as a pointer into the memory of `h`'s
-/// slot. When `op` completes first and `h`'s owner clears its slot as `h` runs, that pointer dangles: a
-/// heap-use-after-free that ASan caught in `baton exec`, whose wait for a loss was cancelled just as the loss
-/// completed it (test_sdk_api, a_cancellation_racing_an_operations_completion_is_harmless). The relay's
-/// signal lives as long as any cancellation on its way to `ex` and as `op`'s handler; it is emitted on `ex`,
-/// where co_spawn passes it on at once.
-template <class T, class Handler>
-void co_spawn_relayed(const boost::asio::any_io_executor& ex, boost::asio::awaitable<T> op, Handler h) {
-  auto slot = boost::asio::get_associated_cancellation_slot(h);
-  if (!slot.is_connected()) {
-    boost::asio::co_spawn(ex, std::move(op), std::move(h));
-    return;
-  }
-  auto relay = std::make_shared<boost::asio::cancellation_signal>();
-  slot.assign([relay, ex](boost::asio::cancellation_type t) {
-    boost::asio::dispatch(ex, [relay, t] { relay->emit(t); });
-  });
-  auto hex = boost::asio::get_associated_executor(h, ex);
-  auto inner = relay->slot();
-  boost::asio::co_spawn(
-      ex, std::move(op),
-      boost::asio::bind_cancellation_slot(
-          inner, boost::asio::bind_executor(hex, [h = std::move(h), relay](auto&&... args) mutable {
-            std::move(h)(std::forward<decltype(args)>(args)...);
-          })));
-}
 
 /// Runs `op` on the client's executor `ex`, with any cancellation of `h`'s slot taken as terminal (none when
 /// not `cancellable`), and completes `h` with what it returned or the error it threw (the message in

@@ -13,6 +13,7 @@
 #include "baton/backend.hpp"
 #include "baton/completion.hpp"
 #include "baton/config.hpp"
+#include "baton/detail/co_spawn_relayed.hpp"
 #include "baton/error.hpp"
 #include "baton/lease.hpp"
 
@@ -301,7 +302,8 @@ class client {
     return boost::asio::async_initiate<Token, detail::lock_signature<Fn>>(
         [s = shared_](auto handler, std::string k, lease_options o, std::optional<milliseconds> w, Fn f) {
           auto ex = boost::asio::get_associated_executor(handler, work_executor(s));
-          boost::asio::co_spawn(ex, with_lock_impl(s, std::move(k), o, w, std::move(f)), std::move(handler));
+          detail::co_spawn_relayed(ex, with_lock_impl(s, std::move(k), o, w, std::move(f)),
+                                   std::move(handler));
         },
         token, std::move(key), options, wait_timeout, std::move(fn));
   }

@@ -671,6 +671,26 @@ BOOST_FIXTURE_TEST_CASE(a_cancellation_racing_an_operations_completion_is_harmle
     settle(20ms);
     BOOST_TEST(calls == 1, "steps " << steps);
   }
+  // And async_with_lock with a callback, which co_spawns the work on the client's executor.
+  for (int steps = 0; steps < 40; ++steps) {
+    asio::cancellation_signal sig;
+    int calls = 0;
+    auto on_done = [&](std::exception_ptr) {
+      ++calls;
+      sig.slot().clear();
+    };
+    c.async_with_lock(
+        "w" + std::to_string(steps), long_lease, [](lease&) -> asio::awaitable<void> { co_return; },
+        asio::bind_cancellation_slot(sig.slot(), on_done));
+    ioc.restart();
+    for (int k = 0; k < steps && ioc.poll_one() != 0; ++k) {
+    }
+    sig.emit(asio::cancellation_type::terminal);
+    ioc.restart();
+    ioc.poll();
+    settle(20ms);
+    BOOST_TEST(calls == 1, "steps " << steps);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(error_codes_compare_with_standard_conditions_and_messages_say_things_once) {
