@@ -337,8 +337,8 @@ asio::awaitable<holder_info> break_impl(shared_ptr_t s, std::string key, std::ui
   auto& cs = *s;
   // One try: a retry after a lost answer could break the next holder (without a token), or report not_held
   // for the lease the first try ended.
-  auto r = co_await cs.backend->break_lease(std::move(key), expected ? std::optional(expected) : std::nullopt,
-                                            cs.config.request_timeout);
+  const std::optional<std::uint64_t> token = expected ? std::optional(expected) : std::nullopt;
+  auto r = co_await cs.backend->break_lease(std::move(key), token, cs.config.request_timeout);
   if (!r.ec) co_return std::move(r.holder);
   if (r.ec == asio::error::operation_aborted) throw_cancelled();
   if (r.ec == error::token_mismatch)

@@ -492,7 +492,6 @@ std::variant<lock_target::kind, api_error> parse_route(std::string_view target) 
 }
 
 namespace {
-// The key and the query of a target whose route is known.
 // The query of a listing: `prefix` (0 to 512 bytes, a key's characters; none: every key), `after` (a key)
 // and `limit` (1 to max_list_limit). Unknown parameters are ignored; a known one given twice is refused.
 std::variant<lock_target, api_error> decode_list(boost::urls::url_view u, lock_target t) {
@@ -527,6 +526,7 @@ std::variant<lock_target, api_error> decode_list(boost::urls::url_view u, lock_t
   return t;
 }
 
+// The key and the query of a target whose route is known.
 std::variant<lock_target, api_error> decode_target(boost::urls::url_view u, lock_target::kind route) {
   lock_target t{route, {}, {}, {}, {}};
   if (t.what == lock_target::kind::healthz || t.what == lock_target::kind::metrics ||

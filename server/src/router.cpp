@@ -234,8 +234,10 @@ asio::awaitable<response> router::get_route(answer_context c, lock_target t) {
 }
 
 asio::awaitable<response> router::list_route(answer_context c, lock_target t) {
-  auto page =
-      co_await service.list(t.key, t.after.value_or(std::string()), t.limit.value_or(default_list_limit));
+  // Named, not temporaries in the co_await expression: GCC 12 destroys those twice (docs/design.md).
+  const std::string after = t.after.value_or(std::string());
+  const std::size_t limit = t.limit.value_or(default_list_limit);
+  auto page = co_await service.list(t.key, after, limit);
   co_return list_answer(c, page);
 }
 
@@ -243,7 +245,8 @@ asio::awaitable<response> router::break_route(const request& req, answer_context
                                               std::string client) {
   auto body = parse_break(req.body());
   if (auto* e = std::get_if<api_error>(&body)) co_return error_answer(c, *e);
-  auto result = co_await service.break_lease(key, std::get<break_request>(body).token, client);
+  const std::optional<std::uint64_t> token = std::get<break_request>(body).token;
+  auto result = co_await service.break_lease(key, token, client);
   co_return break_answer(c, key, result);
 }
 
