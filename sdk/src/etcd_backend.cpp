@@ -972,11 +972,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
                                            milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
     const lock_keys lk(prefix_, key);
-    const json::object read = read_txn(view_reads(lk));
-    auto r = co_await call("/v3/kv/txn", read, deadline);
-    if (r.ec) co_return fail<break_reply>(r);
-    lock_view v{first_in_line_of(response_at(r.body, 0), lk), response_kv(r.body, 1)};
-    if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
+    http_result r;
+    const lock_view v = co_await read_view(lk, deadline, r);
     if (r.ec) co_return fail<break_reply>(r);
     break_reply out;
     auto h = holder_of(v);
@@ -1012,11 +1009,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     for (;;) {
       const auto deadline = std::max(clock::now(), give_up) + timeout;
       get_reply out;
-      const json::object body7 = read_txn(view_reads(lk));
-      auto r = co_await call("/v3/kv/txn", body7, deadline);
-      if (r.ec) co_return fail<get_reply>(r);
-      lock_view v{first_in_line_of(response_at(r.body, 0), lk), response_kv(r.body, 1)};
-      if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
+      http_result r;
+      const lock_view v = co_await read_view(lk, deadline, r);
       if (r.ec) co_return fail<get_reply>(r);
       if (auto h = holder_of(v)) {
         out.holder = h->info;
@@ -1220,6 +1214,18 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   }
 
   // The first in line, read whole (a page held only keys of locks named below this one).
+  // The guard and the first in line as a reader sees them (get's read, and a break's): one txn, and a second
+  // read of the line when the first could not resolve it. `r` is the last read's answer (its revision is
+  // where a watch starts); r.ec says the read failed, and the view is empty then.
+  asio::awaitable<lock_view> read_view(const lock_keys& lk, clock::time_point deadline, http_result& r) {
+    const json::object body7 = read_txn(view_reads(lk));
+    r = co_await call("/v3/kv/txn", body7, deadline);
+    if (r.ec) co_return lock_view{};
+    lock_view v{first_in_line_of(response_at(r.body, 0), lk), response_kv(r.body, 1)};
+    if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
+    co_return r.ec ? lock_view{} : v;
+  }
+
   asio::awaitable<stored_kv> first_in_line(const lock_keys& lk, clock::time_point deadline, http_result& r) {
     const json::object body9 = read_txn(in_line_read(lk, 0, false));
     r = co_await call("/v3/kv/txn", body9, deadline);

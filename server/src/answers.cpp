@@ -133,6 +133,25 @@ response error_answer(const answer_context& c, const api_error& e) {
                        error_text(c.mem, e.code, e.message));
 }
 
+namespace {
+// 409 {"error","message","owner","client","token","ttl_remaining_ms","value"}: a refusal that names the
+// holder (an acquire's `held`, a break's `token_mismatch`).
+response holder_refusal(const answer_context& c, std::string_view code, std::string_view message,
+                        const lease_view& h) {
+  text o(c.mem);
+  o += '{';
+  append_member(o, "error", code);
+  append_member(o, "message", message);
+  append_member(o, "owner", h.owner);
+  if (!h.client.empty()) append_member(o, "client", h.client);
+  append_member(o, "token", h.token);
+  append_member(o, "ttl_remaining_ms", h.remaining.count());
+  append_member(o, "value", h.value);
+  o += '}';
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+}
+}  // namespace
+
 response acquire_answer(const answer_context& c, const std::string& key, const acquire_request& r,
                         const acquire_result& result, std::optional<milliseconds> queued) {
   if (auto* g = std::get_if<acquire_granted>(&result)) {
@@ -147,18 +166,8 @@ response acquire_answer(const answer_context& c, const std::string& key, const a
     }
     return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(body));
   }
-  const auto& h = std::get<acquire_refused>(result).holder;
-  text o(c.mem);
-  o += '{';
-  append_member(o, "error", "held");
-  append_member(o, "message", "the lock is held by another owner");
-  append_member(o, "owner", h.owner);
-  if (!h.client.empty()) append_member(o, "client", h.client);
-  append_member(o, "token", h.token);
-  append_member(o, "ttl_remaining_ms", h.remaining.count());
-  append_member(o, "value", h.value);
-  o += '}';
-  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  return holder_refusal(c, "held", "the lock is held by another owner",
+                        std::get<acquire_refused>(result).holder);
 }
 
 // 409 {"error":"lost","reason","message"}: a renew's refusal, and a proclaim's and a record write's.
@@ -286,9 +295,9 @@ response list_answer(const answer_context& c, const list_page& page) {
 response break_answer(const answer_context& c, const std::string& key, const break_result& result) {
   if (std::holds_alternative<break_not_held>(result))
     return error_answer(c, {404, "not_held", "the lock is not held (it is free, or its lease expired)"});
-  text o(c.mem);
-  o += '{';
   if (const auto* b = std::get_if<lease_broken>(&result)) {
+    text o(c.mem);
+    o += '{';
     append_member(o, "key", key);
     o += R"(,"broken":true)";
     append_member(o, "owner", b->lease.owner);
@@ -298,16 +307,9 @@ response break_answer(const answer_context& c, const std::string& key, const bre
     o += '}';
     return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(o));
   }
-  const auto& h = std::get<break_token_mismatch>(result).holder;
-  append_member(o, "error", "token_mismatch");
-  append_member(o, "message", "the lock is held with another token than the one named; nothing changed");
-  append_member(o, "owner", h.owner);
-  if (!h.client.empty()) append_member(o, "client", h.client);
-  append_member(o, "token", h.token);
-  append_member(o, "ttl_remaining_ms", h.remaining.count());
-  append_member(o, "value", h.value);
-  o += '}';
-  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  return holder_refusal(c, "token_mismatch",
+                        "the lock is held with another token than the one named; nothing changed",
+                        std::get<break_token_mismatch>(result).holder);
 }
 
 }  // namespace baton::server
