@@ -193,7 +193,7 @@ class client {
   /// key `after` (empty: from the first). The page's `next` is the `after` of the following page, empty after
   /// the last. A read: retried like async_get. error::forbidden without read access to `prefix`;
   /// error::bad_request for a bad prefix, cursor or limit; error::invalid_config, nothing sent, when the
-  /// server or backend cannot list (feature `list_locks`; the etcd backend lists its keys). Cancellation
+  /// server or backend cannot list (feature `list_locks`; the etcd backend does not list). Cancellation
   /// abandons the request.
   template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lock_page))
                 Token = default_token_t>
@@ -215,7 +215,7 @@ class client {
   /// An operator's break (docs/protocol.md, "break"): ends the lease on `key` whoever holds it, or, with a
   /// non-zero `expected_token`, only the lease with that token (the one the operator looked at):
   /// `void(error_code, holder_info)`, the lease ended. error::not_held: no lease holds the key;
-  /// error::token_mismatch: another token holds it (the holder comes with the error); error::forbidden: the
+  /// error::token_mismatch: another token holds it (the diagnostic names the holder); error::forbidden: the
   /// token has no admin access to the key; error::invalid_config, nothing sent, when the server or backend
   /// cannot break (feature `break_lease`). Never retried (without a token a retry could break the next
   /// holder): after a transient error the outcome is unknown; list or get to see. Cancellation abandons the
