@@ -226,8 +226,12 @@ namespace {
 std::string cell(const std::string& text, std::size_t width) {
   if (text.empty()) return "-";
   std::string out = log::printable(text);
-  if (out.size() > width) out = out.substr(0, width - 3) + "...";
-  return out;
+  if (out.size() <= width) return out;
+  // Cut at a character's first byte, so the cell stays UTF-8.
+  std::size_t cut = width - 3;
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xc0) == 0x80)
+    --cut;
+  return out.substr(0, cut) + "...";
 }
 
 std::string remaining_text(milliseconds ms) {
