@@ -1379,7 +1379,7 @@ BOOST_AUTO_TEST_CASE(a_memory_backend_that_drives_its_clients_runs_a_15_second_l
 }
 
 BOOST_AUTO_TEST_CASE(every_public_enum_has_a_name_and_prints_it) {
-  check_names(error::held, error::stale_token, "error");
+  check_names(error::held, error::token_mismatch, "error");
   check_names(lease_state::active, lease_state::released, "lease_state");
   check_names(release_outcome::released, release_outcome::not_owner, "release_outcome");
   check_names(lease_event::kind::acquired, lease_event::kind::server_warning, "lease_event::kind");
@@ -1388,4 +1388,38 @@ BOOST_AUTO_TEST_CASE(every_public_enum_has_a_name_and_prints_it) {
   BOOST_TEST(to_string(lease_state::lost) == "lost");
   BOOST_TEST(to_string(release_outcome::already_free) == "already_free");  // the protocol's spelling
   BOOST_TEST(to_string(lease_event::kind::acquire_abandoned) == "acquire_abandoned");
+}
+
+// client::async_list and async_break (docs/sdk.md, "Operators' view and break") in the spellings users write.
+BOOST_FIXTURE_TEST_CASE(list_pages_held_locks_and_break_ends_one_lease_for_the_next_holder, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto a = co_await c.async_acquire("ops/a", long_lease);
+    auto b = co_await c.async_acquire("ops/b", long_lease);
+    auto other = co_await c.async_acquire("other", long_lease);
+    auto page = co_await c.async_list("ops/", "", 1);
+    BOOST_REQUIRE(page.locks.size() == 1u);
+    BOOST_TEST(page.locks[0].key == "ops/a");
+    BOOST_TEST(page.locks[0].kind == "lock");
+    BOOST_TEST(page.locks[0].holder.token == a.token());
+    BOOST_TEST(page.next == "ops/a");
+    auto rest = co_await c.async_list("ops/", page.next, 10);
+    BOOST_REQUIRE(rest.locks.size() == 1u);
+    BOOST_TEST(rest.locks[0].key == "ops/b");
+    BOOST_TEST(rest.next.empty());
+    BOOST_TEST((co_await c.async_list("")).locks.size() == 3u);
+
+    // Another token than the holder's: refused, nothing changed; then the lease itself.
+    auto [ec, none] = co_await c.async_break("ops/a", a.token() + 100, asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(ec == make_error_code(error::token_mismatch));
+    auto broken = co_await c.async_break("ops/a", a.token());
+    BOOST_TEST(broken.token == a.token());
+    BOOST_TEST(!server->holder("ops/a").has_value());
+    auto [free_ec, nothing] = co_await c.async_break("ops/a", asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(free_ec == make_error_code(error::not_held));
+    auto next = co_await c.async_acquire("ops/a", long_lease);
+    BOOST_TEST(next.token() > a.token());
+    co_await b.async_release();
+    co_await other.async_release();
+    co_await next.async_release();
+  }());
 }
