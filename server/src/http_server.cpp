@@ -435,7 +435,8 @@ struct http_server::impl {
         auto step = service.sweep_step();
         expired += step.expired;
         if (step.pass_done || draining.load()) break;
-        // Let this thread's connections run between steps: a pass over a large table takes tens of ms.
+        // Let this thread's connections, and the other threads' requests waiting for the mutex, run between
+        // steps: a million leases falling due in the same second are thousands of steps.
         co_await asio::post(workers[0]->ioc, asio::use_awaitable);
       }
       if (expired) log::debug("expired", {{"count", expired}});

@@ -408,10 +408,9 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
 }
 
 lock_service::sweep_result lock_service::sweep_step() {
-  constexpr std::size_t buckets_per_step = 4096;
   std::lock_guard lk(mu_);
   const auto now = now_();
-  auto expired = table_.expire_some(now, sweep_cursor_, buckets_per_step);
+  auto expired = table_.expire_some(now, sweep_step_leases);
   for (const auto& e : expired) {
     // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is safe.
     if (!journal_.failed()) journal_.append(record_type::expire, e.token, 0, e.key);
@@ -420,7 +419,7 @@ lock_service::sweep_result lock_service::sweep_step() {
   }
   metrics_.expired.fetch_add(expired.size(), std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(expired.size()), std::memory_order_relaxed);
-  return {expired.size(), sweep_cursor_ == 0};
+  return {expired.size(), expired.size() < sweep_step_leases};
 }
 
 lock_service::waiter_admission::~waiter_admission() {
