@@ -177,9 +177,15 @@ class lock_service {
   static constexpr std::size_t sweep_step_leases = 256;
   struct sweep_result {
     std::size_t expired = 0;
-    bool pass_done = false;  // no lease whose expiry second has passed is left
+    bool pass_done = false;      // no lease whose expiry second has passed is left
+    std::uint64_t last_lsn = 0;  // the log position of the step's last expire record (0: none)
   };
   sweep_result sweep_step();
+  /// Completes once the log is durable up to `lsn` (a sweep step's last_lsn), or has failed. The sweep
+  /// waits for it between steps: a million leases expiring at once would otherwise queue 40 MB of expire
+  /// records ahead of every durable request's own record; paced, at most one step's records (256) share
+  /// a request's batch.
+  boost::asio::awaitable<void> wait_logged(std::uint64_t lsn);
 
   /// Wakes every long-poll waiter and makes new ones answer at once (shutdown).
   void wake_all();
