@@ -479,8 +479,7 @@ void journal::compact(std::uint64_t up_to_generation) {
     if (replay_valid_prefix(data, table, now, records).valid != data.size())
       throw std::runtime_error(wal_path(g) + " no longer decodes after it was written and fsynced");
   }
-  std::string data =
-      encode_snapshot(up_to_generation, table.last_token(), table.snapshot(), table.records_snapshot());
+  std::string data = encode_snapshot(up_to_generation, table);
   write_durably(*fs_, snapshot_tmp_name, data);
   rename_durably(*fs_, snapshot_tmp_name, snapshot_name);
   for (std::uint64_t g = from; g < up_to_generation; ++g)

@@ -27,7 +27,12 @@ time_point deadline_after(time_point now, milliseconds ttl) {
 namespace {
 lease_view view_of(const lease_record& r, time_point now) {
   auto remaining = std::chrono::ceil<milliseconds>(r.expires - now);
-  return lease_view{r.owner, r.client, r.token, r.expires, std::max(remaining, milliseconds{0}), r.value};
+  return lease_view{r.owner,
+                    std::string(r.client()),
+                    r.token,
+                    r.expires,
+                    std::max(remaining, milliseconds{0}),
+                    std::string(r.value())};
 }
 }  // namespace
 
@@ -44,25 +49,29 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     // the holder of the superseded token counts on that TTL until its next renew tells it otherwise.
     const bool live = !expired(r, now) && !shorten_lease_;
     replaced = r.token;
-    if (r.client != client) {
-      count(r.client, -1);
-      count(std::string(client), +1);
+    if (r.client() != client) {
+      count(r.client(), -1);
+      count(client, +1);
     }
     r.owner.assign(owner);
-    r.client.assign(client);
+    r.set_client(client);
     r.token = ++last_token_;
     set_expires(*it, live ? std::max(r.expires, deadline_after(now, ttl)) : deadline_after(now, ttl));
-    r.value.assign(value);
+    r.set_value(value);
     r.restore_ttl = live ? std::max(r.restore_ttl, ttl) : ttl;
     r.log_seq = 0;
     return acquire_granted{r.token, replaced, r.restore_ttl};
   }
   std::uint64_t token = ++last_token_;
-  count(std::string(client), +1);
-  auto added = leases_
-                   .emplace(std::string(key), lease_record{std::string(owner), std::string(client), token,
-                                                           deadline_after(now, ttl), std::string(value), ttl})
-                   .first;
+  count(client, +1);
+  auto added = leases_.try_emplace(std::string(key)).first;
+  lease_record& r = added->second;
+  r.owner.assign(owner);
+  r.set_client(client);
+  r.set_value(value);
+  r.token = token;
+  r.expires = deadline_after(now, ttl);
+  r.restore_ttl = ttl;
   expiry_.insert(*added);
   return acquire_granted{token, 0, ttl};
 }
@@ -102,7 +111,7 @@ proclaim_result lock_table::proclaim(std::string_view key, std::string_view owne
   lost_reason why{};
   lease_entry* held = held_lease(key, owner, token, now, client, why);
   if (!held) return renew_refused{why};
-  held->second.value.assign(value);
+  held->second.set_value(value);
   return proclaim_ok{held->second.restore_ttl};
 }
 
@@ -199,12 +208,12 @@ void lock_table::restore(std::string key, std::string owner, std::uint64_t token
   auto& r = it->second;
   // A later record for the same key always carries a larger token; never let an older one win.
   if (r.token > token) return;
-  if (!added) count(r.client, -1);
+  if (!added) count(r.client(), -1);
   count(client, +1);
   r.owner = std::move(owner);
-  r.client = std::move(client);
+  r.set_client(client);
   r.token = token;
-  r.value = std::move(value);
+  r.set_value(value);
   r.restore_ttl = ttl;
   r.log_seq = 0;
   if (added) {
@@ -241,13 +250,17 @@ void lock_table::set_expires(lease_entry& e, time_point expires) {
 
 void lock_table::erase(map_type::iterator it) {
   expiry_.erase(*it);
-  count(it->second.client, -1);
+  count(it->second.client(), -1);
   leases_.erase(it);
 }
 
-void lock_table::count(const std::string& client, int delta) {
+void lock_table::count(std::string_view client, int delta) {
   if (delta > 0) {
-    ++per_client_[client];
+    auto it = per_client_.find(client);
+    if (it == per_client_.end())
+      per_client_.emplace(std::string(client), 1);
+    else
+      ++it->second;
     return;
   }
   auto it = per_client_.find(client);
@@ -270,7 +283,7 @@ std::vector<snapshot_entry> lock_table::snapshot() const {
   std::vector<snapshot_entry> out;
   out.reserve(leases_.size());
   for (const auto& [key, r] : leases_)
-    out.push_back({key, r.owner, r.token, r.restore_ttl, r.client, r.value});
+    out.push_back({key, r.owner, r.token, r.restore_ttl, std::string(r.client()), std::string(r.value())});
   return out;
 }
 

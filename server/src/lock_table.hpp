@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,16 +29,13 @@ struct lease_record;
 /// A lease in the table: its key and its record.
 using lease_entry = std::pair<const std::string, lease_record>;
 
-/// A held lock as the table records it.
+/// A held lock as the table records it. A million of them are held at once (docs/benchmarks.md, "A
+/// million held leases"), so what most leases lack costs a pointer: the client and the value live in a
+/// block of their own, allocated only for a lease that has one or the other.
 struct lease_record {
   std::string owner;
-  /// The authenticated client that took the lease (empty without authentication). Part of the holder's
-  /// identity: only the same client with the same owner string may renew, release or re-acquire it.
-  std::string client;
   std::uint64_t token = 0;
   time_point expires{};
-  /// The value published with the lease (docs/protocol.md; empty: none). Set by each grant, kept by renew.
-  std::string value;
   /// The longest TTL ever granted to this lease (acquire or renew). After a restart the lease is restored
   /// for this long, counted from the restart, so the server never ends a lease before its holder may.
   milliseconds restore_ttl{0};
@@ -48,6 +46,29 @@ struct lease_record {
   /// The table's links in its expiry index (expiry_index.hpp); only the table sets them.
   lease_entry* expiry_prev = nullptr;
   lease_entry* expiry_next = nullptr;
+
+  /// The authenticated client that took the lease (empty without authentication). Part of the holder's
+  /// identity: only the same client with the same owner string may renew, release or re-acquire it.
+  std::string_view client() const { return extras_ ? std::string_view(extras_->client) : std::string_view(); }
+  /// The value published with the lease (docs/protocol.md; empty: none). Set by each grant, kept by renew.
+  std::string_view value() const { return extras_ ? std::string_view(extras_->value) : std::string_view(); }
+  void set_client(std::string_view client) { set(&extras::client, client); }
+  void set_value(std::string_view value) { set(&extras::value, value); }
+
+ private:
+  struct extras {
+    std::string client;
+    std::string value;
+  };
+  void set(std::string extras::*field, std::string_view text) {
+    if (!extras_) {
+      if (text.empty()) return;
+      extras_ = std::make_unique<extras>();
+    }
+    ((*extras_).*field).assign(text);
+    if (extras_->client.empty() && extras_->value.empty()) extras_.reset();
+  }
+  std::unique_ptr<extras> extras_;
 };
 
 /// `now + ttl`, saturated at the clock's largest time point (a huge TTL must not overflow).
@@ -248,6 +269,18 @@ class lock_table {
   std::size_t size_of(std::string_view client) const;
   bool contains(std::string_view key) const { return leases_.find(key) != leases_.end(); }
   std::vector<snapshot_entry> snapshot() const;
+  /// Calls f(key, record) for every lease in the table (expired ones until removed), in no order: a
+  /// snapshot without a copy of the table.
+  template <class F>
+  void for_each_lease(F&& f) const {
+    for (const auto& [key, r] : leases_)
+      f(key, r);
+  }
+  /// Makes room for `leases` leases in all without rehashing (recovery, before replaying a file); never
+  /// shrinks the table.
+  void reserve(std::size_t leases) {
+    if (leases > leases_.bucket_count() * leases_.max_load_factor()) leases_.reserve(leases);
+  }
   std::vector<record_entry> records_snapshot() const;
 
   /// The simulation's planted defect (planted_defects::shorten_lease); false in batond.
@@ -263,10 +296,10 @@ class lock_table {
 
   static bool expired(const lease_record& r, time_point now) { return now >= r.expires; }
   static bool held_by(const lease_record& r, std::string_view owner, std::string_view client) {
-    return r.owner == owner && r.client == client;
+    return r.owner == owner && r.client() == client;
   }
 
-  void count(const std::string& client, int delta);
+  void count(std::string_view client, int delta);
   /// Sets the expiry of a lease in the table, refiling it in the expiry index.
   void set_expires(lease_entry& e, time_point expires);
   /// Removes a lease from the table (and the index, and its client's count).

@@ -371,6 +371,23 @@ BOOST_AUTO_TEST_CASE(a_hundred_thousand_leases_due_together_go_in_bounded_steps)
   BOOST_TEST(t.size() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_lease_record_keeps_its_client_and_value_apart_and_drops_them_when_empty) {
+  lease_record r;
+  BOOST_TEST(r.client().empty());
+  BOOST_TEST(r.value().empty());
+  r.set_value("v");
+  r.set_client("alpha");
+  BOOST_TEST(r.client() == "alpha");
+  BOOST_TEST(r.value() == "v");
+  r.set_value("");
+  BOOST_TEST(r.client() == "alpha");
+  BOOST_TEST(r.value().empty());
+  r.set_client("");
+  r.set_value("w");
+  BOOST_TEST(r.client().empty());
+  BOOST_TEST(r.value() == "w");
+}
+
 BOOST_AUTO_TEST_CASE(a_lease_is_bound_to_its_client_as_well_as_its_owner_string) {
   lock_table t;
   auto a = as<acquire_granted>(t.acquire("k", "host:1", 1000ms, t0, "alpha"));
