@@ -233,7 +233,9 @@ perf_stop() {
 
 log "$leases leases, TTL $ttl_ms ms, probe $rate cycles/s for $probe_seconds s; $(nproc) cores; load $(load)"
 record leases "$leases"
-record commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+record commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(
+  git -C "$root" diff --quiet HEAD -- server 2>/dev/null || echo +modified)"
+record batond_built "$(date -u -r "$bin/batond" +%Y-%m-%dT%H:%M:%SZ)"
 
 # 0. The disk's floor: the same probe against an empty batond.
 start_batond
