@@ -205,6 +205,7 @@ wait_listening() {
 # fsync), then renews of those locks (answered from memory: a stall of batond shows undiluted).
 probe() {
   local name=$1 secs=${2:-$probe_seconds} lines op f
+  curl -s "$url/metrics" >"$work/metrics-before" || true
   lines=$("$bin/baton-loadgen" --url "$url" --ops acquire,renew --conns 4 --rate "$rate" --seconds "$secs" \
     --warmup 1 --key-prefix "probe-$name" --ttl-ms 600000 --server-pid "$server_pid" \
     --json "$work/probe.jsonl" | grep '^target=') || true
@@ -215,6 +216,19 @@ probe() {
     done
   done
   record "${name}_probe_load" "\"$(load)\""
+  # The log writer's batches meanwhile (the disk's share of a durable request's latency): how many, their
+  # mean write+fsync time, and how many took over 25 ms.
+  curl -s "$url/metrics" >"$work/metrics-after" || true
+  record "${name}_fsyncs" "\"$(awk '
+    { at = FILENAME == ARGV[1] ? "before" : "after" }
+    /^baton_wal_fsync_seconds_(count|sum) / { v[at, $1] = $2 }
+    /^baton_wal_fsync_seconds_bucket\{le="0.025"\}/ { v[at, "fast"] = $2 }
+    END {
+      n = v["after", "baton_wal_fsync_seconds_count"] - v["before", "baton_wal_fsync_seconds_count"]
+      sum = v["after", "baton_wal_fsync_seconds_sum"] - v["before", "baton_wal_fsync_seconds_sum"]
+      slow = n - (v["after", "fast"] - v["before", "fast"])
+      printf "n=%d mean_ms=%.2f over_25ms=%d", n, n ? sum * 1000 / n : 0, slow
+    }' "$work/metrics-before" "$work/metrics-after")\""
 }
 perf_start() {
   ((perf)) || return 0
