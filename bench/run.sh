@@ -3,8 +3,8 @@
 # Benchmarks batond against etcd (v3 JSON gateway) and Redis (SET NX PX, appendfsync always) with
 # baton-loadgen, side by side in one run, and renders the tables and plots of docs/benchmarks.md.
 #
-#   bash bench/run.sh            # everything, about 14 minutes on the 2-vCPU machine of docs/benchmarks.md
-#   bash bench/run.sh --quick    # fewer connection counts, shorter phases, no 100k-lease point: ~3 minutes
+#   bash bench/run.sh            # everything, about 24 minutes on the 2-vCPU machine of docs/benchmarks.md
+#   bash bench/run.sh --quick    # fewer connection counts, shorter phases, no 100k-lease point: ~6 minutes
 #
 # Builds Release, then:
 #  1. connection sweep: for each server and each connection count a fresh server on loopback, data on the
@@ -21,7 +21,7 @@
 #  6. contention: 50 waiters on one key, queued and long-polling, and 1,000 queued (baton-bench-handoff):
 #     requests per hand-off, arrival-order inversions, hand-off latency;
 #  7. scale: batond holding a million leases (bench/scale.sh): RSS and disk per lease, a probe's latency
-#     while they are held, after kill -9 and while they all expire, recovery time (about 8 minutes; 200k
+#     while they are held, after kill -9 and while they all expire, recovery time (about 10 minutes; 200k
 #     leases and 3 minutes with --quick);
 #  8. tables (table.md, sweep.md), data files (*.dat) and, if gnuplot is installed, SVG plots.
 # Server CPU per operation comes from /proc/PID/stat (utime+stime), sampled by the load generator around
