@@ -14,6 +14,8 @@
 //   target=batond op=acquire conns=64 ops=... ops_per_s=... p50_ms=... p99_ms=... p999_ms=... errors=0 ...
 // (with --rate also rate=, late=, late_wakeups=, max_start_delay_ms= and unsent=)
 // and the same as a JSON object per line in --json FILE.
+// With --acquire-count N it only fills the server: N acquires of distinct keys over all connections, closed
+// loop, no time limit, and exits with the locks held (bench/scale.sh).
 
 #include "http_response.hpp"
 #include "latency_histogram.hpp"
@@ -28,6 +30,8 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/program_options.hpp>
+
+#include <atomic>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -63,6 +67,9 @@ struct phase_plan {
   clock::time_point start;
   std::size_t conns = 1;
   clock::duration late_after{};
+  // Fill (--acquire-count): operations over all connections until `claimed` reaches `count` (0: no fill).
+  std::uint64_t count = 0;
+  std::atomic<std::uint64_t>* claimed = nullptr;
 };
 
 struct phase_stats {
@@ -166,6 +173,8 @@ class connection {
     auto now = clock::now();
     if (pacer_) return begin_paced_op(now);
     if (plan_->once ? did_once_ : now >= plan_->stop_at) return finish();
+    if (plan_->count && plan_->claimed->fetch_add(1, std::memory_order_relaxed) >= plan_->count)
+      return finish();
     did_once_ = true;
     op_started_ = now;
     send_next();
@@ -379,6 +388,7 @@ struct options {
   double timeout = 10;
   double rate = 0;
   double late_ms = 1;
+  std::uint64_t acquire_count = 0;
   std::vector<op_kind> ops;
   int server_pid = 0;
   std::string json_path;
@@ -478,6 +488,8 @@ class load_generator {
       throw std::runtime_error("setup failed on " + std::to_string(n) +
                                " connections: " + setup.stats.first_error);
 
+    if (o_.acquire_count)
+      return report(op_kind::acquire, run_phase(op_kind::acquire, false, o_.acquire_count));
     std::uint64_t errors = 0;
     for (auto op : o_.ops)
       errors += report(op, run_phase(op, false));
@@ -494,17 +506,25 @@ class load_generator {
     clock::time_point measure_from;
   };
 
-  phase_result run_phase(op_kind op, bool once) {
+  // `count` > 0: a fill, exactly that many operations over all connections, measured from the start and
+  // bounded by a day rather than by --seconds.
+  phase_result run_phase(op_kind op, bool once, std::uint64_t count = 0) {
     using seconds = std::chrono::duration<double>;
     auto now = clock::now();
+    std::atomic<std::uint64_t> claimed{0};
     phase_plan plan;
     plan.op = op;
     plan.once = once;
-    plan.measure_from = now + std::chrono::duration_cast<clock::duration>(seconds(once ? 0 : o_.warmup));
+    plan.count = count;
+    plan.claimed = &claimed;
+    const bool timed = !once && !count;
+    plan.measure_from = now + std::chrono::duration_cast<clock::duration>(seconds(timed ? o_.warmup : 0));
     plan.stop_at =
-        plan.measure_from + std::chrono::duration_cast<clock::duration>(seconds(once ? 0 : o_.seconds));
+        plan.measure_from + std::chrono::duration_cast<clock::duration>(seconds(once    ? 0
+                                                                                : count ? 86400.0
+                                                                                        : o_.seconds));
     plan.give_up = plan.stop_at + std::chrono::duration_cast<clock::duration>(seconds(o_.timeout));
-    plan.rate = once ? 0 : o_.rate;
+    plan.rate = timed ? o_.rate : 0;
     plan.start = now;
     plan.conns = o_.conns;
     plan.late_after =
@@ -660,6 +680,9 @@ int main(int argc, char** argv) {
     ("rate", po::value(&o.rate)->default_value(0),
      "open loop: requests per second over all connections at fixed intended times, latency counted from "
      "the intended time; 0: closed loop")
+    ("acquire-count", po::value(&o.acquire_count)->default_value(0),
+     "fill only: acquire this many distinct keys over all connections (closed loop, no time limit), keep "
+     "them held and exit; --ops, --seconds and --rate do not apply")
     ("late-ms", po::value(&o.late_ms)->default_value(1),
      "open loop: a request sent more than this after its intended time counts as started late")
     ("ttl-ms", po::value(&o.target.ttl_ms)->default_value(3'600'000), "lease TTL; long, so acquired locks stay held")

@@ -3,8 +3,8 @@
 # Benchmarks batond against etcd (v3 JSON gateway) and Redis (SET NX PX, appendfsync always) with
 # baton-loadgen, side by side in one run, and renders the tables and plots of docs/benchmarks.md.
 #
-#   bash bench/run.sh            # everything, about 14 minutes on the 2-vCPU machine of docs/benchmarks.md
-#   bash bench/run.sh --quick    # fewer connection counts, shorter phases, no 100k-lease point: ~3 minutes
+#   bash bench/run.sh            # everything, about 24 minutes on the 2-vCPU machine of docs/benchmarks.md
+#   bash bench/run.sh --quick    # fewer connection counts, shorter phases, no 100k-lease point: ~6 minutes
 #
 # Builds Release, then:
 #  1. connection sweep: for each server and each connection count a fresh server on loopback, data on the
@@ -20,7 +20,10 @@
 #     and memory (baton-bench-sdk-leases, as bench/sdk-leases.sh runs it, without the freeze phase);
 #  6. contention: 50 waiters on one key, queued and long-polling, and 1,000 queued (baton-bench-handoff):
 #     requests per hand-off, arrival-order inversions, hand-off latency;
-#  7. tables (table.md, sweep.md), data files (*.dat) and, if gnuplot is installed, SVG plots.
+#  7. scale: batond holding a million leases (bench/scale.sh): RSS and disk per lease, a probe's latency
+#     while they are held, after kill -9 and while they all expire, recovery time (about 10 minutes; 200k
+#     leases and 3 minutes with --quick);
+#  8. tables (table.md, sweep.md), data files (*.dat) and, if gnuplot is installed, SVG plots.
 # Server CPU per operation comes from /proc/PID/stat (utime+stime), sampled by the load generator around
 # each measured window. Every server is stopped on any exit (trap). Exits 1 if a build or a server start
 # fails, 3 if some requests failed (the tables are still written).
@@ -33,6 +36,8 @@
 #   BENCH_REPEATS=5 (q 2)          rounds of the side-by-side comparison; 0 skips step 2
 #   BENCH_OPEN_SECONDS=5 (q 3)     measured seconds of each open-loop run; BENCH_OPEN=0 skips step 3
 #   BENCH_HANDOFF=1                0 skips step 6 (the contention run)
+#   BENCH_SCALE=1                  0 skips step 7 (the million held leases)
+#   BENCH_SCALE_LEASES=1000000 (q 200000)   leases held in step 7
 #   BENCH_WRK=1                    0 skips step 4
 #   BENCH_SDK_LEASES="1000 10000 100000" (q "1000 10000")   empty skips step 5
 #   BENCH_SDK_TTL=60s (q 15s)      lease TTL of the SDK sweep (at 15 s, 100k leases need 20,000 renews/s,
@@ -81,6 +86,7 @@ open_seconds=${BENCH_OPEN_SECONDS:-$(q 3 5)}
 sdk_leases=${BENCH_SDK_LEASES-$(q "1000 10000" "1000 10000 100000")}
 sdk_seconds=${BENCH_SDK_SECONDS:-$(q 10 40)}
 sdk_ttl=${BENCH_SDK_TTL:-$(q 15s 60s)}
+scale_leases=${BENCH_SCALE_LEASES:-$(q 200000 1000000)}
 repeats=${BENCH_REPEATS:-$(q 2 5)}
 base=${BENCH_DIR:-/var/tmp}
 out=${BENCH_OUT:-$root/build/release/bench}
@@ -287,7 +293,8 @@ fsync_probe() {
     git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(
     git -C "$root" diff --quiet HEAD -- server sdk 2>/dev/null || echo ", server/ or sdk/ modified")"
   echo "settings: seconds=$seconds warmup=$warmup conns=\"$conns_list\" open_seconds=$open_seconds" \
-    "sdk_leases=\"$sdk_leases\" sdk_seconds=$sdk_seconds sdk_ttl=$sdk_ttl repeats=$repeats quick=$quick"
+    "sdk_leases=\"$sdk_leases\" sdk_seconds=$sdk_seconds sdk_ttl=$sdk_ttl repeats=$repeats quick=$quick" \
+    "scale=${BENCH_SCALE:-1} scale_leases=$scale_leases"
 } | tee "$out/machine.txt" >&2
 
 # Runs one baton-loadgen block into $1 (text) and $2 (JSON lines) on a fresh server; the rest of the
@@ -473,13 +480,35 @@ if [[ ${BENCH_HANDOFF:-1} != 0 && $targets == *batond* ]]; then
     { grep "^mode=" "$work/handoff.txt" || true; } | sed "s/^/waiters_point=$waiters /" >>"$handoff_txt"
   done
 fi
+
+# 7. A million held leases (bench/scale.sh; docs/benchmarks.md, "A million held leases").
+scale_txt=$out/scale.txt
+: >"$scale_txt"
+if [[ ${BENCH_SCALE:-1} != 0 && $targets == *batond* ]]; then
+  log "scale: batond holding $scale_leases leases (bench/scale.sh)"
+  status=0
+  BENCH_BIN=$bin BENCH_DIR=$base bash bench/scale.sh --no-build --leases "$scale_leases" --out "$work/scale" ||
+    status=$?
+  if ((status == 0)); then
+    cp "$work/scale/scale-$scale_leases.txt" "$scale_txt"
+    # Every sampled lease back with its token, and no failed probe request.
+    if ! grep -q '^sample_back=\([0-9]*\)/\1$' "$scale_txt" || grep -q '_errors=[1-9]' "$scale_txt"; then
+      log "WARNING: leases lost or probe requests failed in the scale run (see $scale_txt)"
+      failed_requests=1
+    fi
+  else
+    log "WARNING: bench/scale.sh failed with status $status"
+    failed_requests=1
+  fi
+fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt" >&2
 
-# 7. Tables, data files, plots.
+# 8. Tables, data files, plots.
 # Parsing key=value lines: f[] holds the fields of the current line.
 # shellcheck disable=SC2016 # awk code, expanded by awk
 kv_awk='function parse() { delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } }
 function show(v) { return v == "" ? "-" : v }'
+
 
 # Side by side at 64 connections, with the ratios.
 awk -v wrk="$wrk_line" "$kv_awk"'
@@ -624,6 +653,29 @@ if [[ -s $sdk_txt ]]; then
     }' "$sdk_txt" >>"$out/table.md"
 fi
 
+# A million held leases (step 7).
+if [[ -s $scale_txt ]]; then
+  awk -F= '
+    { v[$1] = $2; gsub(/"/, "", v[$1]) }
+    function row(name, p) {
+      printf "| %s | %s | %s | %s | %s | %s | %s |\n", name, v[p "_acquire_p50_ms"], v[p "_acquire_p99_ms"], v[p "_renew_p50_ms"],
+        v[p "_renew_p99_ms"], v[p "_renew_max_ms"], v[p "_probe_load"]
+    }
+    END {
+      print ""
+      printf "batond holding %s leases (bench/scale.sh): RSS %s MiB, %s B per lease; data files %s B per lease; CPU while holding %s cores;\n",
+        v["leases"], v["rss_mb"], v["rss_bytes_per_lease"], v["disk_bytes_per_lease"], v["idle_cores"]
+      printf "after kill -9: first answer in %s s (%s s of CPU), sampled leases back %s. Probe on other keys, 200/s open loop:\n",
+        v["recovery_seconds"], v["recovery_cpu_seconds"], v["sample_back"]
+      print ""
+      print "| while | acquire p50 ms | acquire p99 ms | renew p50 ms | renew p99 ms | renew max ms | load |"
+      print "|---|---:|---:|---:|---:|---:|---|"
+      row("empty server", "empty"); row("held", "held"); row("after the restart", "recovered"); row("all expiring", "expiring")
+      printf "\nacquire+release cycles while all expire: p50 %s ms, p99 %s ms, max %s ms\n", v["expiring_cycle_p50_ms"],
+        v["expiring_cycle_p99_ms"], v["expiring_cycle_max_ms"]
+    }' "$scale_txt" >>"$out/table.md"
+fi
+
 # The goals this benchmark exists to check, at 64 connections.
 awk "$kv_awk"'
   /^target=/ && !/ rate=/ {
@@ -753,7 +805,7 @@ echo
 cat "$out/table.md"
 echo
 log "results in $out (table.md, sweep.md, results.txt, results.jsonl, compare.txt, open-loop.txt, sdk.txt," \
-  "handoff.txt, *.dat, *.svg, machine.txt)"
+  "handoff.txt, scale.txt, *.dat, *.svg, machine.txt)"
 if ((failed_requests)); then
   log "WARNING: some requests failed or leases were lost; see the WARNING lines above. The figures are not clean."
   exit 3

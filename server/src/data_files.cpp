@@ -14,6 +14,16 @@ journal_damaged::journal_damaged(std::filesystem::path f, std::uint64_t at, std:
       file(std::move(f)),
       offset(at) {}
 
+namespace {
+// Recovery grows the table to a million leases and more: growing it by rehashing as it goes cost 8.5 % of
+// a recovery's CPU at a million (docs/benchmarks.md, "A million held leases"). A file of `bytes` holds at
+// most about bytes / 48 acquires (an acquire of a short key and owner takes 50-60 bytes); reserving that
+// many at worst over-reserves buckets, 8 bytes each, for a file of other records.
+void reserve_for(lock_table& table, std::size_t bytes) {
+  table.reserve(table.size() + bytes / 48);
+}
+}  // namespace
+
 void replay_record(lock_table& table, const wal_record& r, time_point now) {
   switch (r.type) {
     case record_type::acquire:
@@ -127,6 +137,7 @@ std::uint64_t load_snapshot(storage& fs, lock_table& table, time_point now, std:
   };
   auto header = decode_record(in, used);
   if (!header || header->type != record_type::snapshot_header) throw damaged("bad snapshot header");
+  reserve_for(table, data.size());
   in.remove_prefix(used);
   for (;;) {
     auto r = decode_record(in, used);
@@ -168,6 +179,7 @@ void check_log_sequence(storage& fs, std::uint64_t snapshot_generation,
 
 log_scan replay_valid_prefix(std::string_view data, lock_table& table, time_point now,
                              std::uint64_t& records) {
+  reserve_for(table, data.size());
   log_scan scan;
   std::vector<wal_record> unit;
   while (scan.valid < data.size()) {
@@ -215,17 +227,20 @@ std::uint64_t grants_bound(std::uint64_t bytes) {
   return (bytes + min_record_bytes - 1) / min_record_bytes;
 }
 
-std::string encode_snapshot(std::uint64_t generation, std::uint64_t last_token,
-                            const std::vector<snapshot_entry>& entries,
-                            const std::vector<record_entry>& records) {
+std::string encode_snapshot(std::uint64_t generation, const lock_table& table) {
   std::string data;
-  encode_record(record_type::snapshot_header, last_token, generation, {}, {}, data);
-  for (const auto& e : entries)
-    encode_record(record_type::acquire, e.token, static_cast<std::uint64_t>(e.restore_ttl.count()), e.key,
-                  e.owner, data, e.client, e.value);
-  for (const auto& [key, r] : records)
+  encode_record(record_type::snapshot_header, table.last_token(), generation, {}, {}, data);
+  std::uint64_t entries = 0;
+  table.for_each_lease([&](const std::string& key, const lease_record& r) {
+    encode_record(record_type::acquire, r.token, static_cast<std::uint64_t>(r.restore_ttl.count()), key,
+                  r.owner, data, r.client(), r.value());
+    ++entries;
+  });
+  for (const auto& [key, r] : table.records_snapshot()) {
     encode_record(record_type::lock_record, r.token, r.version, key, r.owner, data, r.client, r.value);
-  encode_record(record_type::snapshot_end, entries.size() + records.size(), 0, {}, {}, data);
+    ++entries;
+  }
+  encode_record(record_type::snapshot_end, entries, 0, {}, {}, data);
   return data;
 }
 

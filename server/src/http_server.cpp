@@ -435,8 +435,13 @@ struct http_server::impl {
         auto step = service.sweep_step();
         expired += step.expired;
         if (step.pass_done || draining.load()) break;
-        // Let this thread's connections run between steps: a pass over a large table takes tens of ms.
-        co_await asio::post(workers[0]->ioc, asio::use_awaitable);
+        // Between steps, let this thread's connections and the other threads' requests waiting for the
+        // mutex run, and let the log take the step's records before the next: a million leases falling due
+        // in the same second are thousands of steps, paced by the disk (lock_service::wait_logged).
+        if (step.last_lsn)
+          co_await service.wait_logged(step.last_lsn);
+        else
+          co_await asio::post(workers[0]->ioc, asio::use_awaitable);
       }
       if (expired) log::debug("expired", {{"count", expired}});
     }

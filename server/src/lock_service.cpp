@@ -463,19 +463,24 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
 }
 
 lock_service::sweep_result lock_service::sweep_step() {
-  constexpr std::size_t buckets_per_step = 4096;
   std::lock_guard lk(mu_);
   const auto now = now_();
-  auto expired = table_.expire_some(now, sweep_cursor_, buckets_per_step);
+  auto expired = table_.expire_some(now, sweep_step_leases);
+  std::uint64_t last_lsn = 0;
   for (const auto& e : expired) {
     // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is safe.
-    if (!journal_.failed()) journal_.append(record_type::expire, e.token, 0, e.key);
+    if (!journal_.failed()) last_lsn = journal_.append(record_type::expire, e.token, 0, e.key);
     notify_locked(e.key);
     hand_off_locked(e.key, now);
   }
   metrics_.expired.fetch_add(expired.size(), std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(expired.size()), std::memory_order_relaxed);
-  return {expired.size(), sweep_cursor_ == 0};
+  return {expired.size(), expired.size() < sweep_step_leases, last_lsn};
+}
+
+asio::awaitable<void> lock_service::wait_logged(std::uint64_t lsn) {
+  // A failed journal completes the wait with an error: the sweep has nothing more to wait for.
+  if (must_wait(lsn)) co_await wait_durable(lsn);
 }
 
 lock_service::waiter_admission::~waiter_admission() {

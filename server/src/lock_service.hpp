@@ -182,15 +182,23 @@ class lock_service {
                                                          milliseconds wait,
                                                          std::optional<std::string> value = std::nullopt);
 
-  /// One step of the expiry sweep: removes the expired leases of the next few thousand hash buckets, logs
-  /// their expiry and wakes their waiters. A pass over the table is a series of steps, so a caller that
-  /// yields its thread between them (http_server's sweep loop) never stalls the requests of that thread
-  /// for a whole pass (20-30 ms at 200k leases).
+  /// One step of the expiry sweep: removes up to sweep_step_leases leases whose expiry second has passed
+  /// (lock_table::expire_some), logs their expiry and wakes their waiters. It visits only those leases, so
+  /// a table of a million that are merely held costs nothing; a million falling due at once are a series
+  /// of short steps (well under a millisecond each), and a caller that yields its thread between them
+  /// (http_server's sweep loop) never holds the mutex, or that thread's requests, for long.
+  static constexpr std::size_t sweep_step_leases = 256;
   struct sweep_result {
     std::size_t expired = 0;
-    bool pass_done = false;  // the step ended a pass over the whole table
+    bool pass_done = false;      // no lease whose expiry second has passed is left
+    std::uint64_t last_lsn = 0;  // the log position of the step's last expire record (0: none)
   };
   sweep_result sweep_step();
+  /// Completes once the log is durable up to `lsn` (a sweep step's last_lsn), or has failed. The sweep
+  /// waits for it between steps: a million leases expiring at once would otherwise queue 40 MB of expire
+  /// records ahead of every durable request's own record; paced, at most one step's records (256) share
+  /// a request's batch.
+  boost::asio::awaitable<void> wait_logged(std::uint64_t lsn);
 
   /// Wakes every long-poll waiter and makes new ones answer at once (shutdown).
   void wake_all();
@@ -256,7 +264,6 @@ class lock_service {
   std::mutex mu_;
   lock_table table_;
   bool stopping_ = false;
-  std::size_t sweep_cursor_ = 0;
   std::unordered_map<std::string, std::vector<std::shared_ptr<waiter>>> waiters_;
   std::unordered_map<std::string, std::deque<std::shared_ptr<queued_acquire>>> queues_;
   // Admitted long-polls, counted from admission to answer (a woken waiter briefly leaves waiters_).

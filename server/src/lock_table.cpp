@@ -29,7 +29,12 @@ time_point deadline_after(time_point now, milliseconds ttl) {
 namespace {
 lease_view view_of(const lease_record& r, time_point now) {
   auto remaining = std::chrono::ceil<milliseconds>(r.expires - now);
-  return lease_view{r.owner, r.client, r.token, r.expires, std::max(remaining, milliseconds{0}), r.value};
+  return lease_view{r.owner,
+                    std::string(r.client()),
+                    r.token,
+                    r.expires,
+                    std::max(remaining, milliseconds{0}),
+                    std::string(r.value())};
 }
 }  // namespace
 
@@ -46,28 +51,35 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     // the holder of the superseded token counts on that TTL until its next renew tells it otherwise.
     const bool live = !expired(r, now) && !shorten_lease_;
     replaced = r.token;
-    if (r.client != client) {
-      count(r.client, -1);
-      count(std::string(client), +1);
+    if (r.client() != client) {
+      count(r.client(), -1);
+      count(client, +1);
     }
     r.owner.assign(owner);
-    r.client.assign(client);
+    r.set_client(client);
     r.token = ++last_token_;
-    r.expires = live ? std::max(r.expires, deadline_after(now, ttl)) : deadline_after(now, ttl);
-    r.value.assign(value);
+    set_expires(*it, live ? std::max(r.expires, deadline_after(now, ttl)) : deadline_after(now, ttl));
+    r.set_value(value);
     r.restore_ttl = live ? std::max(r.restore_ttl, ttl) : ttl;
     r.log_seq = 0;
     return acquire_granted{r.token, replaced, r.restore_ttl};
   }
   std::uint64_t token = ++last_token_;
-  count(std::string(client), +1);
-  leases_.emplace(std::string(key), lease_record{std::string(owner), std::string(client), token,
-                                                 deadline_after(now, ttl), std::string(value), ttl});
+  count(client, +1);
+  auto added = leases_.try_emplace(std::string(key)).first;
+  lease_record& r = added->second;
+  r.owner.assign(owner);
+  r.set_client(client);
+  r.set_value(value);
+  r.token = token;
+  r.expires = deadline_after(now, ttl);
+  r.restore_ttl = ttl;
+  expiry_.insert(*added);
   return acquire_granted{token, 0, ttl};
 }
 
-lease_record* lock_table::held_lease(std::string_view key, std::string_view owner, std::uint64_t token,
-                                     time_point now, std::string_view client, lost_reason& why) {
+lease_entry* lock_table::held_lease(std::string_view key, std::string_view owner, std::uint64_t token,
+                                    time_point now, std::string_view client, lost_reason& why) {
   auto it = leases_.find(key);
   // In the protocol's order (docs/protocol.md, "renew"): an expired lease is an absent one, whoever sends.
   if (it == leases_.end() || expired(it->second, now))
@@ -77,7 +89,7 @@ lease_record* lock_table::held_lease(std::string_view key, std::string_view owne
   else if (it->second.token != token)
     why = lost_reason::token_mismatch;
   else
-    return &it->second;
+    return &*it;
   why = refine(key, token, why);
   return nullptr;
 }
@@ -91,12 +103,13 @@ lost_reason lock_table::refine(std::string_view key, std::uint64_t token, lost_r
 renew_result lock_table::renew(std::string_view key, std::string_view owner, std::uint64_t token,
                                milliseconds ttl, time_point now, std::string_view client) {
   lost_reason why{};
-  lease_record* held = held_lease(key, owner, token, now, client, why);
+  lease_entry* held = held_lease(key, owner, token, now, client, why);
   if (!held) return renew_refused{why};
-  lease_record& r = *held;
+  lease_record& r = held->second;
   // Never earlier than it was (docs/design.md, "No request shortens a lease"): a delayed copy of an
   // earlier renew with a shorter TTL may arrive after the renew that raised it was answered.
-  r.expires = shorten_lease_ ? deadline_after(now, ttl) : std::max(r.expires, deadline_after(now, ttl));
+  set_expires(*held,
+              shorten_lease_ ? deadline_after(now, ttl) : std::max(r.expires, deadline_after(now, ttl)));
   bool grew = ttl > r.restore_ttl;
   if (grew) r.restore_ttl = ttl;
   return renew_ok{grew, r.log_seq};
@@ -105,10 +118,10 @@ renew_result lock_table::renew(std::string_view key, std::string_view owner, std
 proclaim_result lock_table::proclaim(std::string_view key, std::string_view owner, std::uint64_t token,
                                      std::string_view value, time_point now, std::string_view client) {
   lost_reason why{};
-  lease_record* held = held_lease(key, owner, token, now, client, why);
+  lease_entry* held = held_lease(key, owner, token, now, client, why);
   if (!held) return renew_refused{why};
-  held->value.assign(value);
-  return proclaim_ok{held->restore_ttl};
+  held->second.set_value(value);
+  return proclaim_ok{held->second.restore_ttl};
 }
 
 record_write_result lock_table::write_record(std::string_view key, std::string_view owner,
@@ -144,14 +157,12 @@ release_result lock_table::release(std::string_view key, std::string_view owner,
   if (expired(r, now)) {
     // Expired counts as free whoever held it, exactly as after the sweep; drop the record now.
     std::uint64_t removed = r.token;
-    count(r.client, -1);
-    leases_.erase(it);
+    erase(it);
     return {release_outcome::already_free, removed};
   }
   if (!held_by(r, owner, client) || r.token != token) return {release_outcome::not_owner, 0};
   std::uint64_t removed = r.token;
-  count(r.client, -1);
-  leases_.erase(it);
+  erase(it);
   return {release_outcome::released, removed};
 }
 
@@ -180,7 +191,6 @@ break_result lock_table::break_lease(std::string_view key, std::optional<std::ui
   if (it == leases_.end() || expired(it->second, now)) return break_not_held{};
   if (token && it->second.token != *token) return break_token_mismatch{view_of(it->second, now)};
   lease_broken out{view_of(it->second, now)};
-  count(it->second.client, -1);
   auto [b, added] = broken_.insert_or_assign(it->first, it->second.token);
   if (added) {
     broken_order_.push_back(it->first);
@@ -189,7 +199,7 @@ break_result lock_table::break_lease(std::string_view key, std::optional<std::ui
       broken_order_.pop_front();
     }
   }
-  leases_.erase(it);
+  erase(it);  // out of the expiry index too, and its client's count
   return out;
 }
 
@@ -205,25 +215,27 @@ std::optional<lease_view> lock_table::get(std::string_view key, time_point now) 
 }
 
 std::vector<expired_lock> lock_table::expire(time_point now) {
-  std::size_t cursor = 0;
-  return expire_some(now, cursor, leases_.bucket_count());
+  auto out = expire_some(now, SIZE_MAX);
+  // The second `now` falls in: only some of its leases are due.
+  for (lease_entry* e = expiry_.current_slot(now); e;) {
+    lease_entry* next = e->second.expiry_next;
+    if (expired(e->second, now)) {
+      out.push_back({e->first, e->second.token});
+      erase(leases_.find(e->first));
+    }
+    e = next;
+  }
+  return out;
 }
 
-std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t& cursor,
-                                                  std::size_t max_buckets) {
+std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t max_leases) {
   std::vector<expired_lock> out;
-  const std::size_t buckets = leases_.bucket_count();
-  if (cursor >= buckets) cursor = 0;  // the table was rehashed since the last step
-  const std::size_t end = std::min(buckets, cursor + std::max<std::size_t>(1, max_buckets));
-  for (std::size_t b = cursor; b < end; ++b)
-    for (auto it = leases_.begin(b); it != leases_.end(b); ++it)
-      if (expired(it->second, now)) out.push_back({it->first, it->second.token});
-  for (const auto& e : out) {
-    auto it = leases_.find(e.key);
-    count(it->second.client, -1);
-    leases_.erase(it);
+  while (out.size() < max_leases) {
+    lease_entry* e = expiry_.first_due(now);
+    if (!e) break;
+    out.push_back({e->first, e->second.token});
+    erase(leases_.find(e->first));
   }
-  cursor = end >= buckets ? 0 : end;
   return out;
 }
 
@@ -231,8 +243,7 @@ std::optional<expired_lock> lock_table::expire_key(std::string_view key, time_po
   auto it = leases_.find(key);
   if (it == leases_.end() || !expired(it->second, now)) return std::nullopt;
   expired_lock e{it->first, it->second.token};
-  count(it->second.client, -1);
-  leases_.erase(it);
+  erase(it);
   return e;
 }
 
@@ -243,10 +254,20 @@ void lock_table::restore(std::string key, std::string owner, std::uint64_t token
   auto& r = it->second;
   // A later record for the same key always carries a larger token; never let an older one win.
   if (r.token > token) return;
-  if (!added) count(r.client, -1);
+  if (!added) count(r.client(), -1);
   count(client, +1);
-  r = lease_record{std::move(owner),         std::move(client), token,
-                   deadline_after(now, ttl), std::move(value),  ttl};
+  r.owner = std::move(owner);
+  r.set_client(client);
+  r.token = token;
+  r.set_value(value);
+  r.restore_ttl = ttl;
+  r.log_seq = 0;
+  if (added) {
+    r.expires = deadline_after(now, ttl);
+    expiry_.insert(*it);
+  } else {
+    set_expires(*it, deadline_after(now, ttl));
+  }
 }
 
 void lock_table::restore_record(std::string key, lock_record r) {
@@ -259,10 +280,7 @@ void lock_table::restore_record(std::string key, lock_record r) {
 void lock_table::forget(std::string_view key, std::uint64_t token) {
   observe_token(token);
   auto it = leases_.find(key);
-  if (it != leases_.end() && it->second.token == token) {
-    count(it->second.client, -1);
-    leases_.erase(it);
-  }
+  if (it != leases_.end() && it->second.token == token) erase(it);
 }
 
 std::size_t lock_table::size_of(std::string_view client) const {
@@ -270,9 +288,25 @@ std::size_t lock_table::size_of(std::string_view client) const {
   return it == per_client_.end() ? 0 : it->second;
 }
 
-void lock_table::count(const std::string& client, int delta) {
+void lock_table::set_expires(lease_entry& e, time_point expires) {
+  const time_point was = e.second.expires;
+  e.second.expires = expires;
+  expiry_.move(e, was);
+}
+
+void lock_table::erase(map_type::iterator it) {
+  expiry_.erase(*it);
+  count(it->second.client(), -1);
+  leases_.erase(it);
+}
+
+void lock_table::count(std::string_view client, int delta) {
   if (delta > 0) {
-    ++per_client_[client];
+    auto it = per_client_.find(client);
+    if (it == per_client_.end())
+      per_client_.emplace(std::string(client), 1);
+    else
+      ++it->second;
     return;
   }
   auto it = per_client_.find(client);
@@ -284,7 +318,7 @@ void lock_table::raise_restore_ttl(std::string_view key, std::uint64_t token, mi
   auto it = leases_.find(key);
   if (it == leases_.end() || it->second.token != token || ttl <= it->second.restore_ttl) return;
   it->second.restore_ttl = ttl;
-  it->second.expires = std::max(it->second.expires, deadline_after(now, ttl));
+  set_expires(*it, std::max(it->second.expires, deadline_after(now, ttl)));
 }
 
 void lock_table::observe_token(std::uint64_t token) {
@@ -295,7 +329,7 @@ std::vector<snapshot_entry> lock_table::snapshot() const {
   std::vector<snapshot_entry> out;
   out.reserve(leases_.size());
   for (const auto& [key, r] : leases_)
-    out.push_back({key, r.owner, r.token, r.restore_ttl, r.client, r.value});
+    out.push_back({key, r.owner, r.token, r.restore_ttl, std::string(r.client()), std::string(r.value())});
   return out;
 }
 

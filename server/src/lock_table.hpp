@@ -4,14 +4,19 @@
 // Every operation takes `now` from the server's monotonic clock, so tests drive time by hand.
 // Not thread-safe: the caller serialises access (see lock_service).
 
+#include "expiry_index.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -21,16 +26,17 @@ using clock = std::chrono::steady_clock;
 using time_point = clock::time_point;
 using std::chrono::milliseconds;
 
-/// A held lock as the table records it.
+struct lease_record;
+/// A lease in the table: its key and its record.
+using lease_entry = std::pair<const std::string, lease_record>;
+
+/// A held lock as the table records it. A million of them are held at once (docs/benchmarks.md, "A
+/// million held leases"), so what most leases lack costs a pointer: the client and the value live in a
+/// block of their own, allocated only for a lease that has one or the other.
 struct lease_record {
   std::string owner;
-  /// The authenticated client that took the lease (empty without authentication). Part of the holder's
-  /// identity: only the same client with the same owner string may renew, release or re-acquire it.
-  std::string client;
   std::uint64_t token = 0;
   time_point expires{};
-  /// The value published with the lease (docs/protocol.md; empty: none). Set by each grant, kept by renew.
-  std::string value;
   /// The longest TTL ever granted to this lease (acquire or renew). After a restart the lease is restored
   /// for this long, counted from the restart, so the server never ends a lease before its holder may.
   milliseconds restore_ttl{0};
@@ -38,6 +44,32 @@ struct lease_record {
   /// restore_ttl); set by the caller through mark_logged(). An answer about the lease waits until the log
   /// is durable up to here, so a renew is memory-only exactly when nothing about the lease is pending.
   std::uint64_t log_seq = 0;
+  /// The table's links in its expiry index (expiry_index.hpp); only the table sets them.
+  lease_entry* expiry_prev = nullptr;
+  lease_entry* expiry_next = nullptr;
+
+  /// The authenticated client that took the lease (empty without authentication). Part of the holder's
+  /// identity: only the same client with the same owner string may renew, release or re-acquire it.
+  std::string_view client() const { return extras_ ? std::string_view(extras_->client) : std::string_view(); }
+  /// The value published with the lease (docs/protocol.md; empty: none). Set by each grant, kept by renew.
+  std::string_view value() const { return extras_ ? std::string_view(extras_->value) : std::string_view(); }
+  void set_client(std::string_view client) { set(&extras::client, client); }
+  void set_value(std::string_view value) { set(&extras::value, value); }
+
+ private:
+  struct extras {
+    std::string client;
+    std::string value;
+  };
+  void set(std::string extras::*field, std::string_view text) {
+    if (!extras_) {
+      if (text.empty()) return;
+      extras_ = std::make_unique<extras>();
+    }
+    ((*extras_).*field).assign(text);
+    if (extras_->client.empty() && extras_->value.empty()) extras_.reset();
+  }
+  std::unique_ptr<extras> extras_;
 };
 
 /// `now + ttl`, saturated at the clock's largest time point (a huge TTL must not overflow).
@@ -184,6 +216,14 @@ struct record_entry {
 
 class lock_table {
  public:
+  lock_table() = default;
+  // The expiry index links the table's own entries: a copy would link into the original. A move keeps
+  // the nodes, and so the links.
+  lock_table(const lock_table&) = delete;
+  lock_table& operator=(const lock_table&) = delete;
+  lock_table(lock_table&&) = default;
+  lock_table& operator=(lock_table&&) = default;
+
   // A holder is the pair (client, owner): `client` is the authenticated name of the caller (empty without
   // authentication). The same owner string sent by another client is another owner.
 
@@ -241,10 +281,12 @@ class lock_table {
 
   /// Removes every lease whose expiry is at or before `now` and returns them.
   std::vector<expired_lock> expire(time_point now);
-  /// The same for at most `max_buckets` hash buckets, starting at `cursor`, which it advances (0 again
-  /// once a pass over the table is complete). Lets the caller sweep a large table in short steps: expiry
-  /// itself is decided lazily on every access, so the sweep only frees memory and wakes no one late.
-  std::vector<expired_lock> expire_some(time_point now, std::size_t& cursor, std::size_t max_buckets);
+  /// The sweep's step: removes at most `max_leases` leases whose expiry second ended at or before `now`,
+  /// oldest first, and returns them; fewer than `max_leases` means none of those is left. Leases expiring
+  /// within the current second wait for the next step after it: the sweep only frees memory, expiry itself
+  /// is decided on every access, so a lease swept up to a second late is never seen as held (and one is
+  /// never swept early). Visits only the leases it removes (expiry_index.hpp).
+  std::vector<expired_lock> expire_some(time_point now, std::size_t max_leases);
   /// Removes the lease of `key` if its expiry is at or before `now`, and returns it (the sweep, for one key).
   std::optional<expired_lock> expire_key(std::string_view key, time_point now);
 
@@ -269,6 +311,18 @@ class lock_table {
   std::size_t size_of(std::string_view client) const;
   bool contains(std::string_view key) const { return leases_.find(key) != leases_.end(); }
   std::vector<snapshot_entry> snapshot() const;
+  /// Calls f(key, record) for every lease in the table (expired ones until removed), in no order: a
+  /// snapshot without a copy of the table.
+  template <class F>
+  void for_each_lease(F&& f) const {
+    for (const auto& [key, r] : leases_)
+      f(key, r);
+  }
+  /// Makes room for `leases` leases in all without rehashing (recovery, before replaying a file); never
+  /// shrinks the table.
+  void reserve(std::size_t leases) {
+    if (leases > leases_.bucket_count() * leases_.max_load_factor()) leases_.reserve(leases);
+  }
   std::vector<record_entry> records_snapshot() const;
 
   /// The simulation's planted defect (planted_defects::shorten_lease); false in batond.
@@ -280,22 +334,28 @@ class lock_table {
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   using map_type = std::unordered_map<std::string, lease_record, string_hash, std::equal_to<>>;
+  static_assert(std::is_same_v<map_type::value_type, lease_entry>);
 
   static bool expired(const lease_record& r, time_point now) { return now >= r.expires; }
   static bool held_by(const lease_record& r, std::string_view owner, std::string_view client) {
-    return r.owner == owner && r.client == client;
+    return r.owner == owner && r.client() == client;
   }
 
-  void count(const std::string& client, int delta);
+  void count(std::string_view client, int delta);
+  /// Sets the expiry of a lease in the table, refiling it in the expiry index.
+  void set_expires(lease_entry& e, time_point expires);
+  /// Removes a lease from the table (and the index, and its client's count).
+  void erase(map_type::iterator it);
   /// The unexpired lease of `key` held by (client, owner) with `token`, or null with `why` set to renew's
   /// reason (renew and proclaim share the conditions and their order).
-  lease_record* held_lease(std::string_view key, std::string_view owner, std::uint64_t token, time_point now,
-                           std::string_view client, lost_reason& why);
+  lease_entry* held_lease(std::string_view key, std::string_view owner, std::uint64_t token, time_point now,
+                          std::string_view client, lost_reason& why);
 
   /// `why` refined: `broken` when `token` is the last one broken on `key`.
   lost_reason refine(std::string_view key, std::uint64_t token, lost_reason why) const;
 
   map_type leases_;
+  expiry_index<lease_entry> expiry_;
   // The last broken token of each key, and the keys in the order they were broken (oldest first), so the
   // memory stays bounded by broken_memory.
   std::unordered_map<std::string, std::uint64_t, string_hash, std::equal_to<>> broken_;

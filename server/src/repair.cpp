@@ -65,9 +65,7 @@ repair_report repair_data_dir(storage& fs) {
   // first kept under another name (a hard link, so a crash before the snapshot's rename leaves the
   // directory as it was); the rename then makes every older log obsolete.
   report.generation = (logs.empty() ? from : logs.back().first) + 1;
-  write_durably(
-      fs, snapshot_tmp_name,
-      encode_snapshot(report.generation, table.last_token(), table.snapshot(), table.records_snapshot()));
+  write_durably(fs, snapshot_tmp_name, encode_snapshot(report.generation, table));
   write_durably(fs, wal_name(report.generation), {});
   for (const auto& name : damaged_names) {
     const std::string kept = name + ".damaged";

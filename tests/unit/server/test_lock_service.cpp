@@ -169,6 +169,30 @@ BOOST_FIXTURE_TEST_CASE(the_expiry_sweep_takes_a_large_table_in_several_steps, f
   BOOST_TEST(service.table().size() == 1u);  // the fixture's own lease is still valid
 }
 
+// http_server's sweep loop waits for each step's expire records before the next, so a million leases falling
+// due at once never queue more than a step's records ahead of a request's own.
+BOOST_FIXTURE_TEST_CASE(a_sweep_step_names_its_last_record_and_the_sweep_can_wait_for_it, fixture) {
+  const auto past = clock::now() - 1min;
+  for (int i = 0; i < 300; ++i)
+    service.table().restore("old-" + std::to_string(i), "a", 100 + i, 1ms, past);
+  auto step = service.sweep_step();
+  BOOST_TEST(step.expired == lock_service::sweep_step_leases);
+  BOOST_TEST(!step.pass_done);
+  BOOST_TEST(step.last_lsn == log.last_appended());
+  auto waited = start(ioc, [](lock_service& s, std::uint64_t lsn) -> asio::awaitable<bool> {
+    co_await s.wait_logged(lsn);
+    co_return true;
+  }(service, step.last_lsn));
+  settle(ioc, 20ms);
+  BOOST_TEST(!waited->done);  // the writer has not run: the records are not durable yet
+  BOOST_REQUIRE(log.flush());
+  wait_done(ioc, waited);
+  auto rest = service.sweep_step();
+  BOOST_TEST(rest.expired == 300u - lock_service::sweep_step_leases);
+  BOOST_TEST(rest.pass_done);
+  BOOST_TEST(service.sweep_step().last_lsn == 0u);  // nothing left: nothing to wait for
+}
+
 namespace {
 // A lock service over a real journal in `dir`, running until it goes (a clean stop: what a restart reads).
 struct service_on_disk {
