@@ -304,14 +304,15 @@ class benchmark {
     std::printf(
         "phase=steady leases=%zu ttl_ms=%lld seconds=%.1f client_cores=%.4f client_cpu_per_renew_us=%.1f "
         "server_cores=%.4f server_cpu_per_renew_us=%.1f other_cores=%.3f renews=%llu renews_per_s=%.1f "
-        "renew_retries=%llu losses=%llu "
+        "renew_retries=%llu renew_retries_since_start=%llu losses=%llu "
         "tcp_connects=%llu "
         "renew_p50_ms=%.3f renew_p99_ms=%.3f renew_max_ms=%.3f rss_before_kib=%zu rss_steady_kib=%zu "
         "rss_per_lease_bytes=%.0f heap_per_lease_bytes=%.0f\n",
         o_.leases, static_cast<long long>(o_.ttl.count()), wall, client_cores, cpu_per_renew_us, server_cores,
         server_cpu_per_renew_us, other_cores, static_cast<unsigned long long>(renews),
         static_cast<double>(renews) / wall, static_cast<unsigned long long>(retries),
-        static_cast<unsigned long long>(losses), static_cast<unsigned long long>(b.connects - a.connects),
+        static_cast<unsigned long long>(b.stats.renew_retries), static_cast<unsigned long long>(losses),
+        static_cast<unsigned long long>(b.connects - a.connects),
         events_.renew_latency.quantile_micros(0.5) / 1000, events_.renew_latency.quantile_micros(0.99) / 1000,
         static_cast<double>(events_.renew_latency.max_micros()) / 1000, rss_before / 1024, rss_steady / 1024,
         rss_per_lease, heap_per_lease);
@@ -431,8 +432,19 @@ class benchmark {
             probes[j].finished = true;
             if (--remaining == 0) all_done.cancel();
           });
+      // In steps, with the client's thread let go between them: renewals falling due meanwhile go out on
+      // time, and the leases keep the spread of deadlines they have in the steady state.
+      if (j % 256 == 255) co_await sleep_for(milliseconds(1));
     }
-    co_await sleep_for(milliseconds(20));  // every guard is waiting now (one thread, all posted before)
+    // Every guard is waiting once the posted starts have run (one thread). The freeze must begin from a
+    // client renewing as usual: wait until a whole second passes without a renew retry.
+    co_await sleep_for(milliseconds(20));
+    for (auto retries = client_.stats().renew_retries;;) {
+      co_await sleep_for(milliseconds(1000));
+      const auto now_retries = client_.stats().renew_retries;
+      if (now_retries == retries) break;
+      retries = now_retries;
+    }
 
     if (::kill(o_.server_pid, SIGSTOP) != 0)
       throw std::runtime_error("kill(" + std::to_string(o_.server_pid) +

@@ -44,6 +44,12 @@ commands:
       show the holder: {"key","held":true,"owner","token","ttl_remaining_ms"} or {"key","held":false}
   record get KEY
       show the lock's record, kept beyond leases: {"key","record":true,"value","token","version","owner"}
+  ls [PREFIX] [--limit N] [--after KEY] [--json]
+      list held locks under PREFIX in key order: a table (key, owner, token, remaining, waiters, value), or
+      with --json one {"key","kind","owner","client","token","ttl_remaining_ms","value","waiters"} per line
+  break KEY [--token N]
+      end the lease on KEY whoever holds it (needs admin access); with --token, only the lease with token N;
+      prints {"key","broken":true,"owner","token","ttl_remaining_ms"}
   exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] -- CMD ...
       run CMD while holding the lock, renewing it all along; the moment the lease is lost, stop CMD's
       whole process group (SIGTERM, then SIGKILL after the grace period, before the server can expire the
@@ -80,7 +86,8 @@ exit status:
   71   exec: a system call failed (fork, pipe)
   75   not acquired: another owner holds the lock (or --wait-timeout passed); nothing on stdout
   76   lease lost: exec's lease ended before CMD did; renew: the server refused the renew
-  77   release refused: another owner or a newer token holds the lock
+  77   release refused: another owner or a newer token holds the lock; break refused: the lock is not held,
+       or held with another token than --token
   78   access denied: no valid bearer token (401), or the token may not do this on this key (403)
   126  exec: CMD could not be run
   127  exec: CMD was not found
@@ -122,6 +129,21 @@ feature "proclaim" is not sent it (exit 64: use a server that has it).)"},
 lease: {"key","record":true,"value","token","version","owner"}, or {"key","record":false} when none was
 ever written. Both exit 0; a server without the feature "lock_record" is not asked (exit 64). A record is
 written by a live holder through the SDK (lease::async_write_record).)"},
+    {"ls", "baton ls [PREFIX] [--limit N] [--after KEY] [--json]",
+     R"(Lists the held locks whose key starts with PREFIX (every key without one), in key order, as a table:
+KEY, OWNER, TOKEN, REMAINING (the TTL left by the server's clock), WAITERS (queued acquires) and VALUE.
+--json prints one JSON object per lock and line instead:
+{"key","kind","owner","client","token","ttl_remaining_ms","value","waiters"}. At most --limit locks
+(default 1000) are printed, fetched in pages; when more remain, a line on stderr names the --after that
+continues. Needs read access to PREFIX; a server without the feature "list_locks" is not asked (exit 64).)"},
+    {"break", "baton break KEY [--token N]",
+     R"(Ends the lease on KEY whoever holds it, as if its holder had released it: the next holder gets a
+larger token, as always, and the old holder's next renew is refused (reason "broken"). With --token N
+only the lease with token N is ended (the one you looked at with baton get or baton ls); another holder
+is left alone (exit 77). Prints {"key","broken":true,"owner","token","ttl_remaining_ms"} of the lease
+ended; exit 77 when the lock is not held. Needs a token with admin access to KEY (exit 78 otherwise); a
+server without the feature "break_lease" is not asked (exit 64). Not retried: after exit 69 the outcome
+is unknown, look with baton get. The holder's process is not stopped: fencing tokens protect the resource.)"},
     {"exec",
      "baton exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] "
      "-- "
@@ -193,6 +215,13 @@ po::options_description command_options(std::string_view name) {
     add("ttl", po::value<std::string>()->value_name("D"), "lease time to live (required)");
   if (name == "acquire")
     add("owner", po::value<std::string>()->value_name("O"), "owner string, used as given");
+  if (name == "ls") {
+    add("limit", po::value<std::string>()->value_name("N"), "the most locks printed (default 1000)");
+    add("after", po::value<std::string>()->value_name("KEY"), "list the keys after KEY only");
+    add("json", po::bool_switch(), "one JSON object per lock and line instead of a table");
+  }
+  if (name == "break")
+    add("token", po::value<std::string>()->value_name("N"), "break only the lease with this fencing token");
   if (name == "renew" || name == "release" || name == "proclaim") {
     add("owner", po::value<std::string>()->value_name("O"), "owner of the lease (required)");
     add("token", po::value<std::string>()->value_name("N"), "fencing token of the lease (required)");
@@ -328,6 +357,20 @@ client_config client_settings(const po::variables_map& vm, const char* env_serve
 command build(std::string_view name, std::string key, const po::variables_map& vm,
               std::vector<std::string> cmd_argv) {
   if (name == "get") return get_command{std::move(key)};
+  if (name == "ls") {
+    ls_command l{std::move(key), {}, 1000, vm["json"].as<bool>()};
+    if (vm.count("after")) l.after = vm["after"].as<std::string>();
+    if (vm.count("limit")) {
+      const auto& text = vm["limit"].as<std::string>();
+      std::size_t n = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (ec != std::errc{} || end != text.data() + text.size() || n == 0)
+        usage_error("--limit: \"" + text + "\" is not a number of locks (an integer from 1)");
+      l.limit = n;
+    }
+    return l;
+  }
+  if (name == "break") return break_command{std::move(key), vm.count("token") ? token_value(vm) : 0};
   if (name == "record") return record_get_command{std::move(key)};
   if (name == "conformance") {
     conformance_command c;
@@ -460,7 +503,9 @@ invocation parse_command_line(const std::vector<std::string>& args, const char* 
       keys.erase(keys.begin());
     }
     if (keys.size() > 1) usage_error("expected one KEY, got " + std::to_string(keys.size()) + " arguments");
-    if (name != "conformance" && (keys.empty() || keys.front().empty())) usage_error("missing KEY");
+    if (name == "ls" && keys.empty()) keys.emplace_back();  // no PREFIX: every key
+    if (name != "conformance" && name != "ls" && (keys.empty() || keys.front().empty()))
+      usage_error("missing KEY");
     if (name == "exec" && cmd_argv.empty())
       usage_error("missing the command to run: baton exec KEY ... -- CMD [ARGS...]");
     auto client = client_settings(vm, env_server, env_token);

@@ -60,6 +60,20 @@ struct record_get_command {
   std::string key;
 };
 
+/// `baton ls [PREFIX]`: the held locks under PREFIX (docs/protocol.md, "list"), as a table or JSON lines.
+struct ls_command {
+  std::string prefix;        // empty: every key
+  std::string after;         // --after: start after this key
+  std::size_t limit = 1000;  // --limit: the most locks printed (fetched in pages of up to 1,000)
+  bool json = false;
+};
+
+/// `baton break KEY [--token N]`: an operator ends the lease on KEY (docs/protocol.md, "break").
+struct break_command {
+  std::string key;
+  std::uint64_t token = 0;  // 0: whichever lease holds it
+};
+
 struct exec_command {
   std::string key;
   lease_options lease;  // validated
@@ -75,8 +89,9 @@ struct conformance_command {
   std::optional<std::string> restart_command;  // --restart-command: run through /bin/sh to restart the server
 };
 
-using command = std::variant<help_request, acquire_command, renew_command, release_command, get_command,
-                             exec_command, conformance_command, proclaim_command, record_get_command>;
+using command =
+    std::variant<help_request, acquire_command, renew_command, release_command, get_command, exec_command,
+                 conformance_command, proclaim_command, record_get_command, ls_command, break_command>;
 
 struct invocation {
   client_config client;  // server_url, request_timeout and bearer_token from the options; validated

@@ -67,7 +67,8 @@ bool ignored(int sig) {
 
 std::string loss_reason(const lease& l) {
   auto reason = l.loss_reason();
-  // active() reads the clock itself, so it can report the loss before the renewal task has named a reason.
+  // active() reads the clock itself, so it can report the loss before the renewal scheduler has named a
+  // reason.
   return reason.empty() ? "its local deadline passed" : reason;
 }
 

@@ -17,6 +17,8 @@ int exit_code_for(const boost::system::error_code& ec) {
     case error::released:
       return exit_code::lease_lost;
     case error::not_owner:
+    case error::not_held:        // a break of a free key
+    case error::token_mismatch:  // a break naming another lease
       return exit_code::not_owner;
     case error::bad_request:
       return exit_code::refused_request;

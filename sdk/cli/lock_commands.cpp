@@ -221,4 +221,90 @@ asio::awaitable<int> run_record_get(client& c, const record_get_command& cmd) {
   co_return exit_code::ok;
 }
 
+namespace {
+// A table cell: printable as a log value is (quotes only where needed), cut to `width` with "..." after.
+std::string cell(const std::string& text, std::size_t width) {
+  if (text.empty()) return "-";
+  std::string out = log::printable(text);
+  if (out.size() <= width) return out;
+  // Cut at a character's first byte, so the cell stays UTF-8.
+  std::size_t cut = width - 3;
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xc0) == 0x80)
+    --cut;
+  return out.substr(0, cut) + "...";
+}
+
+std::string remaining_text(milliseconds ms) {
+  char buf[32];
+  if (ms.count() < 10'000)
+    std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(ms.count()));
+  else
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(ms.count() / 1000));
+  return buf;
+}
+}  // namespace
+
+asio::awaitable<int> run_ls(client& c, const ls_command& cmd) {
+  std::vector<listed_lock> shown;
+  std::string after = cmd.after;
+  std::string more;  // the cursor after the last lock shown, when more remain
+  for (;;) {
+    const auto want = std::min<std::size_t>(cmd.limit - shown.size(), 1000);
+    lock_page page;
+    try {
+      page = co_await c.async_list(cmd.prefix, after, want);
+    } catch (const exception& e) {
+      fail("ls " + quoted(cmd.prefix), e.code(), e.diagnostic());
+    }
+    for (auto& l : page.locks)
+      shown.push_back(std::move(l));
+    if (page.next.empty()) break;
+    if (shown.size() >= cmd.limit) {
+      more = page.next;
+      break;
+    }
+    after = std::move(page.next);
+  }
+  if (cmd.json) {
+    for (const auto& l : shown) {
+      json::object o{{"key", l.key},
+                     {"kind", l.kind},
+                     {"owner", l.holder.owner},
+                     {"token", l.holder.token},
+                     {"ttl_remaining_ms", l.holder.ttl_remaining.count()},
+                     {"value", l.holder.value},
+                     {"waiters", l.waiters}};
+      if (!l.client.empty()) o["client"] = l.client;
+      print_json(o);
+    }
+  } else {
+    std::printf("%-40s %-24s %12s %10s %7s %s\n", "KEY", "OWNER", "TOKEN", "REMAINING", "WAITERS", "VALUE");
+    for (const auto& l : shown)
+      std::printf("%-40s %-24s %12llu %10s %7llu %s\n", cell(l.key, 40).c_str(),
+                  cell(l.holder.owner, 24).c_str(), static_cast<unsigned long long>(l.holder.token),
+                  remaining_text(l.holder.ttl_remaining).c_str(), static_cast<unsigned long long>(l.waiters),
+                  cell(l.holder.value, 60).c_str());
+    std::fflush(stdout);
+  }
+  if (!more.empty())
+    std::fprintf(stderr, "baton: more locks follow; continue with --after %s\n",
+                 log::printable(more).c_str());
+  co_return exit_code::ok;
+}
+
+asio::awaitable<int> run_break(client& c, const break_command& cmd) {
+  holder_info broken;
+  try {
+    broken = co_await c.async_break(cmd.key, cmd.token);
+  } catch (const exception& e) {
+    fail("break " + quoted(cmd.key), e.code(), e.diagnostic());
+  }
+  print_json({{"key", cmd.key},
+              {"broken", true},
+              {"owner", broken.owner},
+              {"token", broken.token},
+              {"ttl_remaining_ms", broken.ttl_remaining.count()}});
+  co_return exit_code::ok;
+}
+
 }  // namespace baton::cli

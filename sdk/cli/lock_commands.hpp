@@ -20,6 +20,8 @@ boost::asio::awaitable<int> run_proclaim(client& c, const proclaim_command& cmd)
 boost::asio::awaitable<int> run_release(client& c, const release_command& cmd);
 boost::asio::awaitable<int> run_get(client& c, const get_command& cmd);
 boost::asio::awaitable<int> run_record_get(client& c, const record_get_command& cmd);
+boost::asio::awaitable<int> run_ls(client& c, const ls_command& cmd);
+boost::asio::awaitable<int> run_break(client& c, const break_command& cmd);
 
 /// `"key" is held by OWNER (token N, T ms left)`, for a refused acquire.
 std::string held_by(const std::string& key, const holder_info& holder);

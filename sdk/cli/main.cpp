@@ -42,6 +42,8 @@ asio::awaitable<int> dispatch(baton::client& c, const command& what) {
   if (auto* g = std::get_if<get_command>(&what)) co_return co_await run_get(c, *g);
   if (auto* p = std::get_if<proclaim_command>(&what)) co_return co_await run_proclaim(c, *p);
   if (auto* r = std::get_if<record_get_command>(&what)) co_return co_await run_record_get(c, *r);
+  if (auto* l = std::get_if<ls_command>(&what)) co_return co_await run_ls(c, *l);
+  if (auto* b = std::get_if<break_command>(&what)) co_return co_await run_break(c, *b);
   co_return co_await run_exec(c, std::get<exec_command>(what));
 }
 

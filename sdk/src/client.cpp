@@ -321,6 +321,32 @@ asio::awaitable<std::optional<lock_record>> read_record_impl(shared_ptr_t s, std
   throw exception(r.ec, r.diagnostic);
 }
 
+asio::awaitable<lock_page> list_impl(shared_ptr_t s, std::string prefix, std::string after,
+                                     std::size_t limit) {
+  auto& cs = *s;
+  auto r = co_await detail::with_retries(
+      s, cs.config.retry.max_attempts,
+      [&] { return cs.backend->list(prefix, after, limit, cs.config.request_timeout); },
+      detail::no_retry_hook);
+  if (!r.ec) co_return std::move(r.page);
+  if (r.ec == asio::error::operation_aborted) throw_cancelled();
+  throw exception(r.ec, r.diagnostic);
+}
+
+asio::awaitable<holder_info> break_impl(shared_ptr_t s, std::string key, std::uint64_t expected) {
+  auto& cs = *s;
+  // One try: a retry after a lost answer could break the next holder (without a token), or report not_held
+  // for the lease the first try ended.
+  const std::optional<std::uint64_t> token = expected ? std::optional(expected) : std::nullopt;
+  auto r = co_await cs.backend->break_lease(std::move(key), token, cs.config.request_timeout);
+  if (!r.ec) co_return std::move(r.holder);
+  if (r.ec == asio::error::operation_aborted) throw_cancelled();
+  if (r.ec == error::token_mismatch)
+    throw exception(r.ec, r.diagnostic + " (held by " + r.holder.owner + " with token " +
+                              std::to_string(r.holder.token) + ")");
+  throw exception(r.ec, r.diagnostic);
+}
+
 asio::awaitable<void> shutdown_impl(shared_ptr_t s, milliseconds timeout) {
   auto& cs = *s;
   cs.shutting_down = true;
@@ -438,6 +464,21 @@ void client::start_read_record(
   if (refused_as_empty(s, diag, h, std::optional<lock_record>{})) return;
   auto ex = s->ex;
   detail::launch(ex, read_record_impl(std::move(s), std::move(key)), diag, std::move(h));
+}
+
+void client::start_list(shared_ptr_t s, std::string prefix, std::string after, std::size_t limit,
+                        std::string* diag,
+                        asio::any_completion_handler<void(boost::system::error_code, lock_page)> h) {
+  if (refused_as_empty(s, diag, h, lock_page{})) return;
+  auto ex = s->ex;
+  detail::launch(ex, list_impl(std::move(s), std::move(prefix), std::move(after), limit), diag, std::move(h));
+}
+
+void client::start_break(shared_ptr_t s, std::string key, std::uint64_t expected, std::string* diag,
+                         asio::any_completion_handler<void(boost::system::error_code, holder_info)> h) {
+  if (refused_as_empty(s, diag, h, holder_info{})) return;
+  auto ex = s->ex;
+  detail::launch(ex, break_impl(std::move(s), std::move(key), expected), diag, std::move(h));
 }
 
 void client::start_shutdown(shared_ptr_t s, milliseconds timeout, std::string* diag,

@@ -9,12 +9,15 @@
 
 namespace baton {
 namespace {
-[[noreturn]] void invalid(const std::string& what) { throw exception(error::invalid_config, what); }
+[[noreturn]] void invalid(const std::string& what) {
+  throw exception(error::invalid_config, what);
+}
 }  // namespace
 
 std::string default_identity() {
   char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "unknown");
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0')
+    std::snprintf(host, sizeof host, "unknown");
   return std::string(host) + ":" + std::to_string(::getpid());
 }
 
@@ -117,13 +120,16 @@ bool has_control_characters(std::string_view text) noexcept {
 void lease_options::validate() const {
   if (ttl.count() <= 0) invalid("ttl must be positive");
   if (jitter < 0 || jitter >= 1) invalid("jitter must be within [0, 1)");
-  if (safety_margin.count() < 0 || effective_safety_margin() >= ttl) invalid("safety_margin must be below ttl");
+  if (safety_margin.count() < 0 || effective_safety_margin() >= ttl)
+    invalid("safety_margin must be below ttl");
   auto longest_period = std::chrono::duration<double, std::milli>(effective_renew_every()) * (1 + jitter);
   if (renew_every.count() < 0 || longest_period >= ttl - effective_safety_margin())
-    invalid("renew_every (with jitter) must leave time to renew before the local deadline (ttl - safety_margin)");
+    invalid(
+        "renew_every (with jitter) must leave time to renew before the local deadline (ttl - safety_margin)");
   if (owner.too_long()) invalid("owner must be at most 256 bytes (got " + std::to_string(owner.size()) + ")");
   if (has_control_characters(owner)) invalid("owner must not contain control characters (C0, DEL or C1)");
-  if (value.too_long()) invalid("value must be at most 1024 bytes (got " + std::to_string(value.size()) + ")");
+  if (value.too_long())
+    invalid("value must be at most 1024 bytes (got " + std::to_string(value.size()) + ")");
   if (has_control_characters(value)) invalid("value must not contain control characters (C0, DEL or C1)");
 }
 

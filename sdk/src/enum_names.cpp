@@ -68,6 +68,10 @@ std::string_view to_string(error e) noexcept {
       return "shut_down";
     case error::stale_token:
       return "stale_token";
+    case error::not_held:
+      return "not_held";
+    case error::token_mismatch:
+      return "token_mismatch";
   }
   return "unknown";
 }

@@ -51,6 +51,10 @@ class category final : public boost::system::error_category {
         return "the client is shut down";
       case error::stale_token:
         return "the lock's record was written with a larger token";
+      case error::not_held:
+        return "the lock is not held";
+      case error::token_mismatch:
+        return "the lock is held with another token";
     }
     return "unknown baton error";
   }

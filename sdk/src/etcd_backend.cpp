@@ -30,6 +30,9 @@
 //               decides as proclaim does (then refuses a record of a larger token), and puts the record in a
 //               txn conditional on all three keys' mod_revisions (again from a fresh read when one changed).
 //               The version is etcd's own `version` of the record key.
+//   break     = read both, then /v3/lease/revoke of the holder's etcd lease (an operator's break).
+//   list      = not offered (invalid_config): a range over P+prefix mixes guards, contender keys and keys of
+//               locks named K/x, and telling them apart needs a read per lock (docs/design.md).
 //   wait      = /v3/watch on the lock's keys from the revision after the read, on a connection of its own
 //               (TLS over etcds://, as every request); bounded polling (100 ms) when the watch fails.
 // Never /v3/lock or /v3/election: with lease 0 they make a hidden 60 s lease nobody renews, and 3.4's lock
@@ -960,6 +963,45 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     co_return out;
   }
 
+  // An operator's break (docs/protocol.md, "break") maps to revoking the holder's etcd lease: its contender
+  // key and its guard go in one step, as when a waiter leaves, the next in line is woken by its watch, and
+  // the next grant's guard is created at a later revision (a larger token). A lease ID belongs to one hold,
+  // so a revoke after the holder released and another took the key cannot touch the new holder. The broken
+  // holder learns it from its loss watch or next renew (`not_held`; etcd keeps no reason).
+  asio::awaitable<break_reply> break_lease(std::string key, std::optional<std::uint64_t> token,
+                                           milliseconds timeout) override {
+    const auto deadline = clock::now() + timeout;
+    const lock_keys lk(prefix_, key);
+    http_result r;
+    const lock_view v = co_await read_view(lk, deadline, r);
+    if (r.ec) co_return fail<break_reply>(r);
+    break_reply out;
+    auto h = holder_of(v);
+    if (!h || h->lease == 0) {
+      // No holder, or a key put without an etcd lease (by hand): nothing a revoke could end.
+      out.ec = error::not_held;
+      out.diagnostic = h ? "the lock's key in etcd has no etcd lease to revoke" : "the lock is not held";
+      co_return out;
+    }
+    out.holder = h->info;
+    out.holder.ttl_remaining = (co_await time_to_live(h->lease, deadline)).left;
+    if (token && *token != h->info.token) {
+      out.ec = error::token_mismatch;
+      out.diagnostic = "the lock is held with token " + std::to_string(h->info.token);
+      co_return out;
+    }
+    json::object revoke_body{{"ID", std::to_string(h->lease)}};
+    auto rv = co_await call("/v3/lease/revoke", revoke_body, deadline);
+    if (rv.ec && (rv.status == 404 || rv.diagnostic.find("not found") != std::string::npos)) {
+      // The lease ended between the read and the revoke (released or expired): nothing was broken.
+      out.ec = error::not_held;
+      out.diagnostic = "the lock's etcd lease ended before the break";
+      co_return out;
+    }
+    if (rv.ec) co_return fail<break_reply>(rv);
+    co_return out;
+  }
+
   asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                  milliseconds timeout) override {
     const auto give_up = clock::now() + (wait ? wait->wait : milliseconds{0});
@@ -967,11 +1009,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     for (;;) {
       const auto deadline = std::max(clock::now(), give_up) + timeout;
       get_reply out;
-      const json::object body7 = read_txn(view_reads(lk));
-      auto r = co_await call("/v3/kv/txn", body7, deadline);
-      if (r.ec) co_return fail<get_reply>(r);
-      lock_view v{first_in_line_of(response_at(r.body, 0), lk), response_kv(r.body, 1)};
-      if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
+      http_result r;
+      const lock_view v = co_await read_view(lk, deadline, r);
       if (r.ec) co_return fail<get_reply>(r);
       if (auto h = holder_of(v)) {
         out.holder = h->info;
@@ -1175,6 +1214,18 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   }
 
   // The first in line, read whole (a page held only keys of locks named below this one).
+  // The guard and the first in line as a reader sees them (get's read, and a break's): one txn, and a second
+  // read of the line when the first could not resolve it. `r` is the last read's answer (its revision is
+  // where a watch starts); r.ec says the read failed, and the view is empty then.
+  asio::awaitable<lock_view> read_view(const lock_keys& lk, clock::time_point deadline, http_result& r) {
+    const json::object body7 = read_txn(view_reads(lk));
+    r = co_await call("/v3/kv/txn", body7, deadline);
+    if (r.ec) co_return lock_view{};
+    lock_view v{first_in_line_of(response_at(r.body, 0), lk), response_kv(r.body, 1)};
+    if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
+    co_return r.ec ? lock_view{} : v;
+  }
+
   asio::awaitable<stored_kv> first_in_line(const lock_keys& lk, clock::time_point deadline, http_result& r) {
     const json::object body9 = read_txn(in_line_read(lk, 0, false));
     r = co_await call("/v3/kv/txn", body9, deadline);

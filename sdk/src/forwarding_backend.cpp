@@ -46,6 +46,17 @@ asio::awaitable<record_write_reply> forwarding_backend::write_record(std::string
   return inner_->write_record(std::move(key), std::move(owner), token, std::move(value), timeout);
 }
 
+asio::awaitable<list_reply> forwarding_backend::list(std::string prefix, std::string after, std::size_t limit,
+                                                     milliseconds timeout) {
+  return inner_->list(std::move(prefix), std::move(after), limit, timeout);
+}
+
+asio::awaitable<break_reply> forwarding_backend::break_lease(std::string key,
+                                                             std::optional<std::uint64_t> token,
+                                                             milliseconds timeout) {
+  return inner_->break_lease(std::move(key), token, timeout);
+}
+
 asio::awaitable<record_read_reply> forwarding_backend::read_record(std::string key, milliseconds timeout) {
   return inner_->read_record(std::move(key), timeout);
 }

@@ -261,6 +261,82 @@ class http_backend final : public backend {
     co_return with_outcome(std::move(out), r);
   }
 
+  // Sent only to a server that advertises `list_locks`, as proclaim is.
+  asio::awaitable<list_reply> list(std::string prefix, std::string after, std::size_t limit,
+                                   milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    list_reply out;
+    if (!co_await feature_ready(list_, no_list, timeout, out)) co_return out;
+    std::string target = base_path_ +
+                         "/v1/locks?prefix=" + boost::urls::encode(prefix, boost::urls::unreserved_chars) +
+                         "&limit=" + std::to_string(limit);
+    if (!after.empty()) target += "&after=" + boost::urls::encode(after, boost::urls::unreserved_chars);
+    auto r = co_await transport_->request("GET", std::move(target), {}, left(deadline));
+    if (!r.ec && r.status == 200) {
+      const auto* locks = r.body.is_object() ? r.body.as_object().if_contains("locks") : nullptr;
+      const auto* next = r.body.is_object() ? r.body.as_object().if_contains("next") : nullptr;
+      if (!locks || !locks->is_array() || !next || !(next->is_null() || next->is_string())) {
+        protocol(r, "list answer lacks locks or next");
+      } else {
+        if (next->is_string()) out.page.next = next->as_string();
+        for (const auto& l : locks->as_array()) {
+          listed_lock one;
+          std::uint64_t remaining = 0;
+          one.key = string_field(l, "key");
+          one.kind = string_field(l, "kind");
+          if (one.key.empty() || !uint_field(l, "token", one.holder.token) ||
+              !uint_field(l, "ttl_remaining_ms", remaining)) {
+            protocol(r, "list entry lacks key, token or ttl_remaining_ms");
+            break;
+          }
+          one.holder.owner = string_field(l, "owner");
+          one.holder.ttl_remaining = milliseconds(static_cast<std::int64_t>(remaining));
+          one.holder.value = string_field(l, "value");
+          one.client = string_field(l, "client");
+          uint_field(l, "waiters", one.waiters);
+          out.page.locks.push_back(std::move(one));
+        }
+      }
+    } else if (!r.ec && !lost_route(r, list_, no_list)) {
+      unexpected(r);
+    }
+    co_return with_outcome(std::move(out), r);
+  }
+
+  asio::awaitable<break_reply> break_lease(std::string key, std::optional<std::uint64_t> token,
+                                           milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    break_reply out;
+    if (!co_await feature_ready(break_, no_break, timeout, out)) co_return out;
+    json::object body;
+    if (token) body["token"] = *token;
+    auto r = co_await transport_->request("POST", lock_path(key) + "/break", json::serialize(body),
+                                          left(deadline));
+    if (!r.ec &&
+        (r.status == 200 || (r.status == 409 && string_field(r.body, "error") == "token_mismatch"))) {
+      std::uint64_t remaining = 0;
+      if (!uint_field(r.body, "token", out.holder.token) ||
+          !uint_field(r.body, "ttl_remaining_ms", remaining)) {
+        protocol(r, "break answer lacks token or ttl_remaining_ms");
+      } else {
+        out.holder.owner = string_field(r.body, "owner");
+        out.holder.ttl_remaining = milliseconds(static_cast<std::int64_t>(remaining));
+        out.holder.value = string_field(r.body, "value");
+        out.client = string_field(r.body, "client");
+        if (r.status == 409) {
+          r.ec = error::token_mismatch;
+          r.diagnostic = string_field(r.body, "message");
+        }
+      }
+    } else if (!r.ec && r.status == 404 && string_field(r.body, "error") == "not_held") {
+      r.ec = error::not_held;
+      r.diagnostic = string_field(r.body, "message");
+    } else if (!r.ec && !lost_route(r, break_, no_break)) {
+      unexpected(r);
+    }
+    co_return with_outcome(std::move(out), r);
+  }
+
   asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                         milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -369,7 +445,7 @@ class http_backend final : public backend {
     if (r.ec) co_return r;
     learned_at_ = std::chrono::steady_clock::now();
     if (r.status == 404) {
-      batch_ = proclaim_ = record_ = queue_ = support::no;
+      batch_ = proclaim_ = record_ = queue_ = list_ = break_ = support::no;
       co_return std::nullopt;
     }
     if (r.status != 200 || !r.body.is_object()) {
@@ -377,7 +453,7 @@ class http_backend final : public backend {
       if (r.status == 200) protocol(r, "capabilities answer is not a JSON object");
       co_return r;
     }
-    batch_ = proclaim_ = record_ = queue_ = support::no;
+    batch_ = proclaim_ = record_ = queue_ = list_ = break_ = support::no;
     std::uint64_t n = 0;
     const auto* features = r.body.as_object().if_contains("features");
     if (!features || !features->is_array()) co_return std::nullopt;
@@ -387,6 +463,8 @@ class http_backend final : public backend {
     };
     if (has("proclaim")) proclaim_ = support::yes;
     if (has("acquire_queue")) queue_ = support::yes;
+    if (has("list_locks")) list_ = support::yes;
+    if (has("break_lease")) break_ = support::yes;
     if (has("lock_record")) {
       record_ = support::yes;
       // Without the server's figure, the protocol's least (16 KiB).
@@ -479,12 +557,18 @@ class http_backend final : public backend {
       "this server does not support proclaim (no feature \"proclaim\" in /v1/capabilities)";
   static constexpr const char* no_queue =
       "this server does not queue acquires (no feature \"acquire_queue\" in /v1/capabilities)";
+  static constexpr const char* no_list =
+      "this server cannot list locks (no feature \"list_locks\" in /v1/capabilities)";
+  static constexpr const char* no_break =
+      "this server cannot break leases (no feature \"break_lease\" in /v1/capabilities)";
   static constexpr const char* no_record =
       "this server does not keep lock records (no feature \"lock_record\" in /v1/capabilities)";
   support batch_ = support::unknown;
   support proclaim_ = support::unknown;
   support record_ = support::unknown;
   support queue_ = support::unknown;
+  support list_ = support::unknown;
+  support break_ = support::unknown;
   std::size_t record_max_ = 0;
   std::chrono::steady_clock::time_point learned_at_{};
   std::size_t batch_max_ = 0;
@@ -518,6 +602,20 @@ asio::awaitable<record_read_reply> backend::read_record(std::string, millisecond
   record_read_reply out;
   out.ec = error::invalid_config;
   out.diagnostic = "this backend does not keep lock records (docs/protocol.md, \"record\")";
+  co_return out;
+}
+
+asio::awaitable<list_reply> backend::list(std::string, std::string, std::size_t, milliseconds) {
+  list_reply out;
+  out.ec = error::invalid_config;
+  out.diagnostic = "this backend cannot list locks (docs/protocol.md, \"list\")";
+  co_return out;
+}
+
+asio::awaitable<break_reply> backend::break_lease(std::string, std::optional<std::uint64_t>, milliseconds) {
+  break_reply out;
+  out.ec = error::invalid_config;
+  out.diagnostic = "this backend cannot break leases (docs/protocol.md, \"break\")";
   co_return out;
 }
 

@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "baton/lease.hpp"
 
-#include "boot_alarm.hpp"
 #include "lease_core.hpp"
-#include "renew_batcher.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -28,10 +26,6 @@ namespace detail {
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-std::chrono::microseconds since(const time_base& tb, clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(tb.now() - t);
-}
-
 // Release with retries on transport errors and 503s; the protocol makes every retry safe. A release whose
 // reply was lost, or answered 503 storage_unavailable, may have freed the lock: the retry then finds it
 // already_free.
@@ -43,191 +37,6 @@ asio::awaitable<release_reply> release_with_retries(std::shared_ptr<lease_core> 
       no_retry_hook);
   if (r.ec == error::request_timeout) r.ec = error::release_timeout;
   co_return r;
-}
-
-// The batch window of `c`'s renewals: the client's, or by default a hundredth of the lease's renew period.
-milliseconds batch_window(const lease_core& c) {
-  const auto& config = c.client->config;
-  if (config.renew_batch_window) return *config.renew_batch_window;
-  return default_batch_window(c.options.renew_every, config.request_timeout);
-}
-
-// Whether a renewal of `c` should wait for others: when the client's leases renew often enough that about one
-// other renewal falls due within the window (leases renewing × window ≥ this lease's renew period). Fewer
-// leases would pay the window's wait and the batcher's work for batches of one. With the default window
-// that is a client renewing 100 leases or more.
-bool worth_batching(const lease_core& c) {
-  const auto window = batch_window(c);
-  if (window.count() <= 0) return false;
-  return static_cast<double>(c.client->renewing) * static_cast<double>(window.count()) >=
-         static_cast<double>(c.options.renew_every.count());
-}
-
-// When to wake for the next look. A client renewing enough leases to batch them wakes each lease on a grid of
-// the batch window: renewals falling due within one step of it wake together, so the process wakes once per
-// step, not once per lease (at 10,000 leases, ~500 wake-ups a second instead of ~2,000). The wake is moved
-// later, by less than one window, and only when the renewal still has its whole request_timeout before the
-// deadline; a wake for the deadline itself (the loss) is never moved.
-clock::time_point wake_time(const lease_core& c) {
-  if (!worth_batching(c)) return c.fsm.wake_at();
-  return wake_on_grid(c.fsm.wake_at(), c.fsm.deadline(), batch_window(c), c.client->config.request_timeout);
-}
-
-// A deadline watch's handler: declares the loss if the deadline has passed without a confirmed renew.
-void on_deadline(lease_core& c, boost::system::error_code ec) {
-  if (!ec && c.fsm.poll(c.client->now()) == lease_fsm::action::declare_lost) c.publish();
-}
-
-// Declares the loss at the deadline, when the renewal task has ended by an exception while its request ran.
-void watch_deadline(const std::shared_ptr<lease_core>& c) {
-  auto watch = std::make_shared<timer>(*c->client, c->fsm.deadline());
-  boot_wake boot;
-  if (!c->client->manual) boot = wake_on_boot_clock(c->client->ex, c->fsm.deadline());
-  watch->async_wait(
-      [c, watch, boot = std::move(boot)](boost::system::error_code ec) { on_deadline(*c, ec); });
-}
-
-// The renewal task: carries out what the state machine decides, until the lease is no longer active.
-asio::awaitable<void> run_renewal(std::shared_ptr<lease_core> c) {
-  auto& cs = *c->client;
-  timer wake(cs);
-  // The deadline is watched on its own while a request runs: the loss is declared at that instant (and
-  // guarded work cancelled), not when the request's own, millisecond-rounded, timeout expires. A "renewed"
-  // that still arrives afterwards finds the lease lost and hands it back below. One timer for the task's
-  // life, re-armed per request: it dies with the frame, whose end cancels a wait still pending.
-  timer deadline_watch(cs);
-  // What the boot alarm keeps for the two timers; dropped when their waits end, and with the frame.
-  boot_wake wake_boot, deadline_boot;
-  // The probe of an outage (docs/design.md, "One renew at a time in an outage"). When this task ends while
-  // the server is still unanswering, nobody probes and nobody was woken to (it probed, or was woken to), the
-  // waiting lease whose deadline comes last is woken to probe in turn: it can probe the longest. One wake
-  // per hand-over: the leases lost together at one deadline do not each look for an heir.
-  struct probe_role {
-    client_shared& cs;
-    const timer* me;
-    ~probe_role() {
-      if (cs.prober == me) cs.prober = nullptr;
-      if (cs.heir == me) cs.heir = nullptr;
-      if (cs.outage && !cs.prober && !cs.heir && !cs.context_gone.load())
-        cs.heir = cs.on_probe_done.wake_latest();
-    }
-  } role{cs, &wake};
-  for (;;) {
-    auto action = c->fsm.poll(cs.now());
-    if (action == lease_fsm::action::declare_lost) {
-      c->publish();
-      co_return;
-    }
-    if (c->fsm.state() != lease_state::active) co_return;
-    if (action == lease_fsm::action::wait) {
-      wake.expires_at(wake_time(*c));
-      if (!cs.manual)
-        wake_boot = wake_on_boot_clock(cs.ex, wake.expiry());  // a renewal or the deadline, after a suspend
-      co_await wake.async_wait(use_tuple);
-      wake_boot.reset();
-      if (BATON_CANCELLED()) co_return;  // renewal stopped (release or abandonment)
-      continue;
-    }
-    if (cs.outage && cs.prober && cs.prober != &wake) {
-      // The server did not answer the last renew, and another lease's renew (the probe) is out, or backing
-      // off, to see whether it answers now: this one waits for the server to be back, or for its own
-      // deadline, instead of adding a request (and, with many leases, a storm of them) to a server that may
-      // be down. It is woken when the server answers, or to probe in turn when the prober's lease ends.
-      wake.expires_at(c->fsm.deadline());
-      if (!cs.manual) wake_boot = wake_on_boot_clock(cs.ex, wake.expiry());
-      {
-        wakeup_list::registration reg(cs.on_probe_done, &wake);
-        co_await wake.async_wait(use_tuple);
-      }
-      wake_boot.reset();
-      if (BATON_CANCELLED()) co_return;
-      continue;  // looks again: renew now (or probe), or declare the loss at the deadline
-    }
-    // The probe, when the server has not answered: until it answers, nobody else's renew goes out, and this
-    // lease keeps probing, with its own backoff, while it lasts.
-    if (cs.outage && !cs.prober) {
-      cs.prober = &wake;
-      cs.heir = nullptr;
-    }
-    // Renew. The request may take at most until the local deadline: an answer after it is worthless.
-    const auto sent = cs.now();
-    auto budget = std::min<clock::duration>(cs.config.request_timeout, c->fsm.deadline() - sent);
-    deadline_watch.expires_at(c->fsm.deadline());
-    if (!cs.manual) deadline_boot = wake_on_boot_clock(cs.ex, c->fsm.deadline());
-    deadline_watch.async_wait([c](boost::system::error_code ec) { on_deadline(*c, ec); });
-    // A renewal with its whole request_timeout ahead may wait up to the batch window for others; one that
-    // is short of time (retrying near the deadline) goes alone, at once. `sent` stays the instant it fell
-    // due, so the window only makes the next deadline earlier.
-    renew_reply r;
-    std::exception_ptr failure;
-    try {
-      if (worth_batching(*c) && budget >= cs.config.request_timeout) {
-        if (!cs.batcher) cs.batcher = std::make_shared<renew_batcher>(cs);
-        // The answer comes on `wake` (idle while a request runs): one frame fewer per renewal.
-        auto place = cs.batcher->join(c->key, c->owner, c->token, c->options.ttl, batch_window(*c),
-                                      std::chrono::ceil<milliseconds>(budget), wake);
-        if (!place.answered()) co_await wake.async_wait(use_tuple);
-        r = place.take();
-      } else {
-        r = co_await cs.backend->renew(c->key, c->owner, c->token, c->options.ttl,
-                                       std::chrono::ceil<milliseconds>(budget));
-      }
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    if (failure) {
-      // The task ends here, and its timer with it; the deadline is still declared on time.
-      watch_deadline(c);
-      std::rethrow_exception(failure);
-    }
-    deadline_watch.cancel();
-    deadline_boot.reset();
-    // Any answer, a refusal included, says the server is there; none says it may not be.
-    cs.outage = r.ec && r.ec != error::lease_lost;
-    if (!cs.outage && cs.prober) {
-      // Back: every lease waiting for the probe renews now (any lease's answer ends the outage).
-      cs.prober = nullptr;
-      cs.heir = nullptr;
-      cs.on_probe_done.wake_all();
-    }
-    if (BATON_CANCELLED()) co_return;
-    const auto now = cs.now();
-    if (!r.ec) {
-      if (c->fsm.on_renew_ok(sent, now) == lease_fsm::renew_outcome::too_late) {
-        // The server extended a lease we already gave up locally: hand it back so nobody waits for its TTL.
-        c->publish();
-        c->begin_release(false);
-        co_return;
-      }
-      auto latency = since(cs, sent);
-      cs.renews.fetch_add(1, std::memory_order_relaxed);
-      cs.last_renew_us.store(latency.count(), std::memory_order_relaxed);
-      for (auto m = cs.max_renew_us.load();
-           latency.count() > m && !cs.max_renew_us.compare_exchange_weak(m, latency.count());) {
-      }
-      cs.emit(lease_event::kind::renewed, c->key, c->token, latency);
-      c->publish();
-    } else if (r.ec == error::lease_lost) {
-      c->fsm.on_renew_refused(r.lost_reason.empty() ? r.diagnostic : r.lost_reason);
-      c->publish();
-      co_return;
-    } else {
-      // No definite answer (no reply, a 503 storage_unavailable, another server error): the server may or
-      // may not have extended its lease, so the local deadline stays where the last confirmed renew put it
-      // and the lease may still be ours. Retry while time remains.
-      c->fsm.on_renew_failed(now);
-      if (c->fsm.state() != lease_state::active || now >= c->fsm.deadline()) {
-        // No time left to retry in: the loss (declared at the deadline, or by the poll below) is the last
-        // word on this lease, and no renew_retry event follows it.
-        c->publish();
-        continue;
-      }
-      cs.renew_retries.fetch_add(1, std::memory_order_relaxed);
-      std::string why = r.ec == error::request_timeout ? "renew timed out" : r.ec.message();
-      cs.emit(lease_event::kind::renew_retry, c->key, c->token, since(cs, sent), why);
-      c->publish();
-    }
-  }
 }
 
 // An Asio strand's last copy unlinks its state from the context's strand service when it is destroyed, so a
@@ -286,6 +95,9 @@ void client_shared::context_shutdown() {
   // The manual clock's waits are this context's pending operations: destroyed with it, as Asio destroys
   // its timers' (their frames hold leases, which hold this state and the clock).
   if (manual) manual->drop_waits();
+  // The renewals' index holds the leases, which hold this state: let go of them, and of the timer, while
+  // its service exists.
+  renewals.drop_all();
   keep_strand_forever(ex);
 }
 
@@ -358,18 +170,11 @@ void lease_core::start() {
     self->publish();
     self->stop();
   });
-  renewal_running = true;
-  ++client->renewing;
-  asio::co_spawn(
-      client->ex, run_renewal(shared_from_this()),
-      asio::bind_cancellation_slot(stop_renewal.slot(), [self = shared_from_this()](std::exception_ptr) {
-        self->renewal_running = false;
-        --self->client->renewing;
-      }));
+  client->renewals.start(shared_from_this());
 }
 
 void lease_core::stop() {
-  if (renewal_running) stop_renewal.emit(asio::cancellation_type::terminal);
+  client->renewals.stop(*this);
 }
 
 std::shared_ptr<release_op> lease_core::begin_release(bool by_holder, milliseconds guard_wait) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The shared state behind a client, a lease handle and its renewal task. Private to the SDK.
+// The shared state behind a client, a lease handle and its renewal. Private to the SDK.
 //
 // Threads: fields marked "executor only" are touched only on the client's executor; every public entry point
 // hands its work to that executor first (co_spawn onto it), so a caller on another thread or strand never
@@ -11,6 +11,7 @@
 #include "baton/config.hpp"
 #include "baton/detail/co_spawn_relayed.hpp"
 #include "baton/detail/lease_fsm.hpp"
+#include "renewal_scheduler.hpp"
 #include "timer.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -74,9 +75,6 @@ class wakeup_list {
   std::list<timer*> waiters_;
 };
 
-struct lease_core;
-class renew_batcher;
-
 /// What a client shares with its leases (leases may outlive the client object). Its time_base is the client's
 /// strand and clock: every timer and every reading of the time in the SDK goes through it.
 struct client_shared : time_base, std::enable_shared_from_this<client_shared> {
@@ -91,16 +89,9 @@ struct client_shared : time_base, std::enable_shared_from_this<client_shared> {
   int in_flight = 0;        // acquire requests, and clean-ups of their grants, still running
   wakeup_list on_idle;      // woken when in_flight drops
   std::shared_ptr<renew_batcher> batcher;  // made at the first renewal that may join a batch
-  std::size_t renewing = 0;                // leases whose renewal task runs
+  renewal_scheduler renewals{*this};       // the leases' renewals
   /// Waiting acquires long-poll until then: the backend does not queue them (backend::acquire_queued).
   clock::time_point queue_unsupported_until{};
-  /// The server looks unreachable: the last renew answered came back without an answer (docs/design.md, "One
-  /// renew at a time in an outage"). While it does, one lease renews (the prober); the others wait for the
-  /// server to answer, or for their deadline.
-  bool outage = false;
-  const timer* prober = nullptr;  // the prober's renewal task (its wake timer), or none
-  const timer* heir = nullptr;    // a waiting task woken to probe next, until it runs
-  wakeup_list on_probe_done;      // tasks waiting for the server to answer
 
   // Any thread.
   std::atomic<bool> context_gone{false};  // the io_context is shut down or destroyed: post nothing to it
@@ -160,9 +151,8 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
 
   // Executor only.
   lease_fsm fsm;
-  wakeup_list on_state_change;  // wait_lost and with_lease's loss watch
-  boost::asio::cancellation_signal stop_renewal;
-  bool renewal_running = false;
+  wakeup_list on_state_change;      // wait_lost and with_lease's loss watch
+  renewal_scheduler::slot renewal;  // where its renewal stands
   std::shared_ptr<release_op> release;
   std::unique_ptr<baton::loss_watch> watch;  // the backend's watch on the key while active (null: none)
 
@@ -176,11 +166,11 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::string value;  // guarded by reason_mu: options.value, then what election::async_proclaim published
 
   /// The state as lease::state() reports it: the published one, lost once the deadline passed (the renewal
-  /// task may not have run yet at the deadline). Any thread.
+  /// scheduler may not have looked yet at the deadline). Any thread.
   lease_state observed_state() const;
   /// Copies the state machine's verdict to the thread-safe fields; wakes state waiters once not active.
   void publish();
-  /// Starts the renewal task, and the backend's loss watch (backend::watch_loss()).
+  /// Starts the renewal, and the backend's loss watch (backend::watch_loss()).
   void start();
   /// Stops renewal (release or abandonment). Executor only.
   void stop();

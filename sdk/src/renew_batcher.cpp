@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "renew_batcher.hpp"
 
+#include "lease_core.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -8,7 +10,9 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <exception>
 #include <span>
+#include <string>
 
 namespace baton::detail {
 namespace asio = boost::asio;
@@ -32,37 +36,23 @@ struct renew_batcher::batch {
   std::vector<renew_entry> entries;
   std::size_t n = 0;
   std::vector<renew_reply> replies;
-  std::vector<timer*> waiters;  // each entry's renewal waits on it; null once that renewal has gone
-  clock::time_point until{};    // the most patient entry's own timeout
+  std::vector<lease_core*> waiters;  // each entry's lease, to answer; null once its renewal was withdrawn
+  clock::time_point until{};         // the most patient entry's own timeout
   bool sent = false;
-  bool answered = false;
 };
 
-renew_batcher::place::place(std::shared_ptr<batch> b, timer& done)
+renew_batcher::place::place(std::shared_ptr<batch> b, lease_core& who)
     : b_(std::move(b)), i_(b_->waiters.size()) {
-  b_->waiters.push_back(&done);
+  b_->waiters.push_back(&who);
 }
 
 renew_batcher::place::~place() {
   if (b_) b_->waiters[i_] = nullptr;
 }
 
-bool renew_batcher::place::answered() const {
-  return b_->answered;
-}
-
-renew_reply renew_batcher::place::take() {
-  if (!b_->answered) {
-    renew_reply aborted;
-    aborted.ec = asio::error::operation_aborted;
-    return aborted;
-  }
-  return std::move(b_->replies[i_]);
-}
-
 renew_batcher::place renew_batcher::join(std::string_view key, std::string_view owner, std::uint64_t token,
                                          milliseconds ttl, milliseconds window, milliseconds timeout,
-                                         timer& done) {
+                                         lease_core& who) {
   if (!open_) {
     open_ = std::make_shared<batch>();
     auto b = open_;
@@ -76,7 +66,6 @@ renew_batcher::place renew_batcher::join(std::string_view key, std::string_view 
     auto t = std::make_shared<timer>(cs_, cs_.now() + window);
     t->async_wait([this, b, t, keep = cs_.shared_from_this()](boost::system::error_code) { flush(b); });
   }
-  done.expires_at(clock::time_point::max());
   open_->until = std::max(open_->until, cs_.now() + timeout);
   auto& b = *open_;
   if (b.n == b.entries.size()) b.entries.emplace_back();
@@ -85,7 +74,7 @@ renew_batcher::place renew_batcher::join(std::string_view key, std::string_view 
   e.owner.assign(owner);
   e.token = token;
   e.ttl = ttl;
-  place p(open_, done);
+  place p(open_, who);
   if (b.n >= max_entries) flush(open_);
   return p;
 }
@@ -104,13 +93,20 @@ asio::awaitable<void> renew_batcher::send(std::shared_ptr<batch> b, std::shared_
   // most the window.
   const auto n = b->n;
   auto budget = std::max(milliseconds(1), std::chrono::ceil<milliseconds>(b->until - cs_.now()));
-  if (n == 1) {
-    // Copied, not moved: the entry keeps its memory for a later batch.
-    const auto& e = b->entries.front();
-    b->replies.push_back(co_await cs_.backend->renew(e.key, e.owner, e.token, e.ttl, budget));
-  } else {
-    const std::span<const renew_entry> entries(b->entries.data(), n);
-    b->replies = co_await cs_.backend->renew_batch(entries, budget);
+  std::string failure;
+  try {
+    if (n == 1) {
+      // Copied, not moved: the entry keeps its memory for a later batch.
+      const auto& e = b->entries.front();
+      b->replies.push_back(co_await cs_.backend->renew(e.key, e.owner, e.token, e.ttl, budget));
+    } else {
+      const std::span<const renew_entry> entries(b->entries.data(), n);
+      b->replies = co_await cs_.backend->renew_batch(entries, budget);
+    }
+  } catch (const std::exception& x) {
+    // No answer: each lease retries, or is lost at its deadline, as after a timeout.
+    b->replies.clear();
+    failure = std::string("the batch's request failed: ") + x.what();
   }
   // The backend is done with the entries (renew_batch reads them until it completes).
   if (spare_entries_.size() < max_spare_entries) spare_entries_.push_back(std::move(b->entries));
@@ -121,12 +117,17 @@ asio::awaitable<void> renew_batcher::send(std::shared_ptr<batch> b, std::shared_
     b->replies.resize(n);
     for (auto i = answered; i < n; ++i) {
       b->replies[i].ec = error::server_error;
-      b->replies[i].diagnostic = "the batch's answer has no entry for this lease";
+      b->replies[i].diagnostic = failure.empty() ? "the batch's answer has no entry for this lease" : failure;
     }
   }
-  b->answered = true;
-  for (auto* t : b->waiters)
-    if (t) t->cancel();
+  // Looked up afresh for each entry: an answer may withdraw other leases' places (a loss handler releasing
+  // them), and may end its own lease.
+  for (std::size_t i = 0; i < n; ++i) {
+    auto* who = b->waiters[i];
+    if (!who) continue;
+    b->waiters[i] = nullptr;
+    renewal_answered(*who, std::move(b->replies[i]));
+  }
 }
 
 }  // namespace baton::detail

@@ -8,8 +8,7 @@
 // gathering only ever makes the deadline earlier, never later (docs/design.md, "Batch renewal").
 
 #include "baton/backend.hpp"
-
-#include "lease_core.hpp"
+#include "baton/config.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -20,26 +19,27 @@
 
 namespace baton::detail {
 
+struct client_shared;
+struct lease_core;
+
+/// Hands `c` the answer to its renew in a batch (renewal_scheduler::answered). Executor only.
+void renewal_answered(lease_core& c, renew_reply r);
+
 class renew_batcher {
   struct batch;
 
  public:
   explicit renew_batcher(client_shared& cs) : cs_(cs) {}
 
-  /// One renewal's place in its batch, held by the renewal while it waits for the answer. The batch points
-  /// at the renewal's timer only while the place lives, so an answer that arrives after the renewal has gone
-  /// (cancelled, or its coroutine frame destroyed) touches nothing.
+  /// One renewal's place in its batch, held by the lease while it waits for the answer. The batch points at
+  /// the lease only while the place lives, so an answer that arrives after the renewal was withdrawn (the
+  /// lease stopped, or is gone) touches nothing.
   class place {
    public:
-    place(std::shared_ptr<batch> b, timer& done);
+    place(std::shared_ptr<batch> b, lease_core& who);
     ~place();
     place(place&& other) noexcept : b_(std::move(other.b_)), i_(other.i_) {}
     place& operator=(place&&) = delete;
-    /// Whether the answer is in (`done` has been cancelled, or is about to be).
-    bool answered() const;
-    /// The answer; what backend::renew would answer. operation_aborted when the wait on `done` ended before
-    /// the answer came in (cancellation).
-    renew_reply take();
 
    private:
     std::shared_ptr<batch> b_;
@@ -47,14 +47,13 @@ class renew_batcher {
   };
 
   /// Adds one lease's renewal (renew `key` held by `owner` with `token` for `ttl`) to the batch gathering
-  /// the others falling due within the window; a renewal that finds no batch gathering opens one, which leaves
-  /// `window` later (that lease's window: leases of other renew periods may join it). The key and owner are copied into an entry whose memory an
-  /// earlier batch left behind. `timeout` bounds the wait for the batch to leave plus its round trip. `done`
-  /// (the renewal's own timer, which must outlive the place) is set to expire never, and is cancelled when
-  /// the answer is in: the renewal waits on it, then takes the answer from the place. No coroutine frame
-  /// per renewal. Executor only.
+  /// the others falling due within the window; a renewal that finds no batch gathering opens one, which
+  /// leaves `window` later (that lease's window: leases of other renew periods may join it). The key and
+  /// owner are copied into an entry whose memory an earlier batch left behind. `timeout` bounds the wait for
+  /// the batch to leave plus its round trip. The answer goes to `who` by renewal_answered(), while the place
+  /// lives. No coroutine frame per renewal. Executor only.
   place join(std::string_view key, std::string_view owner, std::uint64_t token, milliseconds ttl,
-             milliseconds window, milliseconds timeout, timer& done);
+             milliseconds window, milliseconds timeout, lease_core& who);
 
  private:
   void flush(std::shared_ptr<batch> b);

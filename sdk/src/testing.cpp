@@ -288,6 +288,60 @@ asio::awaitable<record_read_reply> memory_backend::read_record(std::string key, 
   co_return co_await serve<record_read_reply>(timeout, std::move(read));
 }
 
+asio::awaitable<list_reply> memory_backend::list(std::string prefix, std::string after, std::size_t limit,
+                                                 milliseconds timeout) {
+  ++calls_.list;
+  std::function<list_reply()> read = [this, prefix, after, limit] {
+    list_reply r;
+    if (limit == 0) {
+      r.ec = error::bad_request;
+      r.diagnostic = "limit must be at least 1";
+      return r;
+    }
+    // The map is in key order, as a listing is.
+    for (auto it = locks_.upper_bound(after); it != locks_.end(); ++it) {
+      if (!it->first.starts_with(prefix)) {
+        if (it->first > prefix) break;
+        continue;
+      }
+      if (r.page.locks.size() == limit) {
+        r.page.next = r.page.locks.back().key;
+        break;
+      }
+      const auto& l = it->second;
+      r.page.locks.push_back(
+          {it->first, "lock", holder_info{l.owner, l.token, remaining(l.expiry), l.value}, {}, 0});
+    }
+    return r;
+  };
+  co_return co_await serve<list_reply>(timeout, std::move(read));
+}
+
+asio::awaitable<break_reply> memory_backend::break_lease(std::string key, std::optional<std::uint64_t> token,
+                                                         milliseconds timeout) {
+  ++calls_.break_lease;
+  std::function<break_reply()> effect = [this, key, token] {
+    break_reply r;
+    auto it = locks_.find(key);
+    if (it == locks_.end()) {
+      r.ec = error::not_held;
+      r.diagnostic = "the lock is not held";
+      return r;
+    }
+    const auto& l = it->second;
+    r.holder = holder_info{l.owner, l.token, remaining(l.expiry), l.value};
+    if (token && *token != l.token) {
+      r.ec = error::token_mismatch;
+      r.diagnostic = "the lock is held with another token";
+      return r;
+    }
+    locks_.erase(it);
+    changed();
+    return r;
+  };
+  co_return co_await serve<break_reply>(timeout, std::move(effect));
+}
+
 std::optional<lock_record> memory_backend::record(const std::string& key) const {
   auto it = records_.find(key);
   if (it == records_.end()) return std::nullopt;

@@ -14,7 +14,9 @@
 namespace baton::detail {
 namespace asio = boost::asio;
 
-manual_clock::~manual_clock() { drop_waits(); }
+manual_clock::~manual_clock() {
+  drop_waits();
+}
 
 void manual_clock::drop_waits() {
   // Nothing runs the waits any more: their handlers are destroyed, as an io_context destroys its own. Taken

@@ -85,6 +85,9 @@ void append_lost(text& out, lost_reason reason) {
       // Another token than the holder's, older or never issued: only the holder's own token renews.
       append_member(out, "message", "the lock is held by this owner with another token");
       break;
+    case lost_reason::broken:
+      append_member(out, "message", "the lease was broken by an operator (baton break)");
+      break;
   }
 }
 
@@ -130,6 +133,25 @@ response error_answer(const answer_context& c, const api_error& e) {
                        error_text(c.mem, e.code, e.message));
 }
 
+namespace {
+// 409 {"error","message","owner","client","token","ttl_remaining_ms","value"}: a refusal that names the
+// holder (an acquire's `held`, a break's `token_mismatch`).
+response holder_refusal(const answer_context& c, std::string_view code, std::string_view message,
+                        const lease_view& h) {
+  text o(c.mem);
+  o += '{';
+  append_member(o, "error", code);
+  append_member(o, "message", message);
+  append_member(o, "owner", h.owner);
+  if (!h.client.empty()) append_member(o, "client", h.client);
+  append_member(o, "token", h.token);
+  append_member(o, "ttl_remaining_ms", h.remaining.count());
+  append_member(o, "value", h.value);
+  o += '}';
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+}
+}  // namespace
+
 response acquire_answer(const answer_context& c, const std::string& key, const acquire_request& r,
                         const acquire_result& result, std::optional<milliseconds> queued) {
   if (auto* g = std::get_if<acquire_granted>(&result)) {
@@ -144,18 +166,8 @@ response acquire_answer(const answer_context& c, const std::string& key, const a
     }
     return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(body));
   }
-  const auto& h = std::get<acquire_refused>(result).holder;
-  text o(c.mem);
-  o += '{';
-  append_member(o, "error", "held");
-  append_member(o, "message", "the lock is held by another owner");
-  append_member(o, "owner", h.owner);
-  if (!h.client.empty()) append_member(o, "client", h.client);
-  append_member(o, "token", h.token);
-  append_member(o, "ttl_remaining_ms", h.remaining.count());
-  append_member(o, "value", h.value);
-  o += '}';
-  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  return holder_refusal(c, "held", "the lock is held by another owner",
+                        std::get<acquire_refused>(result).holder);
 }
 
 // 409 {"error":"lost","reason","message"}: a renew's refusal, and a proclaim's and a record write's.
@@ -248,6 +260,56 @@ response get_answer(const answer_context& c, const std::string& key, const std::
   return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
                        lease_body(c.mem, key, view->owner, view->token, "ttl_remaining_ms",
                                   view->remaining.count(), view->client, view->value));
+}
+
+response list_answer(const answer_context& c, const list_page& page) {
+  text o(c.mem);
+  o.reserve(32 + page.leases.size() * 160);
+  o += R"({"locks":[)";
+  for (std::size_t i = 0; i < page.leases.size(); ++i) {
+    const auto& l = page.leases[i];
+    text entry(c.mem);
+    entry += '{';
+    append_member(entry, "key", l.key);
+    // Room for other kinds of holder (semaphores) in the same listing: a client skips kinds it does not know.
+    append_member(entry, "kind", "lock");
+    append_member(entry, "owner", l.lease.owner);
+    if (!l.lease.client.empty()) append_member(entry, "client", l.lease.client);
+    append_member(entry, "token", l.lease.token);
+    append_member(entry, "ttl_remaining_ms", l.lease.remaining.count());
+    append_member(entry, "value", l.lease.value);
+    append_member(entry, "waiters", l.waiters);
+    entry += '}';
+    if (i) o += ',';
+    o += entry;
+  }
+  o += R"(],"next":)";
+  if (page.more)
+    append_json_string(o, page.leases.back().key);
+  else
+    o += "null";
+  o += '}';
+  return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(o));
+}
+
+response break_answer(const answer_context& c, const std::string& key, const break_result& result) {
+  if (std::holds_alternative<break_not_held>(result))
+    return error_answer(c, {404, "not_held", "the lock is not held (it is free, or its lease expired)"});
+  if (const auto* b = std::get_if<lease_broken>(&result)) {
+    text o(c.mem);
+    o += '{';
+    append_member(o, "key", key);
+    o += R"(,"broken":true)";
+    append_member(o, "owner", b->lease.owner);
+    if (!b->lease.client.empty()) append_member(o, "client", b->lease.client);
+    append_member(o, "token", b->lease.token);
+    append_member(o, "ttl_remaining_ms", b->lease.remaining.count());
+    o += '}';
+    return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(o));
+  }
+  return holder_refusal(c, "token_mismatch",
+                        "the lock is held with another token than the one named; nothing changed",
+                        std::get<break_token_mismatch>(result).holder);
 }
 
 }  // namespace baton::server

@@ -88,5 +88,11 @@ response record_write_answer(const answer_context& c, const std::string& key,
 response record_read_answer(const answer_context& c, const std::string& key,
                             const std::optional<lock_record>& record);
 response get_answer(const answer_context& c, const std::string& key, const std::optional<lease_view>& view);
+/// 200 {"locks":[{"key","kind":"lock","owner","client","token","ttl_remaining_ms","value","waiters"},...],
+/// "next"}: `next` is the cursor of the following page (the last key shown), or null after the last page.
+response list_answer(const answer_context& c, const list_page& page);
+/// 200 {"key","broken":true,"owner","client","token","ttl_remaining_ms"}; 404 not_held; 409
+/// token_mismatch naming the holder (as a 409 held does).
+response break_answer(const answer_context& c, const std::string& key, const break_result& result);
 
 }  // namespace baton::server

@@ -98,7 +98,9 @@ token_table parse_tokens(std::string_view text, std::string_view source) {
     if (fields.empty() || fields[0].starts_with('#')) continue;
     if (has_control_chars(line)) throw fail("control characters are not allowed (only spaces and tabs)");
     if (fields.size() < 2)
-      throw fail("expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>|max_locks=<N>]...\"");
+      throw fail(
+          "expected \"sha256:<64 hex digits> <name> "
+          "[rw:<prefix>|ro:<prefix>|admin:<prefix>|max_locks=<N>]...\"");
     auto hash = parse_hash(fields[0]);
     if (!hash) throw fail("token hash must be \"sha256:\" followed by 64 hex digits (SHA-256 of the token)");
     if (auto it = seen.find(*hash); it != seen.end())
@@ -120,13 +122,20 @@ token_table parse_tokens(std::string_view text, std::string_view source) {
         continue;
       }
       grant g;
-      if (f.starts_with("rw:"))
+      std::string_view prefix;
+      if (f.starts_with("rw:")) {
         g.level = access::write;
-      else if (f.starts_with("ro:"))
+        prefix = f.substr(3);
+      } else if (f.starts_with("ro:")) {
         g.level = access::read;
-      else
-        throw fail("permission \"" + std::string(f) + "\" must be rw:<prefix>, ro:<prefix> or max_locks=<N>");
-      std::string_view prefix = f.substr(3);
+        prefix = f.substr(3);
+      } else if (f.starts_with("admin:")) {
+        g.level = access::admin;
+        prefix = f.substr(6);
+      } else {
+        throw fail("permission \"" + std::string(f) +
+                   "\" must be rw:<prefix>, ro:<prefix>, admin:<prefix> or max_locks=<N>");
+      }
       if (prefix.empty())
         throw fail("permission \"" + std::string(f) + "\" has no prefix (write * for every key)");
       if (prefix.size() > max_key_bytes)
@@ -171,7 +180,7 @@ std::optional<std::size_t> lock_quota(const token_table& table, std::string_view
 
 bool permits(const client_entry& client, std::string_view key, access level) {
   for (const auto& g : client.grants)
-    if (key.starts_with(g.prefix) && (level == access::read || g.level == access::write)) return true;
+    if (key.starts_with(g.prefix) && g.level >= level) return true;
   return false;
 }
 
@@ -219,11 +228,24 @@ decision authorize(const token_table& table, std::string_view authorization, con
   if (target.what == lock_target::kind::metrics || target.what == lock_target::kind::capabilities ||
       target.what == lock_target::kind::renew_batch)
     return client->name;
-  // A record is read as the lock is (GET), and written as the lease is renewed (write access).
-  const access need = target.what == lock_target::kind::get || target.what == lock_target::kind::record_read
-                          ? access::read
-                          : access::write;
+  // A record is read as the lock is (GET), and written as the lease is renewed (write access). A listing
+  // reads every key under its prefix (the target's key): read access to the prefix itself. A break ends
+  // another client's lease: admin access only (docs/security.md).
+  using kind = lock_target::kind;
+  const access need =
+      target.what == kind::get || target.what == kind::record_read || target.what == kind::list ? access::read
+      : target.what == kind::break_lease ? access::admin
+                                         : access::write;
   if (!permits(*client, target.key, need)) {
+    if (need == access::admin)
+      return api_error{
+          403, "admin_required",
+          "client \"" + client->name + "\" may not break leases of this key (needs admin:<prefix>)"};
+    if (target.what == kind::list)
+      return api_error{403, "forbidden",
+                       "client \"" + client->name +
+                           "\" may not read every key under this prefix (needs "
+                           "ro:, rw: or admin: with a prefix it starts with)"};
     if (need == access::write && permits(*client, target.key, access::read))
       return api_error{403, "forbidden", "client \"" + client->name + "\" may only read this key"};
     return api_error{403, "forbidden", "client \"" + client->name + "\" has no access to this key"};

@@ -7,13 +7,15 @@
 // Tokens file (docs/security.md): one client per line, fields separated by spaces or tabs,
 //
 //   # comment lines and blank lines are ignored
-//   sha256:<64 hex digits> <name> [rw:<prefix> | ro:<prefix> | max_locks=<N>]...
+//   sha256:<64 hex digits> <name> [rw:<prefix> | ro:<prefix> | admin:<prefix> | max_locks=<N>]...
 //
 // The hash is SHA-256 of the bearer token, so the file holds no secret. `rw:` grants acquire, renew,
 // release and get on keys that start with the prefix; `ro:` grants get (and long-poll) only; `*` as the
-// prefix means every key. A client with no grant may still read /metrics. Several lines may share a name
-// (two tokens of one client during a rotation): the name is the identity a lease is bound to.
-// `max_locks=N` caps the locks the client may hold at once (the smallest N on any of its lines applies).
+// prefix means every key. `admin:` grants what `rw:` does and an operator's break of other clients' leases
+// (POST /v1/locks/{key}/break); files without it mean what they always did. A client with no grant may still
+// read /metrics. Several lines may share a name (two tokens of one client during a rotation): the name is the
+// identity a lease is bound to. `max_locks=N` caps the locks the client may hold at once (the smallest N on
+// any of its lines applies).
 
 #include "protocol.hpp"
 
@@ -32,7 +34,8 @@ namespace baton::server::auth {
 
 using digest = std::array<unsigned char, 32>;
 
-enum class access { read, write };
+/// Ordered: each level grants what the ones below it do.
+enum class access { read, write, admin };
 
 struct grant {
   std::string prefix;  // empty: every key (written `*` in the file)
@@ -77,7 +80,7 @@ bool constant_time_equal(const unsigned char* a, const unsigned char* b, std::si
 /// any) matched.
 const client_entry* find_client(const token_table& table, std::string_view token);
 
-/// Whether `client` may use `key` at `level` (a write grant implies read).
+/// Whether `client` may use `key` at `level` (an admin grant implies write, a write grant read).
 bool permits(const client_entry& client, std::string_view key, access level);
 
 /// The token of an `Authorization: Bearer <token>` header value, or nullopt when it is not one.
@@ -94,7 +97,8 @@ decision authenticate(const token_table& table, std::string_view authorization);
 std::optional<std::size_t> lock_quota(const token_table& table, std::string_view name);
 
 /// Decides one request. `/healthz` is open (returns an empty name); `/metrics` and `/v1/capabilities` need
-/// any valid token; a `GET` of a key needs read access to it; acquire, renew and release need write access.
+/// any valid token; a `GET` of a key needs read access to it, a listing read access to its prefix; acquire,
+/// renew and release need write access; a break needs admin access (403 `admin_required`).
 /// `POST /v1/renew` itself needs any valid token, like `/metrics`: its keys are in the body.
 decision authorize(const token_table& table, std::string_view authorization, const lock_target& target);
 

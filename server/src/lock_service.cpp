@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "lock_service.hpp"
 
+#include "baton/common/log.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -323,6 +325,59 @@ asio::awaitable<std::optional<lease_view>> lock_service::get(std::string_view ke
   }
   if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
   co_return view;
+}
+
+asio::awaitable<list_page> lock_service::list(std::string_view prefix, std::string_view after,
+                                              std::size_t limit) {
+  list_page answer;
+  std::uint64_t lsn;
+  {
+    std::lock_guard lk(mu_);
+    answer = table_.list(prefix, after, limit, now_());
+    if (!queues_.empty())
+      for (auto& l : answer.leases)
+        if (auto q = queues_.find(l.key); q != queues_.end()) l.waiters = q->second.size();
+    lsn = journal_.last_appended();
+  }
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
+  metrics_.list_pages.fetch_add(1, std::memory_order_relaxed);
+  co_return answer;
+}
+
+asio::awaitable<break_result> lock_service::break_lease(std::string_view key,
+                                                        std::optional<std::uint64_t> token,
+                                                        std::string_view by) {
+  break_result result;
+  std::uint64_t lsn;
+  {
+    std::lock_guard lk(mu_);
+    refuse_if_failed();
+    const auto now = now_();
+    // An expired lease is logged as expired, as any answer that shows it gone does; then it is not held.
+    expire_due_locked(key, now);
+    result = table_.break_lease(key, token, now);
+    if (auto* b = std::get_if<lease_broken>(&result)) {
+      // Logged as a release: replay frees the key exactly as it must, and the log format (and a downgrade)
+      // is unchanged. Who broke it is in the audit line, not in the log (docs/design.md).
+      removed_locked(key, release_result{release_outcome::released, b->lease.token}, now);
+    }
+    lsn = journal_.last_appended();
+  }
+  if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
+  if (const auto* b = std::get_if<lease_broken>(&result)) {
+    metrics_.break_broken.fetch_add(1, std::memory_order_relaxed);
+    log::warn("lease_broken", {{"by", by},
+                               {"key", key},
+                               {"token", b->lease.token},
+                               {"owner", b->lease.owner},
+                               {"client", b->lease.client},
+                               {"remaining_ms", b->lease.remaining.count()}});
+  } else if (std::holds_alternative<break_not_held>(result)) {
+    metrics_.break_not_held.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    metrics_.break_token_mismatch.fetch_add(1, std::memory_order_relaxed);
+  }
+  co_return result;
 }
 
 void lock_service::set_lock_limit(std::size_t max_locks) {

@@ -129,6 +129,19 @@ class lock_service {
                                                  std::uint64_t token, std::string_view client = {});
   boost::asio::awaitable<std::optional<lease_view>> get(std::string_view key);
 
+  /// A page of the held locks under `prefix` after `after` (lock_table::list), each with the number of
+  /// queued acquires waiting for it; answered once every record the page could reflect is durable, as get().
+  boost::asio::awaitable<list_page> list(std::string_view prefix, std::string_view after, std::size_t limit);
+
+  /// An operator's break of `key` (lock_table::break_lease; `token`, if given, must be the holder's). A
+  /// broken lease is logged as a release and durable before the answer, wakes the key's long-polls and hands
+  /// the key to its queue, as a release does; the next grant takes a larger token, as always. `by` is the
+  /// authenticated name of the operator (empty without authentication), written in the audit line
+  /// (`event=lease_broken`) once the break is durable. An expired lease is logged as expired first, and the
+  /// break then finds the key not held.
+  boost::asio::awaitable<break_result> break_lease(std::string_view key, std::optional<std::uint64_t> token,
+                                                   std::string_view by = {});
+
   /// A queued acquire (feature acquire_queue): granted at once when the key is free and nobody waits for it,
   /// or when the caller holds it; otherwise the request joins the key's queue and is granted, first come
   /// first served, the moment the key is released or expires, its TTL counted from then. When `wait` passes

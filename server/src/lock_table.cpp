@@ -13,6 +13,8 @@ std::string_view to_string(lost_reason r) {
       return "owner_mismatch";
     case lost_reason::token_mismatch:
       return "token_mismatch";
+    case lost_reason::broken:
+      return "broken";
   }
   return "not_held";
 }
@@ -88,7 +90,14 @@ lease_entry* lock_table::held_lease(std::string_view key, std::string_view owner
     why = lost_reason::token_mismatch;
   else
     return &*it;
+  why = refine(key, token, why);
   return nullptr;
+}
+
+lost_reason lock_table::refine(std::string_view key, std::uint64_t token, lost_reason why) const {
+  if (broken_.empty()) return why;
+  auto it = broken_.find(key);
+  return it != broken_.end() && it->second == token ? lost_reason::broken : why;
 }
 
 renew_result lock_table::renew(std::string_view key, std::string_view owner, std::uint64_t token,
@@ -155,6 +164,43 @@ release_result lock_table::release(std::string_view key, std::string_view owner,
   std::uint64_t removed = r.token;
   erase(it);
   return {release_outcome::released, removed};
+}
+
+list_page lock_table::list(std::string_view prefix, std::string_view after, std::size_t limit,
+                           time_point now) const {
+  limit = std::max<std::size_t>(limit, 1);
+  std::vector<map_type::const_pointer> found;
+  for (const auto& entry : leases_)
+    if (entry.first.starts_with(prefix) && std::string_view(entry.first) > after &&
+        !expired(entry.second, now))
+      found.push_back(&entry);
+  const auto by_key = [](auto a, auto b) { return a->first < b->first; };
+  list_page page;
+  page.more = found.size() > limit;
+  const auto shown = std::min(found.size(), limit);
+  std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(shown), found.end(), by_key);
+  page.leases.reserve(shown);
+  for (std::size_t i = 0; i < shown; ++i)
+    page.leases.push_back({found[i]->first, view_of(found[i]->second, now)});
+  return page;
+}
+
+break_result lock_table::break_lease(std::string_view key, std::optional<std::uint64_t> token,
+                                     time_point now) {
+  auto it = leases_.find(key);
+  if (it == leases_.end() || expired(it->second, now)) return break_not_held{};
+  if (token && it->second.token != *token) return break_token_mismatch{view_of(it->second, now)};
+  lease_broken out{view_of(it->second, now)};
+  auto [b, added] = broken_.insert_or_assign(it->first, it->second.token);
+  if (added) {
+    broken_order_.push_back(it->first);
+    if (broken_order_.size() > broken_memory) {
+      broken_.erase(broken_order_.front());
+      broken_order_.pop_front();
+    }
+  }
+  erase(it);  // out of the expiry index too, and its client's count
+  return out;
 }
 
 void lock_table::mark_logged(std::string_view key, std::uint64_t token, std::uint64_t seq) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,7 +100,9 @@ using acquire_result = std::variant<acquire_granted, acquire_refused>;
 
 /// Why a renew was refused. A lease past its expiry is exactly like an absent one (not_held): the answer
 /// never depends on whether the expiry sweep has removed it yet.
-enum class lost_reason { not_held, owner_mismatch, token_mismatch };
+/// `broken`: the request's token is the one an operator's break ended on this key (break_lease); the table
+/// remembers the last few broken tokens so the holder is told why, in memory only (docs/design.md).
+enum class lost_reason { not_held, owner_mismatch, token_mismatch, broken };
 std::string_view to_string(lost_reason r);
 
 struct renew_ok {
@@ -169,6 +172,32 @@ struct expired_lock {
   std::uint64_t token;
 };
 
+/// One held lock of a listing (lock_table::list): its key and what a reader sees of it. `waiters` counts
+/// the queued acquires waiting for the key, which the table does not know of: lock_service fills it in.
+struct listed_lease {
+  std::string key;
+  lease_view lease;
+  std::size_t waiters = 0;
+};
+
+/// One page of a listing: unexpired leases in key order; `more` when keys after the last one match too.
+struct list_page {
+  std::vector<listed_lease> leases;
+  bool more = false;
+};
+
+/// An operator's break (lock_table::break_lease) ended this lease: it is no longer in the table.
+struct lease_broken {
+  lease_view lease;
+};
+/// No unexpired lease holds the key: nothing to break.
+struct break_not_held {};
+/// The key is held with another token than the one the operator named: nothing changed.
+struct break_token_mismatch {
+  lease_view holder;
+};
+using break_result = std::variant<lease_broken, break_not_held, break_token_mismatch>;
+
 /// One entry of a snapshot (what a restart needs to restore).
 struct snapshot_entry {
   std::string key;
@@ -230,6 +259,19 @@ class lock_table {
   /// (an expired record is removed, and removed_token says so).
   release_result release(std::string_view key, std::string_view owner, std::uint64_t token, time_point now,
                          std::string_view client = {});
+
+  /// The unexpired leases whose key starts with `prefix` and sorts after `after` (bytewise; empty: from the
+  /// first), at most `limit` of them (at least 1), in key order. Scans the whole table: a page costs O(n)
+  /// plus O(limit log limit), wherever the cursor is (docs/design.md, "Listing locks").
+  list_page list(std::string_view prefix, std::string_view after, std::size_t limit, time_point now) const;
+
+  /// An operator ends the lease of `key` (docs/protocol.md, "break"): removed like a release, whoever holds
+  /// it, when it is unexpired and `token`, if given, is its token. The broken token is remembered (the last
+  /// broken_memory of them), so that its holder's renew, proclaim or record write is refused `broken`. An
+  /// expired lease is not held: break_not_held, and it stays for the sweep (or expire_key) to log.
+  break_result break_lease(std::string_view key, std::optional<std::uint64_t> token, time_point now);
+  /// How many broken (key, token) pairs the table remembers for the `broken` reason.
+  static constexpr std::size_t broken_memory = 1024;
 
   /// Records that the log position `seq` holds the latest record about the lease `key` has with `token`.
   void mark_logged(std::string_view key, std::uint64_t token, std::uint64_t seq);
@@ -309,8 +351,15 @@ class lock_table {
   lease_entry* held_lease(std::string_view key, std::string_view owner, std::uint64_t token, time_point now,
                           std::string_view client, lost_reason& why);
 
+  /// `why` refined: `broken` when `token` is the last one broken on `key`.
+  lost_reason refine(std::string_view key, std::uint64_t token, lost_reason why) const;
+
   map_type leases_;
   expiry_index<lease_entry> expiry_;
+  // The last broken token of each key, and the keys in the order they were broken (oldest first), so the
+  // memory stays bounded by broken_memory.
+  std::unordered_map<std::string, std::uint64_t, string_hash, std::equal_to<>> broken_;
+  std::deque<std::string> broken_order_;
   std::unordered_map<std::string, lock_record, string_hash, std::equal_to<>> records_;
   std::size_t max_records_ = SIZE_MAX;
   std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;

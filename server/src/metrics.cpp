@@ -61,6 +61,10 @@ std::string_view to_string(route r) {
       return "record_write";
     case route::record_read:
       return "record_read";
+    case route::list:
+      return "list";
+    case route::break_lease:
+      return "break";
     case route::other:
     case route::count_:
       break;
@@ -128,6 +132,10 @@ std::string server_metrics::render() const {
   outcome("release", "already_free", release_already_free);
   outcome("release", "not_owner", release_not_owner);
   outcome("expire", "expired", expired);
+  outcome("break", "broken", break_broken);
+  outcome("break", "not_held", break_not_held);
+  outcome("break", "token_mismatch", break_token_mismatch);
+  outcome("list", "page", list_pages);
   outcome("acquire_queue", "wait_passed", queue_wait_passed);
   outcome("acquire_queue", "left", queue_left);
 

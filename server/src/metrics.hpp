@@ -39,6 +39,8 @@ enum class route {
   proclaim,
   record_write,
   record_read,
+  list,
+  break_lease,
   other,
   count_
 };
@@ -68,6 +70,10 @@ struct server_metrics {
   std::atomic<std::uint64_t> record_found{0}, record_missing{0};
   std::atomic<std::uint64_t> release_released{0}, release_already_free{0}, release_not_owner{0};
   std::atomic<std::uint64_t> expired{0};
+  /// Operators' breaks (POST /v1/locks/{key}/break): a lease ended, a free key (404 not_held), and a key
+  /// held with another token than the one named (409 token_mismatch). Listing pages answered.
+  std::atomic<std::uint64_t> break_broken{0}, break_not_held{0}, break_token_mismatch{0};
+  std::atomic<std::uint64_t> list_pages{0};
   std::atomic<std::int64_t> locks_held{0};
   std::atomic<std::int64_t> waiters{0};
   /// Queued acquires (feature acquire_queue): waiting now; answered with the holder once their wait

@@ -399,6 +399,20 @@ std::variant<release_request, api_error> parse_release(std::string_view body) {
   return r;
 }
 
+std::variant<break_request, api_error> parse_break(std::string_view body) {
+  body_arena arena;
+  auto parsed = parse_object(body, &arena.resource);
+  if (auto* e = std::get_if<api_error>(&parsed)) return std::move(*e);
+  const auto& o = std::get<json::object>(parsed);
+  break_request r;
+  if (o.contains("token")) {
+    std::uint64_t token = 0;
+    if (auto e = get_uint(o, "token", 1, max_token, token)) return std::move(*e);
+    r.token = token;
+  }
+  return r;
+}
+
 std::variant<proclaim_request, api_error> parse_proclaim(std::string_view body) {
   body_arena arena;
   auto parsed = parse_object(body, &arena.resource);
@@ -455,6 +469,7 @@ std::variant<lock_target::kind, api_error> route_of(boost::urls::url_view u) {
   if (parts.size() == 1 && parts[0] == "healthz") return kind::healthz;
   if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "capabilities") return kind::capabilities;
   if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "renew") return kind::renew_batch;
+  if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "locks") return kind::list;
   // A key is one segment whatever it holds (an empty one included: that is a bad key, not another route);
   // a raw '/' in a key makes more segments, and so another route or none.
   if (parts.size() < 3 || parts.size() > 4 || parts[0] != "v1" || parts[1] != "locks")
@@ -465,6 +480,7 @@ std::variant<lock_target::kind, api_error> route_of(boost::urls::url_view u) {
   if (parts[3] == "release") return kind::release;
   if (parts[3] == "proclaim") return kind::proclaim;
   if (parts[3] == "record") return kind::record_read;
+  if (parts[3] == "break") return kind::break_lease;
   return api_error{404, "not_found", "no such route: " + std::string(u.encoded_path())};
 }
 }  // namespace
@@ -476,12 +492,47 @@ std::variant<lock_target::kind, api_error> parse_route(std::string_view target) 
 }
 
 namespace {
+// The query of a listing: `prefix` (0 to 512 bytes, a key's characters; none: every key), `after` (a key)
+// and `limit` (1 to max_list_limit). Unknown parameters are ignored; a known one given twice is refused.
+std::variant<lock_target, api_error> decode_list(boost::urls::url_view u, lock_target t) {
+  bool prefix_seen = false;
+  for (auto param : u.params()) {
+    if (param.key == "prefix" || param.key == "after") {
+      const bool is_prefix = param.key == "prefix";
+      if (is_prefix ? prefix_seen : t.after.has_value())
+        return bad_request("query parameter " + std::string(param.key) + " is given more than once");
+      std::string v = param.has_value ? param.value : std::string();
+      // An empty prefix is every key; an empty cursor is the start. Otherwise each is checked as a key.
+      if (!v.empty())
+        if (auto why = key_fault(v))
+          return bad_request("query parameter " + std::string(param.key) + " " + why +
+                             " after percent-decoding");
+      if (is_prefix) {
+        prefix_seen = true;
+        t.key = std::move(v);
+      } else {
+        t.after = std::move(v);
+      }
+      continue;
+    }
+    if (param.key != "limit") continue;
+    if (t.limit) return bad_request("query parameter limit is given more than once");
+    auto v = param.has_value ? parse_decimal(param.value) : std::nullopt;
+    if (!v || *v < 1 || *v > max_list_limit)
+      return bad_request("query parameter limit must be an integer from 1 to " +
+                         std::to_string(max_list_limit));
+    t.limit = *v;
+  }
+  return t;
+}
+
 // The key and the query of a target whose route is known.
 std::variant<lock_target, api_error> decode_target(boost::urls::url_view u, lock_target::kind route) {
   lock_target t{route, {}, {}, {}, {}};
   if (t.what == lock_target::kind::healthz || t.what == lock_target::kind::metrics ||
       t.what == lock_target::kind::capabilities || t.what == lock_target::kind::renew_batch)
     return t;
+  if (t.what == lock_target::kind::list) return decode_list(u, std::move(t));
 
   t.key = (*std::next(u.encoded_segments().begin(), 2)).decode();
   if (auto why = key_fault(t.key)) return bad_request("key " + std::string(why) + " after percent-decoding");
@@ -534,10 +585,11 @@ request_target parse_request_target(std::string_view target) {
 
 std::string capabilities_body(std::size_t max_body_bytes) {
   // Features are only ever added (docs/protocol.md, "Versions and features").
-  return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record","acquire_queue"],)"
-         R"("renew_batch_max":)" +
+  return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
+         R"("acquire_queue","list_locks","break_lease"],"renew_batch_max":)" +
          std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) +
-         R"(,"record_max_bytes":)" + std::to_string(max_record_bytes) + "}";
+         R"(,"record_max_bytes":)" + std::to_string(max_record_bytes) + R"(,"list_max":)" +
+         std::to_string(max_list_limit) + "}";
 }
 
 std::string_view method_for(lock_target::kind k) {
@@ -547,8 +599,10 @@ std::string_view method_for(lock_target::kind k) {
     case lock_target::kind::release:
     case lock_target::kind::renew_batch:
     case lock_target::kind::proclaim:
+    case lock_target::kind::break_lease:
       return "POST";
     case lock_target::kind::get:
+    case lock_target::kind::list:
     case lock_target::kind::healthz:
     case lock_target::kind::metrics:
     case lock_target::kind::capabilities:

@@ -73,6 +73,10 @@ inline constexpr std::size_t max_record_body_bytes = 6 * max_record_bytes + 4096
 /// The most entries a `POST /v1/renew` may carry (advertised in GET /v1/capabilities). The body limit
 /// (--max-body-bytes) bounds a batch too, and at its default is the tighter bound.
 inline constexpr std::size_t max_renew_batch = 1000;
+/// A listing's page size (`limit`): its default, and the most one page may hold (advertised as
+/// `list_max`). The bound keeps an answer, and the time the table is held to sort it, small.
+inline constexpr std::size_t default_list_limit = 100;
+inline constexpr std::size_t max_list_limit = 1000;
 
 struct acquire_request {
   std::string owner;
@@ -113,6 +117,11 @@ struct proclaim_request {
   std::string value;
 };
 
+/// `POST /v1/locks/{key}/break`: an operator ends the lease of the key; with `token`, only that lease.
+struct break_request {
+  std::optional<std::uint64_t> token;
+};
+
 std::variant<acquire_request, api_error> parse_acquire(std::string_view body, const ttl_bounds& bounds);
 std::variant<renew_request, api_error> parse_renew(std::string_view body, const ttl_bounds& bounds);
 std::variant<release_request, api_error> parse_release(std::string_view body);
@@ -122,6 +131,8 @@ std::variant<record_write_request, api_error> parse_record_write(std::string_vie
 /// `value` is required (an empty string included): a proclaim without one is a client bug, not a request to
 /// clear the value.
 std::variant<proclaim_request, api_error> parse_proclaim(std::string_view body);
+/// `{}` or `{"token":T}` (an integer >= 1).
+std::variant<break_request, api_error> parse_break(std::string_view body);
 /// A batch is refused as a whole (400, naming the entry) when any entry is malformed: each is checked as
 /// a single renew's body is, and its key as a key in a path is. A key given twice is malformed too.
 std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view body,
@@ -142,10 +153,14 @@ struct lock_target {
     renew_batch,
     proclaim,
     record_read,
-    record_write
+    record_write,
+    list,
+    break_lease
   };
   kind what;
-  std::string key;  // percent-decoded; empty for healthz, metrics, capabilities and renew_batch
+  /// Percent-decoded; empty for healthz, metrics, capabilities and renew_batch. For a listing
+  /// (`GET /v1/locks?prefix=P`), the prefix P (empty: every key), so access to it is checked as to a key.
+  std::string key;
   /// Long-poll parameters of GET /v1/locks/{key}; wait_ms is already clamped to max_wait_ms. An acquire's
   /// wait_ms (feature acquire_queue) is how long it may wait in the key's queue, clamped alike.
   std::optional<std::uint64_t> wait_ms;
@@ -153,6 +168,10 @@ struct lock_target {
   /// `value`: with feature proclaim, a long-poll also answers once the holder's value differs from this
   /// one (percent-decoded; checked as a value in a body is).
   std::optional<std::string> value{};
+  /// A listing's cursor (`after`: list the keys after this one; none: from the first) and page size
+  /// (`limit`: 1 to max_list_limit; none: default_list_limit).
+  std::optional<std::string> after{};
+  std::optional<std::uint64_t> limit{};
 };
 
 /// The route an origin-form target names, from the shape of its path alone: the key and the query are not

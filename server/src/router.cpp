@@ -139,6 +139,10 @@ asio::awaitable<response> router::handle(const request& req, route& counted_as,
       return record_read_route(c, std::move(t.key));
     case lock_target::kind::get:
       return get_route(c, std::move(t));
+    case lock_target::kind::list:
+      return list_route(c, std::move(t));
+    case lock_target::kind::break_lease:
+      return break_route(req, c, std::move(t.key), std::move(client));
   }
   return answered(error_answer(c, {500, "internal", "unhandled route"}));
 }
@@ -229,6 +233,23 @@ asio::awaitable<response> router::get_route(answer_context c, lock_target t) {
   co_return get_answer(c, t.key, view);
 }
 
+asio::awaitable<response> router::list_route(answer_context c, lock_target t) {
+  // Named, not temporaries in the co_await expression: GCC 12 destroys those twice (docs/design.md).
+  const std::string after = t.after.value_or(std::string());
+  const std::size_t limit = t.limit.value_or(default_list_limit);
+  auto page = co_await service.list(t.key, after, limit);
+  co_return list_answer(c, page);
+}
+
+asio::awaitable<response> router::break_route(const request& req, answer_context c, std::string key,
+                                              std::string client) {
+  auto body = parse_break(req.body());
+  if (auto* e = std::get_if<api_error>(&body)) co_return error_answer(c, *e);
+  const std::optional<std::uint64_t> token = std::get<break_request>(body).token;
+  auto result = co_await service.break_lease(key, token, client);
+  co_return break_answer(c, key, result);
+}
+
 // What stops a web page from driving batond through a browser (docs/security.md): no browser client is
 // expected, so a request that carries an Origin is refused; a cross-site POST that needs no preflight
 // cannot have a JSON content type; and on a loopback listener a Host that is not a loopback name is a
@@ -281,6 +302,10 @@ route router::route_of(const lock_target& t) {
       return route::record_read;
     case lock_target::kind::record_write:
       return route::record_write;
+    case lock_target::kind::list:
+      return route::list;
+    case lock_target::kind::break_lease:
+      return route::break_lease;
   }
   return route::other;
 }

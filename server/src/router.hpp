@@ -52,6 +52,9 @@ class router {
                                                       std::string client);
   boost::asio::awaitable<response> record_read_route(answer_context c, std::string key);
   boost::asio::awaitable<response> get_route(answer_context c, lock_target t);
+  boost::asio::awaitable<response> list_route(answer_context c, lock_target t);
+  boost::asio::awaitable<response> break_route(const request& req, answer_context c, std::string key,
+                                               std::string client);
   std::optional<api_error> browser_check(const request& req) const;
   std::string rate_text() const;
   static route route_of(const lock_target& t);

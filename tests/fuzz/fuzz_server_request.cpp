@@ -91,6 +91,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     return 0;
   }
+  if (t->what == lock_target::kind::list) {
+    // A listing's prefix and cursor are empty or checked as keys are; its limit is within bounds.
+    if (!t->key.empty())
+      check_text(t->key, max_key_bytes, "a prefix is 0-512 bytes without control characters");
+    if (t->after && !t->after->empty())
+      check_text(*t->after, max_key_bytes, "a cursor is 0-512 bytes without control characters");
+    if (t->limit) require(*t->limit >= 1 && *t->limit <= max_list_limit, "limit within bounds");
+    return 0;
+  }
   check_text(t->key, max_key_bytes, "a key is 1-512 bytes without control characters");
   if (t->wait_ms) require(*t->wait_ms <= max_wait_ms, "wait_ms is clamped");
   if (t->value)
@@ -188,6 +197,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         require(view.has_value() != expired && (!view || view->token == 1),
                 "a record write leaves the lease");
         require(table.last_token() == before, "a record write takes no token");
+      }
+      break;
+    case lock_target::kind::break_lease:
+      if (const auto v = parse_break(req.body()); auto* r = decoded(v)) {
+        if (r->token)
+          require(*r->token >= 1 && *r->token <= static_cast<std::uint64_t>(INT64_MAX), "token in range");
+        auto result = table.break_lease(t->key, r->token, now);
+        if (std::holds_alternative<lease_broken>(result)) {
+          require(!expired && (!r->token || *r->token == 1), "only the live lease named is broken");
+          require(!table.get(t->key, now), "after a break the key is free");
+        } else {
+          require(table.get(t->key, now).has_value() != expired, "a refused break changes nothing");
+        }
+        require(table.last_token() == before, "a break takes no token");
       }
       break;
     case lock_target::kind::get: {

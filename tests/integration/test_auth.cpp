@@ -236,8 +236,10 @@ BOOST_AUTO_TEST_CASE(batond_refuses_to_start_on_a_bad_tokens_file) {
                    "--tokens-file", tokens.string()},
                   err.string());
   BOOST_TEST(p.wait(event_bound) == 2);
-  BOOST_TEST(read_file(err) == "batond: " + tokens.string() +
-                                   ":3: permission \"wx:jobs/\" must be rw:<prefix>, ro:<prefix> or max_locks=<N>\n");
+  BOOST_TEST(
+      read_file(err) ==
+      "batond: " + tokens.string() +
+          ":3: permission \"wx:jobs/\" must be rw:<prefix>, ro:<prefix>, admin:<prefix> or max_locks=<N>\n");
   child_process missing({bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", data.path().string(),
                          "--tokens-file", (scratch.path() / "none").string()},
                         err.string() + "2");

@@ -797,8 +797,113 @@ BOOST_AUTO_TEST_CASE(capabilities_name_the_protocol_version_and_the_optional_fea
   BOOST_TEST(r.content_type == "application/json");
   BOOST_TEST(r.json.at("protocol_version").as_int64() == 1);
   const auto& features = r.json.at("features").as_array();
-  BOOST_TEST(std::find(features.begin(), features.end(), boost::json::value("lease_values")) !=
-             features.end());
+  for (const char* name : {"lease_values", "list_locks", "break_lease"})
+    BOOST_TEST(std::find(features.begin(), features.end(), boost::json::value(name)) != features.end(), name);
+  BOOST_TEST(r.json.at("list_max").as_int64() == 1000);
+}
+
+// Features list_locks and break_lease (docs/protocol.md, "list" and "break"), with bearer tokens: a listing
+// pages in key order; a break needs admin access, is audited, counted and durable, wakes a long-poll, tells
+// the broken holder why, and the next holder's token is larger, across a kill -9 too.
+BOOST_AUTO_TEST_CASE(an_admin_lists_and_breaks_a_lease_and_the_next_holder_gets_a_larger_token) {
+  temp_dir dir, scratch;
+  const auto tokens = scratch.path() / "tokens";
+  const auto log_path = scratch.path() / "batond.log";
+  {
+    // SHA-256 of "admin-token" and of "writer-token".
+    std::ofstream out(tokens);
+    out << "sha256:10a4c7c9fc5206d6f36dc6944a81bb6f4a3cb0e25014ae3b12e6c3e52712292a ops admin:jobs/\n"
+        << "sha256:3590c0a59f72ce02700194a05f228a725c1f135a6dcb3ded9b2d86ab6a6f52cb worker rw:jobs/\n";
+  }
+  std::uint64_t broken_token = 0;
+  {
+    batond_process server(dir.path(), {"--tokens-file", tokens.string()}, 0, log_path.string());
+    auto worker = server.client();
+    worker.set_authorization("Bearer writer-token");
+    auto ops = server.client();
+    ops.set_authorization("Bearer admin-token");
+
+    for (const char* key : {"jobs%2Fc", "jobs%2Fa", "jobs%2Fb", "jobs%2Fd", "jobs%2Fe"})
+      BOOST_REQUIRE(
+          worker.post(std::string("/v1/locks/") + key + "/acquire", acquire_body("w", 60000)).status == 200);
+    // Pages of two, in key order, each naming the next cursor; the last one says null.
+    std::vector<std::string> keys;
+    std::string after;
+    for (int page = 0; page < 5; ++page) {
+      auto r = worker.get("/v1/locks?prefix=jobs%2F&limit=2" + (after.empty() ? "" : "&after=" + after));
+      BOOST_REQUIRE(r.status == 200);
+      for (const auto& l : r.json.at("locks").as_array()) {
+        keys.emplace_back(l.at("key").as_string());
+        BOOST_TEST(l.at("kind").as_string() == "lock");
+        BOOST_TEST(l.at("owner").as_string() == "w");
+        BOOST_TEST(l.at("client").as_string() == "worker");
+        BOOST_TEST(l.at("waiters").as_int64() == 0);
+        BOOST_TEST(l.at("ttl_remaining_ms").as_int64() > 50000);
+      }
+      if (r.json.at("next").is_null()) break;
+      after = "jobs%2F" + std::string(r.json.at("next").as_string()).substr(5);
+    }
+    BOOST_TEST(keys == (std::vector<std::string>{"jobs/a", "jobs/b", "jobs/c", "jobs/d", "jobs/e"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(worker.get("/v1/locks?prefix=jobs%2F&limit=0").status == 400);
+    BOOST_TEST(worker.get("/v1/locks?prefix=other").status == 403);
+    BOOST_TEST(str(worker.get("/v1/locks?prefix=jobs%2F&limit=1001"), "error") == "bad_request");
+
+    // A worker may not break; the admin may, only the lease it names, and a free key is 404.
+    const auto held = token_of(worker.get("/v1/locks/jobs%2Fa"));
+    auto refused = worker.post("/v1/locks/jobs%2Fa/break", "{}");
+    BOOST_TEST(refused.status == 403);
+    BOOST_TEST(str(refused, "error") == "admin_required");
+    auto stale = ops.post("/v1/locks/jobs%2Fa/break", R"({"token":)" + std::to_string(held + 100) + "}");
+    BOOST_TEST(stale.status == 409);
+    BOOST_TEST(str(stale, "error") == "token_mismatch");
+    BOOST_TEST(token_of(stale) == held);
+    BOOST_TEST(ops.post("/v1/locks/jobs%2Fzz/break", "{}").status == 404);
+
+    // A long-poll on the holder is woken by the break.
+    std::thread poller([&] {
+      auto p = server.client();
+      p.set_authorization("Bearer writer-token");
+      const auto sent = std::chrono::steady_clock::now();
+      auto r = p.get("/v1/locks/jobs%2Fa?wait_ms=10000&token=" + std::to_string(held));
+      BOOST_TEST(r.status == 404);
+      BOOST_TEST(seconds_since(sent) < 5.0);
+    });
+    std::this_thread::sleep_for(200ms);
+    auto broke = ops.post("/v1/locks/jobs%2Fa/break", R"({"token":)" + std::to_string(held) + "}");
+    poller.join();
+    BOOST_REQUIRE(broke.status == 200);
+    BOOST_TEST(broke.json.at("broken").as_bool());
+    BOOST_TEST(str(broke, "owner") == "w");
+    BOOST_TEST(str(broke, "client") == "worker");
+    BOOST_TEST(token_of(broke) == held);
+    broken_token = held;
+
+    auto lost = worker.post("/v1/locks/jobs%2Fa/renew", renew_body("w", held, 60000));
+    BOOST_TEST(lost.status == 409);
+    BOOST_TEST(reason(lost) == "broken");
+    BOOST_TEST(worker.get("/v1/locks/jobs%2Fa").status == 404);
+    const auto metrics = worker.get("/metrics").body;
+    BOOST_TEST(metrics.find(R"(baton_operations_total{op="break",outcome="broken"} 1)") != std::string::npos);
+    BOOST_TEST(metrics.find(R"(baton_operations_total{op="break",outcome="token_mismatch"} 1)") !=
+               std::string::npos);
+    server.kill9();
+  }
+  std::ifstream in(log_path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(text.find("event=lease_broken by=ops key=jobs/a token=" + std::to_string(broken_token) +
+                       " owner=w client=worker") != std::string::npos,
+             text);
+
+  // The break was durable: after a kill -9 the key is still free, and the next grant is larger.
+  batond_process server(dir.path(), {"--tokens-file", tokens.string()});
+  auto worker = server.client();
+  worker.set_authorization("Bearer writer-token");
+  BOOST_TEST(worker.get("/v1/locks/jobs%2Fa").status == 404);
+  BOOST_TEST(token_of(worker.post("/v1/locks/jobs%2Fa/acquire", acquire_body("x", 60000))) > broken_token);
+  auto listed = worker.get("/v1/locks?prefix=jobs%2F");
+  BOOST_TEST(listed.json.at("locks").as_array().size() == 5u);
+  BOOST_TEST(listed.json.at("next").is_null());
 }
 
 // Feature acquire_queue (docs/protocol.md, "Queued acquire"), over HTTP: one answer per hand-off, in arrival

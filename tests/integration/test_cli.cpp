@@ -241,6 +241,51 @@ BOOST_AUTO_TEST_CASE(acquire_get_renew_release_round_trip_prints_the_servers_ans
   BOOST_TEST(json::serialize(free.json()) == R"({"key":"jobs/a","held":false})");
 }
 
+// docs/cli.md, "ls" and "break": a table or JSON lines in key order, paged up to --limit; a break prints
+// the lease it ended, refuses another token or a free key with 77, and the holder's renew is then refused.
+BOOST_AUTO_TEST_CASE(ls_lists_held_locks_and_break_ends_one_for_the_next_holder) {
+  for (const char* key : {"ops/c", "ops/a", "ops/b", "elsewhere"})
+    BOOST_REQUIRE(run({"acquire", key, "--ttl", "1m", "--owner", "w"}).code == 0);
+  auto table = run({"ls", "ops/"});
+  BOOST_REQUIRE(table.code == 0);
+  BOOST_REQUIRE(table.out.size() == 4u);
+  BOOST_TEST(table.out[0].rfind("KEY", 0) == 0u);
+  BOOST_TEST(table.out[1].rfind("ops/a ", 0) == 0u);
+  BOOST_TEST(table.out[3].rfind("ops/c ", 0) == 0u);
+  BOOST_TEST(table.err.empty());
+
+  auto lines = run({"ls", "ops/", "--json", "--limit", "2"});
+  BOOST_REQUIRE(lines.code == 0);
+  BOOST_REQUIRE(lines.out.size() == 2u);
+  const auto first = json::parse(lines.out[0]).as_object();
+  BOOST_TEST(first.at("key").as_string() == "ops/a");
+  BOOST_TEST(first.at("kind").as_string() == "lock");
+  BOOST_TEST(first.at("owner").as_string() == "w");
+  BOOST_TEST(first.at("waiters").to_number<std::int64_t>() == 0);
+  // More remain: stderr says where to continue, and --after does.
+  BOOST_TEST(lines.err.find("--after ops/b") != std::string::npos, lines.err);
+  auto rest = run({"ls", "ops/", "--json", "--after", "ops/b"});
+  BOOST_REQUIRE(rest.out.size() == 1u);
+  BOOST_TEST(json::parse(rest.out[0]).at("key").as_string() == "ops/c");
+  BOOST_TEST(run({"ls", "--json"}).out.size() == 4u);  // no prefix: every key
+  check_error_line(run({"ls", "ops/", "--limit", "0"}), 64);
+
+  const auto token = get_lock("ops%2Fa").json.at("token").to_number<std::uint64_t>();
+  check_error_line(run({"break", "ops/a", "--token", std::to_string(token + 100)}), 77);
+  auto broke = run({"break", "ops/a", "--token", std::to_string(token)});
+  BOOST_REQUIRE(broke.code == 0);
+  BOOST_TEST(broke.json().at("broken").as_bool());
+  BOOST_TEST(broke.json().at("owner").as_string() == "w");
+  BOOST_TEST(broke.json().at("token").to_number<std::uint64_t>() == token);
+  check_error_line(run({"break", "ops/a"}), 77);
+  auto lost = run({"renew", "ops/a", "--owner", "w", "--token", std::to_string(token), "--ttl", "1m"});
+  check_error_line(lost, 76);
+  BOOST_TEST(lost.err.find("broken") != std::string::npos, lost.err);
+  auto next = run({"acquire", "ops/a", "--ttl", "1m", "--owner", "x"});
+  BOOST_REQUIRE(next.code == 0);
+  BOOST_TEST(next.json().at("token").to_number<std::uint64_t>() > token);
+}
+
 BOOST_AUTO_TEST_CASE(acquire_without_owner_uses_identity_and_random_suffix_and_keeps_the_lock_after_exit) {
   auto a = run({"acquire", "k", "--ttl", "30s"});
   BOOST_REQUIRE(a.code == 0);

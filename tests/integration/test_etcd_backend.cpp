@@ -539,3 +539,42 @@ BOOST_AUTO_TEST_CASE(debian_12s_etcd_is_warned_about_once_per_member_or_refused_
     BOOST_TEST(refused.code == 0, refused.err);
   }
 }
+
+// docs/sdk.md, "Operators' view and break": on etcd a break revokes the holder's etcd lease. A stale token
+// and a free key change nothing; the holder is lost, the next in line gets the lock with a larger token.
+BOOST_AUTO_TEST_CASE(a_break_revokes_the_holders_etcd_lease_and_the_next_token_is_larger) {
+  etcd_cluster etcd(1);
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(etcd.url()));
+  client ops(ioc.get_executor(), config(etcd.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto held = co_await a.async_acquire("jobs/stuck", lease_opts(10000ms));
+    auto [stale, none] =
+        co_await ops.async_break("jobs/stuck", held.token() + 1000, asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(stale == make_error_code(error::token_mismatch));
+    BOOST_TEST(held.active());
+    std::optional<lease> next;
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          next.emplace(co_await ops.async_acquire("jobs/stuck", lease_opts(10000ms)));
+        },
+        asio::detached);
+    co_await sleep_for(300ms);
+    BOOST_TEST(!next.has_value());
+    auto broken = co_await ops.async_break("jobs/stuck", held.token());
+    BOOST_TEST(broken.token == held.token());
+    BOOST_TEST(broken.owner == held.owner());
+    BOOST_TEST(co_await lost_within(held, 3000ms));
+    for (int i = 0; i < 100 && !next; ++i)
+      co_await sleep_for(50ms);
+    BOOST_REQUIRE(next.has_value());
+    BOOST_TEST(next->token() > held.token());
+    co_await next->async_release();
+    auto [free_ec, nothing] = co_await ops.async_break("jobs/stuck", asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(free_ec == make_error_code(error::not_held));
+    // Listing is not offered on etcd: refused before anything is sent.
+    auto [list_ec, page] = co_await ops.async_list("jobs/", asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(list_ec == make_error_code(error::invalid_config));
+  }());
+}

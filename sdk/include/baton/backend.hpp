@@ -130,6 +130,43 @@ struct tls_reload_result {
   std::string sha256;
 };
 
+/// One held lock of a listing (docs/protocol.md, "list").
+struct listed_lock {
+  std::string key;
+  /// "lock"; other kinds (semaphores) may come from later servers: a caller skips kinds it does not know.
+  std::string kind;
+  /// Owner, token, TTL left by the server's clock at the listing, and value.
+  holder_info holder;
+  /// The authenticated client that holds it (empty without authentication, or on etcd).
+  std::string client;
+  /// Queued acquires waiting for the key (0 where the backend does not know).
+  std::uint64_t waiters = 0;
+};
+
+/// One page of a listing: locks in key order, and the cursor of the next page (`after`), empty after the
+/// last.
+struct lock_page {
+  std::vector<listed_lock> locks;
+  std::string next;
+};
+
+/// What list() answers: ec empty, `page` filled; invalid_config when the backend or server cannot list.
+struct list_reply {
+  boost::system::error_code ec;
+  std::string diagnostic;
+  lock_page page;
+};
+
+/// What break_lease() answers. ec empty: the lease described by `holder` was ended. error::not_held: no
+/// lease held the key. error::token_mismatch: another token holds it (`holder` names it); nothing changed.
+/// invalid_config when the backend or server cannot break; anything else: the outcome is unknown.
+struct break_reply {
+  boost::system::error_code ec;
+  std::string diagnostic;
+  holder_info holder;
+  std::string client;
+};
+
 /// A long-poll: answer once the holder's token differs from `token` (0 = free), or, when `value` is set,
 /// the holder's value differs from it ("" when free: a proclaim is a change), or after `wait`. A value is
 /// waited on only by backends that support proclaim (the HTTP backend sends it, as `value=`, only to a
@@ -210,6 +247,17 @@ class backend {
                                                                   milliseconds timeout);
   /// Reads the lock's record of `key`; error::invalid_config as write_record().
   virtual boost::asio::awaitable<record_read_reply> read_record(std::string key, milliseconds timeout);
+  /// A page of the held locks whose key starts with `prefix`, after the key `after` (empty: from the first),
+  /// at most `limit` (docs/protocol.md, "list"). error::invalid_config, with nothing sent, when the backend
+  /// or the server cannot: the default, and the HTTP backend when the server does not advertise `list_locks`.
+  virtual boost::asio::awaitable<list_reply> list(std::string prefix, std::string after, std::size_t limit,
+                                                  milliseconds timeout);
+  /// An operator's break of the lease on `key` (docs/protocol.md, "break"); with `token`, only the lease
+  /// with that token. Not retried by the caller: without `token` a retry could break the next holder.
+  /// error::invalid_config, with nothing sent, when the backend or server cannot: the default, and the HTTP
+  /// backend when the server does not advertise `break_lease`.
+  virtual boost::asio::awaitable<break_reply> break_lease(std::string key, std::optional<std::uint64_t> token,
+                                                          milliseconds timeout);
   /// Reads the holder; with `wait`, long-polls (the timeout should cover the wait).
   virtual boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                                 milliseconds timeout) = 0;
@@ -259,6 +307,10 @@ class forwarding_backend : public backend {
                                                           std::uint64_t token, std::string value,
                                                           milliseconds timeout) override;
   boost::asio::awaitable<record_read_reply> read_record(std::string key, milliseconds timeout) override;
+  boost::asio::awaitable<list_reply> list(std::string prefix, std::string after, std::size_t limit,
+                                          milliseconds timeout) override;
+  boost::asio::awaitable<break_reply> break_lease(std::string key, std::optional<std::uint64_t> token,
+                                                  milliseconds timeout) override;
   boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                         milliseconds timeout) override;
   std::unique_ptr<loss_watch> watch_loss(const std::string& key, const std::string& owner,

@@ -188,6 +188,55 @@ class client {
         token, std::move(key));
   }
 
+  /// One page of the held locks whose key starts with `prefix` (docs/protocol.md, "list"): `void(error_code,
+  /// lock_page)`, at most `limit` locks (1 to the server's `list_max`, batond 1,000) in key order after the
+  /// key `after` (empty: from the first). The page's `next` is the `after` of the following page, empty after
+  /// the last. A read: retried like async_get. error::forbidden without read access to `prefix`;
+  /// error::bad_request for a bad prefix, cursor or limit; error::invalid_config, nothing sent, when the
+  /// server or backend cannot list (feature `list_locks`; the etcd backend does not list). Cancellation
+  /// abandons the request.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lock_page))
+                Token = default_token_t>
+  auto async_list(std::string prefix, std::string after, std::size_t limit, Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, lock_page)>(
+        [s = shared_](auto handler, std::string p, std::string a, std::size_t n) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_list(s, std::move(p), std::move(a), n, diag, std::move(handler));
+        },
+        token, std::move(prefix), std::move(after), limit);
+  }
+  /// The first page of 100.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, lock_page))
+                Token = default_token_t>
+  auto async_list(std::string prefix, Token&& token = {}) {
+    return async_list(std::move(prefix), std::string(), 100, std::forward<Token>(token));
+  }
+
+  /// An operator's break (docs/protocol.md, "break"): ends the lease on `key` whoever holds it, or, with a
+  /// non-zero `expected_token`, only the lease with that token (the one the operator looked at):
+  /// `void(error_code, holder_info)`, the lease ended. error::not_held: no lease holds the key;
+  /// error::token_mismatch: another token holds it (the diagnostic names the holder); error::forbidden: the
+  /// token has no admin access to the key; error::invalid_config, nothing sent, when the server or backend
+  /// cannot break (feature `break_lease`). Never retried (without a token a retry could break the next
+  /// holder): after a transient error the outcome is unknown; list or get to see. Cancellation abandons the
+  /// request, whose outcome is then unknown as well.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, holder_info))
+                Token = default_token_t>
+  auto async_break(std::string key, std::uint64_t expected_token, Token&& token = {}) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, holder_info)>(
+        [s = shared_](auto handler, std::string k, std::uint64_t t) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_break(s, std::move(k), t, diag, std::move(handler));
+        },
+        token, std::move(key), expected_token);
+  }
+  /// Whoever holds it.
+  template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, holder_info))
+                Token = default_token_t>
+  auto async_break(std::string key, Token&& token = {}) {
+    return async_break(std::move(key), std::uint64_t{0}, std::forward<Token>(token));
+  }
+
   /// Stops the client: `void(error_code)`. Acquires in progress and new ones fail with error::shut_down,
   /// every live lease is released (its guarded work is cancelled first), and it waits until those releases
   /// finish or `timeout` passes (releases still running then go on in the background, bounded by the retry
@@ -368,6 +417,12 @@ class client {
   static void start_read_record(
       std::shared_ptr<detail::client_shared> s, std::string key, std::string* diag,
       boost::asio::any_completion_handler<void(boost::system::error_code, std::optional<lock_record>)> h);
+  static void start_list(std::shared_ptr<detail::client_shared> s, std::string prefix, std::string after,
+                         std::size_t limit, std::string* diag,
+                         boost::asio::any_completion_handler<void(boost::system::error_code, lock_page)> h);
+  static void start_break(
+      std::shared_ptr<detail::client_shared> s, std::string key, std::uint64_t expected, std::string* diag,
+      boost::asio::any_completion_handler<void(boost::system::error_code, holder_info)> h);
   static void start_shutdown(std::shared_ptr<detail::client_shared> s, milliseconds timeout,
                              std::string* diag,
                              boost::asio::any_completion_handler<void(boost::system::error_code)> h);

@@ -41,6 +41,8 @@ enum class error {
   empty_handle,         // the lease or client handle is empty (default-constructed or moved from)
   shut_down,            // the client is shut down (client::shutdown): it takes no new leases
   stale_token,          // a lock record write refused: the record was written with a larger token
+  not_held,             // a break found no lease on the key (free, or its lease expired): nothing changed
+  token_mismatch,       // a break named another token than the holder's: nothing changed
 };
 // Cancellation is reported as boost::asio::error::operation_aborted (compare with it; it is not in this
 // enum).

@@ -102,7 +102,8 @@ class memory_backend final : public backend {
 
   /// Requests received, by kind (failed and abandoned ones included).
   struct call_counts {
-    int acquire = 0, renew = 0, release = 0, get = 0, proclaim = 0, write_record = 0, read_record = 0;
+    int acquire = 0, renew = 0, release = 0, get = 0, proclaim = 0, write_record = 0, read_record = 0,
+        list = 0, break_lease = 0;
   };
   const call_counts& calls() const { return calls_; }
 
@@ -119,6 +120,11 @@ class memory_backend final : public backend {
                                                           std::uint64_t token, std::string value,
                                                           milliseconds timeout) override;
   boost::asio::awaitable<record_read_reply> read_record(std::string key, milliseconds timeout) override;
+  /// Lists and breaks as batond does (docs/protocol.md, "list" and "break"); `waiters` is always 0.
+  boost::asio::awaitable<list_reply> list(std::string prefix, std::string after, std::size_t limit,
+                                          milliseconds timeout) override;
+  boost::asio::awaitable<break_reply> break_lease(std::string key, std::optional<std::uint64_t> token,
+                                                  milliseconds timeout) override;
   boost::asio::awaitable<get_reply> get(std::string key, std::optional<wait_for_change> wait,
                                         milliseconds timeout) override;
   void close() override {}

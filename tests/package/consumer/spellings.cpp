@@ -85,6 +85,17 @@ asio::awaitable<void> every_spelling(baton::client& c) {
     check(co_await baton::with_lease(l, job(l.token())) == 1, "with_lease(l, job(token))");
     co_await l.async_release();
   }
+  {  // list and break: temporary prefixes and keys, the shorter overloads
+    baton::lease l = co_await c.async_acquire(long_key + "/listed", {.ttl = 5s});
+    auto page = co_await c.async_list(long_key + "/");
+    check(page.locks.size() == 1 && page.locks[0].holder.token == l.token(), "async_list(temporary prefix)");
+    page = co_await c.async_list(std::string(long_key) + "/", std::string(), 1);
+    check(page.locks.size() == 1 && page.next.empty(), "async_list(prefix, after, limit)");
+    auto broken = co_await c.async_break(long_key + "/listed", l.token());
+    check(broken.token == l.token(), "async_break(temporary key, token)");
+    auto [ec, none] = co_await c.async_break(long_key + "/listed", asio::as_tuple(asio::use_awaitable));
+    check(ec == baton::error::not_held, "async_break(key, as_tuple) of a free key");
+  }
   {  // with_lock: by-reference captures as a temporary, a named lambda that owns a string
     int runs = 0;
     int got =

@@ -129,3 +129,35 @@ BOOST_AUTO_TEST_CASE(etcd_lease_revocation_bug_is_a_flag_of_every_command_that_t
                  .find("get: the required argument for option '--etcd-lease-revocation-bug' is missing") ==
              0u);
 }
+
+BOOST_AUTO_TEST_CASE(ls_takes_an_optional_prefix_a_limit_a_cursor_and_json) {
+  auto all = std::get<ls_command>(parse_command_line({"ls"}, nullptr).what);
+  BOOST_TEST(all.prefix.empty());
+  BOOST_TEST(all.limit == 1000u);
+  BOOST_TEST(!all.json);
+  auto l = std::get<ls_command>(
+      parse_command_line({"ls", "jobs/", "--limit", "5", "--after", "jobs/b", "--json"}, nullptr).what);
+  BOOST_TEST(l.prefix == "jobs/");
+  BOOST_TEST(l.limit == 5u);
+  BOOST_TEST(l.after == "jobs/b");
+  BOOST_TEST(l.json);
+  for (const char* bad : {"0", "-1", "x", "5x"})
+    BOOST_TEST(usage_code([&] {
+                 parse_command_line({"ls", "--limit", bad}, nullptr);
+               }) == exit_code::usage,
+               bad);
+  BOOST_TEST(usage_code([] { parse_command_line({"ls", "a", "b"}, nullptr); }) == exit_code::usage);
+}
+
+BOOST_AUTO_TEST_CASE(break_takes_a_key_and_an_optional_token) {
+  auto any = std::get<break_command>(parse_command_line({"break", "jobs/a"}, nullptr).what);
+  BOOST_TEST(any.key == "jobs/a");
+  BOOST_TEST(any.token == 0u);
+  BOOST_TEST(
+      std::get<break_command>(parse_command_line({"break", "k", "--token", "41"}, nullptr).what).token ==
+      41u);
+  BOOST_TEST(usage_code([] { parse_command_line({"break"}, nullptr); }) == exit_code::usage);
+  BOOST_TEST(usage_code([] {
+               parse_command_line({"break", "k", "--token", "0"}, nullptr);
+             }) == exit_code::usage);
+}

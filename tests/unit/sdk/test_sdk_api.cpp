@@ -1237,6 +1237,78 @@ BOOST_AUTO_TEST_CASE(a_frozen_server_gets_one_renew_at_a_time_and_every_lease_is
   server->resume();
 }
 
+// Leases whose renewals went out in one batch share a deadline. When the server freezes, every one of them is
+// active until that instant and lost at it, all in the same step of the clock, their guarded work cancelled
+// then; and once every lease has ended, the client waits for nothing (run() returns), although the handles
+// still exist. 200 leases of 15 s batch their renewals (200 x 50 ms >= 5 s).
+BOOST_AUTO_TEST_CASE(leases_sharing_a_deadline_are_lost_at_it_together_and_then_nothing_waits) {
+  asio::io_context ioc;
+  auto server =
+      std::make_shared<memory_backend>(ioc.get_executor(), memory_backend::options{.drives_clients = true});
+  client c(ioc.get_executor(), test_config(), server);
+  constexpr int count = 200;
+  std::vector<lease> leases(count);
+  auto acquire_all = [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < count; ++i)
+      leases[i] = co_await c.async_acquire("s" + std::to_string(i), {.ttl = 15s, .jitter = 0});
+  };
+  asio::co_spawn(ioc, acquire_all(), asio::detached);
+  ioc.poll();
+  auto step = [&](std::chrono::milliseconds d) {
+    server->advance(d);
+    ioc.restart();
+    ioc.poll();
+  };
+  // Renewed for a while: the renewals of a round go out together, so they share a deadline.
+  for (int i = 0; i < 120; ++i)
+    step(100ms);
+  BOOST_TEST(c.stats().renews >= static_cast<std::uint64_t>(count));
+  std::set<lease_clock::time_point> deadlines;
+  for (const auto& l : leases) {
+    BOOST_TEST_REQUIRE(l.active());
+    deadlines.insert(l.deadline());
+  }
+  BOOST_TEST(deadlines.size() < static_cast<std::size_t>(count) / 10);  // a few batches, not one per lease
+
+  int guards_cancelled = 0;
+  for (auto& l : leases)
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          try {
+            co_await with_lease(l, [&]() -> asio::awaitable<void> {
+              asio::steady_timer forever(ioc, asio::steady_timer::time_point::max());
+              co_await forever.async_wait(asio::use_awaitable);
+            }());
+          } catch (const baton::exception& e) {
+            if (e.code() == error::lease_lost) ++guards_cancelled;
+          }
+        },
+        asio::detached);
+  ioc.poll();
+  server->pause();
+  const auto last = *deadlines.rbegin();
+  while (server->client_time() < last + 100ms) {
+    step(10ms);
+    for (const auto& l : leases) {
+      if (server->client_time() < l.deadline()) {
+        BOOST_TEST_REQUIRE(l.active());
+        BOOST_TEST_REQUIRE(l.state() == lease_state::active);
+      } else {
+        // Published, not only read from the clock: the loss event and the guarded work's end came with it.
+        BOOST_TEST_REQUIRE(!l.active());
+      }
+    }
+  }
+  BOOST_TEST(guards_cancelled == count);
+  BOOST_TEST(c.stats().losses == static_cast<std::uint64_t>(count));
+  server->resume();
+  // Nothing is left to renew or watch: the context runs out of work with the handles still alive.
+  ioc.restart();
+  ioc.run_for(std::chrono::seconds(5));
+  BOOST_TEST(ioc.stopped());
+}
+
 // With drives_clients, the memory backend's clock is its clients' clock too: a 15 s lease is renewed for a
 // minute of that clock, then lost to a frozen server at its deadline, and the whole test takes milliseconds
 // of real time and no sleep.
@@ -1307,7 +1379,7 @@ BOOST_AUTO_TEST_CASE(a_memory_backend_that_drives_its_clients_runs_a_15_second_l
 }
 
 BOOST_AUTO_TEST_CASE(every_public_enum_has_a_name_and_prints_it) {
-  check_names(error::held, error::stale_token, "error");
+  check_names(error::held, error::token_mismatch, "error");
   check_names(lease_state::active, lease_state::released, "lease_state");
   check_names(release_outcome::released, release_outcome::not_owner, "release_outcome");
   check_names(lease_event::kind::acquired, lease_event::kind::server_warning, "lease_event::kind");
@@ -1316,4 +1388,38 @@ BOOST_AUTO_TEST_CASE(every_public_enum_has_a_name_and_prints_it) {
   BOOST_TEST(to_string(lease_state::lost) == "lost");
   BOOST_TEST(to_string(release_outcome::already_free) == "already_free");  // the protocol's spelling
   BOOST_TEST(to_string(lease_event::kind::acquire_abandoned) == "acquire_abandoned");
+}
+
+// client::async_list and async_break (docs/sdk.md, "Operators' view and break") in the spellings users write.
+BOOST_FIXTURE_TEST_CASE(list_pages_held_locks_and_break_ends_one_lease_for_the_next_holder, fixture) {
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto a = co_await c.async_acquire("ops/a", long_lease);
+    auto b = co_await c.async_acquire("ops/b", long_lease);
+    auto other = co_await c.async_acquire("other", long_lease);
+    auto page = co_await c.async_list("ops/", "", 1);
+    BOOST_REQUIRE(page.locks.size() == 1u);
+    BOOST_TEST(page.locks[0].key == "ops/a");
+    BOOST_TEST(page.locks[0].kind == "lock");
+    BOOST_TEST(page.locks[0].holder.token == a.token());
+    BOOST_TEST(page.next == "ops/a");
+    auto rest = co_await c.async_list("ops/", page.next, 10);
+    BOOST_REQUIRE(rest.locks.size() == 1u);
+    BOOST_TEST(rest.locks[0].key == "ops/b");
+    BOOST_TEST(rest.next.empty());
+    BOOST_TEST((co_await c.async_list("")).locks.size() == 3u);
+
+    // Another token than the holder's: refused, nothing changed; then the lease itself.
+    auto [ec, none] = co_await c.async_break("ops/a", a.token() + 100, asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(ec == make_error_code(error::token_mismatch));
+    auto broken = co_await c.async_break("ops/a", a.token());
+    BOOST_TEST(broken.token == a.token());
+    BOOST_TEST(!server->holder("ops/a").has_value());
+    auto [free_ec, nothing] = co_await c.async_break("ops/a", asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(free_ec == make_error_code(error::not_held));
+    auto next = co_await c.async_acquire("ops/a", long_lease);
+    BOOST_TEST(next.token() > a.token());
+    co_await b.async_release();
+    co_await other.async_release();
+    co_await next.async_release();
+  }());
 }

@@ -75,3 +75,37 @@ BOOST_AUTO_TEST_CASE(the_answer_is_appended_after_what_the_buffer_holds) {
   append_wire_bytes(res, false, out);
   BOOST_TEST(std::string(out) == "prefix" + beast_bytes(res, false));
 }
+
+// docs/protocol.md, "list" and "break": the bodies, member by member, escaped as any other answer's.
+BOOST_AUTO_TEST_CASE(list_and_break_answers_have_the_documented_bodies) {
+  const answer_context c{11, true, mem};
+  list_page page;
+  page.leases.push_back({"jobs/a", lease_view{"w1", "ci", 41, {}, milliseconds(812), "10.0.0.7"}, 2});
+  page.leases.push_back({"jobs/\"b\"", lease_view{"w2", "", 44, {}, milliseconds(5), ""}, 0});
+  page.more = true;
+  auto listed = list_answer(c, page);
+  check_same_as_beast(listed);
+  BOOST_TEST(listed.body() ==
+             R"({"locks":[{"key":"jobs/a","kind":"lock","owner":"w1","client":"ci","token":41,)"
+             R"("ttl_remaining_ms":812,"value":"10.0.0.7","waiters":2},)"
+             R"({"key":"jobs/\"b\"","kind":"lock","owner":"w2","token":44,"ttl_remaining_ms":5,"value":"",)"
+             R"("waiters":0}],"next":"jobs/\"b\""})");
+  BOOST_TEST(list_answer(c, list_page{}).body() == R"({"locks":[],"next":null})");
+
+  const lease_view held{"w1", "ci", 41, {}, milliseconds(7710), "v"};
+  auto broke = break_answer(c, "jobs/a", lease_broken{held});
+  BOOST_TEST(broke.result_int() == 200u);
+  BOOST_TEST(
+      broke.body() ==
+      R"({"key":"jobs/a","broken":true,"owner":"w1","client":"ci","token":41,"ttl_remaining_ms":7710})");
+  auto other = break_answer(c, "jobs/a", break_token_mismatch{held});
+  BOOST_TEST(other.result_int() == 409u);
+  BOOST_TEST(
+      other.body() ==
+      R"({"error":"token_mismatch","message":"the lock is held with another token than the one named; )"
+      R"(nothing changed","owner":"w1","client":"ci","token":41,"ttl_remaining_ms":7710,"value":"v"})");
+  auto free = break_answer(c, "jobs/a", break_not_held{});
+  BOOST_TEST(free.result_int() == 404u);
+  BOOST_TEST(free.body() ==
+             R"x({"error":"not_held","message":"the lock is not held (it is free, or its lease expired)"})x");
+}

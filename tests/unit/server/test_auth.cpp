@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(every_kind_of_bad_line_is_refused_with_its_line_number) {
     std::string error;
   };
   const std::string shape =
-      "expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>|max_locks=<N>]...\"";
+      "expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>|admin:<prefix>|max_locks=<N>]...\"";
   const std::string bad_hash =
       "token hash must be \"sha256:\" followed by 64 hex digits (SHA-256 of the token)";
   const row rows[] = {
@@ -121,9 +121,10 @@ BOOST_AUTO_TEST_CASE(every_kind_of_bad_line_is_refused_with_its_line_number) {
        "tokens:1: client name \"bad/name\" must be 1 to 64 characters of A-Z a-z 0-9 . _ - @ :"},
       {h + " " + std::string(65, 'n'), "tokens:1: client name \"" + std::string(65, 'n') +
                                            "\" must be 1 to 64 characters of A-Z a-z 0-9 . _ - @ :"},
-      {h + " name jobs/", "tokens:1: permission \"jobs/\" must be rw:<prefix>, ro:<prefix> or max_locks=<N>"},
+      {h + " name jobs/",
+       "tokens:1: permission \"jobs/\" must be rw:<prefix>, ro:<prefix>, admin:<prefix> or max_locks=<N>"},
       {h + " name wo:jobs/",
-       "tokens:1: permission \"wo:jobs/\" must be rw:<prefix>, ro:<prefix> or max_locks=<N>"},
+       "tokens:1: permission \"wo:jobs/\" must be rw:<prefix>, ro:<prefix>, admin:<prefix> or max_locks=<N>"},
       {h + " name rw:", "tokens:1: permission \"rw:\" has no prefix (write * for every key)"},
       {h + " name ro:" + std::string(513, 'k'), "tokens:1: prefix is longer than a key can be (512 bytes)"},
       {h + " a\n\n" + h + " b", "tokens:3: the same token hash is already on line 1"},
@@ -142,9 +143,9 @@ BOOST_AUTO_TEST_CASE(load_tokens_names_the_file_in_errors) {
     load_tokens(path);
     BOOST_FAIL("accepted a bad file");
   } catch (const tokens_file_error& e) {
-    BOOST_TEST(std::string(e.what()) ==
-               path + ":2: " +
-                   "expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>|max_locks=<N>]...\"");
+    BOOST_TEST(std::string(e.what()) == path + ":2: " +
+                                            "expected \"sha256:<64 hex digits> <name> "
+                                            "[rw:<prefix>|ro:<prefix>|admin:<prefix>|max_locks=<N>]...\"");
   }
   BOOST_CHECK_THROW(load_tokens((dir / "missing").string()), tokens_file_error);
 
@@ -156,9 +157,9 @@ BOOST_AUTO_TEST_CASE(load_tokens_names_the_file_in_errors) {
   { std::ofstream(path) << "garbage\n"; }
   auto err = store.reload();
   BOOST_REQUIRE(err.has_value());
-  BOOST_TEST(*err ==
-             path +
-                 ":1: expected \"sha256:<64 hex digits> <name> [rw:<prefix>|ro:<prefix>|max_locks=<N>]...\"");
+  BOOST_TEST(*err == path +
+                         ":1: expected \"sha256:<64 hex digits> <name> "
+                         "[rw:<prefix>|ro:<prefix>|admin:<prefix>|max_locks=<N>]...\"");
   BOOST_TEST(store.current() == first);
   { std::ofstream(path) << line_for("b", "beta rw:*"); }
   BOOST_TEST(!store.reload().has_value());
@@ -251,4 +252,28 @@ BOOST_AUTO_TEST_CASE(max_locks_sets_a_clients_quota_and_the_smallest_of_its_line
   for (std::string bad : {"max_locks=", "max_locks=-1", "max_locks=1x", "max_locks=99999999999999999999999"})
     BOOST_CHECK_THROW(parse_tokens(h1 + " jobs " + bad, "f"), tokens_file_error);
   BOOST_CHECK_THROW(parse_tokens(h1 + " jobs max_locks=1 max_locks=2", "f"), tokens_file_error);
+}
+
+// An admin grant (docs/security.md): what rw: allows, and a break; files without it grant no break.
+BOOST_AUTO_TEST_CASE(only_an_admin_grant_breaks_and_a_listing_needs_read_access_to_its_prefix) {
+  auto t = parse_tokens(line_for("ops", "o admin:jobs/") + line_for("writer", "w rw:jobs/") +
+                            line_for("reader", "r ro:jobs/") + line_for("all", "a ro:*"),
+                        "f");
+  BOOST_TEST(std::get<std::string>(authorize(t, "Bearer ops", target(kind::break_lease, "jobs/a"))) == "o");
+  BOOST_TEST(std::get<std::string>(authorize(t, "Bearer ops", target(kind::acquire, "jobs/a"))) == "o");
+  BOOST_TEST(std::get<std::string>(authorize(t, "Bearer ops", target(kind::get, "jobs/a"))) == "o");
+  BOOST_TEST(status_of(authorize(t, "Bearer ops", target(kind::break_lease, "other"))) == 403);
+  for (const char* who : {"Bearer writer", "Bearer reader", "Bearer all"}) {
+    auto e = std::get<api_error>(authorize(t, who, target(kind::break_lease, "jobs/a")));
+    BOOST_TEST(e.status == 403, who);
+    BOOST_TEST(e.code == "admin_required", who);
+  }
+  BOOST_TEST(status_of(authorize(t, "", target(kind::break_lease, "jobs/a"))) == 401);
+  // A listing's key is its prefix: a grant must cover all of it.
+  BOOST_TEST(std::get<std::string>(authorize(t, "Bearer reader", target(kind::list, "jobs/"))) == "r");
+  BOOST_TEST(std::get<std::string>(authorize(t, "Bearer reader", target(kind::list, "jobs/x"))) == "r");
+  BOOST_TEST(status_of(authorize(t, "Bearer reader", target(kind::list, "job"))) == 403);
+  BOOST_TEST(status_of(authorize(t, "Bearer reader", target(kind::list, ""))) == 403);
+  BOOST_TEST(std::get<std::string>(authorize(t, "Bearer all", target(kind::list, ""))) == "a");
+  BOOST_TEST(parse_error(line_for("x", "x admin:")) != "(accepted)");
 }

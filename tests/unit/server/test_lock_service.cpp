@@ -731,3 +731,57 @@ BOOST_FIXTURE_TEST_CASE(the_holder_and_a_free_key_are_granted_at_once_and_waiter
   wait_done(ioc, b);
   BOOST_TEST(granted(b) == 0u);
 }
+
+// An operator's break (docs/design.md, "Breaking a lease"): answered only once its record is durable, the
+// key's queue and long-polls are served as at a release, the listing counts the queue, and a restart keeps
+// the key free with the token counter past the broken token.
+BOOST_AUTO_TEST_CASE(a_break_is_durable_before_its_answer_and_hands_the_key_to_its_queue) {
+  temp_dir dir;
+  std::uint64_t next_token = 0;
+  {
+    server_metrics metrics;
+    journal log{journal_options{dir.path()}, &metrics};
+    lock_service service{log, metrics};
+    asio::io_context ioc;
+    log.open(service.table(), clock::now());
+    service.table().restore("q", "a", 7, 60'000ms, clock::now());
+    auto queued = start(ioc, service.acquire_queued("q", "b", 10'000ms, 20'000ms));
+    auto poll = start(ioc, service.wait("q", 7, 20'000ms));
+    settle(ioc);
+    auto page = start(ioc, service.list("", "", 10));
+    settle(ioc);
+    BOOST_REQUIRE(page->done);
+    BOOST_REQUIRE(page->result->leases.size() == 1u);
+    BOOST_TEST(page->result->leases[0].waiters == 1u);
+
+    auto stale = start(ioc, service.break_lease("q", 6, "ops"));
+    auto broke = start(ioc, service.break_lease("q", 7, "ops"));
+    settle(ioc);
+    BOOST_TEST(!broke->done);  // its record is not durable yet: the log is not running
+    BOOST_TEST(!queued->done);
+    log.start();
+    wait_done(ioc, stale);
+    wait_done(ioc, broke);
+    BOOST_TEST(std::get<break_token_mismatch>(*stale->result).holder.token == 7u);
+    BOOST_REQUIRE(std::holds_alternative<lease_broken>(*broke->result));
+    BOOST_TEST(std::get<lease_broken>(*broke->result).lease.owner == "a");
+    wait_done(ioc, queued);
+    wait_done(ioc, poll);
+    BOOST_REQUIRE(queued->result && *queued->result);
+    next_token = std::get<acquire_granted>((*queued->result)->result).token;
+    BOOST_TEST(next_token > 7u);
+    BOOST_TEST(metrics.break_broken.load() == 1u);
+    BOOST_TEST(metrics.break_token_mismatch.load() == 1u);
+    auto released = start(ioc, service.release("q", "b", next_token));
+    wait_done(ioc, released);
+    auto free = start(ioc, service.break_lease("q", std::nullopt, "ops"));
+    wait_done(ioc, free);
+    BOOST_TEST(std::holds_alternative<break_not_held>(*free->result));
+    BOOST_TEST(metrics.break_not_held.load() == 1u);
+    log.stop();
+  }
+  const auto now = clock::now();
+  auto table = restored(dir.path(), now);
+  BOOST_TEST(!table.get("q", now).has_value());
+  BOOST_TEST(table.last_token() >= next_token);
+}

@@ -2,7 +2,11 @@
 #define BOOST_TEST_MODULE lock_table
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "lock_table.hpp"
 
@@ -355,6 +359,17 @@ BOOST_AUTO_TEST_CASE(a_released_or_forgotten_lease_leaves_the_sweep_nothing) {
   BOOST_TEST(t.size() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_broken_lease_leaves_the_sweep_nothing) {
+  lock_table t;
+  auto a = as<acquire_granted>(t.acquire("k", "o", 1000ms, t0));
+  t.acquire("other", "o", 1000ms, t0);
+  BOOST_TEST(std::holds_alternative<lease_broken>(t.break_lease("k", a.token, t0)));
+  auto gone = t.expire_some(t0 + 2s, 10);
+  BOOST_REQUIRE(gone.size() == 1u);
+  BOOST_TEST(gone[0].key == "other");
+  BOOST_TEST(t.size() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_hundred_thousand_leases_due_together_go_in_bounded_steps) {
   lock_table t;
   constexpr int n = 100'000;  // a tenth of the benchmark's million, same shape: one second for all
@@ -563,4 +578,112 @@ BOOST_AUTO_TEST_CASE(the_record_limit_refuses_new_keys_only) {
   BOOST_TEST(t.find_record("b") == nullptr);
   BOOST_TEST(as<record_written>(t.write_record("a", "o", 1, "2", t0)).version == 2u);  // a replacement
   BOOST_TEST(t.records_snapshot().size() == 1u);
+}
+
+// Listing and breaking (docs/protocol.md, "list" and "break").
+
+BOOST_AUTO_TEST_CASE(list_shows_unexpired_leases_under_a_prefix_in_key_order) {
+  lock_table t;
+  t.acquire("jobs/c", "c", 1000ms, t0, "alice", "vc");
+  t.acquire("jobs/a", "a", 1000ms, t0);
+  t.acquire("other", "o", 1000ms, t0);
+  t.acquire("jobs/b", "b", 100ms, t0);  // expired at the listing
+  auto page = t.list("jobs/", "", 10, t0 + 500ms);
+  BOOST_TEST(!page.more);
+  BOOST_REQUIRE(page.leases.size() == 2u);
+  BOOST_TEST(page.leases[0].key == "jobs/a");
+  BOOST_TEST(page.leases[1].key == "jobs/c");
+  BOOST_TEST(page.leases[1].lease.owner == "c");
+  BOOST_TEST(page.leases[1].lease.client == "alice");
+  BOOST_TEST(page.leases[1].lease.token == 1u);
+  BOOST_TEST(page.leases[1].lease.value == "vc");
+  BOOST_TEST(page.leases[1].lease.remaining.count() == 500);
+  BOOST_TEST(t.list("", "", 10, t0).leases.size() == 4u);
+  BOOST_TEST(t.list("nothing", "", 10, t0).leases.empty());
+}
+
+BOOST_AUTO_TEST_CASE(list_pages_follow_the_cursor_without_gaps_or_repeats) {
+  lock_table t;
+  for (int i = 0; i < 25; ++i) {
+    char key[16];
+    std::snprintf(key, sizeof key, "k/%02d", i);
+    t.acquire(key, "o", 1000ms, t0);
+  }
+  std::vector<std::string> seen;
+  std::string after;
+  int pages = 0;
+  for (;;) {
+    auto page = t.list("k/", after, 10, t0);
+    ++pages;
+    for (auto& l : page.leases)
+      seen.push_back(l.key);
+    if (!page.more) break;
+    BOOST_TEST(page.leases.size() == 10u);
+    after = page.leases.back().key;
+  }
+  BOOST_TEST(pages == 3);
+  BOOST_REQUIRE(seen.size() == 25u);
+  BOOST_TEST(std::is_sorted(seen.begin(), seen.end()));
+  BOOST_TEST((std::adjacent_find(seen.begin(), seen.end()) == seen.end()));
+  // A full last page says nothing more follows; a zero limit is taken as one.
+  BOOST_TEST(!t.list("k/", "k/14", 10, t0).more);
+  BOOST_TEST(t.list("k/", "", 0, t0).leases.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(break_then_acquire_gets_a_larger_token) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0, "alice", "v");
+  auto b = as<lease_broken>(t.break_lease("k", std::nullopt, t0 + 10ms));
+  BOOST_TEST(b.lease.owner == "a");
+  BOOST_TEST(b.lease.client == "alice");
+  BOOST_TEST(b.lease.token == 1u);
+  BOOST_TEST(!t.contains("k"));
+  BOOST_TEST(t.size_of("alice") == 0u);
+  auto g = as<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 20ms));
+  BOOST_TEST(g.token > 1u);
+}
+
+BOOST_AUTO_TEST_CASE(break_of_a_free_or_expired_key_is_not_held) {
+  lock_table t;
+  BOOST_TEST(std::holds_alternative<break_not_held>(t.break_lease("k", std::nullopt, t0)));
+  t.acquire("k", "a", 100ms, t0);
+  BOOST_TEST(std::holds_alternative<break_not_held>(t.break_lease("k", 1u, t0 + 100ms)));
+  // The expired lease is left for the sweep to remove and log.
+  BOOST_TEST(t.contains("k"));
+}
+
+BOOST_AUTO_TEST_CASE(break_with_a_stale_token_is_refused_and_changes_nothing) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  t.acquire("k", "a", 1000ms, t0);  // token 2 supersedes 1
+  auto m = as<break_token_mismatch>(t.break_lease("k", 1u, t0));
+  BOOST_TEST(m.holder.token == 2u);
+  BOOST_TEST(std::holds_alternative<renew_ok>(t.renew("k", "a", 2, 1000ms, t0)));
+  BOOST_TEST(std::holds_alternative<lease_broken>(t.break_lease("k", 2u, t0)));
+}
+
+BOOST_AUTO_TEST_CASE(broken_holder_is_refused_with_reason_broken) {
+  lock_table t;
+  t.acquire("k", "a", 1000ms, t0);
+  t.break_lease("k", std::nullopt, t0);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", 1, 1000ms, t0)).reason == lost_reason::broken);
+  BOOST_TEST(as<renew_refused>(t.proclaim("k", "a", 1, "x", t0)).reason == lost_reason::broken);
+  // Once another owner holds the key, the broken holder still hears why it lost it; others do not.
+  t.acquire("k", "b", 1000ms, t0);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", 1, 1000ms, t0)).reason == lost_reason::broken);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "c", 7, 1000ms, t0)).reason == lost_reason::owner_mismatch);
+  BOOST_TEST((t.release("k", "a", 1, t0).outcome == release_outcome::not_owner));
+}
+
+BOOST_AUTO_TEST_CASE(broken_tokens_are_remembered_within_a_bound) {
+  lock_table t;
+  const auto n = lock_table::broken_memory + 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto key = "k" + std::to_string(i);
+    t.acquire(key, "a", 1000ms, t0);
+    t.break_lease(key, std::nullopt, t0);
+  }
+  // The oldest broken token is forgotten: an absent lease again.
+  BOOST_TEST(as<renew_refused>(t.renew("k0", "a", 1, 1000ms, t0)).reason == lost_reason::not_held);
+  BOOST_TEST(as<renew_refused>(t.renew("k1", "a", 2, 1000ms, t0)).reason == lost_reason::broken);
 }

@@ -331,10 +331,50 @@ BOOST_AUTO_TEST_CASE(control_characters_are_unicodes_c0_del_and_c1) {
 }
 
 BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_its_optional_features_and_limits) {
-  BOOST_TEST(
-      capabilities_body(8192) ==
-      R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record","acquire_queue"],)"
-      R"("renew_batch_max":1000,"max_body_bytes":8192,"record_max_bytes":65536})");
+  BOOST_TEST(capabilities_body(8192) ==
+             R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
+             R"("acquire_queue","list_locks","break_lease"],"renew_batch_max":1000,"max_body_bytes":8192,)"
+             R"("record_max_bytes":65536,"list_max":1000})");
+}
+
+BOOST_AUTO_TEST_CASE(a_listing_reads_prefix_cursor_and_limit_from_its_query) {
+  BOOST_TEST((std::get<kind>(parse_route("/v1/locks")) == kind::list));
+  BOOST_TEST(method_for(kind::list) == "GET");
+  auto all = target_ok("/v1/locks");
+  BOOST_TEST(all.key.empty());
+  BOOST_TEST(!all.after.has_value());
+  BOOST_TEST(!all.limit.has_value());
+  auto t = target_ok("/v1/locks?prefix=jobs%2F&after=jobs%2Fb&limit=1000&colour=red");
+  BOOST_TEST(t.key == "jobs/");
+  BOOST_TEST(*t.after == "jobs/b");
+  BOOST_TEST(*t.limit == 1000u);
+  BOOST_TEST(target_ok("/v1/locks?prefix=&after=").key.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_listing_query_is_refused_with_400) {
+  for (std::string_view bad :
+       {"/v1/locks?limit=0", "/v1/locks?limit=1001", "/v1/locks?limit=-1", "/v1/locks?limit=ten",
+        "/v1/locks?limit", "/v1/locks?limit=1&limit=2", "/v1/locks?prefix=a&prefix=b",
+        "/v1/locks?after=a&after=b", "/v1/locks?prefix=a%00", "/v1/locks?after=%C3",
+        "/v1/locks?limit=18446744073709551617"}) {
+    auto e = target_err(bad);
+    BOOST_TEST(e.status == 400, bad);
+    BOOST_TEST(e.code == "bad_request", bad);
+  }
+  std::string long_prefix = "/v1/locks?prefix=" + std::string(513, 'a');
+  BOOST_TEST(target_err(long_prefix).status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(a_break_names_its_key_in_the_path_and_maybe_a_token_in_its_body) {
+  BOOST_TEST((target_ok("/v1/locks/a%2Fb/break").what == kind::break_lease));
+  BOOST_TEST(target_ok("/v1/locks/a%2Fb/break").key == "a/b");
+  BOOST_TEST(method_for(kind::break_lease) == "POST");
+  BOOST_TEST(target_err("/v1/locks//break").status == 400);
+  BOOST_TEST(!std::get<break_request>(parse_break("{}")).token.has_value());
+  BOOST_TEST(*std::get<break_request>(parse_break(R"({"token":7})")).token == 7u);
+  for (std::string_view bad : {"", "[]", R"({"token":0})", R"({"token":"7"})", R"({"token":1.5})",
+                               R"({"token":-1})", R"({"token":1,"token":2})", "{"})
+    BOOST_TEST(err(parse_break(bad)).status == 400, bad);
 }
 
 namespace {

@@ -65,12 +65,12 @@ inline milliseconds default_batch_window(milliseconds renew_every, milliseconds 
 clock::duration backoff(const retry_policy& policy, int attempt, jitter_rng& rng);
 
 /// The one rule for a lease that ends on its own: it is lost once its local deadline passes, whatever the
-/// renewal task has seen yet. The state machine, lease::state() and the election all decide with it.
+/// renewal scheduler has seen yet. The state machine, lease::state() and the election all decide with it.
 constexpr bool past_deadline(lease_clock::time_point deadline, lease_clock::time_point now) noexcept {
   return now >= deadline;
 }
 
-/// The state a reader sees: `published` (what the renewal task last decided), lost once past the deadline.
+/// The state a reader sees: `published` (what the renewal scheduler last decided), lost once past the deadline.
 constexpr lease_state observed_state(lease_state published, lease_clock::time_point deadline,
                                      lease_clock::time_point now) noexcept {
   return published == lease_state::active && past_deadline(deadline, now) ? lease_state::lost : published;
