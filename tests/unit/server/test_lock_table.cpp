@@ -359,17 +359,6 @@ BOOST_AUTO_TEST_CASE(a_released_or_forgotten_lease_leaves_the_sweep_nothing) {
   BOOST_TEST(t.size() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(a_broken_lease_leaves_the_sweep_nothing) {
-  lock_table t;
-  auto a = as<acquire_granted>(t.acquire("k", "o", 1000ms, t0));
-  t.acquire("other", "o", 1000ms, t0);
-  BOOST_TEST(std::holds_alternative<lease_broken>(t.break_lease("k", a.token, t0)));
-  auto gone = t.expire_some(t0 + 2s, 10);
-  BOOST_REQUIRE(gone.size() == 1u);
-  BOOST_TEST(gone[0].key == "other");
-  BOOST_TEST(t.size() == 0u);
-}
-
 BOOST_AUTO_TEST_CASE(a_hundred_thousand_leases_due_together_go_in_bounded_steps) {
   lock_table t;
   constexpr int n = 100'000;  // a tenth of the benchmark's million, same shape: one second for all
@@ -641,6 +630,26 @@ BOOST_AUTO_TEST_CASE(break_then_acquire_gets_a_larger_token) {
   BOOST_TEST(t.size_of("alice") == 0u);
   auto g = as<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 20ms));
   BOOST_TEST(g.token > 1u);
+}
+
+// A broken lease leaves the expiry index with the table: the sweep later finds only the leases still held
+// (a broken lease left in the index would be a dangling link, which the sanitizer build reports).
+BOOST_AUTO_TEST_CASE(a_broken_lease_leaves_the_sweep_too) {
+  lock_table t;
+  t.acquire("a", "o", 1000ms, t0);
+  t.acquire("b", "o", 1000ms, t0);
+  t.acquire("c", "o", 1000ms, t0);
+  as<lease_broken>(t.break_lease("b", std::nullopt, t0 + 10ms));
+  t.acquire("b", "p", 5000ms, t0 + 20ms);  // the next holder, expiring later
+  auto gone = t.expire_some(t0 + 3s, 100);
+  std::vector<std::string> keys;
+  for (const auto& e : gone)
+    keys.push_back(e.key);
+  std::sort(keys.begin(), keys.end());
+  BOOST_TEST(keys == (std::vector<std::string>{"a", "c"}), boost::test_tools::per_element());
+  BOOST_TEST(t.contains("b"));
+  BOOST_TEST(t.expire_some(t0 + 7s, 100).size() == 1u);
+  BOOST_TEST(!t.contains("b"));
 }
 
 BOOST_AUTO_TEST_CASE(break_of_a_free_or_expired_key_is_not_held) {
