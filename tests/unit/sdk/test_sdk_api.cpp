@@ -1147,6 +1147,27 @@ void check_names(E first, E last, std::string_view type) {
 }
 }  // namespace
 
+namespace {
+// Guards a work that never ends with each lease (with_lease), counting in `lost` the works ended by their
+// lease's loss.
+void guard_until_lost(asio::io_context& ioc, std::vector<lease>& leases, int& lost) {
+  for (auto& l : leases)
+    asio::co_spawn(
+        ioc,
+        [&ioc, &l, &lost]() -> asio::awaitable<void> {
+          try {
+            co_await with_lease(l, [&]() -> asio::awaitable<void> {
+              asio::steady_timer forever(ioc, asio::steady_timer::time_point::max());
+              co_await forever.async_wait(asio::use_awaitable);
+            }());
+          } catch (const baton::exception& e) {
+            if (e.code() == error::lease_lost) ++lost;
+          }
+        },
+        asio::detached);
+}
+}  // namespace
+
 // A server that stops answering gets one renew at a time from a client, not one per lease: once a renew has
 // gone unanswered (its request timeout, 2 s, passed), the others wait for the next one's outcome, or their
 // deadline. What a client sends before it knows (renews falling due within that first timeout) it sends;
@@ -1203,20 +1224,7 @@ BOOST_AUTO_TEST_CASE(a_frozen_server_gets_one_renew_at_a_time_and_every_lease_is
   // A long one: still one at a time, and each lease is lost at its own deadline, not later, its guarded
   // work cancelled then (a loss declared as the probe failed was once marked and never published).
   int guards_cancelled = 0;
-  for (auto& l : leases)
-    asio::co_spawn(
-        ioc,
-        [&]() -> asio::awaitable<void> {
-          try {
-            co_await with_lease(l, [&]() -> asio::awaitable<void> {
-              asio::steady_timer forever(ioc, asio::steady_timer::time_point::max());
-              co_await forever.async_wait(asio::use_awaitable);
-            }());
-          } catch (const baton::exception& e) {
-            if (e.code() == error::lease_lost) ++guards_cancelled;
-          }
-        },
-        asio::detached);
+  guard_until_lost(ioc, leases, guards_cancelled);
   at_first_retry.reset();
   server->pause();
   const auto last = *std::max_element(deadlines.begin(), deadlines.end());
@@ -1271,20 +1279,7 @@ BOOST_AUTO_TEST_CASE(leases_sharing_a_deadline_are_lost_at_it_together_and_then_
   BOOST_TEST(deadlines.size() < static_cast<std::size_t>(count) / 10);  // a few batches, not one per lease
 
   int guards_cancelled = 0;
-  for (auto& l : leases)
-    asio::co_spawn(
-        ioc,
-        [&]() -> asio::awaitable<void> {
-          try {
-            co_await with_lease(l, [&]() -> asio::awaitable<void> {
-              asio::steady_timer forever(ioc, asio::steady_timer::time_point::max());
-              co_await forever.async_wait(asio::use_awaitable);
-            }());
-          } catch (const baton::exception& e) {
-            if (e.code() == error::lease_lost) ++guards_cancelled;
-          }
-        },
-        asio::detached);
+  guard_until_lost(ioc, leases, guards_cancelled);
   ioc.poll();
   server->pause();
   const auto last = *deadlines.rbegin();
