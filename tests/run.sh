@@ -40,13 +40,13 @@ fi
 cmake --build --preset dev
 if ((quick)); then
   ctest --preset dev -L unit -j2
-  ctest --preset dev -LE unit
+  ctest --preset dev -LE unit -j2
   exit 0
 fi
-# Unit tests two at a time (they are built for a loaded 2-core machine); the rest, which start servers and
-# time real failovers, one at a time.
+# Two tests at a time: they are built for a loaded 2-core machine, and most of the integration tests' time is
+# spent waiting out real TTLs and elections. The chaos runs and test_package (a build) run alone (RUN_SERIAL).
 ctest --preset dev -L unit -j2 -R "$debug_only"
-ctest --preset dev -LE unit -R "$debug_only"
+ctest --preset dev -LE unit -j2 -R "$debug_only"
 
 # A sanitizer report fails the test that triggers it (UBSan only prints by default); batond and the other
 # processes the tests start inherit this.
@@ -54,7 +54,7 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cmake --preset asan -DBATON_TEST_SET=all
 cmake --build --preset asan
 ctest --preset asan -L unit -j2 -E "$debug_only"
-ctest --preset asan -LE unit -E "$debug_only"
+ctest --preset asan -LE unit -j2 -E "$debug_only"
 
 cmake --preset fuzz
 cmake --build --preset fuzz
