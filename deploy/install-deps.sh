@@ -27,6 +27,7 @@ test=(
   # fuzzing: clang with libFuzzer and the sanitizer runtimes (the `fuzz` preset)
   clang-14 libclang-rt-14-dev
   lld  # the Debug builds link with it when present (CMakeLists.txt): a third of the linking time
+  clang-format-14  # test_format: the tree is formatted as .clang-format says
   # the etcd backend's tests and the etcd chaos run
   etcd-server etcd-client
   strace  # test_etcd_disk_stall stalls an etcd leader's fsyncs (etcd is Go: LD_PRELOAD does not reach them)

@@ -8,8 +8,8 @@
 // Exit: 0 every write accepted (lease released); 3 a write refused by the database (stale token);
 //       4 the lease was lost before a write, which was not attempted; 1 other error; 2 usage.
 
-#include "account_store.hpp"
 #include "../common/fenced_holder.hpp"
+#include "account_store.hpp"
 
 int main(int argc, char** argv) {
   return baton::examples::run_fenced_holder<baton::examples::sqlite::account_store>(

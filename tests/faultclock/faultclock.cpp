@@ -55,7 +55,9 @@ bool active = false;
 std::atomic<std::int64_t> offset_ns{0};  // suspended time so far
 
 constexpr std::int64_t billion = 1'000'000'000;
-std::int64_t to_ns(const timespec& t) { return std::int64_t{t.tv_sec} * billion + t.tv_nsec; }
+std::int64_t to_ns(const timespec& t) {
+  return std::int64_t{t.tv_sec} * billion + t.tv_nsec;
+}
 timespec from_ns(std::int64_t ns) {
   if (ns < 0) ns = 0;
   return timespec{static_cast<time_t>(ns / billion), static_cast<long>(ns % billion)};
@@ -111,10 +113,10 @@ void read_control() {
 }
 
 void* poll_control(void*) {
-  struct stat last{};
+  struct stat last {};
   const timespec tick{0, 5'000'000};
   for (;;) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(control_path, &st) == 0 &&
         (st.st_ino != last.st_ino || st.st_mtim.tv_nsec != last.st_mtim.tv_nsec ||
          st.st_mtim.tv_sec != last.st_mtim.tv_sec || st.st_size != last.st_size)) {

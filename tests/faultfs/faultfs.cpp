@@ -30,11 +30,11 @@
 //
 // The power-cut recorder (BATON_FAULTFS_RECORD=/path/to/record, an existing directory outside the data
 // directory) notes what each successful sync made durable, whatever the mode: an fsync or fdatasync of a
-// file keeps a copy of its content as record/ino-<inode> (only the new bytes, when it grew), an fsync of the data directory keeps its
-// listing (inode and name of each entry) as record/dir.list. A later process with the same record
-// directory goes on from there; the first one takes the directory as it finds it as durable. The test
-// then builds what a power cut would have left (storage_faults::power_cut_image): the names of the last
-// durable listing, each with the content of its last sync.
+// file keeps a copy of its content as record/ino-<inode> (only the new bytes, when it grew), an fsync of the
+// data directory keeps its listing (inode and name of each entry) as record/dir.list. A later process with
+// the same record directory goes on from there; the first one takes the directory as it finds it as durable.
+// The test then builds what a power cut would have left (storage_faults::power_cut_image): the names of the
+// last durable listing, each with the content of its last sync.
 //
 // Why this shape: the mode is looked up on every wrapped call (one stat(2); no allocation, and no lock a
 // caller could wait on), so a test or the chaos runner can change it while batond runs and the next call
@@ -446,7 +446,8 @@ bool only_grew(int in, int rec, off_t size) {
   char a[4096], b[4096];
   const off_t n = size < off_t{sizeof a} ? size : off_t{sizeof a};
   return ::pread(in, a, static_cast<std::size_t>(n), size - n) == n &&
-         ::pread(rec, b, static_cast<std::size_t>(n), size - n) == n && memcmp(a, b, static_cast<std::size_t>(n)) == 0;
+         ::pread(rec, b, static_cast<std::size_t>(n), size - n) == n &&
+         memcmp(a, b, static_cast<std::size_t>(n)) == 0;
 }
 
 // The whole content of the file at `path` (inode `ino`), made its durable content. A file that only grew

@@ -487,7 +487,8 @@ BOOST_AUTO_TEST_CASE(reload_on_change_applies_a_changed_file_and_tries_a_bad_one
   batond_process server(dir.path(), {}, 0, (dir.path() / "batond.log").string());
   const auto config = [&](const std::string& jobs) {
     return "server: " + server.url() +
-           "\nlisten: 127.0.0.1:0\nreload_on_change: 200ms\nelection:\n  key: w/leader\n  ttl: 2s\njobs:" + jobs;
+           "\nlisten: 127.0.0.1:0\nreload_on_change: 200ms\nelection:\n  key: w/leader\n  ttl: 2s\njobs:" +
+           jobs;
   };
   const auto file = write_file(dir, "agent.yaml", config(" []\n"));
   const auto log = dir.path() / "agent.log";
@@ -495,9 +496,8 @@ BOOST_AUTO_TEST_CASE(reload_on_change_applies_a_changed_file_and_tries_a_bad_one
   BOOST_REQUIRE(eventually([&] { return a.leader().at("is_leader").as_bool(); }));
   write_file(dir, "agent.yaml",
              config("\n  - name: added\n    schedule: \"0 0 1 1 *\"\n    command: [/bin/true]\n"));
-  BOOST_TEST(eventually([&] {
-    return http_client(a.port, 10s).get("/v1/jobs").json.at("jobs").as_array().size() == 1u;
-  }));
+  BOOST_TEST(eventually(
+      [&] { return http_client(a.port, 10s).get("/v1/jobs").json.at("jobs").as_array().size() == 1u; }));
   BOOST_TEST(!log_line(log, "config_changed").empty(), read_all(log));
   BOOST_TEST(a.metric_line("baton_agent_config_last_reload_successful ") ==
              "baton_agent_config_last_reload_successful 1");

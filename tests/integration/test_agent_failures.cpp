@@ -634,11 +634,12 @@ BOOST_AUTO_TEST_CASE(a_job_that_writes_fast_has_every_line_in_the_log) {
 BOOST_AUTO_TEST_CASE(a_commands_env_directory_and_user_are_its_own_and_its_failure_says_what_happened) {
   solo_leader s;
   const bool root = ::geteuid() == 0;
-  auto& a = s.start(job("envy", "shell: true",
-                        "    command: \"echo $GREETING $(pwd) $(id -un) oom=$(cat /proc/self/oom_score_adj); echo oops >&2; "
-                        "exit 3\"\n"
-                        "    env:\n      GREETING: hello\n    working_dir: /tmp\n" +
-                            std::string(root ? "    user: nobody\n" : "")));
+  auto& a = s.start(job(
+      "envy", "shell: true",
+      "    command: \"echo $GREETING $(pwd) $(id -un) oom=$(cat /proc/self/oom_score_adj); echo oops >&2; "
+      "exit 3\"\n"
+      "    env:\n      GREETING: hello\n    working_dir: /tmp\n" +
+          std::string(root ? "    user: nobody\n" : "")));
   const auto line = await_finished(a, "envy", "failed");
   BOOST_REQUIRE(!line.empty());
   BOOST_TEST(line.find("detail=\"exit status 3; stderr: oops\"") != std::string::npos, line);

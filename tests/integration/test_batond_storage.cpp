@@ -401,8 +401,8 @@ BOOST_AUTO_TEST_CASE(a_new_data_directory_is_fsynced_into_its_parent) {
   faults.set("eio-fsync");
   const auto data_dir = parent.path() / "baton" / "data";
   const auto err = logs.path() / "start.log";
-  child_process p({bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", data_dir.string()}, err.string(),
-                  faults.environment());
+  child_process p({bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", data_dir.string()},
+                  err.string(), faults.environment());
   const int code = p.wait(exit_bound);
   if (code == -1) p.signal(SIGKILL);
   BOOST_TEST(code == 1, "batond started although fsync fails: " << code);
@@ -426,7 +426,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_ttl_and_compaction_options_are_refused_at_star
   };
   int n = 0;
   for (const auto& [flags, message] : cases) {
-    std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", dir.path().string()};
+    std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir",
+                                  dir.path().string()};
     argv.insert(argv.end(), flags.begin(), flags.end());
     auto run = run_to_end(argv, (logs.path() / ("err-" + std::to_string(n++) + ".log")).string(), exit_bound);
     BOOST_TEST(run.code == 2, flags[0] << " " << flags[1] << ": exit " << run.code);
@@ -470,7 +471,7 @@ void expect_the_power_cut_image_keeps(const storage_faults& faults, const fs::pa
 
 // Acquires keys until batond stops (or `limit` of them); returns the acknowledged ones.
 std::map<std::string, std::uint64_t> hold_until_it_stops(batond_process& server, const std::string& prefix,
-                                                        int limit = 5000) {
+                                                         int limit = 5000) {
   std::map<std::string, std::uint64_t> held;
   http_client c(server.port(), 10s);
   for (int i = 0; i < limit && server.process().running(); ++i) {
@@ -566,8 +567,8 @@ BOOST_AUTO_TEST_CASE(a_power_cut_inside_a_large_group_commit_keeps_batond_starti
   std::this_thread::sleep_for(1s);  // its batch is written and stalls in fdatasync
   for (int i = 0; i < 40; ++i) {
     keys.push_back(long_name + std::to_string(i));
-    sent.push_back(std::make_unique<background_request>(server->port(), "/v1/locks/" + keys.back() + "/acquire",
-                                                        acquire_body("keeper", 600000)));
+    sent.push_back(std::make_unique<background_request>(
+        server->port(), "/v1/locks/" + keys.back() + "/acquire", acquire_body("keeper", 600000)));
   }
   std::this_thread::sleep_for(2s);  // the forty are queued: nothing more is written while the sync stalls
   faults.set("eio-fsync once");

@@ -17,7 +17,8 @@ using namespace std::chrono_literals;
 namespace {
 
 std::string start_store(std::unique_ptr<child_process>& store) {
-  store = std::make_unique<child_process>(std::vector<std::string>{bin_path("fenced-store"), "--listen", "127.0.0.1:0"});
+  store = std::make_unique<child_process>(
+      std::vector<std::string>{bin_path("fenced-store"), "--listen", "127.0.0.1:0"});
   auto line = store->read_line(30s);
   const std::string prefix = "fenced-store listening on ";
   BOOST_REQUIRE(line.rfind(prefix, 0) == 0);
@@ -46,7 +47,8 @@ BOOST_AUTO_TEST_CASE(the_api_example_runs_every_step_without_a_server) {
 BOOST_AUTO_TEST_CASE(long_job_finishes_under_a_valid_lease) {
   temp_dir dir;
   batond_process server(dir.path());
-  child_process job({bin_path("baton-example-long-job"), "--server", server.url(), "--steps", "3", "--step-ms", "50"});
+  child_process job(
+      {bin_path("baton-example-long-job"), "--server", server.url(), "--steps", "3", "--step-ms", "50"});
   BOOST_TEST(job.wait(120s) == 0);
   BOOST_TEST(server.client().get("/v1/locks/long-job").status == 404);  // released at the end
 }
@@ -54,8 +56,8 @@ BOOST_AUTO_TEST_CASE(long_job_finishes_under_a_valid_lease) {
 BOOST_AUTO_TEST_CASE(long_job_stops_when_the_lock_server_freezes) {
   temp_dir dir;
   batond_process server(dir.path());
-  child_process job({bin_path("baton-example-long-job"), "--server", server.url(), "--ttl-ms", "2000", "--steps",
-                     "100000", "--step-ms", "100"});
+  child_process job({bin_path("baton-example-long-job"), "--server", server.url(), "--ttl-ms", "2000",
+                     "--steps", "100000", "--step-ms", "100"});
   BOOST_REQUIRE(job.read_line(60s).find("acquired") != std::string::npos);
   server.process().signal(SIGSTOP);
   int status = job.wait(120s);

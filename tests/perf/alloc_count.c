@@ -54,7 +54,9 @@ int posix_memalign(void** p, size_t a, size_t n) {
   *p = __libc_memalign(a, n);
   return *p ? 0 : 12; /* ENOMEM */
 }
-void free(void* p) { __libc_free(p); }
+void free(void* p) {
+  __libc_free(p);
+}
 
 // Async-signal-safe: formats two numbers by hand and writes them with pwrite.
 static char* put(char* end, unsigned long v) {

@@ -31,9 +31,9 @@ temp_dir::~temp_dir() {
 batond_process::batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args,
                                unsigned short port, std::string stderr_path,
                                std::vector<std::string> extra_env) {
-  std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:" + std::to_string(port),
-                                "--data-dir", data_dir.string(),
-                                "--log-level", "warn"};
+  std::vector<std::string> argv{
+      bin_path("batond"), "--listen", "127.0.0.1:" + std::to_string(port), "--data-dir", data_dir.string(),
+      "--log-level",      "warn"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   proc_ = std::make_unique<child_process>(std::move(argv), std::move(stderr_path), std::move(extra_env));
   std::string line = proc_->read_line(std::chrono::seconds(30));

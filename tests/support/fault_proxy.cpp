@@ -256,9 +256,9 @@ struct fault_proxy::impl::connection {
   // The fault of the message now passing in each direction, when it is being swallowed.
   std::array<std::optional<drop_style>, 2> swallowing;
   std::optional<std::string> replacing;  // what the client gets instead of the reply now passing
-  std::string request_bytes;  // the request now passing upstream, for duplicate_requests
-  bool hung = false;          // a swallowed message left the connection silent for good
-  bool closed = false;        // reset or closed by the proxy: the pumps stop
+  std::string request_bytes;             // the request now passing upstream, for duplicate_requests
+  bool hung = false;                     // a swallowed message left the connection silent for good
+  bool closed = false;                   // reset or closed by the proxy: the pumps stop
 
   tcp::socket& source(direction d) { return d == to_upstream ? client : upstream; }
   tcp::socket& sink(direction d) { return d == to_upstream ? upstream : client; }

@@ -10,7 +10,6 @@
 #include <boost/beast/http.hpp>
 #include <boost/json/parse.hpp>
 
-
 #include <optional>
 #include <stdexcept>
 
@@ -20,7 +19,6 @@ namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
-
 
 http_reply to_reply(http::response<http::string_body>& res) {
   http_reply r;
@@ -50,7 +48,9 @@ struct http_client::impl {
     stream.emplace(ioc);
     buffer.clear();
     stream->expires_after(timeout);
-    run([&](auto done) { stream->async_connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), done); });
+    run([&](auto done) {
+      stream->async_connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), done);
+    });
     stream->socket().set_option(tcp::no_delay(true));
   }
 
@@ -66,7 +66,8 @@ struct http_client::impl {
   }
 };
 
-http_client::http_client(unsigned short port, std::chrono::milliseconds timeout) : impl_(std::make_unique<impl>()) {
+http_client::http_client(unsigned short port, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<impl>()) {
   impl_->port = port;
   impl_->timeout = timeout;
   impl_->connect();

@@ -17,7 +17,7 @@ struct http_reply {
   boost::json::value json;  // null when the body is not JSON
   bool keep_alive = true;
   std::string www_authenticate;  // the WWW-Authenticate header, empty when absent
-  std::string retry_after;  // the Retry-After header, empty when absent
+  std::string retry_after;       // the Retry-After header, empty when absent
 };
 
 class http_client {

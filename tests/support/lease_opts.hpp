@@ -6,7 +6,8 @@
 
 namespace baton::test {
 
-inline baton::lease_options lease_opts(baton::milliseconds ttl, baton::milliseconds every = baton::milliseconds{0},
+inline baton::lease_options lease_opts(baton::milliseconds ttl,
+                                       baton::milliseconds every = baton::milliseconds{0},
                                        baton::milliseconds margin = baton::milliseconds{0}) {
   baton::lease_options o;
   o.ttl = ttl;

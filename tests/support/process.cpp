@@ -89,7 +89,8 @@ std::string child_process::read_line(std::chrono::milliseconds timeout) {
       buffered_.erase(0, nl + 1);
       return line;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) throw std::runtime_error("timed out waiting for a line from the child's stdout");
     pollfd p{stdout_fd_, POLLIN, 0};
     int r = ::poll(&p, 1, static_cast<int>(left.count()));

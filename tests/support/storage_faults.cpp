@@ -36,7 +36,8 @@ std::string read_all(const std::filesystem::path& p) {
 
 }  // namespace
 
-void storage_faults::power_cut_image(const std::filesystem::path& image, const sector_survives& survives) const {
+void storage_faults::power_cut_image(const std::filesystem::path& image,
+                                     const sector_survives& survives) const {
   namespace fs = std::filesystem;
   if (!record_syncs_) throw std::logic_error("power_cut_image needs a storage_faults that records syncs");
   const auto record = control_dir_.path() / "record";
@@ -92,10 +93,9 @@ std::vector<std::string> storage_faults::environment() const {
   std::string asan = "verify_asan_link_order=0";
   if (const char* inherited = std::getenv("ASAN_OPTIONS"); inherited && *inherited)
     asan = std::string(inherited) + ":" + asan;
-  std::vector<std::string> env{"LD_PRELOAD=" + lib_path("libbaton-faultfs.so"),
-                               "BATON_FAULTFS_DIR=" + data_dir_.string(),
-                               "BATON_FAULTFS_CONTROL=" + (control_dir_.path() / "control").string(),
-                               "ASAN_OPTIONS=" + asan};
+  std::vector<std::string> env{
+      "LD_PRELOAD=" + lib_path("libbaton-faultfs.so"), "BATON_FAULTFS_DIR=" + data_dir_.string(),
+      "BATON_FAULTFS_CONTROL=" + (control_dir_.path() / "control").string(), "ASAN_OPTIONS=" + asan};
   if (record_syncs_) env.push_back("BATON_FAULTFS_RECORD=" + (control_dir_.path() / "record").string());
   return env;
 }

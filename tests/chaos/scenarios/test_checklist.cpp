@@ -65,7 +65,9 @@ class lease_fsm {
   time_point deadline() const { return from_lease(f_.deadline()); }
   time_point next_renew() const { return from_lease(f_.next_renew()); }
   action poll(time_point now) { return f_.poll(to_lease(now)); }
-  renew_outcome on_renew_ok(time_point sent, time_point now) { return f_.on_renew_ok(to_lease(sent), to_lease(now)); }
+  renew_outcome on_renew_ok(time_point sent, time_point now) {
+    return f_.on_renew_ok(to_lease(sent), to_lease(now));
+  }
   void on_renew_refused(std::string reason) { f_.on_renew_refused(std::move(reason)); }
   void on_renew_failed(time_point now) { f_.on_renew_failed(to_lease(now)); }
 

@@ -70,7 +70,8 @@ constexpr bool past_deadline(lease_clock::time_point deadline, lease_clock::time
   return now >= deadline;
 }
 
-/// The state a reader sees: `published` (what the renewal scheduler last decided), lost once past the deadline.
+/// The state a reader sees: `published` (what the renewal scheduler last decided), lost once past the
+/// deadline.
 constexpr lease_state observed_state(lease_state published, lease_clock::time_point deadline,
                                      lease_clock::time_point now) noexcept {
   return published == lease_state::active && past_deadline(deadline, now) ? lease_state::lost : published;
