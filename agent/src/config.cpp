@@ -2,6 +2,7 @@
 #include "config.hpp"
 
 #include "baton/common/duration.hpp"
+#include "baton/common/listen_address.hpp"
 #include "baton/common/log.hpp"
 #include "baton/common/token_file.hpp"
 #include "baton/error.hpp"
@@ -943,48 +944,13 @@ config_changes compare_configs(const agent_config& running, const agent_config& 
   return out;
 }
 
+// The rule batond's --listen follows too (baton/common/listen_address.hpp).
 boost::asio::ip::tcp::endpoint parse_listen(const std::string& s) {
-  const auto colon = s.rfind(':');
-  if (colon == std::string::npos) throw std::invalid_argument("expected host:port, got " + quoted(s));
-  auto host = std::string_view(s).substr(0, colon);
-  const auto port = std::string_view(s).substr(colon + 1);
-  if (host.empty())
-    throw std::invalid_argument("no host in " + quoted(s) + " (0.0.0.0 listens on every IPv4 address)");
-  const bool bracketed = host.front() == '[';
-  if (bracketed && (host.size() < 3 || host.back() != ']'))
-    throw std::invalid_argument("expected [address]:port for IPv6, e.g. [::1]:7071");
-  if (!bracketed && host.find(':') != std::string_view::npos)
-    throw std::invalid_argument("an IPv6 address needs brackets: [::1]:7071");
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || port.size() > 5 || ec != std::errc{} || end != port.data() + port.size() ||
-      value > 65535)
-    throw std::invalid_argument("the port in " + quoted(s) + " must be a number from 0 to 65535");
-  boost::system::error_code bad;
-  boost::asio::ip::address address;
-  if (bracketed) {
-    host = host.substr(1, host.size() - 2);
-    address = boost::asio::ip::make_address_v6(host, bad);
-    if (bad) throw std::invalid_argument(quoted(host) + " is not an IPv6 address");
-  } else if (host == "localhost") {
-    // As batond reads it. Other names are not resolved: the sidecar binds one address, and a name that
-    // resolves to several (or to another one tomorrow) would make that choice silently.
-    address = boost::asio::ip::address_v4::loopback();
-  } else {
-    address = boost::asio::ip::make_address_v4(host, bad);
-    if (bad)
-      throw std::invalid_argument(
-          quoted(host) +
-          " is not an IP address; listen takes an address (127.0.0.1, 0.0.0.0, [::1]) "
-          "or localhost, not a host name");
-  }
-  return {address, static_cast<unsigned short>(value)};
+  return baton::parse_listen(s);
 }
 
 std::string to_listen_string(const boost::asio::ip::tcp::endpoint& endpoint) {
-  const auto address = endpoint.address();
-  const auto host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
-  return host + ":" + std::to_string(endpoint.port());
+  return baton::to_listen_string(endpoint);
 }
 
 void load_server_token(agent_config& config, const std::string& config_path) {

@@ -615,21 +615,6 @@ BOOST_AUTO_TEST_CASE(token_file_is_read_trimmed_by_load_server_token_and_never_q
   std::filesystem::remove_all(dir);
 }
 
-BOOST_AUTO_TEST_CASE(listen_names_an_address_bind_accepts) {
-  using boost::asio::ip::make_address;
-  const auto v4 = parse_listen("0.0.0.0:7071");
-  BOOST_TEST(v4.address() == make_address("0.0.0.0"));
-  BOOST_TEST(v4.port() == 7071);
-  BOOST_TEST(parse_listen("localhost:0").address() == make_address("127.0.0.1"));  // as batond reads it
-  BOOST_TEST(parse_listen("[::1]:65535").address() == make_address("::1"));
-  BOOST_TEST(parse_listen("[::]:1").address().is_v6());
-  BOOST_CHECK_THROW(parse_listen("myhost:7071"), std::invalid_argument);
-  BOOST_CHECK_THROW(parse_listen("[localhost]:7071"), std::invalid_argument);
-  // Written back the way the file takes it, brackets included.
-  BOOST_TEST(to_listen_string(parse_listen("[::1]:7071")) == "[::1]:7071");
-  BOOST_TEST(to_listen_string(parse_listen("localhost:80")) == "127.0.0.1:80");
-}
-
 BOOST_AUTO_TEST_CASE(a_jobs_mode_defaults_to_the_files_and_may_override_it) {
   const std::string jobs = R"(jobs:
   - name: a
