@@ -26,7 +26,7 @@ if [[ ${1:-} == --quick ]]; then quick=1; fi
 # test_conformance, test_etcd_cluster, test_etcd_disk_stall, test_etcd_mutex (etcdctl against Baton) and
 # test_agent (three agents failing over) spend
 # their time waiting out real TTLs and elections, and are not built under the sanitizers (tests/CMakeLists.txt);
-# the code they drive runs under the sanitizers in test_batond, test_sdk_lease, test_etcd_backend,
+# the code they drive runs under the sanitizers in test_batond, test_http_lease, test_etcd_backend,
 # test_agent_jobs, test_agent_failures, test_agent_cli and the chaos run.
 debug_only='^(test_deploy_files|test_debs|test_man_pages_makefiles|test_spdx_headers|test_spdx_headers_outside_git|test_package|test_bench_core|test_conformance|test_etcd_cluster|test_etcd_disk_stall|test_etcd_mutex|test_agent|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd|chaos_short_etcd_cluster|sim_finds_.*|sim_margin_.*)$'
 
