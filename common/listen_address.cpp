@@ -31,8 +31,8 @@ boost::asio::ip::tcp::endpoint parse_listen(std::string_view text) {
     boost::system::error_code not_v6;
     boost::asio::ip::make_address_v6(host, not_v6);
     if (!not_v6 && !port.empty() && port.find_first_not_of("0123456789") == std::string_view::npos)
-      throw std::invalid_argument("an IPv6 address needs brackets: [" + std::string(host) + "]:" +
-                                  std::string(port));
+      throw std::invalid_argument("an IPv6 address needs brackets: [" + std::string(host) +
+                                  "]:" + std::string(port));
     throw std::invalid_argument("an IPv6 address needs brackets: [address]:port, e.g. [::1]:7071");
   }
   unsigned value = 0;
@@ -53,9 +53,10 @@ boost::asio::ip::tcp::endpoint parse_listen(std::string_view text) {
   } else {
     address = boost::asio::ip::make_address_v4(host, bad);
     if (bad)
-      throw std::invalid_argument(quoted(host) +
-                                  " is not an IP address; listen takes an address (127.0.0.1, 0.0.0.0, [::1]) "
-                                  "or localhost, not a host name");
+      throw std::invalid_argument(
+          quoted(host) +
+          " is not an IP address; listen takes an address (127.0.0.1, 0.0.0.0, [::1]) "
+          "or localhost, not a host name");
   }
   return {address, static_cast<unsigned short>(value)};
 }

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   opts.add_options()
     ("help,h", "show this help")
     ("version", "print the version and exit")
-    ("listen", po::value(&listen)->default_value("127.0.0.1:7070"), "address to serve on, HOST:PORT (port 0 picks a free one)")
+    ("listen", po::value(&listen)->default_value("127.0.0.1:7070"), "address to serve on, ADDRESS:PORT, an IPv6 address in brackets ([::1]:7070); port 0 picks a free one")
     ("data-dir", po::value(&data_dir), "directory for the write-ahead log and snapshots (required)")
     ("min-ttl-ms", po::value(&min_ttl)->default_value(100), "smallest lease TTL a client may ask for")
     ("max-ttl-ms", po::value(&max_ttl)->default_value(3'600'000), "largest lease TTL a client may ask for")

@@ -13,8 +13,8 @@ namespace baton {
 /// The endpoint `text` names: an IPv4 address (`127.0.0.1:7070`, `0.0.0.0:7070`), an IPv6 address in
 /// brackets (`[::1]:7070`, `[::]:7070`) or `localhost` (127.0.0.1), then a port from 0 (any free port) to
 /// 65535. An IPv6 address without brackets is refused, naming the bracketed form: in `::1:7070` the last
-/// colon could be the port's or the address's, and a guess binds the wrong one. Host names are refused: bind()
-/// takes one address, and a name can resolve to several, or to another one tomorrow. Throws
+/// colon could be the port's or the address's, and a guess binds the wrong one. Host names are refused:
+/// bind() takes one address, and a name can resolve to several, or to another one tomorrow. Throws
 /// std::invalid_argument with the reason, which the caller prefixes with the setting's name. Pure;
 /// thread-safe.
 boost::asio::ip::tcp::endpoint parse_listen(std::string_view text);
