@@ -491,6 +491,41 @@ BOOST_AUTO_TEST_CASE(an_empty_flag_value_is_a_flag_not_given) {
   BOOST_TEST(c.listen == "127.0.0.1:7071");
 }
 
+// The flags, the file keys they override and this message come from one table (config_settings.hpp).
+BOOST_AUTO_TEST_CASE(an_unknown_flag_is_refused_naming_every_flag_that_overrides_the_file) {
+  auto c = parse_config("", "t.yaml");
+  try {
+    apply_overrides(c, {{"--listn", "127.0.0.1:1"}});
+    BOOST_ERROR("accepted");
+  } catch (const config_error& e) {
+    BOOST_TEST(std::string(e.what()) ==
+               "--listn: unknown flag (the file can be overridden by --server, --identity, --listen, "
+               "--election-key, --log-level, --log-format, --ca-file, --cert, --key, --etcd-password-file)");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_flag_sets_what_its_key_in_the_file_sets) {
+  const auto from_file = parse_config(
+      "server: http://a:1\nidentity: n-1\nlisten: 127.0.0.1:9\nelection:\n  key: k/1\nlog_level: debug\n"
+      "log_format: json\n",
+      "t.yaml");
+  auto from_flags = parse_config("", "t.yaml");
+  apply_overrides(from_flags, {{"server", "http://a:1"},
+                               {"identity", "n-1"},
+                               {"listen", "127.0.0.1:9"},
+                               {"election-key", "k/1"},
+                               {"log-level", "debug"},
+                               {"log-format", "json"}});
+  BOOST_TEST(from_flags.server == from_file.server);
+  BOOST_TEST(from_flags.identity == from_file.identity);
+  BOOST_TEST(from_flags.listen == from_file.listen);
+  BOOST_TEST(from_flags.election_key == from_file.election_key);
+  BOOST_TEST(from_flags.log_level == from_file.log_level);
+  BOOST_TEST(from_flags.log_format == from_file.log_format);
+  BOOST_TEST(from_file.election_key == "k/1");
+  BOOST_TEST(from_file.log_format == "json");
+}
+
 BOOST_AUTO_TEST_CASE(a_bad_flag_is_refused_as_the_file_would_be_and_changes_nothing) {
   struct row {
     std::string flag, value, expected;
