@@ -8,7 +8,6 @@
 #include "config_settings.hpp"
 #include "yaml_reader.hpp"
 
-#include "baton/common/listen_address.hpp"
 #include "baton/common/token_file.hpp"
 
 #include <algorithm>
@@ -480,15 +479,6 @@ agent_config load_config(const std::string& path) {
   if (std::ferror(file.get()))
     throw config_error(path, 0, 0, "", std::string("cannot read: ") + std::strerror(errno));
   return parse_config(text, path);
-}
-
-// The rule batond's --listen follows too (baton/common/listen_address.hpp).
-boost::asio::ip::tcp::endpoint parse_listen(const std::string& s) {
-  return baton::parse_listen(s);
-}
-
-std::string to_listen_string(const boost::asio::ip::tcp::endpoint& endpoint) {
-  return baton::to_listen_string(endpoint);
 }
 
 void load_server_token(agent_config& config, const std::string& config_path) {
