@@ -15,8 +15,6 @@ add_library(baton_agent_core STATIC
 target_include_directories(baton_agent_core PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(baton_agent_core PUBLIC baton_agent_config baton_agent_cron baton::sdk baton::common
   PRIVATE Boost::json Boost::url)
-# http_job.cpp makes https:// requests with the SDK's private TLS helper (sdk/src/tls_context.hpp).
-target_include_directories(baton_agent_core PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)
 
 add_executable(baton-agent ${CMAKE_CURRENT_SOURCE_DIR}/src/main.cpp)
 target_link_libraries(baton-agent PRIVATE baton_agent_core)

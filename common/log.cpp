@@ -112,9 +112,12 @@ void append_value(std::string& out, std::string_view v) {
   append_quoted(out, v, append_hex_byte, append_hex_byte);
 }
 
-// `v` as a JSON string. What JSON cannot hold (bytes that are not UTF-8) becomes U+FFFD; what would break or
-// reorder the line where it is shown is escaped, which a JSON parser undoes, so those values round-trip.
-void append_json_string(std::string& out, std::string_view v) {
+// `v` as a JSON string for a log line. What JSON cannot hold (bytes that are not UTF-8) becomes U+FFFD; what
+// would break or reorder the line where it is shown is escaped, which a JSON parser undoes, so those values
+// round-trip. Not baton::append_json_string (baton/common/json_string.hpp), which writes what Boost.JSON's
+// serializer writes, byte for byte, for a peer: a log line must stay valid UTF-8 and one line on a terminal
+// whatever a value holds.
+void append_json_log_string(std::string& out, std::string_view v) {
   const auto control = [](std::string& o, unsigned char c) {
     if (c == '\n') {
       o += "\\n";
@@ -243,12 +246,12 @@ void write_line(level l, std::string_view event, std::initializer_list<field> fi
     line += "\",\"level\":\"";
     line += level_name(l);
     line += "\",\"event\":";
-    append_json_string(line, event);
+    append_json_log_string(line, event);
     for (const auto& f : fields) {
       line += ',';
-      append_json_string(line, f.name);
+      append_json_log_string(line, f.name);
       line += ':';
-      append_json_string(line, f.value);
+      append_json_log_string(line, f.value);
     }
     if (suppressed != 0) {
       line += ",\"suppressed\":\"";

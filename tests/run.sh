@@ -19,15 +19,16 @@ if [[ ${1:-} == --quick ]]; then quick=1; fi
 # self-tests (they prove the checker sees planted violations, not the code) and the second and both etcd chaos
 # runs (real-time runs of fixed length; one seed runs the same binaries under the sanitizers); the
 # simulation's self-tests and margin cases (the same code runs under the sanitizers in sim_seeds). The
-# packaging, licence-header and format checks (test_debs, test_spdx_headers, test_format) look at files, not
-# at code paths; the load generator's unit test (test_bench_core) because the sanitizer build does not build
-# the benchmarks; the installed variant of the SDK is not built under the sanitizers (CMakeLists.txt), so
-# test_package, which installs it, is here. test_conformance, test_etcd_cluster, test_etcd_disk_stall,
-# test_etcd_mutex (etcdctl against Baton) and test_agent (three agents failing over) spend their time waiting
-# out real TTLs and elections, and are not built under the sanitizers (tests/CMakeLists.txt); the code they
-# drive runs under the sanitizers in test_batond, test_sdk_lease, test_etcd_backend, test_agent_jobs,
-# test_agent_failures, test_agent_cli and the chaos run.
-debug_only='^(test_deploy_files|test_debs|test_spdx_headers|test_format|test_package|test_bench_core|test_conformance|test_etcd_cluster|test_etcd_disk_stall|test_etcd_mutex|test_agent|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd|chaos_short_etcd_cluster|sim_finds_.*|sim_margin_.*)$'
+# packaging, licence-header and format checks (test_debs, test_man_pages_makefiles, test_spdx_headers and its
+# _outside_git check, test_format) look at files, not at code paths; the load generator's unit test
+# (test_bench_core) because the sanitizer build does not build the benchmarks; the installed variant of the
+# SDK is not built under the sanitizers (CMakeLists.txt), so test_package, which installs it, is here.
+# test_conformance, test_etcd_cluster, test_etcd_disk_stall, test_etcd_mutex (etcdctl against Baton) and
+# test_agent (three agents failing over) spend their time waiting out real TTLs and elections, and are not
+# built under the sanitizers (tests/CMakeLists.txt); the code they drive runs under the sanitizers in
+# test_batond, test_http_lease, test_etcd_backend, test_agent_jobs, test_agent_failures, test_agent_cli and
+# the chaos run.
+debug_only='^(test_deploy_files|test_debs|test_man_pages_makefiles|test_spdx_headers|test_spdx_headers_outside_git|test_format|test_package|test_bench_core|test_conformance|test_etcd_cluster|test_etcd_disk_stall|test_etcd_mutex|test_agent|chaos_selftest_.*|chaos_short_seed_2|chaos_short_etcd|chaos_short_etcd_cluster|sim_finds_.*|sim_margin_.*)$'
 
 bash deploy/install-deps.sh test
 # The Debug build makes the programs and, unless --quick, only the test programs of $debug_only: the others

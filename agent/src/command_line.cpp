@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "command_line.hpp"
 
+#include "config_settings.hpp"
+
 #include "baton/common/stop_schedule.hpp"
 #include "baton/config.hpp"
 
@@ -42,26 +44,6 @@ See docs/agent.md.
 
 )";
 
-// The flags that override a key of the file: flag, value name, meaning.
-struct override_flag {
-  const char* name;
-  const char* value;
-  const char* meaning;
-};
-constexpr override_flag override_flags[] = {
-    {"server", "URL", "the lock server (file: server)"},
-    {"identity", "ID", "this replica's owner name on the server (file: identity)"},
-    {"listen", "ADDR:PORT", "the sidecar API's address, e.g. 127.0.0.1:7071, [::1]:0 (file: listen)"},
-    {"election-key", "KEY", "the lock the replicas compete for (file: election.key)"},
-    {"log-level", "LEVEL", "debug, info, warn or error (file: log_level)"},
-    {"log-format", "FORMAT", "logfmt or json, one object per line (file: log_format)"},
-    {"ca-file", "FILE", "CA bundle that signs the server's certificate (file: tls.ca_file)"},
-    {"cert", "FILE", "client certificate for mutual TLS; needs --key (file: tls.cert_file)"},
-    {"key", "FILE", "private key of --cert (file: tls.key_file)"},
-    {"etcd-password-file", "FILE",
-     "password of the etcd:// URL's user, one trailing newline stripped (file: etcd_password_file)"},
-};
-
 po::options_description options() {
   po::options_description d("flags", help_width, help_width / 2);
   auto add = d.add_options();
@@ -74,8 +56,13 @@ po::options_description options() {
       "print each job's next N slots (1-1000) in its time zone and in UTC, and exit; needs --config");
   add("from", po::value<std::string>()->value_name("TIME"),
       "with --next-runs: count from TIME (RFC 3339, e.g. 2026-03-28T00:00:00Z) instead of now");
-  for (const auto& f : override_flags)
-    add(f.name, po::value<std::string>()->value_name(f.value), f.meaning);
+  // The flags that override a key of the file (config_settings.hpp).
+  for (const auto& s : string_settings()) {
+    if (s.flag.empty()) continue;
+    const auto meaning = std::string(s.meaning) + " (file: " + std::string(s.key) + ")";
+    add(std::string(s.flag).c_str(), po::value<std::string>()->value_name(std::string(s.value_name)),
+        meaning.c_str());
+  }
   add("help,h", "print this help and exit");
   add("version", "print the version and exit");
   return d;
@@ -164,8 +151,10 @@ command_line parse_command_line(const std::vector<std::string>& all_args) {
     out.what = command_line::action::version;
     return out;
   }
-  for (const auto& f : override_flags)
-    if (vm.count(f.name)) out.overrides[f.name] = vm[f.name].as<std::string>();
+  for (const auto& s : string_settings()) {
+    const auto flag = std::string(s.flag);
+    if (!flag.empty() && vm.count(flag)) out.overrides[flag] = vm[flag].as<std::string>();
+  }
   const auto given = [&](const char* name) { return vm.count(name) > 0; };
   const auto value = [&](const char* name) {
     return given(name) ? vm[name].as<std::string>() : std::string();

@@ -7,12 +7,12 @@
 
 #include "cron.hpp"
 
+#include "baton/common/listen_address.hpp"
 #include "baton/common/process_group.hpp"
 
 #include "baton/config.hpp"
 
 #include <date/tz.h>
-#include <boost/asio/ip/tcp.hpp>
 
 #include <chrono>
 #include <map>
@@ -237,13 +237,9 @@ struct config_changes {
 /// Compares two validated configurations (the running one first). Pure; thread-safe.
 config_changes compare_configs(const agent_config& running, const agent_config& loaded);
 
-/// The endpoint a `listen` value names, as the sidecar binds it: an IPv4 address, an IPv6 address in brackets
-/// (`[::1]:7071`) or `localhost` (127.0.0.1, as batond reads it), then a port from 0 to 65535. Host names are
-/// refused: bind() takes an address. Throws std::invalid_argument with the reason. Pure; thread-safe.
-boost::asio::ip::tcp::endpoint parse_listen(const std::string& listen);
-
-/// An endpoint written as `listen` takes it: `127.0.0.1:7071`, `[::1]:7071`.
-std::string to_listen_string(const boost::asio::ip::tcp::endpoint& endpoint);
+/// `listen` and `metrics_listen` are read as batond reads --listen (baton/common/listen_address.hpp).
+using baton::parse_listen;
+using baton::to_listen_string;
 
 /// Applies command-line flags over a loaded configuration: `server`, `identity`, `listen`, `election-key`,
 /// `log-level`, `log-format`, `ca-file`, `cert`, `key` and `etcd-password-file` (leading dashes allowed:

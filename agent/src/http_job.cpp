@@ -3,7 +3,7 @@
 
 #include "baton/config.hpp"
 #include "baton/error.hpp"
-#include "tls_context.hpp"
+#include "baton/common/tls_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>

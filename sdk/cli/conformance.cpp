@@ -13,7 +13,7 @@
 
 #include "baton/config.hpp"
 #include "baton/error.hpp"
-#include "tls_context.hpp"
+#include "baton/common/tls_context.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -6,7 +6,7 @@
 
 #include "conformance_check.hpp"
 #include "exit_code.hpp"
-#include "tls_context.hpp"
+#include "baton/common/tls_context.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -6,7 +6,7 @@
 #include "http_transport.hpp"
 #include "renew_batch_answer.hpp"
 #include "renew_batch_body.hpp"
-#include "tls_context.hpp"
+#include "baton/common/tls_context.hpp"
 
 #include <boost/asio/error.hpp>
 #include <boost/asio/this_coro.hpp>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // batond: the reference lock server of the Baton protocol (docs/protocol.md).
 
+#include "baton/common/listen_address.hpp"
 #include "baton/common/log.hpp"
 #include "baton/common/sd_notify.hpp"
 #include "http_server.hpp"
@@ -24,26 +25,13 @@ using namespace baton::server;
 
 namespace {
 
-// "HOST:PORT" or "[V6]:PORT".
+// --listen, read as the agent reads its listen addresses (baton/common/listen_address.hpp).
 asio::ip::tcp::endpoint parse_listen(const std::string& text) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon + 1 == text.size())
-    throw std::invalid_argument("--listen must be HOST:PORT, got \"" + text + "\"");
-  std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  unsigned long port = 0;
   try {
-    std::size_t used = 0;
-    port = std::stoul(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1 || port > 65535) throw std::out_of_range("port");
-  } catch (const std::exception&) {
-    throw std::invalid_argument("--listen port must be 0 to 65535, got \"" + text.substr(colon + 1) + "\"");
+    return baton::parse_listen(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--listen: ") + e.what());
   }
-  if (host == "localhost") host = "127.0.0.1";
-  boost::system::error_code ec;
-  auto addr = asio::ip::make_address(host, ec);
-  if (ec) throw std::invalid_argument("--listen host must be an IP address, got \"" + host + "\"");
-  return {addr, static_cast<unsigned short>(port)};
 }
 
 // Exit statuses beyond 0 (stopped cleanly), 1 (could not start) and 2 (bad usage); docs/design.md.
@@ -127,7 +115,7 @@ int main(int argc, char** argv) {
   opts.add_options()
     ("help,h", "show this help")
     ("version", "print the version and exit")
-    ("listen", po::value(&listen)->default_value("127.0.0.1:7070"), "address to serve on, HOST:PORT (port 0 picks a free one)")
+    ("listen", po::value(&listen)->default_value("127.0.0.1:7070"), "address to serve on, ADDRESS:PORT, an IPv6 address in brackets ([::1]:7070); port 0 picks a free one")
     ("data-dir", po::value(&data_dir), "directory for the write-ahead log and snapshots (required)")
     ("min-ttl-ms", po::value(&min_ttl)->default_value(100), "smallest lease TTL a client may ask for")
     ("max-ttl-ms", po::value(&max_ttl)->default_value(3'600'000), "largest lease TTL a client may ask for")

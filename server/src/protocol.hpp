@@ -3,6 +3,8 @@
 // Protocol v1 request decoding and validation (docs/protocol.md), with no I/O: every function maps bytes
 // to a request or to the exact error the client gets.
 
+#include "baton/common/json_string.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -23,38 +25,8 @@ struct api_error {
 /// Encodes {"error":code,"message":message}.
 std::string error_body(std::string_view code, std::string_view message);
 
-/// Appends `s` to `out` (a std::basic_string of char, any allocator) as a JSON string: quoted, with `"`, `\`
-/// and the bytes below 0x20 escaped exactly as Boost.JSON's serializer escapes them (`\b \f \n \r \t`, else
-/// `\u00xx`), every other byte as it is. So an answer written with it is byte for byte what serializing a
-/// json::value holding `s` gives.
-template <class String>
-void append_json_string(String& out, std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
-  out += '"';
-  std::size_t plain = 0;  // the first byte not yet appended; the bytes from it to i need no escape
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + plain, i - plain);
-    plain = i + 1;
-    const char* named = c == '"'    ? "\\\""
-                        : c == '\\' ? "\\\\"
-                        : c == '\b' ? "\\b"
-                        : c == '\f' ? "\\f"
-                        : c == '\n' ? "\\n"
-                        : c == '\r' ? "\\r"
-                        : c == '\t' ? "\\t"
-                                    : nullptr;
-    if (named) {
-      out.append(named, 2);
-    } else {
-      const char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
-      out.append(u, 6);
-    }
-  }
-  out.append(s.data() + plain, s.size() - plain);
-  out += '"';
-}
+// batond writes its answers' strings with baton::append_json_string (baton/common/json_string.hpp).
+using baton::append_json_string;
 
 struct ttl_bounds {
   std::chrono::milliseconds min{100};

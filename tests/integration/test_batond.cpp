@@ -1042,3 +1042,19 @@ BOOST_AUTO_TEST_CASE(version_prints_the_projects_version_and_exits) {
   BOOST_TEST(p.read_line(std::chrono::seconds(30)) == "batond " BATON_VERSION);
   BOOST_TEST(p.wait(std::chrono::seconds(30)) == 0);
 }
+
+// --listen follows the agent's rule (baton/common/listen_address.hpp): in ::1:7070 the last colon may be the
+// port's or the address's, so an IPv6 address takes brackets, and the refusal names the form to write.
+BOOST_AUTO_TEST_CASE(an_ipv6_listen_address_without_brackets_is_refused_naming_the_bracketed_form) {
+  temp_dir dir;
+  const auto refused =
+      run_to_end({bin_path("batond"), "--data-dir", dir.path().string(), "--listen", "::1:7070"},
+                 (dir.path() / "batond.err").string(), 30s);
+  BOOST_TEST(refused.code == 2);
+  BOOST_TEST(refused.err == "batond: --listen: an IPv6 address needs brackets: [::1]:7070\n");
+  const auto name =
+      run_to_end({bin_path("batond"), "--data-dir", dir.path().string(), "--listen", "myhost:7070"},
+                 (dir.path() / "name.err").string(), 30s);
+  BOOST_TEST(name.code == 2);
+  BOOST_TEST(name.err.find("batond: --listen: \"myhost\" is not an IP address") == 0u, name.err);
+}

@@ -22,7 +22,6 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/detail/base64.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -43,12 +42,6 @@ client_config config(const std::string& url) {
   c.identity = "etcd-test";
   c.request_timeout = 2000ms;
   return c;
-}
-
-std::string b64(const std::string& s) {
-  std::string out(boost::beast::detail::base64::encoded_size(s.size()), '\0');
-  out.resize(boost::beast::detail::base64::encode(out.data(), s.data(), s.size()));
-  return out;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -126,11 +119,10 @@ BOOST_AUTO_TEST_CASE(revoked_etcd_lease_makes_the_sdk_lease_lost) {
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto l = co_await a.async_acquire("revoked", lease_opts(5000ms, 300ms));
     // Someone deletes the key behind our back: the next renew sees it is no longer ours.
-    std::string key = "baton/locks/revoked";
-    std::string k(boost::beast::detail::base64::encoded_size(key.size()), '\0');
-    k.resize(boost::beast::detail::base64::encode(k.data(), key.data(), key.size()));
     http_client raw(etcd.client_port(0));
-    BOOST_TEST(raw.post("/v3/kv/deleterange", R"({"key":")" + k + R"("})").status == 200);
+    BOOST_TEST(
+        raw.post("/v3/kv/deleterange", R"({"key":")" + etcd_b64("baton/locks/revoked") + R"("})").status ==
+        200);
     co_await l.async_wait_lost();
     BOOST_TEST((l.state() == lease_state::lost));
     BOOST_TEST(l.loss_reason().find("not_held") != std::string::npos);
@@ -169,10 +161,10 @@ BOOST_AUTO_TEST_CASE(a_same_owner_reacquire_whose_old_lease_time_cannot_be_read_
   // The txn's reads: the first in line (this owner's contender key) and the guard naming the owner.
   member.answer("/v3/kv/txn", 200,
                 R"({"header":{"revision":"9"},"responses":[{"response_range":{"kvs":[{"key":")" +
-                    b64("baton/locks/retry/2a") +
+                    etcd_b64("baton/locks/retry/2a") +
                     R"(","create_revision":"3","mod_revision":"3","lease":"42"}]}},)" +
-                    R"({"response_range":{"kvs":[{"key":")" + b64("baton/locks/retry") +
-                    R"(","create_revision":"3","mod_revision":"3","value":")" + b64("owner-1") +
+                    R"({"response_range":{"kvs":[{"key":")" + etcd_b64("baton/locks/retry") +
+                    R"(","create_revision":"3","mod_revision":"3","value":")" + etcd_b64("owner-1") +
                     R"(","lease":"42"}]}}]})");
   asio::io_context ioc;
   const auto a =
@@ -320,8 +312,8 @@ BOOST_AUTO_TEST_CASE(a_value_is_stored_after_the_owner_and_entries_without_one_r
 
     // An entry as written before values (the bare owner) reads with an empty value and releases as before.
     http_client raw(etcd.client_port(0));
-    auto put = raw.post(
-        "/v3/kv/put", R"({"key":")" + b64("baton/locks/old") + R"(","value":")" + b64("old-owner") + R"("})");
+    auto put = raw.post("/v3/kv/put", R"({"key":")" + etcd_b64("baton/locks/old") + R"(","value":")" +
+                                          etcd_b64("old-owner") + R"("})");
     BOOST_REQUIRE(put.status == 200);
     auto old = co_await b->get("old", std::nullopt, 2000ms);
     BOOST_REQUIRE(old.holder.has_value());
@@ -400,9 +392,8 @@ BOOST_AUTO_TEST_CASE(a_held_key_deleted_behind_the_holders_back_is_a_loss_well_b
     auto other = co_await a.async_acquire("watched/other", lease_opts(30000ms, 10000ms));
     co_await sleep_for(200ms);  // the one watch stream is open by now
     const auto deleted_at = std::chrono::steady_clock::now();
-    BOOST_TEST(
-        raw.post("/v3/kv/deleterange", R"({"key":")" + b64("baton/locks/watched/gone") + R"("})").status ==
-        200);
+    BOOST_TEST(raw.post("/v3/kv/deleterange", R"({"key":")" + etcd_b64("baton/locks/watched/gone") + R"("})")
+                   .status == 200);
     BOOST_TEST(co_await lost_within(gone, 5000ms));
     const double after = seconds_since(deleted_at);
     BOOST_TEST_MESSAGE("lease lost " << after * 1000 << " ms after its key was deleted (renew period 10 s)");
@@ -416,8 +407,8 @@ BOOST_AUTO_TEST_CASE(a_held_key_deleted_behind_the_holders_back_is_a_loss_well_b
     BOOST_TEST((other.state() == lease_state::released));
     // A key written over by another owner is a loss too.
     const auto written_at = std::chrono::steady_clock::now();
-    BOOST_TEST(raw.post("/v3/kv/put", R"({"key":")" + b64("baton/locks/watched/kept") + R"(","value":")" +
-                                          b64("mallory") + R"("})")
+    BOOST_TEST(raw.post("/v3/kv/put", R"({"key":")" + etcd_b64("baton/locks/watched/kept") +
+                                          R"(","value":")" + etcd_b64("mallory") + R"("})")
                    .status == 200);
     BOOST_TEST(co_await lost_within(kept, 5000ms));
     BOOST_TEST(seconds_since(written_at) < 2.0);

@@ -18,7 +18,6 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/detail/base64.hpp>
 
 #include <signal.h>
 
@@ -56,20 +55,13 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
-std::string base64(const std::string& s) {
-  namespace b64 = boost::beast::detail::base64;
-  std::string out(b64::encoded_size(s.size()), '\0');
-  out.resize(b64::encode(out.data(), s.data(), s.size()));
-  return out;
-}
-
 // The key's create_revision as etcd itself reports it (0 when absent), read from any member that answers.
 std::uint64_t stored_token(const etcd_cluster& cluster, const std::string& key) {
   for (std::size_t i = 0; i < cluster.size(); ++i) {
     if (!cluster.running(i) || cluster.paused(i)) continue;
     try {
       auto r = http_client(cluster.client_port(i), 5s)
-                   .post("/v3/kv/range", R"({"key":")" + base64("baton/locks/" + key) + R"("})");
+                   .post("/v3/kv/range", R"({"key":")" + etcd_b64("baton/locks/" + key) + R"("})");
       if (r.status != 200) continue;
       auto* kvs = r.json.as_object().if_contains("kvs");
       if (!kvs) return 0;

@@ -21,7 +21,6 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core/detail/base64.hpp>
 
 #include <signal.h>
 
@@ -45,12 +44,6 @@ client_config config(const std::string& url) {
   c.request_timeout = 2000ms;
   c.etcd_lease_revocation_bug = etcd_bug_policy::warn;
   return c;
-}
-
-std::string b64(const std::string& s) {
-  std::string out(boost::beast::detail::base64::encoded_size(s.size()), '\0');
-  out.resize(boost::beast::detail::base64::encode(out.data(), s.data(), s.size()));
-  return out;
 }
 
 std::string endpoints(const etcd_cluster& etcd) {
@@ -83,7 +76,8 @@ std::vector<raw_kv> keys_under(const etcd_cluster& etcd, const std::string& pref
   std::string end = prefix;
   ++end.back();
   auto r = http_client(etcd.client_port(0), 5s)
-               .post("/v3/kv/range", R"({"key":")" + b64(prefix) + R"(","range_end":")" + b64(end) + R"("})");
+               .post("/v3/kv/range",
+                     R"({"key":")" + etcd_b64(prefix) + R"(","range_end":")" + etcd_b64(end) + R"("})");
   std::vector<raw_kv> out;
   if (auto* kvs = r.json.as_object().if_contains("kvs"))
     for (const auto& kv : kvs->as_array()) {
@@ -321,8 +315,8 @@ BOOST_AUTO_TEST_CASE(old_and_new_layout_clients_never_both_hold_and_tokens_keep_
   };
   // An old client holds "up": its key is the lock's name, the owner its value, under its etcd lease.
   const std::string old_lease = grant();
-  BOOST_REQUIRE(raw.post("/v3/kv/put", R"({"key":")" + b64("baton/locks/up") + R"(","value":")" +
-                                           b64("old-owner") + R"(","lease":")" + old_lease + R"("})")
+  BOOST_REQUIRE(raw.post("/v3/kv/put", R"({"key":")" + etcd_b64("baton/locks/up") + R"(","value":")" +
+                                           etcd_b64("old-owner") + R"(","lease":")" + old_lease + R"("})")
                     .status == 200);
   asio::io_context ioc;
   client c(ioc.get_executor(), config(etcd.url()));
@@ -352,7 +346,7 @@ BOOST_AUTO_TEST_CASE(old_and_new_layout_clients_never_both_hold_and_tokens_keep_
   const std::string go_lease = grant();
   char hex[17];
   std::snprintf(hex, sizeof hex, "%llx", std::stoull(go_lease));
-  BOOST_REQUIRE(raw.post("/v3/kv/put", R"({"key":")" + b64(std::string("baton/locks/race/") + hex) +
+  BOOST_REQUIRE(raw.post("/v3/kv/put", R"({"key":")" + etcd_b64(std::string("baton/locks/race/") + hex) +
                                            R"(","value":"","lease":")" + go_lease + R"("})")
                     .status == 200);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
@@ -361,8 +355,9 @@ BOOST_AUTO_TEST_CASE(old_and_new_layout_clients_never_both_hold_and_tokens_keep_
     auto second = start_background(ioc, c.async_acquire("race", lease_opts(5000ms)));  // behind the first
     co_await sleep_for(300ms);
     const std::string late_lease = grant();
-    BOOST_REQUIRE(raw.post("/v3/kv/put", R"({"key":")" + b64("baton/locks/race") + R"(","value":")" +
-                                             b64("late-old-owner") + R"(","lease":")" + late_lease + R"("})")
+    BOOST_REQUIRE(raw.post("/v3/kv/put", R"({"key":")" + etcd_b64("baton/locks/race") + R"(","value":")" +
+                                             etcd_b64("late-old-owner") + R"(","lease":")" + late_lease +
+                                             R"("})")
                       .status == 200);
     std::uint64_t late_token = 0;
     for (const auto& k : keys_under(etcd, "baton/locks/race"))

@@ -15,7 +15,6 @@
 #include "baton/error.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/beast/core/detail/base64.hpp>
 
 #include <string>
 
@@ -33,12 +32,6 @@ client_config config(const std::string& url) {
   c.identity = "etcd-proclaim";
   c.request_timeout = 2000ms;
   return c;
-}
-
-std::string b64(const std::string& s) {
-  std::string out(boost::beast::detail::base64::encoded_size(s.size()), '\0');
-  out.resize(boost::beast::detail::base64::encode(out.data(), s.data(), s.size()));
-  return out;
 }
 
 // A refusal by the lease, for `reason` (a proclaim's or a record write's reply).
@@ -133,8 +126,8 @@ BOOST_AUTO_TEST_CASE(a_proclaimed_value_on_etcd_survives_a_restart_of_etcd_and_a
     co_await sleep_for(300ms);
     // A put without the lease (not a proclaim: it would carry the key's lease) is someone else's write.
     http_client raw(etcd.client_port(0));
-    BOOST_TEST(raw.post("/v3/kv/put",
-                        R"({"key":")" + b64("baton/locks/leader") + R"(","value":")" + b64("a") + R"("})")
+    BOOST_TEST(raw.post("/v3/kv/put", R"({"key":")" + etcd_b64("baton/locks/leader") + R"(","value":")" +
+                                          etcd_b64("a") + R"("})")
                    .status == 200);
     for (int i = 0; i < 50 && !lost; ++i)
       co_await sleep_for(100ms);

@@ -17,17 +17,6 @@ std::string bin_path(const std::string& name) {
   return std::string(other && *other ? other : BATON_BIN_DIR) + "/" + name;
 }
 
-temp_dir::temp_dir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "baton-test-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
-
-temp_dir::~temp_dir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 batond_process::batond_process(const std::filesystem::path& data_dir, std::vector<std::string> extra_args,
                                unsigned short port, std::string stderr_path,
                                std::vector<std::string> extra_env) {

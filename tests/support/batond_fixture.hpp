@@ -4,6 +4,7 @@
 
 #include "http_client.hpp"
 #include "process.hpp"
+#include "temp_dir.hpp"
 
 #include <filesystem>
 #include <memory>
@@ -11,17 +12,6 @@
 #include <vector>
 
 namespace baton::test {
-
-/// A fresh, empty temporary directory removed when the object goes away.
-class temp_dir {
- public:
-  temp_dir();
-  ~temp_dir();
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 class batond_process {
  public:

@@ -6,6 +6,8 @@
 
 #include "batond_fixture.hpp"
 
+#include <boost/beast/core/detail/base64.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -86,5 +88,12 @@ class etcd_cluster {
   std::vector<std::string> extra_args_;
   std::vector<member> members_;
 };
+
+/// `s` in base64, as etcd's JSON gateway (/v3/kv/...) takes and gives keys and values.
+inline std::string etcd_b64(const std::string& s) {
+  std::string out(boost::beast::detail::base64::encoded_size(s.size()), '\0');
+  out.resize(boost::beast::detail::base64::encode(out.data(), s.data(), s.size()));
+  return out;
+}
 
 }  // namespace baton::test

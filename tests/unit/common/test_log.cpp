@@ -3,7 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "baton/common/log.hpp"
-#include "batond_fixture.hpp"
+#include "temp_dir.hpp"
 
 #include <boost/json.hpp>
 

@@ -4,7 +4,7 @@
 
 #include "baton/common/log.hpp"
 #include "baton/common/sd_notify.hpp"
-#include "batond_fixture.hpp"
+#include "temp_dir.hpp"
 #include "notify_listener.hpp"
 
 #include <fcntl.h>

@@ -5,7 +5,7 @@
 // backend::proclaim (docs/protocol.md, "proclaim") through the backends that need no server: the test double
 // (baton::testing::memory_backend), the default of a backend that implements only the five calls, and
 // forwarding_backend. The HTTP and etcd backends are checked against real servers in
-// tests/integration/test_sdk_proclaim.cpp and test_etcd_proclaim.cpp.
+// tests/integration/test_http_proclaim.cpp and test_etcd_proclaim.cpp.
 
 #include "baton/backend.hpp"
 #include "baton/client.hpp"

@@ -721,18 +721,6 @@ BOOST_AUTO_TEST_CASE(owners_and_values_refuse_the_control_characters_the_server_
   BOOST_TEST(!has_control_characters("caf\xc3\xa9"));  // é: a C3 lead byte, not C1
 }
 
-BOOST_AUTO_TEST_CASE(lease_deadlines_run_on_the_clock_that_counts_suspend_time) {
-  timespec boot{}, mono{};
-  const auto before = lease_clock::now();
-  ::clock_gettime(CLOCK_BOOTTIME, &boot);
-  ::clock_gettime(CLOCK_MONOTONIC, &mono);
-  const auto after = lease_clock::now();
-  const auto boot_ns = std::chrono::seconds(boot.tv_sec) + std::chrono::nanoseconds(boot.tv_nsec);
-  BOOST_TEST((before.time_since_epoch() <= boot_ns && boot_ns <= after.time_since_epoch()));
-  // CLOCK_BOOTTIME = CLOCK_MONOTONIC + time suspended: never behind it.
-  BOOST_TEST((boot_ns >= std::chrono::seconds(mono.tv_sec) + std::chrono::nanoseconds(mono.tv_nsec) - 1ms));
-}
-
 // --- completion tokens ---
 
 BOOST_FIXTURE_TEST_CASE(token_forms_work_with_futures_from_another_thread, fixture) {

@@ -5,7 +5,7 @@
 // set_expected_host: what a TLS connection is told to check the server's certificate against, for every form
 // of host, and that it says so when the check cannot be set up (the caller then refuses the connection).
 
-#include "tls_context.hpp"
+#include "baton/common/tls_context.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>

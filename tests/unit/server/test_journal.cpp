@@ -2,7 +2,7 @@
 #define BOOST_TEST_MODULE journal
 #include <boost/test/unit_test.hpp>
 
-#include "batond_fixture.hpp"
+#include "temp_dir.hpp"
 #include "forwarding_storage.hpp"
 #include "journal.hpp"
 #include "repair.hpp"

@@ -5,7 +5,7 @@
 // The lock service over a real journal whose writer has not started yet: nothing appended becomes durable
 // until the test starts it. That is a stalled disk with no timing involved, so "not answered" is exact.
 
-#include "batond_fixture.hpp"
+#include "temp_dir.hpp"
 #include "journal.hpp"
 #include "lock_service.hpp"
 

@@ -4,10 +4,6 @@
 
 #include "protocol.hpp"
 
-#include <boost/json/serialize.hpp>
-#include <boost/json/string.hpp>
-
-#include <random>
 #include <string>
 #include <vector>
 
@@ -201,31 +197,6 @@ BOOST_AUTO_TEST_CASE(one_parse_of_a_target_gives_what_parse_route_and_parse_targ
         BOOST_TEST(std::get<api_error>(both.target).message == std::get<api_error>(target).message);
       }
     }
-  }
-}
-
-// batond writes its answers as text; they must be the bytes Boost.JSON's serializer gives for the same
-// strings, whatever a client put in a key, an owner or a value (or in a header an error message quotes).
-BOOST_AUTO_TEST_CASE(json_strings_are_escaped_as_the_json_serializer_escapes_them) {
-  auto expected = [](std::string_view s) { return boost::json::serialize(boost::json::string(s)); };
-  auto written = [](std::string_view s) {
-    std::string out = "x";  // appends, keeping what is there
-    append_json_string(out, s);
-    return out.substr(1);
-  };
-  std::string every_byte;
-  for (int c = 0; c < 256; ++c)
-    every_byte += static_cast<char>(c);
-  for (std::string_view s :
-       {std::string_view{}, std::string_view{"jobs/nightly"}, std::string_view{"say \"why\" \\ now\n"},
-        std::string_view{"\x7f\xc2\x85\u2028\0", 7}, std::string_view{every_byte}})
-    BOOST_TEST(written(s) == expected(s));
-  std::mt19937 rng(7);
-  for (int i = 0; i < 2000; ++i) {
-    std::string s(rng() % 40, '\0');
-    for (auto& c : s)
-      c = static_cast<char>(rng() % 4 == 0 ? rng() % 0x22 : rng() % 256);
-    BOOST_TEST(written(s) == expected(s));
   }
 }
 

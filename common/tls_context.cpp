@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "tls_context.hpp"
+#include "baton/common/tls_context.hpp"
 
 #include "baton/common/tls_files.hpp"
 #include "baton/error.hpp"

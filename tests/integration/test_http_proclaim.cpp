@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#define BOOST_TEST_MODULE sdk_proclaim
+#define BOOST_TEST_MODULE http_proclaim
 #include <boost/test/unit_test.hpp>
 
 // backend::proclaim through the HTTP backend (docs/protocol.md, "proclaim"): sent to a batond, which

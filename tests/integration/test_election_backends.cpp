@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#define BOOST_TEST_MODULE election_batond
+#define BOOST_TEST_MODULE election_backends
 #include <boost/test/unit_test.hpp>
 
 // baton::election against a real batond, and against a real etcd (one member on loopback).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#define BOOST_TEST_MODULE sdk_lease
+#define BOOST_TEST_MODULE http_lease
 #include <boost/test/unit_test.hpp>
 
 #include "batond_fixture.hpp"

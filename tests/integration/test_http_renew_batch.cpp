@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#define BOOST_TEST_MODULE sdk_renew_batch
+#define BOOST_TEST_MODULE http_renew_batch
 #include <boost/test/unit_test.hpp>
 
 // backend::renew_batch through the HTTP backend: POST /v1/renew when the server advertises renew_batch (split

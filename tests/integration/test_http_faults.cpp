@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#define BOOST_TEST_MODULE sdk_faults
+#define BOOST_TEST_MODULE http_faults
 #include <boost/test/unit_test.hpp>
 
 // The design's checklist scenarios the client takes part in, with real faults between the SDK and batond
