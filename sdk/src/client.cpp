@@ -147,19 +147,25 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fs
   asio::co_spawn(
       cs.ex,
       // `leave` is kept by the request: its slot is bound to the request's coroutine for the whole run.
-      [s, p, key, owner, ttl = o.ttl, value = o.value.str(), queue_wait, leave,
+      [s, p, key, owner, ttl = o.ttl, value = o.value.str(), lock_delay = o.lock_delay, queue_wait, leave,
        counted = std::make_shared<in_flight_guard>(s)]() -> asio::awaitable<void> {
+        const auto timeout = queue_wait ? *queue_wait + s->config.request_timeout : s->config.request_timeout;
+        if (lock_delay > milliseconds{0}) {
+          // Only a lease with a lock-delay takes this call: a backend without lock-delay refuses it.
+          p->reply = co_await s->backend->acquire_with_delay(key, owner, ttl, value, lock_delay, queue_wait,
+                                                             timeout);
+        } else if (queue_wait) {
+          p->reply = co_await s->backend->acquire_queued(key, owner, ttl, value, *queue_wait, timeout);
+        } else {
+          p->reply = co_await s->backend->acquire(key, owner, ttl, value, timeout);
+        }
         if (queue_wait) {
-          p->reply = co_await s->backend->acquire_queued(key, owner, ttl, value, *queue_wait,
-                                                         *queue_wait + s->config.request_timeout);
           if (p->reply.ec == asio::error::operation_aborted) {
             // Left while it waited: the server may have granted it just before (and answered into the
             // closed connection). Its outcome is unknown, so the clean-up looks for a grant.
             p->reply.ec = error::connection_failed;
             p->reply.diagnostic = "the queued acquire was left while it waited";
           }
-        } else {
-          p->reply = co_await s->backend->acquire(key, owner, ttl, value, s->config.request_timeout);
         }
         p->done = true;
         p->on_done.wake_all();
