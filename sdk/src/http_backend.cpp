@@ -315,6 +315,10 @@ class http_backend final : public backend {
           one.holder.value = string_field(l, "value");
           one.client = string_field(l, "client");
           uint_field(l, "waiters", one.waiters);
+          std::uint64_t delayed = 0;
+          if (uint_field(l, "lock_delay_remaining_ms", delayed))
+            one.holder.lock_delay_remaining =
+                milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(delayed, 1ull << 40)));
           out.page.locks.push_back(std::move(one));
         }
       }

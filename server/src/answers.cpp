@@ -286,24 +286,17 @@ response list_answer(const answer_context& c, const list_page& page) {
     entry += '{';
     append_member(entry, "key", l.key);
     // Room for other kinds of holder (semaphores) in the same listing: a client skips kinds it does not know.
-    if (l.lock_delay_remaining > milliseconds{0}) {
-      // A key in lock-delay: no holder, the lease it follows, and when it can be taken again.
-      append_member(entry, "kind", "lock_delay");
-      append_member(entry, "token", l.lease.token);
-      append_member(entry, "lock_delay_remaining_ms", l.lock_delay_remaining.count());
-      append_member(entry, "waiters", l.waiters);
-      entry += '}';
-      if (i) o += ',';
-      o += entry;
-      continue;
-    }
-    append_member(entry, "kind", "lock");
+    // A key in lock-delay: kind lock_delay, no owner, the token of the lease it follows, and the delay's
+    // remaining time in ttl_remaining_ms too, so a client that reads every entry as a lock still parses it.
+    const bool delayed = l.lock_delay_remaining > milliseconds{0};
+    append_member(entry, "kind", delayed ? "lock_delay" : "lock");
     append_member(entry, "owner", l.lease.owner);
     if (!l.lease.client.empty()) append_member(entry, "client", l.lease.client);
     append_member(entry, "token", l.lease.token);
     append_member(entry, "ttl_remaining_ms", l.lease.remaining.count());
     append_member(entry, "value", l.lease.value);
     if (l.lease.lock_delay > milliseconds{0}) append_member(entry, "lock_delay_ms", l.lease.lock_delay.count());
+    if (delayed) append_member(entry, "lock_delay_remaining_ms", l.lock_delay_remaining.count());
     append_member(entry, "waiters", l.waiters);
     entry += '}';
     if (i) o += ',';

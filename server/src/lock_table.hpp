@@ -101,7 +101,7 @@ struct lease_view {
   std::uint64_t token = 0;
   time_point expires{};
   milliseconds remaining{0};
-  std::string value;
+  std::string value{};
   /// The lease's lock-delay option (0: none).
   milliseconds lock_delay{0};
 };

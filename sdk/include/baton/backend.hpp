@@ -136,7 +136,9 @@ struct tls_reload_result {
 /// One held lock of a listing (docs/protocol.md, "list").
 struct listed_lock {
   std::string key;
-  /// "lock"; other kinds (semaphores) may come from later servers: a caller skips kinds it does not know.
+  /// "lock"; "lock_delay" for a key that no lease holds but that is in lock-delay (holder.owner empty,
+  /// holder.token the lease it follows, holder.lock_delay_remaining and ttl_remaining its remaining time);
+  /// other kinds (semaphores) may come from later servers: a caller skips kinds it does not know.
   std::string kind;
   /// Owner, token, TTL left by the server's clock at the listing, and value.
   holder_info holder;
