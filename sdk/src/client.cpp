@@ -243,6 +243,9 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
   if (wait_timeout) give_up = cs.now() + *wait_timeout;
   detail::acquire_fsm fsm(mode, key, give_up, cs.config.retry, cs.rng());
   acquire_reply last;
+  // A lease with a lock-delay refused in the queue may be refused for the delay, not the queue: this
+  // acquisition stops queueing, the client's other ones do not.
+  bool queue_refused_here = false;
   for (auto a = fsm.start();;) {
     switch (a.what) {
       case kind::send_acquire:
@@ -251,7 +254,8 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
         // waits for the lock and is granted in arrival order, instead of an acquire, a long-poll and a race
         // of acquires at every hand-off. The first try queues too (granted at once when the key is free).
         std::optional<milliseconds> queue_wait;
-        if (mode == detail::acquire_fsm::mode::wait && cs.now() >= cs.queue_unsupported_until) {
+        if (mode == detail::acquire_fsm::mode::wait && cs.now() >= cs.queue_unsupported_until &&
+            !queue_refused_here) {
           // The whole wait in one request, up to 5 minutes: a waiter keeps its place in the queue for that
           // long (the HTTP backend asks batond for at most 30 s at a time; etcd's queue is the client's own).
           const auto left = give_up ? *give_up - cs.now() : clock::duration(std::chrono::minutes(5));
@@ -268,7 +272,10 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
             break;
           }
           // Not offered: wait the way every server can, and ask again after a while (it may be upgraded).
-          cs.queue_unsupported_until = cs.now() + std::chrono::minutes(5);
+          if (options.lock_delay > milliseconds{0})
+            queue_refused_here = true;
+          else
+            cs.queue_unsupported_until = cs.now() + std::chrono::minutes(5);
           if (a.what == kind::send_acquire) break;  // the same action again, as a plain acquire
         }
         const auto wait = std::chrono::ceil<milliseconds>(a.wait);
