@@ -124,9 +124,13 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
     std::lock_guard lk(mu_);
     refuse_if_failed();
     const auto now = now_();
-    // With a queue on the key, a holder past its TTL is expired first, which grants the key to the queue's
-    // head: an acquire that does not wait never takes a key that queued acquires wait for.
-    if (queues_.contains(std::string(key))) expire_due_locked(key, now);
+    // With a queue on the key, a holder past its TTL is expired first, and a lock-delay that is over is
+    // ended, either of which grants the key to the queue's head: an acquire that does not wait never takes
+    // a key that queued acquires wait for.
+    if (queues_.contains(std::string(key))) {
+      expire_due_locked(key, now);
+      hand_off_locked(key, now);
+    }
     lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, now, result);
   }
   if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));

@@ -829,6 +829,28 @@ BOOST_FIXTURE_TEST_CASE(queued_acquires_wait_out_a_lock_delay_and_are_granted_in
   BOOST_TEST(!c->done);
 }
 
+// The delay ends and, before the sweep or a waiter's timer looks, a plain acquire arrives: it finds the key
+// handed to the queue's head, not free.
+BOOST_FIXTURE_TEST_CASE(a_plain_acquire_at_the_end_of_a_lock_delay_does_not_jump_the_queue,
+                        running_queue_fixture) {
+  release("a", 1);
+  auto g = start(ioc, service.acquire("q", "a", 1000ms, {}, std::nullopt, {}, 500ms));
+  wait_done(ioc, g);
+  auto b = enqueue("b");
+  manual_now_value += 1000ms;
+  auto e = start(ioc, service.acquire("q", "e", 1000ms));  // expires a's lease: the delay begins
+  wait_done(ioc, e);
+  BOOST_TEST(delay_remaining(*e->result).count() == 500);
+  manual_now_value += 500ms;  // over; no sweep has run
+  auto late = start(ioc, service.acquire("q", "e", 1000ms));
+  wait_done(ioc, late);
+  const auto* refused = std::get_if<acquire_refused>(&*late->result);
+  BOOST_REQUIRE(refused);
+  BOOST_TEST(refused->holder.owner == "b");
+  wait_done(ioc, b);
+  BOOST_TEST(granted(b) > 0u);
+}
+
 // A grant's lock-delay is durable before its answer; a restart after the expiry (or a break) keeps the key
 // unavailable for the whole delay from the restart; once the end is logged, a restart finds it free. The
 // same through a compaction's snapshot.
