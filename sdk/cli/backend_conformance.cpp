@@ -973,8 +973,8 @@ asio::awaitable<void> restart_tokens_increase(const backend_suite& s) {
 // refuses the option (the etcd and memory backends: error::invalid_config, nothing sent). Elsewhere as the
 // HTTP check: a release frees at once; an expiry keeps the key from everyone until the delay has passed.
 asio::awaitable<void> lock_delay_after_expiry(const backend_suite& s) {
-  auto delayed = [&](const std::string& key, const std::string& owner, milliseconds ttl, milliseconds delay)
-      -> asio::awaitable<acquire_reply> {
+  auto delayed = [&](const std::string& key, const std::string& owner, milliseconds ttl,
+                     milliseconds delay) -> asio::awaitable<acquire_reply> {
     auto r = co_await s.main().acquire_with_delay(key, owner, ttl, {}, delay, std::nullopt, 10'000ms);
     if (r.ec == error::invalid_config) throw check_skipped("lock-delay: " + why(r.ec, r.diagnostic));
     if (r.ec) throw check_failed("acquire with a lock-delay by " + owner + ": " + why(r.ec, r.diagnostic));
@@ -994,9 +994,10 @@ asio::awaitable<void> lock_delay_after_expiry(const backend_suite& s) {
   co_await wait_until_free(s, key, expiry_bound(answered, short_ttl), "a lease with a lock-delay");
   auto refused = co_await s.acquire(key, "b", long_ttl);
   if (!refused.ec) {
-    expect(steady::now() >= sent + short_ttl + delay, "an acquire " + ms(steady::now() - sent) +
-                                                          " after the acquire of a lease with a 2 s lock-delay "
-                                                          "was granted inside the delay");
+    expect(steady::now() >= sent + short_ttl + delay,
+           "an acquire " + ms(steady::now() - sent) +
+               " after the acquire of a lease with a 2 s lock-delay "
+               "was granted inside the delay");
     co_await s.release(key, "b", refused.token);
     throw check_failed("inconclusive: the machine was too slow to ask within the delay");
   }

@@ -1459,8 +1459,8 @@ void lock_delay_over_bound(const suite& s) {
   auto c = s.open();
   auto caps = c.request(http::verb::get, "/v1/capabilities", {}, s.timeout());
   const auto max = caps.num("lock_delay_max_ms");
-  expect(max && *max >= 0, "GET /v1/capabilities advertises lock_delay without lock_delay_max_ms: " +
-                               caps.describe());
+  expect(max && *max >= 0,
+         "GET /v1/capabilities advertises lock_delay without lock_delay_max_ms: " + caps.describe());
   const auto key = s.key("lock-delay-bound");
   json::object body{{"owner", "a"}, {"ttl_ms", 30'000}, {"lock_delay_ms", *max + 1}};
   auto r = c.request(http::verb::post, suite::path(key, "/acquire"), json::serialize(body), s.timeout());

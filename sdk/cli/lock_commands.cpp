@@ -288,7 +288,8 @@ asio::awaitable<int> run_ls(client& c, const ls_command& cmd) {
     for (const auto& l : shown)
       std::printf("%-40s %-24s %12llu %10s %7llu %s\n", cell(l.key, 40).c_str(),
                   // A key in lock-delay has no owner: the column says so, REMAINING is the delay's.
-                  l.kind == "lock_delay" ? "(lock-delay)" : cell(l.holder.owner, 24).c_str(), static_cast<unsigned long long>(l.holder.token),
+                  l.kind == "lock_delay" ? "(lock-delay)" : cell(l.holder.owner, 24).c_str(),
+                  static_cast<unsigned long long>(l.holder.token),
                   remaining_text(l.holder.ttl_remaining).c_str(), static_cast<unsigned long long>(l.waiters),
                   cell(l.holder.value, 60).c_str());
     std::fflush(stdout);

@@ -104,7 +104,9 @@ class http_backend final : public backend {
     if (!co_await feature_ready(delay_, no_delay, timeout, out)) co_return out;
     if (wait && !co_await feature_ready(queue_, no_queue, left(deadline), out)) co_return out;
     auto target = lock_path(key) + "/acquire";
-    if (wait) target += "?wait_ms=" + std::to_string(std::clamp(*wait, milliseconds(1), milliseconds(30'000)).count());
+    if (wait)
+      target +=
+          "?wait_ms=" + std::to_string(std::clamp(*wait, milliseconds(1), milliseconds(30'000)).count());
     co_return co_await send_acquire(std::move(target), owner, ttl, value, lock_delay, left(deadline));
   }
 
@@ -656,9 +658,9 @@ asio::awaitable<acquire_reply> backend::acquire_queued(std::string, std::string,
   co_return out;
 }
 
-asio::awaitable<acquire_reply> backend::acquire_with_delay(std::string, std::string, milliseconds, std::string,
-                                                           milliseconds, std::optional<milliseconds>,
-                                                           milliseconds) {
+asio::awaitable<acquire_reply> backend::acquire_with_delay(std::string, std::string, milliseconds,
+                                                           std::string, milliseconds,
+                                                           std::optional<milliseconds>, milliseconds) {
   acquire_reply out;
   out.ec = error::invalid_config;
   out.diagnostic = "lock-delay is not supported by this backend (docs/protocol.md, \"Lock-delay\")";

@@ -136,7 +136,8 @@ response error_answer(const answer_context& c, const api_error& e) {
 namespace {
 // 409 {"error","message","owner","client","token","ttl_remaining_ms","value"}: a refusal that names the
 // holder (an acquire's `held`, a break's `token_mismatch`).
-text holder_body(const answer_context& c, std::string_view code, std::string_view message, const lease_view& h) {
+text holder_body(const answer_context& c, std::string_view code, std::string_view message,
+                 const lease_view& h) {
   text o(c.mem);
   o += '{';
   append_member(o, "error", code);
@@ -151,7 +152,8 @@ text holder_body(const answer_context& c, std::string_view code, std::string_vie
 }
 response holder_refusal(const answer_context& c, std::string_view code, std::string_view message,
                         const lease_view& h) {
-  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, holder_body(c, code, message, h));
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive,
+                       holder_body(c, code, message, h));
 }
 }  // namespace
 
@@ -295,7 +297,8 @@ response list_answer(const answer_context& c, const list_page& page) {
     append_member(entry, "token", l.lease.token);
     append_member(entry, "ttl_remaining_ms", l.lease.remaining.count());
     append_member(entry, "value", l.lease.value);
-    if (l.lease.lock_delay > milliseconds{0}) append_member(entry, "lock_delay_ms", l.lease.lock_delay.count());
+    if (l.lease.lock_delay > milliseconds{0})
+      append_member(entry, "lock_delay_ms", l.lease.lock_delay.count());
     if (delayed) append_member(entry, "lock_delay_remaining_ms", l.lock_delay_remaining.count());
     append_member(entry, "waiters", l.waiters);
     entry += '}';

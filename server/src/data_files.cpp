@@ -249,7 +249,8 @@ std::string encode_snapshot(std::uint64_t generation, const lock_table& table) {
   });
   // A key in lock-delay has no lease left: its delay alone, begun again in full at recovery.
   table.for_each_delay([&](const std::string& key, const key_delay& d) {
-    encode_record(record_type::lock_delay, d.token, static_cast<std::uint64_t>(d.delay.count()), key, {}, data);
+    encode_record(record_type::lock_delay, d.token, static_cast<std::uint64_t>(d.delay.count()), key, {},
+                  data);
     ++entries;
   });
   for (const auto& [key, r] : table.records_snapshot()) {

@@ -100,13 +100,12 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
   result = table_.acquire(key, owner, ttl, now, client, value, lock_delay);
   auto* g = std::get_if<acquire_granted>(&result);
   if (!g) return journal_.last_appended();
-  auto lsn =
-      journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(g->restore_ttl.count()), key,
-                      owner, client, value);
+  auto lsn = journal_.append(record_type::acquire, g->token,
+                             static_cast<std::uint64_t>(g->restore_ttl.count()), key, owner, client, value);
   // The lease's lock-delay is a promise to the next holder: durable before the grant is answered.
   if (g->lock_delay > milliseconds{0})
-    lsn = journal_.append(record_type::lock_delay, g->token, static_cast<std::uint64_t>(g->lock_delay.count()),
-                          key);
+    lsn = journal_.append(record_type::lock_delay, g->token,
+                          static_cast<std::uint64_t>(g->lock_delay.count()), key);
   table_.mark_logged(key, g->token, lsn);
   metrics_.last_token.store(g->token, std::memory_order_relaxed);
   if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
@@ -536,8 +535,8 @@ void lock_service::hand_off_locked(std::string_view key, time_point now) {
     queue.pop_front();
     q->queued = false;
     try {
-      q->lsn = acquire_locked(key, q->owner, q->ttl, q->client, q->quota, q->value, q->lock_delay, now,
-                              q->result);
+      q->lsn =
+          acquire_locked(key, q->owner, q->ttl, q->client, q->quota, q->value, q->lock_delay, now, q->result);
       q->granted = std::holds_alternative<acquire_granted>(q->result);
       q->granted_at = now;
     } catch (const locks_exhausted& e) {

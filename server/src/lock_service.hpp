@@ -146,16 +146,16 @@ class lock_service {
                                                    std::string_view by = {});
 
   /// A queued acquire (feature acquire_queue): granted at once when the key is free, out of lock-delay, and
-  /// nobody waits for it, or when the caller holds it; otherwise the request joins the key's queue and is granted, first come
-  /// first served, the moment the key is released, or expires (or is broken) and its lock-delay, if any, is
-  /// over, its TTL counted from then. When `wait` passes
-  /// first it is answered as acquire() refuses, with the holder. A retry by an owner already in the queue
-  /// takes the older request's place (which is then refused). Cancellation (terminal, through the awaiting
-  /// coroutine's cancellation slot: batond's client closed its connection) gives the place up, and releases
-  /// a grant made for the request but not yet answered; the answer is then nullopt, which is no answer.
-  /// Waiting requests count against the waiter limits (waiters_exhausted), and limits on locks are checked
-  /// at the grant (locks_exhausted, thrown to that request only). Every answer waits, as acquire()'s, for the
-  /// records it rests on. Must run on a single-threaded executor, as wait().
+  /// nobody waits for it, or when the caller holds it; otherwise the request joins the key's queue and is
+  /// granted, first come first served, the moment the key is released, or expires (or is broken) and its
+  /// lock-delay, if any, is over, its TTL counted from then. When `wait` passes first it is answered as
+  /// acquire() refuses, with the holder. A retry by an owner already in the queue takes the older request's
+  /// place (which is then refused). Cancellation (terminal, through the awaiting coroutine's cancellation
+  /// slot: batond's client closed its connection) gives the place up, and releases a grant made for the
+  /// request but not yet answered; the answer is then nullopt, which is no answer. Waiting requests count
+  /// against the waiter limits (waiters_exhausted), and limits on locks are checked at the grant
+  /// (locks_exhausted, thrown to that request only). Every answer waits, as acquire()'s, for the records it
+  /// rests on. Must run on a single-threaded executor, as wait().
   boost::asio::awaitable<std::optional<queued_answer>> acquire_queued(
       std::string_view key, std::string_view owner, milliseconds ttl, milliseconds wait,
       std::string_view client = {}, std::optional<std::size_t> client_quota = std::nullopt,
@@ -188,10 +188,10 @@ class lock_service {
 
   /// One step of the expiry sweep: removes up to sweep_step_leases leases whose expiry second has passed
   /// (lock_table::expire_some), logs their expiry and wakes their waiters; then as many keys whose
-  /// lock-delay is over (lock_table::end_delays), logging that and handing them to their queues. It visits only those leases, so
-  /// a table of a million that are merely held costs nothing; a million falling due at once are a series
-  /// of short steps (well under a millisecond each), and a caller that yields its thread between them
-  /// (http_server's sweep loop) never holds the mutex, or that thread's requests, for long.
+  /// lock-delay is over (lock_table::end_delays), logging that and handing them to their queues. It visits
+  /// only those leases, so a table of a million that are merely held costs nothing; a million falling due at
+  /// once are a series of short steps (well under a millisecond each), and a caller that yields its thread
+  /// between them (http_server's sweep loop) never holds the mutex, or that thread's requests, for long.
   static constexpr std::size_t sweep_step_leases = 256;
   struct sweep_result {
     std::size_t expired = 0;

@@ -424,7 +424,8 @@ void lock_table::erase_ended(map_type::iterator it, time_point from, time_point 
   erase(it);
 }
 
-void lock_table::begin_delay(std::string_view key, std::uint64_t token, milliseconds delay, time_point until) {
+void lock_table::begin_delay(std::string_view key, std::uint64_t token, milliseconds delay,
+                             time_point until) {
   auto [d, added] = delays_.try_emplace(std::string(key));
   d->second = key_delay{token, delay, until};
   delay_ends_.emplace(until, d->first);

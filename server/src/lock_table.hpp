@@ -225,7 +225,8 @@ struct listed_lease {
   milliseconds lock_delay_remaining{0};
 };
 
-/// One page of a listing: unexpired leases, and keys in lock-delay, in key order; `more` when keys after the last one match too.
+/// One page of a listing: unexpired leases, and keys in lock-delay, in key order; `more` when keys after the
+/// last one match too.
 struct list_page {
   std::vector<listed_lease> leases;
   bool more = false;

@@ -595,10 +595,9 @@ std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseco
   // Features are only ever added (docs/protocol.md, "Versions and features").
   return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
          R"("acquire_queue","list_locks","break_lease","lock_delay"],"lock_delay_max_ms":)" +
-         std::to_string(max_lock_delay.count()) + R"(,"renew_batch_max":)" +
-         std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) +
-         R"(,"record_max_bytes":)" + std::to_string(max_record_bytes) + R"(,"list_max":)" +
-         std::to_string(max_list_limit) + "}";
+         std::to_string(max_lock_delay.count()) + R"(,"renew_batch_max":)" + std::to_string(max_renew_batch) +
+         R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) + R"(,"record_max_bytes":)" +
+         std::to_string(max_record_bytes) + R"(,"list_max":)" + std::to_string(max_list_limit) + "}";
 }
 
 std::string_view method_for(lock_target::kind k) {

@@ -1057,7 +1057,8 @@ BOOST_AUTO_TEST_CASE(lock_delay_outlives_an_expiry_and_a_break_and_a_kill9_but_n
            R"(,"lock_delay_ms":)" + std::to_string(delay_ms) + "}";
   };
   auto refused_for_delay = [](const http_reply& r) {
-    return r.status == 409 && str(r, "error") == "held" && r.json.as_object().contains("lock_delay_remaining_ms") &&
+    return r.status == 409 && str(r, "error") == "held" &&
+           r.json.as_object().contains("lock_delay_remaining_ms") &&
            r.json.at("lock_delay_remaining_ms").as_int64() > 0;
   };
   constexpr auto delay = 1500ms;
@@ -1082,8 +1083,7 @@ BOOST_AUTO_TEST_CASE(lock_delay_outlives_an_expiry_and_a_break_and_a_kill9_but_n
     const auto break_sent = clock::now();
     BOOST_TEST(c.post("/v1/locks/ld-break/break", "{}").status == 200);
     auto after_break = c.post("/v1/locks/ld-break/acquire", acquire_body("b", 1000));
-    if (clock::now() < break_sent + delay)
-      BOOST_TEST(refused_for_delay(after_break), after_break.body);
+    if (clock::now() < break_sent + delay) BOOST_TEST(refused_for_delay(after_break), after_break.body);
     BOOST_TEST(token_of(held) > 0u);
 
     const auto sent = clock::now();

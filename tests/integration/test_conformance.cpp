@@ -569,10 +569,11 @@ BOOST_AUTO_TEST_CASE(a_version_1_server_without_capabilities_passes_with_the_opt
   not_advertised(operator_checks[1], "break_lease");
   for (const auto* name : lock_delay_checks)
     not_advertised(name, "lock_delay");
-  BOOST_CHECK_MESSAGE(r.has_line("skipped: 22 not advertised (lease_values, capabilities, renew_batch, "
-                                 "proclaim, lock_record, acquire_queue, list_locks, break_lease, lock_delay), "
-                                 "6 no --restart-command"),
-                      r.text());
+  BOOST_CHECK_MESSAGE(
+      r.has_line("skipped: 22 not advertised (lease_values, capabilities, renew_batch, "
+                 "proclaim, lock_record, acquire_queue, list_locks, break_lease, lock_delay), "
+                 "6 no --restart-command"),
+      r.text());
   BOOST_CHECK_MESSAGE(r.out.size() >= 2 &&
                           r.out.back().rfind("26 of 54 checks passed, 0 failed, 28 skipped against ", 0) == 0,
                       r.text());
@@ -697,9 +698,9 @@ BOOST_AUTO_TEST_CASE(a_server_advertising_values_it_does_not_keep_is_caught) {
 
 BOOST_AUTO_TEST_CASE(a_server_advertising_a_lock_delay_it_does_not_keep_is_caught) {
   expect_failure("no-value", {lock_delay_checks[0], lock_delay_checks[1]});
-  BOOST_CHECK_MESSAGE(broken_result("no-value").has_line(std::string("FAIL  ") + lock_delay_checks[0] +
-                                                         ": acquire by b "),
-                      broken_result("no-value").text());
+  BOOST_CHECK_MESSAGE(
+      broken_result("no-value").has_line(std::string("FAIL  ") + lock_delay_checks[0] + ": acquire by b "),
+      broken_result("no-value").text());
 }
 
 BOOST_AUTO_TEST_CASE(a_batch_renewal_that_ignores_tokens_is_caught) {

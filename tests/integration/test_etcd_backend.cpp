@@ -611,7 +611,9 @@ BOOST_AUTO_TEST_CASE(a_lock_delay_is_refused_on_etcd_before_anything_is_sent) {
     std::optional<lease> next;
     asio::co_spawn(
         co_await asio::this_coro::executor,
-        [&]() -> asio::awaitable<void> { next.emplace(co_await a.async_acquire("delayed", lease_opts(5000ms))); },
+        [&]() -> asio::awaitable<void> {
+          next.emplace(co_await a.async_acquire("delayed", lease_opts(5000ms)));
+        },
         asio::detached);
     co_await sleep_for(300ms);
     BOOST_TEST(!next.has_value());

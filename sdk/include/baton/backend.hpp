@@ -316,8 +316,9 @@ class forwarding_backend : public backend {
   boost::asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner, milliseconds ttl,
                                                        std::string value, milliseconds wait,
                                                        milliseconds timeout) override;
-  boost::asio::awaitable<acquire_reply> acquire_with_delay(std::string key, std::string owner, milliseconds ttl,
-                                                           std::string value, milliseconds lock_delay,
+  boost::asio::awaitable<acquire_reply> acquire_with_delay(std::string key, std::string owner,
+                                                           milliseconds ttl, std::string value,
+                                                           milliseconds lock_delay,
                                                            std::optional<milliseconds> wait,
                                                            milliseconds timeout) override;
   boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,

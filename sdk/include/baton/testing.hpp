@@ -113,8 +113,9 @@ class memory_backend final : public backend {
   /// Lock-delay as batond keeps it (docs/protocol.md, "Lock-delay"): a release frees the key at once, an
   /// expiry (advance() or expire()) keeps it from everyone for the delay. Without `wait` only: a queued
   /// acquire is refused as acquire_queued() is.
-  boost::asio::awaitable<acquire_reply> acquire_with_delay(std::string key, std::string owner, milliseconds ttl,
-                                                           std::string value, milliseconds lock_delay,
+  boost::asio::awaitable<acquire_reply> acquire_with_delay(std::string key, std::string owner,
+                                                           milliseconds ttl, std::string value,
+                                                           milliseconds lock_delay,
                                                            std::optional<milliseconds> wait,
                                                            milliseconds timeout) override;
   boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
@@ -161,7 +162,7 @@ class memory_backend final : public backend {
                            const std::string& value, milliseconds lock_delay = milliseconds{0});
   /// Removes a lock that ended by expiry at `ended`: its key stays in lock-delay until ended + its delay.
   std::map<std::string, lock>::iterator erase_expired(std::map<std::string, lock>::iterator it,
-                                                     std::chrono::nanoseconds ended);
+                                                      std::chrono::nanoseconds ended);
   renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
                        milliseconds ttl);
   proclaim_reply do_proclaim(const std::string& key, const std::string& owner, std::uint64_t token,

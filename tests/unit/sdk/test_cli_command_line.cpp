@@ -174,8 +174,8 @@ BOOST_AUTO_TEST_CASE(acquire_and_exec_take_a_lock_delay_and_other_commands_do_no
                parse_command_line({"acquire", "k", "--ttl", "10s", "--lock-delay", "soon"}, nullptr);
              }) == exit_code::usage);
   BOOST_TEST(usage_code([] {
-               parse_command_line({"renew", "k", "--owner", "o", "--token", "1", "--ttl", "10s", "--lock-delay",
-                                   "5s"},
-                                  nullptr);
+               parse_command_line(
+                   {"renew", "k", "--owner", "o", "--token", "1", "--ttl", "10s", "--lock-delay", "5s"},
+                   nullptr);
              }) == exit_code::usage);
 }

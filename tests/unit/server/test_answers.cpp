@@ -118,9 +118,10 @@ BOOST_AUTO_TEST_CASE(a_lock_delay_refusal_and_listing_entry_carry_the_remaining_
   lease_view ended{"", "", 41, {}, milliseconds(1500)};
   auto refused = acquire_answer(c, "jobs/a", r, acquire_refused{ended, milliseconds(1500)});
   BOOST_TEST(refused.result_int() == 409);
-  BOOST_TEST(std::string(refused.body()) ==
-             R"({"error":"held","message":"the lock is in lock-delay: its last lease ended by expiry or a break",)"
-             R"("owner":"","token":41,"ttl_remaining_ms":1500,"value":"","lock_delay_remaining_ms":1500})");
+  BOOST_TEST(
+      std::string(refused.body()) ==
+      R"({"error":"held","message":"the lock is in lock-delay: its last lease ended by expiry or a break",)"
+      R"("owner":"","token":41,"ttl_remaining_ms":1500,"value":"","lock_delay_remaining_ms":1500})");
   const acquire_request delayed{"w1", milliseconds(10000), "", milliseconds(5000)};
   auto granted = acquire_answer(c, "jobs/a", delayed, acquire_granted{42, 0, milliseconds(10000)});
   BOOST_TEST(std::string(granted.body()).find(R"("lock_delay_ms":5000})") != std::string::npos);

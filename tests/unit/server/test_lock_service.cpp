@@ -16,8 +16,8 @@
 
 #include <filesystem>
 #include <list>
-#include <thread>
 #include <optional>
+#include <thread>
 
 using namespace baton::server;
 using baton::test::temp_dir;
@@ -798,7 +798,8 @@ std::chrono::milliseconds delay_remaining(const acquire_result& r) {
 
 // A queued acquire waits out the delay after an expiry (a holder that stalled), and the queue is granted in
 // order when the sweep ends it; an acquire that does not wait is refused for the delay meanwhile.
-BOOST_FIXTURE_TEST_CASE(queued_acquires_wait_out_a_lock_delay_and_are_granted_in_order, running_queue_fixture) {
+BOOST_FIXTURE_TEST_CASE(queued_acquires_wait_out_a_lock_delay_and_are_granted_in_order,
+                        running_queue_fixture) {
   release("a", 1);
   auto g = start(ioc, service.acquire("q", "a", 1000ms, {}, std::nullopt, {}, 500ms));
   wait_done(ioc, g);
