@@ -401,8 +401,8 @@ BOOST_AUTO_TEST_CASE(a_new_data_directory_is_fsynced_into_its_parent) {
   faults.set("eio-fsync");
   const auto data_dir = parent.path() / "baton" / "data";
   const auto err = logs.path() / "start.log";
-  child_process p({bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", data_dir.string()}, err.string(),
-                  faults.environment());
+  child_process p({bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", data_dir.string()},
+                  err.string(), faults.environment());
   const int code = p.wait(exit_bound);
   if (code == -1) p.signal(SIGKILL);
   BOOST_TEST(code == 1, "batond started although fsync fails: " << code);
@@ -414,7 +414,8 @@ BOOST_AUTO_TEST_CASE(a_new_data_directory_is_fsynced_into_its_parent) {
 }
 
 // A TTL bound past the clock's range let `now + ttl` overflow (two owners held one key at 2e13 ms), and a
-// compaction threshold of 0 compacted after every batch: both are refused at start with one line, exit 2.
+// compaction threshold of 0 compacted after every batch: both are refused at start with one line, exit 2, as
+// is a lock-delay bound outside 0 to 365 days.
 BOOST_AUTO_TEST_CASE(out_of_range_ttl_and_compaction_options_are_refused_at_start) {
   temp_dir dir;
   temp_dir logs;
@@ -423,10 +424,12 @@ BOOST_AUTO_TEST_CASE(out_of_range_ttl_and_compaction_options_are_refused_at_star
       {{"--max-ttl-ms", "31536000001"}, "--max-ttl-ms must be at most"},
       {{"--compact-bytes", "0"}, "--compact-bytes must be"},
       {{"--compact-bytes", "4095"}, "--compact-bytes must be"},
+      {{"--max-lock-delay-ms", "31536000001"}, "--max-lock-delay-ms must be 0 to 31536000000"},
   };
   int n = 0;
   for (const auto& [flags, message] : cases) {
-    std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir", dir.path().string()};
+    std::vector<std::string> argv{bin_path("batond"), "--listen", "127.0.0.1:0", "--data-dir",
+                                  dir.path().string()};
     argv.insert(argv.end(), flags.begin(), flags.end());
     auto run = run_to_end(argv, (logs.path() / ("err-" + std::to_string(n++) + ".log")).string(), exit_bound);
     BOOST_TEST(run.code == 2, flags[0] << " " << flags[1] << ": exit " << run.code);
@@ -434,7 +437,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_ttl_and_compaction_options_are_refused_at_star
     BOOST_TEST(std::count(run.err.begin(), run.err.end(), '\n') == 1, run.err);
   }
   // The largest allowed values start.
-  batond_process ok(dir.path(), {"--max-ttl-ms", "31536000000", "--compact-bytes", "4096"});
+  batond_process ok(dir.path(), {"--max-ttl-ms", "31536000000", "--compact-bytes", "4096",
+                                 "--max-lock-delay-ms", "31536000000"});
   auto c = ok.client();
   BOOST_TEST(c.post("/v1/locks/long/acquire", acquire_body("keeper", 31'536'000'000)).status == 200);
 }
@@ -470,7 +474,7 @@ void expect_the_power_cut_image_keeps(const storage_faults& faults, const fs::pa
 
 // Acquires keys until batond stops (or `limit` of them); returns the acknowledged ones.
 std::map<std::string, std::uint64_t> hold_until_it_stops(batond_process& server, const std::string& prefix,
-                                                        int limit = 5000) {
+                                                         int limit = 5000) {
   std::map<std::string, std::uint64_t> held;
   http_client c(server.port(), 10s);
   for (int i = 0; i < limit && server.process().running(); ++i) {
@@ -566,8 +570,8 @@ BOOST_AUTO_TEST_CASE(a_power_cut_inside_a_large_group_commit_keeps_batond_starti
   std::this_thread::sleep_for(1s);  // its batch is written and stalls in fdatasync
   for (int i = 0; i < 40; ++i) {
     keys.push_back(long_name + std::to_string(i));
-    sent.push_back(std::make_unique<background_request>(server->port(), "/v1/locks/" + keys.back() + "/acquire",
-                                                        acquire_body("keeper", 600000)));
+    sent.push_back(std::make_unique<background_request>(
+        server->port(), "/v1/locks/" + keys.back() + "/acquire", acquire_body("keeper", 600000)));
   }
   std::this_thread::sleep_for(2s);  // the forty are queued: nothing more is written while the sync stalls
   faults.set("eio-fsync once");
