@@ -222,9 +222,10 @@ class backend {
   /// "Lock-delay"; lease_options::lock_delay): once the lease ends by expiry or a break the key stays
   /// unavailable for `lock_delay`. The client calls these only for a non-zero delay, so a backend (or a
   /// wrapper) that knows nothing of lock-delay keeps its acquire() and acquire_queued() for every other
-  /// lease. The default refuses with error::invalid_config, nothing sent: the etcd backend and the memory
-  /// backend do; the HTTP backend sends `lock_delay_ms` to a server that advertises feature `lock_delay`
-  /// and refuses so otherwise (an older batond would ignore the field and grant a lease without the delay).
+  /// lease. The default refuses with error::invalid_config, nothing sent (the etcd backend keeps it); the
+  /// memory backend keeps lock-delay as batond does; the HTTP backend sends `lock_delay_ms` to a server that
+  /// advertises feature `lock_delay` and refuses so otherwise (an older batond would ignore the field and
+  /// grant a lease without the delay). Errors, cancellation and threads as for acquire().
   virtual boost::asio::awaitable<acquire_reply> acquire_with_delay(std::string key, std::string owner,
                                                                    milliseconds ttl, std::string value,
                                                                    milliseconds lock_delay,
