@@ -700,8 +700,9 @@ BOOST_AUTO_TEST_CASE(broken_tokens_are_remembered_within_a_bound) {
 // ---- lock-delay (docs/protocol.md, "Lock-delay") ----
 
 namespace {
-const acquire_refused& refused_for_delay(const acquire_result& r) {
-  const auto& refused = as<acquire_refused>(r);
+// By value: `r` is usually a temporary, gone at the end of the caller's statement.
+acquire_refused refused_for_delay(const acquire_result& r) {
+  auto refused = as<acquire_refused>(r);
   BOOST_TEST(refused.lock_delay_remaining.count() > 0);
   BOOST_TEST(refused.holder.owner.empty());
   return refused;
@@ -713,7 +714,7 @@ BOOST_AUTO_TEST_CASE(an_expired_lease_keeps_its_key_unavailable_for_its_lock_del
   BOOST_TEST(as<acquire_granted>(t.acquire("k", "a", 1000ms, t0, {}, {}, 500ms)).lock_delay.count() == 500);
   BOOST_TEST(t.get("k", t0)->lock_delay.count() == 500);
   // Not swept yet: refused from the expiry on, with the delay's remaining time where a holder's TTL goes.
-  const auto& early = refused_for_delay(t.acquire("k", "b", 1000ms, t0 + 1100ms));
+  const auto early = refused_for_delay(t.acquire("k", "b", 1000ms, t0 + 1100ms));
   BOOST_TEST(early.lock_delay_remaining.count() == 400);
   BOOST_TEST(early.holder.remaining.count() == 400);
   BOOST_TEST(early.holder.token == 1u);
@@ -726,7 +727,7 @@ BOOST_AUTO_TEST_CASE(an_expired_lease_keeps_its_key_unavailable_for_its_lock_del
   // The former holder's owner is refused too.
   refused_for_delay(t.acquire("k", "a", 1000ms, t0 + 1300ms));
   BOOST_TEST(t.last_token() == 1u);  // refusals take no token
-  const auto& g = as<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 1500ms));
+  const auto g = as<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 1500ms));
   BOOST_TEST(g.token == 2u);
   BOOST_TEST(g.lock_delay.count() == 0);
   BOOST_TEST(t.delay_count() == 0u);
@@ -747,7 +748,7 @@ BOOST_AUTO_TEST_CASE(a_release_frees_the_key_at_once_whatever_its_lock_delay) {
 BOOST_AUTO_TEST_CASE(a_break_starts_the_lock_delay_from_the_break_and_the_token_still_grows) {
   lock_table t;
   as<acquire_granted>(t.acquire("k", "a", 60'000ms, t0, {}, {}, 500ms));
-  const auto& broken = as<lease_broken>(t.break_lease("k", std::nullopt, t0 + 100ms));
+  const auto broken = as<lease_broken>(t.break_lease("k", std::nullopt, t0 + 100ms));
   BOOST_TEST(broken.lease.lock_delay.count() == 500);
   BOOST_TEST(refused_for_delay(t.acquire("k", "b", 1000ms, t0 + 599ms)).lock_delay_remaining.count() == 1);
   BOOST_TEST(std::holds_alternative<break_not_held>(t.break_lease("k", std::nullopt, t0 + 200ms)));
