@@ -969,6 +969,54 @@ asio::awaitable<void> restart_tokens_increase(const backend_suite& s) {
   larger(again.token, "the holder's re-acquire");
 }
 
+// Feature lock_delay (docs/protocol.md, "Lock-delay") through baton::backend: skipped where the backend
+// refuses the option (the etcd and memory backends: error::invalid_config, nothing sent). Elsewhere as the
+// HTTP check: a release frees at once; an expiry keeps the key from everyone until the delay has passed.
+asio::awaitable<void> lock_delay_after_expiry(const backend_suite& s) {
+  auto delayed = [&](const std::string& key, const std::string& owner, milliseconds ttl,
+                     milliseconds delay) -> asio::awaitable<acquire_reply> {
+    auto r = co_await s.main().acquire_with_delay(key, owner, ttl, {}, delay, std::nullopt, 10'000ms);
+    if (r.ec == error::invalid_config) throw check_skipped("lock-delay: " + why(r.ec, r.diagnostic));
+    if (r.ec) throw check_failed("acquire with a lock-delay by " + owner + ": " + why(r.ec, r.diagnostic));
+    co_return r;
+  };
+  const auto released = s.key("lock-delay-release");
+  auto r = co_await delayed(released, "a", long_ttl, 60'000ms);
+  co_await s.release(released, "a", r.token);
+  auto next = co_await s.must_acquire(released, "b", long_ttl);
+  co_await s.release(released, "b", next.token);
+
+  const auto key = s.key("lock-delay-expiry");
+  const auto delay = 2000ms;
+  const auto sent = steady::now();
+  auto a = co_await delayed(key, "a", short_ttl, delay);
+  const auto answered = steady::now();
+  co_await wait_until_free(s, key, expiry_bound(answered, short_ttl), "a lease with a lock-delay");
+  auto refused = co_await s.acquire(key, "b", long_ttl);
+  if (!refused.ec) {
+    expect(steady::now() >= sent + short_ttl + delay,
+           "an acquire " + ms(steady::now() - sent) +
+               " after the acquire of a lease with a 2 s lock-delay "
+               "was granted inside the delay");
+    co_await s.release(key, "b", refused.token);
+    throw check_failed("inconclusive: the machine was too slow to ask within the delay");
+  }
+  expect(refused.holder.lock_delay_remaining > 0ms,
+         "the key is free of its holder but refused without a lock-delay: " + describe(refused.holder));
+  const auto bound = expiry_bound(answered, short_ttl) + delay + 5s;
+  for (;;) {
+    auto b = co_await s.acquire(key, "b", long_ttl);
+    if (!b.ec) {
+      expect(b.token > a.token, "the grant after a lock-delay has a token not larger than the lease before");
+      co_await s.release(key, "b", b.token);
+      co_return;
+    }
+    expect(steady::now() < bound, "the key is still refused " + ms(steady::now() - answered) +
+                                      " after its lease's acquire: " + describe(b.holder));
+    co_await sleep_until(steady::now() + 100ms);
+  }
+}
+
 constexpr named_check lease_checks[] = {
     {check_name::concurrent_acquires, concurrent_acquires},
     {check_name::held_names_holder, held_names_holder},
@@ -999,6 +1047,7 @@ constexpr named_check lease_checks[] = {
     {check_name::record_refused, record_refused},
     {check_name::record_outlives_lease, record_outlives_lease},
     {check_name::record_missing, record_missing},
+    {check_name::lock_delay_after_expiry, lock_delay_after_expiry},
 };
 
 constexpr named_check after_restart[] = {

@@ -31,7 +31,7 @@ const char* const top_usage = R"(usage: baton [--server URL] COMMAND [ARGS...]
 Take, keep and hand back Baton locks (lease + fencing token) from the shell.
 
 commands:
-  acquire KEY --ttl D [--owner O] [--wait] [--wait-timeout D]
+  acquire KEY --ttl D [--owner O] [--wait] [--wait-timeout D] [--lock-delay D]
       take the lock and print {"key","owner","token","ttl_ms"}. The lease is not renewed and stays held
       after baton exits: renew it before the TTL runs out, release it when done.
   renew KEY --owner O --token N --ttl D
@@ -50,7 +50,8 @@ commands:
   break KEY [--token N]
       end the lease on KEY whoever holds it (needs admin access); with --token, only the lease with token N;
       prints {"key","broken":true,"owner","token","ttl_remaining_ms"}
-  exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] -- CMD ...
+  exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D]
+      [--lock-delay D] -- CMD ...
       run CMD while holding the lock, renewing it all along; the moment the lease is lost, stop CMD's
       whole process group (SIGTERM, then SIGKILL after the grace period, before the server can expire the
       lease). CMD gets BATON_FENCING_TOKEN, BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment.
@@ -102,7 +103,7 @@ struct command_spec {
 };
 
 constexpr command_spec specs[] = {
-    {"acquire", "baton acquire KEY --ttl D [--owner O] [--wait] [--wait-timeout D]",
+    {"acquire", "baton acquire KEY --ttl D [--owner O] [--wait] [--wait-timeout D] [--lock-delay D]",
      R"(Takes the lock KEY for --ttl and prints {"key","owner","token","ttl_ms"}. The lease is not renewed
 and outlives this command: renew it (baton renew) before the TTL runs out and release it when done.
 Without --owner the owner is <hostname>:<pid>#<random>. Acquiring again with the same --owner gives a
@@ -146,8 +147,7 @@ server without the feature "break_lease" is not asked (exit 64). Not retried: af
 is unknown, look with baton get. The holder's process is not stopped: fencing tokens protect the resource.)"},
     {"exec",
      "baton exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] "
-     "-- "
-     "CMD [ARGS...]",
+     "[--lock-delay D] -- CMD [ARGS...]",
      R"(Acquires KEY, runs CMD (no shell) in its own process group with BATON_FENCING_TOKEN,
 BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment, renews the lease while CMD runs and releases it
 when CMD ends.
@@ -213,6 +213,10 @@ po::options_description command_options(std::string_view name) {
   auto add = d.add_options();
   if (name == "acquire" || name == "exec" || name == "renew")
     add("ttl", po::value<std::string>()->value_name("D"), "lease time to live (required)");
+  if (name == "acquire" || name == "exec")
+    add("lock-delay", po::value<std::string>()->value_name("D"),
+        "once the lease ends by expiry or a break (not a release), keep the key from everyone for D "
+        "(server feature lock_delay; default none)");
   if (name == "acquire")
     add("owner", po::value<std::string>()->value_name("O"), "owner string, used as given");
   if (name == "ls") {
@@ -391,6 +395,7 @@ command build(std::string_view name, std::string key, const po::variables_map& v
   if (name == "acquire") {
     acquire_command a{std::move(key), ttl, std::nullopt, vm["wait"].as<bool>(), std::nullopt};
     if (vm.count("owner")) a.owner = required_string(vm, "owner");
+    if (vm.count("lock-delay")) a.lock_delay = duration_value(vm, "lock-delay");
     a.wait_timeout = wait_timeout_value(vm, a.wait);
     return a;
   }
@@ -399,6 +404,7 @@ command build(std::string_view name, std::string key, const po::variables_map& v
   e.lease.ttl = ttl;
   if (vm.count("renew-every")) e.lease.renew_every = positive_duration(vm, "renew-every");
   if (vm.count("safety-margin")) e.lease.safety_margin = positive_duration(vm, "safety-margin");
+  if (vm.count("lock-delay")) e.lease.lock_delay = duration_value(vm, "lock-delay");
   try {
     e.lease.validate();
   } catch (const exception& ex) {

@@ -28,6 +28,7 @@ struct acquire_command {
   std::optional<std::string> owner;  // empty: `<identity>#<random>`
   bool wait = false;
   std::optional<milliseconds> wait_timeout;
+  milliseconds lock_delay{0};  // --lock-delay; 0: none
 };
 
 struct renew_command {

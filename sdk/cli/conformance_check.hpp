@@ -54,6 +54,8 @@ inline constexpr const char* record_outlives_lease =
     "lock record: it outlives release and expiry, and the old holder is refused";
 inline constexpr const char* record_missing = "lock record: a key without one reads as none";
 inline constexpr const char* restart_keeps_record = "restart: a lock record is kept";
+inline constexpr const char* lock_delay_after_expiry =
+    "lock-delay: an expired lease keeps its key for the delay, a release does not";
 inline constexpr const char* restart_keeps_held_lease = "restart: a held lease keeps its owner and token";
 inline constexpr const char* restart_keeps_release = "restart: a released lock stays released";
 inline constexpr const char* restart_tokens_increase =

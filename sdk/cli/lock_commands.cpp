@@ -97,6 +97,9 @@ void print_json(const json::object& o) {
 }
 
 std::string held_by(const std::string& key, const holder_info& holder) {
+  if (holder.lock_delay_remaining.count() > 0)
+    return quoted(key) + " is in lock-delay after the lease with token " + std::to_string(holder.token) +
+           " ended (" + std::to_string(holder.lock_delay_remaining.count()) + " ms left)";
   return quoted(key) + " is held by " + log::printable(holder.owner) + " (token " +
          std::to_string(holder.token) + ", " + std::to_string(holder.ttl_remaining.count()) + " ms left)";
 }
@@ -105,6 +108,7 @@ asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
   const std::string what = "acquire " + quoted(cmd.key);
   lease_options options;
   options.ttl = cmd.ttl;
+  options.lock_delay = cmd.lock_delay;
   // One owner for every try (the SDK keeps it across retries): a retry after a lost reply is then the same
   // owner to the server, which grants it a newer token instead of refusing it as "held".
   if (cmd.owner) options.owner = *cmd.owner;
@@ -275,13 +279,17 @@ asio::awaitable<int> run_ls(client& c, const ls_command& cmd) {
                      {"value", l.holder.value},
                      {"waiters", l.waiters}};
       if (!l.client.empty()) o["client"] = l.client;
+      if (l.holder.lock_delay_remaining.count() > 0)
+        o["lock_delay_remaining_ms"] = l.holder.lock_delay_remaining.count();
       print_json(o);
     }
   } else {
     std::printf("%-40s %-24s %12s %10s %7s %s\n", "KEY", "OWNER", "TOKEN", "REMAINING", "WAITERS", "VALUE");
     for (const auto& l : shown)
       std::printf("%-40s %-24s %12llu %10s %7llu %s\n", cell(l.key, 40).c_str(),
-                  cell(l.holder.owner, 24).c_str(), static_cast<unsigned long long>(l.holder.token),
+                  // A key in lock-delay has no owner: the column says so, REMAINING is the delay's.
+                  l.kind == "lock_delay" ? "(lock-delay)" : cell(l.holder.owner, 24).c_str(),
+                  static_cast<unsigned long long>(l.holder.token),
                   remaining_text(l.holder.ttl_remaining).c_str(), static_cast<unsigned long long>(l.waiters),
                   cell(l.holder.value, 60).c_str());
     std::fflush(stdout);

@@ -34,10 +34,20 @@ acquire_fsm::action acquire_fsm::on_acquire(const acquire_reply& r, clock::time_
       a.holder = r.holder;
       return a;
     }
+    const bool delayed = r.holder.lock_delay_remaining > milliseconds{0};
     if (give_up_ && now >= *give_up_) {
       a.what = action::kind::fail;
       a.ec = make_error_code(error::wait_timeout);
-      a.message = "lock \"" + key_ + "\" still held";
+      a.message = "lock \"" + key_ + (delayed ? "\" still in lock-delay" : "\" still held");
+      return a;
+    }
+    if (delayed) {
+      // The key is in lock-delay (docs/protocol.md): free of any holder, so a long-poll would answer at
+      // once. Nothing changes before the delay ends: pause that long (up to the give-up instant), then try
+      // again.
+      a.what = action::kind::pause;
+      a.wait = r.holder.lock_delay_remaining;
+      if (give_up_) a.wait = std::clamp<clock::duration>(*give_up_ - now, clock::duration::zero(), a.wait);
       return a;
     }
     // The server's long-poll answers the moment the holder releases or its lease expires. A "held" answer

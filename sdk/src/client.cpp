@@ -147,19 +147,25 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fs
   asio::co_spawn(
       cs.ex,
       // `leave` is kept by the request: its slot is bound to the request's coroutine for the whole run.
-      [s, p, key, owner, ttl = o.ttl, value = o.value.str(), queue_wait, leave,
+      [s, p, key, owner, ttl = o.ttl, value = o.value.str(), lock_delay = o.lock_delay, queue_wait, leave,
        counted = std::make_shared<in_flight_guard>(s)]() -> asio::awaitable<void> {
+        const auto timeout = queue_wait ? *queue_wait + s->config.request_timeout : s->config.request_timeout;
+        if (lock_delay > milliseconds{0}) {
+          // Only a lease with a lock-delay takes this call: a backend without lock-delay refuses it.
+          p->reply = co_await s->backend->acquire_with_delay(key, owner, ttl, value, lock_delay, queue_wait,
+                                                             timeout);
+        } else if (queue_wait) {
+          p->reply = co_await s->backend->acquire_queued(key, owner, ttl, value, *queue_wait, timeout);
+        } else {
+          p->reply = co_await s->backend->acquire(key, owner, ttl, value, timeout);
+        }
         if (queue_wait) {
-          p->reply = co_await s->backend->acquire_queued(key, owner, ttl, value, *queue_wait,
-                                                         *queue_wait + s->config.request_timeout);
           if (p->reply.ec == asio::error::operation_aborted) {
             // Left while it waited: the server may have granted it just before (and answered into the
             // closed connection). Its outcome is unknown, so the clean-up looks for a grant.
             p->reply.ec = error::connection_failed;
             p->reply.diagnostic = "the queued acquire was left while it waited";
           }
-        } else {
-          p->reply = co_await s->backend->acquire(key, owner, ttl, value, s->config.request_timeout);
         }
         p->done = true;
         p->on_done.wake_all();
@@ -237,6 +243,9 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
   if (wait_timeout) give_up = cs.now() + *wait_timeout;
   detail::acquire_fsm fsm(mode, key, give_up, cs.config.retry, cs.rng());
   acquire_reply last;
+  // A lease with a lock-delay refused in the queue may be refused for the delay, not the queue: this
+  // acquisition stops queueing, the client's other ones do not.
+  bool queue_refused_here = false;
   for (auto a = fsm.start();;) {
     switch (a.what) {
       case kind::send_acquire:
@@ -245,7 +254,8 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
         // waits for the lock and is granted in arrival order, instead of an acquire, a long-poll and a race
         // of acquires at every hand-off. The first try queues too (granted at once when the key is free).
         std::optional<milliseconds> queue_wait;
-        if (mode == detail::acquire_fsm::mode::wait && cs.now() >= cs.queue_unsupported_until) {
+        if (mode == detail::acquire_fsm::mode::wait && cs.now() >= cs.queue_unsupported_until &&
+            !queue_refused_here) {
           // The whole wait in one request, up to 5 minutes: a waiter keeps its place in the queue for that
           // long (the HTTP backend asks batond for at most 30 s at a time; etcd's queue is the client's own).
           const auto left = give_up ? *give_up - cs.now() : clock::duration(std::chrono::minutes(5));
@@ -262,7 +272,10 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
             break;
           }
           // Not offered: wait the way every server can, and ask again after a while (it may be upgraded).
-          cs.queue_unsupported_until = cs.now() + std::chrono::minutes(5);
+          if (options.lock_delay > milliseconds{0})
+            queue_refused_here = true;
+          else
+            cs.queue_unsupported_until = cs.now() + std::chrono::minutes(5);
           if (a.what == kind::send_acquire) break;  // the same action again, as a plain acquire
         }
         const auto wait = std::chrono::ceil<milliseconds>(a.wait);

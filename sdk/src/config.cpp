@@ -131,6 +131,7 @@ void lease_options::validate() const {
   if (value.too_long())
     invalid("value must be at most 1024 bytes (got " + std::to_string(value.size()) + ")");
   if (has_control_characters(value)) invalid("value must not contain control characters (C0, DEL or C1)");
+  if (lock_delay.count() < 0) invalid("lock_delay must not be negative");
 }
 
 }  // namespace baton

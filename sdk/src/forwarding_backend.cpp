@@ -29,6 +29,15 @@ asio::awaitable<acquire_reply> forwarding_backend::acquire_queued(std::string ke
   return inner_->acquire_queued(std::move(key), std::move(owner), ttl, std::move(value), wait, timeout);
 }
 
+asio::awaitable<acquire_reply> forwarding_backend::acquire_with_delay(std::string key, std::string owner,
+                                                                      milliseconds ttl, std::string value,
+                                                                      milliseconds lock_delay,
+                                                                      std::optional<milliseconds> wait,
+                                                                      milliseconds timeout) {
+  return inner_->acquire_with_delay(std::move(key), std::move(owner), ttl, std::move(value), lock_delay, wait,
+                                    timeout);
+}
+
 asio::awaitable<std::vector<renew_reply>> forwarding_backend::renew_batch(
     std::span<const renew_entry> entries, milliseconds timeout) {
   return inner_->renew_batch(entries, timeout);

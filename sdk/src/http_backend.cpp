@@ -90,7 +90,24 @@ class http_backend final : public backend {
 
   asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                          std::string value, milliseconds timeout) override {
-    co_return co_await send_acquire(lock_path(key) + "/acquire", owner, ttl, value, timeout);
+    co_return co_await send_acquire(lock_path(key) + "/acquire", owner, ttl, value, milliseconds{0}, timeout);
+  }
+
+  // Sent only to a server that advertises `lock_delay`: an older one ignores an unknown field, and would
+  // grant a lease without the delay the caller counts on.
+  asio::awaitable<acquire_reply> acquire_with_delay(std::string key, std::string owner, milliseconds ttl,
+                                                    std::string value, milliseconds lock_delay,
+                                                    std::optional<milliseconds> wait,
+                                                    milliseconds timeout) override {
+    acquire_reply out;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (!co_await feature_ready(delay_, no_delay, timeout, out)) co_return out;
+    if (wait && !co_await feature_ready(queue_, no_queue, left(deadline), out)) co_return out;
+    auto target = lock_path(key) + "/acquire";
+    if (wait)
+      target +=
+          "?wait_ms=" + std::to_string(std::clamp(*wait, milliseconds(1), milliseconds(30'000)).count());
+    co_return co_await send_acquire(std::move(target), owner, ttl, value, lock_delay, left(deadline));
   }
 
   asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner, milliseconds ttl,
@@ -103,15 +120,17 @@ class http_backend final : public backend {
     // answered `held` then, and the caller queues again.
     wait = std::clamp(wait, milliseconds(1), milliseconds(30'000));
     auto target = lock_path(key) + "/acquire?wait_ms=" + std::to_string(wait.count());
-    co_return co_await send_acquire(std::move(target), owner, ttl, value, left(deadline));
+    co_return co_await send_acquire(std::move(target), owner, ttl, value, milliseconds{0}, left(deadline));
   }
 
   // An acquire, plain or queued: the same body and the same answers (a queued grant adds queued_ms).
   asio::awaitable<acquire_reply> send_acquire(std::string target, const std::string& owner, milliseconds ttl,
-                                              const std::string& value, milliseconds timeout) {
+                                              const std::string& value, milliseconds lock_delay,
+                                              milliseconds timeout) {
     json::object body{{"owner", owner}, {"ttl_ms", ttl.count()}};
     // Sent only when there is one: an acquire without a value is the same request as before values.
     if (!value.empty()) body["value"] = value;
+    if (lock_delay > milliseconds{0}) body["lock_delay_ms"] = lock_delay.count();
     auto r = co_await transport_->request("POST", std::move(target), json::serialize(body), timeout);
     acquire_reply out;
     if (!r.ec) {
@@ -129,6 +148,10 @@ class http_backend final : public backend {
         uint_field(r.body, "ttl_remaining_ms", remaining);
         out.holder.ttl_remaining = milliseconds(static_cast<std::int64_t>(remaining));
         out.holder.value = string_field(r.body, "value");
+        std::uint64_t delayed = 0;
+        if (uint_field(r.body, "lock_delay_remaining_ms", delayed))
+          out.holder.lock_delay_remaining =
+              milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(delayed, 1ull << 40)));
         r.diagnostic = string_field(r.body, "message");
       } else {
         unexpected(r);
@@ -294,6 +317,10 @@ class http_backend final : public backend {
           one.holder.value = string_field(l, "value");
           one.client = string_field(l, "client");
           uint_field(l, "waiters", one.waiters);
+          std::uint64_t delayed = 0;
+          if (uint_field(l, "lock_delay_remaining_ms", delayed))
+            one.holder.lock_delay_remaining =
+                milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(delayed, 1ull << 40)));
           out.page.locks.push_back(std::move(one));
         }
       }
@@ -445,7 +472,7 @@ class http_backend final : public backend {
     if (r.ec) co_return r;
     learned_at_ = std::chrono::steady_clock::now();
     if (r.status == 404) {
-      batch_ = proclaim_ = record_ = queue_ = list_ = break_ = support::no;
+      batch_ = proclaim_ = record_ = queue_ = list_ = break_ = delay_ = support::no;
       co_return std::nullopt;
     }
     if (r.status != 200 || !r.body.is_object()) {
@@ -453,7 +480,7 @@ class http_backend final : public backend {
       if (r.status == 200) protocol(r, "capabilities answer is not a JSON object");
       co_return r;
     }
-    batch_ = proclaim_ = record_ = queue_ = list_ = break_ = support::no;
+    batch_ = proclaim_ = record_ = queue_ = list_ = break_ = delay_ = support::no;
     std::uint64_t n = 0;
     const auto* features = r.body.as_object().if_contains("features");
     if (!features || !features->is_array()) co_return std::nullopt;
@@ -465,6 +492,7 @@ class http_backend final : public backend {
     if (has("acquire_queue")) queue_ = support::yes;
     if (has("list_locks")) list_ = support::yes;
     if (has("break_lease")) break_ = support::yes;
+    if (has("lock_delay")) delay_ = support::yes;
     if (has("lock_record")) {
       record_ = support::yes;
       // Without the server's figure, the protocol's least (16 KiB).
@@ -559,6 +587,8 @@ class http_backend final : public backend {
       "this server does not queue acquires (no feature \"acquire_queue\" in /v1/capabilities)";
   static constexpr const char* no_list =
       "this server cannot list locks (no feature \"list_locks\" in /v1/capabilities)";
+  static constexpr const char* no_delay =
+      "lock-delay is not supported by this server (no feature \"lock_delay\" in /v1/capabilities)";
   static constexpr const char* no_break =
       "this server cannot break leases (no feature \"break_lease\" in /v1/capabilities)";
   static constexpr const char* no_record =
@@ -569,6 +599,7 @@ class http_backend final : public backend {
   support queue_ = support::unknown;
   support list_ = support::unknown;
   support break_ = support::unknown;
+  support delay_ = support::unknown;
   std::size_t record_max_ = 0;
   std::chrono::steady_clock::time_point learned_at_{};
   std::size_t batch_max_ = 0;
@@ -624,6 +655,15 @@ asio::awaitable<acquire_reply> backend::acquire_queued(std::string, std::string,
   acquire_reply out;
   out.ec = error::invalid_config;
   out.diagnostic = "this backend does not queue acquires (docs/protocol.md, \"queued acquire\")";
+  co_return out;
+}
+
+asio::awaitable<acquire_reply> backend::acquire_with_delay(std::string, std::string, milliseconds,
+                                                           std::string, milliseconds,
+                                                           std::optional<milliseconds>, milliseconds) {
+  acquire_reply out;
+  out.ec = error::invalid_config;
+  out.diagnostic = "lock-delay is not supported by this backend (docs/protocol.md, \"Lock-delay\")";
   co_return out;
 }
 

@@ -45,7 +45,7 @@ void memory_backend::expire_due() {
   bool any = false;
   for (auto it = locks_.begin(); it != locks_.end();) {
     if (it->second.expiry <= now_) {
-      it = locks_.erase(it);
+      it = erase_expired(it, it->second.expiry);
       any = true;
     } else {
       ++it;
@@ -79,7 +79,17 @@ milliseconds memory_backend::remaining(std::chrono::nanoseconds expiry) const {
 }
 
 void memory_backend::expire(const std::string& key) {
-  if (locks_.erase(key)) changed();
+  auto it = locks_.find(key);
+  if (it == locks_.end()) return;
+  erase_expired(it, now_);
+  changed();
+}
+
+std::map<std::string, memory_backend::lock>::iterator memory_backend::erase_expired(
+    std::map<std::string, lock>::iterator it, std::chrono::nanoseconds ended) {
+  if (it->second.lock_delay > milliseconds{0} && ended + it->second.lock_delay > now_)
+    delays_[it->first] = {it->second.token, ended + it->second.lock_delay};
+  return locks_.erase(it);
 }
 
 void memory_backend::pause() {
@@ -139,8 +149,19 @@ asio::awaitable<Reply> memory_backend::serve(milliseconds timeout, std::function
 }
 
 acquire_reply memory_backend::do_acquire(const std::string& key, const std::string& owner, milliseconds ttl,
-                                         const std::string& value) {
+                                         const std::string& value, milliseconds lock_delay) {
   acquire_reply r;
+  if (auto d = delays_.find(key); d != delays_.end()) {
+    if (now_ < d->second.second) {
+      r.ec = error::held;
+      r.diagnostic = "in lock-delay";
+      r.holder.token = d->second.first;
+      r.holder.lock_delay_remaining = remaining(d->second.second);
+      r.holder.ttl_remaining = r.holder.lock_delay_remaining;
+      return r;
+    }
+    delays_.erase(d);
+  }
   auto it = locks_.find(key);
   if (it != locks_.end() && it->second.owner != owner) {
     r.ec = error::held;
@@ -152,7 +173,9 @@ acquire_reply memory_backend::do_acquire(const std::string& key, const std::stri
   r.token = ++last_token_;
   // A same-owner re-acquire never makes the key free sooner (docs/protocol.md, acquire).
   const auto expiry = it != locks_.end() ? std::max(it->second.expiry, now_ + ttl) : now_ + ttl;
-  locks_[key] = lock{owner, r.token, expiry, value};
+  // Nor shortens the promise to the next holder (batond's rule, docs/design.md, "Lock-delay").
+  const auto delay = it != locks_.end() ? std::max(it->second.lock_delay, lock_delay) : lock_delay;
+  locks_[key] = lock{owner, r.token, expiry, value, delay};
   changed();
   return r;
 }
@@ -238,6 +261,19 @@ asio::awaitable<acquire_reply> memory_backend::acquire(std::string key, std::str
   // Named, not a temporary in the co_await expression: GCC 12 destroys such temporaries twice.
   std::function<acquire_reply()> effect = [this, key, owner, ttl, value] {
     return do_acquire(key, owner, ttl, value);
+  };
+  co_return co_await serve<acquire_reply>(timeout, std::move(effect));
+}
+
+asio::awaitable<acquire_reply> memory_backend::acquire_with_delay(std::string key, std::string owner,
+                                                                  milliseconds ttl, std::string value,
+                                                                  milliseconds lock_delay,
+                                                                  std::optional<milliseconds> wait,
+                                                                  milliseconds timeout) {
+  if (wait) co_return co_await backend::acquire_queued(key, owner, ttl, value, *wait, timeout);
+  ++calls_.acquire;
+  std::function<acquire_reply()> effect = [this, key, owner, ttl, value, lock_delay] {
+    return do_acquire(key, owner, ttl, value, lock_delay);
   };
   co_return co_await serve<acquire_reply>(timeout, std::move(effect));
 }

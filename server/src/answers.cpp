@@ -136,8 +136,8 @@ response error_answer(const answer_context& c, const api_error& e) {
 namespace {
 // 409 {"error","message","owner","client","token","ttl_remaining_ms","value"}: a refusal that names the
 // holder (an acquire's `held`, a break's `token_mismatch`).
-response holder_refusal(const answer_context& c, std::string_view code, std::string_view message,
-                        const lease_view& h) {
+text holder_body(const answer_context& c, std::string_view code, std::string_view message,
+                 const lease_view& h) {
   text o(c.mem);
   o += '{';
   append_member(o, "error", code);
@@ -148,7 +148,12 @@ response holder_refusal(const answer_context& c, std::string_view code, std::str
   append_member(o, "ttl_remaining_ms", h.remaining.count());
   append_member(o, "value", h.value);
   o += '}';
-  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  return o;
+}
+response holder_refusal(const answer_context& c, std::string_view code, std::string_view message,
+                        const lease_view& h) {
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive,
+                       holder_body(c, code, message, h));
 }
 }  // namespace
 
@@ -159,15 +164,26 @@ response acquire_answer(const answer_context& c, const std::string& key, const a
     if (log::enabled(log::level::debug))
       log::debug("acquire", {{"key", key}, {"owner", r.owner}, {"token", g->token}});
     auto body = lease_body(c.mem, key, r.owner, g->token, "ttl_ms", r.ttl.count());
-    if (queued) {
+    if (queued || r.lock_delay > milliseconds{0}) {
       body.pop_back();  // the closing brace
-      append_member(body, "queued_ms", queued->count());
+      if (queued) append_member(body, "queued_ms", queued->count());
+      if (r.lock_delay > milliseconds{0}) append_member(body, "lock_delay_ms", r.lock_delay.count());
       body += '}';
     }
     return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(body));
   }
-  return holder_refusal(c, "held", "the lock is held by another owner",
-                        std::get<acquire_refused>(result).holder);
+  const auto& refused = std::get<acquire_refused>(result);
+  if (refused.lock_delay_remaining > milliseconds{0}) {
+    // `held`, so a client that predates lock-delay waits as for a holder: ttl_remaining_ms is the delay's
+    // remaining time, and no owner holds it.
+    auto o = holder_body(c, "held", "the lock is in lock-delay: its last lease ended by expiry or a break",
+                         refused.holder);
+    o.pop_back();
+    append_member(o, "lock_delay_remaining_ms", refused.lock_delay_remaining.count());
+    o += '}';
+    return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
+  }
+  return holder_refusal(c, "held", "the lock is held by another owner", refused.holder);
 }
 
 // 409 {"error":"lost","reason","message"}: a renew's refusal, and a proclaim's and a record write's.
@@ -272,12 +288,18 @@ response list_answer(const answer_context& c, const list_page& page) {
     entry += '{';
     append_member(entry, "key", l.key);
     // Room for other kinds of holder (semaphores) in the same listing: a client skips kinds it does not know.
-    append_member(entry, "kind", "lock");
+    // A key in lock-delay: kind lock_delay, no owner, the token of the lease it follows, and the delay's
+    // remaining time in ttl_remaining_ms too, so a client that reads every entry as a lock still parses it.
+    const bool delayed = l.lock_delay_remaining > milliseconds{0};
+    append_member(entry, "kind", delayed ? "lock_delay" : "lock");
     append_member(entry, "owner", l.lease.owner);
     if (!l.lease.client.empty()) append_member(entry, "client", l.lease.client);
     append_member(entry, "token", l.lease.token);
     append_member(entry, "ttl_remaining_ms", l.lease.remaining.count());
     append_member(entry, "value", l.lease.value);
+    if (l.lease.lock_delay > milliseconds{0})
+      append_member(entry, "lock_delay_ms", l.lease.lock_delay.count());
+    if (delayed) append_member(entry, "lock_delay_remaining_ms", l.lock_delay_remaining.count());
     append_member(entry, "waiters", l.waiters);
     entry += '}';
     if (i) o += ',';

@@ -30,8 +30,13 @@ void replay_record(lock_table& table, const wal_record& r, time_point now) {
       table.restore(r.key, r.owner, r.token, milliseconds(r.ttl_ms), now, r.client, r.value);
       break;
     case record_type::release:
-    case record_type::expire:
       table.forget(r.key, r.token);
+      break;
+    case record_type::expire:
+      table.forget(r.key, r.token, /*expired=*/true, now);
+      break;
+    case record_type::lock_delay:
+      table.restore_lock_delay(r.key, r.token, milliseconds(r.ttl_ms), now);
       break;
     case record_type::extend:
       table.raise_restore_ttl(r.key, r.token, milliseconds(r.ttl_ms), now);
@@ -146,7 +151,8 @@ std::uint64_t load_snapshot(storage& fs, lock_table& table, time_point now, std:
       if (r->token != entries) throw damaged("snapshot entry count does not match");
       break;
     }
-    if (r->type != record_type::acquire && r->type != record_type::lock_record)
+    if (r->type != record_type::acquire && r->type != record_type::lock_record &&
+        r->type != record_type::lock_delay)
       throw damaged("unexpected record type in snapshot");
     in.remove_prefix(used);
     replay_record(table, *r, now);
@@ -234,6 +240,17 @@ std::string encode_snapshot(std::uint64_t generation, const lock_table& table) {
   table.for_each_lease([&](const std::string& key, const lease_record& r) {
     encode_record(record_type::acquire, r.token, static_cast<std::uint64_t>(r.restore_ttl.count()), key,
                   r.owner, data, r.client(), r.value());
+    ++entries;
+    if (r.lock_delay() > milliseconds{0}) {
+      encode_record(record_type::lock_delay, r.token, static_cast<std::uint64_t>(r.lock_delay().count()), key,
+                    {}, data);
+      ++entries;
+    }
+  });
+  // A key in lock-delay has no lease left: its delay alone, begun again in full at recovery.
+  table.for_each_delay([&](const std::string& key, const key_delay& d) {
+    encode_record(record_type::lock_delay, d.token, static_cast<std::uint64_t>(d.delay.count()), key, {},
+                  data);
     ++entries;
   });
   for (const auto& [key, r] : table.records_snapshot()) {

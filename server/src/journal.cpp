@@ -193,7 +193,7 @@ std::uint64_t journal::append(record_type type, std::uint64_t token, std::uint64
     std::lock_guard lk(mu_);
     if (pending_.empty()) pending_.append(batch_frame_size, '\0');  // the frame, written at the batch's end
     encode_record(type, token, ttl_ms, key, owner, pending_, client, value);
-    pending_guard_ = pending_guard_ || type == record_type::lock_record;
+    pending_guard_ = pending_guard_ || type == record_type::lock_record || type == record_type::lock_delay;
     first = ++pending_records_ == 1;
     lsn = ++last_lsn_;
   }

@@ -83,7 +83,8 @@ void lock_service::expire_due_locked(std::string_view key, time_point now) {
 
 std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_view owner, milliseconds ttl,
                                            std::string_view client, std::optional<std::size_t> client_quota,
-                                           std::string_view value, time_point now, acquire_result& result) {
+                                           std::string_view value, milliseconds lock_delay, time_point now,
+                                           acquire_result& result) {
   // Only a grant of a free key adds a lock; a held key is refused (409) or re-granted to its holder.
   if (!table_.get(key, now)) {
     if (table_.size() >= max_locks_ && !table_.contains(key)) {
@@ -96,12 +97,15 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
                                        std::to_string(table_.size_of(client)) + " locks, its quota");
     }
   }
-  result = table_.acquire(key, owner, ttl, now, client, value);
+  result = table_.acquire(key, owner, ttl, now, client, value, lock_delay);
   auto* g = std::get_if<acquire_granted>(&result);
   if (!g) return journal_.last_appended();
-  const auto lsn =
-      journal_.append(record_type::acquire, g->token, static_cast<std::uint64_t>(g->restore_ttl.count()), key,
-                      owner, client, value);
+  auto lsn = journal_.append(record_type::acquire, g->token,
+                             static_cast<std::uint64_t>(g->restore_ttl.count()), key, owner, client, value);
+  // The lease's lock-delay is a promise to the next holder: durable before the grant is answered.
+  if (g->lock_delay > milliseconds{0})
+    lsn = journal_.append(record_type::lock_delay, g->token,
+                          static_cast<std::uint64_t>(g->lock_delay.count()), key);
   table_.mark_logged(key, g->token, lsn);
   metrics_.last_token.store(g->token, std::memory_order_relaxed);
   if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
@@ -112,17 +116,21 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
 asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std::string_view owner,
                                                       milliseconds ttl, std::string_view client,
                                                       std::optional<std::size_t> client_quota,
-                                                      std::string_view value) {
+                                                      std::string_view value, milliseconds lock_delay) {
   acquire_result result;
   std::uint64_t lsn;
   {
     std::lock_guard lk(mu_);
     refuse_if_failed();
     const auto now = now_();
-    // With a queue on the key, a holder past its TTL is expired first, which grants the key to the queue's
-    // head: an acquire that does not wait never takes a key that queued acquires wait for.
-    if (queues_.contains(std::string(key))) expire_due_locked(key, now);
-    lsn = acquire_locked(key, owner, ttl, client, client_quota, value, now, result);
+    // With a queue on the key, a holder past its TTL is expired first, and a lock-delay that is over is
+    // ended, either of which grants the key to the queue's head: an acquire that does not wait never takes
+    // a key that queued acquires wait for.
+    if (queues_.contains(std::string(key))) {
+      expire_due_locked(key, now);
+      hand_off_locked(key, now);
+    }
+    lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, now, result);
   }
   if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
   count_acquire(result);
@@ -360,6 +368,11 @@ asio::awaitable<break_result> lock_service::break_lease(std::string_view key,
       // Logged as a release: replay frees the key exactly as it must, and the log format (and a downgrade)
       // is unchanged. Who broke it is in the audit line, not in the log (docs/design.md).
       removed_locked(key, release_result{release_outcome::released, b->lease.token}, now);
+      // The key is in lock-delay now (lock_table::break_lease): a record of its own, after the release,
+      // so replay begins the delay again (wal_record.hpp).
+      if (b->lease.lock_delay > milliseconds{0})
+        journal_.append(record_type::lock_delay, b->lease.token,
+                        static_cast<std::uint64_t>(b->lease.lock_delay.count()), key);
     }
     lsn = journal_.last_appended();
   }
@@ -475,7 +488,14 @@ lock_service::sweep_result lock_service::sweep_step() {
   }
   metrics_.expired.fetch_add(expired.size(), std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(expired.size()), std::memory_order_relaxed);
-  return {expired.size(), expired.size() < sweep_step_leases, last_lsn};
+  // Keys whose lock-delay is over. Logged lazily, as expiries are: a lost record only begins the delay
+  // again at a restart, which keeps the key unavailable longer, never shorter.
+  auto ended = table_.end_delays(now, sweep_step_leases);
+  for (const auto& e : ended) {
+    if (!journal_.failed()) last_lsn = journal_.append(record_type::lock_delay, e.token, 0, e.key);
+    hand_off_locked(e.key, now);
+  }
+  return {expired.size(), expired.size() < sweep_step_leases && ended.size() < sweep_step_leases, last_lsn};
 }
 
 asio::awaitable<void> lock_service::wait_logged(std::uint64_t lsn) {
@@ -510,12 +530,13 @@ void lock_service::hand_off_locked(std::string_view key, time_point now) {
   auto it = queues_.find(std::string(key));
   if (it == queues_.end()) return;
   auto& queue = it->second;
-  while (!queue.empty() && !table_.get(key, now)) {
+  while (!queue.empty() && !table_.get(key, now) && !table_.delayed(key, now)) {
     auto q = queue.front();
     queue.pop_front();
     q->queued = false;
     try {
-      q->lsn = acquire_locked(key, q->owner, q->ttl, q->client, q->quota, q->value, now, q->result);
+      q->lsn =
+          acquire_locked(key, q->owner, q->ttl, q->client, q->quota, q->value, q->lock_delay, now, q->result);
       q->granted = std::holds_alternative<acquire_granted>(q->result);
       q->granted_at = now;
     } catch (const locks_exhausted& e) {
@@ -538,7 +559,8 @@ void lock_service::leave_queue_locked(const std::shared_ptr<queued_acquire>& q) 
 
 asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
     std::string_view key, std::string_view owner, milliseconds ttl, milliseconds wait,
-    std::string_view client, std::optional<std::size_t> client_quota, std::string_view value) {
+    std::string_view client, std::optional<std::size_t> client_quota, std::string_view value,
+    milliseconds lock_delay) {
   auto ex = co_await asio::this_coro::executor;
   auto q = std::make_shared<queued_acquire>();
   q->key = std::string(key);
@@ -546,6 +568,7 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
   q->client = std::string(client);
   q->value = std::string(value);
   q->ttl = ttl;
+  q->lock_delay = lock_delay;
   q->quota = client_quota;
   std::uint64_t lsn = 0;
   time_point arrived;
@@ -557,11 +580,13 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
     expire_due_locked(key, arrived);
     auto& queue = queues_[q->key];
     const auto holder = table_.get(key, arrived);
-    // Granted at once: the key is free and nobody waits for it (a free key with waiters has just been
-    // handed to the first of them above), or the caller holds it already (a same-owner acquire supersedes).
-    if ((!holder && queue.empty()) || (holder && holder->owner == owner && holder->client == client)) {
+    // Granted at once: the key is free, out of lock-delay, and nobody waits for it (a free key with waiters
+    // has just been handed to the first of them above), or the caller holds it already (a same-owner
+    // acquire supersedes). A key in lock-delay is waited for like a held one.
+    const bool free = !holder && !table_.delayed(key, arrived);
+    if ((free && queue.empty()) || (holder && holder->owner == owner && holder->client == client)) {
       if (queue.empty()) queues_.erase(q->key);
-      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, arrived, q->result);
+      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, arrived, q->result);
     } else {
       if (waiting_ >= max_waiters_ || waiting_per_key_[q->key] >= max_waiters_per_key_) {
         std::string why =
@@ -609,15 +634,22 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
     {
       std::lock_guard lk(mu_);
       const auto now = now_();
-      if (q->queued) expire_due_locked(key, now);  // a holder past its TTL: hands the key over, maybe to us
-      if (!q->queued) break;                       // granted, refused, or replaced by a retry
+      if (q->queued) {
+        expire_due_locked(key, now);  // a holder past its TTL: hands the key over, maybe to us
+        hand_off_locked(key, now);    // a lock-delay that is over: the same
+      }
+      if (!q->queued) break;  // granted, refused, or replaced by a retry
       if (now >= q->deadline || stopping_) {
         leave_queue_locked(q);
         break;
       }
-      // Wake at the deadline, or at the holder's expiry instant (a renew moves it: we then look again).
+      // Wake at the deadline, or at the holder's expiry instant (a renew moves it: we then look again), or
+      // when the key's lock-delay ends.
       const auto holder = table_.get(key, now);
-      q->timer->expires_at(holder ? std::min(q->deadline, holder->expires) : q->deadline);
+      const auto delayed = holder ? std::nullopt : table_.delayed(key, now);
+      q->timer->expires_at(holder    ? std::min(q->deadline, holder->expires)
+                           : delayed ? std::min(q->deadline, delayed->until)
+                                     : q->deadline);
     }
     co_await q->timer->wait();
     auto state = co_await asio::this_coro::cancellation_state;
@@ -652,9 +684,13 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
       q->result = acquire_refused{*h};
       lsn = journal_.last_appended();
       metrics_.queue_wait_passed.fetch_add(1, std::memory_order_relaxed);
+    } else if (auto delayed = table_.delay_refusal(key, now)) {
+      q->result = std::move(*delayed);
+      lsn = journal_.last_appended();
+      metrics_.queue_wait_passed.fetch_add(1, std::memory_order_relaxed);
     } else if (!queues_.contains(q->key)) {
       // Free, and nobody else waits: the key this request waited for is its own after all.
-      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, now, q->result);
+      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, now, q->result);
       q->granted_at = now;
       queued_for = std::chrono::duration_cast<milliseconds>(now - arrived);
     } else {
@@ -670,6 +706,8 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
 void lock_service::count_acquire(const acquire_result& r) {
   if (std::holds_alternative<acquire_granted>(r))
     metrics_.acquire_granted.fetch_add(1, std::memory_order_relaxed);
+  else if (std::get<acquire_refused>(r).lock_delay_remaining > milliseconds{0})
+    metrics_.acquire_lock_delay.fetch_add(1, std::memory_order_relaxed);
   else
     metrics_.acquire_held.fetch_add(1, std::memory_order_relaxed);
 }

@@ -97,10 +97,13 @@ class lock_service {
   // `client` is the authenticated name of the caller (empty without authentication); see lock_table.
   // `client_quota` caps the locks `client` may hold (none: no cap); see locks_exhausted. `value` is published
   // with a granted lease and logged with it (docs/protocol.md).
+  // `lock_delay` (0: none) keeps the key unavailable that long after the lease ends by expiry or a break
+  // (lock_table::acquire); it is logged with the grant, and the answer waits for it.
   boost::asio::awaitable<acquire_result> acquire(std::string_view key, std::string_view owner,
                                                  milliseconds ttl, std::string_view client = {},
                                                  std::optional<std::size_t> client_quota = std::nullopt,
-                                                 std::string_view value = {});
+                                                 std::string_view value = {},
+                                                 milliseconds lock_delay = milliseconds{0});
   boost::asio::awaitable<renew_result> renew(std::string_view key, std::string_view owner,
                                              std::uint64_t token, milliseconds ttl,
                                              std::string_view client = {});
@@ -142,20 +145,21 @@ class lock_service {
   boost::asio::awaitable<break_result> break_lease(std::string_view key, std::optional<std::uint64_t> token,
                                                    std::string_view by = {});
 
-  /// A queued acquire (feature acquire_queue): granted at once when the key is free and nobody waits for it,
-  /// or when the caller holds it; otherwise the request joins the key's queue and is granted, first come
-  /// first served, the moment the key is released or expires, its TTL counted from then. When `wait` passes
-  /// first it is answered as acquire() refuses, with the holder. A retry by an owner already in the queue
-  /// takes the older request's place (which is then refused). Cancellation (terminal, through the awaiting
-  /// coroutine's cancellation slot: batond's client closed its connection) gives the place up, and releases
-  /// a grant made for the request but not yet answered; the answer is then nullopt, which is no answer.
-  /// Waiting requests count against the waiter limits (waiters_exhausted), and limits on locks are checked
-  /// at the grant (locks_exhausted, thrown to that request only). Every answer waits, as acquire()'s, for the
-  /// records it rests on. Must run on a single-threaded executor, as wait().
+  /// A queued acquire (feature acquire_queue): granted at once when the key is free, out of lock-delay, and
+  /// nobody waits for it, or when the caller holds it; otherwise the request joins the key's queue and is
+  /// granted, first come first served, the moment the key is released, or expires (or is broken) and its
+  /// lock-delay, if any, is over, its TTL counted from then. When `wait` passes first it is answered as
+  /// acquire() refuses, with the holder. A retry by an owner already in the queue takes the older request's
+  /// place (which is then refused). Cancellation (terminal, through the awaiting coroutine's cancellation
+  /// slot: batond's client closed its connection) gives the place up, and releases a grant made for the
+  /// request but not yet answered; the answer is then nullopt, which is no answer. Waiting requests count
+  /// against the waiter limits (waiters_exhausted), and limits on locks are checked at the grant
+  /// (locks_exhausted, thrown to that request only). Every answer waits, as acquire()'s, for the records it
+  /// rests on. Must run on a single-threaded executor, as wait().
   boost::asio::awaitable<std::optional<queued_answer>> acquire_queued(
       std::string_view key, std::string_view owner, milliseconds ttl, milliseconds wait,
       std::string_view client = {}, std::optional<std::size_t> client_quota = std::nullopt,
-      std::string_view value = {});
+      std::string_view value = {}, milliseconds lock_delay = milliseconds{0});
 
   /// Caps the locks in the table (call before serving; default: unlimited).
   void set_lock_limit(std::size_t max_locks);
@@ -183,10 +187,11 @@ class lock_service {
                                                          std::optional<std::string> value = std::nullopt);
 
   /// One step of the expiry sweep: removes up to sweep_step_leases leases whose expiry second has passed
-  /// (lock_table::expire_some), logs their expiry and wakes their waiters. It visits only those leases, so
-  /// a table of a million that are merely held costs nothing; a million falling due at once are a series
-  /// of short steps (well under a millisecond each), and a caller that yields its thread between them
-  /// (http_server's sweep loop) never holds the mutex, or that thread's requests, for long.
+  /// (lock_table::expire_some), logs their expiry and wakes their waiters; then as many keys whose
+  /// lock-delay is over (lock_table::end_delays), logging that and handing them to their queues. It visits
+  /// only those leases, so a table of a million that are merely held costs nothing; a million falling due at
+  /// once are a series of short steps (well under a millisecond each), and a caller that yields its thread
+  /// between them (http_server's sweep loop) never holds the mutex, or that thread's requests, for long.
   static constexpr std::size_t sweep_step_leases = 256;
   struct sweep_result {
     std::size_t expired = 0;
@@ -219,6 +224,7 @@ class lock_service {
   struct queued_acquire {
     std::string key, owner, client, value;
     milliseconds ttl{0};
+    milliseconds lock_delay{0};
     std::optional<std::size_t> quota;
     time_point deadline{};
     std::unique_ptr<wait_timer> timer;
@@ -232,11 +238,13 @@ class lock_service {
   /// acquire()'s decision with mu_ held (limits, table, log); returns the log position its answer rests on.
   std::uint64_t acquire_locked(std::string_view key, std::string_view owner, milliseconds ttl,
                                std::string_view client, std::optional<std::size_t> client_quota,
-                               std::string_view value, time_point now, acquire_result& result);
+                               std::string_view value, milliseconds lock_delay, time_point now,
+                               acquire_result& result);
   /// Logs a lease that release() `r` removed from the table (as released, or as expired), wakes the key's
   /// long-polls and hands the key to its queue; returns the record's log position.
   std::uint64_t removed_locked(std::string_view key, const release_result& r, time_point now);
-  /// Grants a free `key` to the first request of its queue that may take it, and wakes that request.
+  /// Grants a free `key` (not held, not in lock-delay) to the first request of its queue that may take it,
+  /// and wakes that request.
   void hand_off_locked(std::string_view key, time_point now);
   void leave_queue_locked(const std::shared_ptr<queued_acquire>& q);
   void count_acquire(const acquire_result& r);

@@ -34,17 +34,51 @@ lease_view view_of(const lease_record& r, time_point now) {
                     r.token,
                     r.expires,
                     std::max(remaining, milliseconds{0}),
-                    std::string(r.value())};
+                    std::string(r.value()),
+                    r.lock_delay()};
+}
+
+// What a refusal for a lock-delay shows: the lease it follows, and the delay's remaining time where a
+// holder's would be, so that a client which only knows `held` waits as long as it must.
+lease_view delay_view(std::uint64_t token, time_point until, time_point now) {
+  lease_view v;
+  v.token = token;
+  v.expires = until;
+  v.remaining = std::max(std::chrono::ceil<milliseconds>(until - now), milliseconds{1});
+  return v;
+}
+
+acquire_refused refusal_for_delay(std::uint64_t token, time_point until, time_point now) {
+  auto v = delay_view(token, until, now);
+  const auto remaining = v.remaining;
+  return acquire_refused{std::move(v), remaining};
+}
+
+// When the lock-delay after a lease that ended at `ended` is over.
+time_point delay_end(const lease_record& r, time_point ended) {
+  return deadline_after(ended, r.lock_delay());
 }
 }  // namespace
 
 acquire_result lock_table::acquire(std::string_view key, std::string_view owner, milliseconds ttl,
-                                   time_point now, std::string_view client, std::string_view value) {
+                                   time_point now, std::string_view client, std::string_view value,
+                                   milliseconds lock_delay) {
+  if (!delays_.empty()) {
+    if (auto d = delays_.find(key); d != delays_.end()) {
+      // The former holder's owner is refused too: the same owner string is not proof that the process
+      // whose writes the delay waits for has stopped (docs/design.md, "Lock-delay").
+      if (now < d->second.until) return refusal_for_delay(d->second.token, d->second.until, now);
+      delays_.erase(d);  // over: the grant's own record supersedes it in the log
+    }
+  }
   auto it = leases_.find(key);
   std::uint64_t replaced = 0;
   if (it != leases_.end()) {
     lease_record& r = it->second;
     if (!expired(r, now) && !held_by(r, owner, client)) return acquire_refused{view_of(r, now)};
+    // Expired but not swept yet: its lock-delay runs from its expiry all the same.
+    if (expired(r, now) && r.lock_delay() > milliseconds{0} && now < delay_end(r, r.expires))
+      return refusal_for_delay(r.token, delay_end(r, r.expires), now);
     // Expired, or the same owner acquiring again (a retry after a lost reply): supersede with a new token.
     // The same owner's unexpired lease is never shortened by it (docs/design.md, "No request shortens a
     // lease"): the request may be a late copy of an acquire sent before a renew that raised the TTL, and
@@ -60,9 +94,10 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     r.token = ++last_token_;
     set_expires(*it, live ? std::max(r.expires, deadline_after(now, ttl)) : deadline_after(now, ttl));
     r.set_value(value);
+    r.set_lock_delay(live ? std::max(r.lock_delay(), lock_delay) : lock_delay);
     r.restore_ttl = live ? std::max(r.restore_ttl, ttl) : ttl;
     r.log_seq = 0;
-    return acquire_granted{r.token, replaced, r.restore_ttl};
+    return acquire_granted{r.token, replaced, r.restore_ttl, r.lock_delay()};
   }
   std::uint64_t token = ++last_token_;
   count(client, +1);
@@ -71,11 +106,12 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
   r.owner.assign(owner);
   r.set_client(client);
   r.set_value(value);
+  r.set_lock_delay(lock_delay);
   r.token = token;
   r.expires = deadline_after(now, ttl);
   r.restore_ttl = ttl;
   expiry_.insert(*added);
-  return acquire_granted{token, 0, ttl};
+  return acquire_granted{token, 0, ttl, r.lock_delay()};
 }
 
 lease_entry* lock_table::held_lease(std::string_view key, std::string_view owner, std::uint64_t token,
@@ -155,9 +191,10 @@ release_result lock_table::release(std::string_view key, std::string_view owner,
   if (it == leases_.end()) return {release_outcome::already_free, 0};
   lease_record& r = it->second;
   if (expired(r, now)) {
-    // Expired counts as free whoever held it, exactly as after the sweep; drop the record now.
+    // Expired counts as free whoever held it, exactly as after the sweep; drop the record now. It ended by
+    // expiry, not by this release: its lock-delay, if any, runs on.
     std::uint64_t removed = r.token;
-    erase(it);
+    erase_ended(it, r.expires, now);
     return {release_outcome::already_free, removed};
   }
   if (!held_by(r, owner, client) || r.token != token) return {release_outcome::not_owner, 0};
@@ -169,19 +206,40 @@ release_result lock_table::release(std::string_view key, std::string_view owner,
 list_page lock_table::list(std::string_view prefix, std::string_view after, std::size_t limit,
                            time_point now) const {
   limit = std::max<std::size_t>(limit, 1);
-  std::vector<map_type::const_pointer> found;
-  for (const auto& entry : leases_)
-    if (entry.first.starts_with(prefix) && std::string_view(entry.first) > after &&
-        !expired(entry.second, now))
-      found.push_back(&entry);
-  const auto by_key = [](auto a, auto b) { return a->first < b->first; };
+  // A found key: its unexpired lease, or the lease (swept: the delay) its lock-delay follows.
+  struct found_key {
+    std::string_view key;
+    const lease_record* lease = nullptr;
+    std::uint64_t token = 0;
+    time_point delayed_until{};
+  };
+  std::vector<found_key> found;
+  const auto wanted = [&](std::string_view key) { return key.starts_with(prefix) && key > after; };
+  for (const auto& [key, r] : leases_) {
+    if (!wanted(key)) continue;
+    if (!expired(r, now))
+      found.push_back({key, &r});
+    else if (r.lock_delay() > milliseconds{0} && now < delay_end(r, r.expires))
+      found.push_back({key, nullptr, r.token, delay_end(r, r.expires)});
+  }
+  for (const auto& [key, d] : delays_)
+    if (wanted(key) && now < d.until) found.push_back({key, nullptr, d.token, d.until});
+  const auto by_key = [](const found_key& a, const found_key& b) { return a.key < b.key; };
   list_page page;
   page.more = found.size() > limit;
   const auto shown = std::min(found.size(), limit);
   std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(shown), found.end(), by_key);
   page.leases.reserve(shown);
-  for (std::size_t i = 0; i < shown; ++i)
-    page.leases.push_back({found[i]->first, view_of(found[i]->second, now)});
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& f = found[i];
+    if (f.lease) {
+      page.leases.push_back({std::string(f.key), view_of(*f.lease, now)});
+    } else {
+      auto v = delay_view(f.token, f.delayed_until, now);
+      const auto remaining = v.remaining;
+      page.leases.push_back({std::string(f.key), std::move(v), 0, remaining});
+    }
+  }
   return page;
 }
 
@@ -199,7 +257,9 @@ break_result lock_table::break_lease(std::string_view key, std::optional<std::ui
       broken_order_.pop_front();
     }
   }
-  erase(it);  // out of the expiry index too, and its client's count
+  // A break ends the lease as an expiry would: its holder may still be writing, so its lock-delay runs
+  // from now (docs/design.md, "Lock-delay").
+  erase_ended(it, now, now);  // out of the expiry index too, and its client's count
   return out;
 }
 
@@ -214,6 +274,37 @@ std::optional<lease_view> lock_table::get(std::string_view key, time_point now) 
   return view_of(it->second, now);
 }
 
+std::optional<key_delay> lock_table::delayed(std::string_view key, time_point now) const {
+  if (!delays_.empty())
+    if (auto d = delays_.find(key); d != delays_.end() && now < d->second.until) return d->second;
+  auto it = leases_.find(key);
+  if (it == leases_.end() || !expired(it->second, now) || it->second.lock_delay() <= milliseconds{0})
+    return std::nullopt;
+  const auto& r = it->second;
+  const auto until = delay_end(r, r.expires);
+  return now < until ? std::optional(key_delay{r.token, r.lock_delay(), until}) : std::nullopt;
+}
+
+std::optional<acquire_refused> lock_table::delay_refusal(std::string_view key, time_point now) const {
+  auto d = delayed(key, now);
+  if (!d) return std::nullopt;
+  return refusal_for_delay(d->token, d->until, now);
+}
+
+std::vector<ended_delay> lock_table::end_delays(time_point now, std::size_t max_keys) {
+  std::vector<ended_delay> out;
+  while (out.size() < max_keys && !delay_ends_.empty() && delay_ends_.begin()->first <= now) {
+    auto e = delay_ends_.begin();
+    // A stale entry: the key was granted since, or began a later delay.
+    if (auto d = delays_.find(e->second); d != delays_.end() && d->second.until == e->first) {
+      out.push_back({e->second, d->second.token});
+      delays_.erase(d);
+    }
+    delay_ends_.erase(e);
+  }
+  return out;
+}
+
 std::vector<expired_lock> lock_table::expire(time_point now) {
   auto out = expire_some(now, SIZE_MAX);
   // The second `now` falls in: only some of its leases are due.
@@ -221,7 +312,7 @@ std::vector<expired_lock> lock_table::expire(time_point now) {
     lease_entry* next = e->second.expiry_next;
     if (expired(e->second, now)) {
       out.push_back({e->first, e->second.token});
-      erase(leases_.find(e->first));
+      erase_ended(leases_.find(e->first), e->second.expires, now);
     }
     e = next;
   }
@@ -234,7 +325,7 @@ std::vector<expired_lock> lock_table::expire_some(time_point now, std::size_t ma
     lease_entry* e = expiry_.first_due(now);
     if (!e) break;
     out.push_back({e->first, e->second.token});
-    erase(leases_.find(e->first));
+    erase_ended(leases_.find(e->first), e->second.expires, now);
   }
   return out;
 }
@@ -243,17 +334,22 @@ std::optional<expired_lock> lock_table::expire_key(std::string_view key, time_po
   auto it = leases_.find(key);
   if (it == leases_.end() || !expired(it->second, now)) return std::nullopt;
   expired_lock e{it->first, it->second.token};
-  erase(it);
+  erase_ended(it, it->second.expires, now);
   return e;
 }
 
 void lock_table::restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
                          time_point now, std::string client, std::string value) {
   observe_token(token);
+  if (!delays_.empty())
+    if (auto d = delays_.find(key); d != delays_.end() && d->second.token < token) delays_.erase(d);
   auto [it, added] = leases_.try_emplace(std::move(key));
   auto& r = it->second;
   // A later record for the same key always carries a larger token; never let an older one win.
   if (r.token > token) return;
+  // A new lease's lock-delay comes in a record of its own after this one; a proclaim's (the same token)
+  // keeps the lease's.
+  if (r.token != token) r.set_lock_delay(milliseconds{0});
   if (!added) count(r.client(), -1);
   count(client, +1);
   r.owner = std::move(owner);
@@ -277,10 +373,35 @@ void lock_table::restore_record(std::string key, lock_record r) {
   it->second = std::move(r);
 }
 
-void lock_table::forget(std::string_view key, std::uint64_t token) {
+void lock_table::forget(std::string_view key, std::uint64_t token, bool expired, time_point now) {
   observe_token(token);
   auto it = leases_.find(key);
-  if (it != leases_.end() && it->second.token == token) erase(it);
+  if (it == leases_.end() || it->second.token != token) return;
+  if (expired)
+    erase_ended(it, now, now - milliseconds{1});  // the delay in full from now, even a 1 ms one
+  else
+    erase(it);
+}
+
+void lock_table::restore_lock_delay(std::string_view key, std::uint64_t token, milliseconds delay,
+                                    time_point now) {
+  observe_token(token);
+  if (delay <= milliseconds{0}) {
+    if (auto d = delays_.find(key); d != delays_.end() && d->second.token == token) delays_.erase(d);
+    return;
+  }
+  auto it = leases_.find(key);
+  if (it != leases_.end() && it->second.token == token) {
+    it->second.set_lock_delay(delay);
+    return;
+  }
+  // The lease `token` ended (a break, or a snapshot's key in lock-delay): a later lease or delay wins.
+  if (it != leases_.end()) {
+    if (it->second.token > token) return;
+    erase(it);
+  }
+  if (auto d = delays_.find(key); d != delays_.end() && d->second.token > token) return;
+  begin_delay(key, token, delay, deadline_after(now, delay));
 }
 
 std::size_t lock_table::size_of(std::string_view client) const {
@@ -292,6 +413,22 @@ void lock_table::set_expires(lease_entry& e, time_point expires) {
   const time_point was = e.second.expires;
   e.second.expires = expires;
   expiry_.move(e, was);
+}
+
+void lock_table::erase_ended(map_type::iterator it, time_point from, time_point now) {
+  const milliseconds delay = it->second.lock_delay();
+  if (delay > milliseconds{0}) {
+    const time_point until = deadline_after(from, delay);
+    if (now < until) begin_delay(it->first, it->second.token, delay, until);
+  }
+  erase(it);
+}
+
+void lock_table::begin_delay(std::string_view key, std::uint64_t token, milliseconds delay,
+                             time_point until) {
+  auto [d, added] = delays_.try_emplace(std::string(key));
+  d->second = key_delay{token, delay, until};
+  delay_ends_.emplace(until, d->first);
 }
 
 void lock_table::erase(map_type::iterator it) {

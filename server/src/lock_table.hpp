@@ -6,10 +6,12 @@
 
 #include "expiry_index.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,13 +55,26 @@ struct lease_record {
   std::string_view client() const { return extras_ ? std::string_view(extras_->client) : std::string_view(); }
   /// The value published with the lease (docs/protocol.md; empty: none). Set by each grant, kept by renew.
   std::string_view value() const { return extras_ ? std::string_view(extras_->value) : std::string_view(); }
+  /// The lease's lock-delay (docs/protocol.md, "Lock-delay"; 0: none): once the lease ends by expiry or
+  /// by a break, its key stays unavailable for this long. Kept in the extras block, so the option costs a
+  /// lease that does not use it nothing.
+  milliseconds lock_delay() const { return extras_ ? extras_->lock_delay : milliseconds{0}; }
   void set_client(std::string_view client) { set(&extras::client, client); }
   void set_value(std::string_view value) { set(&extras::value, value); }
+  void set_lock_delay(milliseconds delay) {
+    if (!extras_) {
+      if (delay <= milliseconds{0}) return;
+      extras_ = std::make_unique<extras>();
+    }
+    extras_->lock_delay = std::max(delay, milliseconds{0});
+    trim();
+  }
 
  private:
   struct extras {
     std::string client;
     std::string value;
+    milliseconds lock_delay{0};
   };
   void set(std::string extras::*field, std::string_view text) {
     if (!extras_) {
@@ -67,7 +82,11 @@ struct lease_record {
       extras_ = std::make_unique<extras>();
     }
     ((*extras_).*field).assign(text);
-    if (extras_->client.empty() && extras_->value.empty()) extras_.reset();
+    trim();
+  }
+  void trim() {
+    if (extras_->client.empty() && extras_->value.empty() && extras_->lock_delay == milliseconds{0})
+      extras_.reset();
   }
   std::unique_ptr<extras> extras_;
 };
@@ -82,7 +101,18 @@ struct lease_view {
   std::uint64_t token = 0;
   time_point expires{};
   milliseconds remaining{0};
-  std::string value;
+  std::string value{};
+  /// The lease's lock-delay option (0: none).
+  milliseconds lock_delay{0};
+};
+
+/// A key in lock-delay: the lease `token` ended by expiry or a break, and nobody may take the key before
+/// `until` (docs/protocol.md, "Lock-delay").
+struct key_delay {
+  std::uint64_t token = 0;
+  /// The delay the lease asked for: what a restart begins again in full (docs/design.md, "Lock-delay").
+  milliseconds delay{0};
+  time_point until{};
 };
 
 struct acquire_granted {
@@ -92,9 +122,15 @@ struct acquire_granted {
   /// The TTL to log with the grant: the one asked for, or the longer restore TTL of the same owner's
   /// unexpired lease it superseded (a delayed copy of an earlier acquire must not shorten a lease).
   milliseconds restore_ttl{0};
+  /// The lease's lock-delay (0: none): logged after the grant when it is not 0.
+  milliseconds lock_delay{0};
 };
 struct acquire_refused {
+  /// The unexpired holder; empty (token 0) when the key is refused for its lock-delay.
   lease_view holder;
+  /// Non-zero: no lease holds the key, but the lease `holder.token` ended by expiry or a break less than its
+  /// lock-delay ago, and the key is refused for this much longer.
+  milliseconds lock_delay_remaining{0};
 };
 using acquire_result = std::variant<acquire_granted, acquire_refused>;
 
@@ -172,15 +208,25 @@ struct expired_lock {
   std::uint64_t token;
 };
 
+/// A key whose lock-delay is over (lock_table::end_delays): `token` is the lease it followed.
+struct ended_delay {
+  std::string key;
+  std::uint64_t token;
+};
+
 /// One held lock of a listing (lock_table::list): its key and what a reader sees of it. `waiters` counts
 /// the queued acquires waiting for the key, which the table does not know of: lock_service fills it in.
 struct listed_lease {
   std::string key;
   lease_view lease;
   std::size_t waiters = 0;
+  /// Non-zero: the key is not held but in lock-delay for this much longer after the lease `lease.token`
+  /// (the rest of `lease` is empty).
+  milliseconds lock_delay_remaining{0};
 };
 
-/// One page of a listing: unexpired leases in key order; `more` when keys after the last one match too.
+/// One page of a listing: unexpired leases, and keys in lock-delay, in key order; `more` when keys after the
+/// last one match too.
 struct list_page {
   std::vector<listed_lease> leases;
   bool more = false;
@@ -230,8 +276,13 @@ class lock_table {
   /// Grants the lock unless an unexpired lease of another holder holds it. A grant always takes a new token,
   /// strictly larger than every token this table has issued or restored, and records `value` with the lease
   /// (a same-owner re-acquire replaces the value, an empty one included).
+  /// While the key is in lock-delay (the lease before ended by expiry or a break less than its `lock_delay`
+  /// ago) everyone is refused, the former holder's owner too, with the delay's remaining time. A grant
+  /// records `lock_delay` with the lease; a same-owner re-acquire of its unexpired lease keeps the larger of
+  /// the two delays (a late copy of an earlier acquire must not shorten the promise to the next holder).
   acquire_result acquire(std::string_view key, std::string_view owner, milliseconds ttl, time_point now,
-                         std::string_view client = {}, std::string_view value = {});
+                         std::string_view client = {}, std::string_view value = {},
+                         milliseconds lock_delay = milliseconds{0});
 
   /// Extends the lease to now + ttl, only for the current holder with the current token on an unexpired
   /// lease.
@@ -278,6 +329,15 @@ class lock_table {
 
   /// The unexpired holder of `key`, if any.
   std::optional<lease_view> get(std::string_view key, time_point now) const;
+  /// `key`'s lock-delay, if it is in one at `now` (its lease ended by expiry or a break, swept or not, less
+  /// than its lock-delay ago).
+  std::optional<key_delay> delayed(std::string_view key, time_point now) const;
+  /// The refusal an acquire of `key` would get for its lock-delay, if it is in one.
+  std::optional<acquire_refused> delay_refusal(std::string_view key, time_point now) const;
+  /// Keys in lock-delay, the ones whose delay is over included until end_delays() removes them.
+  std::size_t delay_count() const { return delays_.size(); }
+  /// Removes at most `max_keys` keys whose lock-delay ended at or before `now` and returns them.
+  std::vector<ended_delay> end_delays(time_point now, std::size_t max_keys);
 
   /// Removes every lease whose expiry is at or before `now` and returns them.
   std::vector<expired_lock> expire(time_point now);
@@ -293,8 +353,14 @@ class lock_table {
   /// Recovery: installs a lease as held, valid for `ttl` from `now`, and raises the counter past its token.
   void restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl, time_point now,
                std::string client = {}, std::string value = {});
-  /// Recovery: forgets a lease (a logged release or expiry) if it still has that token.
-  void forget(std::string_view key, std::uint64_t token);
+  /// Recovery: forgets a lease (a logged release or expiry) if it still has that token. A lease with a
+  /// lock-delay that ended by expiry (`expired`) leaves its key in lock-delay for the whole delay from
+  /// `now`: when it expired is not in the log, and beginning again is never earlier than the promise.
+  void forget(std::string_view key, std::uint64_t token, bool expired = false, time_point now = {});
+  /// Recovery of a lock_delay record: `token`'s lease carries `delay` when the table holds it; otherwise
+  /// the key is in lock-delay after that lease, begun again in full from `now` (a break, a snapshot). A
+  /// `delay` of 0 says that key's lock-delay after `token` is over.
+  void restore_lock_delay(std::string_view key, std::uint64_t token, milliseconds delay, time_point now);
   /// Recovery: raises the TTL a lease is restored with.
   void raise_restore_ttl(std::string_view key, std::uint64_t token, milliseconds ttl, time_point now);
   /// Recovery: installs a record as logged (its version included); an older write (lower version) never
@@ -311,6 +377,13 @@ class lock_table {
   std::size_t size_of(std::string_view client) const;
   bool contains(std::string_view key) const { return leases_.find(key) != leases_.end(); }
   std::vector<snapshot_entry> snapshot() const;
+  /// Calls f(key, key_delay) for every key in lock-delay (ones whose delay is over included, until
+  /// end_delays() removes them), in no order.
+  template <class F>
+  void for_each_delay(F&& f) const {
+    for (const auto& [key, d] : delays_)
+      f(key, d);
+  }
   /// Calls f(key, record) for every lease in the table (expired ones until removed), in no order: a
   /// snapshot without a copy of the table.
   template <class F>
@@ -346,6 +419,10 @@ class lock_table {
   void set_expires(lease_entry& e, time_point expires);
   /// Removes a lease from the table (and the index, and its client's count).
   void erase(map_type::iterator it);
+  /// Removes a lease that ended by expiry (`from`: its expiry instant) or a break (`from`: now); a lease
+  /// with a lock-delay leaves its key in lock-delay until from + delay, when that is after `now`.
+  void erase_ended(map_type::iterator it, time_point from, time_point now);
+  void begin_delay(std::string_view key, std::uint64_t token, milliseconds delay, time_point until);
   /// The unexpired lease of `key` held by (client, owner) with `token`, or null with `why` set to renew's
   /// reason (renew and proclaim share the conditions and their order).
   lease_entry* held_lease(std::string_view key, std::string_view owner, std::uint64_t token, time_point now,
@@ -361,6 +438,10 @@ class lock_table {
   std::unordered_map<std::string, std::uint64_t, string_hash, std::equal_to<>> broken_;
   std::deque<std::string> broken_order_;
   std::unordered_map<std::string, lock_record, string_hash, std::equal_to<>> records_;
+  // Keys in lock-delay, and the same keys by the end of their delay (a key's entry there may be stale when
+  // it began a later delay: end_delays() checks the instant).
+  std::unordered_map<std::string, key_delay, string_hash, std::equal_to<>> delays_;
+  std::multimap<time_point, std::string> delay_ends_;
   std::size_t max_records_ = SIZE_MAX;
   std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;
   std::uint64_t last_token_ = 0;

@@ -332,6 +332,14 @@ std::variant<acquire_request, api_error> parse_acquire(std::string_view body, co
   if (auto e = get_ttl(o, bounds, r.ttl)) return std::move(*e);
   if (o.contains("value"))
     if (auto e = get_value(o, r.value)) return std::move(*e);
+  if (o.contains("lock_delay_ms")) {
+    std::uint64_t delay = 0;
+    const auto max = static_cast<std::uint64_t>(bounds.max_lock_delay.count());
+    if (get_uint(o, "lock_delay_ms", 0, max, delay))
+      return bad_request("field \"lock_delay_ms\" must be an integer from 0 to " + std::to_string(max) +
+                         ", this server's maximum lock-delay (lock_delay_max_ms in /v1/capabilities)");
+    r.lock_delay = std::chrono::milliseconds(static_cast<std::int64_t>(delay));
+  }
   return r;
 }
 
@@ -583,13 +591,13 @@ request_target parse_request_target(std::string_view target) {
   return {route, decode_target(u, std::get<lock_target::kind>(route))};
 }
 
-std::string capabilities_body(std::size_t max_body_bytes) {
+std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseconds max_lock_delay) {
   // Features are only ever added (docs/protocol.md, "Versions and features").
   return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
-         R"("acquire_queue","list_locks","break_lease"],"renew_batch_max":)" +
-         std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) +
-         R"(,"record_max_bytes":)" + std::to_string(max_record_bytes) + R"(,"list_max":)" +
-         std::to_string(max_list_limit) + "}";
+         R"("acquire_queue","list_locks","break_lease","lock_delay"],"lock_delay_max_ms":)" +
+         std::to_string(max_lock_delay.count()) + R"(,"renew_batch_max":)" + std::to_string(max_renew_batch) +
+         R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) + R"(,"record_max_bytes":)" +
+         std::to_string(max_record_bytes) + R"(,"list_max":)" + std::to_string(max_list_limit) + "}";
 }
 
 std::string_view method_for(lock_target::kind k) {

@@ -31,6 +31,10 @@ using baton::append_json_string;
 struct ttl_bounds {
   std::chrono::milliseconds min{100};
   std::chrono::milliseconds max{3'600'000};
+  /// The longest lock-delay an acquire may ask for (batond --max-lock-delay-ms; advertised as
+  /// `lock_delay_max_ms`). A longer one is refused, not clamped: the client asked for a promise to the next
+  /// holder that this server would not keep.
+  std::chrono::milliseconds max_lock_delay{60'000};
 };
 
 inline constexpr std::size_t max_key_bytes = 512;
@@ -55,6 +59,9 @@ struct acquire_request {
   std::chrono::milliseconds ttl;
   /// The optional `value` published with the lease (empty when the field is absent).
   std::string value{};
+  /// The optional `lock_delay_ms` (feature lock_delay; 0 when absent): how long the key stays unavailable
+  /// after the lease ends by expiry or a break.
+  std::chrono::milliseconds lock_delay{0};
 };
 struct renew_request {
   std::string owner;
@@ -166,7 +173,7 @@ request_target parse_request_target(std::string_view target);
 
 /// The body of GET /v1/capabilities: the protocol version, the optional features this server has, and the
 /// limits a client needs to size a batch renewal (`max_body_bytes`: the server's body limit).
-std::string capabilities_body(std::size_t max_body_bytes);
+std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseconds max_lock_delay);
 
 /// The HTTP methods a target kind accepts, as an `Allow` header lists them ("POST", "GET" or "GET, PUT").
 std::string_view method_for(lock_target::kind k);

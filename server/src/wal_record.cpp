@@ -38,7 +38,8 @@ bool known_type(std::uint8_t t) {
           t <= static_cast<std::uint8_t>(record_type::snapshot_end)) ||
          t == static_cast<std::uint8_t>(record_type::batch) ||
          t == static_cast<std::uint8_t>(record_type::token_floor) ||
-         t == static_cast<std::uint8_t>(record_type::lock_record);
+         t == static_cast<std::uint8_t>(record_type::lock_record) ||
+         t == static_cast<std::uint8_t>(record_type::lock_delay);
 }
 
 using crc32c_state = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;

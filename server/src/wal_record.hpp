@@ -43,6 +43,21 @@
 // start (status 65, naming the file and offset) instead. This server knows the guard belongs to the batch
 // before it, so a power cut that keeps the guard and tears that batch is still a torn tail here.
 //
+// A lease's lock-delay (docs/protocol.md, "Lock-delay") has a type byte of its own, in the plain format
+// (empty owner, no client), the delay where a TTL would be:
+//
+//   payload = u8 11 | u64 token | u64 delay_ms | u32 key_len | key | u32 0
+//
+// It means one of three things, by what the table holds when it is replayed. Right after the acquire of
+// lease `token`, that lease carries the delay (a grant with a lock-delay appends both under one lock, and
+// its answer waits for the second). For a key whose lease `token` is gone (a break logs one after the
+// release; a snapshot writes one for each key in lock-delay, with no acquire), the key is in lock-delay,
+// begun again in full at recovery. With delay_ms 0 it says that key's delay after `token` is over (the
+// sweep logs it, lazily: losing one only keeps a key in lock-delay longer). An expire record of a lease
+// that carries a delay also begins the delay in full at recovery. Like a record write, an older server
+// must not read past it as if the delay had not been asked for: its batch is followed by a guard batch,
+// and a snapshot holding one is refused by an older server as damaged.
+//
 // The log frames each group-commit batch (one write, one fdatasync) with a record of its own, written in
 // front of the batch's records:
 //
@@ -78,6 +93,7 @@ enum class record_type : std::uint8_t {
   batch = 8,            // logs only: the frame of a group-commit batch (above)
   token_floor = 9,      // logs only: token = a floor the counter passed at recovery (no grant above it)
   lock_record = 10,     // a record write: key, owner, client, value; token; ttl_ms = the record's version
+  lock_delay = 11,      // lease token's lock-delay: ttl_ms = the delay in ms (0: a key's delay is over)
 };
 
 /// The type byte on disk of an acquire record with a value (see above). Never a wal_record::type: such a

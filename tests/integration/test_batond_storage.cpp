@@ -414,7 +414,8 @@ BOOST_AUTO_TEST_CASE(a_new_data_directory_is_fsynced_into_its_parent) {
 }
 
 // A TTL bound past the clock's range let `now + ttl` overflow (two owners held one key at 2e13 ms), and a
-// compaction threshold of 0 compacted after every batch: both are refused at start with one line, exit 2.
+// compaction threshold of 0 compacted after every batch: both are refused at start with one line, exit 2, as
+// is a lock-delay bound outside 0 to 365 days.
 BOOST_AUTO_TEST_CASE(out_of_range_ttl_and_compaction_options_are_refused_at_start) {
   temp_dir dir;
   temp_dir logs;
@@ -423,6 +424,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_ttl_and_compaction_options_are_refused_at_star
       {{"--max-ttl-ms", "31536000001"}, "--max-ttl-ms must be at most"},
       {{"--compact-bytes", "0"}, "--compact-bytes must be"},
       {{"--compact-bytes", "4095"}, "--compact-bytes must be"},
+      {{"--max-lock-delay-ms", "31536000001"}, "--max-lock-delay-ms must be 0 to 31536000000"},
   };
   int n = 0;
   for (const auto& [flags, message] : cases) {
@@ -435,7 +437,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_ttl_and_compaction_options_are_refused_at_star
     BOOST_TEST(std::count(run.err.begin(), run.err.end(), '\n') == 1, run.err);
   }
   // The largest allowed values start.
-  batond_process ok(dir.path(), {"--max-ttl-ms", "31536000000", "--compact-bytes", "4096"});
+  batond_process ok(dir.path(), {"--max-ttl-ms", "31536000000", "--compact-bytes", "4096",
+                                 "--max-lock-delay-ms", "31536000000"});
   auto c = ok.client();
   BOOST_TEST(c.post("/v1/locks/long/acquire", acquire_body("keeper", 31'536'000'000)).status == 200);
 }

@@ -244,6 +244,10 @@ const char* const operator_checks[] = {
     "list: held locks under a prefix, in key order, page by page",
     "break: the lease ends, its holder is lost, the next token is larger",
 };
+const char* const lock_delay_checks[] = {
+    "lock-delay: an expired lease keeps its key for the delay, a release does not",
+    "lock-delay: a delay over the server's bound is 400 naming it",
+};
 // The run whose restart command does not restart the server: that server also serves its queues last in,
 // first out (the two faults touch different checks), which saves a run.
 const char* const lifo_run = "queue-lifo+restart-that-does-not-restart";
@@ -308,8 +312,13 @@ const std::map<std::string, broken_run>& broken_runs() {
       {"poll-ignores-token", {"poll-ignores-token", {}, false}},
       {"poll-every-5s", {"poll-every-5s", {}, false}},
       {"racy-acquire", {"racy-acquire", {}, false}},
+      // Advertises two features it does not keep: values, and lock-delay (broken-lockd ignores
+      // lock_delay_ms, as a server from before it would). One run catches both.
       {"no-value",
-       {"no-value", {"--capabilities", R"({"protocol_version":1,"features":["lease_values"]})"}, false}},
+       {"no-value",
+        {"--capabilities",
+         R"({"protocol_version":1,"features":["lease_values","lock_delay"],"lock_delay_max_ms":60000})"},
+        false}},
       {"batch-ignores-token",
        {"batch-ignores-token",
         {"--capabilities",
@@ -417,8 +426,11 @@ BOOST_AUTO_TEST_CASE(batond_passes_every_check_across_a_kill_9) {
   for (const auto* name : operator_checks)
     BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
                                                                                     << r.text());
+  for (const auto* name : lock_delay_checks)
+    BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
+                                                                                    << r.text());
   BOOST_CHECK(!r.has_line("FAIL"));
-  BOOST_CHECK_MESSAGE(r.has_line("52 of 52 checks passed, 0 failed, 0 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("54 of 54 checks passed, 0 failed, 0 skipped"), r.text());
 }
 
 // A single etcd member that restart.sh kill -9s and starts again on the same ports and data directory.
@@ -503,7 +515,12 @@ BOOST_AUTO_TEST_CASE(etcd_backend_passes_every_lease_check_across_a_kill_9) {
                    ": not applicable to an etcd backend: the listing and the break are batond's "
                    "routes; the etcd backend's are checked by its own tests"),
         r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("34 of 52 checks passed, 0 failed, 18 skipped against " + url), r.text());
+  // The etcd backend refuses a lock-delay (docs/design.md, "Lock-delay on etcd"): skipped, saying so.
+  BOOST_CHECK_MESSAGE(r.has_line(std::string("SKIP  ") + lock_delay_checks[0] +
+                                 ": lock-delay: invalid configuration (lock-delay is not supported by this "
+                                 "backend (docs/protocol.md, \"Lock-delay\"))"),
+                      r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("34 of 54 checks passed, 0 failed, 20 skipped against " + url), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(without_restart_command_the_restart_checks_are_skipped_not_passed) {
@@ -550,12 +567,15 @@ BOOST_AUTO_TEST_CASE(a_version_1_server_without_capabilities_passes_with_the_opt
     not_advertised(name, "acquire_queue");
   not_advertised(operator_checks[0], "list_locks");
   not_advertised(operator_checks[1], "break_lease");
-  BOOST_CHECK_MESSAGE(r.has_line("skipped: 20 not advertised (lease_values, capabilities, renew_batch, "
-                                 "proclaim, lock_record, acquire_queue, list_locks, break_lease), 6 no "
-                                 "--restart-command"),
-                      r.text());
+  for (const auto* name : lock_delay_checks)
+    not_advertised(name, "lock_delay");
+  BOOST_CHECK_MESSAGE(
+      r.has_line("skipped: 22 not advertised (lease_values, capabilities, renew_batch, "
+                 "proclaim, lock_record, acquire_queue, list_locks, break_lease, lock_delay), "
+                 "6 no --restart-command"),
+      r.text());
   BOOST_CHECK_MESSAGE(r.out.size() >= 2 &&
-                          r.out.back().rfind("26 of 52 checks passed, 0 failed, 26 skipped against ", 0) == 0,
+                          r.out.back().rfind("26 of 54 checks passed, 0 failed, 28 skipped against ", 0) == 0,
                       r.text());
 }
 
@@ -582,7 +602,7 @@ BOOST_AUTO_TEST_CASE(broken_lockd_without_a_bug_passes_with_capabilities_and_a_r
   for (const auto* name : queue_checks)
     BOOST_CHECK_MESSAGE(r.has_line(std::string("PASS  ") + name), "expected PASS  " << name << "\n"
                                                                                     << r.text());
-  BOOST_CHECK_MESSAGE(r.has_line("40 of 52 checks passed, 0 failed, 12 skipped"), r.text());
+  BOOST_CHECK_MESSAGE(r.has_line("40 of 54 checks passed, 0 failed, 14 skipped"), r.text());
 }
 
 BOOST_AUTO_TEST_CASE(malformed_capabilities_are_caught) {
@@ -674,6 +694,13 @@ BOOST_AUTO_TEST_CASE(racy_acquire_is_caught) {
 
 BOOST_AUTO_TEST_CASE(a_server_advertising_values_it_does_not_keep_is_caught) {
   expect_failure("no-value", {"a lease's value is published, replaced and kept"});
+}
+
+BOOST_AUTO_TEST_CASE(a_server_advertising_a_lock_delay_it_does_not_keep_is_caught) {
+  expect_failure("no-value", {lock_delay_checks[0], lock_delay_checks[1]});
+  BOOST_CHECK_MESSAGE(
+      broken_result("no-value").has_line(std::string("FAIL  ") + lock_delay_checks[0] + ": acquire by b "),
+      broken_result("no-value").text());
 }
 
 BOOST_AUTO_TEST_CASE(a_batch_renewal_that_ignores_tokens_is_caught) {

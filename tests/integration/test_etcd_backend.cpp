@@ -569,3 +569,49 @@ BOOST_AUTO_TEST_CASE(a_break_revokes_the_holders_etcd_lease_and_the_next_token_i
     BOOST_TEST(list_ec == make_error_code(error::invalid_config));
   }());
 }
+
+// docs/design.md, "Lock-delay on etcd": the etcd backend refuses a lease with a lock-delay, before anything
+// is sent, with a message that says so; the key stays free, and the same lease without the option is taken.
+BOOST_AUTO_TEST_CASE(a_lock_delay_is_refused_on_etcd_before_anything_is_sent) {
+  etcd_cluster etcd(1);
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(etcd.url()));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto delayed = lease_opts(5000ms);
+    delayed.lock_delay = 1000ms;
+    for (bool wait : {false, true}) {
+      boost::system::error_code ec;
+      std::string diagnostic;
+      try {
+        if (wait)
+          co_await a.async_acquire("delayed", delayed);
+        else
+          co_await a.async_try_acquire("delayed", delayed);
+      } catch (const exception& e) {
+        ec = e.code();
+        diagnostic = e.diagnostic();
+      }
+      BOOST_TEST((ec == error::invalid_config), ec.message());
+      BOOST_TEST(diagnostic.find("lock-delay is not supported by this backend") != std::string::npos,
+                 diagnostic);
+    }
+    BOOST_TEST(!(co_await a.async_get("delayed")).has_value());
+    // The same client's waiting acquires without the option work on: granted when the holder releases.
+    auto plain = co_await a.async_acquire("delayed", lease_opts(5000ms));
+    BOOST_TEST(plain.active());
+    std::optional<lease> next;
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          next.emplace(co_await a.async_acquire("delayed", lease_opts(5000ms)));
+        },
+        asio::detached);
+    co_await sleep_for(300ms);
+    BOOST_TEST(!next.has_value());
+    co_await plain.async_release();
+    for (int i = 0; i < 100 && !next; ++i)
+      co_await sleep_for(50ms);
+    BOOST_REQUIRE(next.has_value());
+    co_await next->async_release();
+  }());
+}

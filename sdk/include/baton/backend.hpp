@@ -29,6 +29,9 @@ struct holder_info {
   /// The value published with the lease (docs/protocol.md, "value"); empty when none, or when the server
   /// predates values.
   std::string value{};
+  /// Non-zero: no lease holds the key, but it is in lock-delay for this much longer after the lease `token`
+  /// ended by expiry or a break (docs/protocol.md, "Lock-delay"); owner and value are empty.
+  milliseconds lock_delay_remaining{0};
 };
 
 /// ec: empty on success; error::held when refused (holder filled in); transport and server errors otherwise.
@@ -133,7 +136,9 @@ struct tls_reload_result {
 /// One held lock of a listing (docs/protocol.md, "list").
 struct listed_lock {
   std::string key;
-  /// "lock"; other kinds (semaphores) may come from later servers: a caller skips kinds it does not know.
+  /// "lock"; "lock_delay" for a key that no lease holds but that is in lock-delay (holder.owner empty,
+  /// holder.token the lease it follows, holder.lock_delay_remaining and ttl_remaining its remaining time);
+  /// other kinds (semaphores) may come from later servers: a caller skips kinds it does not know.
   std::string kind;
   /// Owner, token, TTL left by the server's clock at the listing, and value.
   holder_info holder;
@@ -213,6 +218,19 @@ class backend {
   virtual boost::asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner,
                                                                milliseconds ttl, std::string value,
                                                                milliseconds wait, milliseconds timeout);
+  /// acquire(), and with `wait` acquire_queued(), for a lease with a lock-delay (docs/protocol.md,
+  /// "Lock-delay"; lease_options::lock_delay): once the lease ends by expiry or a break the key stays
+  /// unavailable for `lock_delay`. The client calls these only for a non-zero delay, so a backend (or a
+  /// wrapper) that knows nothing of lock-delay keeps its acquire() and acquire_queued() for every other
+  /// lease. The default refuses with error::invalid_config, nothing sent (the etcd backend keeps it); the
+  /// memory backend keeps lock-delay as batond does; the HTTP backend sends `lock_delay_ms` to a server that
+  /// advertises feature `lock_delay` and refuses so otherwise (an older batond would ignore the field and
+  /// grant a lease without the delay). Errors, cancellation and threads as for acquire().
+  virtual boost::asio::awaitable<acquire_reply> acquire_with_delay(std::string key, std::string owner,
+                                                                   milliseconds ttl, std::string value,
+                                                                   milliseconds lock_delay,
+                                                                   std::optional<milliseconds> wait,
+                                                                   milliseconds timeout);
   /// Renews many leases: one answer per entry, in order, each what renew() of that entry would answer (ec
   /// empty: renewed; error::lease_lost: refused, with lost_reason; any other error: outcome unknown, as for
   /// a renew whose answer was lost). `timeout` bounds the whole call; entries not sent in time get
@@ -299,6 +317,11 @@ class forwarding_backend : public backend {
   boost::asio::awaitable<acquire_reply> acquire_queued(std::string key, std::string owner, milliseconds ttl,
                                                        std::string value, milliseconds wait,
                                                        milliseconds timeout) override;
+  boost::asio::awaitable<acquire_reply> acquire_with_delay(std::string key, std::string owner,
+                                                           milliseconds ttl, std::string value,
+                                                           milliseconds lock_delay,
+                                                           std::optional<milliseconds> wait,
+                                                           milliseconds timeout) override;
   boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                                milliseconds timeout) override;
   boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,

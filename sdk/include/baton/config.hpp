@@ -157,6 +157,14 @@ struct lease_options {
   /// drift between client and server and the time guarded work needs to stop. 0 means ttl / 10 (at least 1
   /// ms).
   milliseconds safety_margin{0};
+  /// Lock-delay (docs/protocol.md, "Lock-delay"): when this lease ends by expiry or an operator's break (not
+  /// by release), the server keeps the key from everyone for this long, so that writes a stalled holder
+  /// still has in flight to a resource that cannot check fencing tokens land or fail before the next holder
+  /// starts. It narrows that window; only fencing closes it (docs/fencing.md). 0 (default): none. The
+  /// server bounds it (batond: `--max-lock-delay-ms`, 60 s by default; a longer one is refused with
+  /// error::bad_request); a server without feature `lock_delay`, or the etcd backend, refuses a non-zero one
+  /// with error::invalid_config, nothing sent.
+  milliseconds lock_delay{0};
 
   milliseconds effective_renew_every() const { return renew_every.count() > 0 ? renew_every : ttl / 3; }
   milliseconds effective_safety_margin() const {

@@ -82,7 +82,7 @@ class memory_backend final : public backend {
   std::uint64_t last_token() const { return last_token_; }
   /// The lock record of `key`, or empty when it has none.
   std::optional<lock_record> record(const std::string& key) const;
-  /// Ends the lease on `key` now, as if its TTL had passed.
+  /// Ends the lease on `key` now, as if its TTL had passed (its lock-delay, if any, begins now).
   void expire(const std::string& key);
 
   // --- faults ---
@@ -110,6 +110,14 @@ class memory_backend final : public backend {
   // --- backend ---
   boost::asio::awaitable<acquire_reply> acquire(std::string key, std::string owner, milliseconds ttl,
                                                 std::string value, milliseconds timeout) override;
+  /// Lock-delay as batond keeps it (docs/protocol.md, "Lock-delay"): a release frees the key at once, an
+  /// expiry (advance() or expire()) keeps it from everyone for the delay. Without `wait` only: a queued
+  /// acquire is refused as acquire_queued() is.
+  boost::asio::awaitable<acquire_reply> acquire_with_delay(std::string key, std::string owner,
+                                                           milliseconds ttl, std::string value,
+                                                           milliseconds lock_delay,
+                                                           std::optional<milliseconds> wait,
+                                                           milliseconds timeout) override;
   boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                             milliseconds ttl, milliseconds timeout) override;
   boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
@@ -135,6 +143,7 @@ class memory_backend final : public backend {
     std::uint64_t token = 0;
     std::chrono::nanoseconds expiry{0};
     std::string value;
+    milliseconds lock_delay{0};
   };
   struct waiter;
 
@@ -150,7 +159,10 @@ class memory_backend final : public backend {
   bool refused(renew_reply& r, std::map<std::string, lock>::const_iterator it, const std::string& owner,
                std::uint64_t token) const;
   acquire_reply do_acquire(const std::string& key, const std::string& owner, milliseconds ttl,
-                           const std::string& value);
+                           const std::string& value, milliseconds lock_delay = milliseconds{0});
+  /// Removes a lock that ended by expiry at `ended`: its key stays in lock-delay until ended + its delay.
+  std::map<std::string, lock>::iterator erase_expired(std::map<std::string, lock>::iterator it,
+                                                      std::chrono::nanoseconds ended);
   renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
                        milliseconds ttl);
   proclaim_reply do_proclaim(const std::string& key, const std::string& owner, std::uint64_t token,
@@ -167,6 +179,8 @@ class memory_backend final : public backend {
   std::uint64_t last_token_ = 0;
   std::map<std::string, lock> locks_;
   std::map<std::string, lock_record> records_;
+  // Keys in lock-delay (docs/protocol.md, "Lock-delay"): the token of the lease that ended, and the end.
+  std::map<std::string, std::pair<std::uint64_t, std::chrono::nanoseconds>> delays_;
   call_counts calls_;
   bool paused_ = false;
   abandoned abandoned_ = abandoned::apply;

@@ -183,3 +183,31 @@ BOOST_AUTO_TEST_CASE(a_grant_that_arrives_as_the_client_shuts_down_is_handed_bac
   BOOST_TEST(a.abandon);
   BOOST_TEST(a.message.find("shut down") != std::string::npos);
 }
+
+// A key in lock-delay (docs/protocol.md, "Lock-delay") has no holder to long-poll on: the poll would answer
+// at once, again and again. The waiting acquire pauses for the delay's remaining time, then tries again.
+BOOST_AUTO_TEST_CASE(a_waiting_acquire_pauses_out_a_lock_delay_instead_of_polling) {
+  acquire_reply delayed = held_by(9);
+  delayed.holder.owner.clear();
+  delayed.holder.lock_delay_remaining = 1500ms;
+  acquire_fsm f(mode::wait, "k", t0 + 5s, policy(), 1);
+  auto a = f.on_acquire(delayed, t0);
+  BOOST_TEST((a.what == kind::pause));
+  BOOST_TEST((a.wait == 1500ms));
+  BOOST_TEST(!a.retry);  // a definite answer, not a failure: no backoff counted
+  BOOST_TEST(f.failures() == 0);
+  BOOST_TEST((f.on_pause_done().what == kind::send_acquire));
+  // Never past the give-up instant, and then the wait fails naming the delay.
+  a = f.on_acquire(delayed, t0 + 4s);
+  BOOST_TEST((a.what == kind::pause));
+  BOOST_TEST((a.wait == 1s));
+  a = f.on_acquire(delayed, t0 + 5s);
+  BOOST_TEST((a.what == kind::fail));
+  BOOST_TEST((a.ec == error::wait_timeout));
+  BOOST_TEST(a.message == "lock \"k\" still in lock-delay");
+  // A try-once acquire is answered held, the delay in its holder.
+  acquire_fsm once(mode::try_once, "k", std::nullopt, policy(), 1);
+  a = once.on_acquire(delayed, t0);
+  BOOST_TEST((a.what == kind::held));
+  BOOST_TEST((a.holder.lock_delay_remaining == 1500ms));
+}

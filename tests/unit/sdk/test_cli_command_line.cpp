@@ -161,3 +161,21 @@ BOOST_AUTO_TEST_CASE(break_takes_a_key_and_an_optional_token) {
                parse_command_line({"break", "k", "--token", "0"}, nullptr);
              }) == exit_code::usage);
 }
+
+BOOST_AUTO_TEST_CASE(acquire_and_exec_take_a_lock_delay_and_other_commands_do_not) {
+  BOOST_TEST(std::get<acquire_command>(parse_command_line({"acquire", "k", "--ttl", "10s"}, nullptr).what)
+                 .lock_delay.count() == 0);
+  BOOST_TEST(std::get<acquire_command>(
+                 parse_command_line({"acquire", "k", "--ttl", "10s", "--lock-delay", "5s"}, nullptr).what)
+                 .lock_delay.count() == 5000);
+  BOOST_TEST(parsed_exec({"--ttl", "10s", "--lock-delay", "750ms"}).lease.lock_delay.count() == 750);
+  BOOST_TEST(parsed_exec({"--ttl", "10s"}).lease.lock_delay.count() == 0);
+  BOOST_TEST(usage_code([] {
+               parse_command_line({"acquire", "k", "--ttl", "10s", "--lock-delay", "soon"}, nullptr);
+             }) == exit_code::usage);
+  BOOST_TEST(usage_code([] {
+               parse_command_line(
+                   {"renew", "k", "--owner", "o", "--token", "1", "--ttl", "10s", "--lock-delay", "5s"},
+                   nullptr);
+             }) == exit_code::usage);
+}

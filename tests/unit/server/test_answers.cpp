@@ -109,3 +109,25 @@ BOOST_AUTO_TEST_CASE(list_and_break_answers_have_the_documented_bodies) {
   BOOST_TEST(free.body() ==
              R"x({"error":"not_held","message":"the lock is not held (it is free, or its lease expired)"})x");
 }
+
+// A refusal for a lock-delay is `held` with no owner, ttl_remaining_ms the delay's remaining time (what an
+// older client waits for) and lock_delay_remaining_ms; the listing shows such a key as kind lock_delay.
+BOOST_AUTO_TEST_CASE(a_lock_delay_refusal_and_listing_entry_carry_the_remaining_delay) {
+  const answer_context c{11, true, mem};
+  const acquire_request r{"w1", milliseconds(10000)};
+  lease_view ended{"", "", 41, {}, milliseconds(1500)};
+  auto refused = acquire_answer(c, "jobs/a", r, acquire_refused{ended, milliseconds(1500)});
+  BOOST_TEST(refused.result_int() == 409);
+  BOOST_TEST(
+      std::string(refused.body()) ==
+      R"({"error":"held","message":"the lock is in lock-delay: its last lease ended by expiry or a break",)"
+      R"("owner":"","token":41,"ttl_remaining_ms":1500,"value":"","lock_delay_remaining_ms":1500})");
+  const acquire_request delayed{"w1", milliseconds(10000), "", milliseconds(5000)};
+  auto granted = acquire_answer(c, "jobs/a", delayed, acquire_granted{42, 0, milliseconds(10000)});
+  BOOST_TEST(std::string(granted.body()).find(R"("lock_delay_ms":5000})") != std::string::npos);
+  list_page page;
+  page.leases.push_back({"jobs/a", ended, 2, milliseconds(1500)});
+  BOOST_TEST(std::string(list_answer(c, page).body()) ==
+             R"({"locks":[{"key":"jobs/a","kind":"lock_delay","owner":"","token":41,"ttl_remaining_ms":1500,)"
+             R"("value":"","lock_delay_remaining_ms":1500,"waiters":2}],"next":null})");
+}

@@ -1056,3 +1056,41 @@ BOOST_AUTO_TEST_CASE(to_an_older_server_the_record_batch_is_followed_by_a_whole_
   BOOST_TEST(decode_batch(*guard_frame,
                           std::string_view(log).substr(guard_at + guard_used, guard_frame->token), out));
 }
+
+// A lease's lock-delay is a record type older servers do not know (wal_record.hpp): like a record write, its
+// batch is followed by a guard batch, so an older server refuses the log instead of cutting the delay off as
+// a torn tail. Replayed here, the lease carries its delay.
+BOOST_AUTO_TEST_CASE(a_lock_delay_batch_is_guarded_and_replays_onto_its_lease) {
+  temp_dir dir;
+  std::uint64_t at = 0;
+  {
+    lock_table table;
+    journal j(journal_options{dir.path()});
+    j.open(table, t0);
+    at = fs::file_size(wal_file(dir.path()));
+    j.append(record_type::acquire, 1, 60000, "k", "a");
+    j.append(record_type::lock_delay, 1, 5000, "k");
+    BOOST_REQUIRE(j.flush());
+  }
+  const auto log = contents(wal_file(dir.path()));
+  std::size_t used = 0;
+  auto frame = decode_record(std::string_view(log).substr(at), used);
+  BOOST_REQUIRE(frame.has_value());
+  std::vector<wal_record> batch;
+  BOOST_REQUIRE(decode_batch(*frame, std::string_view(log).substr(at + used, frame->token), batch));
+  BOOST_REQUIRE(batch.size() == 2u);
+  BOOST_TEST((batch[1].type == record_type::lock_delay));
+  BOOST_TEST(batch[1].ttl_ms == 5000u);
+  const std::size_t guard_at = at + used + frame->token;
+  auto guard_frame = decode_record(std::string_view(log).substr(guard_at), used);
+  BOOST_REQUIRE(guard_frame.has_value());
+  std::vector<wal_record> guard;
+  BOOST_REQUIRE(
+      decode_batch(*guard_frame, std::string_view(log).substr(guard_at + used, guard_frame->token), guard));
+  BOOST_REQUIRE(guard.size() == 1u);
+  BOOST_TEST(is_guard(guard[0]));
+  lock_table table;
+  journal j(journal_options{dir.path()});
+  j.open(table, t0);
+  BOOST_TEST(table.get("k", t0)->lock_delay.count() == 5000);
+}

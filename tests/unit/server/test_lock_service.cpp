@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <list>
 #include <optional>
+#include <thread>
 
 using namespace baton::server;
 using baton::test::temp_dir;
@@ -784,4 +785,130 @@ BOOST_AUTO_TEST_CASE(a_break_is_durable_before_its_answer_and_hands_the_key_to_i
   auto table = restored(dir.path(), now);
   BOOST_TEST(!table.get("q", now).has_value());
   BOOST_TEST(table.last_token() >= next_token);
+}
+
+// ---- lock-delay (docs/design.md, "Lock-delay") ----
+
+namespace {
+std::chrono::milliseconds delay_remaining(const acquire_result& r) {
+  const auto* refused = std::get_if<acquire_refused>(&r);
+  return refused ? refused->lock_delay_remaining : std::chrono::milliseconds{-1};
+}
+}  // namespace
+
+// A queued acquire waits out the delay after an expiry (a holder that stalled), and the queue is granted in
+// order when the sweep ends it; an acquire that does not wait is refused for the delay meanwhile.
+BOOST_FIXTURE_TEST_CASE(queued_acquires_wait_out_a_lock_delay_and_are_granted_in_order,
+                        running_queue_fixture) {
+  release("a", 1);
+  auto g = start(ioc, service.acquire("q", "a", 1000ms, {}, std::nullopt, {}, 500ms));
+  wait_done(ioc, g);
+  const auto token = std::get<acquire_granted>(*g->result).token;
+  auto b = enqueue("b"), c = enqueue("c");
+  manual_now_value += 1000ms;  // a's lease expires: the next request on the key logs it, the delay begins
+  auto e = start(ioc, service.acquire("q", "e", 1000ms));
+  wait_done(ioc, e);
+  BOOST_TEST(delay_remaining(*e->result).count() == 500);
+  settle(ioc, 20ms);
+  BOOST_TEST(!b->done);
+  BOOST_TEST(metrics.acquire_lock_delay.load() == 1u);
+  auto page = start(ioc, service.list("", "", 10));
+  wait_done(ioc, page);
+  BOOST_REQUIRE(page->result->leases.size() == 1u);
+  BOOST_TEST(page->result->leases[0].lock_delay_remaining.count() == 500);
+  BOOST_TEST(page->result->leases[0].waiters == 2u);
+  manual_now_value += 499ms;
+  service.sweep_step();
+  settle(ioc, 20ms);
+  BOOST_TEST(!b->done);
+  manual_now_value += 1ms;
+  service.sweep_step();  // the delay is over: logged, and the key goes to the head of the queue
+  wait_done(ioc, b);
+  BOOST_TEST(granted(b) > token);
+  BOOST_TEST((*b->result)->queued.count() == 1500);
+  settle(ioc, 20ms);
+  BOOST_TEST(!c->done);
+}
+
+// The delay ends and, before the sweep or a waiter's timer looks, a plain acquire arrives: it finds the key
+// handed to the queue's head, not free.
+BOOST_FIXTURE_TEST_CASE(a_plain_acquire_at_the_end_of_a_lock_delay_does_not_jump_the_queue,
+                        running_queue_fixture) {
+  release("a", 1);
+  auto g = start(ioc, service.acquire("q", "a", 1000ms, {}, std::nullopt, {}, 500ms));
+  wait_done(ioc, g);
+  auto b = enqueue("b");
+  manual_now_value += 1000ms;
+  auto e = start(ioc, service.acquire("q", "e", 1000ms));  // expires a's lease: the delay begins
+  wait_done(ioc, e);
+  BOOST_TEST(delay_remaining(*e->result).count() == 500);
+  manual_now_value += 500ms;  // over; no sweep has run
+  auto late = start(ioc, service.acquire("q", "e", 1000ms));
+  wait_done(ioc, late);
+  const auto* refused = std::get_if<acquire_refused>(&*late->result);
+  BOOST_REQUIRE(refused);
+  BOOST_TEST(refused->holder.owner == "b");
+  wait_done(ioc, b);
+  BOOST_TEST(granted(b) > 0u);
+}
+
+// A grant's lock-delay is durable before its answer; a restart after the expiry (or a break) keeps the key
+// unavailable for the whole delay from the restart; once the end is logged, a restart finds it free. The
+// same through a compaction's snapshot.
+BOOST_AUTO_TEST_CASE(a_lock_delay_survives_a_restart_and_a_compaction_and_its_end_is_logged) {
+  temp_dir dir;
+  {
+    // The service's clock is the real one: two 100 ms leases have expired after a sleep of 110 ms (a sleep
+    // is never shorter), and a read of each logs its expiry.
+    service_on_disk s(dir.path());
+    s.run(s.service.acquire("expired", "a", 100ms, {}, std::nullopt, {}, 60'000ms));
+    s.run(s.service.acquire("broken", "a", 60'000ms, {}, std::nullopt, {}, 60'000ms));
+    s.run(s.service.acquire("ended", "a", 100ms, {}, std::nullopt, {}, 100ms));
+    s.run(s.service.acquire("held", "a", 60'000ms, {}, std::nullopt, {}, 30'000ms));
+    BOOST_TEST(std::holds_alternative<lease_broken>(s.run(s.service.break_lease("broken", std::nullopt))));
+    std::this_thread::sleep_for(110ms);
+    BOOST_TEST(!s.run(s.service.get("expired")).has_value());
+    BOOST_TEST(!s.run(s.service.get("ended")).has_value());
+    BOOST_TEST(delay_remaining(s.run(s.service.acquire("expired", "b", 1000ms))).count() > 0);
+    std::this_thread::sleep_for(110ms);
+    s.service.sweep_step();  // "ended"'s delay is over: its end is logged
+    BOOST_TEST(!s.service.table().delayed("ended", clock::now()).has_value());
+  }
+  auto check = [](const lock_table& table, clock::time_point now) {
+    BOOST_TEST((table.delayed("expired", now)->until == now + 60'000ms));  // in full from the restart
+    BOOST_TEST((table.delayed("broken", now)->until == now + 60'000ms));
+    BOOST_TEST(!table.delayed("ended", now).has_value());
+    BOOST_TEST(table.get("held", now)->lock_delay.count() == 30'000);
+    BOOST_TEST(table.last_token() == 4u);
+  };
+  const auto now = clock::now();
+  check(restored(dir.path(), now), now);
+  {
+    // Compaction: everything goes into a snapshot, and the logs it covers go.
+    service_on_disk s(dir.path(), /*compact_bytes=*/512);
+    for (int i = 0; i < 40; ++i) {
+      auto g = std::get<acquire_granted>(s.run(s.service.acquire("churn", "c", 60'000ms)));
+      s.run(s.service.release("churn", "c", g.token));
+    }
+  }
+  BOOST_TEST(std::filesystem::exists(dir.path() / "snapshot"));
+  const auto later = clock::now();
+  auto table = restored(dir.path(), later);
+  BOOST_TEST((table.delayed("expired", later)->until == later + 60'000ms));
+  BOOST_TEST((table.delayed("broken", later)->until == later + 60'000ms));
+  BOOST_TEST(!table.delayed("ended", later).has_value());
+  BOOST_TEST(table.get("held", later)->lock_delay.count() == 30'000);
+}
+
+// The grant's answer waits for its lock_delay record, not only its acquire record.
+BOOST_FIXTURE_TEST_CASE(a_grant_with_a_lock_delay_is_answered_once_its_delay_is_durable, fixture) {
+  auto g = start(ioc, service.acquire("d", "a", 1000ms, {}, std::nullopt, {}, 500ms));
+  settle(ioc);
+  BOOST_TEST(!g->done);
+  BOOST_TEST(log.last_appended() == 2u);  // the acquire and its lock_delay record
+  log.start();
+  wait_done(ioc, g);
+  BOOST_TEST(log.durable() >= 2u);
+  BOOST_TEST(std::get<acquire_granted>(*g->result).lock_delay.count() == 500);
+  log.stop();
 }

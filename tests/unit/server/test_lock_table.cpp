@@ -696,3 +696,166 @@ BOOST_AUTO_TEST_CASE(broken_tokens_are_remembered_within_a_bound) {
   BOOST_TEST(as<renew_refused>(t.renew("k0", "a", 1, 1000ms, t0)).reason == lost_reason::not_held);
   BOOST_TEST(as<renew_refused>(t.renew("k1", "a", 2, 1000ms, t0)).reason == lost_reason::broken);
 }
+
+// ---- lock-delay (docs/protocol.md, "Lock-delay") ----
+
+namespace {
+// By value: `r` is usually a temporary, gone at the end of the caller's statement.
+acquire_refused refused_for_delay(const acquire_result& r) {
+  auto refused = as<acquire_refused>(r);
+  BOOST_TEST(refused.lock_delay_remaining.count() > 0);
+  BOOST_TEST(refused.holder.owner.empty());
+  return refused;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_expired_lease_keeps_its_key_unavailable_for_its_lock_delay_from_its_expiry) {
+  lock_table t;
+  BOOST_TEST(as<acquire_granted>(t.acquire("k", "a", 1000ms, t0, {}, {}, 500ms)).lock_delay.count() == 500);
+  BOOST_TEST(t.get("k", t0)->lock_delay.count() == 500);
+  // Not swept yet: refused from the expiry on, with the delay's remaining time where a holder's TTL goes.
+  const auto early = refused_for_delay(t.acquire("k", "b", 1000ms, t0 + 1100ms));
+  BOOST_TEST(early.lock_delay_remaining.count() == 400);
+  BOOST_TEST(early.holder.remaining.count() == 400);
+  BOOST_TEST(early.holder.token == 1u);
+  BOOST_TEST(!t.get("k", t0 + 1100ms).has_value());  // not held: the delay is not a lease
+  BOOST_TEST((t.delayed("k", t0 + 1100ms)->until == t0 + 1500ms));
+  // Swept late: the delay still ends 500 ms after the expiry, not after the sweep.
+  BOOST_TEST(t.expire(t0 + 1200ms).size() == 1u);
+  BOOST_TEST(t.size() == 0u);
+  BOOST_TEST(refused_for_delay(t.acquire("k", "b", 1000ms, t0 + 1499ms)).lock_delay_remaining.count() == 1);
+  // The former holder's owner is refused too.
+  refused_for_delay(t.acquire("k", "a", 1000ms, t0 + 1300ms));
+  BOOST_TEST(t.last_token() == 1u);  // refusals take no token
+  const auto g = as<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 1500ms));
+  BOOST_TEST(g.token == 2u);
+  BOOST_TEST(g.lock_delay.count() == 0);
+  BOOST_TEST(t.delay_count() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_release_frees_the_key_at_once_whatever_its_lock_delay) {
+  lock_table t;
+  as<acquire_granted>(t.acquire("k", "a", 1000ms, t0, {}, {}, 60'000ms));
+  BOOST_TEST((t.release("k", "a", 1, t0 + 10ms).outcome == release_outcome::released));
+  BOOST_TEST(!t.delayed("k", t0 + 10ms).has_value());
+  BOOST_TEST(as<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 10ms)).token == 2u);
+  // A release that finds the lease expired does not end the delay its expiry began.
+  as<acquire_granted>(t.acquire("e", "a", 1000ms, t0, {}, {}, 500ms));
+  BOOST_TEST((t.release("e", "a", 3, t0 + 1100ms).outcome == release_outcome::already_free));
+  BOOST_TEST(refused_for_delay(t.acquire("e", "b", 1000ms, t0 + 1100ms)).lock_delay_remaining.count() == 400);
+}
+
+BOOST_AUTO_TEST_CASE(a_break_starts_the_lock_delay_from_the_break_and_the_token_still_grows) {
+  lock_table t;
+  as<acquire_granted>(t.acquire("k", "a", 60'000ms, t0, {}, {}, 500ms));
+  const auto broken = as<lease_broken>(t.break_lease("k", std::nullopt, t0 + 100ms));
+  BOOST_TEST(broken.lease.lock_delay.count() == 500);
+  BOOST_TEST(refused_for_delay(t.acquire("k", "b", 1000ms, t0 + 599ms)).lock_delay_remaining.count() == 1);
+  BOOST_TEST(std::holds_alternative<break_not_held>(t.break_lease("k", std::nullopt, t0 + 200ms)));
+  BOOST_TEST(as<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 600ms)).token == 2u);
+  // A lease without the option leaves nothing behind.
+  as<acquire_granted>(t.acquire("plain", "a", 60'000ms, t0));
+  as<lease_broken>(t.break_lease("plain", std::nullopt, t0));
+  BOOST_TEST(as<acquire_granted>(t.acquire("plain", "b", 1000ms, t0)).token == 4u);
+  BOOST_TEST(t.delay_count() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_same_owner_reacquire_keeps_the_longer_lock_delay_of_its_live_lease) {
+  lock_table t;
+  as<acquire_granted>(t.acquire("k", "a", 1000ms, t0, {}, {}, 800ms));
+  // A late copy of an earlier acquire without the option does not shorten the promise to the next holder.
+  BOOST_TEST(as<acquire_granted>(t.acquire("k", "a", 1000ms, t0 + 10ms)).lock_delay.count() == 800);
+  BOOST_TEST(as<acquire_granted>(t.acquire("k", "a", 1000ms, t0 + 20ms, {}, {}, 900ms)).lock_delay.count() ==
+             900);
+  // After a release the next grant has only what it asks for.
+  BOOST_TEST((t.release("k", "a", 3, t0 + 30ms).outcome == release_outcome::released));
+  BOOST_TEST(as<acquire_granted>(t.acquire("k", "a", 1000ms, t0 + 30ms)).lock_delay.count() == 0);
+  BOOST_TEST(t.expire(t0 + 2000ms).size() == 1u);
+  BOOST_TEST(as<acquire_granted>(t.acquire("k", "b", 1000ms, t0 + 2000ms)).token == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(the_sweep_ends_lock_delays_once_they_are_over) {
+  lock_table t;
+  as<acquire_granted>(t.acquire("a", "o", 1000ms, t0, {}, {}, 500ms));
+  as<acquire_granted>(t.acquire("b", "o", 1000ms, t0, {}, {}, 2000ms));
+  BOOST_TEST(t.expire_key("a", t0 + 1000ms).has_value());
+  BOOST_TEST(t.expire_some(t0 + 2000ms, 10).size() == 1u);  // b: expiry second over
+  BOOST_TEST(t.delay_count() == 2u);
+  BOOST_TEST(t.end_delays(t0 + 1499ms, 10).empty());
+  const auto ended = t.end_delays(t0 + 1500ms, 10);
+  BOOST_REQUIRE(ended.size() == 1u);
+  BOOST_TEST(ended[0].key == "a");
+  BOOST_TEST(ended[0].token == 1u);
+  BOOST_TEST(t.delay_count() == 1u);
+  // b's delay runs from its expiry (t0 + 1 s), not from the sweep.
+  BOOST_TEST(t.end_delays(t0 + 3000ms, 10).size() == 1u);
+  BOOST_TEST(t.delay_count() == 0u);
+  // A key granted after its delay leaves a stale end behind, which ends nothing.
+  as<acquire_granted>(t.acquire("c", "o", 1000ms, t0, {}, {}, 500ms));
+  t.expire_key("c", t0 + 1000ms);
+  as<acquire_granted>(t.acquire("c", "p", 60'000ms, t0 + 1500ms, {}, {}, 500ms));
+  BOOST_TEST(t.end_delays(t0 + 1500ms, 10).empty());
+  BOOST_TEST(t.get("c", t0 + 1500ms)->owner == "p");
+}
+
+BOOST_AUTO_TEST_CASE(the_listing_shows_keys_in_lock_delay_in_key_order) {
+  lock_table t;
+  as<acquire_granted>(t.acquire("a-held", "o", 60'000ms, t0));
+  as<acquire_granted>(t.acquire("b-unswept", "o", 1000ms, t0, {}, {}, 5000ms));
+  as<acquire_granted>(t.acquire("c-swept", "o", 1000ms, t0, {}, {}, 5000ms));
+  as<acquire_granted>(t.acquire("d-free", "o", 1000ms, t0));
+  t.expire_key("c-swept", t0 + 2000ms);
+  const auto page = t.list("", "", 10, t0 + 2000ms);
+  BOOST_REQUIRE(page.leases.size() == 3u);
+  BOOST_TEST(page.leases[0].key == "a-held");
+  BOOST_TEST(page.leases[0].lock_delay_remaining.count() == 0);
+  BOOST_TEST(page.leases[1].key == "b-unswept");
+  BOOST_TEST(page.leases[1].lock_delay_remaining.count() == 4000);
+  BOOST_TEST(page.leases[1].lease.token == 2u);
+  BOOST_TEST(page.leases[2].key == "c-swept");
+  BOOST_TEST(page.leases[2].lock_delay_remaining.count() == 4000);
+  BOOST_TEST(page.leases[2].lease.owner.empty());
+  const auto after = t.list("", "b-unswept", 1, t0 + 2000ms);
+  BOOST_REQUIRE(after.leases.size() == 1u);
+  BOOST_TEST(after.leases[0].key == "c-swept");
+  BOOST_TEST(!after.more);
+  BOOST_TEST(t.list("", "", 10, t0 + 6000ms).leases.size() == 1u);  // the delays are over
+}
+
+// Recovery: what the log says about a lock-delay comes back, and never shorter than promised.
+BOOST_AUTO_TEST_CASE(replay_begins_a_logged_lock_delay_again_in_full_from_recovery) {
+  const time_point boot = t0 + 100s;
+  lock_table t;
+  // A lease and its lock_delay record, then its expiry: the delay runs in full from recovery.
+  t.restore("k", "a", 5, 1000ms, boot);
+  t.restore_lock_delay("k", 5, 500ms, boot);
+  BOOST_TEST(t.get("k", boot)->lock_delay.count() == 500);
+  t.forget("k", 5, /*expired=*/true, boot);
+  BOOST_TEST((t.delayed("k", boot)->until == boot + 500ms));
+  // A release frees at once.
+  t.restore("r", "a", 6, 1000ms, boot);
+  t.restore_lock_delay("r", 6, 500ms, boot);
+  t.forget("r", 6, /*expired=*/false, boot);
+  BOOST_TEST(!t.delayed("r", boot).has_value());
+  // A break: released, then the delay record for a lease no longer held.
+  t.restore("b", "a", 7, 1000ms, boot);
+  t.restore_lock_delay("b", 7, 500ms, boot);
+  t.forget("b", 7);
+  t.restore_lock_delay("b", 7, 500ms, boot);
+  BOOST_TEST(t.delayed("b", boot)->token == 7u);
+  // The end of a delay, and a later grant, each clear it.
+  t.restore_lock_delay("b", 7, 0ms, boot);
+  BOOST_TEST(!t.delayed("b", boot).has_value());
+  t.restore("k", "c", 8, 1000ms, boot);
+  BOOST_TEST(!t.delayed("k", boot).has_value());
+  BOOST_TEST(t.get("k", boot)->lock_delay.count() == 0);  // a new lease's delay comes in its own record
+  // An older delay record never ends a later lease.
+  t.restore_lock_delay("k", 5, 500ms, boot);
+  BOOST_TEST(t.get("k", boot)->owner == "c");
+  BOOST_TEST(t.last_token() == 8u);
+  // A proclaim's record (same token) keeps the lease's delay.
+  t.restore("p", "a", 9, 1000ms, boot);
+  t.restore_lock_delay("p", 9, 700ms, boot);
+  t.restore("p", "a", 9, 1000ms, boot, {}, "new value");
+  BOOST_TEST(t.get("p", boot)->lock_delay.count() == 700);
+}

@@ -8,6 +8,7 @@
 #include <vector>
 
 using namespace baton::server;
+using namespace std::chrono_literals;
 using kind = lock_target::kind;
 
 namespace {
@@ -302,10 +303,34 @@ BOOST_AUTO_TEST_CASE(control_characters_are_unicodes_c0_del_and_c1) {
 }
 
 BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_its_optional_features_and_limits) {
-  BOOST_TEST(capabilities_body(8192) ==
+  BOOST_TEST(capabilities_body(8192, 60s) ==
              R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
-             R"("acquire_queue","list_locks","break_lease"],"renew_batch_max":1000,"max_body_bytes":8192,)"
-             R"("record_max_bytes":65536,"list_max":1000})");
+             R"("acquire_queue","list_locks","break_lease","lock_delay"],"lock_delay_max_ms":60000,)"
+             R"("renew_batch_max":1000,"max_body_bytes":8192,"record_max_bytes":65536,"list_max":1000})");
+}
+
+BOOST_AUTO_TEST_CASE(an_acquire_reads_an_optional_lock_delay_within_the_servers_maximum) {
+  auto delay_of = [](const std::string& body) {
+    return std::get<acquire_request>(parse_acquire(body, bounds)).lock_delay.count();
+  };
+  BOOST_TEST(delay_of(R"({"owner":"w","ttl_ms":1000})") == 0);
+  BOOST_TEST(delay_of(R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":0})") == 0);
+  BOOST_TEST(delay_of(R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":5000})") == 5000);
+  BOOST_TEST(delay_of(R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":60000})") == 60000);
+  // Over the bound: refused, naming the bound, not clamped.
+  auto over = err(parse_acquire(R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":60001})", bounds));
+  BOOST_TEST(over.status == 400);
+  BOOST_TEST(over.message.find("from 0 to 60000") != std::string::npos);
+  BOOST_TEST(over.message.find("lock_delay_max_ms") != std::string::npos);
+  const ttl_bounds tight{100ms, 3'600'000ms, 500ms};
+  BOOST_TEST(err(parse_acquire(R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":501})", tight))
+                 .message.find("from 0 to 500") != std::string::npos);
+  for (const char* bad : {R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":-1})",
+                          R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":1.5})",
+                          R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":"5s"})",
+                          R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":null})",
+                          R"({"owner":"w","ttl_ms":1000,"lock_delay_ms":18446744073709551616})"})
+    BOOST_TEST(err(parse_acquire(bad, bounds)).status == 400, bad);
 }
 
 BOOST_AUTO_TEST_CASE(a_listing_reads_prefix_cursor_and_limit_from_its_query) {
