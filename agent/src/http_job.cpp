@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "http_job.hpp"
 
+#include "baton/common/tls_context.hpp"
 #include "baton/config.hpp"
 #include "baton/error.hpp"
-#include "baton/common/tls_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>

@@ -11,9 +11,9 @@
 #include "exit_code.hpp"
 #include "http_suite.hpp"
 
+#include "baton/common/tls_context.hpp"
 #include "baton/config.hpp"
 #include "baton/error.hpp"
-#include "baton/common/tls_context.hpp"
 
 #include <algorithm>
 #include <cstdio>

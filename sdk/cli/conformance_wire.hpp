@@ -4,9 +4,9 @@
 // the answers as the checks read them. The checks must see the exact statuses and bodies, which the SDK's
 // backend maps into its own errors, so they do not go through it. Private to the CLI.
 
+#include "baton/common/tls_context.hpp"
 #include "conformance_check.hpp"
 #include "exit_code.hpp"
-#include "baton/common/tls_context.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -40,11 +40,11 @@
 // calls has neither problem.
 
 #include "baton/backend.hpp"
+#include "baton/common/tls_context.hpp"
 #include "baton/error.hpp"
 #include "etcd_prefix.hpp"
 #include "etcd_version.hpp"
 #include "http_transport.hpp"
-#include "tls_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>

@@ -2,11 +2,11 @@
 // The HTTP backend: docs/protocol.md over a pool of HTTP/1.1 keep-alive connections (http_transport).
 
 #include "baton/backend.hpp"
+#include "baton/common/tls_context.hpp"
 #include "baton/error.hpp"
 #include "http_transport.hpp"
 #include "renew_batch_answer.hpp"
 #include "renew_batch_body.hpp"
-#include "baton/common/tls_context.hpp"
 
 #include <boost/asio/error.hpp>
 #include <boost/asio/this_coro.hpp>

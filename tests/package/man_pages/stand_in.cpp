@@ -9,8 +9,9 @@ int main(int argc, char** argv) {
     std::printf("%s 0.0.0\n", PROGRAM);
     return 0;
   }
-  std::printf("usage: %s [--option VALUE]\n       %s other-form ARG\n\nOptions:\n"
-              "  --option VALUE   what the option does\n  --help           this text\n",
-              PROGRAM, PROGRAM);
+  std::printf(
+      "usage: %s [--option VALUE]\n       %s other-form ARG\n\nOptions:\n"
+      "  --option VALUE   what the option does\n  --help           this text\n",
+      PROGRAM, PROGRAM);
   return 0;
 }

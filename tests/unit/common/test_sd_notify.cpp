@@ -4,8 +4,8 @@
 
 #include "baton/common/log.hpp"
 #include "baton/common/sd_notify.hpp"
-#include "temp_dir.hpp"
 #include "notify_listener.hpp"
+#include "temp_dir.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

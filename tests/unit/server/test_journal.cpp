@@ -2,10 +2,10 @@
 #define BOOST_TEST_MODULE journal
 #include <boost/test/unit_test.hpp>
 
-#include "temp_dir.hpp"
 #include "forwarding_storage.hpp"
 #include "journal.hpp"
 #include "repair.hpp"
+#include "temp_dir.hpp"
 #include "wal_record.hpp"
 
 #include <boost/asio/bind_executor.hpp>

@@ -5,9 +5,9 @@
 // The lock service over a real journal whose writer has not started yet: nothing appended becomes durable
 // until the test starts it. That is a stalled disk with no timing involved, so "not answered" is exact.
 
-#include "temp_dir.hpp"
 #include "journal.hpp"
 #include "lock_service.hpp"
+#include "temp_dir.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
