@@ -285,8 +285,14 @@ asio::awaitable<std::optional<lock_record>> lock_service::read_record(std::strin
 }
 
 std::uint64_t lock_service::removed_locked(std::string_view key, const release_result& r, time_point now) {
-  auto type = r.outcome == release_outcome::released ? record_type::release : record_type::expire;
-  const auto lsn = journal_.append(type, r.removed_token, 0, key);
+  return removed_locked(key,
+                        r.outcome == release_outcome::released ? record_type::release : record_type::expire,
+                        r.removed_token, now);
+}
+
+std::uint64_t lock_service::removed_locked(std::string_view key, record_type logged_as, std::uint64_t token,
+                                           time_point now) {
+  const auto lsn = journal_.append(logged_as, token, 0, key);
   metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
   notify_locked(key);
   // The next in the key's queue gets it now; the release's answer rests on its own record only.
@@ -379,9 +385,7 @@ asio::awaitable<break_result> lock_service::break_lease(std::string_view key,
       // the key's delay (the lease's delay is in its grant's batch), so no crash can keep the end without
       // the delay, as a release and a delay record written apart could.
       const bool delayed = b->lease.lock_delay > milliseconds{0};
-      removed_locked(
-          key, release_result{delayed ? release_outcome::expired : release_outcome::released, b->lease.token},
-          now);
+      removed_locked(key, delayed ? record_type::expire : record_type::release, b->lease.token, now);
     }
     lsn = journal_.last_appended();
   }
