@@ -117,6 +117,20 @@ class journal {
   std::uint64_t append(record_type type, std::uint64_t token, std::uint64_t ttl_ms, std::string_view key,
                        std::string_view owner = {}, std::string_view client = {},
                        std::string_view value = {});
+  /// A record for append_together.
+  struct entry {
+    record_type type;
+    std::uint64_t token;
+    std::uint64_t ttl_ms;
+    std::string_view key;
+    std::string_view owner{};
+    std::string_view client{};
+    std::string_view value{};
+  };
+  /// Queues `first` and `second` under one hold of the lock, so the writer takes them into the same batch,
+  /// which a crash keeps whole or not at all (wal_record.hpp, batch frames): for two records that mean one
+  /// thing only together (a grant and its lease's lock-delay). Returns the second one's log sequence number.
+  std::uint64_t append_together(const entry& first, const entry& second);
 
   std::uint64_t last_appended() const;
   std::uint64_t durable() const;
@@ -172,6 +186,8 @@ class journal {
                            std::vector<ready_batch>& to_post);
   static void post_queues(std::vector<ready_batch>& to_post);
   void take_batch_locked(std::string& batch, std::size_t& records, std::uint64_t& up_to, bool& guard);
+  /// Encodes one record into the pending batch; returns its log sequence number. mu_ held.
+  std::uint64_t queue_locked(const entry& e);
   int write_log(const std::string& batch);
   void run_writer();
   void end_writing();

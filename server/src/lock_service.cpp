@@ -100,12 +100,20 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
   result = table_.acquire(key, owner, ttl, now, client, value, lock_delay);
   auto* g = std::get_if<acquire_granted>(&result);
   if (!g) return journal_.last_appended();
-  auto lsn = journal_.append(record_type::acquire, g->token,
-                             static_cast<std::uint64_t>(g->restore_ttl.count()), key, owner, client, value);
-  // The lease's lock-delay is a promise to the next holder: durable before the grant is answered.
-  if (g->lock_delay > milliseconds{0})
-    lsn = journal_.append(record_type::lock_delay, g->token,
-                          static_cast<std::uint64_t>(g->lock_delay.count()), key);
+  const journal::entry grant{record_type::acquire,
+                             g->token,
+                             static_cast<std::uint64_t>(g->restore_ttl.count()),
+                             key,
+                             owner,
+                             client,
+                             value};
+  // The lease's lock-delay is a promise to the next holder: durable before the grant is answered, and in
+  // the grant's batch, so that no crash keeps the grant (a re-acquire's new token) without its delay.
+  const auto lsn =
+      g->lock_delay > milliseconds{0}
+          ? journal_.append_together(grant, {record_type::lock_delay, g->token,
+                                             static_cast<std::uint64_t>(g->lock_delay.count()), key})
+          : journal_.append(grant.type, grant.token, grant.ttl_ms, key, owner, client, value);
   table_.mark_logged(key, g->token, lsn);
   metrics_.last_token.store(g->token, std::memory_order_relaxed);
   if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
@@ -277,8 +285,14 @@ asio::awaitable<std::optional<lock_record>> lock_service::read_record(std::strin
 }
 
 std::uint64_t lock_service::removed_locked(std::string_view key, const release_result& r, time_point now) {
-  auto type = r.outcome == release_outcome::released ? record_type::release : record_type::expire;
-  const auto lsn = journal_.append(type, r.removed_token, 0, key);
+  return removed_locked(key,
+                        r.outcome == release_outcome::released ? record_type::release : record_type::expire,
+                        r.removed_token, now);
+}
+
+std::uint64_t lock_service::removed_locked(std::string_view key, record_type logged_as, std::uint64_t token,
+                                           time_point now) {
+  const auto lsn = journal_.append(logged_as, token, 0, key);
   metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
   notify_locked(key);
   // The next in the key's queue gets it now; the release's answer rests on its own record only.
@@ -366,13 +380,12 @@ asio::awaitable<break_result> lock_service::break_lease(std::string_view key,
     result = table_.break_lease(key, token, now);
     if (auto* b = std::get_if<lease_broken>(&result)) {
       // Logged as a release: replay frees the key exactly as it must, and the log format (and a downgrade)
-      // is unchanged. Who broke it is in the audit line, not in the log (docs/design.md).
-      removed_locked(key, release_result{release_outcome::released, b->lease.token}, now);
-      // The key is in lock-delay now (lock_table::break_lease): a record of its own, after the release,
-      // so replay begins the delay again (wal_record.hpp).
-      if (b->lease.lock_delay > milliseconds{0})
-        journal_.append(record_type::lock_delay, b->lease.token,
-                        static_cast<std::uint64_t>(b->lease.lock_delay.count()), key);
+      // is unchanged. Who broke it is in the audit line, not in the log (docs/design.md). A lease with a
+      // lock-delay is logged as expired instead: its one record both ends the lease and, replayed, begins
+      // the key's delay (the lease's delay is in its grant's batch), so no crash can keep the end without
+      // the delay, as a release and a delay record written apart could.
+      const bool delayed = b->lease.lock_delay > milliseconds{0};
+      removed_locked(key, delayed ? record_type::expire : record_type::release, b->lease.token, now);
     }
     lsn = journal_.last_appended();
   }

@@ -243,6 +243,9 @@ class lock_service {
   /// Logs a lease that release() `r` removed from the table (as released, or as expired), wakes the key's
   /// long-polls and hands the key to its queue; returns the record's log position.
   std::uint64_t removed_locked(std::string_view key, const release_result& r, time_point now);
+  /// The same for a lease `token` that ended otherwise (a break), logged as `logged_as` (release or expire).
+  std::uint64_t removed_locked(std::string_view key, record_type logged_as, std::uint64_t token,
+                               time_point now);
   /// Grants a free `key` (not held, not in lock-delay) to the first request of its queue that may take it,
   /// and wakes that request.
   void hand_off_locked(std::string_view key, time_point now);

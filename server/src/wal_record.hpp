@@ -49,10 +49,10 @@
 //   payload = u8 11 | u64 token | u64 delay_ms | u32 key_len | key | u32 0
 //
 // It means one of three things, by what the table holds when it is replayed. Right after the acquire of
-// lease `token`, that lease carries the delay (a grant with a lock-delay appends both under one lock, and
-// its answer waits for the second). For a key whose lease `token` is gone (a break logs one after the
-// release; a snapshot writes one for each key in lock-delay, with no acquire), the key is in lock-delay,
-// begun again in full at recovery. With delay_ms 0 it says that key's delay after `token` is over (the
+// lease `token`, that lease carries the delay (a grant with a lock-delay appends both together, into one
+// batch, journal::append_together, and its answer waits for them). For a key whose lease `token` is gone (a
+// snapshot writes one for each key in lock-delay, with no acquire), the key is in lock-delay, begun again in
+// full at recovery. A break of a lease with a delay is logged as its expiry, one record. With delay_ms 0 it says that key's delay after `token` is over (the
 // sweep logs it, lazily: losing one only keeps a key in lock-delay longer). An expire record of a lease
 // that carries a delay also begins the delay in full at recovery. Like a record write, an older server
 // must not read past it as if the delay had not been asked for: its batch is followed by a guard batch,

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <thread>
 
 using namespace baton::server;
 using baton::test::temp_dir;
@@ -1093,4 +1094,51 @@ BOOST_AUTO_TEST_CASE(a_lock_delay_batch_is_guarded_and_replays_onto_its_lease) {
   journal j(journal_options{dir.path()});
   j.open(table, t0);
   BOOST_TEST(table.get("k", t0)->lock_delay.count() == 5000);
+}
+
+// Two records that mean one thing only together (a grant and its lease's lock-delay) go into one batch,
+// which a crash keeps whole or not at all: appended one by one, the writer, woken by the first, could take
+// it alone. Thousands of pairs under the running writer, then every batch of the log is read back: no
+// batch holds a lock_delay record without its acquire just before it.
+BOOST_AUTO_TEST_CASE(records_appended_together_are_never_split_between_batches) {
+  temp_dir dir;
+  constexpr std::uint64_t pairs = 3000;
+  {
+    lock_table table;
+    journal j(journal_options{dir.path()});
+    j.open(table, t0);
+    j.start();
+    std::uint64_t last = 0;
+    for (std::uint64_t t = 1; t <= pairs; ++t) {
+      const auto key = "k" + std::to_string(t);
+      last = j.append_together({record_type::acquire, t, 60000, key, "a"},
+                               {record_type::lock_delay, t, 5000, key});
+    }
+    for (int i = 0; i < 2000 && j.durable() < last; ++i)
+      std::this_thread::sleep_for(5ms);  // 10 s at most
+    BOOST_REQUIRE(j.durable() >= last);
+    j.stop();
+  }
+  const auto log = contents(wal_file(dir.path()));
+  std::size_t at = 0, batches = 0, delays = 0;
+  while (at < log.size()) {
+    std::size_t used = 0;
+    auto frame = decode_record(std::string_view(log).substr(at), used);
+    BOOST_REQUIRE(frame.has_value());
+    BOOST_REQUIRE((frame->type == record_type::batch));
+    std::vector<wal_record> batch;
+    BOOST_REQUIRE(decode_batch(*frame, std::string_view(log).substr(at + used, frame->token), batch));
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].type != record_type::lock_delay) continue;
+      ++delays;
+      BOOST_TEST_REQUIRE(i > 0u,
+                         "batch " << batches << " starts with token " << batch[i].token << "'s delay");
+      BOOST_TEST((batch[i - 1].type == record_type::acquire));
+      BOOST_TEST(batch[i - 1].token == batch[i].token);
+    }
+    ++batches;
+    at += used + frame->token;
+  }
+  BOOST_TEST(delays == pairs);
+  BOOST_TEST_MESSAGE(pairs << " pairs in " << batches << " batches (guard batches included)");
 }
