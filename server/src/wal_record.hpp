@@ -52,11 +52,12 @@
 // lease `token`, that lease carries the delay (a grant with a lock-delay appends both together, into one
 // batch, journal::append_together, and its answer waits for them). For a key whose lease `token` is gone (a
 // snapshot writes one for each key in lock-delay, with no acquire), the key is in lock-delay, begun again in
-// full at recovery. A break of a lease with a delay is logged as its expiry, one record. With delay_ms 0 it says that key's delay after `token` is over (the
-// sweep logs it, lazily: losing one only keeps a key in lock-delay longer). An expire record of a lease
-// that carries a delay also begins the delay in full at recovery. Like a record write, an older server
-// must not read past it as if the delay had not been asked for: its batch is followed by a guard batch,
-// and a snapshot holding one is refused by an older server as damaged.
+// full at recovery. A break of a lease with a delay is logged as its expiry, one record. With delay_ms 0 it
+// says that key's delay after `token` is over (the sweep logs it, lazily: losing one only keeps a key in
+// lock-delay longer). An expire record of a lease that carries a delay also begins the delay in full at
+// recovery. Like a record write, an older server must not read past it as if the delay had not been asked
+// for: its batch is followed by a guard batch, and a snapshot holding one is refused by an older server as
+// damaged.
 //
 // The log frames each group-commit batch (one write, one fdatasync) with a record of its own, written in
 // front of the batch's records:
