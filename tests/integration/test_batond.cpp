@@ -1057,72 +1057,73 @@ BOOST_AUTO_TEST_CASE(an_ipv6_listen_address_without_brackets_is_refused_naming_t
                  (dir.path() / "name.err").string(), 30s);
   BOOST_TEST(name.code == 2);
   BOOST_TEST(name.err.find("batond: --listen: \"myhost\" is not an IP address") == 0u, name.err);
+}
 
-  // Lock-delay (docs/protocol.md, "Lock-delay"): a release frees the key at once; an expiry and a break keep
-  // it from everyone for the delay; a delay over --max-lock-delay-ms is refused naming it; and a kill -9
-  // during the delay does not free the key early: the restarted server begins it again in full, and a queued
-  // acquire waits it out. Real time: a 200 ms lease with a 1500 ms delay. A refusal is asserted only while
-  // the delay must still run by the client's clock (a slow machine may ask too late to tell); a grant never
-  // comes before the delay could have ended, however slow the machine.
-  BOOST_AUTO_TEST_CASE(lock_delay_outlives_an_expiry_and_a_break_and_a_kill9_but_not_a_release) {
-    using clock = std::chrono::steady_clock;
-    temp_dir dir;
-    auto body = [](std::string_view owner, int ttl_ms, int delay_ms) {
-      return R"({"owner":")" + std::string(owner) + R"(","ttl_ms":)" + std::to_string(ttl_ms) +
-             R"(,"lock_delay_ms":)" + std::to_string(delay_ms) + "}";
-    };
-    auto refused_for_delay = [](const http_reply& r) {
-      return r.status == 409 && str(r, "error") == "held" &&
-             r.json.as_object().contains("lock_delay_remaining_ms") &&
-             r.json.at("lock_delay_remaining_ms").as_int64() > 0;
-    };
-    constexpr auto delay = 1500ms;
-    std::uint64_t first_token = 0;
-    clock::time_point killed;
-    unsigned short port = 0;
-    {
-      batond_process server(dir.path(), {"--max-lock-delay-ms", "5000"});
-      port = server.port();
-      auto c = server.client();
-      auto over = c.post("/v1/locks/ld-bound/acquire", body("a", 1000, 5001));
-      BOOST_TEST(over.status == 400);
-      BOOST_TEST(str(over, "message").find("from 0 to 5000") != std::string::npos, over.body);
-
-      auto rel = c.post("/v1/locks/ld-release/acquire", body("a", 60000, 5000));
-      BOOST_REQUIRE(rel.status == 200);
-      BOOST_TEST(rel.json.at("lock_delay_ms").as_int64() == 5000);
-      BOOST_TEST(c.post("/v1/locks/ld-release/release", release_body("a", token_of(rel))).status == 200);
-      BOOST_TEST(c.post("/v1/locks/ld-release/acquire", acquire_body("b", 1000)).status == 200);
-
-      auto held = c.post("/v1/locks/ld-break/acquire", body("a", 60000, 1500));
-      const auto break_sent = clock::now();
-      BOOST_TEST(c.post("/v1/locks/ld-break/break", "{}").status == 200);
-      auto after_break = c.post("/v1/locks/ld-break/acquire", acquire_body("b", 1000));
-      if (clock::now() < break_sent + delay) BOOST_TEST(refused_for_delay(after_break), after_break.body);
-      BOOST_TEST(token_of(held) > 0u);
-
-      const auto sent = clock::now();
-      auto a = c.post("/v1/locks/ld/acquire", body("a", 200, 1500));
-      BOOST_REQUIRE(a.status == 200);
-      first_token = token_of(a);
-      std::this_thread::sleep_for(300ms);  // the lease has expired
-      auto b = c.post("/v1/locks/ld/acquire", acquire_body("b", 1000));
-      auto page = c.get("/v1/locks?prefix=ld");
-      if (clock::now() < sent + 200ms + delay) {
-        BOOST_TEST(refused_for_delay(b), b.body);
-        BOOST_TEST(str(b, "owner").empty());
-        BOOST_TEST(page.body.find(R"("key":"ld","kind":"lock_delay")") != std::string::npos, page.body);
-      } else {
-        BOOST_TEST(b.status == 200, b.body);
-      }
-      killed = clock::now();
-      server.kill9();
-    }
-    // Restarted on the same port: the delay begins again in full at recovery, which comes after `killed`.
-    batond_process server(dir.path(), {"--max-lock-delay-ms", "5000"}, port);
+// Lock-delay (docs/protocol.md, "Lock-delay"): a release frees the key at once; an expiry and a break keep
+// it from everyone for the delay; a delay over --max-lock-delay-ms is refused naming it; and a kill -9
+// during the delay does not free the key early: the restarted server begins it again in full, and a queued
+// acquire waits it out. Real time: a 200 ms lease with a 1500 ms delay. A refusal is asserted only while the
+// delay must still run by the client's clock (a slow machine may ask too late to tell); a grant never comes
+// before the delay could have ended, however slow the machine.
+BOOST_AUTO_TEST_CASE(lock_delay_outlives_an_expiry_and_a_break_and_a_kill9_but_not_a_release) {
+  using clock = std::chrono::steady_clock;
+  temp_dir dir;
+  auto body = [](std::string_view owner, int ttl_ms, int delay_ms) {
+    return R"({"owner":")" + std::string(owner) + R"(","ttl_ms":)" + std::to_string(ttl_ms) +
+           R"(,"lock_delay_ms":)" + std::to_string(delay_ms) + "}";
+  };
+  auto refused_for_delay = [](const http_reply& r) {
+    return r.status == 409 && str(r, "error") == "held" &&
+           r.json.as_object().contains("lock_delay_remaining_ms") &&
+           r.json.at("lock_delay_remaining_ms").as_int64() > 0;
+  };
+  constexpr auto delay = 1500ms;
+  std::uint64_t first_token = 0;
+  clock::time_point killed;
+  unsigned short port = 0;
+  {
+    batond_process server(dir.path(), {"--max-lock-delay-ms", "5000"});
+    port = server.port();
     auto c = server.client();
-    auto q = c.post("/v1/locks/ld/acquire?wait_ms=20000", acquire_body("c", 1000));
-    BOOST_REQUIRE(q.status == 200);
-    BOOST_TEST((clock::now() - killed >= delay));
-    BOOST_TEST(token_of(q) > first_token);
+    auto over = c.post("/v1/locks/ld-bound/acquire", body("a", 1000, 5001));
+    BOOST_TEST(over.status == 400);
+    BOOST_TEST(str(over, "message").find("from 0 to 5000") != std::string::npos, over.body);
+
+    auto rel = c.post("/v1/locks/ld-release/acquire", body("a", 60000, 5000));
+    BOOST_REQUIRE(rel.status == 200);
+    BOOST_TEST(rel.json.at("lock_delay_ms").as_int64() == 5000);
+    BOOST_TEST(c.post("/v1/locks/ld-release/release", release_body("a", token_of(rel))).status == 200);
+    BOOST_TEST(c.post("/v1/locks/ld-release/acquire", acquire_body("b", 1000)).status == 200);
+
+    auto held = c.post("/v1/locks/ld-break/acquire", body("a", 60000, 1500));
+    const auto break_sent = clock::now();
+    BOOST_TEST(c.post("/v1/locks/ld-break/break", "{}").status == 200);
+    auto after_break = c.post("/v1/locks/ld-break/acquire", acquire_body("b", 1000));
+    if (clock::now() < break_sent + delay) BOOST_TEST(refused_for_delay(after_break), after_break.body);
+    BOOST_TEST(token_of(held) > 0u);
+
+    const auto sent = clock::now();
+    auto a = c.post("/v1/locks/ld/acquire", body("a", 200, 1500));
+    BOOST_REQUIRE(a.status == 200);
+    first_token = token_of(a);
+    std::this_thread::sleep_for(300ms);  // the lease has expired
+    auto b = c.post("/v1/locks/ld/acquire", acquire_body("b", 1000));
+    auto page = c.get("/v1/locks?prefix=ld");
+    if (clock::now() < sent + 200ms + delay) {
+      BOOST_TEST(refused_for_delay(b), b.body);
+      BOOST_TEST(str(b, "owner").empty());
+      BOOST_TEST(page.body.find(R"("key":"ld","kind":"lock_delay")") != std::string::npos, page.body);
+    } else {
+      BOOST_TEST(b.status == 200, b.body);
+    }
+    killed = clock::now();
+    server.kill9();
   }
+  // Restarted on the same port: the delay begins again in full at recovery, which comes after `killed`.
+  batond_process server(dir.path(), {"--max-lock-delay-ms", "5000"}, port);
+  auto c = server.client();
+  auto q = c.post("/v1/locks/ld/acquire?wait_ms=20000", acquire_body("c", 1000));
+  BOOST_REQUIRE(q.status == 200);
+  BOOST_TEST((clock::now() - killed >= delay));
+  BOOST_TEST(token_of(q) > first_token);
+}
