@@ -219,6 +219,16 @@ struct service_on_disk {
   }
 };
 
+// Acquires and releases another key ("churn") until the log of `dir` is cut and compacted: the snapshot then
+// holds the table as it is.
+void compact_by_churn(const std::filesystem::path& dir) {
+  service_on_disk s(dir, /*compact_bytes=*/512);
+  for (int i = 0; i < 40; ++i) {
+    auto g = std::get<acquire_granted>(s.run(s.service.acquire("churn", "c", 60'000ms)));
+    s.run(s.service.release("churn", "c", g.token));
+  }
+}
+
 // The lock table a restart recovers from `dir`, read at `now`.
 lock_table restored(const std::filesystem::path& dir, clock::time_point now) {
   server_metrics metrics;
@@ -431,14 +441,7 @@ BOOST_AUTO_TEST_CASE(a_proclaimed_value_is_restored_after_a_restart_and_through_
 
   const auto now = clock::now();
   check(restored(dir.path(), now), now);
-  {
-    // Churn on another key until the log is cut and compacted: the snapshot holds the table as it is.
-    service_on_disk s(dir.path(), /*compact_bytes=*/512);
-    for (int i = 0; i < 40; ++i) {
-      auto g = std::get<acquire_granted>(s.run(s.service.acquire("churn", "c", 60'000ms)));
-      s.run(s.service.release("churn", "c", g.token));
-    }
-  }
+  compact_by_churn(dir.path());
   BOOST_TEST(std::filesystem::exists(dir.path() / "snapshot"));
   const auto later = clock::now();
   auto table = restored(dir.path(), later);
@@ -515,13 +518,7 @@ BOOST_AUTO_TEST_CASE(a_record_is_refused_by_the_lease_and_the_limit_and_survives
     BOOST_TEST(table.find_record("other") == nullptr);
   };
   check(restored(dir.path(), clock::now()));
-  {
-    service_on_disk s(dir.path(), /*compact_bytes=*/512);
-    for (int i = 0; i < 40; ++i) {
-      auto g = std::get<acquire_granted>(s.run(s.service.acquire("churn", "c", 60'000ms)));
-      s.run(s.service.release("churn", "c", g.token));
-    }
-  }
+  compact_by_churn(dir.path());
   BOOST_TEST(std::filesystem::exists(dir.path() / "snapshot"));
   check(restored(dir.path(), clock::now()));
 }
@@ -883,14 +880,7 @@ BOOST_AUTO_TEST_CASE(a_lock_delay_survives_a_restart_and_a_compaction_and_its_en
   };
   const auto now = clock::now();
   check(restored(dir.path(), now), now);
-  {
-    // Compaction: everything goes into a snapshot, and the logs it covers go.
-    service_on_disk s(dir.path(), /*compact_bytes=*/512);
-    for (int i = 0; i < 40; ++i) {
-      auto g = std::get<acquire_granted>(s.run(s.service.acquire("churn", "c", 60'000ms)));
-      s.run(s.service.release("churn", "c", g.token));
-    }
-  }
+  compact_by_churn(dir.path());  // everything goes into a snapshot, and the logs it covers go
   BOOST_TEST(std::filesystem::exists(dir.path() / "snapshot"));
   const auto later = clock::now();
   auto table = restored(dir.path(), later);
