@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "journal.hpp"
+#include "planted_defects.hpp"
 
 #include "baton/common/log.hpp"
 
@@ -124,9 +125,8 @@ recovery_stats journal::open(lock_table& table, time_point now) {
       // its sectors and lost others. Anything else (a bad record in an older, complete log, or a whole
       // batch after the bad one) is damage to acknowledged data.
       if (!last) throw journal_damaged(path, valid, "a record does not decode in a complete log");
-      if (auto next =
-              next_acknowledged(data, valid + 1, scan.framed && !options_.defects.ignore_batch_frames);
-          next && !options_.defects.cut_at_damaged_record)
+      if (auto next = next_acknowledged(data, valid + 1, scan.framed && !BATON_PLANTED(ignore_batch_frames));
+          next && !BATON_PLANTED(cut_at_damaged_record))
         throw journal_damaged(
             path, valid, "a record does not decode and a valid one follows at byte " + std::to_string(*next));
       stats.torn_bytes = data.size() - valid;

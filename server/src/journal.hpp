@@ -27,7 +27,6 @@
 #include "data_files.hpp"
 #include "lock_table.hpp"
 #include "metrics.hpp"
-#include "planted_defects.hpp"
 #include "storage.hpp"
 #include "wal_record.hpp"
 
@@ -65,8 +64,6 @@ struct journal_options {
   /// Null (batond): the data directory `dir` on the real file system. Otherwise every file the journal
   /// reads or writes is in this storage (the deterministic simulation's file system); `dir` only names it.
   storage* fs = nullptr;
-  /// Only the simulation sets these (planted_defects.hpp).
-  planted_defects defects{};
 };
 
 struct recovery_stats {
