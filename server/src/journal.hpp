@@ -156,8 +156,8 @@ class journal {
   std::string failure_message() const;
 
  private:
-  // The waiters of one executor that are ready to complete (journal.cpp). A group commit hands each
-  // executor's waiters over with one post instead of one per waiter.
+  // The waiters of one executor that are ready to complete (journal_completion_queue.hpp). A group commit
+  // hands each executor's waiters over with one post instead of one per waiter.
   class completion_queue;
   struct waiter {
     std::uint64_t lsn;
