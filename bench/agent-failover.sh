@@ -12,15 +12,12 @@
 # AGENT_BENCH_KEEP=1 keeps the agents' logs (the directory is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/common.sh
+source bench/common.sh
 bin=build/release/bin
 trials=${1:-20}
 ttl_ms=2000
 
-log() { echo "agent-failover.sh: $*" >&2; }
-die() {
-  log "error: $*"
-  exit 1
-}
 
 if [[ ${AGENT_BENCH_BUILD:-1} != 0 ]]; then
   log "building Release"

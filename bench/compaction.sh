@@ -35,6 +35,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/common.sh
+source bench/common.sh
 root=$(pwd)
 batond=$root/build/release/bin/batond
 
@@ -48,18 +50,7 @@ threads=""
 base=/var/tmp
 goal_ms=20
 build=1
-keep=0
 
-log() { echo "compaction.sh: $*" >&2; }
-die() {
-  log "error: $*"
-  keep=1
-  exit 1
-}
-usage() {
-  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit "${1:-0}"
-}
 
 while (($#)); do
   case $1 in

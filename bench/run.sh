@@ -55,6 +55,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/common.sh
+source bench/common.sh
 root=$(pwd)
 
 quick=0
@@ -93,13 +95,6 @@ out=${BENCH_OUT:-$root/build/release/bench}
 bin=${BENCH_BIN:-$root/build/release/bin}
 started=$(date +%s)
 
-log() { echo "run.sh: $*" >&2; }
-keep_work=0
-die() {
-  log "error: $*"
-  keep_work=1
-  exit 1
-}
 
 if [[ ${BENCH_BUILD:-1} != 0 ]]; then
   log "building Release"
@@ -158,7 +153,7 @@ client_pid=""
 cleanup() {
   [[ -z $client_pid ]] || kill "$client_pid" 2>/dev/null || true
   stop_server
-  if ((keep_work)); then
+  if ((keep)); then
     log "keeping $work for diagnosis (server data and output)"
   else
     rm -rf "$work"
@@ -169,9 +164,6 @@ trap 'exit 130' INT TERM
 
 # 256 connections, and 100k leases whose renews may each hold a socket: more than the usual 1024 files.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-
-# shellcheck source=bench/free_port.sh
-source bench/free_port.sh
 
 server_url=""
 # start_batond DIR [batond options...]

@@ -36,6 +36,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/common.sh
+source bench/common.sh
 root=$(pwd)
 bin=${BENCH_BIN:-$root/build/release/bin}
 
@@ -46,19 +48,8 @@ probe_seconds=10
 base=${BENCH_DIR:-/var/tmp}
 out=${BENCH_OUT:-$root/build/release/bench}
 build=1
-keep=0
 perf=0
 
-log() { echo "scale.sh: $*" >&2; }
-die() {
-  log "error: $*"
-  keep=1
-  exit 1
-}
-usage() {
-  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit "${1:-0}"
-}
 
 while (($#)); do
   case $1 in
@@ -121,9 +112,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-
-# shellcheck source=bench/free_port.sh
-source bench/free_port.sh
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 # record KEY VALUE: one figure, to the results file and the terminal.

@@ -16,9 +16,9 @@
 # (/var/tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/common.sh
+source bench/common.sh
 bin=build/release/bin
-
-log() { echo "sdk-leases.sh: $*" >&2; }
 
 if [[ ${SDK_BENCH_BUILD:-1} != 0 ]]; then
   log "building Release"
@@ -48,12 +48,6 @@ trap "exit 130" INT TERM  # through the EXIT trap, so nothing is left running
 # 10,000 leases plus the sockets of renews that hang while batond is frozen: more than the usual 1024 files.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-die() {
-  log "$*"
-  exit 1
-}
-# shellcheck source=bench/free_port.sh
-source bench/free_port.sh
 
 if [[ $server == etcd ]]; then
   command -v etcd >/dev/null || { log "etcd not found (deploy/install-deps.sh installs etcd-server)"; exit 1; }

@@ -33,9 +33,8 @@ struct holder_program {
   bool db_required;
 };
 
-/// Parses the flags and runs the holder with a `Store` opened on --db: `Store(const std::string&)`,
-/// `ensure_account(id)` and `deposit(id, token, writer, amount) -> write_outcome`. Returns the exit status.
-template <class Store>
+/// Parses the flags and runs the holder with a `Store` opened on --db. Returns the exit status.
+template <fenced_account_store Store>
 int run_fenced_holder(int argc, char** argv, const holder_program& p) {
   namespace asio = boost::asio;
   std::string db, server = "http://127.0.0.1:7070", key = "accounts", account = "acct-1", name = "writer";

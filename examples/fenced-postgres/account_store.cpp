@@ -90,4 +90,6 @@ std::optional<account> account_store::read(const std::string& id) {
                  std::stoull(PQgetvalue(r.get(), 0, 2))};
 }
 
+static_assert(fenced_account_store<account_store>);
+
 }  // namespace baton::examples::postgres

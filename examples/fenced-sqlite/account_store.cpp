@@ -139,4 +139,6 @@ std::optional<account> account_store::read(const std::string& id) {
   return account{q.int64(0), q.text(1), static_cast<std::uint64_t>(q.int64(2))};
 }
 
+static_assert(fenced_account_store<account_store>);
+
 }  // namespace baton::examples::sqlite

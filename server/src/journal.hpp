@@ -27,7 +27,6 @@
 #include "data_files.hpp"
 #include "lock_table.hpp"
 #include "metrics.hpp"
-#include "planted_defects.hpp"
 #include "storage.hpp"
 #include "wal_record.hpp"
 
@@ -65,8 +64,6 @@ struct journal_options {
   /// Null (batond): the data directory `dir` on the real file system. Otherwise every file the journal
   /// reads or writes is in this storage (the deterministic simulation's file system); `dir` only names it.
   storage* fs = nullptr;
-  /// Only the simulation sets these (planted_defects.hpp).
-  planted_defects defects{};
 };
 
 struct recovery_stats {
@@ -159,8 +156,8 @@ class journal {
   std::string failure_message() const;
 
  private:
-  // The waiters of one executor that are ready to complete (journal.cpp). A group commit hands each
-  // executor's waiters over with one post instead of one per waiter.
+  // The waiters of one executor that are ready to complete (journal_completion_queue.hpp). A group commit
+  // hands each executor's waiters over with one post instead of one per waiter.
   class completion_queue;
   struct waiter {
     std::uint64_t lsn;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "lock_service.hpp"
+#include "planted_defects.hpp"
 
 #include "baton/common/log.hpp"
 
@@ -169,7 +170,7 @@ std::uint64_t lock_service::renew_locked(std::string_view key, std::string_view 
       lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), key);
       table_.mark_logged(key, token, lsn);
     }
-    return defects_.renew_before_durable ? 0 : lsn;
+    return BATON_PLANTED(renew_before_durable) ? 0 : lsn;
   }
   // A refusal reports the key free or held by another, which may rest on any record still pending.
   return journal_.last_appended();
@@ -321,7 +322,7 @@ asio::awaitable<release_result> lock_service::release(std::string_view key, std:
     refuse_if_failed();
     const auto now = now_();
     std::optional<lease_view> any_holder;
-    if (defects_.release_by_key && (any_holder = table_.get(key, now)))
+    if (BATON_PLANTED(release_by_key) && (any_holder = table_.get(key, now)))
       result = table_.release(key, any_holder->owner, any_holder->token, now, any_holder->client);
     else
       result = table_.release(key, owner, token, now, client);

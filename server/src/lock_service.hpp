@@ -16,7 +16,6 @@
 #include "journal.hpp"
 #include "lock_table.hpp"
 #include "metrics.hpp"
-#include "planted_defects.hpp"
 #include "protocol.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -171,12 +170,6 @@ class lock_service {
   /// Caps long-poll waiters per key and in total (call before serving; defaults: unlimited).
   void set_waiter_limits(std::size_t per_key, std::size_t total);
 
-  /// Switches known defects back on (the simulation only; call before serving).
-  void plant(planted_defects d) {
-    defects_ = d;
-    table_.plant_shorten_lease(d.shorten_lease);
-  }
-
   /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or, when `value` is
   /// given, its value differs from `value` ("" when free), or after `wait`.
   /// Must run on a single-threaded executor (each batond worker thread has its own io_context). Throws
@@ -286,7 +279,6 @@ class lock_service {
   std::size_t max_waiters_per_key_ = SIZE_MAX;
   std::size_t max_waiters_ = SIZE_MAX;
   std::size_t waiting_ = 0;
-  planted_defects defects_;
   std::unordered_map<std::string, std::size_t> waiting_per_key_;
 };
 

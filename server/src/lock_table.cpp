@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "lock_table.hpp"
+#include "planted_defects.hpp"
 
 #include <algorithm>
 
@@ -83,7 +84,7 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     // The same owner's unexpired lease is never shortened by it (docs/design.md, "No request shortens a
     // lease"): the request may be a late copy of an acquire sent before a renew that raised the TTL, and
     // the holder of the superseded token counts on that TTL until its next renew tells it otherwise.
-    const bool live = !expired(r, now) && !shorten_lease_;
+    const bool live = !expired(r, now) && !BATON_PLANTED(shorten_lease);
     replaced = r.token;
     if (r.client() != client) {
       count(r.client(), -1);
@@ -144,8 +145,8 @@ renew_result lock_table::renew(std::string_view key, std::string_view owner, std
   lease_record& r = held->second;
   // Never earlier than it was (docs/design.md, "No request shortens a lease"): a delayed copy of an
   // earlier renew with a shorter TTL may arrive after the renew that raised it was answered.
-  set_expires(*held,
-              shorten_lease_ ? deadline_after(now, ttl) : std::max(r.expires, deadline_after(now, ttl)));
+  set_expires(*held, BATON_PLANTED(shorten_lease) ? deadline_after(now, ttl)
+                                                  : std::max(r.expires, deadline_after(now, ttl)));
   bool grew = ttl > r.restore_ttl;
   if (grew) r.restore_ttl = ttl;
   return renew_ok{grew, r.log_seq};

@@ -398,9 +398,6 @@ class lock_table {
   }
   std::vector<record_entry> records_snapshot() const;
 
-  /// The simulation's planted defect (planted_defects::shorten_lease); false in batond.
-  void plant_shorten_lease(bool on) { shorten_lease_ = on; }
-
  private:
   struct string_hash {
     using is_transparent = void;
@@ -445,7 +442,6 @@ class lock_table {
   std::size_t max_records_ = SIZE_MAX;
   std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;
   std::uint64_t last_token_ = 0;
-  bool shorten_lease_ = false;
 };
 
 }  // namespace baton::server

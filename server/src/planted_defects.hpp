@@ -1,8 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Known defects of batond's past, which the deterministic simulation (tests/sim, `baton-sim --bug NAME`)
-// switches back on to show that it finds each one. batond never sets any of them: every flag is false
-// unless a simulation run asks for it.
+// switches back on to show that it finds each one.
+//
+// They exist only in the simulation's build (docs/design.md, "Planted defects only in the simulation's
+// build"): tests/sim/CMakeLists.txt compiles the sources that hold one again with BATON_PLANTED_DEFECTS, and
+// links those objects into the simulation in place of baton_server_core's. batond's build has neither the
+// switches nor the code they switch on: there BATON_PLANTED(flag) is `false` and `flag` is not compiled.
+//
+// Only .cpp files (non-inline functions) may use BATON_PLANTED, never a header: the types and the inline
+// code of both builds are then the same, and the two copies of a source differ only in function bodies
+// (tests/check-planted-defects.sh checks both this and batond's symbols).
+
+#ifdef BATON_PLANTED_DEFECTS
 
 namespace baton::server {
 
@@ -25,4 +35,16 @@ struct planted_defects {
   bool shorten_lease = false;
 };
 
+/// The switches of the simulated batond (the simulation runs one at a time, on one thread): all off until
+/// the simulation sets them, before it starts the server.
+inline planted_defects planted{};
+
 }  // namespace baton::server
+
+#define BATON_PLANTED(flag) (::baton::server::planted.flag)
+
+#else
+
+#define BATON_PLANTED(flag) false
+
+#endif

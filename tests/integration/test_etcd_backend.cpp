@@ -7,6 +7,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "etcd_client_config.hpp"
 #include "etcd_cluster.hpp"
 #include "lease_opts.hpp"
 #include "recording_server.hpp"
@@ -37,11 +38,7 @@ namespace asio = boost::asio;
 namespace {
 
 client_config config(const std::string& url) {
-  client_config c;
-  c.server_url = url;
-  c.identity = "etcd-test";
-  c.request_timeout = 2000ms;
-  return c;
+  return etcd_client_config(url, "etcd-test");
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {

@@ -7,6 +7,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "etcd_client_config.hpp"
 #include "etcd_cluster.hpp"
 #include "fault_proxy.hpp"
 #include "lease_opts.hpp"
@@ -44,11 +45,7 @@ etcd_cluster& shared_cluster() {
 }
 
 client_config config(const std::string& url) {
-  client_config c;
-  c.server_url = url;
-  c.identity = "etcd-cluster-test";
-  c.request_timeout = 2000ms;
-  return c;
+  return etcd_client_config(url, "etcd-cluster-test");
 }
 
 double seconds_since(clock_type::time_point t) {

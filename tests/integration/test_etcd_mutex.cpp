@@ -8,6 +8,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "etcd_client_config.hpp"
 #include "etcd_cluster.hpp"
 #include "eventually.hpp"
 #include "http_client.hpp"
@@ -38,10 +39,7 @@ namespace fs = std::filesystem;
 namespace {
 
 client_config config(const std::string& url) {
-  client_config c;
-  c.server_url = url;
-  c.identity = "mutex-test";
-  c.request_timeout = 2000ms;
+  auto c = etcd_client_config(url, "mutex-test");
   c.etcd_lease_revocation_bug = etcd_bug_policy::warn;
   return c;
 }

@@ -9,6 +9,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "etcd_client_config.hpp"
 #include "etcd_cluster.hpp"
 
 #include "baton/backend.hpp"
@@ -27,11 +28,7 @@ namespace asio = boost::asio;
 namespace {
 
 client_config config(const std::string& url) {
-  client_config c;
-  c.server_url = url;
-  c.identity = "etcd-proclaim";
-  c.request_timeout = 2000ms;
-  return c;
+  return etcd_client_config(url, "etcd-proclaim");
 }
 
 // A refusal by the lease, for `reason` (a proclaim's or a record write's reply).

@@ -7,6 +7,7 @@
 
 #include "batond_fixture.hpp"
 #include "coro.hpp"
+#include "etcd_client_config.hpp"
 #include "etcd_cluster.hpp"
 #include "lease_opts.hpp"
 #include "test_pki.hpp"
@@ -37,10 +38,8 @@ const test_pki& pki() {
 }
 
 client_config config(const std::string& url, tls_config tls) {
-  client_config c;
-  c.server_url = url;
+  auto c = etcd_client_config(url, "etcd-tls-test");
   c.tls = std::move(tls);
-  c.identity = "etcd-tls-test";
   c.request_timeout = 5000ms;
   c.retry.max_attempts = 1;
   return c;

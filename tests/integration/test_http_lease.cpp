@@ -6,6 +6,7 @@
 #include "coro.hpp"
 #include "http_client.hpp"
 #include "lease_opts.hpp"
+#include "one_holder_per_key.hpp"
 
 #include "baton/client.hpp"
 
@@ -19,8 +20,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
-#include <array>
-#include <atomic>
 #include <future>
 #include <vector>
 
@@ -130,43 +129,14 @@ BOOST_AUTO_TEST_CASE(clients_on_a_thread_pool_keep_one_holder_per_key_against_ba
   asio::thread_pool pool(4);
   client a(pool.get_executor(), config_for(server));
   client b(pool.get_executor(), config_for(server));
-  constexpr int workers = 20, rounds = 3, keys = 2;
-  std::array<std::atomic<int>, keys> inside{};
-  std::array<std::atomic<std::uint64_t>, keys> last_token{};
-  std::atomic<int> overlaps{0}, token_regressions{0}, runs{0}, failures{0};
-  std::vector<std::future<void>> done;
-  for (int w = 0; w < 2 * workers; ++w) {
-    client& c = w % 2 == 0 ? a : b;
-    done.push_back(asio::co_spawn(
-        pool,
-        [&, w]() -> asio::awaitable<void> {
-          for (int round = 0; round < rounds; ++round) {
-            const int k = (w / 2 + round) % keys;
-            try {
-              co_await c.async_with_lock("pool/" + std::to_string(k), lease_opts(10'000ms),
-                                         [&](lease& l) -> asio::awaitable<void> {
-                                           if (inside[k].fetch_add(1) != 0) ++overlaps;
-                                           if (l.token() <= last_token[k].exchange(l.token()))
-                                             ++token_regressions;
-                                           asio::steady_timer t(co_await asio::this_coro::executor, 2ms);
-                                           co_await t.async_wait(asio::use_awaitable);
-                                           inside[k].fetch_sub(1);
-                                           ++runs;
-                                         });
-            } catch (const std::exception& e) {
-              ++failures;
-              BOOST_TEST_MESSAGE("with_lock failed: " << e.what());
-            }
-          }
-        },
-        asio::use_future));
-  }
-  for (auto& f : done)
-    BOOST_REQUIRE((f.wait_for(120s) == std::future_status::ready));
-  BOOST_TEST(overlaps.load() == 0);
-  BOOST_TEST(token_regressions.load() == 0);
-  BOOST_TEST(failures.load() == 0);
-  BOOST_TEST(runs.load() == 2 * workers * rounds);
+  constexpr int workers = 20, rounds = 3;
+  expect_one_holder_per_key(pool, {&a, &b},
+                            {.workers = workers,
+                             .rounds = rounds,
+                             .keys = 2,
+                             .lease = lease_opts(10'000ms),
+                             .hold = 2ms,
+                             .bound = 120s});
   auto stop_a = asio::co_spawn(pool, a.async_shutdown(5s), asio::use_future);
   auto stop_b = asio::co_spawn(pool, b.async_shutdown(5s), asio::use_future);
   BOOST_REQUIRE((stop_a.wait_for(30s) == std::future_status::ready &&

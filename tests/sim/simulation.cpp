@@ -4,6 +4,7 @@
 #include "history.hpp"
 #include "journal.hpp"
 #include "lock_service.hpp"
+#include "planted_defects.hpp"
 #include "scheduler.hpp"
 #include "sim_clock.hpp"
 #include "sim_storage.hpp"
@@ -174,9 +175,7 @@ struct server_process {
   server::journal journal;
   server::lock_service service;
   server_process(scheduler& s, server::journal_options o, server::lock_service::wait_timer_factory timers)
-      : ctx(s), journal(o, &metrics), service(journal, metrics, &virtual_now, std::move(timers)) {
-    service.plant(o.defects);
-  }
+      : ctx(s), journal(o, &metrics), service(journal, metrics, &virtual_now, std::move(timers)) {}
   // Long-polls in progress, each cancellable as http_server cancels one whose connection closed. Declared
   // last, so destroyed first: after a crash has destroyed the waiting coroutines, before their context.
   struct open_wait {
@@ -310,14 +309,15 @@ class world {
           ex, s_, [this](time_point at) { return server_clock_.true_at(at.time_since_epoch() - epoch); },
           server_paused_until_, wait_timers_);
     };
-    server::planted_defects d;
+    // The planted defects of batond's code, in the simulation's build of it (planted_defects.hpp).
+    auto& d = server::planted;
     d.renew_before_durable = o_.bug_switch == bug::renew_before_durable;
     d.release_by_key = o_.bug_switch == bug::release_by_key;
     d.cut_at_damaged_record = o_.bug_switch == bug::cut_damaged_record;
     d.ignore_batch_frames = o_.bug_switch == bug::ignore_batch_frames;
     d.shorten_lease = o_.bug_switch == bug::shorten_lease;
-    auto p = std::make_unique<server_process>(
-        s_, server::journal_options{fs_.path(), compact_bytes_, &fs_, d}, std::move(timers));
+    auto p = std::make_unique<server_process>(s_, server::journal_options{fs_.path(), compact_bytes_, &fs_},
+                                              std::move(timers));
     // Every other seed runs batond with waiter limits small enough to be reached (503 too_many_waiters).
     if (o_.seed % 2 == 0) p->service.set_waiter_limits(2, 3);
     return p;

@@ -15,8 +15,8 @@
 namespace baton::sim {
 
 /// Defects the simulation can switch on, to show the checker catches them: the first five in its own
-/// actors, the next five in batond's real code (server/src/planted_defects.hpp), the next in the simulated
-/// file system under it (sim_storage.hpp), the last in its clients again.
+/// actors, the next five in batond's real code as the simulation builds it (server/src/planted_defects.hpp),
+/// the next in the simulated file system under it (sim_storage.hpp), the last in its clients again.
 enum class bug {
   none,
   skip_fence,            // the resource accepts any token

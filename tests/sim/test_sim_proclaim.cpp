@@ -6,70 +6,18 @@
 #define BOOST_TEST_MODULE sim_proclaim
 #include <boost/test/unit_test.hpp>
 
-#include "journal.hpp"
-#include "lock_service.hpp"
-#include "sim_storage.hpp"
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
+#include "sim_batond.hpp"
 
 #include <cerrno>
 #include <memory>
 #include <optional>
 #include <string>
 
-namespace asio = boost::asio;
 using namespace baton;
 using namespace std::chrono_literals;
 using server::proclaim_ok;
-
-namespace {
-
-server::time_point fixed_now() {
-  return server::time_point{} + 1000s;
-}
-
-// One batond over the simulated disk, whose journal writes only when flush() is called.
-struct batond {
-  asio::io_context ioc;  // first: outlives the coroutines the journal's waiters hold
-  server::server_metrics metrics;
-  server::journal log;
-  server::lock_service service{log, metrics, &fixed_now};
-
-  explicit batond(sim::sim_storage& fs)
-      : log(server::journal_options{fs.path(), 64ull << 20, &fs}, &metrics) {
-    fs.start_begins();
-    log.open(service.table(), fixed_now());
-    fs.start_ends();
-  }
-
-  // Starts `op`; its answer, once it has one.
-  template <class T>
-  std::shared_ptr<std::optional<T>> start(asio::awaitable<T> op) {
-    auto answer = std::make_shared<std::optional<T>>();
-    asio::co_spawn(ioc, std::move(op), [answer](std::exception_ptr e, T v) {
-      if (!e) *answer = std::move(v);
-    });
-    ioc.restart();
-    ioc.poll();
-    return answer;
-  }
-  void flush() {
-    BOOST_REQUIRE(log.flush());
-    ioc.restart();
-    ioc.poll();
-  }
-  // Acquires `key` for `owner` (answered once flushed); returns its token.
-  std::uint64_t acquired(std::string_view key, std::string_view owner, std::string_view value = {}) {
-    auto a = start(service.acquire(key, owner, 60'000ms, {}, std::nullopt, value));
-    BOOST_TEST(!a->has_value());  // not durable yet
-    flush();
-    BOOST_REQUIRE(a->has_value());
-    return std::get<server::acquire_granted>(**a).token;
-  }
-};
-
-}  // namespace
+using sim::batond;
+using sim::fixed_now;
 
 BOOST_AUTO_TEST_CASE(an_answered_proclaim_survives_every_power_cut_and_an_unanswered_one_keeps_the_token) {
   int kept_unanswered = 0, lost_unanswered = 0;

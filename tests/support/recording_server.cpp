@@ -3,10 +3,6 @@
 
 #include "serve_http.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 namespace baton::test {
@@ -14,7 +10,6 @@ namespace {
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 }  // namespace
 
 recording_server::recording_server(int status, std::string body)
@@ -22,38 +17,26 @@ recording_server::recording_server(int status, std::string body)
       status_(status),
       body_(std::move(body)) {
   port_ = acceptor_.local_endpoint().port();
-  asio::co_spawn(
-      ioc_,
-      [this]() -> asio::awaitable<void> {
-        for (;;) {
-          auto [ec, socket] = co_await acceptor_.async_accept(use_tuple);
-          if (ec) co_return;
-          asio::co_spawn(
-              ioc_,
-              [this, s = std::move(socket)]() mutable -> asio::awaitable<void> {
-                // Named: GCC 12 may destroy a class-type temporary of a co_await expression twice.
-                auto answer = [this](const http::request<http::string_body>& req) {
-                  int status = status_;
-                  std::string body = body_;
-                  {
-                    std::lock_guard lock(mutex_);
-                    requests_.push_back(std::string(req.method_string()) + " " + std::string(req.target()));
-                    if (auto it = answers_.find(req.target()); it != answers_.end()) {
-                      status = it->second.first;
-                      body = it->second.second;
-                    }
-                  }
-                  http::response<http::string_body> res{static_cast<http::status>(status), 11};
-                  res.set(http::field::content_type, "application/json");
-                  res.body() = std::move(body);
-                  return res;
-                };
-                co_await serve_http(s, answer);
-              },
-              asio::detached);
+  accept_each(ioc_, acceptor_, [this](tcp::socket s) -> asio::awaitable<void> {
+    // Named: GCC 12 may destroy a class-type temporary of a co_await expression twice.
+    auto answer = [this](const http::request<http::string_body>& req) {
+      int status = status_;
+      std::string body = body_;
+      {
+        std::lock_guard lock(mutex_);
+        requests_.push_back(std::string(req.method_string()) + " " + std::string(req.target()));
+        if (auto it = answers_.find(req.target()); it != answers_.end()) {
+          status = it->second.first;
+          body = it->second.second;
         }
-      },
-      asio::detached);
+      }
+      http::response<http::string_body> res{static_cast<http::status>(status), 11};
+      res.set(http::field::content_type, "application/json");
+      res.body() = std::move(body);
+      return res;
+    };
+    co_await serve_http(s, answer);
+  });
   thread_ = std::thread([this] { ioc_.run(); });
 }
 

@@ -4,8 +4,6 @@
 #include "serve_http.hpp"
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -64,47 +62,35 @@ int tls_stub_server::handshakes() const {
 }
 
 void tls_stub_server::accept(tcp::acceptor& acceptor) {
-  asio::co_spawn(
-      ioc_,
-      [this, &acceptor]() -> asio::awaitable<void> {
-        for (;;) {
-          auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
-          if (ec) co_return;
-          asio::co_spawn(
-              ioc_,
-              [this, s = std::move(socket)]() mutable -> asio::awaitable<void> {
-                asio::ssl::stream<tcp::socket> stream(std::move(s), tls_);
-                auto [hec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
-                if (hec) co_return;
-                {
-                  std::lock_guard lock(mutex_);
-                  ++handshakes_;
-                }
-                // Named: GCC 12 may destroy a class-type temporary of a co_await expression twice.
-                auto answer = [this](const http::request<http::string_body>& req) {
-                  {
-                    std::ostringstream text;
-                    text << req;
-                    std::lock_guard lock(mutex_);
-                    received_ += text.str();
-                  }
-                  http::response<http::string_body> res;
-                  res.set(http::field::content_type, "application/json");
-                  if (req.method() == http::verb::get && req.target() == "/version") {
-                    res.result(http::status::ok);
-                    res.body() = R"({"etcdserver":"3.5.0","etcdcluster":"3.5.0"})";
-                  } else {
-                    res.result(http::status::internal_server_error);
-                    res.body() = R"({"error":"stub","message":"a test stub answers nothing else"})";
-                  }
-                  return res;
-                };
-                co_await serve_http(stream, answer);
-              },
-              asio::detached);
-        }
-      },
-      asio::detached);
+  accept_each(ioc_, acceptor, [this](tcp::socket s) -> asio::awaitable<void> {
+    asio::ssl::stream<tcp::socket> stream(std::move(s), tls_);
+    auto [hec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
+    if (hec) co_return;
+    {
+      std::lock_guard lock(mutex_);
+      ++handshakes_;
+    }
+    // Named: GCC 12 may destroy a class-type temporary of a co_await expression twice.
+    auto answer = [this](const http::request<http::string_body>& req) {
+      {
+        std::ostringstream text;
+        text << req;
+        std::lock_guard lock(mutex_);
+        received_ += text.str();
+      }
+      http::response<http::string_body> res;
+      res.set(http::field::content_type, "application/json");
+      if (req.method() == http::verb::get && req.target() == "/version") {
+        res.result(http::status::ok);
+        res.body() = R"({"etcdserver":"3.5.0","etcdcluster":"3.5.0"})";
+      } else {
+        res.result(http::status::internal_server_error);
+        res.body() = R"({"error":"stub","message":"a test stub answers nothing else"})";
+      }
+      return res;
+    };
+    co_await serve_http(stream, answer);
+  });
 }
 
 }  // namespace baton::test

@@ -9,6 +9,7 @@
 
 #include "coro.hpp"
 #include "lease_opts.hpp"
+#include "one_holder_per_key.hpp"
 
 #include "baton/client.hpp"
 #include "baton/testing.hpp"
@@ -29,7 +30,6 @@
 #include <boost/asio/use_future.hpp>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <future>
 #include <optional>
@@ -43,6 +43,7 @@ using namespace baton;
 using namespace std::chrono_literals;
 using namespace boost::asio::experimental::awaitable_operators;
 namespace asio = boost::asio;
+using baton::test::expect_one_holder_per_key;
 using baton::test::lease_opts;
 using baton::test::run_coro;
 using baton::test::sleep_for;
@@ -359,42 +360,10 @@ BOOST_AUTO_TEST_CASE(a_client_given_a_thread_pool_keeps_one_holder_per_key) {
   asio::thread_pool pool(4);
   auto server = std::make_shared<memory_backend>(pool.get_executor());
   client c(pool.get_executor(), test_config(), server);
-  constexpr int workers = 40, rounds = 5, keys = 4;
-  std::array<std::atomic<int>, keys> inside{};
-  std::array<std::atomic<std::uint64_t>, keys> last_token{};
-  std::atomic<int> overlaps{0}, token_regressions{0}, runs{0}, failures{0};
-  std::vector<std::future<void>> done;
-  for (int w = 0; w < workers; ++w) {
-    done.push_back(asio::co_spawn(
-        pool,
-        [&, w]() -> asio::awaitable<void> {
-          for (int round = 0; round < rounds; ++round) {
-            const int k = (w + round) % keys;
-            try {
-              co_await c.async_with_lock("pool/" + std::to_string(k), long_lease,
-                                         [&](lease& l) -> asio::awaitable<void> {
-                                           if (inside[k].fetch_add(1) != 0) ++overlaps;
-                                           if (l.token() <= last_token[k].exchange(l.token()))
-                                             ++token_regressions;
-                                           asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
-                                           co_await t.async_wait(asio::use_awaitable);
-                                           inside[k].fetch_sub(1);
-                                           ++runs;
-                                         });
-            } catch (const std::exception& e) {
-              ++failures;
-              BOOST_TEST_MESSAGE("with_lock failed: " << e.what());
-            }
-          }
-        },
-        asio::use_future));
-  }
-  for (auto& f : done)
-    BOOST_REQUIRE((f.wait_for(60s) == std::future_status::ready));
-  BOOST_TEST(overlaps.load() == 0);
-  BOOST_TEST(token_regressions.load() == 0);
-  BOOST_TEST(failures.load() == 0);
-  BOOST_TEST(runs.load() == workers * rounds);
+  constexpr int workers = 40, rounds = 5;
+  expect_one_holder_per_key(
+      pool, {&c},
+      {.workers = workers, .rounds = rounds, .keys = 4, .lease = long_lease, .hold = 1ms, .bound = 60s});
   auto stopped = asio::co_spawn(pool, c.async_shutdown(5s), asio::use_future);
   BOOST_REQUIRE((stopped.wait_for(30s) == std::future_status::ready));
   stopped.get();

@@ -367,16 +367,6 @@ BOOST_FIXTURE_TEST_CASE(a_batch_with_nothing_pending_for_its_leases_is_answered_
   BOOST_TEST(std::holds_alternative<renew_ok>((*batch->result)[1]));
 }
 
-// The planted defect reaches the batch too (the simulation switches it on to be found): successes are
-// answered before their extend is durable.
-BOOST_FIXTURE_TEST_CASE(the_renew_before_durable_defect_applies_to_batches_as_to_renews, fixture) {
-  service.plant(planted_defects{.renew_before_durable = true});
-  auto batch = start(ioc, service.renew_batch(keep({entry("k", "a", 1, 60'000ms)})));
-  settle(ioc);
-  BOOST_TEST(batch->done);  // the defect: answered while the extend is not on disk
-  log.start();
-}
-
 // A failed journal leaves every entry's outcome unknown: the batch fails as one renew does.
 BOOST_FIXTURE_TEST_CASE(a_batch_on_a_stopped_journal_fails_instead_of_acknowledging, fixture) {
   auto batch = start(ioc, service.renew_batch(keep({entry("k", "a", 1, 60'000ms)})));
