@@ -70,7 +70,7 @@ void still_serves(const suite& s) {
   expect(r.status == 200, "release: expected 200, got " + r.describe());
 }
 
-constexpr check group[] = {
+constexpr check bad_input_group[] = {
     {"malformed JSON is 400 bad_request", malformed_json},
     {"missing field is 400 bad_request", missing_field},
     {"ttl out of range is 400 bad_request", ttl_out_of_range},
@@ -83,7 +83,7 @@ constexpr check group[] = {
 }  // namespace
 
 std::span<const check> bad_input_checks() {
-  return group;
+  return bad_input_group;
 }
 
 }  // namespace baton::cli::http_conformance

@@ -57,14 +57,14 @@ void capabilities(const suite& s) {
   s.note(note);
 }
 
-constexpr check group[] = {
+constexpr check capabilities_group[] = {
     {"capabilities", capabilities},
 };
 
 }  // namespace
 
 std::span<const check> capabilities_checks() {
-  return group;
+  return capabilities_group;
 }
 
 }  // namespace baton::cli::http_conformance

@@ -489,7 +489,7 @@ void value_round_trip(const suite& s) {
   s.release(c, key, "valued-a", last.token());
 }
 
-constexpr check group[] = {
+constexpr check lease_group[] = {
     {check_name::concurrent_acquires, concurrent_acquires},
     {check_name::held_names_holder, held_names_holder},
     {check_name::reacquire_larger_token, reacquire_larger_token},
@@ -515,7 +515,7 @@ constexpr check group[] = {
 }  // namespace
 
 std::span<const check> lease_checks() {
-  return group;
+  return lease_group;
 }
 
 }  // namespace baton::cli::http_conformance

@@ -88,7 +88,7 @@ void lock_delay_over_bound(const suite& s) {
   expect(s.get(c, key).status == 404, "the refused acquire took the key");
 }
 
-constexpr check group[] = {
+constexpr check lock_delay_group[] = {
     {check_name::lock_delay_after_expiry, lock_delay_after_expiry},
     {"lock-delay: a delay over the server's bound is 400 naming it", lock_delay_over_bound, no_operators},
 };
@@ -96,7 +96,7 @@ constexpr check group[] = {
 }  // namespace
 
 std::span<const check> lock_delay_checks() {
-  return group;
+  return lock_delay_group;
 }
 
 }  // namespace baton::cli::http_conformance

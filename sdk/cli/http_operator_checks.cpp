@@ -89,7 +89,7 @@ void break_ends_the_lease(const suite& s) {
   s.release(c, key, "next", next.token());
 }
 
-constexpr check group[] = {
+constexpr check operator_group[] = {
     {"list: held locks under a prefix, in key order, page by page", list_pages_in_key_order, no_operators},
     {"break: the lease ends, its holder is lost, the next token is larger", break_ends_the_lease,
      no_operators},
@@ -98,7 +98,7 @@ constexpr check group[] = {
 }  // namespace
 
 std::span<const check> operator_checks() {
-  return group;
+  return operator_group;
 }
 
 }  // namespace baton::cli::http_conformance

@@ -105,7 +105,7 @@ void proclaim_wakes_value_poll(const suite& s) {
              " of the proclaim: " + r.describe());
 }
 
-constexpr check group[] = {
+constexpr check proclaim_group[] = {
     {check_name::proclaim_replaces_value, proclaim_replaces_value},
     {check_name::proclaim_refused, proclaim_refused},
     {"proclaim with a bad value is 400 bad_request", proclaim_bad_value},
@@ -115,7 +115,7 @@ constexpr check group[] = {
 }  // namespace
 
 std::span<const check> proclaim_checks() {
-  return group;
+  return proclaim_group;
 }
 
 }  // namespace baton::cli::http_conformance

@@ -270,7 +270,7 @@ void queue_wait_passes(const suite& s) {
 constexpr const char* no_queue =
     "these checks read the HTTP queued acquire's requests; on etcd the SDK waits in etcd's own Mutex line";
 
-constexpr check group[] = {
+constexpr check queue_group[] = {
     {"queued acquire: waiters are granted the lock in arrival order", queue_order, no_queue},
     {"queued acquire: one waiter is answered per hand-off", queue_one_answer_per_hand_off, no_queue},
     {"queued acquire: a plain acquire does not jump the queue", queue_plain_acquire_waits_its_turn, no_queue},
@@ -281,7 +281,7 @@ constexpr check group[] = {
 }  // namespace
 
 std::span<const check> queue_checks() {
-  return group;
+  return queue_group;
 }
 
 }  // namespace baton::cli::http_conformance

@@ -70,7 +70,7 @@ void record_missing(const suite& s) {
                       "GET of a record never written");
 }
 
-constexpr check group[] = {
+constexpr check record_group[] = {
     {check_name::record_written, record_written},
     {check_name::record_refused, record_refused},
     {check_name::record_outlives_lease, record_outlives_lease},
@@ -94,7 +94,7 @@ void record_is(const reply& r, const std::string& value, std::int64_t token, std
 }
 
 std::span<const check> record_checks() {
-  return group;
+  return record_group;
 }
 
 }  // namespace baton::cli::http_conformance

@@ -89,7 +89,7 @@ void renew_batch_malformed(const suite& s) {
          "after refused batches, the lease should keep its 20 s (nothing renewed): " + g.describe());
 }
 
-constexpr check group[] = {
+constexpr check renew_batch_group[] = {
     {check_name::renew_batch_mixed, renew_batch_mixed},
     {check_name::renew_batch_superseded, renew_batch_superseded},
     {"renew batch: a malformed batch is 400 and renews nothing", renew_batch_malformed},
@@ -114,7 +114,7 @@ reply result_reply(const json::value& v) {
 }
 
 std::span<const check> renew_batch_checks() {
-  return group;
+  return renew_batch_group;
 }
 
 }  // namespace baton::cli::http_conformance
