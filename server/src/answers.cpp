@@ -164,8 +164,9 @@ void append_holders(text& o, const lease_view& v) {
   o += R"(,"holders":[)";
   const auto one = [&](std::uint32_t slot, std::string_view owner, std::string_view client,
                        std::uint64_t token, milliseconds remaining, std::string_view value) {
-    o += '{';
-    append_member(o, "slot", slot);
+    // append_member() puts a comma after anything but a lone `{`: the first member is written here.
+    o += R"({"slot":)";
+    o += std::to_string(slot);
     append_member(o, "owner", owner);
     if (!client.empty()) append_member(o, "client", client);
     append_member(o, "token", token);
