@@ -179,6 +179,7 @@ class lock_service {
   void plant(planted_defects d) {
     defects_ = d;
     table_.plant_shorten_lease(d.shorten_lease);
+    table_.plant_permit_past_count(d.permit_past_count);
   }
 
   /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or, when `value` is

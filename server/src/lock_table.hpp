@@ -469,6 +469,8 @@ class lock_table {
 
   /// The simulation's planted defect (planted_defects::shorten_lease); false in batond.
   void plant_shorten_lease(bool on) { shorten_lease_ = on; }
+  /// The simulation's planted defect (planted_defects::permit_past_count); false in batond.
+  void plant_permit_past_count(bool on) { permit_past_count_ = on; }
 
  private:
   struct string_hash {
@@ -552,6 +554,7 @@ class lock_table {
   std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;
   std::uint64_t last_token_ = 0;
   bool shorten_lease_ = false;
+  bool permit_past_count_ = false;
 };
 
 // Shared by lock_table.cpp and lock_table_permits.cpp.

@@ -67,7 +67,8 @@ std::optional<std::uint32_t> lock_table::free_slot(std::string_view key, const p
                                                    std::optional<key_delay>& shortest) const {
   if (!pe) return 0;
   auto next = pe->slots.begin();
-  for (std::uint32_t s = 0; s < permits; ++s) {
+  const std::uint32_t slots = permit_past_count_ ? permits + 1 : permits;
+  for (std::uint32_t s = 0; s < slots; ++s) {
     const lease_entry* e = nullptr;
     if (next != pe->slots.end() && next->first == s) e = (next++)->second;
     if (e && !expired(e->second, now)) continue;
