@@ -56,7 +56,8 @@ constexpr std::string_view top_keys[] = {"server",
                                          "metrics_listen",
                                          "reload_on_change"};
 constexpr std::string_view tls_keys[] = {"ca_file", "cert_file", "key_file"};
-constexpr std::string_view election_keys[] = {"key", "ttl", "renew_every", "jitter", "safety_margin"};
+constexpr std::string_view election_keys[] = {"key",    "ttl",           "renew_every",
+                                              "jitter", "safety_margin", "lock_delay"};
 constexpr std::string_view job_keys[] = {
     "name",    "schedule",      "timezone",          "command",   "shell",         "http",
     "timeout", "grace",         "overlap",           "misfire",   "history_limit", "suspend",
@@ -364,6 +365,10 @@ void read_election(const reader& r, const YAML::Node& node, agent_config& config
   validate_with("renew_every", [&](const YAML::Node& n, const std::string& p) {
     lease.renew_every = r.positive_duration(n, p);
   });
+  // 0s (the default): none. Whether the lock server keeps a delay is learnt at the first acquire: batond
+  // without the feature, or etcd, refuses it (invalid_config), and the agent says so then.
+  validate_with("lock_delay",
+                [&](const YAML::Node& n, const std::string& p) { lease.lock_delay = r.duration(n, p); });
 }
 
 void read_tls(const reader& r, const YAML::Node& node, agent_config& config) {

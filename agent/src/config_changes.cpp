@@ -11,7 +11,7 @@ namespace {
 
 bool same_lease(const baton::lease_options& a, const baton::lease_options& b) {
   return a.ttl == b.ttl && a.renew_every == b.renew_every && a.jitter == b.jitter &&
-         a.safety_margin == b.safety_margin;
+         a.safety_margin == b.safety_margin && a.lock_delay == b.lock_delay;
 }
 
 bool same_http(const std::optional<http_job>& a, const std::optional<http_job>& b) {

@@ -94,7 +94,7 @@ asio::awaitable<void> abandon(shared_ptr_t s, std::string key, std::string owner
   in_flight_guard counted(s);
   auto& cs = *s;
   std::uint64_t token = 0;
-  if (!reply.ec) {
+  if (!reply.ec || reply.token != 0) {
     token = reply.token;
   } else if (is_transient(reply.ec)) {
     // No answer (or a 503): the grant may have happened, or may still happen as the server works through the
@@ -192,6 +192,8 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fs
     }
   }
   auto r = p->reply;
+  // A grant the backend refused (one without the lock-delay asked for) is handed back at once.
+  if (r.ec && r.token != 0) asio::co_spawn(cs.ex, abandon(s, key, owner, r), asio::detached);
   if (!r.ec) {
     // Granted while the client shuts down: handed back at once, and async_shutdown() waits for that.
     const auto a = fsm.on_grant(cs.shutting_down);

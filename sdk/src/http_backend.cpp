@@ -137,6 +137,15 @@ class http_backend final : public backend {
       if (r.status == 200) {
         if (!uint_field(r.body, "token", out.token) || out.token == 0)
           protocol(r, "acquire answer has no token");
+        // A grant must echo the lock-delay asked for (or a larger one, kept from the same owner's lease): a
+        // server that ignored the field would free the key at once after an expiry, while the caller counts
+        // on the delay. Such a grant is refused, and handed back (the token stays in the reply for that).
+        std::uint64_t kept = 0;
+        if (lock_delay > milliseconds{0} && !r.ec &&
+            (!uint_field(r.body, "lock_delay_ms", kept) ||
+             kept < static_cast<std::uint64_t>(lock_delay.count())))
+          protocol(r, "the server granted the lease without the lock-delay asked for (lock_delay_ms " +
+                          std::to_string(lock_delay.count()) + "); the grant is released");
         std::uint64_t queued = 0;
         if (uint_field(r.body, "queued_ms", queued))
           out.queued = milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(queued, 1ull << 40)));

@@ -80,6 +80,7 @@ void lock_service::expire_due_locked(std::string_view key, time_point now) {
     journal_.append(record_type::expire, p.token, 0, p.key);
   metrics_.expired.fetch_add(permits.size(), std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(permits.size()), std::memory_order_relaxed);
+  count_delays_locked();
   notify_locked(key);
   hand_off_locked(key, now);
 }
@@ -101,15 +102,29 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
     result = *m;
     return journal_.last_appended();
   }
+  // A key in lock-delay (a slot of one, for a key of permits, when no other slot is free) is refused (409)
+  // whatever the limits say, as a held key is. The refusal reports that the lease before ended: when the
+  // sweep has not logged its expiry yet, it is logged first, so that no crash can restore that lease as
+  // held after others were told it had ended. (hand_off_locked() calls this only when the key has room, so
+  // the expiry's own hand-off never runs inside it.)
+  std::optional<acquire_result> refused;
+  if (permits > 1) refused = table_.refusal(key, permits, now);
+  const bool in_delay = permits <= 1
+                            ? table_.delayed(key, now).has_value()
+                            : refused && std::holds_alternative<acquire_refused>(*refused) &&
+                                  std::get<acquire_refused>(*refused).lock_delay_remaining.count() > 0;
+  if (in_delay) expire_due_locked(key, now);
   // Only a grant of a free key (a free slot of a key of permits) adds a lock; a held key is refused (409) or
-  // re-granted to its holder.
-  const bool adds = permits <= 1
-                        ? !table_.get(key, now)
-                        : !table_.holds(key, owner, client, now) && !table_.refusal(key, permits, now);
+  // re-granted to its holder. Keys in lock-delay count against the server's limit: each is kept in memory as
+  // a held key is.
+  const bool adds =
+      permits <= 1 ? !in_delay && !table_.get(key, now) : !refused && !table_.holds(key, owner, client, now);
   if (adds) {
-    if (table_.size() >= max_locks_ && (permits > 1 || !table_.contains(key))) {
+    if (table_.size() + table_.delay_count() >= max_locks_ && (permits > 1 || !table_.contains(key))) {
       metrics_.acquire_too_many_locks.fetch_add(1, std::memory_order_relaxed);
-      throw locks_exhausted(true, "the server holds " + std::to_string(table_.size()) + " locks, its limit");
+      throw locks_exhausted(true, "the server holds " + std::to_string(table_.size()) + " locks and " +
+                                      std::to_string(table_.delay_count()) +
+                                      " keys in lock-delay, its limit");
     }
     if (client_quota && table_.size_of(client) >= *client_quota) {
       metrics_.acquire_over_quota.fetch_add(1, std::memory_order_relaxed);
@@ -119,6 +134,8 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
   }
   result = table_.acquire_permit(permits, key, owner, ttl, now, client, value, lock_delay);
   auto* g = std::get_if<acquire_granted>(&result);
+  // A grant over a lease that expired with a lock-delay whose end has passed ends that delay too.
+  count_delays_locked();
   if (!g) return journal_.last_appended();
   // The leases of the key's former count, expired, are logged as such before the grant of a new count: a
   // restart then never finds two counts for one key (docs/design.md, "Semaphores").
@@ -328,6 +345,7 @@ std::uint64_t lock_service::removed_locked(std::string_view table_key, record_ty
   const auto lsn = journal_.append(logged_as, token, 0, table_key);
   const std::string_view key = user_key(table_key);
   metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
+  count_delays_locked();
   notify_locked(key);
   // The next in the key's queue gets it now; the release's answer rests on its own record only.
   hand_off_locked(key, now);
@@ -497,6 +515,14 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
           std::any_of(view->holders.begin(), view->holders.end(),
                       [&](const permit_holder& h) { return h.token == token; }))
         current = token;
+      // A key in lock-delay after the lease `token` is still that lease's to a waiter: nobody can take the
+      // key before the delay ends, so a waiter that would try is answered then, not at once (a client that
+      // predates lock-delay would otherwise spin between this answer and a refused acquire).
+      std::optional<key_delay> delay;
+      if (!view && token != 0) {
+        delay = table_.delayed(key, now);
+        if (delay && delay->token == token) current = token;
+      }
       // With `value`, a proclaim is a change too (an election's observer learns the new leader address).
       const bool value_changed =
           value && (view ? std::string_view(view->value) : std::string_view()) != *value;
@@ -504,8 +530,10 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
       if (answer) {
         lsn = journal_.last_appended();
       } else {
-        // Wake at the deadline, or at the holder's expiry instant (a renew moves it: we then look again).
-        w->timer->expires_at(view ? std::min(deadline, table_.next_change(key, now)) : deadline);
+        // Wake at the deadline, or at a holder's expiry instant (a renew moves it: we then look again), or
+        // at the end of the lock-delay the waiter sleeps through.
+        const auto look_again = view ? table_.next_change(key, now) : delay ? delay->until : deadline;
+        w->timer->expires_at(std::min(deadline, look_again));
         waiters_[std::string(key)].push_back(w);
       }
     }
@@ -546,8 +574,10 @@ lock_service::sweep_result lock_service::sweep_step() {
   auto ended = table_.end_delays(now, sweep_step_leases);
   for (const auto& e : ended) {
     if (!journal_.failed()) last_lsn = journal_.append(record_type::lock_delay, e.token, 0, e.key);
+    notify_locked(user_key(e.key));  // long-polls that slept through the delay (wait())
     hand_off_locked(user_key(e.key), now);
   }
+  count_delays_locked();
   return {expired.size(), expired.size() < sweep_step_leases && ended.size() < sweep_step_leases, last_lsn};
 }
 

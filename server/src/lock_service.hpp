@@ -274,6 +274,10 @@ class lock_service {
   std::uint64_t renew_locked(std::string_view key, std::string_view owner, std::uint64_t token,
                              milliseconds ttl, std::string_view client, time_point now, renew_result& result);
   void notify_locked(std::string_view key);
+  /// Sets the baton_lock_delays gauge from the table (after anything that may begin or end a lock-delay).
+  void count_delays_locked() {
+    metrics_.lock_delays.store(static_cast<std::int64_t>(table_.delay_count()), std::memory_order_relaxed);
+  }
   void expire_due_locked(std::string_view key, time_point now);
   static void wake(const std::shared_ptr<waiter>& w);
 

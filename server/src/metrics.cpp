@@ -143,6 +143,8 @@ std::string server_metrics::render() const {
 
   gauge("baton_locks_held", "Locks currently held (expired ones count until swept).", "gauge",
         locks_held.load(std::memory_order_relaxed));
+  gauge("baton_lock_delays", "Keys in lock-delay (ones whose delay just ended count until swept).", "gauge",
+        lock_delays.load(std::memory_order_relaxed));
   gauge("baton_waiters", "Long-poll requests currently waiting.", "gauge",
         waiters.load(std::memory_order_relaxed));
   gauge("baton_acquire_queue_waiting", "Queued acquires currently waiting for their lock.", "gauge",

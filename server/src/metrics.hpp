@@ -76,6 +76,8 @@ struct server_metrics {
   std::atomic<std::uint64_t> break_broken{0}, break_not_held{0}, break_token_mismatch{0};
   std::atomic<std::uint64_t> list_pages{0};
   std::atomic<std::int64_t> locks_held{0};
+  /// Keys in lock-delay (no lease holds them; ones whose delay just ended count until the sweep).
+  std::atomic<std::int64_t> lock_delays{0};
   std::atomic<std::int64_t> waiters{0};
   /// Queued acquires (feature acquire_queue): waiting now; answered with the holder once their wait
   /// passed; gone before their answer (connection closed); and the time from arrival to grant.

@@ -601,9 +601,13 @@ request_target parse_request_target(std::string_view target) {
 
 std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseconds max_lock_delay,
                               std::uint32_t max_permits) {
-  // Features are only ever added (docs/protocol.md, "Versions and features").
+  // Features are only ever added (docs/protocol.md, "Versions and features"). A server that allows no
+  // lock-delay (--max-lock-delay-ms 0) does not claim the feature: a client then refuses to ask for one
+  // rather than learn it from a 400.
+  const bool lock_delay = max_lock_delay > std::chrono::milliseconds{0};
   return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
-         R"("acquire_queue","list_locks","break_lease","lock_delay","semaphores"],"lock_delay_max_ms":)" +
+         R"("acquire_queue","list_locks","break_lease")" +
+         std::string(lock_delay ? R"(,"lock_delay")" : "") + R"(,"semaphores"],"lock_delay_max_ms":)" +
          std::to_string(max_lock_delay.count()) + R"(,"permits_max":)" + std::to_string(max_permits) +
          R"(,"renew_batch_max":)" + std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" +
          std::to_string(max_body_bytes) + R"(,"record_max_bytes":)" + std::to_string(max_record_bytes) +

@@ -425,6 +425,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_ttl_and_compaction_options_are_refused_at_star
       {{"--compact-bytes", "0"}, "--compact-bytes must be"},
       {{"--compact-bytes", "4095"}, "--compact-bytes must be"},
       {{"--max-lock-delay-ms", "31536000001"}, "--max-lock-delay-ms must be 0 to 31536000000"},
+      {{"--max-lock-delay-ms", "-1"}, "--max-lock-delay-ms must be 0 to 31536000000"},
   };
   int n = 0;
   for (const auto& [flags, message] : cases) {

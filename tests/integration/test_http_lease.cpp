@@ -479,3 +479,39 @@ BOOST_AUTO_TEST_CASE(renew_refused_after_takeover_makes_the_lease_lost_at_once) 
     BOOST_TEST((co_await c.async_get("stolen"))->owner == "thief");
   }());
 }
+
+// A server that advertises lock_delay but grants a lease without echoing the delay asked for (broken-lockd
+// ignores the field) would free the key at once after an expiry, while the caller counts on the delay: the
+// acquire fails protocol_error, naming the delay, and the grant is handed back at once.
+BOOST_AUTO_TEST_CASE(a_grant_without_the_lock_delay_asked_for_is_refused_and_released) {
+  child_process lockd({bin_path("broken-lockd"), "--listen", "127.0.0.1:0", "--bug", "none", "--capabilities",
+                       R"({"protocol_version":1,"features":["lock_delay"],"lock_delay_max_ms":60000})"});
+  const auto line = lockd.read_line(30s);
+  const auto address = line.substr(line.rfind(' ') + 1);
+  const auto port = static_cast<unsigned short>(std::stoi(address.substr(address.rfind(':') + 1)));
+  asio::io_context ioc;
+  client_config config;
+  config.server_url = "http://" + address;
+  config.request_timeout = 5000ms;
+  config.identity = "test";
+  client c(ioc.get_executor(), config);
+  auto options = lease_opts(60'000ms);
+  options.lock_delay = 5000ms;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    try {
+      co_await c.async_try_acquire("delayed", options);
+      BOOST_FAIL("a grant without its lock-delay was accepted");
+    } catch (const baton::exception& e) {
+      BOOST_TEST((e.code() == error::protocol_error));
+      BOOST_TEST(std::string(e.what()).find("lock-delay") != std::string::npos, e.what());
+    }
+  }());
+  http_client direct(port);
+  auto held = direct.get("/v1/locks/delayed");
+  for (int i = 0; i < 100 && held.status == 200; ++i) {  // bounded: 10 s for the background release
+    ioc.restart();
+    ioc.run_for(100ms);
+    held = direct.get("/v1/locks/delayed");
+  }
+  BOOST_TEST(held.status == 404, held.body);
+}

@@ -76,6 +76,7 @@ election:
   renew_every: 4s
   jitter: 0.1
   safety_margin: 2s
+  lock_delay: 5s
 jobs:
   - name: heartbeat
     schedule: "*/2 * * * * *"
@@ -111,6 +112,7 @@ jobs:
   BOOST_TEST(c.election.renew_every.count() == 4'000);
   BOOST_TEST(c.election.jitter == 0.1);
   BOOST_TEST(c.election.safety_margin.count() == 2'000);
+  BOOST_TEST(c.election.lock_delay.count() == 5'000);
   BOOST_REQUIRE(c.jobs.size() == 3u);
 
   const auto& hb = c.jobs[0];
@@ -168,6 +170,7 @@ BOOST_AUTO_TEST_CASE(defaults_apply_to_every_key_left_out) {
   BOOST_TEST(c.election.safety_margin.count() == 0);
   BOOST_TEST(c.election.effective_renew_every().count() == 3'333);
   BOOST_TEST(c.election.effective_safety_margin().count() == 1'000);
+  BOOST_TEST(c.election.lock_delay.count() == 0);
   BOOST_REQUIRE(c.jobs.size() == 1u);
   const auto& j = c.jobs[0];
   BOOST_TEST(j.timezone == "UTC");
@@ -354,6 +357,8 @@ BOOST_AUTO_TEST_CASE(invalid_configurations_are_refused_with_place_and_key) {
       {"election:\n  ttl: 10s\n  safety_margin: 10s\n",
        "t.yaml:3:18: election.safety_margin: safety_margin must be below ttl"},
       {"election:\n  renew_every: 0s\n", "t.yaml:2:16: election.renew_every: must be positive"},
+      {"election:\n  lock_delay: -1s\n", "t.yaml:2:15: election.lock_delay: \"-1s\" is not a duration"},
+      {"election:\n  lock_delay: 5\n", "t.yaml:2:15: election.lock_delay: \"5\" has no unit"},
       {"election:\n  ttl: 10s\n  renew_every: 9s\n",
        "t.yaml:3:16: election.renew_every: renew_every (with jitter)"},
       {"election:\n  key: \"\"\n", "t.yaml:2:8: election.key: a lock key is 1-512 bytes"},
@@ -731,6 +736,10 @@ jobs:
              boost::test_tools::per_element());
   BOOST_TEST(d.jobs_changed == (std::vector<std::string>{"a", "b"}), boost::test_tools::per_element());
   BOOST_TEST(!d.election);
+  // A new lock-delay is a change of the election's lease, applied to the next acquire.
+  auto delayed = running;
+  delayed.election.lock_delay = 5s;
+  BOOST_TEST(compare_configs(running, delayed).election);
 }
 
 BOOST_AUTO_TEST_CASE(history_limit_defaults_to_ten_and_a_job_may_set_its_own) {

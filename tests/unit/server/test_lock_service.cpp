@@ -923,6 +923,79 @@ BOOST_AUTO_TEST_CASE(a_break_of_a_lease_with_a_lock_delay_is_one_record_that_kee
   BOOST_TEST((table.delayed("k", now)->until == now + 30'000ms));
 }
 
+// Defect: an acquire that met a lease past its expiry, not yet swept, was refused for the lease's lock-delay
+// at once, before the expiry was logged. The refusal says the lease ended; a crash then restored the lease
+// as held. The expiry is now logged first and the refusal waits for it, as a 404 does.
+BOOST_FIXTURE_TEST_CASE(a_refusal_for_a_lock_delay_waits_for_the_expiry_it_reveals, queue_fixture) {
+  service.table().restore("d", "a", 7, 1000ms, manual_now_value);
+  service.table().restore_lock_delay("d", 7, 500ms, manual_now_value);  // durable, as after a restart
+  manual_now_value += 1000ms;
+  auto e = start(ioc, service.acquire("d", "b", 1000ms));
+  settle(ioc);
+  BOOST_TEST(!e->done);                   // the log is stalled...
+  BOOST_TEST(log.last_appended() == 1u);  // ...with the expire record in it
+  log.start();
+  wait_done(ioc, e);
+  BOOST_TEST(delay_remaining(*e->result).count() == 500);
+}
+
+// A key in lock-delay is refused 409 for the delay whatever the lock limit says (a 503 would send the client
+// to retry for nothing), and counts against the limit while it lasts; the gauge shows it.
+BOOST_FIXTURE_TEST_CASE(keys_in_lock_delay_are_refused_before_the_lock_limit_and_count_against_it,
+                        running_queue_fixture) {
+  auto g = start(ioc, service.acquire("d", "a", 1000ms, {}, std::nullopt, {}, 500ms));
+  wait_done(ioc, g);
+  manual_now_value += 1000ms;
+  auto read = start(ioc, service.get("d"));  // d's lease has expired: logged, its delay begins; q is held
+  wait_done(ioc, read);
+  BOOST_TEST(metrics.lock_delays.load() == 1);
+  service.set_lock_limit(1);
+  auto refused = start(ioc, service.acquire("d", "b", 1000ms));
+  wait_done(ioc, refused);
+  BOOST_REQUIRE(!refused->error);
+  BOOST_TEST(delay_remaining(*refused->result).count() == 500);
+  service.set_lock_limit(2);
+  auto other = start(ioc, service.acquire("x", "b", 1000ms));
+  wait_done(ioc, other);
+  BOOST_CHECK_THROW(std::rethrow_exception(other->error), locks_exhausted);  // q, and d in its delay
+  manual_now_value += 500ms;
+  service.sweep_step();
+  BOOST_TEST(metrics.lock_delays.load() == 0);
+  auto now_free = start(ioc, service.acquire("x", "b", 1000ms));
+  wait_done(ioc, now_free);
+  BOOST_TEST(std::holds_alternative<acquire_granted>(*now_free->result));
+}
+
+// A client that predates lock-delay waits by long-polling the holder's token, then acquires. Answered at once
+// when the lease expired into its delay, it would be refused and poll again, two requests a turn for the
+// whole delay. The long-poll on the ended lease's token sleeps through the delay instead; one on any other
+// token answers at once.
+BOOST_FIXTURE_TEST_CASE(a_long_poll_on_the_ended_leases_token_sleeps_through_its_lock_delay,
+                        running_queue_fixture) {
+  release("a", 1);
+  auto g = start(ioc, service.acquire("q", "a", 1000ms, {}, std::nullopt, {}, 500ms));
+  wait_done(ioc, g);
+  const auto token = std::get<acquire_granted>(*g->result).token;
+  manual_now_value += 1000ms;
+  auto standby = start(ioc, service.wait("q", token, 30'000ms));
+  auto other = start(ioc, service.wait("q", token + 100, 30'000ms));
+  settle(ioc, 50ms);
+  BOOST_TEST(!standby->done);
+  wait_done(ioc, other);
+  BOOST_TEST(!other->result->has_value());
+  manual_now_value += 499ms;
+  service.sweep_step();
+  settle(ioc, 50ms);
+  BOOST_TEST(!standby->done);
+  manual_now_value += 1ms;
+  service.sweep_step();  // the delay is over: the sleeping long-poll is answered, the key is free
+  wait_done(ioc, standby);
+  BOOST_TEST(!standby->result->has_value());
+  auto b = start(ioc, service.acquire("q", "b", 1000ms));
+  wait_done(ioc, b);
+  BOOST_TEST(std::holds_alternative<acquire_granted>(*b->result));
+}
+
 // ---- Counting semaphores (docs/protocol.md, "semaphores") ----
 
 namespace {

@@ -338,6 +338,14 @@ BOOST_AUTO_TEST_CASE(an_acquire_reads_an_optional_permit_count_within_the_server
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_server_that_allows_no_lock_delay_does_not_claim_the_feature) {
+  BOOST_TEST(capabilities_body(8192, 0s) ==
+             R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
+             R"("acquire_queue","list_locks","break_lease","semaphores"],"lock_delay_max_ms":0,)"
+             R"("permits_max":1000,"renew_batch_max":1000,"max_body_bytes":8192,"record_max_bytes":65536,)"
+             R"("list_max":1000})");
+}
+
 BOOST_AUTO_TEST_CASE(an_acquire_reads_an_optional_lock_delay_within_the_servers_maximum) {
   auto delay_of = [](const std::string& body) {
     return std::get<acquire_request>(parse_acquire(body, bounds)).lock_delay.count();
