@@ -1118,3 +1118,25 @@ BOOST_AUTO_TEST_CASE(a_queued_permit_is_granted_when_a_slot_frees_and_other_coun
   s.service.wake_all();
   settle(s.ioc, 50ms);
 }
+
+// A long-poll on a key of permits answers once no live permit has its token (0: once one is held), and not
+// when another permit changes.
+BOOST_AUTO_TEST_CASE(a_long_poll_on_a_key_of_permits_waits_while_its_token_is_a_live_permit) {
+  temp_dir dir;
+  service_on_disk s(dir.path());
+  const auto a = token_of(s.run(s.service.acquire("k", "a", 60'000ms, {}, std::nullopt, {}, 0ms, 2)));
+  const auto b = token_of(s.run(s.service.acquire("k", "b", 60'000ms, {}, std::nullopt, {}, 0ms, 2)));
+  auto any = s.run(s.service.wait("k", 0, 30'000ms));
+  BOOST_REQUIRE(any.has_value());
+  BOOST_TEST(any->permits == 2u);
+  BOOST_TEST(any->holders.size() == 2u);
+  auto on_a = start(s.ioc, s.service.wait("k", a, 30'000ms));
+  settle(s.ioc, 50ms);
+  BOOST_TEST(!on_a->done);
+  BOOST_TEST((s.run(s.service.release("k", "b", b)).outcome == release_outcome::released));
+  settle(s.ioc, 50ms);
+  BOOST_TEST(!on_a->done);  // a's permit is still live
+  BOOST_TEST((s.run(s.service.release("k", "a", a)).outcome == release_outcome::released));
+  wait_done(s.ioc, on_a);
+  BOOST_TEST(!on_a->result->has_value());  // nothing held now
+}
