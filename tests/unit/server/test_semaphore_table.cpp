@@ -8,24 +8,15 @@
 #include <vector>
 
 #include "lock_table.hpp"
+#include "table_checks.hpp"
 
 using namespace baton::server;
 using namespace std::chrono_literals;
 
-namespace baton::server {
-std::ostream& operator<<(std::ostream& os, lost_reason r) {
-  return os << to_string(r);
-}
-}  // namespace baton::server
+using baton::test::as;
+using baton::test::t0;
 
 namespace {
-const time_point t0 = time_point{} + 1000s;
-
-template <class T, class V>
-const T& as(const V& v) {
-  BOOST_REQUIRE(std::holds_alternative<T>(v));
-  return std::get<T>(v);
-}
 
 std::vector<std::uint32_t> slots_of(const lease_view& v) {
   std::vector<std::uint32_t> out;
