@@ -15,6 +15,7 @@
 #include <memory>
 #include <memory_resource>
 #include <optional>
+#include <set>
 #include <span>
 #include <unordered_set>
 #include <vector>
@@ -378,8 +379,7 @@ std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view 
     return bad_request("field \"leases\" must hold 1 to " + std::to_string(max_renew_batch) + " entries");
   renew_batch_request r;
   r.leases.reserve(leases.size());
-  std::unordered_set<std::string_view> keys;
-  keys.reserve(leases.size());
+  std::set<std::pair<std::string_view, std::uint64_t>> named;
   for (std::size_t i = 0; i < leases.size(); ++i) {
     // Every error names its entry, so a client can tell which of a hundred leases it built wrong.
     auto at = [i](const api_error& e) {
@@ -396,10 +396,13 @@ std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view 
     if (auto e = get_string(entry, "owner", max_owner_bytes, b.owner)) return at(*e);
     if (auto e = get_uint(entry, "token", 1, max_token, b.token)) return at(*e);
     if (auto e = get_ttl(entry, bounds, b.ttl)) return at(*e);
-    // Two entries for one key would make the answer depend on their order within one request; a client
-    // holds one lease per key, so a repeated key is a client bug.
-    if (!keys.insert(k->value().get_string()).second)
-      return at(bad_request("key \"" + b.key + "\" appears more than once in the batch"));
+    // Two entries for one lease would make the answer depend on their order within one request; a client
+    // holds one lease per (key, token), so a repeated pair is a client bug. One key with two tokens is two
+    // permits of a semaphore (docs/protocol.md, "semaphores"), or a stale token beside the live one: each
+    // is decided on its own, in any order.
+    if (!named.emplace(std::string_view(k->value().get_string()), b.token).second)
+      return at(bad_request("key \"" + b.key + "\" with token " + std::to_string(b.token) +
+                            " appears more than once in the batch"));
   }
   return r;
 }

@@ -1140,3 +1140,21 @@ BOOST_AUTO_TEST_CASE(a_long_poll_on_a_key_of_permits_waits_while_its_token_is_a_
   wait_done(s.ioc, on_a);
   BOOST_TEST(!on_a->result->has_value());  // nothing held now
 }
+
+// A batch may renew two permits of one key (one key, two tokens): each entry is its permit's renew.
+BOOST_AUTO_TEST_CASE(a_batch_renews_two_permits_of_one_key_each_as_its_own_renew) {
+  temp_dir dir;
+  service_on_disk s(dir.path());
+  const auto a = token_of(s.run(s.service.acquire("k", "a", 1000ms, {}, std::nullopt, {}, 0ms, 2)));
+  const auto b = token_of(s.run(s.service.acquire("k", "b", 1000ms, {}, std::nullopt, {}, 0ms, 2)));
+  auto results = s.run(s.service.renew_batch(
+      keep({entry("k", "a", a, 60'000ms), entry("k", "b", b, 60'000ms), entry("k", "a", b, 60'000ms)})));
+  BOOST_REQUIRE(results.size() == 3u);
+  BOOST_TEST(std::holds_alternative<renew_ok>(results[0]));
+  BOOST_TEST(std::holds_alternative<renew_ok>(results[1]));
+  BOOST_TEST((std::get<renew_refused>(results[2]).reason == lost_reason::owner_mismatch));
+  const auto v = s.run(s.service.get("k"));
+  BOOST_REQUIRE(v.has_value());
+  BOOST_TEST(v->holders.at(0).remaining.count() > 30'000);
+  BOOST_TEST(v->holders.at(1).remaining.count() > 30'000);
+}

@@ -492,10 +492,16 @@ BOOST_AUTO_TEST_CASE(a_batch_must_hold_1_to_the_maximum_of_entries_and_no_key_tw
   BOOST_TEST(batch_err(batch({R"({"key":"a","key":"b","owner":"o","token":1,"ttl_ms":1000})"})).status ==
              400);
   BOOST_TEST(batch_err(R"({"leases":[],"leases":[)" + entry("a") + "]}").status == 400);
+  // The same lease (key and token) twice, whatever the other fields say.
   auto twice =
-      batch_err(batch({entry("a"), entry("b"), entry("a", R"("owner":"p","token":2,"ttl_ms":1000)")}));
+      batch_err(batch({entry("a"), entry("b"), entry("a", R"("owner":"p","token":1,"ttl_ms":2000)")}));
   BOOST_TEST(twice.message.find("leases[2]") != std::string::npos, twice.message);
   BOOST_TEST(twice.message.find("more than once") != std::string::npos, twice.message);
+  // One key with two tokens: two permits of a semaphore (or a stale token beside the live one), each its own.
+  auto permits =
+      parse_renew_batch(batch({entry("a"), entry("a", R"("owner":"p","token":2,"ttl_ms":1000)")}), bounds);
+  BOOST_REQUIRE(std::holds_alternative<renew_batch_request>(permits));
+  BOOST_TEST(std::get<renew_batch_request>(permits).leases.size() == 2u);
 
   std::vector<std::string> many;
   for (std::size_t i = 0; i < max_renew_batch; ++i)
