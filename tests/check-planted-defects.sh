@@ -23,7 +23,8 @@ fail() {
 }
 
 names='planted|planted_defects|renew_before_durable|release_by_key|cut_at_damaged_record|ignore_batch_frames'
-names+='|shorten_lease|shorten_lease_|plant|plant_shorten_lease|defects|defects_'
+names+='|shorten_lease|shorten_lease_|permit_past_count|permit_past_count_|plant|plant_shorten_lease'
+names+='|plant_permit_past_count|defects|defects_'
 for f in "$root"/server/src/*.hpp "$root"/server/src/*.cpp; do
   [[ $(basename "$f") == planted_defects.hpp ]] && continue
   if hits=$(sed -E -e 's://.*$::' -e 's/BATON_PLANTED\([a-z_]+\)//g' -e '/#include "planted_defects.hpp"/d' "$f" |

@@ -15,6 +15,7 @@
 #include <memory>
 #include <memory_resource>
 #include <optional>
+#include <set>
 #include <span>
 #include <unordered_set>
 #include <vector>
@@ -340,6 +341,14 @@ std::variant<acquire_request, api_error> parse_acquire(std::string_view body, co
                          ", this server's maximum lock-delay (lock_delay_max_ms in /v1/capabilities)");
     r.lock_delay = std::chrono::milliseconds(static_cast<std::int64_t>(delay));
   }
+  if (o.contains("permits")) {
+    std::uint64_t permits = 0;
+    if (get_uint(o, "permits", 1, bounds.max_permits, permits))
+      return bad_request("field \"permits\" must be an integer from 1 to " +
+                         std::to_string(bounds.max_permits) +
+                         ", this server's maximum (permits_max in /v1/capabilities)");
+    r.permits = static_cast<std::uint32_t>(permits);
+  }
   return r;
 }
 
@@ -370,8 +379,7 @@ std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view 
     return bad_request("field \"leases\" must hold 1 to " + std::to_string(max_renew_batch) + " entries");
   renew_batch_request r;
   r.leases.reserve(leases.size());
-  std::unordered_set<std::string_view> keys;
-  keys.reserve(leases.size());
+  std::set<std::pair<std::string_view, std::uint64_t>> named;
   for (std::size_t i = 0; i < leases.size(); ++i) {
     // Every error names its entry, so a client can tell which of a hundred leases it built wrong.
     auto at = [i](const api_error& e) {
@@ -388,10 +396,13 @@ std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view 
     if (auto e = get_string(entry, "owner", max_owner_bytes, b.owner)) return at(*e);
     if (auto e = get_uint(entry, "token", 1, max_token, b.token)) return at(*e);
     if (auto e = get_ttl(entry, bounds, b.ttl)) return at(*e);
-    // Two entries for one key would make the answer depend on their order within one request; a client
-    // holds one lease per key, so a repeated key is a client bug.
-    if (!keys.insert(k->value().get_string()).second)
-      return at(bad_request("key \"" + b.key + "\" appears more than once in the batch"));
+    // Two entries for one lease would make the answer depend on their order within one request; a client
+    // holds one lease per (key, token), so a repeated pair is a client bug. One key with two tokens is two
+    // permits of a semaphore (docs/protocol.md, "semaphores"), or a stale token beside the live one: each
+    // is decided on its own, in any order.
+    if (!named.emplace(std::string_view(k->value().get_string()), b.token).second)
+      return at(bad_request("key \"" + b.key + "\" with token " + std::to_string(b.token) +
+                            " appears more than once in the batch"));
   }
   return r;
 }
@@ -591,17 +602,19 @@ request_target parse_request_target(std::string_view target) {
   return {route, decode_target(u, std::get<lock_target::kind>(route))};
 }
 
-std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseconds max_lock_delay) {
+std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseconds max_lock_delay,
+                              std::uint32_t max_permits) {
   // Features are only ever added (docs/protocol.md, "Versions and features"). A server that allows no
   // lock-delay (--max-lock-delay-ms 0) does not claim the feature: a client then refuses to ask for one
   // rather than learn it from a 400.
   const bool lock_delay = max_lock_delay > std::chrono::milliseconds{0};
   return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
          R"("acquire_queue","list_locks","break_lease")" +
-         std::string(lock_delay ? R"(,"lock_delay")" : "") + R"(],"lock_delay_max_ms":)" +
-         std::to_string(max_lock_delay.count()) + R"(,"renew_batch_max":)" + std::to_string(max_renew_batch) +
-         R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) + R"(,"record_max_bytes":)" +
-         std::to_string(max_record_bytes) + R"(,"list_max":)" + std::to_string(max_list_limit) + "}";
+         std::string(lock_delay ? R"(,"lock_delay")" : "") + R"(,"semaphores"],"lock_delay_max_ms":)" +
+         std::to_string(max_lock_delay.count()) + R"(,"permits_max":)" + std::to_string(max_permits) +
+         R"(,"renew_batch_max":)" + std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" +
+         std::to_string(max_body_bytes) + R"(,"record_max_bytes":)" + std::to_string(max_record_bytes) +
+         R"(,"list_max":)" + std::to_string(max_list_limit) + "}";
 }
 
 std::string_view method_for(lock_target::kind k) {

@@ -131,3 +131,73 @@ BOOST_AUTO_TEST_CASE(a_lock_delay_refusal_and_listing_entry_carry_the_remaining_
              R"({"locks":[{"key":"jobs/a","kind":"lock_delay","owner":"","token":41,"ttl_remaining_ms":1500,)"
              R"("value":"","lock_delay_remaining_ms":1500,"waiters":2}],"next":null})");
 }
+
+// A key of permits (docs/protocol.md, "semaphores"): the grant names permits and slot; `held` lists every
+// holder after the top-level one; permits_mismatch names the count; GET, list and break carry the slot.
+BOOST_AUTO_TEST_CASE(permit_answers_have_the_documented_bodies) {
+  const answer_context c{11, true, mem};
+  acquire_request r{"w4", milliseconds(10000)};
+  r.permits = 3;
+  acquire_granted g{45, 0, milliseconds(10000)};
+  g.permits = 3;
+  g.slot = 2;
+  auto granted = acquire_answer(c, "pool", r, g, milliseconds(250));
+  check_same_as_beast(granted);
+  BOOST_TEST(std::string(granted.body()) ==
+             R"({"key":"pool","owner":"w4","token":45,"ttl_ms":10000,"permits":3,"slot":2,"queued_ms":250})");
+
+  lease_view full{"w1", "", 41, {}, milliseconds(900), ""};
+  full.permits = 2;
+  full.holders = {{0, "w1", "", 41, {}, milliseconds(900), ""},
+                  {1, "w2", "ci", 42, {}, milliseconds(5), "v"}};
+  auto held = acquire_answer(c, "pool", r, acquire_refused{full});
+  BOOST_TEST(held.result_int() == 409u);
+  BOOST_TEST(std::string(held.body()) ==
+             R"x({"error":"held","message":"every permit of the key is held (or its slot in lock-delay)",)x"
+             R"("owner":"w1","token":41,"ttl_remaining_ms":900,"value":"","permits":2,"holders":[)"
+             R"({"slot":0,"owner":"w1","token":41,"ttl_remaining_ms":900,"value":""},)"
+             R"({"slot":1,"owner":"w2","client":"ci","token":42,"ttl_remaining_ms":5,"value":"v"}]})");
+  // A plain lock refused to a request that named permits: a key of 1 permit, its holder in slot 0.
+  auto plain = acquire_answer(c, "pool", r, acquire_refused{lease_view{"w1", "", 41, {}, milliseconds(9)}});
+  BOOST_TEST(
+      std::string(plain.body())
+          .find(
+              R"("permits":1,"holders":[{"slot":0,"owner":"w1","token":41,"ttl_remaining_ms":9,"value":""}]})") !=
+      std::string::npos);
+
+  // Every slot of the key (here: of its former count) in lock-delay: no holder, the delay's message.
+  lease_view ended{"", "", 40, {}, milliseconds(700)};
+  ended.permits = 2;
+  auto delayed = acquire_answer(c, "pool", r, acquire_refused{ended, milliseconds(700)});
+  BOOST_TEST(
+      std::string(delayed.body()) ==
+      R"({"error":"held","message":"the lock is in lock-delay: its last lease ended by expiry or a break",)"
+      R"("owner":"","token":40,"ttl_remaining_ms":700,"value":"","permits":2,"holders":[],)"
+      R"("lock_delay_remaining_ms":700})");
+
+  auto mismatch = acquire_answer(c, "pool", r, acquire_mismatch{2});
+  BOOST_TEST(mismatch.result_int() == 409u);
+  BOOST_TEST(std::string(mismatch.body()).starts_with(R"({"error":"permits_mismatch","message":")"));
+  BOOST_TEST(std::string(mismatch.body()).ends_with(R"(","permits":2})"));
+
+  full.slot = 0;
+  BOOST_TEST(
+      std::string(get_answer(c, "pool", full).body()) ==
+      R"({"key":"pool","owner":"w1","token":41,"ttl_remaining_ms":900,"value":"","permits":2,"holders":[)"
+      R"({"slot":0,"owner":"w1","token":41,"ttl_remaining_ms":900,"value":""},)"
+      R"({"slot":1,"owner":"w2","client":"ci","token":42,"ttl_remaining_ms":5,"value":"v"}]})");
+  list_page page;
+  lease_view permit{"w2", "", 42, {}, milliseconds(5), ""};
+  permit.permits = 2;
+  permit.slot = 1;
+  page.leases.push_back({"pool", permit, 1});
+  BOOST_TEST(std::string(list_answer(c, page).body()) ==
+             R"({"locks":[{"key":"pool","kind":"permit","slot":1,"permits":2,"owner":"w2","token":42,)"
+             R"("ttl_remaining_ms":5,"value":"","waiters":1}],"next":null})");
+  auto unnamed = break_answer(c, "pool", break_needs_token{2});
+  BOOST_TEST(unnamed.result_int() == 400u);
+  BOOST_TEST(std::string(unnamed.body()).find("name the permit's token") != std::string::npos);
+  BOOST_TEST(
+      std::string(break_answer(c, "pool", lease_broken{permit}).body()) ==
+      R"({"key":"pool","broken":true,"owner":"w2","token":42,"ttl_remaining_ms":5,"permits":2,"slot":1})");
+}

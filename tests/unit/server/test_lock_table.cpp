@@ -9,25 +9,13 @@
 #include <vector>
 
 #include "lock_table.hpp"
+#include "table_checks.hpp"
 
 using namespace baton::server;
 using namespace std::chrono_literals;
 
-namespace baton::server {
-std::ostream& operator<<(std::ostream& os, lost_reason r) {
-  return os << to_string(r);
-}
-}  // namespace baton::server
-
-namespace {
-const time_point t0 = time_point{} + 1000s;
-
-template <class T, class V>
-const T& as(const V& v) {
-  BOOST_REQUIRE(std::holds_alternative<T>(v));
-  return std::get<T>(v);
-}
-}  // namespace
+using baton::test::as;
+using baton::test::t0;
 
 BOOST_AUTO_TEST_CASE(acquire_of_a_free_key_grants_token_one_then_increasing) {
   lock_table t;
