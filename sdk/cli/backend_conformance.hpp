@@ -3,7 +3,7 @@
 // The checks of `baton conformance` for lock servers it cannot speak docs/protocol.md to (etcd://, etcds://):
 // the guarantees that are visible through baton::backend (acquire, renew, release, proclaim, get and
 // long-poll), each
-// under the name of its HTTP counterpart in http_checks.cpp's table. What only the wire shows (statuses,
+// under the name of its HTTP counterpart in an http_*_checks.cpp table. What only the wire shows (statuses,
 // bodies, routes, capabilities) has no counterpart here and is reported as skipped.
 //
 // A library of its own (baton_conformance): the CLI runs it against a URL, and the tests run it against the
@@ -151,7 +151,7 @@ boost::asio::awaitable<void> restart_keeps_proclaim(const backend_suite& s);
 boost::asio::awaitable<void> restart_keeps_release(const backend_suite& s);
 boost::asio::awaitable<void> restart_tokens_increase(const backend_suite& s);
 
-// Each check under the name of its HTTP counterpart (http_checks.cpp), in the order the CLI runs them;
+// Each check under the name of its HTTP counterpart (http_*_checks.cpp), in the order the CLI runs them;
 // restart_checks() run after the restart phase.
 struct named_check {
   std::string_view name;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // baton conformance: the guarantees of docs/protocol.md, checked from the outside against any server. The
-// runner: it checks over HTTP (http_checks.cpp, through conformance_wire.hpp's raw client) or, for servers
+// runner: it checks over HTTP (http_*_checks.cpp, through conformance_wire.hpp's raw client) or, for servers
 // that do not speak the protocol (etcd), through the SDK's backend (backend_conformance.cpp), prints
 // `PASS  name`, `FAIL  name: reason` or `SKIP  name: reason` for each check, and the summary.
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the two ways of running `baton conformance` share: how a check reports its outcome, the bounds on
-// long-poll wake-ups, and the restart phase's command and state. http_checks.cpp speaks raw HTTP to the
+// long-poll wake-ups, and the restart phase's command and state. http_*_checks.cpp speak raw HTTP to the
 // server; backend_conformance.cpp speaks through baton::backend to servers that are not HTTP (etcd).
 
 #include <chrono>
@@ -14,7 +14,7 @@
 
 namespace baton::cli {
 
-// The names of the checks both modes make (http_checks.cpp's table and backend_conformance.cpp's), spelled
+// The names of the checks both modes make (http_*_checks.cpp's tables, backend_conformance.cpp's), spelled
 // once: the CLI prints them, and on_backend::find() pairs the two modes by them.
 namespace check_name {
 inline constexpr const char* concurrent_acquires = "concurrent acquires have one winner";

@@ -184,7 +184,8 @@ struct check {
   const char* off_backend = nullptr;
 };
 
-// The checks in the order they run (http_checks.cpp); restart_checks() run after the restart phase.
+// The checks in the order they run (http_checks.cpp); restart_checks() (http_restart_checks.cpp) run after
+// the restart phase.
 std::span<const check> checks();
 std::span<const check> restart_checks();
 
