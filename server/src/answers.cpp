@@ -155,6 +155,36 @@ response holder_refusal(const answer_context& c, std::string_view code, std::str
   return make_response(c.mem, http::status::conflict, c.version, c.keep_alive,
                        holder_body(c, code, message, h));
 }
+
+// `"permits":N,"holders":[{"slot","owner","client","token","ttl_remaining_ms","value"},...]` of a key of
+// permits (docs/protocol.md, "semaphores"). A plain lock's view (permits 0) is a key of 1 permit: its
+// holder, if any, in slot 0.
+void append_holders(text& o, const lease_view& v) {
+  append_member(o, "permits", std::max<std::uint32_t>(v.permits, 1));
+  o += R"(,"holders":[)";
+  const auto one = [&](std::uint32_t slot, std::string_view owner, std::string_view client,
+                       std::uint64_t token, milliseconds remaining, std::string_view value) {
+    // append_member() puts a comma after anything but a lone `{`: the first member is written here.
+    o += R"({"slot":)";
+    o += std::to_string(slot);
+    append_member(o, "owner", owner);
+    if (!client.empty()) append_member(o, "client", client);
+    append_member(o, "token", token);
+    append_member(o, "ttl_remaining_ms", remaining.count());
+    append_member(o, "value", value);
+    o += '}';
+  };
+  if (v.permits > 1) {
+    for (std::size_t i = 0; i < v.holders.size(); ++i) {
+      const auto& h = v.holders[i];
+      if (i) o += ',';
+      one(h.slot, h.owner, h.client, h.token, h.remaining, h.value);
+    }
+  } else if (!v.owner.empty()) {
+    one(0, v.owner, v.client, v.token, v.remaining, v.value);
+  }
+  o += ']';
+}
 }  // namespace
 
 response acquire_answer(const answer_context& c, const std::string& key, const acquire_request& r,
@@ -164,26 +194,48 @@ response acquire_answer(const answer_context& c, const std::string& key, const a
     if (log::enabled(log::level::debug))
       log::debug("acquire", {{"key", key}, {"owner", r.owner}, {"token", g->token}});
     auto body = lease_body(c.mem, key, r.owner, g->token, "ttl_ms", r.ttl.count());
-    if (queued || r.lock_delay > milliseconds{0}) {
+    if (queued || r.lock_delay > milliseconds{0} || r.permits) {
       body.pop_back();  // the closing brace
+      if (r.permits) {
+        append_member(body, "permits", g->permits);
+        append_member(body, "slot", g->slot);
+      }
       if (queued) append_member(body, "queued_ms", queued->count());
       if (r.lock_delay > milliseconds{0}) append_member(body, "lock_delay_ms", r.lock_delay.count());
       body += '}';
     }
     return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(body));
   }
-  const auto& refused = std::get<acquire_refused>(result);
-  if (refused.lock_delay_remaining > milliseconds{0}) {
-    // `held`, so a client that predates lock-delay waits as for a holder: ttl_remaining_ms is the delay's
-    // remaining time, and no owner holds it.
-    auto o = holder_body(c, "held", "the lock is in lock-delay: its last lease ended by expiry or a break",
-                         refused.holder);
-    o.pop_back();
-    append_member(o, "lock_delay_remaining_ms", refused.lock_delay_remaining.count());
+  if (const auto* m = std::get_if<acquire_mismatch>(&result)) {
+    text o(c.mem);
+    o += '{';
+    append_member(o, "error", "permits_mismatch");
+    append_member(o, "message",
+                  "the key is in use with " + std::to_string(m->permits) +
+                      " permits; an acquire with another count waits until nothing holds or "
+                      "waits for it");
+    append_member(o, "permits", m->permits);
     o += '}';
     return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
   }
-  return holder_refusal(c, "held", "the lock is held by another owner", refused.holder);
+  const auto& refused = std::get<acquire_refused>(result);
+  const bool delayed = refused.lock_delay_remaining > milliseconds{0};
+  const bool permits = r.permits || refused.holder.permits > 1;
+  if (!delayed && !permits)
+    return holder_refusal(c, "held", "the lock is held by another owner", refused.holder);
+  // `held`, so a client that predates lock-delay waits as for a holder: with no holder, ttl_remaining_ms is
+  // the delay's remaining time, and no owner holds it.
+  auto o = holder_body(c, "held",
+                       refused.holder.permits > 1 && refused.holder.token != 0
+                           ? "every permit of the key is held (or its slot in lock-delay)"
+                       : delayed ? "the lock is in lock-delay: its last lease ended by expiry or a break"
+                                 : "the lock is held by another owner",
+                       refused.holder);
+  o.pop_back();
+  if (permits) append_holders(o, refused.holder);
+  if (delayed) append_member(o, "lock_delay_remaining_ms", refused.lock_delay_remaining.count());
+  o += '}';
+  return make_response(c.mem, http::status::conflict, c.version, c.keep_alive, std::move(o));
 }
 
 // 409 {"error":"lost","reason","message"}: a renew's refusal, and a proclaim's and a record write's.
@@ -273,9 +325,14 @@ response release_answer(const answer_context& c, const release_result& result) {
 
 response get_answer(const answer_context& c, const std::string& key, const std::optional<lease_view>& view) {
   if (!view) return error_answer(c, {404, "not_held", "the lock is not held"});
-  return make_response(c.mem, http::status::ok, c.version, c.keep_alive,
-                       lease_body(c.mem, key, view->owner, view->token, "ttl_remaining_ms",
-                                  view->remaining.count(), view->client, view->value));
+  auto body = lease_body(c.mem, key, view->owner, view->token, "ttl_remaining_ms", view->remaining.count(),
+                         view->client, view->value);
+  if (view->permits > 1) {
+    body.pop_back();
+    append_holders(body, *view);
+    body += '}';
+  }
+  return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(body));
 }
 
 response list_answer(const answer_context& c, const list_page& page) {
@@ -290,8 +347,14 @@ response list_answer(const answer_context& c, const list_page& page) {
     // Room for other kinds of holder (semaphores) in the same listing: a client skips kinds it does not know.
     // A key in lock-delay: kind lock_delay, no owner, the token of the lease it follows, and the delay's
     // remaining time in ttl_remaining_ms too, so a client that reads every entry as a lock still parses it.
+    // A permit of a key of more than one: kind permit, with its slot and the key's count.
     const bool delayed = l.lock_delay_remaining > milliseconds{0};
-    append_member(entry, "kind", delayed ? "lock_delay" : "lock");
+    const bool permit = l.lease.permits > 1;
+    append_member(entry, "kind", delayed ? "lock_delay" : permit ? "permit" : "lock");
+    if (permit) {
+      append_member(entry, "slot", l.lease.slot);
+      append_member(entry, "permits", l.lease.permits);
+    }
     append_member(entry, "owner", l.lease.owner);
     if (!l.lease.client.empty()) append_member(entry, "client", l.lease.client);
     append_member(entry, "token", l.lease.token);
@@ -317,6 +380,10 @@ response list_answer(const answer_context& c, const list_page& page) {
 response break_answer(const answer_context& c, const std::string& key, const break_result& result) {
   if (std::holds_alternative<break_not_held>(result))
     return error_answer(c, {404, "not_held", "the lock is not held (it is free, or its lease expired)"});
+  if (const auto* n = std::get_if<break_needs_token>(&result))
+    return error_answer(c, {400, "bad_request",
+                            "the key has " + std::to_string(n->permits) +
+                                " permits: name the permit's token ({\"token\":T}) to break one"});
   if (const auto* b = std::get_if<lease_broken>(&result)) {
     text o(c.mem);
     o += '{';
@@ -326,6 +393,10 @@ response break_answer(const answer_context& c, const std::string& key, const bre
     if (!b->lease.client.empty()) append_member(o, "client", b->lease.client);
     append_member(o, "token", b->lease.token);
     append_member(o, "ttl_remaining_ms", b->lease.remaining.count());
+    if (b->lease.permits > 1) {
+      append_member(o, "permits", b->lease.permits);
+      append_member(o, "slot", b->lease.slot);
+    }
     o += '}';
     return make_response(c.mem, http::status::ok, c.version, c.keep_alive, std::move(o));
   }

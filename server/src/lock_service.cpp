@@ -72,22 +72,42 @@ void lock_service::notify_locked(std::string_view key) {
 // sweep logs it, and the answer then waits for that record like any other it rests on.
 void lock_service::expire_due_locked(std::string_view key, time_point now) {
   auto e = table_.expire_key(key, now);
-  if (!e) return;
+  auto permits = table_.expire_permits(key, now);  // a key of more than one permit: each slot
+  if (!e && permits.empty()) return;
   refuse_if_failed();
-  journal_.append(record_type::expire, e->token, 0, e->key);
-  metrics_.expired.fetch_add(1, std::memory_order_relaxed);
-  metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
+  if (e) permits.push_back(std::move(*e));
+  for (const auto& p : permits)
+    journal_.append(record_type::expire, p.token, 0, p.key);
+  metrics_.expired.fetch_add(permits.size(), std::memory_order_relaxed);
+  metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(permits.size()), std::memory_order_relaxed);
   notify_locked(key);
   hand_off_locked(key, now);
 }
 
+std::optional<acquire_mismatch> lock_service::queue_mismatch(std::string_view key,
+                                                             std::uint32_t permits) const {
+  if (queues_.empty()) return std::nullopt;
+  auto it = queues_.find(std::string(key));
+  if (it == queues_.end() || it->second.empty() || it->second.front()->permits == permits)
+    return std::nullopt;
+  return acquire_mismatch{it->second.front()->permits};
+}
+
 std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_view owner, milliseconds ttl,
                                            std::string_view client, std::optional<std::size_t> client_quota,
-                                           std::string_view value, milliseconds lock_delay, time_point now,
-                                           acquire_result& result) {
-  // Only a grant of a free key adds a lock; a held key is refused (409) or re-granted to its holder.
-  if (!table_.get(key, now)) {
-    if (table_.size() >= max_locks_ && !table_.contains(key)) {
+                                           std::string_view value, milliseconds lock_delay,
+                                           std::uint32_t permits, time_point now, acquire_result& result) {
+  if (auto m = queue_mismatch(key, permits)) {
+    result = *m;
+    return journal_.last_appended();
+  }
+  // Only a grant of a free key (a free slot of a key of permits) adds a lock; a held key is refused (409) or
+  // re-granted to its holder.
+  const bool adds = permits <= 1
+                        ? !table_.get(key, now)
+                        : !table_.holds(key, owner, client, now) && !table_.refusal(key, permits, now);
+  if (adds) {
+    if (table_.size() >= max_locks_ && (permits > 1 || !table_.contains(key))) {
       metrics_.acquire_too_many_locks.fetch_add(1, std::memory_order_relaxed);
       throw locks_exhausted(true, "the server holds " + std::to_string(table_.size()) + " locks, its limit");
     }
@@ -97,13 +117,22 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
                                        std::to_string(table_.size_of(client)) + " locks, its quota");
     }
   }
-  result = table_.acquire(key, owner, ttl, now, client, value, lock_delay);
+  result = table_.acquire_permit(permits, key, owner, ttl, now, client, value, lock_delay);
   auto* g = std::get_if<acquire_granted>(&result);
   if (!g) return journal_.last_appended();
+  // The leases of the key's former count, expired, are logged as such before the grant of a new count: a
+  // restart then never finds two counts for one key (docs/design.md, "Semaphores").
+  for (const auto& e : g->retired)
+    journal_.append(record_type::expire, e.token, 0, e.key);
+  metrics_.expired.fetch_add(g->retired.size(), std::memory_order_relaxed);
+  metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(g->retired.size()), std::memory_order_relaxed);
+  // A permit is logged as an ordinary lease of its table key (permit_index.hpp).
+  const std::string slot_key = g->permits > 1 ? permit_key(key, g->permits, g->slot) : std::string();
+  const std::string_view table_key = g->permits > 1 ? std::string_view(slot_key) : key;
   const journal::entry grant{record_type::acquire,
                              g->token,
                              static_cast<std::uint64_t>(g->restore_ttl.count()),
-                             key,
+                             table_key,
                              owner,
                              client,
                              value};
@@ -112,9 +141,9 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
   const auto lsn =
       g->lock_delay > milliseconds{0}
           ? journal_.append_together(grant, {record_type::lock_delay, g->token,
-                                             static_cast<std::uint64_t>(g->lock_delay.count()), key})
-          : journal_.append(grant.type, grant.token, grant.ttl_ms, key, owner, client, value);
-  table_.mark_logged(key, g->token, lsn);
+                                             static_cast<std::uint64_t>(g->lock_delay.count()), table_key})
+          : journal_.append(grant.type, grant.token, grant.ttl_ms, table_key, owner, client, value);
+  table_.mark_logged(table_key, g->token, lsn);
   metrics_.last_token.store(g->token, std::memory_order_relaxed);
   if (g->replaced_token == 0) metrics_.locks_held.fetch_add(1, std::memory_order_relaxed);
   notify_locked(key);
@@ -124,7 +153,8 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
 asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std::string_view owner,
                                                       milliseconds ttl, std::string_view client,
                                                       std::optional<std::size_t> client_quota,
-                                                      std::string_view value, milliseconds lock_delay) {
+                                                      std::string_view value, milliseconds lock_delay,
+                                                      std::uint32_t permits) {
   acquire_result result;
   std::uint64_t lsn;
   {
@@ -138,7 +168,7 @@ asio::awaitable<acquire_result> lock_service::acquire(std::string_view key, std:
       expire_due_locked(key, now);
       hand_off_locked(key, now);
     }
-    lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, now, result);
+    lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, permits, now, result);
   }
   if (must_wait(lsn)) check_durable(co_await wait_durable(lsn));
   count_acquire(result);
@@ -155,8 +185,9 @@ std::uint64_t lock_service::renew_locked(std::string_view key, std::string_view 
     // flight must wait for it too, or a crash could restore the lease with the shorter TTL.
     std::uint64_t lsn = ok->log_seq;
     if (ok->restore_ttl_grew) {
-      lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), key);
-      table_.mark_logged(key, token, lsn);
+      const auto table_key = permit_key(key, ok->permits, ok->slot);
+      lsn = journal_.append(record_type::extend, token, static_cast<std::uint64_t>(ttl.count()), table_key);
+      table_.mark_logged(table_key, token, lsn);
     }
     return defects_.renew_before_durable ? 0 : lsn;
   }
@@ -225,9 +256,10 @@ asio::awaitable<proclaim_result> lock_service::proclaim(std::string_view key, st
     expire_due_locked(key, now);
     result = table_.proclaim(key, owner, token, value, now, client);
     if (auto* ok = std::get_if<proclaim_ok>(&result)) {
+      const auto table_key = permit_key(key, ok->permits, ok->slot);
       lsn = journal_.append(record_type::acquire, token, static_cast<std::uint64_t>(ok->restore_ttl.count()),
-                            key, owner, client, value);
-      table_.mark_logged(key, token, lsn);
+                            table_key, owner, client, value);
+      table_.mark_logged(table_key, token, lsn);
       notify_locked(key);
     } else {
       lsn = journal_.last_appended();
@@ -285,14 +317,16 @@ asio::awaitable<std::optional<lock_record>> lock_service::read_record(std::strin
 }
 
 std::uint64_t lock_service::removed_locked(std::string_view key, const release_result& r, time_point now) {
-  return removed_locked(key,
+  return removed_locked(permit_key(key, r.permits, r.slot),
                         r.outcome == release_outcome::released ? record_type::release : record_type::expire,
                         r.removed_token, now);
 }
 
-std::uint64_t lock_service::removed_locked(std::string_view key, record_type logged_as, std::uint64_t token,
-                                           time_point now) {
-  const auto lsn = journal_.append(logged_as, token, 0, key);
+// `table_key`: the removed lease's (a permit's: permit_key()); the key's waiters and queue are woken.
+std::uint64_t lock_service::removed_locked(std::string_view table_key, record_type logged_as,
+                                           std::uint64_t token, time_point now) {
+  const auto lsn = journal_.append(logged_as, token, 0, table_key);
+  const std::string_view key = user_key(table_key);
   metrics_.locks_held.fetch_sub(1, std::memory_order_relaxed);
   notify_locked(key);
   // The next in the key's queue gets it now; the release's answer rests on its own record only.
@@ -385,7 +419,8 @@ asio::awaitable<break_result> lock_service::break_lease(std::string_view key,
       // the key's delay (the lease's delay is in its grant's batch), so no crash can keep the end without
       // the delay, as a release and a delay record written apart could.
       const bool delayed = b->lease.lock_delay > milliseconds{0};
-      removed_locked(key, delayed ? record_type::expire : record_type::release, b->lease.token, now);
+      removed_locked(permit_key(key, b->lease.permits, b->lease.slot),
+                     delayed ? record_type::expire : record_type::release, b->lease.token, now);
     }
     lsn = journal_.last_appended();
   }
@@ -457,6 +492,11 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
       expire_due_locked(key, now);
       view = table_.get(key, now);
       std::uint64_t current = view ? view->token : 0;
+      // A key of permits changes for a waiter once no live permit has its token (0: once one is held).
+      if (view && view->permits > 1 && token != 0 &&
+          std::any_of(view->holders.begin(), view->holders.end(),
+                      [&](const permit_holder& h) { return h.token == token; }))
+        current = token;
       // With `value`, a proclaim is a change too (an election's observer learns the new leader address).
       const bool value_changed =
           value && (view ? std::string_view(view->value) : std::string_view()) != *value;
@@ -465,7 +505,7 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
         lsn = journal_.last_appended();
       } else {
         // Wake at the deadline, or at the holder's expiry instant (a renew moves it: we then look again).
-        w->timer->expires_at(view ? std::min(deadline, view->expires) : deadline);
+        w->timer->expires_at(view ? std::min(deadline, table_.next_change(key, now)) : deadline);
         waiters_[std::string(key)].push_back(w);
       }
     }
@@ -496,8 +536,8 @@ lock_service::sweep_result lock_service::sweep_step() {
   for (const auto& e : expired) {
     // Not waited for: if this record is lost in a crash the lease is restored and held longer, which is safe.
     if (!journal_.failed()) last_lsn = journal_.append(record_type::expire, e.token, 0, e.key);
-    notify_locked(e.key);
-    hand_off_locked(e.key, now);
+    notify_locked(user_key(e.key));
+    hand_off_locked(user_key(e.key), now);
   }
   metrics_.expired.fetch_add(expired.size(), std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(expired.size()), std::memory_order_relaxed);
@@ -506,7 +546,7 @@ lock_service::sweep_result lock_service::sweep_step() {
   auto ended = table_.end_delays(now, sweep_step_leases);
   for (const auto& e : ended) {
     if (!journal_.failed()) last_lsn = journal_.append(record_type::lock_delay, e.token, 0, e.key);
-    hand_off_locked(e.key, now);
+    hand_off_locked(user_key(e.key), now);
   }
   return {expired.size(), expired.size() < sweep_step_leases && ended.size() < sweep_step_leases, last_lsn};
 }
@@ -543,13 +583,14 @@ void lock_service::hand_off_locked(std::string_view key, time_point now) {
   auto it = queues_.find(std::string(key));
   if (it == queues_.end()) return;
   auto& queue = it->second;
-  while (!queue.empty() && !table_.get(key, now) && !table_.delayed(key, now)) {
+  // A key of permits may take several of its queue at once, one per free slot.
+  while (!queue.empty() && !table_.refusal(key, queue.front()->permits, now)) {
     auto q = queue.front();
     queue.pop_front();
     q->queued = false;
     try {
-      q->lsn =
-          acquire_locked(key, q->owner, q->ttl, q->client, q->quota, q->value, q->lock_delay, now, q->result);
+      q->lsn = acquire_locked(key, q->owner, q->ttl, q->client, q->quota, q->value, q->lock_delay, q->permits,
+                              now, q->result);
       q->granted = std::holds_alternative<acquire_granted>(q->result);
       q->granted_at = now;
     } catch (const locks_exhausted& e) {
@@ -573,7 +614,7 @@ void lock_service::leave_queue_locked(const std::shared_ptr<queued_acquire>& q) 
 asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
     std::string_view key, std::string_view owner, milliseconds ttl, milliseconds wait,
     std::string_view client, std::optional<std::size_t> client_quota, std::string_view value,
-    milliseconds lock_delay) {
+    milliseconds lock_delay, std::uint32_t permits) {
   auto ex = co_await asio::this_coro::executor;
   auto q = std::make_shared<queued_acquire>();
   q->key = std::string(key);
@@ -582,6 +623,7 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
   q->value = std::string(value);
   q->ttl = ttl;
   q->lock_delay = lock_delay;
+  q->permits = permits;
   q->quota = client_quota;
   std::uint64_t lsn = 0;
   time_point arrived;
@@ -592,14 +634,18 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
     q->deadline = arrived + wait;
     expire_due_locked(key, arrived);
     auto& queue = queues_[q->key];
-    const auto holder = table_.get(key, arrived);
-    // Granted at once: the key is free, out of lock-delay, and nobody waits for it (a free key with waiters
-    // has just been handed to the first of them above), or the caller holds it already (a same-owner
-    // acquire supersedes). A key in lock-delay is waited for like a held one.
-    const bool free = !holder && !table_.delayed(key, arrived);
-    if ((free && queue.empty()) || (holder && holder->owner == owner && holder->client == client)) {
+    const auto refused = table_.refusal(key, permits, arrived);
+    // Granted at once: the key is free (a slot of it is), out of lock-delay, and nobody waits for it (a free
+    // key with waiters has just been handed to the first of them above), or the caller holds it already (a
+    // same-owner acquire supersedes). A key in lock-delay is waited for like a held one. Answered at once
+    // too: a key in use, or waited for, with another permit count.
+    const bool free = !refused;
+    const bool mismatch = (refused && std::holds_alternative<acquire_mismatch>(*refused)) ||
+                          (!queue.empty() && queue.front()->permits != permits);
+    if ((free && queue.empty()) || mismatch || table_.holds(key, owner, client, arrived)) {
       if (queue.empty()) queues_.erase(q->key);
-      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, arrived, q->result);
+      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, permits, arrived,
+                           q->result);
     } else {
       if (waiting_ >= max_waiters_ || waiting_per_key_[q->key] >= max_waiters_per_key_) {
         std::string why =
@@ -656,13 +702,9 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
         leave_queue_locked(q);
         break;
       }
-      // Wake at the deadline, or at the holder's expiry instant (a renew moves it: we then look again), or
-      // when the key's lock-delay ends.
-      const auto holder = table_.get(key, now);
-      const auto delayed = holder ? std::nullopt : table_.delayed(key, now);
-      q->timer->expires_at(holder    ? std::min(q->deadline, holder->expires)
-                           : delayed ? std::min(q->deadline, delayed->until)
-                                     : q->deadline);
+      // Wake at the deadline, or at a holder's expiry instant (a renew moves it: we then look again), or
+      // when a lock-delay of the key ends.
+      q->timer->expires_at(std::min(q->deadline, table_.next_change(key, now)));
     }
     co_await q->timer->wait();
     auto state = co_await asio::this_coro::cancellation_state;
@@ -693,17 +735,13 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
     std::lock_guard lk(mu_);
     const auto now = now_();
     expire_due_locked(key, now);
-    if (auto h = table_.get(key, now)) {
-      q->result = acquire_refused{*h};
-      lsn = journal_.last_appended();
-      metrics_.queue_wait_passed.fetch_add(1, std::memory_order_relaxed);
-    } else if (auto delayed = table_.delay_refusal(key, now)) {
-      q->result = std::move(*delayed);
+    if (auto refused = table_.refusal(key, permits, now)) {
+      q->result = std::move(*refused);
       lsn = journal_.last_appended();
       metrics_.queue_wait_passed.fetch_add(1, std::memory_order_relaxed);
     } else if (!queues_.contains(q->key)) {
       // Free, and nobody else waits: the key this request waited for is its own after all.
-      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, now, q->result);
+      lsn = acquire_locked(key, owner, ttl, client, client_quota, value, lock_delay, permits, now, q->result);
       q->granted_at = now;
       queued_for = std::chrono::duration_cast<milliseconds>(now - arrived);
     } else {
@@ -719,6 +757,8 @@ asio::awaitable<std::optional<queued_answer>> lock_service::acquire_queued(
 void lock_service::count_acquire(const acquire_result& r) {
   if (std::holds_alternative<acquire_granted>(r))
     metrics_.acquire_granted.fetch_add(1, std::memory_order_relaxed);
+  else if (std::holds_alternative<acquire_mismatch>(r))
+    metrics_.acquire_permits_mismatch.fetch_add(1, std::memory_order_relaxed);
   else if (std::get<acquire_refused>(r).lock_delay_remaining > milliseconds{0})
     metrics_.acquire_lock_delay.fetch_add(1, std::memory_order_relaxed);
   else

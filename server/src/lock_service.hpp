@@ -99,11 +99,15 @@ class lock_service {
   // with a granted lease and logged with it (docs/protocol.md).
   // `lock_delay` (0: none) keeps the key unavailable that long after the lease ends by expiry or a break
   // (lock_table::acquire); it is logged with the grant, and the answer waits for it.
+  // `permits` > 1 asks for one of that many permits of the key (lock_table::acquire_permit; docs/protocol.md,
+  // "semaphores"): each permit is a lock for the limits, and while queued acquires of another count wait
+  // for the key, the answer is acquire_mismatch.
   boost::asio::awaitable<acquire_result> acquire(std::string_view key, std::string_view owner,
                                                  milliseconds ttl, std::string_view client = {},
                                                  std::optional<std::size_t> client_quota = std::nullopt,
                                                  std::string_view value = {},
-                                                 milliseconds lock_delay = milliseconds{0});
+                                                 milliseconds lock_delay = milliseconds{0},
+                                                 std::uint32_t permits = 1);
   boost::asio::awaitable<renew_result> renew(std::string_view key, std::string_view owner,
                                              std::uint64_t token, milliseconds ttl,
                                              std::string_view client = {});
@@ -159,7 +163,7 @@ class lock_service {
   boost::asio::awaitable<std::optional<queued_answer>> acquire_queued(
       std::string_view key, std::string_view owner, milliseconds ttl, milliseconds wait,
       std::string_view client = {}, std::optional<std::size_t> client_quota = std::nullopt,
-      std::string_view value = {}, milliseconds lock_delay = milliseconds{0});
+      std::string_view value = {}, milliseconds lock_delay = milliseconds{0}, std::uint32_t permits = 1);
 
   /// Caps the locks in the table (call before serving; default: unlimited).
   void set_lock_limit(std::size_t max_locks);
@@ -175,10 +179,12 @@ class lock_service {
   void plant(planted_defects d) {
     defects_ = d;
     table_.plant_shorten_lease(d.shorten_lease);
+    table_.plant_permit_past_count(d.permit_past_count);
   }
 
   /// Long-poll: answers as soon as the holder's token differs from `token` (0 = free), or, when `value` is
-  /// given, its value differs from `value` ("" when free), or after `wait`.
+  /// given, its value differs from `value` ("" when free), or after `wait`. On a key of more than one
+  /// permit: as soon as no live permit has `token` (0: as soon as one is held).
   /// Must run on a single-threaded executor (each batond worker thread has its own io_context). Throws
   /// waiters_exhausted, before waiting, when a waiter limit is reached. Cancellation (terminal, through the
   /// awaiting coroutine's cancellation slot) ends the wait at once with nullopt, which is then no answer.
@@ -225,6 +231,7 @@ class lock_service {
     std::string key, owner, client, value;
     milliseconds ttl{0};
     milliseconds lock_delay{0};
+    std::uint32_t permits = 1;
     std::optional<std::size_t> quota;
     time_point deadline{};
     std::unique_ptr<wait_timer> timer;
@@ -238,8 +245,10 @@ class lock_service {
   /// acquire()'s decision with mu_ held (limits, table, log); returns the log position its answer rests on.
   std::uint64_t acquire_locked(std::string_view key, std::string_view owner, milliseconds ttl,
                                std::string_view client, std::optional<std::size_t> client_quota,
-                               std::string_view value, milliseconds lock_delay, time_point now,
-                               acquire_result& result);
+                               std::string_view value, milliseconds lock_delay, std::uint32_t permits,
+                               time_point now, acquire_result& result);
+  /// acquire_mismatch when queued acquires of another count than `permits` wait for `key`.
+  std::optional<acquire_mismatch> queue_mismatch(std::string_view key, std::uint32_t permits) const;
   /// Logs a lease that release() `r` removed from the table (as released, or as expired), wakes the key's
   /// long-polls and hands the key to its queue; returns the record's log position.
   std::uint64_t removed_locked(std::string_view key, const release_result& r, time_point now);

@@ -26,7 +26,7 @@ time_point deadline_after(time_point now, milliseconds ttl) {
   return now + ttl;
 }
 
-namespace {
+namespace detail {
 lease_view view_of(const lease_record& r, time_point now) {
   auto remaining = std::chrono::ceil<milliseconds>(r.expires - now);
   return lease_view{r.owner,
@@ -58,17 +58,27 @@ acquire_refused refusal_for_delay(std::uint64_t token, time_point until, time_po
 time_point delay_end(const lease_record& r, time_point ended) {
   return deadline_after(ended, r.lock_delay());
 }
-}  // namespace
+}  // namespace detail
+using detail::delay_end;
+using detail::delay_view;
+using detail::refusal_for_delay;
+using detail::view_of;
 
 acquire_result lock_table::acquire(std::string_view key, std::string_view owner, milliseconds ttl,
                                    time_point now, std::string_view client, std::string_view value,
                                    milliseconds lock_delay) {
+  std::vector<expired_lock> retired;
+  if (!permits_.empty() && permits_.find(key)) {
+    // The key had more than one permit: a plain lock is a key of 1 permit (docs/protocol.md, "semaphores").
+    if (auto refused = count_refusal(key, 1, now)) return std::move(*refused);
+    retired = retire_count(key, 1, now);
+  }
   if (!delays_.empty()) {
     if (auto d = delays_.find(key); d != delays_.end()) {
       // The former holder's owner is refused too: the same owner string is not proof that the process
       // whose writes the delay waits for has stopped (docs/design.md, "Lock-delay").
       if (now < d->second.until) return refusal_for_delay(d->second.token, d->second.until, now);
-      delays_.erase(d);  // over: the grant's own record supersedes it in the log
+      erase_delay(d);  // over: the grant's own record supersedes it in the log
     }
   }
   auto it = leases_.find(key);
@@ -97,7 +107,8 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     r.set_lock_delay(live ? std::max(r.lock_delay(), lock_delay) : lock_delay);
     r.restore_ttl = live ? std::max(r.restore_ttl, ttl) : ttl;
     r.log_seq = 0;
-    return acquire_granted{r.token, replaced, r.restore_ttl, r.lock_delay()};
+    note_leased(*it, replaced);
+    return acquire_granted{r.token, replaced, r.restore_ttl, r.lock_delay(), 1, 0, std::move(retired)};
   }
   std::uint64_t token = ++last_token_;
   count(client, +1);
@@ -111,11 +122,14 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
   r.expires = deadline_after(now, ttl);
   r.restore_ttl = ttl;
   expiry_.insert(*added);
-  return acquire_granted{token, 0, ttl, r.lock_delay()};
+  note_leased(*added, 0);
+  return acquire_granted{token, 0, ttl, r.lock_delay(), 1, 0, std::move(retired)};
 }
 
 lease_entry* lock_table::held_lease(std::string_view key, std::string_view owner, std::uint64_t token,
                                     time_point now, std::string_view client, lost_reason& why) {
+  if (!permits_.empty())
+    if (const auto* pe = permits_of(key, now)) return held_permit(key, *pe, owner, token, now, client, why);
   auto it = leases_.find(key);
   // In the protocol's order (docs/protocol.md, "renew"): an expired lease is an absent one, whoever sends.
   if (it == leases_.end() || expired(it->second, now))
@@ -148,7 +162,8 @@ renew_result lock_table::renew(std::string_view key, std::string_view owner, std
               shorten_lease_ ? deadline_after(now, ttl) : std::max(r.expires, deadline_after(now, ttl)));
   bool grew = ttl > r.restore_ttl;
   if (grew) r.restore_ttl = ttl;
-  return renew_ok{grew, r.log_seq};
+  const auto p = parse_permit_key(held->first);
+  return renew_ok{grew, r.log_seq, p ? p->permits : 1, p ? p->slot : 0};
 }
 
 proclaim_result lock_table::proclaim(std::string_view key, std::string_view owner, std::uint64_t token,
@@ -157,7 +172,8 @@ proclaim_result lock_table::proclaim(std::string_view key, std::string_view owne
   lease_entry* held = held_lease(key, owner, token, now, client, why);
   if (!held) return renew_refused{why};
   held->second.set_value(value);
-  return proclaim_ok{held->second.restore_ttl};
+  const auto p = parse_permit_key(held->first);
+  return proclaim_ok{held->second.restore_ttl, p ? p->permits : 1, p ? p->slot : 0};
 }
 
 record_write_result lock_table::write_record(std::string_view key, std::string_view owner,
@@ -188,6 +204,23 @@ const lock_record* lock_table::find_record(std::string_view key) const {
 release_result lock_table::release(std::string_view key, std::string_view owner, std::uint64_t token,
                                    time_point now, std::string_view client) {
   auto it = leases_.find(key);
+  if (!permits_.empty() && (it == leases_.end() || expired(it->second, now)))
+    if (const auto* pe = permits_of(key, now)) {
+      // A permit, named by its token: released by its holder, already free when no lease of the key has
+      // the token or its lease expired (then removed here, as a plain lock's), not_owner otherwise.
+      auto slot = pe->by_token.find(token);
+      if (slot == pe->by_token.end()) return {release_outcome::already_free, 0};
+      const std::uint32_t permits = pe->permits, s = slot->second;
+      it = leases_.find(pe->slots.at(s)->first);
+      lease_record& r = it->second;
+      if (expired(r, now)) {
+        erase_ended(it, r.expires, now);
+        return {release_outcome::already_free, token, permits, s};
+      }
+      if (!held_by(r, owner, client)) return {release_outcome::not_owner, 0};
+      erase(it);
+      return {release_outcome::released, token, permits, s};
+    }
   if (it == leases_.end()) return {release_outcome::already_free, 0};
   lease_record& r = it->second;
   if (expired(r, now)) {
@@ -207,33 +240,55 @@ list_page lock_table::list(std::string_view prefix, std::string_view after, std:
                            time_point now) const {
   limit = std::max<std::size_t>(limit, 1);
   // A found key: its unexpired lease, or the lease (swept: the delay) its lock-delay follows.
+  // A permit is found under its key (not its table key), with its slot: a key's permits sort together in
+  // slot order, and a page never splits them (the cursor `after` is a key).
   struct found_key {
     std::string_view key;
     const lease_record* lease = nullptr;
     std::uint64_t token = 0;
     time_point delayed_until{};
+    std::uint32_t permits = 0;
+    std::uint32_t slot = 0;
   };
   std::vector<found_key> found;
   const auto wanted = [&](std::string_view key) { return key.starts_with(prefix) && key > after; };
   for (const auto& [key, r] : leases_) {
-    if (!wanted(key)) continue;
-    if (!expired(r, now))
+    if (!wanted(user_key(key))) continue;
+    if (auto p = parse_permit_key(key)) {
+      // A slot in lock-delay is not listed: the listing shows a key of permits by its holders.
+      if (!expired(r, now)) found.push_back({p->key, &r, 0, {}, p->permits, p->slot});
+    } else if (!expired(r, now)) {
       found.push_back({key, &r});
-    else if (r.lock_delay() > milliseconds{0} && now < delay_end(r, r.expires))
+    } else if (r.lock_delay() > milliseconds{0} && now < delay_end(r, r.expires)) {
       found.push_back({key, nullptr, r.token, delay_end(r, r.expires)});
+    }
   }
   for (const auto& [key, d] : delays_)
-    if (wanted(key) && now < d.until) found.push_back({key, nullptr, d.token, d.until});
-  const auto by_key = [](const found_key& a, const found_key& b) { return a.key < b.key; };
+    if (key.find('\0') == std::string::npos && wanted(key) && now < d.until)
+      found.push_back({key, nullptr, d.token, d.until});
+  const auto by_key = [](const found_key& a, const found_key& b) {
+    return a.key != b.key ? a.key < b.key : a.slot < b.slot;
+  };
   list_page page;
-  page.more = found.size() > limit;
-  const auto shown = std::min(found.size(), limit);
+  auto shown = std::min(found.size(), limit);
   std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(shown), found.end(), by_key);
+  if (shown > 0 && shown < found.size() && found[shown - 1].permits > 0) {
+    // The rest of the last key's permits join the page.
+    const std::string_view last = found[shown - 1].key;
+    auto rest = std::partition(found.begin() + static_cast<std::ptrdiff_t>(shown), found.end(),
+                               [&](const found_key& f) { return f.key == last; });
+    std::sort(found.begin() + static_cast<std::ptrdiff_t>(shown), rest, by_key);
+    shown = static_cast<std::size_t>(rest - found.begin());
+  }
+  page.more = found.size() > shown;
   page.leases.reserve(shown);
   for (std::size_t i = 0; i < shown; ++i) {
     const auto& f = found[i];
     if (f.lease) {
-      page.leases.push_back({std::string(f.key), view_of(*f.lease, now)});
+      auto v = view_of(*f.lease, now);
+      v.permits = f.permits;
+      v.slot = f.slot;
+      page.leases.push_back({std::string(f.key), std::move(v)});
     } else {
       auto v = delay_view(f.token, f.delayed_until, now);
       const auto remaining = v.remaining;
@@ -246,21 +301,42 @@ list_page lock_table::list(std::string_view prefix, std::string_view after, std:
 break_result lock_table::break_lease(std::string_view key, std::optional<std::uint64_t> token,
                                      time_point now) {
   auto it = leases_.find(key);
+  lease_broken out;
+  if (!permits_.empty() && (it == leases_.end() || expired(it->second, now)))
+    if (const auto* pe = permits_of(key, now)) {
+      // One permit, named by its token: the others are untouched (docs/protocol.md, "semaphores").
+      auto v = permits_view(*pe, now);
+      if (v.token == 0) return break_not_held{};
+      if (!token) return break_needs_token{pe->permits};
+      auto slot = pe->by_token.find(*token);
+      const lease_entry* e = slot == pe->by_token.end() ? nullptr : pe->slots.at(slot->second);
+      if (!e || expired(e->second, now)) return break_token_mismatch{std::move(v)};
+      out.lease = view_of(e->second, now);
+      out.lease.permits = pe->permits;
+      out.lease.slot = slot->second;
+      remember_broken(broken_permit_key(key, *token), *token);
+      erase_ended(leases_.find(e->first), now, now);
+      return out;
+    }
   if (it == leases_.end() || expired(it->second, now)) return break_not_held{};
   if (token && it->second.token != *token) return break_token_mismatch{view_of(it->second, now)};
-  lease_broken out{view_of(it->second, now)};
-  auto [b, added] = broken_.insert_or_assign(it->first, it->second.token);
+  out.lease = view_of(it->second, now);
+  remember_broken(it->first, it->second.token);
+  // A break ends the lease as an expiry would: its holder may still be writing, so its lock-delay runs
+  // from now (docs/design.md, "Lock-delay").
+  erase_ended(it, now, now);  // out of the expiry index too, and its client's count
+  return out;
+}
+
+void lock_table::remember_broken(std::string_view key, std::uint64_t token) {
+  auto [b, added] = broken_.insert_or_assign(std::string(key), token);
   if (added) {
-    broken_order_.push_back(it->first);
+    broken_order_.push_back(b->first);
     if (broken_order_.size() > broken_memory) {
       broken_.erase(broken_order_.front());
       broken_order_.pop_front();
     }
   }
-  // A break ends the lease as an expiry would: its holder may still be writing, so its lock-delay runs
-  // from now (docs/design.md, "Lock-delay").
-  erase_ended(it, now, now);  // out of the expiry index too, and its client's count
-  return out;
 }
 
 void lock_table::mark_logged(std::string_view key, std::uint64_t token, std::uint64_t seq) {
@@ -270,7 +346,13 @@ void lock_table::mark_logged(std::string_view key, std::uint64_t token, std::uin
 
 std::optional<lease_view> lock_table::get(std::string_view key, time_point now) const {
   auto it = leases_.find(key);
-  if (it == leases_.end() || expired(it->second, now)) return std::nullopt;
+  if (it == leases_.end() || expired(it->second, now)) {
+    if (const auto* pe = permits_.empty() ? nullptr : permits_of(key, now)) {
+      auto v = permits_view(*pe, now);
+      if (v.token != 0) return v;
+    }
+    return std::nullopt;
+  }
   return view_of(it->second, now);
 }
 
@@ -298,7 +380,7 @@ std::vector<ended_delay> lock_table::end_delays(time_point now, std::size_t max_
     // A stale entry: the key was granted since, or began a later delay.
     if (auto d = delays_.find(e->second); d != delays_.end() && d->second.until == e->first) {
       out.push_back({e->second, d->second.token});
-      delays_.erase(d);
+      erase_delay(d);
     }
     delay_ends_.erase(e);
   }
@@ -342,7 +424,7 @@ void lock_table::restore(std::string key, std::string owner, std::uint64_t token
                          time_point now, std::string client, std::string value) {
   observe_token(token);
   if (!delays_.empty())
-    if (auto d = delays_.find(key); d != delays_.end() && d->second.token < token) delays_.erase(d);
+    if (auto d = delays_.find(key); d != delays_.end() && d->second.token < token) erase_delay(d);
   auto [it, added] = leases_.try_emplace(std::move(key));
   auto& r = it->second;
   // A later record for the same key always carries a larger token; never let an older one win.
@@ -352,9 +434,11 @@ void lock_table::restore(std::string key, std::string owner, std::uint64_t token
   if (r.token != token) r.set_lock_delay(milliseconds{0});
   if (!added) count(r.client(), -1);
   count(client, +1);
+  const std::uint64_t old_token = added ? 0 : r.token;
   r.owner = std::move(owner);
   r.set_client(client);
   r.token = token;
+  note_leased(*it, old_token);
   r.set_value(value);
   r.restore_ttl = ttl;
   r.log_seq = 0;
@@ -387,7 +471,7 @@ void lock_table::restore_lock_delay(std::string_view key, std::uint64_t token, m
                                     time_point now) {
   observe_token(token);
   if (delay <= milliseconds{0}) {
-    if (auto d = delays_.find(key); d != delays_.end() && d->second.token == token) delays_.erase(d);
+    if (auto d = delays_.find(key); d != delays_.end() && d->second.token == token) erase_delay(d);
     return;
   }
   auto it = leases_.find(key);
@@ -429,9 +513,16 @@ void lock_table::begin_delay(std::string_view key, std::uint64_t token, millisec
   auto [d, added] = delays_.try_emplace(std::string(key));
   d->second = key_delay{token, delay, until};
   delay_ends_.emplace(until, d->first);
+  if (added) note_delay(key, +1);
+}
+
+void lock_table::erase_delay(delay_map::iterator d) {
+  note_delay(d->first, -1);
+  delays_.erase(d);
 }
 
 void lock_table::erase(map_type::iterator it) {
+  note_unleased(*it);
   expiry_.erase(*it);
   count(it->second.client(), -1);
   leases_.erase(it);

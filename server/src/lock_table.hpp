@@ -5,6 +5,7 @@
 // Not thread-safe: the caller serialises access (see lock_service).
 
 #include "expiry_index.hpp"
+#include "permit_index.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -94,6 +95,17 @@ struct lease_record {
 /// `now + ttl`, saturated at the clock's largest time point (a huge TTL must not overflow).
 time_point deadline_after(time_point now, milliseconds ttl);
 
+/// One live permit of a key of more than one permit, as a reader sees it (lease_view::holders).
+struct permit_holder {
+  std::uint32_t slot = 0;
+  std::string owner;
+  std::string client;
+  std::uint64_t token = 0;
+  time_point expires{};
+  milliseconds remaining{0};
+  std::string value{};
+};
+
 /// What a reader sees of a held lock.
 struct lease_view {
   std::string owner;
@@ -104,6 +116,17 @@ struct lease_view {
   std::string value{};
   /// The lease's lock-delay option (0: none).
   milliseconds lock_delay{0};
+  /// A key of more than one permit (docs/protocol.md, "semaphores"): its count, the slot of the lease shown
+  /// above, and every live permit in slot order. 0, 0 and none for a plain lock.
+  std::uint32_t permits = 0;
+  std::uint32_t slot = 0;
+  std::vector<permit_holder> holders{};
+};
+
+/// A lock removed by expire(): its table key (a permit's is permit_key()) and token.
+struct expired_lock {
+  std::string key;
+  std::uint64_t token;
 };
 
 /// A key in lock-delay: the lease `token` ended by expiry or a break, and nobody may take the key before
@@ -124,6 +147,13 @@ struct acquire_granted {
   milliseconds restore_ttl{0};
   /// The lease's lock-delay (0: none): logged after the grant when it is not 0.
   milliseconds lock_delay{0};
+  /// The key's permit count and the slot granted (1 and 0 for a plain lock); the lease's table key is
+  /// permit_key(key, permits, slot).
+  std::uint32_t permits = 1;
+  std::uint32_t slot = 0;
+  /// Expired leases of the key's former permit count that the grant removed from the table (a count is
+  /// set again only once nothing holds the key): each must be logged as expired before the grant.
+  std::vector<expired_lock> retired{};
 };
 struct acquire_refused {
   /// The unexpired holder; empty (token 0) when the key is refused for its lock-delay.
@@ -132,7 +162,12 @@ struct acquire_refused {
   /// lock-delay ago, and the key is refused for this much longer.
   milliseconds lock_delay_remaining{0};
 };
-using acquire_result = std::variant<acquire_granted, acquire_refused>;
+/// The key is in use (a live holder) with another permit count than the acquire asked for: nothing changed.
+/// lock_service also answers so while queued acquires of another count wait for the key.
+struct acquire_mismatch {
+  std::uint32_t permits = 0;
+};
+using acquire_result = std::variant<acquire_granted, acquire_refused, acquire_mismatch>;
 
 /// Why a renew was refused. A lease past its expiry is exactly like an absent one (not_held): the answer
 /// never depends on whether the expiry sweep has removed it yet.
@@ -148,6 +183,9 @@ struct renew_ok {
   /// The lease's log_seq before this renew: the answer must wait until it is durable too (an earlier
   /// renew's extend record may still be in flight).
   std::uint64_t log_seq = 0;
+  /// The lease's table key is permit_key(key, permits, slot) (1 and 0: the key itself).
+  std::uint32_t permits = 1;
+  std::uint32_t slot = 0;
 };
 struct renew_refused {
   lost_reason reason;
@@ -157,6 +195,9 @@ using renew_result = std::variant<renew_ok, renew_refused>;
 struct proclaim_ok {
   /// The lease's restore TTL: logged with the new value, so replaying the record restores the lease as it is.
   milliseconds restore_ttl{0};
+  /// The lease's table key is permit_key(key, permits, slot).
+  std::uint32_t permits = 1;
+  std::uint32_t slot = 0;
 };
 /// A proclaim is refused exactly as a renew would be, for the same reasons in the same order.
 using proclaim_result = std::variant<proclaim_ok, renew_refused>;
@@ -200,12 +241,9 @@ struct release_result {
   release_outcome outcome;
   /// Token of the record removed from the table (0 if none): the change that must be logged.
   std::uint64_t removed_token = 0;
-};
-
-/// A lock removed by expire().
-struct expired_lock {
-  std::string key;
-  std::uint64_t token;
+  /// The removed lease's table key is permit_key(key, permits, slot).
+  std::uint32_t permits = 1;
+  std::uint32_t slot = 0;
 };
 
 /// A key whose lock-delay is over (lock_table::end_delays): `token` is the lease it followed.
@@ -238,11 +276,15 @@ struct lease_broken {
 };
 /// No unexpired lease holds the key: nothing to break.
 struct break_not_held {};
+/// The key has more than one permit and the break named no token: nothing changed.
+struct break_needs_token {
+  std::uint32_t permits = 0;
+};
 /// The key is held with another token than the one the operator named: nothing changed.
 struct break_token_mismatch {
   lease_view holder;
 };
-using break_result = std::variant<lease_broken, break_not_held, break_token_mismatch>;
+using break_result = std::variant<lease_broken, break_not_held, break_token_mismatch, break_needs_token>;
 
 /// One entry of a snapshot (what a restart needs to restore).
 struct snapshot_entry {
@@ -280,9 +322,36 @@ class lock_table {
   /// ago) everyone is refused, the former holder's owner too, with the delay's remaining time. A grant
   /// records `lock_delay` with the lease; a same-owner re-acquire of its unexpired lease keeps the larger of
   /// the two delays (a late copy of an earlier acquire must not shorten the promise to the next holder).
+  /// While `key` has a live holder of more than one permit, acquire_mismatch.
   acquire_result acquire(std::string_view key, std::string_view owner, milliseconds ttl, time_point now,
                          std::string_view client = {}, std::string_view value = {},
                          milliseconds lock_delay = milliseconds{0});
+
+  // ---- Counting semaphores (docs/protocol.md, "semaphores"; lock_table_permits.cpp) ----
+  // A key of N > 1 permits keeps one ordinary lease per held slot (permit_index.hpp). Renew, proclaim,
+  // write_record, release and break_lease name a permit by (key, token); get() shows a key's lowest held
+  // slot with every holder.
+
+  /// Grants one of `permits` permits of `key` (1: exactly acquire()): the same holder's live permit again,
+  /// with a new token (the expiry never earlier), or else the lowest slot that no live lease holds and that
+  /// is not in lock-delay. Refused (acquire_refused, with every holder) when there is none; acquire_mismatch
+  /// when the key has a live holder with another count. Once nothing holds the key, a grant of another count
+  /// first removes the leases of the former count, all expired then (acquire_granted::retired), and waits
+  /// for their slots' lock-delays like any other.
+  acquire_result acquire_permit(std::uint32_t permits, std::string_view key, std::string_view owner,
+                                milliseconds ttl, time_point now, std::string_view client = {},
+                                std::string_view value = {}, milliseconds lock_delay = milliseconds{0});
+  /// What an acquire of `permits` permits of `key` by a holder that holds none of it would get when it is
+  /// not granted (refused, or acquire_mismatch); nullopt when it would be granted.
+  std::optional<acquire_result> refusal(std::string_view key, std::uint32_t permits, time_point now) const;
+  /// Whether (client, owner) holds an unexpired lease of `key`, a permit of it included.
+  bool holds(std::string_view key, std::string_view owner, std::string_view client, time_point now) const;
+  /// The earliest instant at which an unexpired lease of `key` (any permit) expires or a lock-delay of the
+  /// key (any slot, any count) ends; time_point::max() when none.
+  time_point next_change(std::string_view key, time_point now) const;
+  /// Removes every permit of `key` whose expiry is at or before `now` and returns them (expire_key for a
+  /// key of more than one permit).
+  std::vector<expired_lock> expire_permits(std::string_view key, time_point now);
 
   /// Extends the lease to now + ttl, only for the current holder with the current token on an unexpired
   /// lease.
@@ -400,6 +469,8 @@ class lock_table {
 
   /// The simulation's planted defect (planted_defects::shorten_lease); false in batond.
   void plant_shorten_lease(bool on) { shorten_lease_ = on; }
+  /// The simulation's planted defect (planted_defects::permit_past_count); false in batond.
+  void plant_permit_past_count(bool on) { permit_past_count_ = on; }
 
  private:
   struct string_hash {
@@ -408,6 +479,7 @@ class lock_table {
   };
   using map_type = std::unordered_map<std::string, lease_record, string_hash, std::equal_to<>>;
   static_assert(std::is_same_v<map_type::value_type, lease_entry>);
+  using delay_map = std::unordered_map<std::string, key_delay, string_hash, std::equal_to<>>;
 
   static bool expired(const lease_record& r, time_point now) { return now >= r.expires; }
   static bool held_by(const lease_record& r, std::string_view owner, std::string_view client) {
@@ -430,6 +502,41 @@ class lock_table {
 
   /// `why` refined: `broken` when `token` is the last one broken on `key`.
   lost_reason refine(std::string_view key, std::uint64_t token, lost_reason why) const;
+  void remember_broken(std::string_view key, std::uint64_t token);
+
+  // ---- permits (lock_table_permits.cpp) ----
+  /// The permits of `key` when no unexpired plain lease holds it; null otherwise.
+  const permit_index::entry* permits_of(std::string_view key, time_point now) const;
+  /// The live permits of `pe` as get() shows them (token 0 when none is live).
+  lease_view permits_view(const permit_index::entry& pe, time_point now) const;
+  /// The refusal of an acquire of `permits` for another count than the key's: acquire_mismatch while the
+  /// key has a live holder of another count, or the longest lock-delay of the other count's slots.
+  std::optional<acquire_result> count_refusal(std::string_view key, std::uint32_t permits,
+                                              time_point now) const;
+  /// The lowest free slot of `pe`, if any; else `shortest` is the shortest lock-delay of a slot not held.
+  std::optional<std::uint32_t> free_slot(std::string_view key, const permit_index::entry* pe,
+                                         std::uint32_t permits, time_point now,
+                                         std::optional<key_delay>& shortest) const;
+  /// When slot `slot`'s lock-delay ends, if it is in one (`e`: its lease in the table, or null).
+  std::optional<key_delay> slot_delay(std::string_view key, const permit_index::entry& pe, std::uint32_t slot,
+                                      const lease_entry* e, time_point now) const;
+  /// The refusal of a new holder of the full key `pe` (`shortest`: the shortest lock-delay of a slot not
+  /// held).
+  acquire_refused full_refusal(const permit_index::entry& pe, const std::optional<key_delay>& shortest,
+                               time_point now) const;
+  /// Removes the leases and delays of `key`'s former count (none is live or in force) before a grant of
+  /// another count; returns the leases removed.
+  std::vector<expired_lock> retire_count(std::string_view key, std::uint32_t permits, time_point now);
+  /// held_lease() for a key of more than one permit.
+  lease_entry* held_permit(std::string_view key, const permit_index::entry& pe, std::string_view owner,
+                           std::uint64_t token, time_point now, std::string_view client, lost_reason& why);
+  // The permit index follows the table: every lease and lock-delay of a permit's table key enters and
+  // leaves it with the table.
+  void note_leased(lease_entry& e, std::uint64_t old_token);
+  void note_unleased(const lease_entry& e);
+  void note_delay(std::string_view table_key, int delta);
+  /// Ends a lock-delay of the table (every removal from delays_ goes through here).
+  void erase_delay(delay_map::iterator d);
 
   map_type leases_;
   expiry_index<lease_entry> expiry_;
@@ -440,12 +547,24 @@ class lock_table {
   std::unordered_map<std::string, lock_record, string_hash, std::equal_to<>> records_;
   // Keys in lock-delay, and the same keys by the end of their delay (a key's entry there may be stale when
   // it began a later delay: end_delays() checks the instant).
-  std::unordered_map<std::string, key_delay, string_hash, std::equal_to<>> delays_;
+  delay_map delays_;
   std::multimap<time_point, std::string> delay_ends_;
+  permit_index permits_;
   std::size_t max_records_ = SIZE_MAX;
   std::unordered_map<std::string, std::size_t, string_hash, std::equal_to<>> per_client_;
   std::uint64_t last_token_ = 0;
   bool shorten_lease_ = false;
+  bool permit_past_count_ = false;
 };
+
+// Shared by lock_table.cpp and lock_table_permits.cpp.
+namespace detail {
+lease_view view_of(const lease_record& r, time_point now);
+/// What a refusal for a lock-delay shows.
+lease_view delay_view(std::uint64_t token, time_point until, time_point now);
+acquire_refused refusal_for_delay(std::uint64_t token, time_point until, time_point now);
+/// When the lock-delay after a lease that ended at `ended` is over.
+time_point delay_end(const lease_record& r, time_point ended);
+}  // namespace detail
 
 }  // namespace baton::server

@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   std::string listen, data_dir, level_name, tokens_file, format_name;
   std::int64_t min_ttl = 0, max_ttl = 0, max_lock_delay = 0, read_timeout = 0, unauthenticated_timeout = 0;
   std::uint64_t compact_bytes = 0;
+  std::int64_t max_permits = 0;
   unsigned threads = 0;
   tls_files tls;
   limits_options limits;
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
     ("min-ttl-ms", po::value(&min_ttl)->default_value(100), "smallest lease TTL a client may ask for")
     ("max-ttl-ms", po::value(&max_ttl)->default_value(3'600'000), "largest lease TTL a client may ask for")
     ("max-lock-delay-ms", po::value(&max_lock_delay)->default_value(60'000), "largest lock-delay an acquire may ask for (0: none allowed)")
+    ("max-permits", po::value(&max_permits)->default_value(1000), "most permits an acquire may ask for on one key (a semaphore), 1 to 65535")
     ("threads", po::value(&threads)->default_value(std::max(1u, std::thread::hardware_concurrency())), "worker threads")
     ("read-timeout-ms", po::value(&read_timeout)->default_value(30'000), "disconnect a client that sends no complete request for this long")
     ("compact-bytes", po::value(&compact_bytes)->default_value(64ull << 20), "compact the log once it grows past this size")
@@ -173,6 +175,10 @@ int main(int argc, char** argv) {
     if (max_lock_delay < 0 || max_lock_delay > max_ttl_limit_ms)
       throw std::invalid_argument("--max-lock-delay-ms must be 0 to " + std::to_string(max_ttl_limit_ms) +
                                   " (365 days), got " + std::to_string(max_lock_delay));
+    if (max_permits < 1 || max_permits > baton::server::max_permits_limit)
+      throw std::invalid_argument("--max-permits must be 1 to " +
+                                  std::to_string(baton::server::max_permits_limit) + ", got " +
+                                  std::to_string(max_permits));
     if (compact_bytes < min_compact_bytes || compact_bytes > max_compact_bytes)
       throw std::invalid_argument("--compact-bytes must be " + std::to_string(min_compact_bytes) + " to " +
                                   std::to_string(max_compact_bytes) + ", got " +
@@ -195,7 +201,7 @@ int main(int argc, char** argv) {
     http.listen = parse_listen(listen);
     http.threads = threads;
     http.ttl = {std::chrono::milliseconds(min_ttl), std::chrono::milliseconds(max_ttl),
-                std::chrono::milliseconds(max_lock_delay)};
+                std::chrono::milliseconds(max_lock_delay), static_cast<std::uint32_t>(max_permits)};
     http.read_timeout = std::chrono::milliseconds(read_timeout);
     // Certificates are read before the journal is opened, so a bad file stops batond before it does anything.
     std::int64_t tls_not_after = 0;

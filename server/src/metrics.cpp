@@ -116,6 +116,7 @@ std::string server_metrics::render() const {
   outcome("acquire", "granted", acquire_granted);
   outcome("acquire", "held", acquire_held);
   outcome("acquire", "lock_delay", acquire_lock_delay);
+  outcome("acquire", "permits_mismatch", acquire_permits_mismatch);
   outcome("acquire", "too_many_locks", acquire_too_many_locks);
   outcome("acquire", "lock_quota_exceeded", acquire_over_quota);
   outcome("renew", "ok", renew_ok);

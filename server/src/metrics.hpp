@@ -54,7 +54,8 @@ struct server_metrics {
   void count_request(route r, int status);
 
   // Operation outcomes.
-  std::atomic<std::uint64_t> acquire_granted{0}, acquire_held{0}, acquire_lock_delay{0};
+  std::atomic<std::uint64_t> acquire_granted{0}, acquire_held{0}, acquire_lock_delay{0},
+      acquire_permits_mismatch{0};
   /// Acquires refused by --max-locks, and by a client's max_locks quota.
   std::atomic<std::uint64_t> acquire_too_many_locks{0}, acquire_over_quota{0};
   /// Renews, counted per lease: a batch of n entries adds n to these.

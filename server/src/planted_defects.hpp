@@ -23,6 +23,8 @@ struct planted_defects {
   /// that is earlier than before, and logs the re-acquire with that TTL: a late copy of a shorter request
   /// frees the key while its holder counts on a longer TTL.
   bool shorten_lease = false;
+  /// lock_table grants a full key of N permits one permit more, in slot N: the count is not checked.
+  bool permit_past_count = false;
 };
 
 }  // namespace baton::server

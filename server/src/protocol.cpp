@@ -340,6 +340,14 @@ std::variant<acquire_request, api_error> parse_acquire(std::string_view body, co
                          ", this server's maximum lock-delay (lock_delay_max_ms in /v1/capabilities)");
     r.lock_delay = std::chrono::milliseconds(static_cast<std::int64_t>(delay));
   }
+  if (o.contains("permits")) {
+    std::uint64_t permits = 0;
+    if (get_uint(o, "permits", 1, bounds.max_permits, permits))
+      return bad_request("field \"permits\" must be an integer from 1 to " +
+                         std::to_string(bounds.max_permits) +
+                         ", this server's maximum (permits_max in /v1/capabilities)");
+    r.permits = static_cast<std::uint32_t>(permits);
+  }
   return r;
 }
 
@@ -591,13 +599,15 @@ request_target parse_request_target(std::string_view target) {
   return {route, decode_target(u, std::get<lock_target::kind>(route))};
 }
 
-std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseconds max_lock_delay) {
+std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseconds max_lock_delay,
+                              std::uint32_t max_permits) {
   // Features are only ever added (docs/protocol.md, "Versions and features").
   return R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
-         R"("acquire_queue","list_locks","break_lease","lock_delay"],"lock_delay_max_ms":)" +
-         std::to_string(max_lock_delay.count()) + R"(,"renew_batch_max":)" + std::to_string(max_renew_batch) +
-         R"(,"max_body_bytes":)" + std::to_string(max_body_bytes) + R"(,"record_max_bytes":)" +
-         std::to_string(max_record_bytes) + R"(,"list_max":)" + std::to_string(max_list_limit) + "}";
+         R"("acquire_queue","list_locks","break_lease","lock_delay","semaphores"],"lock_delay_max_ms":)" +
+         std::to_string(max_lock_delay.count()) + R"(,"permits_max":)" + std::to_string(max_permits) +
+         R"(,"renew_batch_max":)" + std::to_string(max_renew_batch) + R"(,"max_body_bytes":)" +
+         std::to_string(max_body_bytes) + R"(,"record_max_bytes":)" + std::to_string(max_record_bytes) +
+         R"(,"list_max":)" + std::to_string(max_list_limit) + "}";
 }
 
 std::string_view method_for(lock_target::kind k) {

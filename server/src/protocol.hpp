@@ -35,7 +35,12 @@ struct ttl_bounds {
   /// `lock_delay_max_ms`). A longer one is refused, not clamped: the client asked for a promise to the next
   /// holder that this server would not keep.
   std::chrono::milliseconds max_lock_delay{60'000};
+  /// The most permits an acquire may ask for (batond --max-permits; advertised as `permits_max`).
+  std::uint32_t max_permits = 1000;
 };
+
+/// The bounds of batond's --max-permits.
+inline constexpr std::uint32_t max_permits_limit = 65535;
 
 inline constexpr std::size_t max_key_bytes = 512;
 inline constexpr std::size_t max_owner_bytes = 256;
@@ -62,6 +67,8 @@ struct acquire_request {
   /// The optional `lock_delay_ms` (feature lock_delay; 0 when absent): how long the key stays unavailable
   /// after the lease ends by expiry or a break.
   std::chrono::milliseconds lock_delay{0};
+  /// The optional `permits` (feature semaphores; absent: none, a plain lock): the key's permit count.
+  std::optional<std::uint32_t> permits{};
 };
 struct renew_request {
   std::string owner;
@@ -173,7 +180,8 @@ request_target parse_request_target(std::string_view target);
 
 /// The body of GET /v1/capabilities: the protocol version, the optional features this server has, and the
 /// limits a client needs to size a batch renewal (`max_body_bytes`: the server's body limit).
-std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseconds max_lock_delay);
+std::string capabilities_body(std::size_t max_body_bytes, std::chrono::milliseconds max_lock_delay,
+                              std::uint32_t max_permits = 1000);
 
 /// The HTTP methods a target kind accepts, as an `Allow` header lists them ("POST", "GET" or "GET, PUT").
 std::string_view method_for(lock_target::kind k);

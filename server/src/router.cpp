@@ -121,9 +121,9 @@ asio::awaitable<response> router::handle(const request& req, route& counted_as,
       return answered(make_response(mem, http::status::ok, c.version, c.keep_alive, metrics.render(),
                                     "text/plain; version=0.0.4"));
     case lock_target::kind::capabilities:
-      return answered(
-          make_response(mem, http::status::ok, c.version, c.keep_alive,
-                        capabilities_body(options.limits.max_body_bytes, options.ttl.max_lock_delay)));
+      return answered(make_response(mem, http::status::ok, c.version, c.keep_alive,
+                                    capabilities_body(options.limits.max_body_bytes,
+                                                      options.ttl.max_lock_delay, options.ttl.max_permits)));
     case lock_target::kind::acquire:
       return acquire_route(req, c, std::move(t.key), std::move(client), t.wait_ms.value_or(0));
     case lock_target::kind::renew:
@@ -157,12 +157,14 @@ asio::awaitable<response> router::acquire_route(const request& req, answer_conte
   auto& r = std::get<acquire_request>(body);
   std::optional<std::size_t> quota;
   if (options.tokens && !client.empty()) quota = auth::lock_quota(*options.tokens->current(), client);
+  const std::uint32_t permits = r.permits.value_or(1);
   if (wait_ms == 0) {
-    auto result = co_await service.acquire(key, r.owner, r.ttl, client, quota, r.value, r.lock_delay);
+    auto result =
+        co_await service.acquire(key, r.owner, r.ttl, client, quota, r.value, r.lock_delay, permits);
     co_return acquire_answer(c, key, r, result);
   }
   auto queued = co_await service.acquire_queued(key, r.owner, r.ttl, milliseconds(wait_ms), client, quota,
-                                                r.value, r.lock_delay);
+                                                r.value, r.lock_delay, permits);
   // No answer: the client went away while it waited (its grant, if any, is already released).
   if (!queued) co_return error_answer(c, {503, "gone", "the client closed its connection"});
   co_return acquire_answer(c, key, r, queued->result, queued->queued);

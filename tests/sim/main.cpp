@@ -31,9 +31,10 @@ int usage(const char* why) {
       "                 [--bug none|skip-fence|work-after-loss|fsync-lies|stays-down|zero-margin|\n"
       "                        renew-before-durable|release-by-key|cut-damaged-record|\n"
       "                        ignore-batch-frames|shorten-lease|start-skips-dir-sync|\n"
-      "                        queue-deadline-from-answer]\n"
+      "                        queue-deadline-from-answer|permit-past-count]\n"
       "                 [--expect-violation]\n"
-      "                 [--duration-ms MS] [--clients N] [--keys N] [--drift PERCENT] [--margin-ms MS]\n"
+      "                 [--duration-ms MS] [--clients N] [--keys N] [--semaphores N] [--drift PERCENT]\n"
+      "                 [--margin-ms MS]\n"
       "                 [--no-faults]\n"
       "                 [--stop-ms MS] [--skip-faults LIST] [--no-shrink]\n",
       why);
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
     };
     try {
       const bool repeated = a == "--bug" || a == "--duration-ms" || a == "--clients" || a == "--keys" ||
-                            a == "--drift" || a == "--margin-ms" || a == "--no-faults";
+                            a == "--semaphores" || a == "--drift" || a == "--margin-ms" || a == "--no-faults";
       if (repeated)
         passed_on += " " + a + (a == "--no-faults" || i + 1 >= argc ? "" : " " + std::string(argv[i + 1]));
       if (a == "--seed") {
@@ -81,6 +82,8 @@ int main(int argc, char** argv) {
         o.clients = std::stoi(value());
       } else if (a == "--keys") {
         o.keys = std::stoi(value());
+      } else if (a == "--semaphores") {
+        o.semaphore_keys = std::stoi(value());
       } else if (a == "--drift") {
         o.drift = std::stod(value()) / 100;
       } else if (a == "--margin-ms") {
@@ -103,6 +106,7 @@ int main(int argc, char** argv) {
   }
   if (!sim::parse_bug(bug_name, o.bug_switch)) return usage(("unknown bug " + bug_name).c_str());
   if (o.clients < 1 || o.keys < 1 || count < 1) return usage("clients, keys and seeds must be positive");
+  if (o.semaphore_keys < 0) return usage("--semaphores must be 0 or more");
   if (!(o.drift >= 0 && o.drift < 0.5)) return usage("--drift must be from 0 to 50 (percent)");
   if (o.margin.count() < 0 || o.margin >= std::chrono::milliseconds(2'000))
     return usage("--margin-ms must be from 0 (the default, TTL/10) to below the TTL, 2000");

@@ -44,7 +44,8 @@ bool parse_bug(const std::string& name, bug& out) {
       {"ignore-batch-frames", bug::ignore_batch_frames},
       {"shorten-lease", bug::shorten_lease},
       {"start-skips-dir-sync", bug::start_skips_dir_sync},
-      {"queue-deadline-from-answer", bug::queue_deadline_from_answer}};
+      {"queue-deadline-from-answer", bug::queue_deadline_from_answer},
+      {"permit-past-count", bug::permit_past_count}};
   auto it = names.find(name);
   if (it == names.end()) return false;
   out = it->second;
@@ -71,8 +72,9 @@ struct request {
   std::string key;
   std::string owner;
   std::uint64_t token = 0;
-  milliseconds ttl{0};   // a wait's: how long the long-poll may last
-  milliseconds wait{0};  // a queued acquire's: how long it may wait in the queue
+  milliseconds ttl{0};        // a wait's: how long the long-poll may last
+  milliseconds wait{0};       // a queued acquire's: how long it may wait in the queue
+  std::uint32_t permits = 1;  // an acquire's permit count (1: a lock)
 };
 enum class status { ok, refused, unavailable };
 struct reply {
@@ -82,6 +84,7 @@ struct reply {
   std::uint64_t token = 0;  // granted, the holder of a refused acquire, or the holder a wait saw (0: free)
   std::string text;         // renew refusal reason, release outcome
   milliseconds queued{0};   // a queued acquire's grant: how long it waited at batond (queued_ms)
+  std::uint32_t slot = 0;   // a granted permit's slot
 };
 
 // One request through batond's real lock service, as http_server would call it (the HTTP layer aside).
@@ -92,10 +95,12 @@ asio::awaitable<reply> serve(server::lock_service& s, request r) {
   try {
     switch (r.kind) {
       case op::acquire: {
-        auto res = co_await s.acquire(r.key, r.owner, r.ttl);
+        auto res =
+            co_await s.acquire(r.key, r.owner, r.ttl, {}, std::nullopt, {}, milliseconds(0), r.permits);
         if (auto* g = std::get_if<server::acquire_granted>(&res)) {
           out.st = status::ok;
           out.token = g->token;
+          out.slot = g->slot;
         } else {
           out.st = status::refused;
           out.token = std::get<server::acquire_refused>(res).holder.token;
@@ -141,7 +146,8 @@ asio::awaitable<reply> serve(server::lock_service& s, request r) {
       }
       case op::queued: {
         // POST /v1/locks/{key}/acquire?wait_ms= (feature acquire_queue).
-        auto res = co_await s.acquire_queued(r.key, r.owner, r.ttl, r.wait);
+        auto res = co_await s.acquire_queued(r.key, r.owner, r.ttl, r.wait, {}, std::nullopt, {},
+                                             milliseconds(0), r.permits);
         if (!res) {
           out.text = "left";  // cancelled: the connection closed; nobody hears this
           break;
@@ -150,6 +156,7 @@ asio::awaitable<reply> serve(server::lock_service& s, request r) {
         if (auto* g = std::get_if<server::acquire_granted>(&res->result)) {
           out.st = status::ok;
           out.token = g->token;
+          out.slot = g->slot;
         } else {
           out.st = status::refused;
           out.token = std::get<server::acquire_refused>(res->result).holder.token;
@@ -202,6 +209,10 @@ struct client {
   nanos cut_until{0};  // partitioned from the server until then
   enum class phase { idle, acquiring, holding, releasing } ph = phase::idle;
   std::string key, owner;
+  // A key of permits: its count (1: a lock), and the resource a grant fences, key#slot (the key for a lock):
+  // the history names a permit by it, so the checker sees each slot as a lock of its own.
+  std::uint32_t permits = 1;
+  std::string res;
   std::uint64_t token = 0;
   milliseconds renew_ttl{0};  // some holders raise their lease's TTL with their renews (an extend record)
   milliseconds renew_sent_ttl{0};  // the TTL of the renew in flight
@@ -235,6 +246,11 @@ class world {
     compact_bytes_ = 256 * (1 + rng_.below(16));
     for (int i = 0; i < o.keys; ++i)
       keys_.push_back("k" + std::to_string(i));
+    // Drawn only when asked for, so a run without them draws exactly as before.
+    for (int i = 0; i < o.semaphore_keys; ++i) {
+      keys_.push_back("s" + std::to_string(i));
+      permits_[keys_.back()] = static_cast<std::uint32_t>(2 + rng_.below(3));
+    }
     clients_.resize(static_cast<std::size_t>(o.clients));
     for (int i = 0; i < o.clients; ++i) {
       auto& c = clients_[static_cast<std::size_t>(i)];
@@ -316,6 +332,7 @@ class world {
     d.cut_at_damaged_record = o_.bug_switch == bug::cut_damaged_record;
     d.ignore_batch_frames = o_.bug_switch == bug::ignore_batch_frames;
     d.shorten_lease = o_.bug_switch == bug::shorten_lease;
+    d.permit_past_count = o_.bug_switch == bug::permit_past_count;
     auto p = std::make_unique<server_process>(
         s_, server::journal_options{fs_.path(), compact_bytes_, &fs_, d}, std::move(timers));
     // Every other seed runs batond with waiter limits small enough to be reached (503 too_many_waiters).
@@ -635,6 +652,8 @@ class world {
   void start_acquire(client& c) {
     c.ph = client::phase::acquiring;
     c.key = keys_[rng_.below(keys_.size())];
+    c.permits = permits_.contains(c.key) ? permits_[c.key] : 1;
+    c.res = c.key;
     c.owner = c.name + "-" + std::to_string(c.inc) + "-" + std::to_string(++c.counter);
     c.attempt = 0;
     send_acquire(c);
@@ -645,7 +664,7 @@ class world {
     ++result_.ops;
     c.req_id = ++next_id_;
     c.req_sent = s_.now();
-    send_request(c, request{op::acquire, c.req_id, c.key, c.owner, 0, lease_ttl});
+    send_request(c, request{op::acquire, c.req_id, c.key, c.owner, 0, lease_ttl, milliseconds(0), c.permits});
     client_after(c, request_timeout, [id = c.req_id, this](client& c) {
       if (c.req_id != id || c.ph != client::phase::acquiring) return;
       emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", "timeout"}});
@@ -667,9 +686,9 @@ class world {
       if (r.id == c.req_id && c.ph == client::phase::releasing) {
         c.req_id = 0;
         if (r.st == status::ok)
-          emit(c.name, "released", {{"key", c.key}, {"token", c.token}, {"outcome", r.text}});
+          emit(c.name, "released", {{"key", c.res}, {"token", c.token}, {"outcome", r.text}});
         else
-          emit(c.name, "release_failed", {{"key", c.key}, {"token", c.token}, {"error", r.text}});
+          emit(c.name, "release_failed", {{"key", c.res}, {"token", c.token}, {"error", r.text}});
         go_idle(c);
       }
       // Anything else is a late or duplicated answer the SDK no longer waits for.
@@ -679,8 +698,16 @@ class world {
   void on_acquire_reply(client& c, const reply& r) {
     if (r.st == status::ok) {
       c.req_id = 0;
-      emit(c.name, "acquire_granted",
-           {{"key", c.key}, {"token", r.token}, {"sent", stamp(c.req_sent)}, {"ttl_ms", lease_ttl.count()}});
+      json::object granted{
+          {"key", c.key}, {"token", r.token}, {"sent", stamp(c.req_sent)}, {"ttl_ms", lease_ttl.count()}};
+      if (c.permits > 1) {
+        c.res = c.key + "#" + std::to_string(r.slot);
+        granted["key"] = c.res;
+        granted["base"] = c.key;
+        granted["permits"] = c.permits;
+        granted["slot"] = r.slot;
+      }
+      emit(c.name, "acquire_granted", std::move(granted));
       c.token = r.token;
       c.renew_ttl = rng_.chance(0.3) ? 2 * lease_ttl : lease_ttl;
       c.lost = false;
@@ -720,7 +747,7 @@ class world {
     ++result_.ops;
     c.req_id = ++next_id_;
     c.req_sent = s_.now();
-    send_request(c, request{op::queued, c.req_id, c.key, c.owner, 0, lease_ttl, long_poll});
+    send_request(c, request{op::queued, c.req_id, c.key, c.owner, 0, lease_ttl, long_poll, c.permits});
     client_after(c, long_poll + request_timeout, [id = c.req_id, this](client& c) {
       if (c.req_id != id || c.ph != client::phase::acquiring) return;
       emit(c.name, "acquire_failed", {{"key", c.key}, {"sent", stamp(c.req_sent)}, {"error", "timeout"}});
@@ -763,9 +790,10 @@ class world {
     if (!c.lost && c.fsm->poll(local_time(c, s_.now())) == detail::lease_fsm::action::declare_lost) lose(c);
     if (c.lost && o_.bug_switch != bug::work_after_loss) return;
     if (c.ph != client::phase::holding) return;
-    emit(c.name, "write_start", {{"key", c.key}, {"token", c.token}});
+    emit(c.name, "write_start", {{"key", c.res}, {"token", c.token}});
     ++result_.ops;
-    send(c, [this, key = c.key, token = c.token] { store_write(key, token); });
+    // A permit's resource is fenced per slot (docs/fencing.md).
+    send(c, [this, key = c.res, token = c.token] { store_write(key, token); });
     if (--c.writes_left > 0) return schedule_write(c);
     if (c.lost) return go_idle(c);
     release(c);
@@ -815,7 +843,7 @@ class world {
         return lose(c);
       check_deadline(c);
       // The SDK keeps its deadline on the TTL it was granted; the server's lease may last longer.
-      json::object f{{"key", c.key}, {"token", c.token}, {"sent", stamp(c.renew_sent)}};
+      json::object f{{"key", c.res}, {"token", c.token}, {"sent", stamp(c.renew_sent)}};
       if (c.renew_sent_ttl != lease_ttl) f["ttl_ms"] = c.renew_sent_ttl.count();
       emit(c.name, "renewed", std::move(f));
     } else if (r.st == status::refused) {
@@ -831,12 +859,12 @@ class world {
   void lose(client& c) {
     c.lost = true;
     ++c.fsm_gen;
-    emit(c.name, "lost", {{"key", c.key}, {"token", c.token}, {"reason", c.fsm->loss_reason()}});
+    emit(c.name, "lost", {{"key", c.res}, {"token", c.token}, {"reason", c.fsm->loss_reason()}});
     if (o_.bug_switch != bug::work_after_loss) go_idle(c);
   }
 
   void release(client& c) {
-    emit(c.name, "release_req", {{"key", c.key}, {"token", c.token}});
+    emit(c.name, "release_req", {{"key", c.res}, {"token", c.token}});
     ++result_.ops;
     c.fsm->on_released();
     ++c.fsm_gen;
@@ -846,7 +874,7 @@ class world {
     send_request(c, request{op::release, c.req_id, c.key, c.owner, c.token, milliseconds(0)});
     client_after(c, request_timeout, [this, id = c.req_id](client& c) {
       if (c.req_id != id || c.ph != client::phase::releasing) return;
-      emit(c.name, "release_failed", {{"key", c.key}, {"token", c.token}, {"error", "timeout"}});
+      emit(c.name, "release_failed", {{"key", c.res}, {"token", c.token}, {"error", "timeout"}});
       go_idle(c);  // the lease then expires on the server
     });
   }
@@ -871,11 +899,22 @@ class world {
     const nanos deadline = true_time(c, c.fsm->deadline());
     if (deadline <= s_.now()) return;  // lost at its next look (a very late answer)
     auto held = server_->service.table().get(c.key, virtual_now());
+    // A permit: its own lease among the key's holders.
+    if (held && held->permits > 1) {
+      auto mine = std::find_if(held->holders.begin(), held->holders.end(),
+                               [&](const server::permit_holder& h) { return h.owner == c.owner; });
+      if (mine == held->holders.end()) {
+        held.reset();
+      } else {
+        held->owner = mine->owner;
+        held->expires = mine->expires;
+      }
+    }
     const time_point believed(epoch + server_clock_.local(deadline));
     if (held && held->owner == c.owner && held->expires >= believed) return;
     if (!late_holders_.insert(c.token).second) return;  // one report a lease
     std::ostringstream v;
-    v << "VIOLATION held_after_expiry: " << c.name << " holds " << c.key << "/" << c.token
+    v << "VIOLATION held_after_expiry: " << c.name << " holds " << c.res << "/" << c.token
       << " until t=" << stamp(deadline) << " us by its lease_fsm (clock rate " << c.clock.rate()
       << ", batond's " << server_clock_.rate() << "), but batond's lease "
       << (held && held->owner == c.owner
@@ -988,7 +1027,62 @@ class world {
     auto r = chaos::check_history(events);
     for (const auto& v : r.violations)
       result_.violations.push_back(chaos::describe(v, events));
+    check_permit_count(events);
     check_liveness(events);
+  }
+
+  // A key of N permits never has more than N holders: counted over the certain-validity spans the chaos
+  // checker uses (tests/chaos/history.hpp), from a grant's receipt to its request's send plus the TTL (a
+  // renew's likewise), cut by the holder's release request. Each slot is checked as a lock by that checker
+  // (overlaps, tokens, fencing); this checks what no one slot shows, the count.
+  void check_permit_count(const std::vector<chaos::event>& events) {
+    struct span {
+      std::string base;
+      std::uint32_t permits = 0;
+      std::int64_t from = 0, until = 0;
+      std::size_t grant = 0;
+      bool released = false;
+    };
+    std::map<std::tuple<std::string, std::string, std::uint64_t>, span> spans;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const auto& e = events[i];
+      const std::tuple<std::string, std::string, std::uint64_t> id{e.src, e.key, e.token};
+      if (e.ev == "acquire_granted" && e.raw.contains("permits")) {
+        spans[id] = span{std::string(e.raw.at("base").as_string()),
+                         static_cast<std::uint32_t>(e.raw.at("permits").to_number<std::int64_t>()), e.t,
+                         e.sent + e.ttl_ms * 1000, i};
+      } else if (auto it = spans.find(id); it != spans.end() && !it->second.released) {
+        if (e.ev == "renewed")
+          it->second.until = std::max(
+              it->second.until, e.sent + (e.ttl_ms > 0 ? e.ttl_ms : events[it->second.grant].ttl_ms) * 1000);
+        if (e.ev == "release_req") {
+          it->second.until = std::min(it->second.until, e.t);
+          it->second.released = true;
+        }
+      }
+    }
+    std::map<std::string, std::vector<const span*>> by_key;
+    for (const auto& [id, s] : spans)
+      if (s.until > s.from) by_key[s.base].push_back(&s);
+    for (auto& [key, list] : by_key) {
+      // A sweep over the spans' ends (an end before a start at the same instant).
+      std::vector<std::pair<std::int64_t, int>> edges;
+      for (const auto* s : list) {
+        edges.emplace_back(s->from, +1);
+        edges.emplace_back(s->until, -1);
+      }
+      std::sort(edges.begin(), edges.end());
+      int live = 0;
+      for (const auto& [t, d] : edges) {
+        live += d;
+        if (live > static_cast<int>(list.front()->permits)) {
+          result_.violations.push_back(
+              "VIOLATION too_many_holders: " + key + " of " + std::to_string(list.front()->permits) +
+              " permits had " + std::to_string(live) + " holders valid at t=" + std::to_string(t) + " us\n");
+          break;
+        }
+      }
+    }
   }
 
   // With every fault healed, a key somebody asks for is granted again: an acquire asked for once the
@@ -1005,7 +1099,9 @@ class world {
     for (const auto& [key, asked] : first_ask) {
       bool granted = false;
       for (const auto& e : events)
-        if (e.ev == "acquire_granted" && e.key == key && e.t > asked) granted = true;
+        if (e.ev == "acquire_granted" && e.t > asked &&
+            (e.raw.contains("base") ? std::string_view(e.raw.at("base").as_string()) : e.key) == key)
+          granted = true;
       if (!granted)
         result_.violations.push_back("VIOLATION no_progress: " + key +
                                      " was asked for at t=" + std::to_string(asked) +
@@ -1029,6 +1125,7 @@ class world {
   bool flip_next_start_ = false;
   nanos server_paused_until_{0};
   std::vector<std::string> keys_;
+  std::map<std::string, std::uint32_t> permits_;  // the keys of permits, and their counts
   std::vector<client> clients_;
   std::map<std::string, std::uint64_t> fence_;
   std::set<std::uint64_t> late_holders_;  // tokens with a held_after_expiry reported

@@ -31,6 +31,7 @@ enum class bug {
   shorten_lease,         // lock_table lets a renew or a same-owner re-acquire move a lease's expiry earlier
   start_skips_dir_sync,  // a start that created or removed no log does not fsync the data directory
   queue_deadline_from_answer,  // a queued grant's lease is counted from its answer's arrival, not its send
+  permit_past_count,           // lock_table grants a full key of N permits an (N+1)th permit
 };
 bool parse_bug(const std::string& name, bug& out);
 
@@ -38,6 +39,9 @@ struct options {
   std::uint64_t seed = 1;
   int clients = 5;
   int keys = 3;
+  // Keys of permits (counting semaphores), each of 2 to 4 permits, beside the `keys` locks (0: none). Their
+  // holders are checked per slot as locks are, and no more than N at once per key.
+  int semaphore_keys = 0;
   std::chrono::milliseconds duration{60'000};  // virtual time; the last quiet_period of it has no faults
   std::chrono::milliseconds quiet_period{15'000};
   bool faults = true;

@@ -922,3 +922,126 @@ BOOST_AUTO_TEST_CASE(a_break_of_a_lease_with_a_lock_delay_is_one_record_that_kee
   BOOST_REQUIRE(table.delayed("k", now).has_value());
   BOOST_TEST((table.delayed("k", now)->until == now + 30'000ms));
 }
+
+// ---- Counting semaphores (docs/protocol.md, "semaphores") ----
+
+namespace {
+std::uint64_t token_of(const acquire_result& r) {
+  BOOST_REQUIRE(std::holds_alternative<acquire_granted>(r));
+  return std::get<acquire_granted>(r).token;
+}
+
+// The newest log file of `dir`.
+std::filesystem::path newest_wal(const std::filesystem::path& dir) {
+  std::filesystem::path out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.starts_with("wal-") && name.ends_with(".log") && (out.empty() || e.path() > out)) out = e.path();
+  }
+  BOOST_REQUIRE(!out.empty());
+  return out;
+}
+}  // namespace
+
+// Every permit is logged under its own table key: a restart, and a compaction's snapshot, restore each one
+// with its token, its TTL and the key's count; the counter never goes back.
+BOOST_AUTO_TEST_CASE(permits_survive_a_restart_and_a_compaction_with_their_tokens_and_count) {
+  temp_dir dir;
+  std::uint64_t b = 0, c = 0, d = 0;
+  {
+    service_on_disk s(dir.path());
+    const auto a = token_of(s.run(s.service.acquire("k", "a", 60'000ms, {}, std::nullopt, {}, 0ms, 3)));
+    b = token_of(s.run(s.service.acquire("k", "b", 1000ms, {}, std::nullopt, "vb", 0ms, 3)));
+    c = token_of(s.run(s.service.acquire("k", "c", 60'000ms, {}, std::nullopt, {}, 0ms, 3)));
+    BOOST_TEST(std::holds_alternative<renew_ok>(s.run(s.service.renew("k", "b", b, 120'000ms))));
+    BOOST_TEST((s.run(s.service.release("k", "a", a)).outcome == release_outcome::released));
+    d = token_of(s.run(s.service.acquire("k", "d", 60'000ms, {}, std::nullopt, {}, 0ms, 3)));
+    BOOST_TEST(std::holds_alternative<acquire_refused>(
+        s.run(s.service.acquire("k", "e", 60'000ms, {}, std::nullopt, {}, 0ms, 3))));
+  }
+  auto check = [&](const lock_table& table, clock::time_point now) {
+    auto v = table.get("k", now);
+    BOOST_REQUIRE(v.has_value());
+    BOOST_TEST(v->permits == 3u);
+    BOOST_REQUIRE(v->holders.size() == 3u);
+    BOOST_TEST(v->holders[0].token == d);  // slot 0, freed by a's release
+    BOOST_TEST(v->holders[0].owner == "d");
+    BOOST_TEST(v->holders[1].token == b);
+    BOOST_TEST(v->holders[1].value == "vb");
+    BOOST_TEST(v->holders[1].remaining.count() == 120'000);  // the renew's raised TTL
+    BOOST_TEST(v->holders[2].token == c);
+    BOOST_TEST(table.last_token() >= d);
+  };
+  const auto now = clock::now();
+  check(restored(dir.path(), now), now);
+  compact_by_churn(dir.path());
+  BOOST_TEST(std::filesystem::exists(dir.path() / "snapshot"));
+  const auto later = clock::now();
+  check(restored(dir.path(), later), later);
+}
+
+// A power cut that tears the last batch (a grant never answered) loses that grant only: every answered
+// permit comes back, and the counter passes the lost grant's token.
+BOOST_AUTO_TEST_CASE(a_power_cut_keeps_every_answered_permit_and_the_token_never_goes_back) {
+  temp_dir dir;
+  std::uint64_t a = 0, b = 0, lost = 0;
+  {
+    service_on_disk s(dir.path());
+    a = token_of(s.run(s.service.acquire("k", "a", 60'000ms, {}, std::nullopt, {}, 0ms, 2)));
+    b = token_of(s.run(s.service.acquire("k", "b", 60'000ms, {}, std::nullopt, {}, 0ms, 2)));
+    lost = token_of(s.run(s.service.acquire("k", "b", 60'000ms, {}, std::nullopt, {}, 0ms, 2)));
+  }
+  // The last batch (b's re-acquire) loses its last byte: as if its answer had never been sent.
+  const auto wal = newest_wal(dir.path());
+  std::filesystem::resize_file(wal, std::filesystem::file_size(wal) - 1);
+  const auto now = clock::now();
+  auto table = restored(dir.path(), now);
+  auto v = table.get("k", now);
+  BOOST_REQUIRE(v.has_value());
+  BOOST_TEST(v->permits == 2u);
+  BOOST_REQUIRE(v->holders.size() == 2u);
+  BOOST_TEST(v->holders[0].token == a);
+  BOOST_TEST(v->holders[1].token == b);    // the torn re-acquire's token is gone with it...
+  BOOST_TEST(table.last_token() >= lost);  // ...and is never issued again
+  auto next = std::get<acquire_granted>(table.acquire_permit(2, "k", "b", 1000ms, now));
+  BOOST_TEST(next.token > lost);
+  BOOST_TEST(next.slot == 1u);
+}
+
+// A queued acquire of a permit waits for a slot and takes the first one that frees; one of another count is
+// refused at once while the queue waits; each permit is a lock for the server's limit.
+BOOST_AUTO_TEST_CASE(a_queued_permit_is_granted_when_a_slot_frees_and_other_counts_are_refused) {
+  temp_dir dir;
+  service_on_disk s(dir.path());
+  const auto a = token_of(s.run(s.service.acquire("k", "a", 60'000ms, {}, std::nullopt, {}, 0ms, 2)));
+  token_of(s.run(s.service.acquire("k", "b", 60'000ms, {}, std::nullopt, {}, 0ms, 2)));
+  auto c = start(s.ioc, s.service.acquire_queued("k", "c", 60'000ms, 30'000ms, {}, std::nullopt, {}, 0ms, 2));
+  settle(s.ioc, 50ms);
+  BOOST_TEST(!c->done);
+  // Another count, queued or not, a plain acquire included: permits_mismatch at once.
+  auto other =
+      start(s.ioc, s.service.acquire_queued("k", "d", 60'000ms, 30'000ms, {}, std::nullopt, {}, 0ms, 3));
+  wait_done(s.ioc, other);
+  BOOST_REQUIRE(other->result->has_value());
+  BOOST_TEST(std::get<acquire_mismatch>((*other->result)->result).permits == 2u);
+  BOOST_TEST(std::get<acquire_mismatch>(s.run(s.service.acquire("k", "d", 60'000ms))).permits == 2u);
+  BOOST_TEST(s.metrics.acquire_permits_mismatch.load() == 2u);
+  // The same count that does not wait does not jump the queue.
+  BOOST_TEST(std::holds_alternative<acquire_refused>(
+      s.run(s.service.acquire("k", "e", 60'000ms, {}, std::nullopt, {}, 0ms, 2))));
+  BOOST_TEST((s.run(s.service.release("k", "a", a)).outcome == release_outcome::released));
+  wait_done(s.ioc, c);
+  BOOST_REQUIRE(c->result->has_value());
+  const auto& g = std::get<acquire_granted>((*c->result)->result);
+  BOOST_TEST(g.slot == 0u);
+  BOOST_TEST(g.token > a);
+  // The limit counts permits: two held, a limit of 3 lets one more in, then refuses.
+  s.service.set_lock_limit(3);
+  token_of(s.run(s.service.acquire("s", "x", 60'000ms, {}, std::nullopt, {}, 0ms, 5)));
+  BOOST_CHECK_THROW(s.run(s.service.acquire("s", "y", 60'000ms, {}, std::nullopt, {}, 0ms, 5)),
+                    locks_exhausted);
+  // A holder's re-acquire adds no lock.
+  token_of(s.run(s.service.acquire("s", "x", 60'000ms, {}, std::nullopt, {}, 0ms, 5)));
+  s.service.wake_all();
+  settle(s.ioc, 50ms);
+}

@@ -303,10 +303,39 @@ BOOST_AUTO_TEST_CASE(control_characters_are_unicodes_c0_del_and_c1) {
 }
 
 BOOST_AUTO_TEST_CASE(capabilities_are_protocol_1_with_its_optional_features_and_limits) {
-  BOOST_TEST(capabilities_body(8192, 60s) ==
-             R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
-             R"("acquire_queue","list_locks","break_lease","lock_delay"],"lock_delay_max_ms":60000,)"
-             R"("renew_batch_max":1000,"max_body_bytes":8192,"record_max_bytes":65536,"list_max":1000})");
+  BOOST_TEST(
+      capabilities_body(8192, 60s, 250) ==
+      R"({"protocol_version":1,"features":["lease_values","renew_batch","proclaim","lock_record",)"
+      R"("acquire_queue","list_locks","break_lease","lock_delay","semaphores"],"lock_delay_max_ms":60000,)"
+      R"("permits_max":250,"renew_batch_max":1000,"max_body_bytes":8192,"record_max_bytes":65536,)"
+      R"("list_max":1000})");
+}
+
+BOOST_AUTO_TEST_CASE(an_acquire_reads_an_optional_permit_count_within_the_servers_maximum) {
+  auto permits_of = [](const std::string& body, const ttl_bounds& b) {
+    return std::get<acquire_request>(parse_acquire(body, b)).permits;
+  };
+  BOOST_TEST(!permits_of(R"({"owner":"w","ttl_ms":1000})", bounds));
+  BOOST_TEST(*permits_of(R"({"owner":"w","ttl_ms":1000,"permits":1})", bounds) == 1u);
+  BOOST_TEST(*permits_of(R"({"owner":"w","ttl_ms":1000,"permits":3})", bounds) == 3u);
+  BOOST_TEST(*permits_of(R"({"owner":"w","ttl_ms":1000,"permits":1000})", bounds) == 1000u);
+  ttl_bounds narrow = bounds;
+  narrow.max_permits = 7;
+  BOOST_TEST(*permits_of(R"({"owner":"w","ttl_ms":1000,"permits":7})", narrow) == 7u);
+  // Over the bound: refused, naming the bound and where a client reads it.
+  auto over = err(parse_acquire(R"({"owner":"w","ttl_ms":1000,"permits":8})", narrow));
+  BOOST_TEST(over.status == 400);
+  BOOST_TEST(over.message.find("from 1 to 7") != std::string::npos);
+  BOOST_TEST(over.message.find("permits_max") != std::string::npos);
+  for (const char* bad :
+       {R"({"owner":"w","ttl_ms":1000,"permits":0})", R"({"owner":"w","ttl_ms":1000,"permits":-1})",
+        R"({"owner":"w","ttl_ms":1000,"permits":1.5})", R"({"owner":"w","ttl_ms":1000,"permits":"3"})",
+        R"({"owner":"w","ttl_ms":1000,"permits":null})", R"({"owner":"w","ttl_ms":1000,"permits":1001})",
+        R"({"owner":"w","ttl_ms":1000,"permits":18446744073709551616})"}) {
+    auto e = err(parse_acquire(bad, bounds));
+    BOOST_TEST(e.status == 400, bad);
+    BOOST_TEST(e.message.find("\"permits\"") != std::string::npos, bad);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(an_acquire_reads_an_optional_lock_delay_within_the_servers_maximum) {
