@@ -258,8 +258,8 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
   if (wait_timeout) give_up = cs.now() + *wait_timeout;
   detail::acquire_fsm fsm(mode, key, give_up, cs.config.retry, cs.rng());
   acquire_reply last;
-  // A lease with a lock-delay refused in the queue may be refused for the delay, not the queue: this
-  // acquisition stops queueing, the client's other ones do not.
+  // A lease with a lock-delay (or a semaphore's permit) refused in the queue may be refused for the option,
+  // not the queue: this acquisition stops queueing, the client's other ones do not.
   bool queue_refused_here = false;
   for (auto a = fsm.start();;) {
     switch (a.what) {
@@ -286,8 +286,10 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
             a = fsm.on_acquire(last, cs.now());
             break;
           }
-          // Not offered: wait the way every server can, and ask again after a while (it may be upgraded).
-          if (options.lock_delay > milliseconds{0})
+          // Not offered: wait the way every server can, and ask again after a while (it may be upgraded). A
+          // lock-delay's or a semaphore's refusal may be of the option, not of the queue: this acquisition
+          // stops queueing, the client's other ones do not.
+          if (options.lock_delay > milliseconds{0} || permits > 1)
             queue_refused_here = true;
           else
             cs.queue_unsupported_until = cs.now() + std::chrono::minutes(5);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#define BOOST_TEST_MODULE http_semaphore
+#define BOOST_TEST_MODULE http_backend_permits
 #include <boost/test/unit_test.hpp>
 
 // The HTTP backend's side of semaphores (docs/protocol.md, "Semaphores") against canned answers: what it
@@ -10,9 +10,13 @@
 #include "recording_server.hpp"
 
 #include "baton/backend.hpp"
+#include "baton/client.hpp"
 #include "baton/error.hpp"
+#include "baton/semaphore.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 
@@ -162,5 +166,28 @@ BOOST_FIXTURE_TEST_CASE(a_semaphore_keys_lock_answer_and_listing_carry_slots, fi
     BOOST_TEST(l.page.locks[1].kind == "permit");
     BOOST_TEST(l.page.locks[1].holder.slot == 2u);
     BOOST_TEST(l.page.locks[1].permits == 3u);
+  }());
+}
+
+// A semaphore refused by a server without the feature must not stop the same client's locks from waiting in
+// the server's queue (the refusal is of the count, not of the queue).
+BOOST_FIXTURE_TEST_CASE(a_refused_semaphore_leaves_the_clients_locks_queueing, fixture) {
+  recording_server server(200, R"({"key":"k","owner":"o","token":7,"ttl_ms":10000})");
+  server.answer("/v1/capabilities", 200, R"({"features":["acquire_queue"]})");
+  client_config cfg;
+  cfg.server_url = server.url();
+  client c(ioc.get_executor(), cfg);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    semaphore pool(c, "pool", 3);
+    auto [ec, none] = co_await pool.async_acquire(lease_options{}, asio::as_tuple(asio::use_awaitable));
+    BOOST_TEST(ec == error::invalid_config);
+    BOOST_TEST(posts(server) == 0u);
+    lease l = co_await c.async_acquire("k", {.ttl = 10s});
+    auto sent = server.requests();
+    BOOST_TEST(
+        std::any_of(sent.begin(), sent.end(),
+                    [](const std::string& r) { return r.starts_with("POST /v1/locks/k/acquire?wait_ms="); }),
+        "the lock's acquire was not queued");
+    l.detach();
   }());
 }
