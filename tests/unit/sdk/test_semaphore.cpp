@@ -290,3 +290,39 @@ BOOST_AUTO_TEST_CASE(the_fence_keeps_the_highest_token_per_slot) {
   BOOST_TEST(guard.highest("db/rows") == 3u);
   BOOST_TEST(guard.highest(baton::fence_guard::slot_resource("db/rows", 1)) == 9u);
 }
+
+// The memory backend keeps lock-delay per slot: a permit that expires keeps its slot from everyone for the
+// delay while the other slots are granted; a full key whose free slots are all delayed says so.
+BOOST_AUTO_TEST_CASE(memory_backend_keeps_lock_delay_per_slot) {
+  asio::io_context ioc;
+  auto server = std::make_shared<memory_backend>(ioc.get_executor());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto ask = [&](std::string owner) {
+      acquire_request q;
+      q.key = "k";
+      q.owner = std::move(owner);
+      q.ttl = 1000ms;
+      q.lock_delay = 5000ms;
+      q.permits = 2;
+      q.timeout = 1000ms;
+      return server->acquire_with(std::move(q));
+    };
+    auto a = co_await ask("a");
+    auto b = co_await ask("b");
+    BOOST_TEST(a.slot == 0u);
+    BOOST_TEST(b.slot == 1u);
+    server->expire("k", a.token);  // slot 0 in lock-delay until 5000 ms
+    auto c = co_await ask("c");
+    BOOST_TEST(c.ec == error::held);
+    BOOST_TEST(c.holder.lock_delay_remaining == 5000ms);
+    BOOST_TEST(c.holders.size() == 1u);
+    server->advance(5001ms);  // slot 0's delay is over; b expired at 1000 ms: slot 1 delayed until 6000 ms
+    auto d = co_await ask("c");
+    BOOST_TEST(!d.ec);
+    BOOST_TEST(d.slot == 0u);
+    BOOST_TEST(d.token > b.token);
+    auto e = co_await ask("e");
+    BOOST_TEST(e.ec == error::held);
+    BOOST_TEST(e.holder.lock_delay_remaining == 999ms);
+  }());
+}
