@@ -1017,6 +1017,101 @@ asio::awaitable<void> lock_delay_after_expiry(const backend_suite& s) {
   }
 }
 
+// Semaphores (docs/protocol.md, "semaphores") through baton::backend::acquire_with: skipped where the
+// backend refuses more than 1 permit (error::invalid_config, nothing sent: a server without the feature).
+asio::awaitable<acquire_reply> permit(const backend_suite& s, const std::string& key,
+                                      const std::string& owner, std::uint32_t permits) {
+  acquire_request q;
+  q.key = key;
+  q.owner = owner;
+  q.ttl = long_ttl;
+  q.permits = permits;
+  q.timeout = 10'000ms;
+  auto r = co_await s.main().acquire_with(std::move(q));
+  if (r.ec == error::invalid_config) throw check_skipped("semaphores: " + why(r.ec, r.diagnostic));
+  co_return r;
+}
+
+asio::awaitable<acquire_reply> granted_permit(const backend_suite& s, const std::string& key,
+                                              const std::string& owner, std::uint32_t permits,
+                                              std::uint32_t slot) {
+  auto r = co_await permit(s, key, owner, permits);
+  if (r.ec)
+    throw check_failed("acquire of one of " + std::to_string(permits) + " permits by " + owner + ": " +
+                       why(r.ec, r.diagnostic));
+  expect(r.permits == permits && r.slot == slot,
+         "the grant to " + owner + " names permits " + std::to_string(r.permits) + " and slot " +
+             std::to_string(r.slot) + ", not " + std::to_string(permits) + " and " + std::to_string(slot));
+  co_return r;
+}
+
+asio::awaitable<void> semaphore_at_most_n(const backend_suite& s) {
+  const auto key = s.key("semaphore-at-most-n");
+  std::vector<std::pair<std::string, std::uint64_t>> held;
+  std::uint64_t last = 0;
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    const std::string owner = "p" + std::to_string(i);
+    auto g = co_await granted_permit(s, key, owner, 3, i);
+    expect(g.token > last, "the permit tokens should grow");
+    last = g.token;
+    held.emplace_back(owner, g.token);
+  }
+  auto full = co_await permit(s, key, "p3", 3);
+  expect(full.ec == error::held,
+         "a fourth owner's acquire of 3 held permits: " + why(full.ec, full.diagnostic));
+  expect(full.permits == 3 && full.holders.size() == 3,
+         "the refusal should name permits 3 and three holders");
+  for (std::uint32_t i = 0; i < full.holders.size(); ++i)
+    expect(full.holders[i].slot == i, "the refusal's holders should be in slot order");
+  co_await s.release(key, "p1", held[1].second);
+  auto next = co_await granted_permit(s, key, "p3", 3, 1);
+  expect(next.token > last, "the grant after a release should have a larger token");
+  held[1] = {"p3", next.token};
+  for (const auto& [owner, token] : held)
+    co_await s.release(key, owner, token);
+}
+
+asio::awaitable<void> semaphore_same_holder(const backend_suite& s) {
+  const auto key = s.key("semaphore-same-holder");
+  auto a = co_await granted_permit(s, key, "a", 2, 0);
+  auto b = co_await granted_permit(s, key, "b", 2, 1);
+  auto again = co_await granted_permit(s, key, "b", 2, 1);
+  expect(again.token > b.token, "the same holder's new token should be larger");
+  auto old = co_await s.renew(key, "b", b.token, long_ttl);
+  expect(old.ec == error::lease_lost && old.lost_reason == "token_mismatch",
+         "a renew with the superseded token: " + why(old.ec, old.lost_reason));
+  co_await s.release(key, "a", a.token);
+  co_await s.release(key, "b", again.token);
+}
+
+asio::awaitable<void> semaphore_mismatch(const backend_suite& s) {
+  const auto key = s.key("semaphore-mismatch");
+  auto a = co_await granted_permit(s, key, "a", 3, 0);
+  auto two = co_await permit(s, key, "b", 2);
+  expect(two.ec == error::permits_mismatch && two.permits == 3,
+         "an acquire of 2 permits of a key held with 3: " + why(two.ec, two.diagnostic));
+  auto lock = co_await s.main().acquire(key, "b", long_ttl, {}, 10'000ms);
+  expect(lock.ec == error::permits_mismatch,
+         "a lock's acquire of a key held with 3 permits: " + why(lock.ec, lock.diagnostic));
+  co_await s.release(key, "a", a.token);
+  auto b = co_await granted_permit(s, key, "b", 2, 0);  // free again: the next grant sets the count
+  co_await s.release(key, "b", b.token);
+}
+
+asio::awaitable<void> semaphore_release(const backend_suite& s) {
+  const auto key = s.key("semaphore-release");
+  auto a = co_await granted_permit(s, key, "a", 2, 0);
+  auto b = co_await granted_permit(s, key, "b", 2, 1);
+  expect(co_await s.release(key, "a", b.token) == release_outcome::not_owner,
+         "a release of b's permit in a's name should be not_owner");
+  expect(co_await s.release(key, "a", a.token) == release_outcome::released, "the release of a's permit");
+  auto now = co_await s.get(key);
+  expect(now.holder && now.holder->token == b.token, "after a's release, b's permit should still be held");
+  expect(co_await s.release(key, "a", a.token) == release_outcome::already_free,
+         "a second release of a's permit should be already_free");
+  co_await s.release(key, "b", b.token);
+}
+
 constexpr named_check lease_checks[] = {
     {check_name::concurrent_acquires, concurrent_acquires},
     {check_name::held_names_holder, held_names_holder},
@@ -1048,6 +1143,10 @@ constexpr named_check lease_checks[] = {
     {check_name::record_outlives_lease, record_outlives_lease},
     {check_name::record_missing, record_missing},
     {check_name::lock_delay_after_expiry, lock_delay_after_expiry},
+    {check_name::semaphore_at_most_n, semaphore_at_most_n},
+    {check_name::semaphore_same_holder, semaphore_same_holder},
+    {check_name::semaphore_mismatch, semaphore_mismatch},
+    {check_name::semaphore_release, semaphore_release},
 };
 
 constexpr named_check after_restart[] = {

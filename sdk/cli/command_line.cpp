@@ -103,12 +103,15 @@ struct command_spec {
 };
 
 constexpr command_spec specs[] = {
-    {"acquire", "baton acquire KEY --ttl D [--owner O] [--wait] [--wait-timeout D] [--lock-delay D]",
+    {"acquire",
+     "baton acquire KEY --ttl D [--owner O] [--wait] [--wait-timeout D] [--lock-delay D] [--permits N]",
      R"(Takes the lock KEY for --ttl and prints {"key","owner","token","ttl_ms"}. The lease is not renewed
 and outlives this command: renew it (baton renew) before the TTL runs out and release it when done.
 Without --owner the owner is <hostname>:<pid>#<random>. Acquiring again with the same --owner gives a
 newer token and retires the old one. When another owner holds the lock: exit 75 and one line on stderr
-naming the holder, nothing on stdout; with --wait, waits for the lock instead.)"},
+naming the holder, nothing on stdout; with --wait, waits for the lock instead. With --permits N (2 or
+more), takes one of N permits of the semaphore KEY (the lowest free slot) and prints "slot" and
+"permits" too; exit 75 also when KEY is in use with another permit count.)"},
     {"renew", "baton renew KEY --owner O --token N --ttl D",
      R"(Extends the lease of owner O with token N to --ttl from now, and prints
 {"key","owner","token","ttl_ms"}. A refused renew means the lease is gone for good (exit 76);
@@ -147,8 +150,9 @@ server without the feature "break_lease" is not asked (exit 64). Not retried: af
 is unknown, look with baton get. The holder's process is not stopped: fencing tokens protect the resource.)"},
     {"exec",
      "baton exec KEY --ttl D [--wait] [--wait-timeout D] [--grace D] [--renew-every D] [--safety-margin D] "
-     "[--lock-delay D] -- CMD [ARGS...]",
-     R"(Acquires KEY, runs CMD (no shell) in its own process group with BATON_FENCING_TOKEN,
+     "[--lock-delay D] [--permits N] -- CMD [ARGS...]",
+     R"(Acquires KEY (with --permits N, one of N permits of the semaphore KEY), runs CMD (no shell) in its
+own process group with BATON_FENCING_TOKEN, BATON_FENCING_SLOT (the permit's slot, 0 for a lock),
 BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment, renews the lease while CMD runs and releases it
 when CMD ends.
 The moment the lease is lost, CMD's process group gets SIGTERM, and SIGKILL after --grace; baton then
@@ -217,6 +221,9 @@ po::options_description command_options(std::string_view name) {
     add("lock-delay", po::value<std::string>()->value_name("D"),
         "once the lease ends by expiry or a break (not a release), keep the key from everyone for D "
         "(server feature lock_delay; default none)");
+  if (name == "acquire" || name == "exec")
+    add("permits", po::value<std::string>()->value_name("N"),
+        "take one of N permits of a semaphore (2 to 65535; server feature semaphores; default 1: a lock)");
   if (name == "acquire")
     add("owner", po::value<std::string>()->value_name("O"), "owner string, used as given");
   if (name == "ls") {
@@ -287,6 +294,16 @@ std::uint64_t token_value(const po::variables_map& vm) {
       token > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
     usage_error("--token: \"" + text + "\" is not a fencing token (an integer from 1 to 2^63-1)");
   return token;
+}
+
+std::uint32_t permits_value(const po::variables_map& vm) {
+  if (!vm.count("permits")) return 1;
+  const auto& text = required_string(vm, "permits");
+  std::uint32_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size() || n < 1 || n > 65535)
+    usage_error("--permits: \"" + text + "\" is not a permit count (an integer from 1 to 65535)");
+  return n;
 }
 
 std::optional<milliseconds> wait_timeout_value(const po::variables_map& vm, bool& wait) {
@@ -396,6 +413,7 @@ command build(std::string_view name, std::string key, const po::variables_map& v
     acquire_command a{std::move(key), ttl, std::nullopt, vm["wait"].as<bool>(), std::nullopt};
     if (vm.count("owner")) a.owner = required_string(vm, "owner");
     if (vm.count("lock-delay")) a.lock_delay = duration_value(vm, "lock-delay");
+    a.permits = permits_value(vm);
     a.wait_timeout = wait_timeout_value(vm, a.wait);
     return a;
   }
@@ -412,6 +430,7 @@ command build(std::string_view name, std::string key, const po::variables_map& v
   }
   e.wait = vm["wait"].as<bool>();
   e.wait_timeout = wait_timeout_value(vm, e.wait);
+  e.permits = permits_value(vm);
   e.grace =
       exec_grace(e.lease, vm.count("grace") ? std::optional(duration_value(vm, "grace")) : std::nullopt);
   e.argv = std::move(cmd_argv);

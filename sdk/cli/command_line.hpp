@@ -29,6 +29,7 @@ struct acquire_command {
   bool wait = false;
   std::optional<milliseconds> wait_timeout;
   milliseconds lock_delay{0};  // --lock-delay; 0: none
+  std::uint32_t permits = 1;   // --permits; more than 1: a permit of a semaphore of that many
 };
 
 struct renew_command {
@@ -82,6 +83,7 @@ struct exec_command {
   std::optional<milliseconds> wait_timeout;
   /// SIGTERM to SIGKILL. Fits the time a lost lease leaves (exec_grace()).
   milliseconds grace{5'000};
+  std::uint32_t permits = 1;      // --permits; more than 1: a permit of a semaphore of that many
   std::vector<std::string> argv;  // CMD and its arguments, never empty
 };
 

@@ -60,6 +60,13 @@ inline constexpr const char* restart_keeps_held_lease = "restart: a held lease k
 inline constexpr const char* restart_keeps_release = "restart: a released lock stays released";
 inline constexpr const char* restart_tokens_increase =
     "restart: new tokens are larger than every token before";
+inline constexpr const char* semaphore_at_most_n =
+    "semaphores: at most N permits, each in the lowest free slot";
+inline constexpr const char* semaphore_same_holder =
+    "semaphores: the same holder again keeps its slot with a larger token";
+inline constexpr const char* semaphore_mismatch =
+    "semaphores: another count while the key is held is permits_mismatch";
+inline constexpr const char* semaphore_release = "semaphores: a release names its permit by token";
 }  // namespace check_name
 
 struct check_failed : std::runtime_error {

@@ -8,6 +8,7 @@
 
 #include "baton/config.hpp"
 #include "baton/error.hpp"
+#include "baton/semaphore.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -90,14 +91,16 @@ asio::awaitable<void> release(lease& l) {
 asio::awaitable<void> acquire_into(client& c, const exec_command& cmd, std::optional<lease>& out,
                                    std::exception_ptr& failed) {
   try {
+    // A lock is a semaphore of 1 permit: the same requests as the client's own acquire.
+    semaphore permits(c, cmd.key, cmd.permits);
     if (cmd.wait) {
       if (cmd.wait_timeout)
-        out.emplace(co_await c.async_acquire(cmd.key, cmd.lease, *cmd.wait_timeout));
+        out.emplace(co_await permits.async_acquire(cmd.lease, *cmd.wait_timeout));
       else
-        out.emplace(co_await c.async_acquire(cmd.key, cmd.lease));
+        out.emplace(co_await permits.async_acquire(cmd.lease));
       co_return;
     }
-    auto r = co_await c.async_try_acquire(cmd.key, cmd.lease);
+    auto r = co_await permits.async_try_acquire(cmd.lease);
     if (!r.acquired) throw cli_error(exit_code::not_acquired, held_by(cmd.key, r.holder));
     out = std::move(r.acquired);
   } catch (const exception& e) {
@@ -280,6 +283,7 @@ asio::awaitable<int> run_exec(client& c, const exec_command& cmd) {
     child.emplace(
         ex, cmd.argv,
         std::vector<std::pair<std::string, std::string>>{{"BATON_FENCING_TOKEN", std::to_string(l.token())},
+                                                         {"BATON_FENCING_SLOT", std::to_string(l.slot())},
                                                          {"BATON_LOCK_KEY", l.key()},
                                                          {"BATON_LOCK_OWNER", l.owner()}},
         inherited, -1, guard->command_fd());

@@ -12,6 +12,7 @@ int exit_code_for(const boost::system::error_code& ec) {
   switch (static_cast<error>(ec.value())) {
     case error::held:
     case error::wait_timeout:
+    case error::permits_mismatch:  // the key is held or awaited with another permit count
       return exit_code::not_acquired;
     case error::lease_lost:
     case error::released:

@@ -35,7 +35,7 @@ std::span<const check> checks() {
     std::vector<check> v;
     for (auto group :
          {lease_checks(), capabilities_checks(), renew_batch_checks(), proclaim_checks(), record_checks(),
-          queue_checks(), operator_checks(), lock_delay_checks(), bad_input_checks()})
+          queue_checks(), operator_checks(), lock_delay_checks(), semaphore_checks(), bad_input_checks()})
       v.insert(v.end(), group.begin(), group.end());
     return v;
   }();

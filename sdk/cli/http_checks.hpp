@@ -24,6 +24,7 @@ std::span<const check> record_checks();        // feature lock_record
 std::span<const check> queue_checks();         // feature acquire_queue
 std::span<const check> operator_checks();      // features list_locks and break_lease
 std::span<const check> lock_delay_checks();    // feature lock_delay
+std::span<const check> semaphore_checks();     // feature semaphores
 std::span<const check> bad_input_checks();     // errors for bad requests; the server still serves
 
 // docs/protocol.md, Time: a lease acquired by a request sent at client time a is held until at least a + ttl;

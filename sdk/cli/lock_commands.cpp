@@ -6,6 +6,7 @@
 #include "baton/common/log.hpp"
 #include "baton/detail/lease_fsm.hpp"
 #include "baton/error.hpp"
+#include "baton/semaphore.hpp"
 
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -114,15 +115,17 @@ asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
   if (cmd.owner) options.owner = *cmd.owner;
   lease l;
   std::optional<std::string> gave_up;  // the wait_timeout's diagnostic
+  // A lock is a semaphore of 1 permit: the same requests as the client's own acquire.
+  semaphore permits(c, cmd.key, cmd.permits);
   try {
     if (cmd.wait) {
       // Waiting rides out a server outage (client::acquire); a single try reports it after the retries.
       if (cmd.wait_timeout)
-        l = co_await c.async_acquire(cmd.key, options, *cmd.wait_timeout);
+        l = co_await permits.async_acquire(options, *cmd.wait_timeout);
       else
-        l = co_await c.async_acquire(cmd.key, options);
+        l = co_await permits.async_acquire(options);
     } else {
-      auto r = co_await c.async_try_acquire(cmd.key, options);
+      auto r = co_await permits.async_try_acquire(options);
       // Refusals go to stderr only: a script that forgets to check the status must not find the holder's
       // token on stdout and write with it.
       if (!r.acquired) throw cli_error(exit_code::not_acquired, held_by(cmd.key, r.holder));
@@ -142,7 +145,13 @@ asio::awaitable<int> run_acquire(client& c, const acquire_command& cmd) {
     if (holder) throw cli_error(exit_code::not_acquired, "gave up waiting: " + held_by(cmd.key, *holder));
     fail(what, make_error_code(error::wait_timeout), *gave_up);
   }
-  print_json({{"key", cmd.key}, {"owner", l.owner()}, {"token", l.token()}, {"ttl_ms", cmd.ttl.count()}});
+  json::object granted{
+      {"key", cmd.key}, {"owner", l.owner()}, {"token", l.token()}, {"ttl_ms", cmd.ttl.count()}};
+  if (cmd.permits > 1) {
+    granted["slot"] = l.slot();
+    granted["permits"] = l.permits();
+  }
+  print_json(granted);
   // The lease is the caller's now: not renewed here, and not released when this process ends.
   l.detach();
   co_return exit_code::ok;
@@ -279,6 +288,10 @@ asio::awaitable<int> run_ls(client& c, const ls_command& cmd) {
                      {"value", l.holder.value},
                      {"waiters", l.waiters}};
       if (!l.client.empty()) o["client"] = l.client;
+      if (l.kind == "permit") {
+        o["slot"] = l.holder.slot;
+        o["permits"] = l.permits;
+      }
       if (l.holder.lock_delay_remaining.count() > 0)
         o["lock_delay_remaining_ms"] = l.holder.lock_delay_remaining.count();
       print_json(o);
@@ -286,12 +299,17 @@ asio::awaitable<int> run_ls(client& c, const ls_command& cmd) {
   } else {
     std::printf("%-40s %-24s %12s %10s %7s %s\n", "KEY", "OWNER", "TOKEN", "REMAINING", "WAITERS", "VALUE");
     for (const auto& l : shown)
-      std::printf("%-40s %-24s %12llu %10s %7llu %s\n", cell(l.key, 40).c_str(),
-                  // A key in lock-delay has no owner: the column says so, REMAINING is the delay's.
-                  l.kind == "lock_delay" ? "(lock-delay)" : cell(l.holder.owner, 24).c_str(),
-                  static_cast<unsigned long long>(l.holder.token),
-                  remaining_text(l.holder.ttl_remaining).c_str(), static_cast<unsigned long long>(l.waiters),
-                  cell(l.holder.value, 60).c_str());
+      std::printf(
+          "%-40s %-24s %12llu %10s %7llu %s\n",
+          // A semaphore's permit: its slot of the count after the key.
+          l.kind == "permit"
+              ? cell(l.key + " [" + std::to_string(l.holder.slot) + "/" + std::to_string(l.permits) + "]", 40)
+                    .c_str()
+              : cell(l.key, 40).c_str(),
+          // A key in lock-delay has no owner: the column says so, REMAINING is the delay's.
+          l.kind == "lock_delay" ? "(lock-delay)" : cell(l.holder.owner, 24).c_str(),
+          static_cast<unsigned long long>(l.holder.token), remaining_text(l.holder.ttl_remaining).c_str(),
+          static_cast<unsigned long long>(l.waiters), cell(l.holder.value, 60).c_str());
     std::fflush(stdout);
   }
   if (!more.empty())

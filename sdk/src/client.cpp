@@ -102,8 +102,11 @@ asio::awaitable<void> abandon(shared_ptr_t s, std::string key, std::string owner
     for (int attempt = 1; attempt <= cs.config.retry.max_attempts && token == 0; ++attempt) {
       auto g = co_await cs.backend->get(key, std::nullopt, cs.config.request_timeout);
       // Never a lease this client holds: with a caller-chosen owner, a later acquisition may hold the key.
+      // On a key of several permits the grant may be any of them.
       if (!g.ec && g.holder && g.holder->owner == owner && !cs.holds(key, g.holder->token))
         token = g.holder->token;
+      for (const auto& h : g.ec ? std::vector<holder_info>{} : g.holders)
+        if (token == 0 && h.owner == owner && !cs.holds(key, h.token)) token = h.token;
       if (token == 0 && attempt < cs.config.retry.max_attempts) {
         timer t(cs, cs.backoff(attempt));
         co_await t.async_wait(use_tuple);
@@ -133,8 +136,10 @@ struct pending_acquire {
 };
 
 // `queue_wait`: a queued acquire (backend::acquire_queued) that may wait that long at the server.
+// `permits`: 1 for a lock, more for a semaphore's permit.
 asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fsm& fsm, std::string key,
-                                        std::string owner, lease_options o, std::optional<lease>& out,
+                                        std::string owner, lease_options o, std::uint32_t permits,
+                                        std::optional<lease>& out,
                                         std::optional<milliseconds> queue_wait = std::nullopt) {
   auto& cs = *s;
   refuse_if_shut_down(cs);
@@ -147,18 +152,14 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fs
   asio::co_spawn(
       cs.ex,
       // `leave` is kept by the request: its slot is bound to the request's coroutine for the whole run.
-      [s, p, key, owner, ttl = o.ttl, value = o.value.str(), lock_delay = o.lock_delay, queue_wait, leave,
-       counted = std::make_shared<in_flight_guard>(s)]() -> asio::awaitable<void> {
+      [s, p, key, owner, ttl = o.ttl, value = o.value.str(), lock_delay = o.lock_delay, queue_wait, permits,
+       leave, counted = std::make_shared<in_flight_guard>(s)]() -> asio::awaitable<void> {
         const auto timeout = queue_wait ? *queue_wait + s->config.request_timeout : s->config.request_timeout;
-        if (lock_delay > milliseconds{0}) {
-          // Only a lease with a lock-delay takes this call: a backend without lock-delay refuses it.
-          p->reply = co_await s->backend->acquire_with_delay(key, owner, ttl, value, lock_delay, queue_wait,
-                                                             timeout);
-        } else if (queue_wait) {
-          p->reply = co_await s->backend->acquire_queued(key, owner, ttl, value, *queue_wait, timeout);
-        } else {
-          p->reply = co_await s->backend->acquire(key, owner, ttl, value, timeout);
-        }
+        // One call for every kind of acquire: the backend's default sends a lock's to the calls a backend
+        // written before semaphores implements (a lock-delay only to acquire_with_delay, which such a
+        // backend refuses).
+        acquire_request q{key, owner, ttl, value, lock_delay, queue_wait, permits, timeout};
+        p->reply = co_await s->backend->acquire_with(std::move(q));
         if (queue_wait) {
           if (p->reply.ec == asio::error::operation_aborted) {
             // Left while it waited: the server may have granted it just before (and answered into the
@@ -205,6 +206,8 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fs
     // time plus that wait, less the clock-rate drift the design allows (2%, docs/design.md).
     const auto start = sent + (r.queued - r.queued / 50);
     auto core = std::make_shared<lease_core>(s, key, owner, r.token, o, start);
+    core->slot = r.slot;
+    core->permits = permits;
     core->start();
     cs.track(core);
     cs.acquires.fetch_add(1, std::memory_order_relaxed);
@@ -214,8 +217,19 @@ asio::awaitable<acquire_reply> try_once(shared_ptr_t s, const detail::acquire_fs
   } else if (r.ec == error::held) {
     cs.acquire_refusals.fetch_add(1, std::memory_order_relaxed);
     cs.emit(lease_event::kind::acquire_refused, key, r.holder.token);
+  } else if (r.ec == error::permits_mismatch) {
+    r.diagnostic = "\"" + key + "\" is in use with " + std::to_string(r.permits) + " permit" +
+                   (r.permits == 1 ? " (a lock)" : "s") + "; this acquire asked " + std::to_string(permits) +
+                   (r.diagnostic.empty() ? "" : " (" + r.diagnostic + ")");
   }
   co_return r;
+}
+
+// The protocol's bound on a key's permits (docs/protocol.md, "Semaphores"); a server may allow fewer.
+void validate_permits(std::uint32_t permits) {
+  if (permits < 1 || permits > 65535)
+    throw exception(error::invalid_config,
+                    "permits must be 1 to 65535, not " + std::to_string(permits) + " (baton::semaphore)");
 }
 
 std::string owner_for(client_shared& s, const lease_options& o) {
@@ -232,10 +246,11 @@ void count_retry(client_shared& s, const std::string& key, const boost::system::
 // end it from outside; try_once asks the state machine what becomes of a request on its way then, and of a
 // grant that arrives as the client shuts down.
 asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key, lease_options options,
-                                                detail::acquire_fsm::mode mode,
+                                                std::uint32_t permits, detail::acquire_fsm::mode mode,
                                                 std::optional<milliseconds> wait_timeout) {
   using kind = detail::acquire_fsm::action::kind;
   options.validate();
+  validate_permits(permits);
   auto& cs = *s;
   // One owner string for this acquisition and all its retries: a retry after a lost reply, or after a 503
   // storage_unavailable (which may come after the grant reached the server), is then the same owner to the
@@ -245,8 +260,8 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
   if (wait_timeout) give_up = cs.now() + *wait_timeout;
   detail::acquire_fsm fsm(mode, key, give_up, cs.config.retry, cs.rng());
   acquire_reply last;
-  // A lease with a lock-delay refused in the queue may be refused for the delay, not the queue: this
-  // acquisition stops queueing, the client's other ones do not.
+  // A lease with a lock-delay (or a semaphore's permit) refused in the queue may be refused for the option,
+  // not the queue: this acquisition stops queueing, the client's other ones do not.
   bool queue_refused_here = false;
   for (auto a = fsm.start();;) {
     switch (a.what) {
@@ -266,15 +281,17 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
         }
         if (a.what == kind::send_acquire || queue_wait) {
           std::optional<lease> got;
-          last = co_await try_once(s, fsm, key, owner, options, got, queue_wait);
+          last = co_await try_once(s, fsm, key, owner, options, permits, got, queue_wait);
           if (got) co_return acquire_result{std::move(got), {}};
           if (last.ec == asio::error::operation_aborted) throw_cancelled();
           if (!queue_wait || last.ec != error::invalid_config) {
             a = fsm.on_acquire(last, cs.now());
             break;
           }
-          // Not offered: wait the way every server can, and ask again after a while (it may be upgraded).
-          if (options.lock_delay > milliseconds{0})
+          // Not offered: wait the way every server can, and ask again after a while (it may be upgraded). A
+          // lock-delay's or a semaphore's refusal may be of the option, not of the queue: this acquisition
+          // stops queueing, the client's other ones do not.
+          if (options.lock_delay > milliseconds{0} || permits > 1)
             queue_refused_here = true;
           else
             cs.queue_unsupported_until = cs.now() + std::chrono::minutes(5);
@@ -293,7 +310,7 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
         a = fsm.on_pause_done();
         break;
       case kind::held:
-        co_return acquire_result{std::nullopt, a.holder};
+        co_return acquire_result{std::nullopt, a.holder, last.permits, std::move(last.holders)};
       case kind::fail:
         if (a.abandon) asio::co_spawn(cs.ex, abandon(s, key, owner, last), asio::detached);
         throw exception(a.ec, a.message);
@@ -304,15 +321,16 @@ asio::awaitable<acquire_result> run_acquisition(shared_ptr_t s, std::string key,
   }
 }
 
-asio::awaitable<acquire_result> try_acquire_impl(shared_ptr_t s, std::string key, lease_options options) {
-  co_return co_await run_acquisition(std::move(s), std::move(key), options,
+asio::awaitable<acquire_result> try_acquire_impl(shared_ptr_t s, std::string key, lease_options options,
+                                                 std::uint32_t permits) {
+  co_return co_await run_acquisition(std::move(s), std::move(key), options, permits,
                                      detail::acquire_fsm::mode::try_once, std::nullopt);
 }
 
 asio::awaitable<lease> acquire_impl(shared_ptr_t s, std::string key, lease_options options,
-                                    std::optional<milliseconds> wait_timeout) {
-  auto r = co_await run_acquisition(std::move(s), std::move(key), options, detail::acquire_fsm::mode::wait,
-                                    wait_timeout);
+                                    std::uint32_t permits, std::optional<milliseconds> wait_timeout) {
+  auto r = co_await run_acquisition(std::move(s), std::move(key), options, permits,
+                                    detail::acquire_fsm::mode::wait, wait_timeout);
   co_return std::move(*r.acquired);
 }
 
@@ -449,20 +467,21 @@ bool refused_as_empty(const shared_ptr_t& s, std::string* diag, Handler& h, Valu
 }
 }  // namespace
 
-void client::start_acquire(shared_ptr_t s, std::string key, lease_options options,
+void client::start_acquire(shared_ptr_t s, std::string key, lease_options options, std::uint32_t permits,
                            std::optional<milliseconds> wait_timeout, std::string* diag,
                            asio::any_completion_handler<void(boost::system::error_code, lease)> h) {
   if (refused_as_empty(s, diag, h, lease{})) return;
   auto ex = s->ex;
-  detail::launch(ex, acquire_impl(std::move(s), std::move(key), options, wait_timeout), diag, std::move(h));
+  detail::launch(ex, acquire_impl(std::move(s), std::move(key), options, permits, wait_timeout), diag,
+                 std::move(h));
 }
 
 void client::start_try_acquire(
-    shared_ptr_t s, std::string key, lease_options options, std::string* diag,
+    shared_ptr_t s, std::string key, lease_options options, std::uint32_t permits, std::string* diag,
     asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h) {
   if (refused_as_empty(s, diag, h, acquire_result{})) return;
   auto ex = s->ex;
-  detail::launch(ex, try_acquire_impl(std::move(s), std::move(key), options), diag, std::move(h));
+  detail::launch(ex, try_acquire_impl(std::move(s), std::move(key), options, permits), diag, std::move(h));
 }
 
 void client::start_get(
@@ -504,11 +523,12 @@ void client::start_shutdown(shared_ptr_t s, milliseconds timeout, std::string* d
 }
 
 asio::awaitable<lease> client::acquire_for(shared_ptr_t s, std::string key, lease_options options,
-                                           std::optional<milliseconds> wait_timeout) {
+                                           std::optional<milliseconds> wait_timeout, std::uint32_t permits) {
   return asio::async_initiate<const default_token_t&, void(boost::system::error_code, lease)>(
-      [s = std::move(s)](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
+      [s = std::move(s), permits](auto handler, std::string k, lease_options o,
+                                  std::optional<milliseconds> w) {
         auto* diag = detail::diagnostic_slot(handler);
-        start_acquire(s, std::move(k), o, w, diag, std::move(handler));
+        start_acquire(s, std::move(k), o, permits, w, diag, std::move(handler));
       },
       default_token, std::move(key), options, wait_timeout);
 }

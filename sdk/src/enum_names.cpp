@@ -72,6 +72,8 @@ std::string_view to_string(error e) noexcept {
       return "not_held";
     case error::token_mismatch:
       return "token_mismatch";
+    case error::permits_mismatch:
+      return "permits_mismatch";
   }
   return "unknown";
 }

@@ -55,6 +55,8 @@ class category final : public boost::system::error_category {
         return "the lock is not held";
       case error::token_mismatch:
         return "the lock is held with another token";
+      case error::permits_mismatch:
+        return "the key is in use with another permit count";
     }
     return "unknown baton error";
   }
@@ -69,6 +71,7 @@ class category final : public boost::system::error_category {
         return boost::system::errc::make_error_condition(errc::timed_out);
       case error::held:
       case error::not_owner:
+      case error::permits_mismatch:
         return boost::system::errc::make_error_condition(errc::device_or_resource_busy);
       case error::connection_failed:
         return boost::system::errc::make_error_condition(errc::connection_refused);

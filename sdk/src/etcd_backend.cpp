@@ -73,11 +73,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -375,6 +377,81 @@ json::array view_reads(const lock_keys& lk) {
   return json::array{in_line_read(lk, 0, true), key_read(lk.guard)};
 }
 
+// The keys of a semaphore K of N permits under prefix P (docs/design.md, "Semaphores on etcd"), all in
+// [P+K \x01, P+K \x02): outside the lock's line (P+K/...) and outside every other key's keys, since keys hold
+// no control characters. The count is in each key's name, so a range read tells it and a compare on a slot's
+// name is a compare on the count too.
+//   slot   = P+K \x01 s/<N>/<slot, 5 digits>, put with its holder's etcd lease, holding the owner (NUL
+//   value),
+//            as a guard does. Token = the revision of the put that granted it (its mod_revision then).
+//   waiter = P+K \x01 w/<N>/<etcd lease ID in hex>: a queued acquire's place, with its own lease; the lowest
+//            create_revisions are admitted first.
+struct permit_keys {
+  permit_keys(const std::string& prefix, std::string_view key)
+      : base(prefix + std::string(key) + '\x01'), end(prefix + std::string(key) + '\x02') {}
+  std::string base, end;
+  std::string slot(std::uint32_t n, std::uint32_t s) const {
+    char digits[8];
+    std::snprintf(digits, sizeof digits, "%05u", s);
+    return base + "s/" + std::to_string(n) + "/" + digits;
+  }
+  std::string waiter(std::uint32_t n, std::uint64_t lease) const {
+    return base + "w/" + std::to_string(n) + "/" + lock_keys::hex(lease);
+  }
+};
+
+// A key of a semaphore as named: its kind ('s' slot, 'w' waiter), the count and the slot; kind 0 when the
+// name is not one.
+struct permit_name {
+  char kind = 0;
+  std::uint32_t permits = 0, slot = 0;
+};
+permit_name parse_permit_name(std::string_view name, std::string_view base) {
+  permit_name out;
+  if (!name.starts_with(base)) return out;
+  name.remove_prefix(base.size());
+  if (name.size() < 4 || (name[0] != 's' && name[0] != 'w') || name[1] != '/') return out;
+  const auto slash = name.find('/', 2);
+  if (slash == std::string_view::npos) return out;
+  std::uint32_t n = 0, s = 0;
+  auto [p1, e1] = std::from_chars(name.data() + 2, name.data() + slash, n);
+  if (e1 != std::errc() || p1 != name.data() + slash || n < 2 || n > 65535) return out;
+  if (name[0] == 's') {
+    auto [p2, e2] = std::from_chars(name.data() + slash + 1, name.data() + name.size(), s);
+    if (e2 != std::errc() || p2 != name.data() + name.size() || s >= n) return out;
+  }
+  out.kind = name[0];
+  out.permits = n;
+  out.slot = s;
+  return out;
+}
+
+// A read of the semaphore keys of lock `lk` (the first only, with `one`).
+json::object permit_range_read(const lock_keys& lk, bool one) {
+  json::object range{{"key", encode64(lk.guard + '\x01')}, {"range_end", encode64(lk.guard + '\x02')}};
+  if (one) range["limit"] = "1";
+  return json::object{{"request_range", std::move(range)}};
+}
+
+// No key of a semaphore on lock `lk`'s name (a range compare of create_revision == 0 holds for an empty
+// range only): a lock is granted only so, and a semaphore never while the guard exists.
+json::object no_permits(const lock_keys& lk) {
+  json::object c = same_create(encode64(lk.guard + '\x01'), 0);
+  c["range_end"] = encode64(lk.guard + '\x02');
+  return c;
+}
+
+// The count of the semaphore whose keys a response of permit_range_read() found; 0 when none.
+std::uint32_t permits_in(const json::value* response, const lock_keys& lk) {
+  if (!response) return 0;
+  const json::value* kvs = path(*response, {"response_range", "kvs"});
+  if (!kvs || !kvs->is_array()) return 0;
+  for (const auto& kv : kvs->as_array())
+    if (auto n = parse_permit_name(decode64(string_field(kv, "key")), lk.guard + '\x01'); n.kind)
+      return n.permits;
+  return kvs->as_array().empty() ? 0 : 2;  // a key there that is not one of ours: in use all the same
+}
+
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -544,6 +621,13 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         co_return out;
       }
       lock_view v{first_in_line_of(response_at(r.body, 0), lk), response_kv(r.body, 1)};
+      if (const auto n = permits_in(response_at(r.body, 2), lk); n > 1) {
+        // The key is a semaphore's now (docs/protocol.md, "Semaphores"): a lock is 1 permit.
+        out.ec = error::permits_mismatch;
+        out.permits = n;
+        out.diagnostic = "the key is held or awaited as a semaphore of " + std::to_string(n) + " permits";
+        co_return out;
+      }
       if (v.guard.present && v.guard.lease == lease) {
         // The txn was applied and its answer lost, then sent again (call() moves to another member): ours.
         out.token = v.guard.create;
@@ -651,6 +735,15 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     if (r.ec || !place.read(r, succeeded(r))) co_return fail<acquire_reply>(r);
     for (;;) {
       if (co_await cancelled()) co_return aborted<acquire_reply>();
+      if (place.permits > 1) {
+        // The key became a semaphore's while this lock waited: refused, as batond refuses it.
+        acquire_reply out;
+        out.ec = error::permits_mismatch;
+        out.permits = place.permits;
+        out.diagnostic =
+            "the key is held or awaited as a semaphore of " + std::to_string(place.permits) + " permits";
+        co_return out;
+      }
       place.deadline = clock::now() + per_call;
       if (!place.first.resolved) {
         place.first = co_await first_in_line(lk, place.deadline, r);
@@ -743,12 +836,24 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token, milliseconds,
                                      milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
+    if (known_permit(key, token)) co_return co_await renew_permit(key, owner, token, deadline);
     const lock_keys lk(prefix_, key);
     json::object txn{{"success", ownership_reads(lk)}};
     auto r = co_await call("/v3/kv/txn", txn, deadline);
     if (r.ec) co_return fail<renew_reply>(r);
     ownership o = ownership_of(r.body, 0, lk);
-    co_return co_await keep_alive_if_held(lk, o, owner, token, deadline);
+    auto out = co_await keep_alive_if_held(lk, o, owner, token, deadline);
+    co_return co_await or_permit_renew(std::move(out), key, owner, token, deadline);
+  }
+
+  // A lock's renew that found no lock may be a permit's that another backend granted (the CLI's renew).
+  asio::awaitable<renew_reply> or_permit_renew(renew_reply lock_answer, const std::string& key,
+                                               const std::string& owner, std::uint64_t token,
+                                               clock::time_point deadline) {
+    if (lock_answer.ec != error::lease_lost || lock_answer.lost_reason != "not_held") co_return lock_answer;
+    auto p = co_await renew_permit(key, owner, token, deadline);
+    if (p.ec == error::lease_lost && p.lost_reason == "not_held") co_return lock_answer;
+    co_return p;
   }
 
   // A batch (docs/protocol.md, "renew batch"): the keys of up to `max_txn_leases` entries are read in one
@@ -756,6 +861,33 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   // renew() does. Each entry's conditions are exactly a renew's; what the batch saves is a request per lease.
   asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                         milliseconds timeout) override {
+    const auto deadline = clock::now() + timeout;
+    std::vector<std::size_t> permit_at;
+    std::vector<renew_entry> locks;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (known_permit(entries[i].key, entries[i].token))
+        permit_at.push_back(i);
+      else
+        locks.push_back(entries[i]);
+    }
+    if (permit_at.empty()) co_return co_await renew_lock_batch(entries, timeout);
+    // A semaphore's permits are renewed one by one (their keys are not the lock's); the locks in a batch.
+    std::vector<renew_reply> out(entries.size());
+    const std::span<const renew_entry> lock_span(locks);
+    auto lock_out = co_await renew_lock_batch(lock_span, timeout);
+    for (std::size_t i = 0, l = 0, p = 0; i < entries.size(); ++i) {
+      if (p < permit_at.size() && permit_at[p] == i) {
+        out[i] = co_await renew_permit(entries[i].key, entries[i].owner, entries[i].token, deadline);
+        ++p;
+      } else {
+        out[i] = std::move(lock_out[l++]);
+      }
+    }
+    co_return out;
+  }
+
+  asio::awaitable<std::vector<renew_reply>> renew_lock_batch(std::span<const renew_entry> entries,
+                                                             milliseconds timeout) {
     // etcd refuses a txn of more operations than its --max-txn-ops, 128 by default: two reads a lease.
     constexpr std::size_t max_txn_leases = 128 / ownership_read_count;
     const auto deadline = clock::now() + timeout;
@@ -818,6 +950,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
                                          milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
+    if (known_permit(key, token)) co_return co_await release_permit(key, owner, token, deadline);
     const lock_keys lk(prefix_, key);
     json::object read{{"success", ownership_reads(lk)}};
     auto last = co_await call("/v3/kv/txn", read, deadline);
@@ -828,9 +961,12 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       release_reply out;
       const stored_kv& g = o.guard;
       if (!g.present || g.create != token || split_entry(g.value).owner != owner) {
-        out.outcome =
-            holder_of(lock_view{o.first, g}) ? release_outcome::not_owner : release_outcome::already_free;
-        co_return out;
+        if (holder_of(lock_view{o.first, g})) {
+          out.outcome = release_outcome::not_owner;
+          co_return out;
+        }
+        // No lock: a permit of a semaphore on the key, perhaps (granted by another backend).
+        co_return co_await release_permit(key, owner, token, deadline);
       }
       json::array compare{same_mod(encode64(g.key), g.mod)}, drop{delete_key(g.key)};
       if (o.first.present && o.first.lease == g.lease) {
@@ -862,6 +998,13 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,
                                            std::string value, milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
+    if (known_permit(key, token)) {
+      // A permit's token is its slot key's mod_revision: a put of a new value would change it.
+      proclaim_reply out;
+      out.ec = error::invalid_config;
+      out.diagnostic = "the etcd backend does not proclaim a semaphore's permit (docs/design.md)";
+      co_return out;
+    }
     const lock_keys lk(prefix_, key);
     json::object read{{"success", ownership_reads(lk)}};
     auto last = co_await call("/v3/kv/txn", read, deadline);
@@ -891,6 +1034,13 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   asio::awaitable<record_write_reply> write_record(std::string key, std::string owner, std::uint64_t token,
                                                    std::string value, milliseconds timeout) override {
     const auto deadline = clock::now() + timeout;
+    if (known_permit(key, token)) {
+      record_write_reply out;
+      out.ec = error::invalid_config;
+      out.diagnostic =
+          "the etcd backend does not write a lock's record for a semaphore's permit (docs/design.md)";
+      co_return out;
+    }
     const lock_keys lk(prefix_, key);
     const std::string rk = encode64(record_key(key));
     const std::string stored = encode64(std::to_string(token) + '\0' + owner + '\0' + value);
@@ -977,6 +1127,40 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     if (r.ec) co_return fail<break_reply>(r);
     break_reply out;
     auto h = holder_of(v);
+    if (!h) {
+      // A semaphore's permit, named by its token (docs/protocol.md, "Semaphores").
+      get_reply held;
+      http_result pr;
+      if (co_await permit_holders(key, deadline, held, pr)) {
+        if (!token) {
+          out.ec = error::bad_request;
+          out.diagnostic =
+              "the key has " + std::to_string(held.permits) + " permits: name the permit's token";
+          co_return out;
+        }
+        permit_lookup p;
+        co_await find_permit(key, *token, deadline, p);
+        if (p.r.ec) co_return fail<break_reply>(p.r);
+        if (!p.kv) {
+          out.ec = error::token_mismatch;
+          out.holder = held.holders.front();
+          out.diagnostic = "no permit of the key has token " + std::to_string(*token);
+          co_return out;
+        }
+        for (const auto& one : held.holders)
+          if (one.token == *token) out.holder = one;
+        json::object revoke_permit{{"ID", std::to_string(p.kv->lease)}};
+        auto rv = co_await call("/v3/lease/revoke", revoke_permit, deadline);
+        if (rv.ec && (rv.status == 404 || rv.diagnostic.find("not found") != std::string::npos)) {
+          out.ec = error::not_held;
+          out.diagnostic = "the permit's etcd lease ended before the break";
+          co_return out;
+        }
+        if (rv.ec) co_return fail<break_reply>(rv);
+        co_return out;
+      }
+      if (pr.ec) co_return fail<break_reply>(pr);
+    }
     if (!h || h->lease == 0) {
       // No holder, or a key put without an etcd lease (by hand): nothing a revoke could end.
       out.ec = error::not_held;
@@ -1015,12 +1199,24 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       if (auto h = holder_of(v)) {
         out.holder = h->info;
         out.holder->ttl_remaining = (co_await time_to_live(h->lease, deadline)).left;  // 0 when unknown
+      } else {
+        // A semaphore's permits, if any: the lowest held slot, and all of them.
+        http_result pr;
+        co_await permit_holders(key, deadline, out, pr);
+        if (pr.ec) co_return fail<get_reply>(pr);
       }
       std::uint64_t current = out.holder ? out.holder->token : 0;
       const bool value_changed =
           wait && wait->value &&
           (out.holder ? std::string_view(out.holder->value) : std::string_view()) != *wait->value;
-      if (!wait || current != wait->token || value_changed || clock::now() >= give_up) co_return out;
+      // Changed: no live lease has the token waited on any more (0: one is held now).
+      const bool token_changed =
+          wait &&
+          (wait->token == 0 ? current != 0
+                            : current != wait->token &&
+                                  std::none_of(out.holders.begin(), out.holders.end(),
+                                               [&](const holder_info& x) { return x.token == wait->token; }));
+      if (!wait || token_changed || value_changed || clock::now() >= give_up) co_return out;
       // Watching the lock's keys from the revision after this read misses no change made since: a delete
       // (release or expiry) wakes the waiter at once. Any event wakes it, and the read above decides again.
       std::uint64_t seen = r_revision(r);
@@ -1037,6 +1233,448 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     }
   }
 
+  // --- Semaphores (docs/design.md, "Semaphores on etcd") ---
+
+  // A semaphore's permit: a try, and with `wait` a place among the key's waiters. 1 permit is a lock's
+  // acquire, as before.
+  asio::awaitable<acquire_reply> acquire_with(acquire_request q) override {
+    if (q.permits <= 1) co_return co_await backend::acquire_with(std::move(q));
+    acquire_reply out;
+    if (q.lock_delay > milliseconds{0}) {
+      out.ec = error::invalid_config;
+      out.diagnostic =
+          "lock-delay is not supported by the etcd backend (docs/design.md, \"Lock-delay on etcd\")";
+      co_return out;
+    }
+    if (has_control_characters(q.key)) {
+      out.ec = error::invalid_config;
+      out.diagnostic = "a key with control characters cannot name a semaphore";
+      co_return out;
+    }
+    std::uint64_t lease = 0;
+    try {
+      const auto per_call =
+          q.wait ? std::max<milliseconds>(q.timeout - *q.wait, milliseconds(1000)) : q.timeout;
+      out = co_await try_permit(q, clock::now() + per_call, lease);
+      if (out.ec == error::held && q.wait) {
+        if (lease != 0) co_await revoke(lease, clock::now() + per_call);
+        lease = 0;
+        out = co_await wait_for_permit(q, per_call, lease);
+      }
+    } catch (const boost::system::system_error& e) {
+      out = {};
+      out.ec = e.code();
+      out.diagnostic = "the wait was cancelled";
+    }
+    if ((out.ec || out.token == 0) && lease != 0)
+      asio::co_spawn(ex_, leave_queue(shared_from_this(), lease), asio::detached);
+    if (!out.ec) {
+      permits_[prefix_ + q.key][out.token] = out.slot;
+      permit_counts_[prefix_ + q.key] = q.permits;
+    }
+    co_return out;
+  }
+
+  // A semaphore's keys as read at one revision: its slots, its waiters (by create_revision), the count they
+  // carry (0: none, or keys of several counts), and the lock's guard and first in line.
+  struct permit_view {
+    std::map<std::uint32_t, stored_kv> slots;
+    std::vector<stored_kv> waiters;
+    std::uint32_t permits = 0;
+    bool mixed = false;  // keys of different counts (never made by this backend; refused all the same)
+    stored_kv guard, first;
+    std::uint64_t revision = 0;
+  };
+
+  json::array permit_reads(const lock_keys& lk) const {
+    return json::array{permit_range_read(lk, false), key_read(lk.guard), in_line_read(lk, 0, true)};
+  }
+
+  // Reads a semaphore's keys (permit_reads()) from `r`, an answer whose responses start at `at`.
+  permit_view read_permits(const http_result& r, std::size_t at, const lock_keys& lk) const {
+    permit_view v;
+    v.revision = r_revision(r);
+    const std::string base = lk.guard + '\x01';
+    if (const json::value* range = response_at(r.body, at))
+      if (const json::value* kvs = path(*range, {"response_range", "kvs"}); kvs && kvs->is_array())
+        for (const auto& kv : kvs->as_array()) {
+          stored_kv one = read_kv(&kv);
+          const auto n = parse_permit_name(one.key, base);
+          if (!n.kind) continue;
+          if (v.permits != 0 && v.permits != n.permits) v.mixed = true;
+          v.permits = n.permits;
+          if (n.kind == 's')
+            v.slots[n.slot] = std::move(one);
+          else
+            v.waiters.push_back(std::move(one));
+        }
+    std::sort(v.waiters.begin(), v.waiters.end(),
+              [](const stored_kv& a, const stored_kv& b) { return a.create < b.create; });
+    v.guard = response_kv(r.body, at + 1);
+    v.first = first_in_line_of(response_at(r.body, at + 2), lk);
+    return v;
+  }
+
+  // Why `q` may not take a permit of the key as read: a lock holds or awaits it, or another count does.
+  static bool mismatched(const permit_view& v, std::uint32_t permits, acquire_reply& out) {
+    if (v.guard.present || v.first.present) {  // `first` resolved by the caller
+      out.ec = error::permits_mismatch;
+      out.permits = 1;
+      out.diagnostic = "the key is held or awaited as a lock";
+      return true;
+    }
+    if (v.mixed || (v.permits != 0 && v.permits != permits)) {
+      out.ec = error::permits_mismatch;
+      out.permits = v.permits;
+      out.diagnostic = "the key is held or awaited with " + std::to_string(v.permits) + " permits";
+      return true;
+    }
+    return false;
+  }
+
+  // The holders of a full semaphore, in slot order, with the TTL their etcd leases have left; `out.holder`
+  // the one that expires first.
+  asio::awaitable<void> report_held(const permit_view& v, std::uint32_t permits, clock::time_point deadline,
+                                    acquire_reply& out) {
+    out.ec = error::held;
+    out.permits = permits;
+    out.diagnostic = "every permit of the key is held";
+    bool first = true;
+    for (const auto& [slot, kv] : v.slots) {
+      auto e = split_entry(kv.value);
+      holder_info h{std::move(e.owner), kv.mod, milliseconds(0), std::move(e.value)};
+      h.slot = slot;
+      h.ttl_remaining = (co_await time_to_live(kv.lease, deadline)).left;
+      if (first || h.ttl_remaining < out.holder.ttl_remaining) out.holder = h;
+      first = false;
+      out.holders.push_back(std::move(h));
+    }
+  }
+
+  // One try: the lowest free slot not promised to a waiter, in one txn conditional on nothing of the
+  // semaphore having changed since the read (so the count, the waiters and the slots are exactly as read)
+  // and no lock's guard. The same owner holding a permit gets its slot again with a newer token: its key put
+  // over, conditional on its mod_revision. `lease` is the etcd lease granted for the permit (0 once it holds
+  // it).
+  asio::awaitable<acquire_reply> try_permit(const acquire_request& q, clock::time_point deadline,
+                                            std::uint64_t& lease) {
+    const lock_keys lk(prefix_, q.key);
+    const permit_keys pk(prefix_, q.key);
+    acquire_reply out;
+    const auto ttl_s = std::max<std::int64_t>(1, (q.ttl.count() + 999) / 1000);
+    if (auto g = co_await grant(ttl_s, deadline, lease); g.ec) co_return fail<acquire_reply>(g);
+    for (;;) {
+      const json::object read = read_txn(permit_reads(lk));
+      auto r = co_await call("/v3/kv/txn", read, deadline);
+      if (r.ec) co_return fail<acquire_reply>(r);
+      permit_view v = read_permits(r, 0, lk);
+      if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
+      if (r.ec) co_return fail<acquire_reply>(r);
+      if (mismatched(v, q.permits, out)) co_return out;
+      std::optional<std::uint32_t> slot;
+      const stored_kv* again = nullptr;
+      for (const auto& [s, kv] : v.slots)
+        if (kv.lease == lease) {
+          // A txn applied whose answer was lost, sent again: ours.
+          out.token = kv.mod;
+          out.slot = s;
+          out.permits = q.permits;
+          lease = 0;
+          co_return out;
+        } else if (split_entry(kv.value).owner == q.owner) {
+          slot = s;
+          again = &kv;
+        }
+      if (!slot) {
+        // Waiters come first: a try takes a free slot only beyond those they are due.
+        std::vector<std::uint32_t> free;
+        for (std::uint32_t s = 0; s < q.permits; ++s)
+          if (!v.slots.contains(s)) free.push_back(s);
+        if (free.size() <= v.waiters.size()) {
+          co_await report_held(v, q.permits, deadline, out);
+          co_return out;
+        }
+        slot = free[v.waiters.size()];
+      }
+      json::object unchanged{{"key", encode64(pk.base)},
+                             {"range_end", encode64(pk.end)},
+                             {"target", "MOD"},
+                             {"result", "LESS"},
+                             {"mod_revision", std::to_string(v.revision + 1)}};
+      json::array compare{std::move(unchanged), same_create(encode64(lk.guard), 0)};
+      const std::string key = pk.slot(q.permits, *slot);
+      std::uint64_t old_lease = 0;
+      if (again) {
+        // A re-acquire never makes the permit end sooner: the new lease lasts at least what the old has left.
+        auto old = co_await time_to_live(again->lease, deadline);
+        if (old.r.ec) co_return fail<acquire_reply>(old.r);
+        if (const auto left_s = old.left.count() / 1000 + 1; old.left.count() > 0 && left_s > ttl_s) {
+          co_await revoke(lease, deadline);
+          if (auto g = co_await grant(left_s, deadline, lease); g.ec) co_return fail<acquire_reply>(g);
+        }
+        compare.push_back(same_mod(encode64(key), again->mod));
+        old_lease = again->lease;
+      } else {
+        compare.push_back(same_create(encode64(key), 0));
+      }
+      json::object txn{{"compare", std::move(compare)},
+                       {"success", json::array{put_key(key, entry_of(q.owner, q.value), lease)}}};
+      auto t = co_await call("/v3/kv/txn", txn, deadline);
+      if (t.ec) co_return fail<acquire_reply>(t);
+      if (succeeded(t)) {
+        if (!header_revision(t.body, out.token)) {
+          protocol(t, "txn answer has no revision");
+          co_return fail<acquire_reply>(t);
+        }
+        out.slot = *slot;
+        out.permits = q.permits;
+        lease = 0;
+        if (old_lease != 0)
+          co_await revoke(old_lease, deadline);  // the superseded permit's lease, if its own
+        co_return out;
+      }
+      if (clock::now() >= deadline) {
+        out.ec = error::request_timeout;
+        out.diagnostic = "the semaphore's keys kept changing under the acquire";
+        co_return out;
+      }
+    }
+  }
+
+  // A queued permit: a waiter key under its own etcd lease, kept alive while it waits; the waiters with the
+  // lowest create_revisions are admitted, one per free slot (the i-th waiter takes the i-th free slot, its
+  // key deleted and the slot put in one txn). Any change of the semaphore's keys (a watch on them all, from
+  // the revision after the read) wakes the waiters, which read again. Leaving revokes the lease: the waiter
+  // key, and a slot claimed as it left, go in one step.
+  asio::awaitable<acquire_reply> wait_for_permit(const acquire_request& q, clock::duration per_call,
+                                                 std::uint64_t& lease) {
+    const auto start = clock::now();
+    const auto give_up = start + *q.wait;
+    const lock_keys lk(prefix_, q.key);
+    const permit_keys pk(prefix_, q.key);
+    const auto ttl_s = std::max<std::int64_t>(1, (q.ttl.count() + 999) / 1000);
+    const auto keep_alive_every = std::chrono::milliseconds(ttl_s * 1000 / 3);
+    auto refreshed = clock::now();
+    if (auto g = co_await grant(ttl_s, start + per_call, lease); g.ec) co_return fail<acquire_reply>(g);
+    const std::string mine = pk.waiter(q.permits, lease);
+    json::object enqueue{{"compare", json::array{same_create(encode64(mine), 0)}},
+                         {"success", json::array{put_key(mine, "", lease)}}};
+    if (auto e = co_await call("/v3/kv/txn", enqueue, start + per_call); e.ec)
+      co_return fail<acquire_reply>(e);
+    for (;;) {
+      if (co_await cancelled()) co_return aborted<acquire_reply>();
+      const auto deadline = clock::now() + per_call;
+      const json::object read = read_txn(permit_reads(lk));
+      auto r = co_await call("/v3/kv/txn", read, deadline);
+      if (r.ec) co_return fail<acquire_reply>(r);
+      permit_view v = read_permits(r, 0, lk);
+      if (!v.first.resolved) v.first = co_await first_in_line(lk, deadline, r);
+      if (r.ec) co_return fail<acquire_reply>(r);
+      acquire_reply out;
+      for (const auto& [s, kv] : v.slots)
+        if (kv.lease == lease) {  // a claim applied whose answer was lost
+          out.token = kv.mod;
+          out.slot = s;
+        }
+      if (out.token == 0) {
+        if (mismatched(v, q.permits, out)) co_return out;
+        const auto me = std::find_if(v.waiters.begin(), v.waiters.end(),
+                                     [&](const stored_kv& w) { return w.key == mine; });
+        if (me == v.waiters.end()) {
+          out.ec = error::connection_failed;
+          out.diagnostic = "the place among the waiters was lost (its etcd lease ended while it waited)";
+          co_return out;
+        }
+        const auto ahead = static_cast<std::size_t>(me - v.waiters.begin());
+        std::vector<std::uint32_t> free;
+        for (std::uint32_t s = 0; s < q.permits; ++s)
+          if (!v.slots.contains(s)) free.push_back(s);
+        if (ahead < free.size()) {
+          const std::string key = pk.slot(q.permits, free[ahead]);
+          json::object claim{
+              {"compare", json::array{same_create(encode64(key), 0), same_create(encode64(mine), me->create),
+                                      same_create(encode64(lk.guard), 0)}},
+              {"success", json::array{put_key(key, entry_of(q.owner, q.value), lease), delete_key(mine)}}};
+          auto c = co_await call("/v3/kv/txn", claim, deadline);
+          if (c.ec) co_return fail<acquire_reply>(c);
+          if (!succeeded(c)) continue;  // someone came first: read again
+          if (!header_revision(c.body, out.token)) {
+            protocol(c, "txn answer has no revision");
+            co_return fail<acquire_reply>(c);
+          }
+          out.slot = free[ahead];
+        }
+      }
+      if (out.token != 0) {
+        const auto sent = clock::now();
+        if (co_await keep_alive(lease, deadline) > 0) refreshed = sent;
+        lease = 0;
+        out.permits = q.permits;
+        out.queued = std::chrono::duration_cast<milliseconds>(refreshed - start);
+        co_return out;
+      }
+      if (clock::now() >= give_up) {
+        co_await report_held(v, q.permits, deadline, out);
+        out.diagnostic = "the wait passed among the semaphore's waiters";
+        co_return out;
+      }
+      const auto until = std::min<clock::time_point>(give_up, refreshed + keep_alive_every);
+      const std::string from64 = encode64(pk.base), end64 = encode64(pk.end);
+      const auto w = co_await watch(from64, v.revision + 1, until, end64);
+      if (w == watch_end::cancelled) co_return aborted<acquire_reply>();
+      if (w == watch_end::failed) {
+        asio::steady_timer t(ex_,
+                             std::min<clock::duration>(std::chrono::milliseconds(100),
+                                                       std::max(until - clock::now(), clock::duration(0))));
+        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      if (co_await cancelled()) co_return aborted<acquire_reply>();
+      if (clock::now() >= refreshed + keep_alive_every) {
+        const auto sent = clock::now();
+        const auto left = co_await keep_alive(lease, clock::now() + per_call);
+        if (left > 0) refreshed = sent;
+      }
+    }
+  }
+
+  // The permit of `key` granted with `token` (its slot key's mod_revision), as read now: `found` false when
+  // no live permit has it; `v` the whole semaphore.
+  struct permit_lookup {
+    http_result r;
+    permit_view v;
+    const stored_kv* kv = nullptr;
+    std::uint32_t slot = 0;
+  };
+  asio::awaitable<void> find_permit(const std::string& key, std::uint64_t token, clock::time_point deadline,
+                                    permit_lookup& out) {
+    const lock_keys lk(prefix_, key);
+    const json::object read = read_txn(permit_reads(lk));
+    out.r = co_await call("/v3/kv/txn", read, deadline);
+    if (out.r.ec) co_return;
+    out.v = read_permits(out.r, 0, lk);
+    out.kv = nullptr;
+    for (const auto& [s, kv] : out.v.slots)
+      if (kv.mod == token) {
+        out.kv = &kv;
+        out.slot = s;
+      }
+  }
+
+  // Renew's refusal for a permit, in the protocol's order for a semaphore key; false when `owner` holds the
+  // permit `token`.
+  template <class Reply>
+  static bool refuse_permit(Reply& out, const permit_lookup& p, const std::string& owner) {
+    if (p.kv && split_entry(p.kv->value).owner == owner) return false;
+    if (p.kv) {
+      out.lost_reason = "owner_mismatch";
+    } else {
+      const bool owner_holds = std::any_of(p.v.slots.begin(), p.v.slots.end(), [&](const auto& e) {
+        return split_entry(e.second.value).owner == owner;
+      });
+      out.lost_reason = owner_holds ? "token_mismatch" : "not_held";
+    }
+    out.ec = error::lease_lost;
+    out.diagnostic = "the semaphore's slot key no longer carries this permit";
+    return true;
+  }
+
+  // Whether `key` names a semaphore this backend granted `token` of (it then skips the lock's reads).
+  bool known_permit(const std::string& key, std::uint64_t token) const {
+    auto it = permits_.find(prefix_ + key);
+    return it != permits_.end() && it->second.contains(token);
+  }
+  void forget_permit(const std::string& key, std::uint64_t token) {
+    auto it = permits_.find(prefix_ + key);
+    if (it == permits_.end()) return;
+    it->second.erase(token);
+    if (it->second.empty()) permits_.erase(it);
+  }
+
+  asio::awaitable<renew_reply> renew_permit(const std::string& key, const std::string& owner,
+                                            std::uint64_t token, clock::time_point deadline) {
+    permit_lookup p;
+    co_await find_permit(key, token, deadline, p);
+    if (p.r.ec) co_return fail<renew_reply>(p.r);
+    renew_reply out;
+    if (refuse_permit(out, p, owner)) co_return out;
+    const auto left = co_await keep_alive(p.kv->lease, deadline);
+    if (left < 0) {
+      out.ec = error::request_timeout;
+      out.diagnostic = "no answer to the keep-alive";
+    } else if (left == 0) {
+      out.ec = error::lease_lost;
+      out.lost_reason = "expired";
+      out.diagnostic = "etcd no longer has the lease";
+    }
+    co_return out;
+  }
+
+  asio::awaitable<release_reply> release_permit(const std::string& key, const std::string& owner,
+                                                std::uint64_t token, clock::time_point deadline) {
+    for (;;) {
+      permit_lookup p;
+      co_await find_permit(key, token, deadline, p);
+      if (p.r.ec) co_return fail<release_reply>(p.r);
+      release_reply out;
+      if (!p.kv) {
+        out.outcome = release_outcome::already_free;
+        forget_permit(key, token);
+        co_return out;
+      }
+      if (split_entry(p.kv->value).owner != owner) {
+        out.outcome = release_outcome::not_owner;
+        co_return out;
+      }
+      json::object txn{{"compare", json::array{same_mod(encode64(p.kv->key), p.kv->mod)}},
+                       {"success", json::array{delete_key(p.kv->key)}}};
+      auto r = co_await call("/v3/kv/txn", txn, deadline);
+      if (r.ec) co_return fail<release_reply>(r);
+      if (succeeded(r)) {
+        co_await revoke(p.kv->lease, deadline);
+        forget_permit(key, token);
+        co_return out;
+      }
+      if (clock::now() >= deadline) {
+        out.ec = error::request_timeout;
+        out.diagnostic = "the permit's key kept changing under the release";
+        co_return out;
+      }
+    }
+  }
+
+  // A semaphore key's holders for get(): the lowest held slot and every one, with their TTLs.
+  asio::awaitable<bool> permit_holders(const std::string& key, clock::time_point deadline, get_reply& out,
+                                       http_result& r) {
+    const lock_keys lk(prefix_, key);
+    const json::object read = read_txn(permit_range_read(lk, false));
+    r = co_await call("/v3/kv/txn", read, deadline);
+    if (r.ec) co_return false;
+    // Only the range: the guard and the line were read by the caller.
+    permit_view v;
+    v.revision = r_revision(r);
+    const std::string base = lk.guard + '\x01';
+    if (const json::value* range = response_at(r.body, 0))
+      if (const json::value* kvs = path(*range, {"response_range", "kvs"}); kvs && kvs->is_array())
+        for (const auto& kv : kvs->as_array()) {
+          stored_kv one = read_kv(&kv);
+          const auto n = parse_permit_name(one.key, base);
+          if (n.kind != 's') continue;
+          v.permits = n.permits;
+          v.slots[n.slot] = std::move(one);
+        }
+    if (v.slots.empty()) co_return false;
+    out.permits = v.permits;
+    for (const auto& [slot, kv] : v.slots) {
+      auto e = split_entry(kv.value);
+      holder_info h{std::move(e.owner), kv.mod, milliseconds(0), std::move(e.value)};
+      h.slot = slot;
+      h.ttl_remaining = (co_await time_to_live(kv.lease, deadline)).left;
+      out.holders.push_back(std::move(h));
+    }
+    out.holder = out.holders.front();
+    co_return true;
+  }
+
   // Every lease of this client is watched through one stream: a watch of the whole prefix, from the revision
   // after the earliest grant, whose events are matched against the held keys (docs/design.md, "etcd: leases
   // the server revokes"). Any event on a held key after its grant is a change this client did not make.
@@ -1046,9 +1684,19 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     if (token == 0) return nullptr;
     const std::uint64_t id = ++last_watch_id_;
     std::string k = prefix_ + key;
-    held_.emplace(k, held_key{id, owner, token, std::move(on_lost)});
-    // The contender key is named after the guard's etcd lease, which a guard event or one read tells.
-    asio::co_spawn(ex_, learn_lease(shared_from_this(), k, id, token), asio::detached);
+    if (auto p = permits_.find(k); p != permits_.end() && p->second.contains(token)) {
+      // A permit: its slot key alone (the count is in its name; any event on it after the grant ends it).
+      const auto n = permit_counts_.contains(k) ? permit_counts_.at(k) : 0;
+      if (n < 2) return nullptr;
+      k = permit_keys(prefix_, key).slot(n, p->second.at(token));
+      held_key h{id, owner, token, std::move(on_lost)};
+      h.permit = true;
+      held_.emplace(k, std::move(h));
+    } else {
+      held_.emplace(k, held_key{id, owner, token, std::move(on_lost)});
+      // The contender key is named after the guard's etcd lease, which a guard event or one read tells.
+      asio::co_spawn(ex_, learn_lease(shared_from_this(), k, id, token), asio::detached);
+    }
     if (!watching_) {
       // Replaying events from before a grant is harmless (they are older than its token): start early enough.
       if (next_rev_ == 0 || token + 1 < next_rev_) next_rev_ = token + 1;
@@ -1122,20 +1770,22 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
                               const std::string& value) {
     json::object empty_line = same_create(encode64(lk.queue), 0);
     empty_line["range_end"] = encode64(lk.queue_end);
-    return json::object{{"compare", json::array{std::move(empty_line), same_create(encode64(lk.guard), 0)}},
-                        {"success", json::array{put_key(lk.contender(lease), value, lease),
-                                                put_key(lk.guard, entry_of(owner, value), lease)}},
-                        {"failure", json::array{in_line_read(lk, 0, true), key_read(lk.guard)}}};
+    return json::object{
+        {"compare", json::array{std::move(empty_line), same_create(encode64(lk.guard), 0), no_permits(lk)}},
+        {"success", json::array{put_key(lk.contender(lease), value, lease),
+                                put_key(lk.guard, entry_of(owner, value), lease)}},
+        {"failure", json::array{in_line_read(lk, 0, true), key_read(lk.guard), permit_range_read(lk, true)}}};
   }
 
   // In line (etcd's Mutex.Lock): the contender key, unless it is there already (a retried txn), and the
   // place as it then is (queue_place::read()).
   static json::object enqueue_txn(const lock_keys& lk, std::uint64_t lease, const std::string& value) {
     const std::string mine = lk.contender(lease);
-    return json::object{
-        {"compare", json::array{same_create(encode64(mine), 0)}},
-        {"success", json::array{put_key(mine, value, lease), in_line_read(lk, 0, true), key_read(lk.guard)}},
-        {"failure", json::array{key_read(mine), in_line_read(lk, 0, true), key_read(lk.guard)}}};
+    return json::object{{"compare", json::array{same_create(encode64(mine), 0)}},
+                        {"success", json::array{put_key(mine, value, lease), in_line_read(lk, 0, true),
+                                                key_read(lk.guard), permit_range_read(lk, true)}},
+                        {"failure", json::array{key_read(mine), in_line_read(lk, 0, true), key_read(lk.guard),
+                                                permit_range_read(lk, true)}}};
   }
 
   // A waiter's place: its contender key, the first in line and the guard, at `revision`.
@@ -1147,17 +1797,20 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     clock::time_point deadline;
     stored_kv mine, first, guard;
     std::uint64_t revision = 0;
+    std::uint32_t permits = 0;  // a semaphore's count, when the key has semaphore keys (0: none)
 
     json::array reads() const {
-      return json::array{key_read(lk.contender(lease)), in_line_read(lk, 0, true), key_read(lk.guard)};
+      return json::array{key_read(lk.contender(lease)), in_line_read(lk, 0, true), key_read(lk.guard),
+                         permit_range_read(lk, true)};
     }
     // From an answer to enqueue_txn() (`created`: its put was applied) or to reads().
     bool read(http_result& r, bool created) {
       const json::value* responses = path(r.body, {"responses"});
-      if (!responses || !responses->is_array() || responses->as_array().size() != 3) {
+      if (!responses || !responses->is_array() || responses->as_array().size() != 4) {
         protocol(r, "txn answer lacks the lock's keys");
         return false;
       }
+      permits = permits_in(response_at(r.body, 3), lk);
       revision = r_revision(r);
       if (created) {
         mine = {};
@@ -1180,7 +1833,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
                                 const std::string& value) {
     return json::object{
         {"compare", json::array{same_create(encode64(place.mine.key), place.mine.create),
-                                same_create(encode64(place.lk.guard), 0)}},
+                                same_create(encode64(place.lk.guard), 0), no_permits(place.lk)}},
         {"success", json::array{put_key(place.lk.guard, entry_of(owner, value), place.lease)}},
         {"failure", place.reads()}};
   }
@@ -1409,6 +2062,7 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
     std::uint64_t token;
     std::function<void(std::string_view)> on_lost;
     std::uint64_t lease = 0;  // the guard's etcd lease, once known: it names the contender key
+    bool permit = false;      // a semaphore's slot key: any event on it after the grant ends the permit
   };
 
   class key_watch final : public loss_watch {
@@ -1571,10 +2225,21 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
           it = held_.erase(it);
         }
       }
-      // The guard P+K.
+      // The guard P+K, or a permit's slot key.
       auto [first, last] = held_.equal_range(now.key);
       for (auto it = first; it != last;) {
         held_key& h = it->second;
+        if (h.permit) {
+          if (now.mod <= h.token) {
+            ++it;  // history from before the grant, or the grant itself
+            continue;
+          }
+          lost.emplace_back(std::move(it->second.on_lost),
+                            deleted ? "not_held: the permit's slot key was deleted" + at
+                                    : "owner_mismatch: the permit's slot key was written over" + at);
+          it = held_.erase(it);
+          continue;
+        }
         const bool was_ours = before.present && before.create == h.token;
         if (h.lease == 0) {
           if (was_ours) h.lease = before.lease;
@@ -1793,6 +2458,11 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
   std::vector<bool> warned_;  // members whose etcd revokes live leases, warned about
   // The loss watch: every lease watched (by its etcd key), the stream's next revision, whether it runs.
   std::unordered_multimap<std::string, held_key> held_;
+  // The permits this backend granted, by etcd key of their semaphore (P+K): token -> slot. Renew, release and
+  // the loss watch go to a permit's own keys without reading the lock's first; a permit of another process
+  // (the CLI's renew) is found after the lock's reads find no lock.
+  std::unordered_map<std::string, std::map<std::uint64_t, std::uint32_t>> permits_;
+  std::unordered_map<std::string, std::uint32_t> permit_counts_;  // P+K -> the count of its permits granted
   std::uint64_t last_watch_id_ = 0;
   std::uint64_t next_rev_ = 0;
   bool watching_ = false;

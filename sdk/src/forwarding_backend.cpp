@@ -29,6 +29,11 @@ asio::awaitable<acquire_reply> forwarding_backend::acquire_queued(std::string ke
   return inner_->acquire_queued(std::move(key), std::move(owner), ttl, std::move(value), wait, timeout);
 }
 
+asio::awaitable<acquire_reply> forwarding_backend::acquire_with(acquire_request request) {
+  if (request.permits > 1) return inner_->acquire_with(std::move(request));
+  return backend::acquire_with(std::move(request));
+}
+
 asio::awaitable<acquire_reply> forwarding_backend::acquire_with_delay(std::string key, std::string owner,
                                                                       milliseconds ttl, std::string value,
                                                                       milliseconds lock_delay,

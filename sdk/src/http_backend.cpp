@@ -123,14 +123,40 @@ class http_backend final : public backend {
     co_return co_await send_acquire(std::move(target), owner, ttl, value, milliseconds{0}, left(deadline));
   }
 
+  // A semaphore's permit: `permits` sent only to a server that advertises `semaphores` (an older one would
+  // ignore the field and grant a lock: a second holder where the caller counts on a shared key, and a first
+  // holder where it counts on N). 1 permit is a lock's acquire, sent as it always was.
+  asio::awaitable<acquire_reply> acquire_with(acquire_request q) override {
+    if (q.permits <= 1) co_return co_await backend::acquire_with(std::move(q));
+    acquire_reply out;
+    const auto deadline = std::chrono::steady_clock::now() + q.timeout;
+    if (!co_await feature_ready(semaphores_, no_semaphores, q.timeout, out)) co_return out;
+    if (permits_max_ > 0 && q.permits > permits_max_) {
+      out.ec = error::invalid_config;
+      out.diagnostic = std::to_string(q.permits) + " permits asked; this server allows at most " +
+                       std::to_string(permits_max_) + " (permits_max in /v1/capabilities)";
+      co_return out;
+    }
+    if (q.lock_delay > milliseconds{0} && !co_await feature_ready(delay_, no_delay, left(deadline), out))
+      co_return out;
+    if (q.wait && !co_await feature_ready(queue_, no_queue, left(deadline), out)) co_return out;
+    auto target = lock_path(q.key) + "/acquire";
+    if (q.wait)
+      target +=
+          "?wait_ms=" + std::to_string(std::clamp(*q.wait, milliseconds(1), milliseconds(30'000)).count());
+    co_return co_await send_acquire(std::move(target), q.owner, q.ttl, q.value, q.lock_delay, left(deadline),
+                                    q.permits);
+  }
+
   // An acquire, plain or queued: the same body and the same answers (a queued grant adds queued_ms).
   asio::awaitable<acquire_reply> send_acquire(std::string target, const std::string& owner, milliseconds ttl,
                                               const std::string& value, milliseconds lock_delay,
-                                              milliseconds timeout) {
+                                              milliseconds timeout, std::uint32_t permits = 1) {
     json::object body{{"owner", owner}, {"ttl_ms", ttl.count()}};
     // Sent only when there is one: an acquire without a value is the same request as before values.
     if (!value.empty()) body["value"] = value;
     if (lock_delay > milliseconds{0}) body["lock_delay_ms"] = lock_delay.count();
+    if (permits > 1) body["permits"] = permits;
     auto r = co_await transport_->request("POST", std::move(target), json::serialize(body), timeout);
     acquire_reply out;
     if (!r.ec) {
@@ -149,19 +175,30 @@ class http_backend final : public backend {
         std::uint64_t queued = 0;
         if (uint_field(r.body, "queued_ms", queued))
           out.queued = milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(queued, 1ull << 40)));
+        read_permits(r, permits, out.permits, &out.slot);
       } else if (r.status == 409 && string_field(r.body, "error") == "held") {
         r.ec = error::held;
-        out.holder.owner = string_field(r.body, "owner");
-        uint_field(r.body, "token", out.holder.token);
-        std::uint64_t remaining = 0;
-        uint_field(r.body, "ttl_remaining_ms", remaining);
-        out.holder.ttl_remaining = milliseconds(static_cast<std::int64_t>(remaining));
-        out.holder.value = string_field(r.body, "value");
-        std::uint64_t delayed = 0;
-        if (uint_field(r.body, "lock_delay_remaining_ms", delayed))
-          out.holder.lock_delay_remaining =
-              milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(delayed, 1ull << 40)));
-        r.diagnostic = string_field(r.body, "message");
+        read_holder(r.body, out.holder);
+        read_permits(r, 0, out.permits, nullptr);
+        if (const auto* hs = r.body.as_object().if_contains("holders"); hs && hs->is_array()) {
+          for (const auto& h : hs->as_array()) {
+            holder_info one;
+            std::uint64_t slot = 0;
+            if (!h.is_object() || !uint_field(h, "slot", slot) || slot >= out.permits ||
+                !uint_field(h, "token", one.token)) {
+              protocol(r, "a holder of the held answer lacks slot or token, or its slot is out of range");
+              break;
+            }
+            read_holder(h, one);
+            one.slot = static_cast<std::uint32_t>(slot);
+            out.holders.push_back(std::move(one));
+          }
+        }
+        if (!r.ec || r.ec == error::held) r.diagnostic = string_field(r.body, "message");
+      } else if (r.status == 409 && string_field(r.body, "error") == "permits_mismatch") {
+        r.ec = error::permits_mismatch;
+        read_permits(r, 0, out.permits, nullptr);
+        if (r.ec == error::permits_mismatch) r.diagnostic = string_field(r.body, "message");
       } else {
         unexpected(r);
       }
@@ -284,7 +321,26 @@ class http_backend final : public backend {
           protocol(r, "lock answer lacks token or ttl_remaining_ms");
         h.ttl_remaining = milliseconds(static_cast<std::int64_t>(remaining));
         h.value = string_field(r.body, "value");  // absent from servers before values: empty
+        std::uint64_t slot = 0;
+        if (uint_field(r.body, "slot", slot))
+          h.slot = static_cast<std::uint32_t>(std::min<std::uint64_t>(slot, 65535));
         out.holder = std::move(h);
+        read_permits(r, 0, out.permits, nullptr);
+        const auto* hs = r.body.is_object() ? r.body.as_object().if_contains("holders") : nullptr;
+        if (!r.ec && hs && hs->is_array()) {
+          for (const auto& v : hs->as_array()) {
+            holder_info one;
+            std::uint64_t s = 0;
+            if (!v.is_object() || !uint_field(v, "slot", s) || s >= out.permits ||
+                !uint_field(v, "token", one.token)) {
+              protocol(r, "a holder of the lock answer lacks slot or token, or its slot is out of range");
+              break;
+            }
+            read_holder(v, one);
+            one.slot = static_cast<std::uint32_t>(s);
+            out.holders.push_back(std::move(one));
+          }
+        }
       } else if (r.status == 404 && string_field(r.body, "error") == "not_held") {
       } else {
         unexpected(r);
@@ -326,6 +382,11 @@ class http_backend final : public backend {
           one.holder.value = string_field(l, "value");
           one.client = string_field(l, "client");
           uint_field(l, "waiters", one.waiters);
+          std::uint64_t slot = 0, permits = 1;
+          if (uint_field(l, "permits", permits))
+            one.permits = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(permits, 1, 65535));
+          if (uint_field(l, "slot", slot))
+            one.holder.slot = static_cast<std::uint32_t>(std::min<std::uint64_t>(slot, 65535));
           std::uint64_t delayed = 0;
           if (uint_field(l, "lock_delay_remaining_ms", delayed))
             one.holder.lock_delay_remaining =
@@ -468,6 +529,45 @@ class http_backend final : public backend {
     return base_path_ + "/v1/locks/" + boost::urls::encode(key, boost::urls::unreserved_chars);
   }
 
+  // The owner, token, TTL left, value and lock-delay of a holder (a held answer's top level, one of its
+  // `holders`, a GET's answer).
+  static void read_holder(const json::value& v, holder_info& h) {
+    h.owner = string_field(v, "owner");
+    uint_field(v, "token", h.token);
+    std::uint64_t remaining = 0;
+    uint_field(v, "ttl_remaining_ms", remaining);
+    h.ttl_remaining = milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(remaining, 1ull << 40)));
+    h.value = string_field(v, "value");
+    std::uint64_t delayed = 0;
+    if (uint_field(v, "lock_delay_remaining_ms", delayed))
+      h.lock_delay_remaining =
+          milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(delayed, 1ull << 40)));
+  }
+
+  // An answer's `permits` (1 when absent: a lock, or a server before semaphores) and, with `slot`, its
+  // `slot`. `asked` (0: none) is a grant's own count: a grant of another count, or a slot out of its range,
+  // breaks the protocol.
+  static void read_permits(http_result& r, std::uint32_t asked, std::uint32_t& permits, std::uint32_t* slot) {
+    std::uint64_t n = 1, s = 0;
+    const bool has_n = uint_field(r.body, "permits", n);
+    const bool has_s = uint_field(r.body, "slot", s);
+    if (has_n && (n < 1 || n > 65535)) {
+      protocol(r, "the answer's permits is out of range");
+      return;
+    }
+    permits = static_cast<std::uint32_t>(n);
+    if (!slot) return;
+    if (asked > 1 && (!has_n || !has_s || n != asked || s >= n)) {
+      protocol(r, "a semaphore's grant lacks its permits or slot, or they do not match the request");
+      return;
+    }
+    if (s >= n) {
+      protocol(r, "the grant's slot is out of range");
+      return;
+    }
+    *slot = static_cast<std::uint32_t>(s);
+  }
+
   static milliseconds left(std::chrono::steady_clock::time_point deadline) {
     return std::max(milliseconds(1),
                     std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
@@ -481,7 +581,7 @@ class http_backend final : public backend {
     if (r.ec) co_return r;
     learned_at_ = std::chrono::steady_clock::now();
     if (r.status == 404) {
-      batch_ = proclaim_ = record_ = queue_ = list_ = break_ = delay_ = support::no;
+      batch_ = proclaim_ = record_ = queue_ = list_ = break_ = delay_ = semaphores_ = support::no;
       co_return std::nullopt;
     }
     if (r.status != 200 || !r.body.is_object()) {
@@ -489,7 +589,7 @@ class http_backend final : public backend {
       if (r.status == 200) protocol(r, "capabilities answer is not a JSON object");
       co_return r;
     }
-    batch_ = proclaim_ = record_ = queue_ = list_ = break_ = delay_ = support::no;
+    batch_ = proclaim_ = record_ = queue_ = list_ = break_ = delay_ = semaphores_ = support::no;
     std::uint64_t n = 0;
     const auto* features = r.body.as_object().if_contains("features");
     if (!features || !features->is_array()) co_return std::nullopt;
@@ -502,6 +602,13 @@ class http_backend final : public backend {
     if (has("list_locks")) list_ = support::yes;
     if (has("break_lease")) break_ = support::yes;
     if (has("lock_delay")) delay_ = support::yes;
+    if (has("semaphores")) {
+      semaphores_ = support::yes;
+      // Without the server's figure, the server's own answer bounds the count (400 naming it).
+      permits_max_ = uint_field(r.body, "permits_max", n) && n > 0
+                         ? static_cast<std::uint32_t>(std::min<std::uint64_t>(n, 65535))
+                         : 0;
+    }
     if (has("lock_record")) {
       record_ = support::yes;
       // Without the server's figure, the protocol's least (16 KiB).
@@ -600,6 +707,9 @@ class http_backend final : public backend {
       "lock-delay is not supported by this server (no feature \"lock_delay\" in /v1/capabilities)";
   static constexpr const char* no_break =
       "this server cannot break leases (no feature \"break_lease\" in /v1/capabilities)";
+  static constexpr const char* no_semaphores =
+      "this server has no semaphores (no feature \"semaphores\" in /v1/capabilities): more than 1 permit "
+      "cannot be asked of it";
   static constexpr const char* no_record =
       "this server does not keep lock records (no feature \"lock_record\" in /v1/capabilities)";
   support batch_ = support::unknown;
@@ -609,6 +719,8 @@ class http_backend final : public backend {
   support list_ = support::unknown;
   support break_ = support::unknown;
   support delay_ = support::unknown;
+  support semaphores_ = support::unknown;
+  std::uint32_t permits_max_ = 0;
   std::size_t record_max_ = 0;
   std::chrono::steady_clock::time_point learned_at_{};
   std::size_t batch_max_ = 0;
@@ -665,6 +777,24 @@ asio::awaitable<acquire_reply> backend::acquire_queued(std::string, std::string,
   out.ec = error::invalid_config;
   out.diagnostic = "this backend does not queue acquires (docs/protocol.md, \"queued acquire\")";
   co_return out;
+}
+
+asio::awaitable<acquire_reply> backend::acquire_with(acquire_request q) {
+  if (q.permits > 1) {
+    acquire_reply out;
+    out.ec = error::invalid_config;
+    out.diagnostic =
+        "this backend has no semaphores (docs/protocol.md, \"Semaphores\"): " + std::to_string(q.permits) +
+        " permits asked";
+    co_return out;
+  }
+  if (q.lock_delay > milliseconds{0})
+    co_return co_await acquire_with_delay(std::move(q.key), std::move(q.owner), q.ttl, std::move(q.value),
+                                          q.lock_delay, q.wait, q.timeout);
+  if (q.wait)
+    co_return co_await acquire_queued(std::move(q.key), std::move(q.owner), q.ttl, std::move(q.value),
+                                      *q.wait, q.timeout);
+  co_return co_await acquire(std::move(q.key), std::move(q.owner), q.ttl, std::move(q.value), q.timeout);
 }
 
 asio::awaitable<acquire_reply> backend::acquire_with_delay(std::string, std::string, milliseconds,

@@ -402,6 +402,19 @@ std::uint64_t lease::token() const {
   return core().token;
 }
 
+std::uint32_t lease::slot() const {
+  return core().slot;
+}
+
+std::uint32_t lease::permits() const {
+  return core().permits;
+}
+
+fence lease::fence() const {
+  const auto& c = core();
+  return baton::fence{c.token, c.slot};
+}
+
 lease_state lease::state() const {
   return core().observed_state();
 }

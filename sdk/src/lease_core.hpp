@@ -142,6 +142,9 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::string key;
   std::string owner;
   std::uint64_t token;
+  /// A semaphore's permit: its slot and the key's permit count (slot 0 of 1 for a lock). Set before start().
+  std::uint32_t slot = 0;
+  std::uint32_t permits = 1;
   /// What the lease keeps of its lease_options. Not the whole struct: it carries the owner and the value
   /// inline (bounded_string, 1.3 KB), which the lease holds as strings of their own size (owner, value).
   struct kept_options {

@@ -43,15 +43,39 @@ void memory_backend::changed() {
 
 void memory_backend::expire_due() {
   bool any = false;
-  for (auto it = locks_.begin(); it != locks_.end();) {
-    if (it->second.expiry <= now_) {
-      it = erase_expired(it, it->second.expiry);
-      any = true;
-    } else {
-      ++it;
+  for (auto k = keys_.begin(); k != keys_.end();) {
+    auto& ks = k->second;
+    bool here = false;
+    for (auto it = ks.held.begin(); it != ks.held.end();) {
+      if (it->second.expiry <= now_) {
+        it = erase_expired(ks, it, it->second.expiry);
+        here = true;
+      } else {
+        ++it;
+      }
     }
+    std::erase_if(ks.delays, [this](const auto& d) { return d.second.second <= now_; });
+    auto next = std::next(k);
+    if (here) {
+      any = true;
+      touched(k);
+    } else if (ks.held.empty() && ks.delays.empty()) {
+      keys_.erase(k);
+    }
+    k = next;
   }
   if (any) changed();
+}
+
+void memory_backend::touched(std::map<std::string, key_state>::iterator k) {
+  k->second.changed_at = ++changes_;
+  if (k->second.held.empty() && k->second.delays.empty()) keys_.erase(k);
+}
+
+holder_info memory_backend::info(const lock& l, std::uint32_t slot) const {
+  holder_info h{l.owner, l.token, remaining(l.expiry), l.value};
+  h.slot = slot;
+  return h;
 }
 
 lease_clock::time_point memory_backend::client_time() const {
@@ -68,9 +92,18 @@ void memory_backend::advance(std::chrono::nanoseconds d) {
 }
 
 std::optional<holder_info> memory_backend::holder(const std::string& key) const {
-  auto it = locks_.find(key);
-  if (it == locks_.end() || it->second.expiry <= now_) return std::nullopt;
-  return holder_info{it->second.owner, it->second.token, remaining(it->second.expiry), it->second.value};
+  auto all = holders(key);
+  if (all.empty()) return std::nullopt;
+  return std::move(all.front());
+}
+
+std::vector<holder_info> memory_backend::holders(const std::string& key) const {
+  std::vector<holder_info> out;
+  auto k = keys_.find(key);
+  if (k == keys_.end()) return out;
+  for (const auto& [slot, l] : k->second.held)
+    if (l.expiry > now_) out.push_back(info(l, slot));
+  return out;
 }
 
 milliseconds memory_backend::remaining(std::chrono::nanoseconds expiry) const {
@@ -79,17 +112,30 @@ milliseconds memory_backend::remaining(std::chrono::nanoseconds expiry) const {
 }
 
 void memory_backend::expire(const std::string& key) {
-  auto it = locks_.find(key);
-  if (it == locks_.end()) return;
-  erase_expired(it, now_);
+  auto k = keys_.find(key);
+  if (k == keys_.end()) return;
+  for (auto it = k->second.held.begin(); it != k->second.held.end();)
+    it = erase_expired(k->second, it, now_);
+  touched(k);
   changed();
 }
 
-std::map<std::string, memory_backend::lock>::iterator memory_backend::erase_expired(
-    std::map<std::string, lock>::iterator it, std::chrono::nanoseconds ended) {
+void memory_backend::expire(const std::string& key, std::uint64_t token) {
+  auto k = keys_.find(key);
+  if (k == keys_.end()) return;
+  auto& held = k->second.held;
+  auto it = std::find_if(held.begin(), held.end(), [&](const auto& e) { return e.second.token == token; });
+  if (it == held.end()) return;
+  erase_expired(k->second, it, now_);
+  touched(k);
+  changed();
+}
+
+std::map<std::uint32_t, memory_backend::lock>::iterator memory_backend::erase_expired(
+    key_state& k, std::map<std::uint32_t, lock>::iterator it, std::chrono::nanoseconds ended) {
   if (it->second.lock_delay > milliseconds{0} && ended + it->second.lock_delay > now_)
-    delays_[it->first] = {it->second.token, ended + it->second.lock_delay};
-  return locks_.erase(it);
+    k.delays[it->first] = {it->second.token, ended + it->second.lock_delay};
+  return k.held.erase(it);
 }
 
 void memory_backend::pause() {
@@ -149,58 +195,115 @@ asio::awaitable<Reply> memory_backend::serve(milliseconds timeout, std::function
 }
 
 acquire_reply memory_backend::do_acquire(const std::string& key, const std::string& owner, milliseconds ttl,
-                                         const std::string& value, milliseconds lock_delay) {
+                                         const std::string& value, milliseconds lock_delay,
+                                         std::uint32_t permits) {
   acquire_reply r;
-  if (auto d = delays_.find(key); d != delays_.end()) {
-    if (now_ < d->second.second) {
-      r.ec = error::held;
-      r.diagnostic = "in lock-delay";
-      r.holder.token = d->second.first;
-      r.holder.lock_delay_remaining = remaining(d->second.second);
-      r.holder.ttl_remaining = r.holder.lock_delay_remaining;
-      return r;
-    }
-    delays_.erase(d);
+  auto k = keys_.try_emplace(key).first;
+  auto& ks = k->second;
+  std::erase_if(ks.delays, [this](const auto& d) { return d.second.second <= now_; });
+  // The count is the key's while anything holds it (docs/protocol.md, "Semaphores"); nothing changes.
+  if (!ks.held.empty() && ks.permits != permits) {
+    r.ec = error::permits_mismatch;
+    r.permits = ks.permits;
+    r.diagnostic = "the key is held with " + std::to_string(ks.permits) + " permits";
+    return r;
   }
-  auto it = locks_.find(key);
-  if (it != locks_.end() && it->second.owner != owner) {
+  if (ks.held.empty()) ks.permits = permits;
+  // The same owner again keeps its slot, with a newer token.
+  auto slot_it =
+      std::find_if(ks.held.begin(), ks.held.end(), [&](const auto& e) { return e.second.owner == owner; });
+  std::optional<std::uint32_t> slot;
+  if (slot_it != ks.held.end()) {
+    slot = slot_it->first;
+  } else {
+    for (std::uint32_t i = 0; i < permits && !slot; ++i)
+      if (!ks.held.contains(i) && !ks.delays.contains(i)) slot = i;
+  }
+  if (!slot) {
     r.ec = error::held;
-    r.diagnostic = "held by " + it->second.owner;
-    r.holder =
-        holder_info{it->second.owner, it->second.token, remaining(it->second.expiry), it->second.value};
+    r.permits = ks.permits;
+    const lock* first = nullptr;  // the permit that expires first
+    for (const auto& [i, l] : ks.held) {
+      if (!first || l.expiry < first->expiry) first = &l;
+      if (permits > 1) r.holders.push_back(info(l, i));
+    }
+    if (first) {
+      r.diagnostic = "held by " + first->owner;
+      r.holder = info(
+          *first, static_cast<std::uint32_t>(std::find_if(ks.held.begin(), ks.held.end(), [&](const auto& e) {
+                                               return &e.second == first;
+                                             })->first));
+    }
+    // Every slot not held is in lock-delay: the shortest of those delays.
+    const std::pair<std::uint64_t, std::chrono::nanoseconds>* soonest = nullptr;
+    for (const auto& [i, d] : ks.delays)
+      if (i < permits && !ks.held.contains(i) && (!soonest || d.second < soonest->second)) soonest = &d;
+    if (soonest) {
+      r.holder.lock_delay_remaining = remaining(soonest->second);
+      if (!first) {
+        r.diagnostic = "in lock-delay";
+        r.holder.token = soonest->first;
+        r.holder.ttl_remaining = r.holder.lock_delay_remaining;
+      }
+    }
     return r;
   }
   r.token = ++last_token_;
+  r.slot = *slot;
+  r.permits = ks.permits;
+  auto old = ks.held.find(*slot);
+  const bool again = old != ks.held.end();
   // A same-owner re-acquire never makes the key free sooner (docs/protocol.md, acquire).
-  const auto expiry = it != locks_.end() ? std::max(it->second.expiry, now_ + ttl) : now_ + ttl;
+  const auto expiry = again ? std::max(old->second.expiry, now_ + ttl) : now_ + ttl;
   // Nor shortens the promise to the next holder (batond's rule, docs/design.md, "Lock-delay").
-  const auto delay = it != locks_.end() ? std::max(it->second.lock_delay, lock_delay) : lock_delay;
-  locks_[key] = lock{owner, r.token, expiry, value, delay};
+  const auto delay = again ? std::max(old->second.lock_delay, lock_delay) : lock_delay;
+  ks.held[*slot] = lock{owner, r.token, expiry, value, delay};
+  touched(k);
   changed();
   return r;
 }
 
-bool memory_backend::refused(renew_reply& r, std::map<std::string, lock>::const_iterator it,
-                             const std::string& owner, std::uint64_t token) const {
-  if (it == locks_.end())
+memory_backend::lock* memory_backend::held_by(renew_reply& r, const std::string& key,
+                                              const std::string& owner, std::uint64_t token) {
+  auto k = keys_.find(key);
+  lock* found = nullptr;
+  if (k == keys_.end() || k->second.held.empty()) {
     r.lost_reason = "not_held";
-  else if (it->second.owner != owner)
-    r.lost_reason = "owner_mismatch";
-  else if (it->second.token != token)
-    r.lost_reason = "token_mismatch";
-  else
-    return false;
+  } else if (k->second.permits == 1) {
+    // A lock: its one holder, as ever.
+    auto& l = k->second.held.begin()->second;
+    if (l.owner != owner)
+      r.lost_reason = "owner_mismatch";
+    else if (l.token != token)
+      r.lost_reason = "token_mismatch";
+    else
+      found = &l;
+  } else {
+    // A semaphore: the permit with the token, if any; else the owner's own permit with another token.
+    for (auto& [slot, l] : k->second.held) {
+      if (l.token != token) continue;
+      if (l.owner == owner)
+        found = &l;
+      else
+        r.lost_reason = "owner_mismatch";
+      break;
+    }
+    if (!found && r.lost_reason.empty()) {
+      const bool owner_holds = std::any_of(k->second.held.begin(), k->second.held.end(),
+                                           [&](const auto& e) { return e.second.owner == owner; });
+      r.lost_reason = owner_holds ? "token_mismatch" : "not_held";
+    }
+  }
+  if (found) return found;
   r.ec = error::lease_lost;
   r.diagnostic = r.lost_reason;
-  return true;
+  return nullptr;
 }
 
 renew_reply memory_backend::do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
                                      milliseconds ttl) {
   renew_reply r;
-  auto it = locks_.find(key);
-  if (refused(r, it, owner, token)) return r;
-  it->second.expiry = std::max(it->second.expiry, now_ + ttl);  // a renew never shortens a lease
+  if (auto* l = held_by(r, key, owner, token)) l->expiry = std::max(l->expiry, now_ + ttl);  // never shorter
   return r;
 }
 
@@ -208,19 +311,20 @@ renew_reply memory_backend::do_renew(const std::string& key, const std::string& 
 proclaim_reply memory_backend::do_proclaim(const std::string& key, const std::string& owner,
                                            std::uint64_t token, const std::string& value) {
   proclaim_reply r;
-  auto it = locks_.find(key);
-  if (refused(r, it, owner, token)) return r;
-  it->second.value = value;
+  auto* l = held_by(r, key, owner, token);
+  if (!l) return r;
+  l->value = value;
   changed();  // long-polls look again: one that names a value answers
   return r;
 }
 
-// Renew's condition, then the token order (docs/protocol.md, "record"); the lease is not touched.
+// Renew's condition, then the token order (docs/protocol.md, "record"); the lease is not touched. Any live
+// permit holder of a semaphore key may write it.
 record_write_reply memory_backend::do_write_record(const std::string& key, const std::string& owner,
                                                    std::uint64_t token, const std::string& value) {
   record_write_reply r;
   renew_reply held;
-  if (refused(held, locks_.find(key), owner, token)) {
+  if (!held_by(held, key, owner, token)) {
     r.ec = held.ec;
     r.diagnostic = std::move(held.diagnostic);
     r.lost_reason = std::move(held.lost_reason);
@@ -242,16 +346,23 @@ record_write_reply memory_backend::do_write_record(const std::string& key, const
 release_reply memory_backend::do_release(const std::string& key, const std::string& owner,
                                          std::uint64_t token) {
   release_reply r;
-  auto it = locks_.find(key);
-  if (it == locks_.end()) {
-    r.outcome = release_outcome::already_free;
-  } else if (it->second.owner != owner || it->second.token != token) {
+  r.outcome = release_outcome::already_free;
+  auto k = keys_.find(key);
+  if (k == keys_.end() || k->second.held.empty()) return r;
+  auto& held = k->second.held;
+  // A lock: any other holder refuses. A semaphore: the permit with the token; none is already_free.
+  auto it = k->second.permits == 1 ? held.begin()
+                                   : std::find_if(held.begin(), held.end(),
+                                                  [&](const auto& e) { return e.second.token == token; });
+  if (it == held.end()) return r;
+  if (it->second.owner != owner || it->second.token != token) {
     r.outcome = release_outcome::not_owner;
-  } else {
-    locks_.erase(it);
-    r.outcome = release_outcome::released;
-    changed();
+    return r;
   }
+  held.erase(it);
+  r.outcome = release_outcome::released;
+  touched(k);
+  changed();
   return r;
 }
 
@@ -276,6 +387,16 @@ asio::awaitable<acquire_reply> memory_backend::acquire_with_delay(std::string ke
     return do_acquire(key, owner, ttl, value, lock_delay);
   };
   co_return co_await serve<acquire_reply>(timeout, std::move(effect));
+}
+
+asio::awaitable<acquire_reply> memory_backend::acquire_with(acquire_request q) {
+  if (q.permits <= 1) co_return co_await backend::acquire_with(std::move(q));
+  if (q.wait) co_return co_await backend::acquire_queued(q.key, q.owner, q.ttl, q.value, *q.wait, q.timeout);
+  ++calls_.acquire;
+  std::function<acquire_reply()> effect = [this, q] {
+    return do_acquire(q.key, q.owner, q.ttl, q.value, q.lock_delay, q.permits);
+  };
+  co_return co_await serve<acquire_reply>(q.timeout, std::move(effect));
 }
 
 asio::awaitable<renew_reply> memory_backend::renew(std::string key, std::string owner, std::uint64_t token,
@@ -334,19 +455,27 @@ asio::awaitable<list_reply> memory_backend::list(std::string prefix, std::string
       r.diagnostic = "limit must be at least 1";
       return r;
     }
-    // The map is in key order, as a listing is.
-    for (auto it = locks_.upper_bound(after); it != locks_.end(); ++it) {
-      if (!it->first.starts_with(prefix)) {
-        if (it->first > prefix) break;
+    // The map is in key order, as a listing is; a page never splits a key's permits.
+    for (auto k = keys_.upper_bound(after); k != keys_.end(); ++k) {
+      if (!k->first.starts_with(prefix)) {
+        if (k->first > prefix) break;
         continue;
       }
-      if (r.page.locks.size() == limit) {
+      const auto& ks = k->second;
+      std::vector<listed_lock> entries;
+      for (const auto& [slot, l] : ks.held) {
+        if (l.expiry <= now_) continue;
+        listed_lock one{k->first, ks.permits > 1 ? "permit" : "lock", info(l, slot), {}, 0};
+        one.permits = ks.permits;
+        entries.push_back(std::move(one));
+      }
+      if (entries.empty()) continue;
+      if (!r.page.locks.empty() && r.page.locks.size() + entries.size() > limit) {
         r.page.next = r.page.locks.back().key;
         break;
       }
-      const auto& l = it->second;
-      r.page.locks.push_back(
-          {it->first, "lock", holder_info{l.owner, l.token, remaining(l.expiry), l.value}, {}, 0});
+      for (auto& e : entries)
+        r.page.locks.push_back(std::move(e));
     }
     return r;
   };
@@ -358,20 +487,30 @@ asio::awaitable<break_reply> memory_backend::break_lease(std::string key, std::o
   ++calls_.break_lease;
   std::function<break_reply()> effect = [this, key, token] {
     break_reply r;
-    auto it = locks_.find(key);
-    if (it == locks_.end()) {
+    auto k = keys_.find(key);
+    if (k == keys_.end() || k->second.held.empty()) {
       r.ec = error::not_held;
       r.diagnostic = "the lock is not held";
       return r;
     }
-    const auto& l = it->second;
-    r.holder = holder_info{l.owner, l.token, remaining(l.expiry), l.value};
-    if (token && *token != l.token) {
+    auto& held = k->second.held;
+    if (k->second.permits > 1 && !token) {
+      r.ec = error::bad_request;
+      r.diagnostic = "the key has " + std::to_string(k->second.permits) + " permits: name the permit's token";
+      return r;
+    }
+    auto it = k->second.permits == 1 ? held.begin()
+                                     : std::find_if(held.begin(), held.end(),
+                                                    [&](const auto& e) { return e.second.token == *token; });
+    if (it == held.end()) it = held.begin();  // none has the token: the lowest slot names the key's holders
+    r.holder = info(it->second, it->first);
+    if (token && *token != it->second.token) {
       r.ec = error::token_mismatch;
       r.diagnostic = "the lock is held with another token";
       return r;
     }
-    locks_.erase(it);
+    held.erase(it);
+    touched(k);
     changed();
     return r;
   };
@@ -387,11 +526,17 @@ std::optional<lock_record> memory_backend::record(const std::string& key) const 
 asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wait_for_change> wait,
                                                milliseconds timeout) {
   ++calls_.get;
-  std::function<get_reply()> read = [this, key] {
+  auto read_now = [this](const std::string& k) {
     get_reply r;
-    r.holder = holder(key);
+    auto all = holders(k);
+    if (auto ks = keys_.find(k); ks != keys_.end() && ks->second.permits > 1 && !all.empty()) {
+      r.permits = ks->second.permits;
+      r.holders = all;
+    }
+    if (!all.empty()) r.holder = std::move(all.front());
     return r;
   };
+  std::function<get_reply()> read = [read_now, key] { return read_now(key); };
   if (!wait || paused_ || failures_left_ > 0) co_return co_await serve<get_reply>(timeout, std::move(read));
   // A long-poll: answer once the holder's token differs from the caller's, or the wait passes on this
   // server's clock; the request's own timeout runs on the clients' clock (real time, unless drives_clients).
@@ -409,12 +554,28 @@ asio::awaitable<get_reply> memory_backend::get(std::string key, std::optional<wa
     ~registration() { list.erase(it); }
   } reg{change_waiters_, change_waiters_.insert(change_waiters_.end(), &w)};
   get_reply r;
+  // A key of several permits answers at any change of its permits too: the caller polls with one token,
+  // while any of the others may end first.
+  auto changed_at = [this, &key] {
+    auto k = keys_.find(key);
+    return k == keys_.end() ? std::uint64_t{0} : k->second.changed_at;
+  };
+  const auto first_seen = changed_at();
   for (;;) {
-    auto h = holder(key);
+    auto now = read_now(key);
+    const auto& h = now.holder;
     const bool value_changed =
         wait->value && (h ? std::string_view(h->value) : std::string_view()) != *wait->value;
-    if ((h ? h->token : 0) != wait->token || value_changed || now_ >= until) {
-      r.holder = std::move(h);
+    // Changed: the token waited on is no live lease's (0: a lease is held), or the value, or a semaphore's
+    // permits.
+    const bool token_gone =
+        wait->token == 0 ? h.has_value()
+                         : std::none_of(now.holders.begin(), now.holders.end(),
+                                        [&](const holder_info& x) { return x.token == wait->token; }) &&
+                               (!h || h->token != wait->token);
+    const bool permits_changed = now.permits > 1 && changed_at() != first_seen;
+    if (token_gone || value_changed || permits_changed || now_ >= until) {
+      r = std::move(now);
       break;
     }
     if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {

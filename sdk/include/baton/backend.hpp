@@ -32,6 +32,26 @@ struct holder_info {
   /// Non-zero: no lease holds the key, but it is in lock-delay for this much longer after the lease `token`
   /// ended by expiry or a break (docs/protocol.md, "Lock-delay"); owner and value are empty.
   milliseconds lock_delay_remaining{0};
+  /// The permit's slot on a key of several permits (docs/protocol.md, "Semaphores"); 0 for a lock.
+  std::uint32_t slot = 0;
+};
+
+/// One acquire (docs/protocol.md, "acquire", "queued acquire", "Lock-delay", "Semaphores"): what
+/// backend::acquire_with() sends. Plain data; the strings are the request's own.
+struct acquire_request {
+  std::string key;
+  std::string owner;
+  milliseconds ttl{0};
+  /// Published with the lease; empty: none.
+  std::string value{};
+  /// Non-zero: the lease's lock-delay.
+  milliseconds lock_delay{0};
+  /// Set: a queued acquire that may wait this long at the server.
+  std::optional<milliseconds> wait{};
+  /// The key's permit count: 1 is a lock (nothing more is sent); more is a semaphore of that many permits.
+  std::uint32_t permits = 1;
+  /// Bound on the whole call (it should cover `wait`).
+  milliseconds timeout{0};
 };
 
 /// ec: empty on success; error::held when refused (holder filled in); transport and server errors otherwise.
@@ -44,6 +64,14 @@ struct acquire_reply {
   /// it was granted. The lease's TTL runs from the grant, so the client counts it from its send time plus
   /// this. 0 for any other grant.
   milliseconds queued{0};
+  /// A grant's slot (0 for a lock).
+  std::uint32_t slot = 0;
+  /// The key's permit count: in a grant, and with error::held or error::permits_mismatch (the count in use);
+  /// 1 for a lock, or when the server did not say.
+  std::uint32_t permits = 1;
+  /// error::held on a key of several permits: every live permit, in slot order (`holder` is the one that
+  /// expires first). Empty for a lock.
+  std::vector<holder_info> holders{};
 };
 
 /// ec: empty on success; error::lease_lost when the server refused (lost_reason says why).
@@ -111,11 +139,14 @@ struct release_reply {
   release_outcome outcome = release_outcome::released;
 };
 
-/// ec: empty when the server answered; holder empty when the lock is free.
+/// ec: empty when the server answered; holder empty when the lock is free. On a key of several permits,
+/// `holder` is the lowest held slot, `permits` the key's count and `holders` every live permit in slot order.
 struct get_reply {
   boost::system::error_code ec;
   std::string diagnostic;
   std::optional<holder_info> holder;
+  std::uint32_t permits = 1;
+  std::vector<holder_info> holders{};
 };
 
 /// What client::reload_tls() did.
@@ -138,7 +169,9 @@ struct listed_lock {
   std::string key;
   /// "lock"; "lock_delay" for a key that no lease holds but that is in lock-delay (holder.owner empty,
   /// holder.token the lease it follows, holder.lock_delay_remaining and ttl_remaining its remaining time);
-  /// other kinds (semaphores) may come from later servers: a caller skips kinds it does not know.
+  /// "permit" for one live permit of a key of several (holder.slot its slot, `permits` the key's count; a
+  /// key's permits are listed in slot order). Other kinds may come from later servers: a caller skips kinds
+  /// it does not know.
   std::string kind;
   /// Owner, token, TTL left by the server's clock at the listing, and value.
   holder_info holder;
@@ -146,6 +179,8 @@ struct listed_lock {
   std::string client;
   /// Queued acquires waiting for the key (0 where the backend does not know).
   std::uint64_t waiters = 0;
+  /// The key's permit count (kind "permit"); 1 otherwise.
+  std::uint32_t permits = 1;
 };
 
 /// One page of a listing: locks in key order, and the cursor of the next page (`after`), empty after the
@@ -231,6 +266,17 @@ class backend {
                                                                    milliseconds lock_delay,
                                                                    std::optional<milliseconds> wait,
                                                                    milliseconds timeout);
+  /// Any acquire, in one call: plain, queued (`wait`), with a lock-delay, of a semaphore's permit (`permits`
+  /// above 1; docs/protocol.md, "Semaphores"). The client sends every acquire through it. A grant carries its
+  /// slot and the key's permit count; error::held carries every holder of a semaphore key;
+  /// error::permits_mismatch (the reply's `permits` the count in use) refuses a count other than the one
+  /// the key's holders and waiters use, changing nothing. The default keeps a backend written before this
+  /// call working: a request of 1 permit goes to acquire_with_delay() (a lock-delay), acquire_queued()
+  /// (`wait`) or acquire(); more permits are refused with error::invalid_config, nothing sent. The HTTP
+  /// backend sends `permits` only when above 1, and then only to a server that advertises feature
+  /// `semaphores`; the etcd and memory backends keep semaphores of their own. Errors, cancellation and
+  /// threads as for acquire().
+  virtual boost::asio::awaitable<acquire_reply> acquire_with(acquire_request request);
   /// Renews many leases: one answer per entry, in order, each what renew() of that entry would answer (ec
   /// empty: renewed; error::lease_lost: refused, with lost_reason; any other error: outcome unknown, as for
   /// a renew whose answer was lost). `timeout` bounds the whole call; entries not sent in time get
@@ -322,6 +368,10 @@ class forwarding_backend : public backend {
                                                            milliseconds lock_delay,
                                                            std::optional<milliseconds> wait,
                                                            milliseconds timeout) override;
+  /// A request of 1 permit goes through this wrapper's own acquire(), acquire_queued() or
+  /// acquire_with_delay() (so a wrapper that overrides those sees every lock's acquire); one of more permits
+  /// is forwarded to `inner()->acquire_with()`.
+  boost::asio::awaitable<acquire_reply> acquire_with(acquire_request request) override;
   boost::asio::awaitable<std::vector<renew_reply>> renew_batch(std::span<const renew_entry> entries,
                                                                milliseconds timeout) override;
   boost::asio::awaitable<proclaim_reply> proclaim(std::string key, std::string owner, std::uint64_t token,

@@ -34,8 +34,11 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace baton {
+
+class semaphore;
 
 namespace detail {
 struct client_shared;
@@ -57,8 +60,12 @@ using lock_signature = typename lock_signature_of<lock_value_t<F>>::type;
 /// The answer to one acquire try: the lease, or who holds the lock.
 struct acquire_result {
   std::optional<lease> acquired;
-  /// When not acquired: the current holder.
+  /// When not acquired: the current holder (of a semaphore: the permit that expires first).
   holder_info holder;
+  /// When not acquired: the key's permit count (1 for a lock), and, for a semaphore, every live permit in
+  /// slot order (empty for a lock).
+  std::uint32_t permits = 1;
+  std::vector<holder_info> holders{};
 };
 
 /// Counters of a client's lease activity (for metrics). Read with client::stats().
@@ -130,7 +137,7 @@ class client {
     return boost::asio::async_initiate<Token, void(boost::system::error_code, acquire_result)>(
         [s = shared_](auto handler, std::string k, lease_options o) {
           auto* diag = detail::diagnostic_slot(handler);
-          start_try_acquire(s, std::move(k), o, diag, std::move(handler));
+          start_try_acquire(s, std::move(k), o, 1, diag, std::move(handler));
         },
         token, std::move(key), options);
   }
@@ -276,15 +283,15 @@ class client {
   template <class F, BOOST_ASIO_COMPLETION_TOKEN_FOR(detail::lock_signature<F>) Token = default_token_t>
   auto async_with_lock(std::string key, lease_options options, F&& fn, Token&& token = {}) {
     check_lock_function<F>();
-    return initiate_with_lock(std::move(key), options, std::nullopt, std::decay_t<F>(std::forward<F>(fn)),
-                              std::forward<Token>(token));
+    return initiate_with_lock(shared_, std::move(key), options, 1, std::nullopt,
+                              std::decay_t<F>(std::forward<F>(fn)), std::forward<Token>(token));
   }
   template <class F, BOOST_ASIO_COMPLETION_TOKEN_FOR(detail::lock_signature<F>) Token = default_token_t>
   auto async_with_lock(std::string key, lease_options options, milliseconds wait_timeout, F&& fn,
                        Token&& token = {}) {
     check_lock_function<F>();
-    return initiate_with_lock(std::move(key), options, wait_timeout, std::decay_t<F>(std::forward<F>(fn)),
-                              std::forward<Token>(token));
+    return initiate_with_lock(shared_, std::move(key), options, 1, wait_timeout,
+                              std::decay_t<F>(std::forward<F>(fn)), std::forward<Token>(token));
   }
 
   /// Reads the TLS files again (a certificate rotated at the same path) and, once the CA bundle, the
@@ -333,25 +340,45 @@ class client {
   template <class Token>
   auto initiate_acquire(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
                         Token&& token) {
+    return initiate_acquire(shared_, std::move(key), options, 1, wait_timeout, std::forward<Token>(token));
+  }
+  // `permits`: 1 for a lock, more for a semaphore's permit (baton/semaphore.hpp).
+  template <class Token>
+  static auto initiate_acquire(std::shared_ptr<detail::client_shared> shared, std::string key,
+                               lease_options options, std::uint32_t permits,
+                               std::optional<milliseconds> wait_timeout, Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code, lease)>(
-        [s = shared_](auto handler, std::string k, lease_options o, std::optional<milliseconds> w) {
+        [s = std::move(shared), permits](auto handler, std::string k, lease_options o,
+                                         std::optional<milliseconds> w) {
           auto* diag = detail::diagnostic_slot(handler);
-          start_acquire(s, std::move(k), o, w, diag, std::move(handler));
+          start_acquire(s, std::move(k), o, permits, w, diag, std::move(handler));
         },
         token, std::move(key), options, wait_timeout);
   }
+  template <class Token>
+  static auto initiate_try_acquire(std::shared_ptr<detail::client_shared> shared, std::string key,
+                                   lease_options options, std::uint32_t permits, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, acquire_result)>(
+        [s = std::move(shared), permits](auto handler, std::string k, lease_options o) {
+          auto* diag = detail::diagnostic_slot(handler);
+          start_try_acquire(s, std::move(k), o, permits, diag, std::move(handler));
+        },
+        token, std::move(key), options);
+  }
 
   template <class Fn, class Token>
-  auto initiate_with_lock(std::string key, lease_options options, std::optional<milliseconds> wait_timeout,
-                          Fn fn, Token&& token) {
+  static auto initiate_with_lock(std::shared_ptr<detail::client_shared> shared, std::string key,
+                                 lease_options options, std::uint32_t permits,
+                                 std::optional<milliseconds> wait_timeout, Fn fn, Token&& token) {
     using T = detail::lock_value_t<Fn>;
     static_assert(std::is_void_v<T> || std::is_default_constructible_v<T>,
                   "baton::client::async_with_lock: the work's result type must be default constructible "
                   "(it completes like co_spawn, with a value on every path)");
     return boost::asio::async_initiate<Token, detail::lock_signature<Fn>>(
-        [s = shared_](auto handler, std::string k, lease_options o, std::optional<milliseconds> w, Fn f) {
+        [s = std::move(shared), permits](auto handler, std::string k, lease_options o,
+                                         std::optional<milliseconds> w, Fn f) {
           auto ex = boost::asio::get_associated_executor(handler, work_executor(s));
-          detail::co_spawn_relayed(ex, with_lock_impl(s, std::move(k), o, w, std::move(f)),
+          detail::co_spawn_relayed(ex, with_lock_impl(s, std::move(k), o, permits, w, std::move(f)),
                                    std::move(handler));
         },
         token, std::move(key), options, wait_timeout, std::move(fn));
@@ -359,10 +386,10 @@ class client {
 
   template <class F>
   static auto with_lock_impl(std::shared_ptr<detail::client_shared> s, std::string key, lease_options options,
-                             std::optional<milliseconds> wait_timeout, F fn)
+                             std::uint32_t permits, std::optional<milliseconds> wait_timeout, F fn)
       -> boost::asio::awaitable<detail::lock_value_t<F>> {
     using T = detail::lock_value_t<F>;
-    lease l = co_await acquire_for(s, std::move(key), options, wait_timeout);
+    lease l = co_await acquire_for(s, std::move(key), options, wait_timeout, permits);
     std::exception_ptr failure;
     std::optional<std::conditional_t<std::is_void_v<T>, int, T>> result;
     try {
@@ -401,15 +428,18 @@ class client {
   }
 
   friend struct detail::client_access;  // the SDK's own code (election): client_access.hpp
+  friend class semaphore;               // a semaphore's permits are this client's acquisitions
   const std::shared_ptr<detail::client_shared>& shared() const;
   // Static, and given the shared state: a deferred operation may be launched after the client moved. A null
   // state (a moved-from client) completes the handler with error::empty_handle. `diag`: where the message
   // goes (detail::diagnostic_slot), or null.
   static void start_acquire(std::shared_ptr<detail::client_shared> s, std::string key, lease_options options,
-                            std::optional<milliseconds> wait_timeout, std::string* diag,
+                            std::uint32_t permits, std::optional<milliseconds> wait_timeout,
+                            std::string* diag,
                             boost::asio::any_completion_handler<void(boost::system::error_code, lease)> h);
   static void start_try_acquire(
-      std::shared_ptr<detail::client_shared> s, std::string key, lease_options options, std::string* diag,
+      std::shared_ptr<detail::client_shared> s, std::string key, lease_options options, std::uint32_t permits,
+      std::string* diag,
       boost::asio::any_completion_handler<void(boost::system::error_code, acquire_result)> h);
   static void start_get(
       std::shared_ptr<detail::client_shared> s, std::string key, std::string* diag,
@@ -429,7 +459,8 @@ class client {
   // async_acquire with the default token, for async_with_lock.
   static boost::asio::awaitable<lease> acquire_for(std::shared_ptr<detail::client_shared> s, std::string key,
                                                    lease_options options,
-                                                   std::optional<milliseconds> wait_timeout);
+                                                   std::optional<milliseconds> wait_timeout,
+                                                   std::uint32_t permits = 1);
   // Where async_with_lock runs the work of a handler without an executor of its own.
   static boost::asio::any_io_executor work_executor(const std::shared_ptr<detail::client_shared>& s);
   std::shared_ptr<detail::client_shared> shared_;

@@ -43,6 +43,8 @@ enum class error {
   stale_token,          // a lock record write refused: the record was written with a larger token
   not_held,             // a break found no lease on the key (free, or its lease expired): nothing changed
   token_mismatch,       // a break named another token than the holder's: nothing changed
+  permits_mismatch,  // an acquire asked another permit count than the one the key's holders and waiters use
+                     // (a lock is a key of 1 permit): nothing changed
 };
 // Cancellation is reported as boost::asio::error::operation_aborted (compare with it; it is not in this
 // enum).

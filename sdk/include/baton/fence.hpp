@@ -27,6 +27,13 @@
 
 namespace baton {
 
+/// What a lock holder passes to the resource with each write: its fencing token and, for a semaphore's
+/// permit, its slot (baton::lease::fence()). Slot 0 is a lock's, or a semaphore's first permit.
+struct fence {
+  std::uint64_t token = 0;
+  std::uint32_t slot = 0;
+};
+
 /// Outcome of fence_guard::apply().
 enum class fence_status {
   applied,   // the token was current: fn ran and the token is now the resource's highest
@@ -134,6 +141,35 @@ class fence_guard {
     result.status = fence_status::applied;
     result.highest_token = token;
     return result;
+  }
+
+  /// apply() for a holder of one permit of a semaphore (docs/fencing.md, "Semaphores"): the highest token is
+  /// kept per (resource, slot), since the N holders of a key's N permits write at once, each with its own
+  /// token. A stale holder of slot s is refused; the other slots' holders are untouched. Slot 0 is the
+  /// resource itself, so a lock's holder (slot 0) and a semaphore's slot 0 share one highest token (tokens
+  /// come from one counter: the order is meaningful). Slot s > 0 is kept under slot_resource(resource, s).
+  /// Errors and thread-safety as apply(resource, token, fn).
+  template <class Fn>
+  requires std::invocable<Fn&>
+  auto apply(std::string_view resource, fence f, Fn&& fn)
+      -> fence_result<std::remove_cvref_t<std::invoke_result_t<Fn&>>> {
+    if (f.slot == 0) return apply(resource, f.token, std::forward<Fn>(fn));
+    return apply(slot_resource(resource, f.slot), f.token, std::forward<Fn>(fn));
+  }
+
+  /// check() for a permit holder: whether apply(resource, f, fn) would run now. Advisory, as check().
+  fence_check check(std::string_view resource, fence f) const {
+    if (f.slot == 0) return check(resource, f.token);
+    return check(slot_resource(resource, f.slot), f.token);
+  }
+
+  /// The name under which slot `slot` (above 0) of `resource` is kept: `resource`, a NUL byte, then
+  /// `slot <n>`. A resource name without a NUL byte never collides with it; snapshot() lists it so.
+  static std::string slot_resource(std::string_view resource, std::uint32_t slot) {
+    std::string name(resource);
+    name.push_back('\0');
+    name += "slot " + std::to_string(slot);
+    return name;
   }
 
   /// Says whether apply() with `token` would run now, and the resource's highest accepted token. No side

@@ -5,6 +5,7 @@
 #include "baton/backend.hpp"
 #include "baton/completion.hpp"
 #include "baton/error.hpp"
+#include "baton/fence.hpp"
 #include "baton/lease_state.hpp"
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -89,6 +90,14 @@ class lease {
   std::string value() const;
   /// The fencing token. Pass it with every write to the protected resource.
   std::uint64_t token() const;
+  /// A semaphore's permit (baton/semaphore.hpp): its slot, 0 to permits() - 1. 0 for a lock.
+  std::uint32_t slot() const;
+  /// The key's permit count this lease was granted under: 1 for a lock.
+  std::uint32_t permits() const;
+  /// What to pass to the protected resource: the token and the slot (docs/fencing.md). A resource fences a
+  /// permit holder per (key, slot), so a stale holder of one slot is refused while the others' writes go on
+  /// (fence_guard::apply(resource, fence, fn)). For a lock, the slot is 0 and the token is token().
+  baton::fence fence() const;
   /// active until the local deadline passes (checked against the clock here, so state() and active() never
   /// disagree), then lost; released after async_release().
   lease_state state() const;

@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace baton::detail {
 class manual_clock;
@@ -38,7 +39,12 @@ namespace baton::testing {
 /// holders are reported with the value their acquire published), renew, release and proclaim (a new value,
 /// same token and expiry) are conditional on owner and token, a long-poll answers at a change of holder (and,
 /// when it names a value, at a change of value). It keeps lock records (write_record, read_record) as
-/// batond does: beyond any lease, replaced only by the live holder, never with a smaller token.
+/// batond does: beyond any lease, replaced only by the live holder, never with a smaller token. It keeps
+/// semaphores as batond does (docs/protocol.md, "Semaphores"; baton/semaphore.hpp): a key of N permits has
+/// slots 0..N-1, a grant takes the lowest free one, the same owner again keeps its slot with a newer token,
+/// a full key answers `held` with every holder, and an acquire with another count while any permit is held
+/// is refused with error::permits_mismatch; lock-delay is per slot. A long-poll of a key of several permits
+/// also answers at any change of its permits (a test double may wake a waiter early: it asks again).
 ///
 /// Its clock is the test's: it starts at zero and moves only with advance(). Leases expire when it passes
 /// their expiry. By default the clients' own clocks (local deadlines, renew periods, backoffs, request
@@ -76,14 +82,19 @@ class memory_backend final : public backend {
   const std::shared_ptr<detail::manual_clock>& clients_clock() const noexcept { return clients_clock_; }
 
   // --- what the server holds ---
-  /// The holder of `key`, or empty when it is free.
+  /// The holder of `key` (of a semaphore: its lowest held slot), or empty when it is free.
   std::optional<holder_info> holder(const std::string& key) const;
+  /// Every live lease of `key` in slot order (one for a held lock, none when free).
+  std::vector<holder_info> holders(const std::string& key) const;
   /// The last token granted (0 before the first grant).
   std::uint64_t last_token() const { return last_token_; }
   /// The lock record of `key`, or empty when it has none.
   std::optional<lock_record> record(const std::string& key) const;
-  /// Ends the lease on `key` now, as if its TTL had passed (its lock-delay, if any, begins now).
+  /// Ends the lease on `key` (every permit of a semaphore) now, as if its TTL had passed (its lock-delay,
+  /// if any, begins now).
   void expire(const std::string& key);
+  /// Ends the permit of `key` with `token` now, as if its TTL had passed; nothing when none has it.
+  void expire(const std::string& key, std::uint64_t token);
 
   // --- faults ---
   /// From now on requests get no answer until resume(): each waits, up to its own timeout (then it fails
@@ -118,6 +129,9 @@ class memory_backend final : public backend {
                                                            milliseconds lock_delay,
                                                            std::optional<milliseconds> wait,
                                                            milliseconds timeout) override;
+  /// Semaphores as batond keeps them (above); without `wait` only: a queued acquire is refused as
+  /// acquire_queued() is.
+  boost::asio::awaitable<acquire_reply> acquire_with(acquire_request request) override;
   boost::asio::awaitable<renew_reply> renew(std::string key, std::string owner, std::uint64_t token,
                                             milliseconds ttl, milliseconds timeout) override;
   boost::asio::awaitable<release_reply> release(std::string key, std::string owner, std::uint64_t token,
@@ -145,6 +159,14 @@ class memory_backend final : public backend {
     std::string value;
     milliseconds lock_delay{0};
   };
+  /// A key: a lock is a key of 1 permit, its lease in slot 0.
+  struct key_state {
+    std::uint32_t permits = 1;
+    std::map<std::uint32_t, lock> held;  // slot -> its lease
+    // Slots in lock-delay (docs/protocol.md, "Lock-delay"): the token of the lease that ended, and the end.
+    std::map<std::uint32_t, std::pair<std::uint64_t, std::chrono::nanoseconds>> delays;
+    std::uint64_t changed_at = 0;  // changes_ at the last change of its leases: long-polls of semaphores
+  };
   struct waiter;
 
   // Carries out one request: at once, or, while paused, at resume() (answered if its client still waits).
@@ -154,15 +176,19 @@ class memory_backend final : public backend {
   void expire_due();
   void changed();
 
-  /// Fills `r` with renew's refusal (its reasons, in its order) unless `owner` holds the lock at `it` with
-  /// `token`; true when refused.
-  bool refused(renew_reply& r, std::map<std::string, lock>::const_iterator it, const std::string& owner,
-               std::uint64_t token) const;
+  /// The lease `owner` holds on `key` with `token`; null, with renew's refusal in `r` (its reasons, in its
+  /// order; for a semaphore, docs/protocol.md, "Semaphores"), when it holds none.
+  lock* held_by(renew_reply& r, const std::string& key, const std::string& owner, std::uint64_t token);
   acquire_reply do_acquire(const std::string& key, const std::string& owner, milliseconds ttl,
-                           const std::string& value, milliseconds lock_delay = milliseconds{0});
-  /// Removes a lock that ended by expiry at `ended`: its key stays in lock-delay until ended + its delay.
-  std::map<std::string, lock>::iterator erase_expired(std::map<std::string, lock>::iterator it,
-                                                      std::chrono::nanoseconds ended);
+                           const std::string& value, milliseconds lock_delay = milliseconds{0},
+                           std::uint32_t permits = 1);
+  /// Removes a lease that ended by expiry at `ended`: its slot stays in lock-delay until ended + its delay.
+  std::map<std::uint32_t, lock>::iterator erase_expired(key_state& k,
+                                                        std::map<std::uint32_t, lock>::iterator it,
+                                                        std::chrono::nanoseconds ended);
+  /// Marks a change of `k`'s leases (for long-polls), and forgets `k` once nothing of it is left.
+  void touched(std::map<std::string, key_state>::iterator k);
+  holder_info info(const lock& l, std::uint32_t slot) const;
   renew_reply do_renew(const std::string& key, const std::string& owner, std::uint64_t token,
                        milliseconds ttl);
   proclaim_reply do_proclaim(const std::string& key, const std::string& owner, std::uint64_t token,
@@ -177,10 +203,8 @@ class memory_backend final : public backend {
   std::shared_ptr<detail::manual_clock> clients_clock_;  // drives_clients: moved by advance() with now_
   std::chrono::nanoseconds now_{0};
   std::uint64_t last_token_ = 0;
-  std::map<std::string, lock> locks_;
+  std::map<std::string, key_state> keys_;  // keys with a lease or a slot in lock-delay
   std::map<std::string, lock_record> records_;
-  // Keys in lock-delay (docs/protocol.md, "Lock-delay"): the token of the lease that ended, and the end.
-  std::map<std::string, std::pair<std::uint64_t, std::chrono::nanoseconds>> delays_;
   call_counts calls_;
   bool paused_ = false;
   abandoned abandoned_ = abandoned::apply;

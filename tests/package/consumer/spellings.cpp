@@ -10,6 +10,7 @@
 // result.
 #include "baton/client.hpp"
 #include "baton/election.hpp"
+#include "baton/semaphore.hpp"
 #include "baton/testing.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -113,6 +114,20 @@ asio::awaitable<void> every_spelling(baton::client& c) {
     };
     check(co_await c.async_with_lock("spell/w", {}, named) == tag + "1",
           "with_lock(key, {}, named owning lambda)");
+  }
+  {  // semaphore: acquire with no options, {}, designated temporaries, a wait timeout, with_permit
+    baton::semaphore pool(c, long_key + "/pool", 2);
+    baton::lease a = co_await pool.async_acquire();
+    baton::lease b = co_await pool.async_acquire({.ttl = 5s, .owner = long_owner}, 1s);
+    check(a.slot() == 0 && b.slot() == 1 && b.permits() == 2, "semaphore acquire(), ({.ttl, .owner}, 1s)");
+    baton::acquire_result full = co_await pool.async_try_acquire({});
+    check(!full.acquired && full.holders.size() == 2, "semaphore try_acquire({}) when full");
+    co_await b.async_release();
+    int got = co_await pool.async_with_permit({.ttl = 5s}, [&](baton::lease& l) -> asio::awaitable<int> {
+      co_return static_cast<int>(l.fence().slot) + 10;
+    });
+    check(got == 11, "semaphore with_permit({.ttl}, [&] temporary)");
+    co_await a.async_release();
   }
   {  // election: campaign with and without options, leader, resign
     baton::election e(c, "spell/leader");

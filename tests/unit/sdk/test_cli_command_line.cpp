@@ -179,3 +179,24 @@ BOOST_AUTO_TEST_CASE(acquire_and_exec_take_a_lock_delay_and_other_commands_do_no
                    nullptr);
              }) == exit_code::usage);
 }
+
+BOOST_AUTO_TEST_CASE(acquire_and_exec_take_a_permit_count_and_refuse_a_bad_one) {
+  BOOST_TEST(
+      std::get<acquire_command>(parse_command_line({"acquire", "k", "--ttl", "10s"}, nullptr).what).permits ==
+      1u);
+  BOOST_TEST(std::get<acquire_command>(
+                 parse_command_line({"acquire", "k", "--ttl", "10s", "--permits", "3"}, nullptr).what)
+                 .permits == 3u);
+  BOOST_TEST(parsed_exec({"--ttl", "10s", "--permits", "65535"}).permits == 65535u);
+  BOOST_TEST(parsed_exec({"--ttl", "10s"}).permits == 1u);
+  for (const char* bad : {"0", "65536", "-1", "3x", ""}) {
+    BOOST_TEST(usage_code([bad] {
+                 parse_command_line({"acquire", "k", "--ttl", "10s", "--permits", bad}, nullptr);
+               }) == exit_code::usage,
+               bad);
+  }
+  BOOST_TEST(usage_code([] {
+               parse_command_line(
+                   {"renew", "k", "--owner", "o", "--token", "1", "--ttl", "10s", "--permits", "3"}, nullptr);
+             }) == exit_code::usage);
+}

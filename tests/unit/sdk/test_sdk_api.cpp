@@ -1331,7 +1331,7 @@ BOOST_AUTO_TEST_CASE(a_memory_backend_that_drives_its_clients_runs_a_15_second_l
 }
 
 BOOST_AUTO_TEST_CASE(every_public_enum_has_a_name_and_prints_it) {
-  check_names(error::held, error::token_mismatch, "error");
+  check_names(error::held, error::permits_mismatch, "error");
   check_names(lease_state::active, lease_state::released, "lease_state");
   check_names(release_outcome::released, release_outcome::not_owner, "release_outcome");
   check_names(lease_event::kind::acquired, lease_event::kind::server_warning, "lease_event::kind");

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: Apache-2.0
+#define BOOST_TEST_MODULE http_semaphore
+#include <boost/test/unit_test.hpp>
+
+// baton::semaphore through the HTTP backend against a real batond (feature `semaphores`): at most N
+// holders, a release admits the queued waiter into the freed slot, permits_mismatch, a count over
+// --max-permits refused before sending, with_permit cancelled at a break, and the CLI's --permits.
+
+#include "batond_fixture.hpp"
+#include "coro.hpp"
+#include "lease_opts.hpp"
+#include "process.hpp"
+#include "temp_dir.hpp"
+
+#include "baton/backend.hpp"
+#include "baton/client.hpp"
+#include "baton/semaphore.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+using namespace baton;
+using namespace baton::test;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+client_config config(const std::string& url, std::string identity) {
+  client_config c;
+  c.server_url = url;
+  c.identity = std::move(identity);
+  c.request_timeout = 2000ms;
+  c.retry.initial_backoff = 10ms;
+  c.retry.max_backoff = 100ms;
+  return c;
+}
+
+template <class T>
+asio::awaitable<boost::system::error_code> error_of(asio::awaitable<T> op) {
+  try {
+    co_await std::move(op);
+  } catch (const boost::system::system_error& e) {
+    co_return e.code();
+  }
+  co_return boost::system::error_code{};
+}
+
+asio::awaitable<std::vector<holder_info>> holders(backend& b, std::string key) {
+  auto g = co_await b.get(std::move(key), std::nullopt, 2000ms);
+  BOOST_REQUIRE(!g.ec);
+  co_return g.holders;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(three_permits_hold_three_of_four_and_a_release_admits_the_queued_waiter) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  std::vector<std::unique_ptr<client>> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.push_back(
+        std::make_unique<client>(ioc.get_executor(), config(server.url(), "c" + std::to_string(i))));
+  auto reader = make_backend(ioc.get_executor(), config(server.url(), "reader"));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    std::vector<lease> held;
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      semaphore s(*clients[i], "pools/encoder", 3);
+      held.push_back(co_await s.async_acquire(lease_opts(30'000ms)));
+      BOOST_TEST(held.back().slot() == i);
+      BOOST_TEST(held.back().permits() == 3u);
+      if (i > 0) BOOST_TEST(held.back().token() > held[i - 1].token());
+    }
+    semaphore fourth(*clients[3], "pools/encoder", 3);
+    auto refused = co_await fourth.async_try_acquire(lease_opts(30'000ms));
+    BOOST_TEST(!refused.acquired.has_value());
+    BOOST_TEST(refused.permits == 3u);
+    BOOST_REQUIRE(refused.holders.size() == 3u);
+    BOOST_TEST(refused.holders[2].token == held[2].token());
+    auto waiter = start_background(ioc, fourth.async_acquire(lease_opts(30'000ms)));
+    co_await sleep_for(300ms);
+    BOOST_TEST(!waiter->done);
+    BOOST_TEST((co_await holders(*reader, "pools/encoder")).size() == 3u);
+    co_await held[1].async_release();
+    for (int i = 0; i < 250 && !waiter->done; ++i)
+      co_await sleep_for(20ms);
+    BOOST_REQUIRE(waiter->done);
+    BOOST_REQUIRE(waiter->value.has_value());
+    lease& d = *waiter->value;
+    BOOST_TEST(d.slot() == 1u);
+    BOOST_TEST(d.token() > held[2].token());
+    auto now = co_await holders(*reader, "pools/encoder");
+    BOOST_REQUIRE(now.size() == 3u);
+    BOOST_TEST(now[1].token == d.token());
+    co_await d.async_release();
+    co_await held[0].async_release();
+    co_await held[2].async_release();
+    BOOST_TEST((co_await holders(*reader, "pools/encoder")).empty());
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(the_count_is_fixed_while_in_use_and_one_over_max_permits_is_not_sent) {
+  temp_dir dir;
+  batond_process server(dir.path(), {"--max-permits", "5"});
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(server.url(), "a"));
+  client b(ioc.get_executor(), config(server.url(), "b"));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    lease lock = co_await a.async_acquire("shared", lease_opts(30'000ms));
+    semaphore three(b, "shared", 3);
+    BOOST_TEST(co_await error_of(three.async_try_acquire(lease_opts(30'000ms))) == error::permits_mismatch);
+    BOOST_TEST(co_await error_of(three.async_acquire(lease_opts(30'000ms), 3000ms)) ==
+               error::permits_mismatch);
+    co_await lock.async_release();
+    lease p = co_await three.async_acquire(lease_opts(30'000ms));
+    BOOST_TEST(co_await error_of(a.async_try_acquire("shared", lease_opts(30'000ms))) ==
+               error::permits_mismatch);
+    co_await p.async_release();
+    semaphore six(b, "other", 6);
+    baton::diagnostics diag;
+    auto [ec, l] = co_await six.async_acquire(
+        lease_opts(30'000ms), baton::with_diagnostics(diag, asio::as_tuple(asio::use_awaitable)));
+    BOOST_TEST(ec == error::invalid_config);
+    BOOST_TEST(diag.message().find("at most 5") != std::string::npos, diag.message());
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(with_permit_work_is_cancelled_when_its_permit_is_broken) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  client a(ioc.get_executor(), config(server.url(), "a"));
+  client ops(ioc.get_executor(), config(server.url(), "ops"));
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    semaphore s(a, "pool", 2);
+    lease other = co_await s.async_acquire(lease_opts(30'000ms, 200ms));
+    std::uint64_t token = 0;
+    bool cancelled = false;
+    auto work = [&](lease& l) -> asio::awaitable<void> {
+      token = l.token();
+      asio::steady_timer t(co_await asio::this_coro::executor, 60s);
+      auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      cancelled = ec == asio::error::operation_aborted;
+    };
+    auto run = start_background(ioc, [&]() -> asio::awaitable<int> {
+      co_await s.async_with_permit(lease_opts(30'000ms, 200ms), work);
+      co_return 0;
+    }());
+    while (token == 0)
+      co_await sleep_for(10ms);
+    BOOST_TEST(co_await error_of(ops.async_break("pool")) == error::bad_request);  // which permit?
+    co_await ops.async_break("pool", token);
+    for (int i = 0; i < 250 && !run->done; ++i)
+      co_await sleep_for(20ms);
+    BOOST_REQUIRE(run->done);
+    BOOST_TEST(cancelled);
+    BOOST_REQUIRE(run->error);
+    try {
+      std::rethrow_exception(run->error);
+    } catch (const baton::exception& e) {
+      BOOST_TEST(e.code() == error::lease_lost);
+    }
+    co_await sleep_for(500ms);
+    BOOST_TEST(other.active());
+    co_await other.async_release();
+  }());
+}
+
+BOOST_AUTO_TEST_CASE(six_contenders_never_hold_more_than_three_permits) {
+  temp_dir dir;
+  batond_process server(dir.path());
+  asio::io_context ioc;
+  std::vector<std::unique_ptr<client>> clients;
+  for (int i = 0; i < 6; ++i)
+    clients.push_back(
+        std::make_unique<client>(ioc.get_executor(), config(server.url(), "w" + std::to_string(i))));
+  auto reader = make_backend(ioc.get_executor(), config(server.url(), "reader"));
+  int running = 0, most = 0, finished = 0, most_seen_by_server = 0;
+  for (int i = 0; i < 6; ++i) {
+    asio::co_spawn(
+        ioc,
+        [&, i]() -> asio::awaitable<void> {
+          semaphore s(*clients[i], "pools/six", 3);
+          for (int round = 0; round < 4; ++round) {
+            co_await s.async_with_permit(lease_opts(10'000ms), [&](lease&) -> asio::awaitable<void> {
+              most = std::max(most, ++running);
+              co_await sleep_for(50ms);
+              --running;
+            });
+          }
+          ++finished;
+        },
+        asio::detached);
+  }
+  // The server's own view, sampled while they run.
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        while (finished < 6) {
+          auto g = co_await reader->get("pools/six", std::nullopt, 2000ms);
+          if (!g.ec) most_seen_by_server = std::max(most_seen_by_server, static_cast<int>(g.holders.size()));
+          co_await sleep_for(10ms);
+        }
+      },
+      asio::detached);
+  const auto until = std::chrono::steady_clock::now() + 90s;
+  while (finished < 6 && std::chrono::steady_clock::now() < until) {
+    ioc.restart();
+    ioc.run_for(50ms);
+  }
+  BOOST_TEST(finished == 6);
+  BOOST_TEST(most <= 3);
+  BOOST_TEST(most >= 2);
+  BOOST_TEST(most_seen_by_server <= 3);
+  BOOST_TEST(most_seen_by_server >= 1);
+}
+
+BOOST_AUTO_TEST_CASE(the_cli_takes_permits_and_lists_each_with_its_slot) {
+  temp_dir dir, scratch;
+  batond_process server(dir.path());
+  const std::string baton = std::string(BATON_BIN_DIR) + "/baton";
+  const std::string err = (scratch.path() / "stderr").string();
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {baton, "--server", server.url()});
+    return run_to_end(std::move(args), err);
+  };
+  for (int slot = 0; slot < 2; ++slot) {
+    auto r = run({"acquire", "cli/pool", "--ttl", "30s", "--permits", "2"});
+    BOOST_TEST_REQUIRE(r.code == 0, r.err);
+    BOOST_TEST(boost::json::parse(r.out).as_object().at("slot").as_int64() == slot);
+  }
+  auto full = run({"acquire", "cli/pool", "--ttl", "30s", "--permits", "2"});
+  BOOST_TEST(full.code == 75, full.err);
+  auto ls = run({"ls", "cli/", "--json"});
+  BOOST_TEST_REQUIRE(ls.code == 0, ls.err);
+  std::vector<std::int64_t> slots;
+  std::size_t start = 0;
+  while (start < ls.out.size()) {
+    const auto end = ls.out.find('\n', start);
+    auto o = boost::json::parse(ls.out.substr(start, end - start)).as_object();
+    BOOST_TEST(o.at("kind").as_string() == "permit");
+    BOOST_TEST(o.at("permits").as_int64() == 2);
+    slots.push_back(o.at("slot").as_int64());
+    start = end == std::string::npos ? ls.out.size() : end + 1;
+  }
+  BOOST_TEST((slots == std::vector<std::int64_t>{0, 1}));
+  auto table = run({"ls", "cli/"});
+  BOOST_TEST(table.out.find("cli/pool [1/2]") != std::string::npos, table.out);
+  auto e = run({"exec", "other/pool", "--ttl", "10s", "--permits", "4", "--", "/bin/sh", "-c",
+                "echo $BATON_FENCING_SLOT"});
+  BOOST_TEST(e.code == 0, e.err);
+  BOOST_TEST(e.out == "0\n");
+}
