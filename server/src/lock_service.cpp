@@ -141,6 +141,10 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
   // restart then never finds two counts for one key (docs/design.md, "Semaphores").
   for (const auto& e : g->retired)
     journal_.append(record_type::expire, e.token, 0, e.key);
+  // So are the ends of the former count's lock-delays (as sweep_step logs them), after the expiries that
+  // would begin them again: a replay must not find a delay of the old count beside the new count's leases.
+  for (const auto& d : g->ended_delays)
+    journal_.append(record_type::lock_delay, d.token, 0, d.key);
   metrics_.expired.fetch_add(g->retired.size(), std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(g->retired.size()), std::memory_order_relaxed);
   // A permit is logged as an ordinary lease of its table key (permit_index.hpp).

@@ -138,6 +138,12 @@ struct key_delay {
   time_point until{};
 };
 
+/// A key whose lock-delay is over (lock_table::end_delays): `token` is the lease it followed.
+struct ended_delay {
+  std::string key;
+  std::uint64_t token;
+};
+
 struct acquire_granted {
   std::uint64_t token = 0;
   /// Token of the lease this grant replaced (an expired lease, or the same owner's active one); 0 if none.
@@ -154,6 +160,10 @@ struct acquire_granted {
   /// Expired leases of the key's former permit count that the grant removed from the table (a count is
   /// set again only once nothing holds the key): each must be logged as expired before the grant.
   std::vector<expired_lock> retired{};
+  /// Lock-delays of the key's former count, all over, that the grant ended (a retired lease's among them):
+  /// each must be logged as over (a lock_delay record of 0 ms) after `retired` and before the grant, or a
+  /// replay would begin them again beside the new count's leases (docs/design.md, "Semaphores").
+  std::vector<ended_delay> ended_delays{};
 };
 struct acquire_refused {
   /// The unexpired holder; empty (token 0) when the key is refused for its lock-delay.
@@ -244,12 +254,6 @@ struct release_result {
   /// The removed lease's table key is permit_key(key, permits, slot).
   std::uint32_t permits = 1;
   std::uint32_t slot = 0;
-};
-
-/// A key whose lock-delay is over (lock_table::end_delays): `token` is the lease it followed.
-struct ended_delay {
-  std::string key;
-  std::uint64_t token;
 };
 
 /// One held lock of a listing (lock_table::list): its key and what a reader sees of it. `waiters` counts
@@ -525,8 +529,15 @@ class lock_table {
   acquire_refused full_refusal(const permit_index::entry& pe, const std::optional<key_delay>& shortest,
                                time_point now) const;
   /// Removes the leases and delays of `key`'s former count (none is live or in force) before a grant of
-  /// another count; returns the leases removed.
-  std::vector<expired_lock> retire_count(std::string_view key, std::uint32_t permits, time_point now);
+  /// `permits`; returns the leases removed, and adds to `ended` every lock-delay it ends (a retired lease's
+  /// too), so that the caller logs each before the grant.
+  std::vector<expired_lock> retire_count(std::string_view key, std::uint32_t permits, time_point now,
+                                         std::vector<ended_delay>& ended);
+  /// Recovery's backstop: before a lease or lock-delay of `table_key` (with `token`) is restored, removes
+  /// what the key has under another count, all of it older (a log that misses the end of a former count's
+  /// delay). Returns false, removing nothing, when something of another count is newer: the record is then
+  /// the leftover, and is not restored. A key never has two counts (docs/design.md, "Semaphores").
+  bool settle_count(std::string_view table_key, std::uint64_t token);
   /// held_lease() for a key of more than one permit.
   lease_entry* held_permit(std::string_view key, const permit_index::entry& pe, std::string_view owner,
                            std::uint64_t token, time_point now, std::string_view client, lost_reason& why);

@@ -6,6 +6,7 @@
 #include "lock_table.hpp"
 
 #include <algorithm>
+#include <cassert>
 
 namespace baton::server {
 
@@ -14,7 +15,12 @@ using detail::refusal_for_delay;
 using detail::view_of;
 
 void lock_table::note_leased(lease_entry& e, std::uint64_t old_token) {
-  if (auto p = parse_permit_key(e.first)) permits_.leased(*p, e, e.second.token, old_token);
+  // The index refuses a second count for a key; the table never offers one (count_refusal and retire_count
+  // at a grant, settle_count at recovery).
+  if (auto p = parse_permit_key(e.first)) {
+    [[maybe_unused]] const bool filed = permits_.leased(*p, e, e.second.token, old_token);
+    assert(filed);
+  }
 }
 
 void lock_table::note_unleased(const lease_entry& e) {
@@ -22,7 +28,10 @@ void lock_table::note_unleased(const lease_entry& e) {
 }
 
 void lock_table::note_delay(std::string_view table_key, int delta) {
-  if (auto p = parse_permit_key(table_key)) permits_.delay_changed(*p, delta);
+  if (auto p = parse_permit_key(table_key)) {
+    [[maybe_unused]] const bool counted = permits_.delay_changed(*p, delta);
+    assert(counted);
+  }
 }
 
 const permit_index::entry* lock_table::permits_of(std::string_view key, time_point now) const {
@@ -112,23 +121,75 @@ std::optional<acquire_result> lock_table::count_refusal(std::string_view key, st
 }
 
 std::vector<expired_lock> lock_table::retire_count(std::string_view key, std::uint32_t permits,
-                                                   time_point now) {
+                                                   time_point now, std::vector<ended_delay>& ended) {
+  // Every lease and delay of another count goes, and each delay's end is reported to be logged: a lock-delay
+  // that ends unlogged is begun again by a replay (from the expiry it follows, in full), and a replay would
+  // then find the former count's delay beside the new count's leases (docs/design.md, "Semaphores").
   std::vector<expired_lock> out;
-  const auto* pe = permits_.find(key);
-  if (!pe || pe->permits == permits) return out;
-  const std::uint32_t former = pe->permits;
   std::vector<std::string> leases;
-  for (const auto& [slot, e] : pe->slots)
-    leases.push_back(e->first);
-  if (pe->delays > 0)
-    for (std::uint32_t s = 0; s < former; ++s)
-      if (auto d = delays_.find(permit_key(key, former, s)); d != delays_.end()) erase_delay(d);
+  const auto end_delay = [&](delay_map::iterator d) {
+    ended.push_back({d->first, d->second.token});
+    erase_delay(d);
+  };
+  if (permits > 1) {
+    // A plain lock is a key of 1 permit: its expired lease and its delay, over (count_refusal), are the
+    // former count's.
+    if (auto it = leases_.find(key); it != leases_.end()) leases.push_back(it->first);
+    if (!delays_.empty())
+      if (auto d = delays_.find(key); d != delays_.end()) end_delay(d);
+  }
+  if (const auto* pe = permits_.find(key); pe && pe->permits != permits) {
+    const std::uint32_t former = pe->permits;
+    for (const auto& [slot, e] : pe->slots)
+      leases.push_back(e->first);
+    // Only the slots the index holds delays of: the table keys of a delay are found by its count.
+    if (pe->delays > 0)
+      for (std::uint32_t s = 0; s < former && pe->delays > 0; ++s)
+        if (auto d = delays_.find(permit_key(key, former, s)); d != delays_.end()) end_delay(d);
+  }
   for (const auto& k : leases) {
     auto it = leases_.find(k);
+    const bool delayed = it->second.lock_delay() > milliseconds{0};
     out.push_back({k, it->second.token});
     erase_ended(it, it->second.expires, now);  // expired and out of lock-delay (count_refusal): no delay
+    // Its expire record, replayed, begins its delay again: the delay's end is logged after it.
+    if (delayed) ended.push_back({k, out.back().token});
   }
   return out;
+}
+
+bool lock_table::settle_count(std::string_view table_key, std::uint64_t token) {
+  const auto p = parse_permit_key(table_key);
+  if (!p && permits_.empty()) return true;  // a plain lock, and no key of permits: the common case
+  const std::string_view key = p ? p->key : table_key;
+  const std::uint32_t permits = p ? p->permits : 1;
+  // The table keys of `key` under another count than `permits`.
+  std::vector<std::string> leases, delays;
+  if (permits > 1) {
+    if (auto it = leases_.find(key); it != leases_.end()) leases.push_back(it->first);
+    if (auto d = delays_.find(key); d != delays_.end()) delays.push_back(d->first);
+  }
+  if (const auto* pe = permits_.find(key); pe && pe->permits != permits) {
+    for (const auto& [slot, e] : pe->slots)
+      leases.push_back(e->first);
+    std::size_t found = 0;
+    for (std::uint32_t s = 0; s < pe->permits && found < pe->delays; ++s)
+      if (auto k = permit_key(key, pe->permits, s); delays_.contains(k)) {
+        delays.push_back(std::move(k));
+        ++found;
+      }
+  }
+  if (leases.empty() && delays.empty()) return true;
+  // Tokens follow the log's order: the larger token is the later state of the key, the other its leftover.
+  for (const auto& k : leases)
+    if (leases_.find(k)->second.token > token) return false;
+  for (const auto& k : delays)
+    if (delays_.find(k)->second.token > token) return false;
+  for (const auto& k : leases)
+    erase(leases_.find(k));
+  for (const auto& k : delays)
+    erase_delay(delays_.find(k));
+  return true;
 }
 
 acquire_refused lock_table::full_refusal(const permit_index::entry& pe,
@@ -159,7 +220,8 @@ acquire_result lock_table::acquire_permit(std::uint32_t permits, std::string_vie
                                           std::string_view value, milliseconds lock_delay) {
   if (permits <= 1) return acquire(key, owner, ttl, now, client, value, lock_delay);
   if (auto refused = count_refusal(key, permits, now)) return std::move(*refused);
-  auto retired = retire_count(key, permits, now);
+  std::vector<ended_delay> ended;
+  auto retired = retire_count(key, permits, now, ended);
   const auto* pe = permits_.find(key);
   std::optional<std::uint32_t> slot;
   // The same holder again keeps its slot, with a new token (acquire supersedes it as a lock's).
@@ -177,6 +239,7 @@ acquire_result lock_table::acquire_permit(std::uint32_t permits, std::string_vie
     g->permits = permits;
     g->slot = *slot;
     g->retired = std::move(retired);
+    g->ended_delays = std::move(ended);
   }
   return result;
 }

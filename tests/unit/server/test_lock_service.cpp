@@ -1140,3 +1140,55 @@ BOOST_AUTO_TEST_CASE(a_long_poll_on_a_key_of_permits_waits_while_its_token_is_a_
   wait_done(s.ioc, on_a);
   BOOST_TEST(!on_a->result->has_value());  // nothing held now
 }
+
+// Defect (a key with more holders than its count after a restart): a permit of count 3 with a lock-delay
+// expired (logged), its slot's delay ended, and a grant of count 5 came before the sweep logged that end.
+// Replayed, the old delay began again from the restart, the index kept count 3 and filed the 5-count lease
+// under it, and 3-count acquires were granted beside 5-count holders. The grant now logs the end of every
+// delay it ends (and retires a plain lease past its expiry, logged as expired), so a restart, and a
+// compaction's snapshot, find the key with one count.
+BOOST_AUTO_TEST_CASE(a_count_changed_at_the_end_of_a_lock_delay_is_the_only_count_after_a_restart) {
+  temp_dir dir;
+  std::uint64_t k5 = 0, p2 = 0;
+  {
+    // Real time: a sleep is never shorter, so after 110 ms a 100 ms lease has expired, and after 220 ms
+    // its 100 ms delay is over. No sweep runs here: nothing but the grant can log the delay's end.
+    service_on_disk s(dir.path());
+    token_of(s.run(s.service.acquire("k", "a", 100ms, {}, std::nullopt, {}, 100ms, 3)));
+    token_of(s.run(s.service.acquire("p", "a", 100ms, {}, std::nullopt, {}, 100ms)));
+    std::this_thread::sleep_for(110ms);
+    BOOST_TEST(!s.run(s.service.get("k")).has_value());  // logs the expiry: slot 0 of 3 enters its delay
+    std::this_thread::sleep_for(110ms);
+    k5 = token_of(s.run(s.service.acquire("k", "b", 60'000ms, {}, std::nullopt, {}, 0ms, 5)));
+    p2 = token_of(s.run(s.service.acquire("p", "b", 60'000ms, {}, std::nullopt, {}, 0ms, 2)));
+  }
+  auto check = [&](lock_table& table, clock::time_point now) {
+    BOOST_TEST(table.delay_count() == 0u);
+    auto v = table.get("k", now);
+    BOOST_REQUIRE(v.has_value());
+    BOOST_TEST(v->permits == 5u);
+    BOOST_REQUIRE(v->holders.size() == 1u);
+    BOOST_TEST(v->holders[0].token == k5);
+    BOOST_TEST(std::get<acquire_mismatch>(table.acquire_permit(3, "k", "c", 1000ms, now)).permits == 5u);
+    std::size_t granted = 0;
+    for (int i = 0; i < 8; ++i)
+      granted += std::holds_alternative<acquire_granted>(
+          table.acquire_permit(5, "k", "o" + std::to_string(i), 60'000ms, now));
+    BOOST_TEST(granted == 4u);  // never more than 5 holders
+    BOOST_TEST(table.get("k", now)->holders.size() == 5u);
+    auto p = table.get("p", now);
+    BOOST_REQUIRE(p.has_value());
+    BOOST_TEST(p->permits == 2u);  // the plain lease past its expiry is not restored beside it
+    BOOST_REQUIRE(p->holders.size() == 1u);
+    BOOST_TEST(p->holders[0].token == p2);
+    BOOST_TEST(std::get<acquire_mismatch>(table.acquire("p", "c", 1000ms, now)).permits == 2u);
+  };
+  const auto now = clock::now();
+  auto table = restored(dir.path(), now);
+  check(table, now);
+  compact_by_churn(dir.path());
+  BOOST_TEST(std::filesystem::exists(dir.path() / "snapshot"));
+  const auto later = clock::now();
+  auto compacted = restored(dir.path(), later);
+  check(compacted, later);
+}

@@ -349,3 +349,109 @@ BOOST_AUTO_TEST_CASE(refusal_says_what_a_new_holder_would_get_without_changing_a
   BOOST_TEST(!t.refusal("k", 2, t0 + 1000ms));
   BOOST_TEST(t.size() == 2u);
 }
+
+// ---- A key never has two counts (docs/design.md, "Semaphores") ----
+
+// Defect: a grant of another count ended the former count's lock-delays (over, not yet swept) without saying
+// so, and nothing logged their end; a replay began them again beside the new count's leases. The grant now
+// reports every delay it ends, a retired lease's included, and every lease it retires, a plain one's too.
+BOOST_AUTO_TEST_CASE(a_grant_of_another_count_reports_each_lock_delay_and_lease_it_ends) {
+  lock_table t;
+  // Swept: slot 0 of 3 is in lock-delay until 1.5 s; the grant at 1.5 s ends it.
+  auto a = as<acquire_granted>(t.acquire_permit(3, "k", "a", 1000ms, t0, {}, {}, 500ms));
+  BOOST_TEST(t.expire(t0 + 1000ms).size() == 1u);
+  auto g = as<acquire_granted>(t.acquire_permit(5, "k", "b", 1000ms, t0 + 1500ms));
+  BOOST_TEST(g.retired.empty());
+  BOOST_REQUIRE(g.ended_delays.size() == 1u);
+  BOOST_TEST(g.ended_delays[0].key == permit_key("k", 3, 0));
+  BOOST_TEST(g.ended_delays[0].token == a.token);
+  BOOST_TEST(t.delay_count() == 0u);
+  // Not swept: the lease is retired, and its delay's end reported after it (its expire record, replayed,
+  // would begin the delay again).
+  auto c = as<acquire_granted>(t.acquire_permit(3, "m", "a", 1000ms, t0, {}, {}, 500ms));
+  auto h = as<acquire_granted>(t.acquire("m", "b", 1000ms, t0 + 1500ms));
+  BOOST_REQUIRE(h.retired.size() == 1u);
+  BOOST_TEST(h.retired[0].key == permit_key("m", 3, 0));
+  BOOST_REQUIRE(h.ended_delays.size() == 1u);
+  BOOST_TEST(h.ended_delays[0].key == permit_key("m", 3, 0));
+  BOOST_TEST(h.ended_delays[0].token == c.token);
+  // A plain lock is a key of 1 permit: its expired lease and its delay, over, go with a grant of permits.
+  auto p = as<acquire_granted>(t.acquire("p", "a", 1000ms, t0, {}, {}, 500ms));
+  auto q = as<acquire_granted>(t.acquire_permit(2, "p", "b", 1000ms, t0 + 1500ms));
+  BOOST_REQUIRE(q.retired.size() == 1u);
+  BOOST_TEST(q.retired[0].key == "p");
+  BOOST_TEST(q.retired[0].token == p.token);
+  BOOST_REQUIRE(q.ended_delays.size() == 1u);
+  BOOST_TEST(q.ended_delays[0].key == "p");
+  BOOST_TEST(!t.contains("p"));
+  BOOST_TEST(t.get("p", t0 + 1500ms)->permits == 2u);
+}
+
+namespace {
+// Every slot of `permits` that `t` grants to new owners at `now`, then the refusal: at most `permits`.
+std::size_t fill(lock_table& t, std::string_view key, std::uint32_t permits, time_point now) {
+  std::size_t granted = 0;
+  for (int i = 0; i < 70; ++i)
+    if (std::holds_alternative<acquire_granted>(
+            t.acquire_permit(permits, key, "fill" + std::to_string(i), 60'000ms, now)))
+      ++granted;
+  return granted;
+}
+}  // namespace
+
+// Recovery's backstop: a log written without the delay's end (by the defect above) replays a former count's
+// lock-delay and then a grant of another count. Before: the index kept the old count, filed the new count's
+// leases under it, and granted old-count slots beside them (5 live holders on a key reported as 3). Now the
+// older of the two is dropped, in either order (a snapshot's records come in no order).
+BOOST_AUTO_TEST_CASE(a_replay_that_meets_a_former_counts_leftover_keeps_one_count) {
+  const auto now = t0 + 1h;
+  {
+    lock_table r;  // the log's order: the old delay, then the new count's grant
+    r.restore(permit_key("k", 3, 0), "a", 1, 1000ms, now);
+    r.restore_lock_delay(permit_key("k", 3, 0), 1, 500ms, now);
+    r.forget(permit_key("k", 3, 0), 1, /*expired=*/true, now);
+    r.restore(permit_key("k", 5, 0), "b", 2, 60'000ms, now);
+    auto v = r.get("k", now);
+    BOOST_REQUIRE(v.has_value());
+    BOOST_TEST(v->permits == 5u);
+    BOOST_TEST(r.delay_count() == 0u);
+    BOOST_TEST(as<acquire_mismatch>(r.acquire_permit(3, "k", "c", 1000ms, now)).permits == 5u);
+    BOOST_TEST(fill(r, "k", 5, now) == 4u);  // slots 1-4
+    BOOST_TEST(r.get("k", now)->holders.size() == 5u);
+    BOOST_TEST(r.get("k", now)->permits == 5u);
+  }
+  {
+    lock_table r;  // a snapshot's order: the lease first, the older delay after it
+    r.restore(permit_key("k", 5, 0), "b", 2, 60'000ms, now);
+    r.restore_lock_delay(permit_key("k", 3, 0), 1, 500ms, now);
+    BOOST_TEST(r.delay_count() == 0u);
+    BOOST_TEST(r.get("k", now)->permits == 5u);
+    BOOST_TEST(fill(r, "k", 5, now) == 4u);
+  }
+  {
+    lock_table r;  // a plain lease whose expiry was never logged, then a grant of permits
+    r.restore("p", "a", 1, 1000ms, now);
+    r.restore(permit_key("p", 2, 0), "b", 2, 60'000ms, now);
+    BOOST_TEST(!r.contains("p"));
+    BOOST_TEST(r.get("p", now)->permits == 2u);
+    BOOST_TEST(fill(r, "p", 2, now) == 1u);
+    BOOST_TEST(as<acquire_mismatch>(r.acquire("p", "c", 1000ms, now)).permits == 2u);
+  }
+}
+
+// The index itself never holds two counts for a key.
+BOOST_AUTO_TEST_CASE(the_permit_index_refuses_a_second_count_for_a_key) {
+  permit_index idx;
+  lease_entry three{permit_key("k", 3, 0), lease_record{}};
+  lease_entry five{permit_key("k", 5, 1), lease_record{}};
+  BOOST_TEST(idx.leased(*parse_permit_key(three.first), three, 1, 0));
+  BOOST_TEST(!idx.leased(*parse_permit_key(five.first), five, 2, 0));
+  BOOST_TEST(!idx.delay_changed(*parse_permit_key(five.first), +1));
+  BOOST_TEST(idx.find("k")->permits == 3u);
+  BOOST_TEST(idx.find("k")->slots.size() == 1u);
+  BOOST_TEST(idx.find("k")->delays == 0u);
+  idx.unleased(*parse_permit_key(three.first), 1);
+  BOOST_TEST(idx.empty());
+  BOOST_TEST(idx.leased(*parse_permit_key(five.first), five, 2, 0));  // unused: a count again
+  BOOST_TEST(idx.find("k")->permits == 5u);
+}
