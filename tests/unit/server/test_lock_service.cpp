@@ -1192,3 +1192,26 @@ BOOST_AUTO_TEST_CASE(a_count_changed_at_the_end_of_a_lock_delay_is_the_only_coun
   auto compacted = restored(dir.path(), later);
   check(compacted, later);
 }
+
+// A batch may name one key twice with two tokens: two permits of a key of permits, each renewed by its token
+// (docs/protocol.md, "Renew batch"); the refused one beside it is answered as a single renew would be.
+BOOST_AUTO_TEST_CASE(a_batch_renews_two_permits_of_one_key) {
+  temp_dir dir;
+  service_on_disk s(dir.path());
+  const auto a = token_of(s.run(s.service.acquire("k", "a", 1000ms, {}, std::nullopt, {}, 0ms, 3)));
+  const auto b = token_of(s.run(s.service.acquire("k", "b", 1000ms, {}, std::nullopt, {}, 0ms, 3)));
+  auto results = s.run(s.service.renew_batch(
+      keep({entry("k", "a", a, 60'000ms), entry("k", "b", b, 90'000ms), entry("k", "b", a, 60'000ms)})));
+  BOOST_REQUIRE(results.size() == 3u);
+  BOOST_REQUIRE(std::holds_alternative<renew_ok>(results[0]));
+  BOOST_REQUIRE(std::holds_alternative<renew_ok>(results[1]));
+  BOOST_TEST(std::get<renew_ok>(results[0]).slot == 0u);
+  BOOST_TEST(std::get<renew_ok>(results[1]).slot == 1u);
+  BOOST_TEST(std::get<renew_ok>(results[1]).permits == 3u);
+  BOOST_TEST((std::get<renew_refused>(results[2]).reason == lost_reason::owner_mismatch));  // a is a's
+  auto v = s.run(s.service.get("k"));
+  BOOST_REQUIRE(v.has_value());
+  BOOST_REQUIRE(v->holders.size() == 2u);
+  BOOST_TEST(v->holders[0].remaining.count() > 50'000);
+  BOOST_TEST(v->holders[1].remaining.count() > 80'000);
+}
