@@ -143,6 +143,9 @@ lease_entry* lock_table::held_lease(std::string_view key, std::string_view owner
   else
     return &*it;
   why = refine(key, token, why);
+  // A permit broken when it was its key's last one: the index has no entry for the key any more, so its
+  // renew lands here, and the break is remembered under the permit's name.
+  if (why != lost_reason::broken && !broken_.empty()) why = refine(broken_permit_key(key, token), token, why);
   return nullptr;
 }
 

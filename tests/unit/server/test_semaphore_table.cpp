@@ -455,3 +455,19 @@ BOOST_AUTO_TEST_CASE(the_permit_index_refuses_a_second_count_for_a_key) {
   BOOST_TEST(idx.leased(*parse_permit_key(five.first), five, 2, 0));  // unused: a count again
   BOOST_TEST(idx.find("k")->permits == 5u);
 }
+
+// Defect: a permit broken when it was its key's last one emptied the index, so its holder's renew took the
+// plain lock's path and was told not_held; the break is remembered under the permit's name. Now `broken`,
+// for renew, proclaim and a record write, and after a plain lock took the key too.
+BOOST_AUTO_TEST_CASE(the_last_permit_of_a_key_broken_is_refused_broken) {
+  lock_table t;
+  auto a = as<acquire_granted>(t.acquire_permit(3, "k", "a", 1000ms, t0));
+  BOOST_TEST(std::holds_alternative<lease_broken>(t.break_lease("k", a.token, t0)));
+  BOOST_TEST(!t.get("k", t0));
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", a.token, 1000ms, t0)).reason == lost_reason::broken);
+  BOOST_TEST(as<renew_refused>(t.proclaim("k", "a", a.token, "v", t0)).reason == lost_reason::broken);
+  BOOST_TEST(as<renew_refused>(t.write_record("k", "a", a.token, "v", t0)).reason == lost_reason::broken);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", a.token + 1, 1000ms, t0)).reason == lost_reason::not_held);
+  as<acquire_granted>(t.acquire("k", "b", 1000ms, t0));
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", a.token, 1000ms, t0)).reason == lost_reason::broken);
+}
