@@ -521,11 +521,17 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
         current = token;
       // A key in lock-delay after the lease `token` is still that lease's to a waiter: nobody can take the
       // key before the delay ends, so a waiter that would try is answered then, not at once (a client that
-      // predates lock-delay would otherwise spin between this answer and a refused acquire).
+      // predates lock-delay would otherwise spin between this answer and a refused acquire). The same for a
+      // slot of a key of permits in lock-delay after the permit `token`, whether or not other permits are
+      // held: the waiter's own slot is the one it waits for.
       std::optional<key_delay> delay;
-      if (!view && token != 0) {
-        delay = table_.delayed(key, now);
-        if (delay && delay->token == token) current = token;
+      if (token != 0 && current != token) {
+        if (!view) delay = table_.delayed(key, now);
+        if (!delay || delay->token != token) delay = table_.permit_delayed(key, token, now);
+        if (delay && delay->token == token)
+          current = token;
+        else
+          delay.reset();
       }
       // With `value`, a proclaim is a change too (an election's observer learns the new leader address).
       const bool value_changed =

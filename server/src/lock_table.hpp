@@ -405,6 +405,9 @@ class lock_table {
   /// `key`'s lock-delay, if it is in one at `now` (its lease ended by expiry or a break, swept or not, less
   /// than its lock-delay ago).
   std::optional<key_delay> delayed(std::string_view key, time_point now) const;
+  /// The lock-delay of a slot of `key` (a key of more than one permit) after its permit `token` ended, if
+  /// that slot is in it at `now` (swept or not). Visits only the key's slots in lock-delay.
+  std::optional<key_delay> permit_delayed(std::string_view key, std::uint64_t token, time_point now) const;
   /// The refusal an acquire of `key` would get for its lock-delay, if it is in one.
   std::optional<acquire_refused> delay_refusal(std::string_view key, time_point now) const;
   /// Keys in lock-delay, the ones whose delay is over included until end_delays() removes them.

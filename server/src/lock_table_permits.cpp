@@ -66,7 +66,7 @@ std::optional<key_delay> lock_table::slot_delay(std::string_view key, const perm
     const auto until = delay_end(r, r.expires);
     return now < until ? std::optional(key_delay{r.token, r.lock_delay(), until}) : std::nullopt;
   }
-  if (pe.delays == 0) return std::nullopt;
+  if (!pe.delayed.contains(slot)) return std::nullopt;
   auto d = delays_.find(permit_key(key, pe.permits, slot));
   return d != delays_.end() && now < d->second.until ? std::optional(d->second) : std::nullopt;
 }
@@ -113,9 +113,8 @@ std::optional<acquire_result> lock_table::count_refusal(std::string_view key, st
     if (!expired(e->second, now)) return acquire_mismatch{pe->permits};
     later(slot_delay(key, *pe, slot, e, now));
   }
-  if (pe->delays > 0)
-    for (std::uint32_t s = 0; s < pe->permits; ++s)
-      if (!pe->slots.contains(s)) later(slot_delay(key, *pe, s, nullptr, now));
+  for (const std::uint32_t s : pe->delayed)
+    if (!pe->slots.contains(s)) later(slot_delay(key, *pe, s, nullptr, now));
   if (longest) return refusal_for_delay(longest->token, longest->until, now);
   return std::nullopt;
 }
@@ -142,10 +141,9 @@ std::vector<expired_lock> lock_table::retire_count(std::string_view key, std::ui
     const std::uint32_t former = pe->permits;
     for (const auto& [slot, e] : pe->slots)
       leases.push_back(e->first);
-    // Only the slots the index holds delays of: the table keys of a delay are found by its count.
-    if (pe->delays > 0)
-      for (std::uint32_t s = 0; s < former && pe->delays > 0; ++s)
-        if (auto d = delays_.find(permit_key(key, former, s)); d != delays_.end()) end_delay(d);
+    const std::vector<std::uint32_t> delayed(pe->delayed.begin(), pe->delayed.end());
+    for (const std::uint32_t s : delayed)
+      if (auto d = delays_.find(permit_key(key, former, s)); d != delays_.end()) end_delay(d);
   }
   for (const auto& k : leases) {
     auto it = leases_.find(k);
@@ -172,12 +170,8 @@ bool lock_table::settle_count(std::string_view table_key, std::uint64_t token) {
   if (const auto* pe = permits_.find(key); pe && pe->permits != permits) {
     for (const auto& [slot, e] : pe->slots)
       leases.push_back(e->first);
-    std::size_t found = 0;
-    for (std::uint32_t s = 0; s < pe->permits && found < pe->delays; ++s)
-      if (auto k = permit_key(key, pe->permits, s); delays_.contains(k)) {
-        delays.push_back(std::move(k));
-        ++found;
-      }
+    for (const std::uint32_t s : pe->delayed)
+      delays.push_back(permit_key(key, pe->permits, s));
   }
   if (leases.empty() && delays.empty()) return true;
   // Tokens follow the log's order: the larger token is the later state of the key, the other its leftover.
@@ -281,12 +275,25 @@ time_point lock_table::next_change(std::string_view key, time_point now) const {
         next = std::min(next, e->second.expires);
       else if (auto d = slot_delay(key, *pe, slot, e, now))
         next = std::min(next, d->until);
-    if (pe->delays > 0)
-      for (std::uint32_t s = 0; s < pe->permits; ++s)
-        if (!pe->slots.contains(s))
-          if (auto d = slot_delay(key, *pe, s, nullptr, now)) next = std::min(next, d->until);
+    for (const std::uint32_t s : pe->delayed)
+      if (!pe->slots.contains(s))
+        if (auto d = slot_delay(key, *pe, s, nullptr, now)) next = std::min(next, d->until);
   }
   return next;
+}
+
+std::optional<key_delay> lock_table::permit_delayed(std::string_view key, std::uint64_t token,
+                                                    time_point now) const {
+  const auto* pe = permits_.find(key);
+  if (!pe) return std::nullopt;
+  // Not swept: the expired lease still has the token.
+  if (auto s = pe->by_token.find(token); s != pe->by_token.end()) {
+    const lease_entry* e = pe->slots.at(s->second);
+    return expired(e->second, now) ? slot_delay(key, *pe, s->second, e, now) : std::nullopt;
+  }
+  for (const std::uint32_t s : pe->delayed)
+    if (auto d = slot_delay(key, *pe, s, nullptr, now); d && d->token == token) return d;
+  return std::nullopt;
 }
 
 std::vector<expired_lock> lock_table::expire_permits(std::string_view key, time_point now) {

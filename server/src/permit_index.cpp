@@ -77,11 +77,11 @@ bool permit_index::delay_changed(const permit_key_parts& p, int delta) {
   if (delta > 0) {
     if (it == entries_.end()) it = add(p);
     if (it->second.permits != p.permits) return false;
-    ++it->second.delays;
+    it->second.delayed.insert(p.slot);
     return true;
   }
-  if (it == entries_.end() || it->second.permits != p.permits || it->second.delays == 0) return false;
-  --it->second.delays;
+  if (it == entries_.end() || it->second.permits != p.permits || !it->second.delayed.erase(p.slot))
+    return false;
   drop_if_unused(it);
   return true;
 }
@@ -93,7 +93,7 @@ permit_index::entry_map::iterator permit_index::add(const permit_key_parts& p) {
 }
 
 void permit_index::drop_if_unused(entry_map::iterator it) {
-  if (it->second.slots.empty() && it->second.delays == 0) entries_.erase(it);
+  if (it->second.slots.empty() && it->second.delayed.empty()) entries_.erase(it);
 }
 
 }  // namespace baton::server

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -62,8 +63,9 @@ class permit_index {
     std::map<std::uint32_t, lease_entry*> slots;
     /// The token of each of those leases, to its slot.
     std::unordered_map<std::uint64_t, std::uint32_t> by_token;
-    /// How many of the key's slots are in the table's lock-delays.
-    std::size_t delays = 0;
+    /// The key's slots in the table's lock-delays, so that a lookup of them visits only those (a key may
+    /// have 65,535 slots: docs/design.md, "Semaphores").
+    std::set<std::uint32_t> delayed;
   };
 
   bool empty() const { return entries_.empty(); }

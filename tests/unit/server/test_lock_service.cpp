@@ -1215,3 +1215,44 @@ BOOST_AUTO_TEST_CASE(a_batch_renews_two_permits_of_one_key) {
   BOOST_TEST(v->holders[0].remaining.count() > 50'000);
   BOOST_TEST(v->holders[1].remaining.count() > 80'000);
 }
+
+// Defect: the rule above looked only at a plain key's delay, so a long-poll on the token of a permit whose
+// slot was in lock-delay was answered at once, and a client that predates lock-delay spun (long-poll, refused
+// acquire, long-poll) for the whole delay. It now sleeps until that slot's delay ends, whether other permits
+// are held ("s") or none is ("t"); the sweep that ends the delay wakes it.
+BOOST_FIXTURE_TEST_CASE(a_long_poll_on_a_permits_token_sleeps_through_its_slots_lock_delay,
+                        running_queue_fixture) {
+  auto acquire = [&](const std::string& key, const std::string& owner, std::chrono::milliseconds ttl,
+                     std::chrono::milliseconds delay) {
+    auto g = start(ioc, service.acquire(key, owner, ttl, {}, std::nullopt, {}, delay, 2));
+    wait_done(ioc, g);
+    return token_of(*g->result);
+  };
+  const auto s = acquire("s", "a", 1000ms, 500ms);
+  acquire("s", "b", 60'000ms, 0ms);
+  const auto t = acquire("t", "a", 1000ms, 500ms);
+  manual_now_value += 1000ms;  // both permits of "a" expire: the long-polls log it, their slots' delays begin
+  auto on_s = start(ioc, service.wait("s", s, 30'000ms));
+  auto on_t = start(ioc, service.wait("t", t, 30'000ms));
+  auto other = start(ioc, service.wait("s", s + 100, 30'000ms));
+  settle(ioc, 50ms);
+  wait_done(ioc, other);  // another token: answered at once, with b's permit
+  BOOST_TEST((*other->result)->owner == "b");
+  BOOST_TEST(!on_s->done);
+  BOOST_TEST(!on_t->done);
+  manual_now_value += 499ms;
+  service.sweep_step();
+  settle(ioc, 50ms);
+  BOOST_TEST(!on_s->done);
+  BOOST_TEST(!on_t->done);
+  manual_now_value += 1ms;
+  service.sweep_step();  // the delays are over: logged, and the sleeping long-polls are answered
+  wait_done(ioc, on_s);
+  wait_done(ioc, on_t);
+  BOOST_REQUIRE(on_s->result->has_value());
+  BOOST_TEST((*on_s->result)->owner == "b");
+  BOOST_TEST(!on_t->result->has_value());  // nothing holds "t"
+  auto g = start(ioc, service.acquire("t", "c", 1000ms, {}, std::nullopt, {}, 0ms, 2));
+  wait_done(ioc, g);
+  BOOST_TEST(std::get<acquire_granted>(*g->result).slot == 0u);
+}

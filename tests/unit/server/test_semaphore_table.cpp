@@ -449,7 +449,7 @@ BOOST_AUTO_TEST_CASE(the_permit_index_refuses_a_second_count_for_a_key) {
   BOOST_TEST(!idx.delay_changed(*parse_permit_key(five.first), +1));
   BOOST_TEST(idx.find("k")->permits == 3u);
   BOOST_TEST(idx.find("k")->slots.size() == 1u);
-  BOOST_TEST(idx.find("k")->delays == 0u);
+  BOOST_TEST(idx.find("k")->delayed.empty());
   idx.unleased(*parse_permit_key(three.first), 1);
   BOOST_TEST(idx.empty());
   BOOST_TEST(idx.leased(*parse_permit_key(five.first), five, 2, 0));  // unused: a count again
