@@ -515,10 +515,8 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
       view = table_.get(key, now);
       std::uint64_t current = view ? view->token : 0;
       // A key of permits changes for a waiter once no live permit has its token (0: once one is held).
-      if (view && view->permits > 1 && token != 0 &&
-          std::any_of(view->holders.begin(), view->holders.end(),
-                      [&](const permit_holder& h) { return h.token == token; }))
-        current = token;
+      // (The view shows only the first holders: the table is asked, in O(1).)
+      if (view && view->permits > 1 && token != 0 && table_.permit_held(key, token, now)) current = token;
       // A key in lock-delay after the lease `token` is still that lease's to a waiter: nobody can take the
       // key before the delay ends, so a waiter that would try is answered then, not at once (a client that
       // predates lock-delay would otherwise spin between this answer and a refused acquire). The same for a

@@ -117,10 +117,12 @@ struct lease_view {
   /// The lease's lock-delay option (0: none).
   milliseconds lock_delay{0};
   /// A key of more than one permit (docs/protocol.md, "semaphores"): its count, the slot of the lease shown
-  /// above, and every live permit in slot order. 0, 0 and none for a plain lock.
+  /// above, and the live permits in slot order: the first lock_table::max_holders_shown of them, of
+  /// `holders_total`. 0, 0, none and 0 for a plain lock.
   std::uint32_t permits = 0;
   std::uint32_t slot = 0;
   std::vector<permit_holder> holders{};
+  std::size_t holders_total = 0;
 };
 
 /// A lock removed by expire(): its table key (a permit's is permit_key()) and token.
@@ -348,6 +350,11 @@ class lock_table {
   /// What an acquire of `permits` permits of `key` by a holder that holds none of it would get when it is
   /// not granted (refused, or acquire_mismatch); nullopt when it would be granted.
   std::optional<acquire_result> refusal(std::string_view key, std::uint32_t permits, time_point now) const;
+  /// A view of a key of permits shows at most this many holders (the lowest slots): an answer that listed
+  /// 65,535 of them would cost megabytes, under the mutex (docs/design.md, "Semaphores").
+  static constexpr std::size_t max_holders_shown = 100;
+  /// Whether an unexpired permit of `key` (a key of more than one permit) has `token`; O(1).
+  bool permit_held(std::string_view key, std::uint64_t token, time_point now) const;
   /// Whether (client, owner) holds an unexpired lease of `key`, a permit of it included.
   bool holds(std::string_view key, std::string_view owner, std::string_view client, time_point now) const;
   /// The earliest instant at which an unexpired lease of `key` (any permit) expires or a lock-delay of the
@@ -514,8 +521,10 @@ class lock_table {
   // ---- permits (lock_table_permits.cpp) ----
   /// The permits of `key` when no unexpired plain lease holds it; null otherwise.
   const permit_index::entry* permits_of(std::string_view key, time_point now) const;
-  /// The live permits of `pe` as get() shows them (token 0 when none is live).
-  lease_view permits_view(const permit_index::entry& pe, time_point now) const;
+  /// The live permits of `pe` as get() shows them (token 0 when none is live); `earliest`, if given, is set
+  /// to the live permit that expires first (the lowest slot of those that expire together).
+  lease_view permits_view(const permit_index::entry& pe, time_point now,
+                          std::pair<std::uint32_t, const lease_entry*>* earliest = nullptr) const;
   /// The refusal of an acquire of `permits` for another count than the key's: acquire_mismatch while the
   /// key has a live holder of another count, or the longest lock-delay of the other count's slots.
   std::optional<acquire_result> count_refusal(std::string_view key, std::uint32_t permits,

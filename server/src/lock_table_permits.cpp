@@ -39,14 +39,20 @@ const permit_index::entry* lock_table::permits_of(std::string_view key, time_poi
   return permits_.find(key);
 }
 
-lease_view lock_table::permits_view(const permit_index::entry& pe, time_point now) const {
+lease_view lock_table::permits_view(const permit_index::entry& pe, time_point now,
+                                    std::pair<std::uint32_t, const lease_entry*>* earliest) const {
   lease_view out;
   for (const auto& [slot, e] : pe.slots) {
     const lease_record& r = e->second;
     if (expired(r, now)) continue;
+    if (earliest && (!earliest->second || r.expires < earliest->second->second.expires))
+      *earliest = {slot, e};
+    // Only the first ones are copied: the count alone goes on (a pass over the held slots, no copy).
+    if (++out.holders_total > max_holders_shown) continue;
     if (out.holders.empty()) {
       out = view_of(r, now);
       out.slot = slot;
+      out.holders_total = 1;
     }
     auto v = view_of(r, now);
     out.holders.push_back(
@@ -190,19 +196,19 @@ acquire_refused lock_table::full_refusal(const permit_index::entry& pe,
                                          const std::optional<key_delay>& shortest, time_point now) const {
   // The top-level holder is the permit that expires first, so a client that only knows `held` waits no
   // longer than it must.
-  auto v = permits_view(pe, now);
+  std::pair<std::uint32_t, const lease_entry*> first{0, nullptr};
+  auto v = permits_view(pe, now, &first);
   if (v.token == 0) {
     // Every slot is in lock-delay.
     auto refused = refusal_for_delay(shortest->token, shortest->until, now);
     refused.holder.permits = pe.permits;
     return refused;
   }
-  const auto first = std::min_element(v.holders.begin(), v.holders.end(),
-                                      [](const auto& a, const auto& b) { return a.expires < b.expires; });
-  lease_view top{first->owner, first->client, first->token, first->expires, first->remaining, first->value};
-  top.slot = first->slot;
+  lease_view top = view_of(first.second->second, now);
+  top.slot = first.first;
   top.permits = pe.permits;
   top.holders = std::move(v.holders);
+  top.holders_total = v.holders_total;
   milliseconds delay_left{0};
   if (shortest)
     delay_left = std::max(std::chrono::ceil<milliseconds>(shortest->until - now), milliseconds{1});
@@ -251,6 +257,13 @@ std::optional<acquire_result> lock_table::refusal(std::string_view key, std::uin
   std::optional<key_delay> shortest;
   if (free_slot(key, pe, permits, now, shortest)) return std::nullopt;
   return full_refusal(*pe, shortest, now);
+}
+
+bool lock_table::permit_held(std::string_view key, std::uint64_t token, time_point now) const {
+  const auto* pe = permits_.find(key);
+  if (!pe) return false;
+  auto s = pe->by_token.find(token);
+  return s != pe->by_token.end() && !expired(pe->slots.at(s->second)->second, now);
 }
 
 bool lock_table::holds(std::string_view key, std::string_view owner, std::string_view client,

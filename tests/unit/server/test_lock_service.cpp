@@ -1256,3 +1256,23 @@ BOOST_FIXTURE_TEST_CASE(a_long_poll_on_a_permits_token_sleeps_through_its_slots_
   wait_done(ioc, g);
   BOOST_TEST(std::get<acquire_granted>(*g->result).slot == 0u);
 }
+
+// A view shows only the first lock_table::max_holders_shown holders: a long-poll on the token of a permit
+// beyond them still waits while it is live (the table is asked by token, not the view).
+BOOST_AUTO_TEST_CASE(a_long_poll_on_a_permit_beyond_the_holders_shown_waits_while_it_is_live) {
+  temp_dir dir;
+  service_on_disk s(dir.path());
+  const std::uint32_t n = lock_table::max_holders_shown + 1;
+  std::uint64_t last = 0;
+  for (std::uint32_t i = 0; i < n; ++i)
+    last = token_of(
+        s.run(s.service.acquire("k", "o" + std::to_string(i), 60'000ms, {}, std::nullopt, {}, 0ms, n)));
+  auto on_last = start(s.ioc, s.service.wait("k", last, 30'000ms));
+  settle(s.ioc, 50ms);
+  BOOST_TEST(!on_last->done);
+  BOOST_TEST((s.run(s.service.release("k", "o" + std::to_string(n - 1), last)).outcome ==
+              release_outcome::released));
+  wait_done(s.ioc, on_last);
+  BOOST_REQUIRE(on_last->result->has_value());
+  BOOST_TEST((*on_last->result)->holders_total == n - 1);
+}

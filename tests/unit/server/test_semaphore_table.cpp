@@ -471,3 +471,38 @@ BOOST_AUTO_TEST_CASE(the_last_permit_of_a_key_broken_is_refused_broken) {
   as<acquire_granted>(t.acquire("k", "b", 1000ms, t0));
   BOOST_TEST(as<renew_refused>(t.renew("k", "a", a.token, 1000ms, t0)).reason == lost_reason::broken);
 }
+
+// Defect (denial of service with large counts): a refusal and a GET of a key of N permits listed every
+// holder, megabytes at N = 65,535, built under the mutex. They now show the first max_holders_shown by slot
+// and the total; the top-level holder of a refusal is still the permit that expires first, wherever it is,
+// and a permit beyond the ones shown is still found by its token.
+BOOST_AUTO_TEST_CASE(a_view_of_many_permits_shows_the_first_holders_and_their_total) {
+  lock_table t;
+  constexpr std::uint32_t n = 150;
+  std::uint64_t late = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    auto g = as<acquire_granted>(
+        t.acquire_permit(n, "k", "o" + std::to_string(i), i == 120 ? 5000ms : 10'000ms, t0));
+    if (i == 120) late = g.token;
+  }
+  auto r = as<acquire_refused>(t.acquire_permit(n, "k", "x", 1000ms, t0));
+  BOOST_TEST(r.holder.holders.size() == lock_table::max_holders_shown);
+  BOOST_TEST(r.holder.holders_total == n);
+  BOOST_TEST(r.holder.holders.front().slot == 0u);
+  BOOST_TEST(r.holder.holders.back().slot == 99u);
+  BOOST_TEST(r.holder.slot == 120u);  // expires first, though not among those shown
+  BOOST_TEST(r.holder.token == late);
+  BOOST_TEST(r.holder.remaining.count() == 5000);
+  auto v = t.get("k", t0);
+  BOOST_REQUIRE(v.has_value());
+  BOOST_TEST(v->holders.size() == lock_table::max_holders_shown);
+  BOOST_TEST(v->holders_total == n);
+  BOOST_TEST(v->slot == 0u);
+  BOOST_TEST(t.permit_held("k", late, t0));
+  BOOST_TEST(!t.permit_held("k", late, t0 + 5000ms));
+  BOOST_TEST(!t.permit_held("k", 9999, t0));
+  // A few holders: all shown.
+  as<acquire_granted>(t.acquire_permit(3, "few", "a", 1000ms, t0));
+  BOOST_TEST(t.get("few", t0)->holders.size() == 1u);
+  BOOST_TEST(t.get("few", t0)->holders_total == 1u);
+}
