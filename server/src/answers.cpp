@@ -231,7 +231,7 @@ response acquire_answer(const answer_context& c, const std::string& key, const a
   // `held`, so a client that predates lock-delay waits as for a holder: with no holder, ttl_remaining_ms is
   // the delay's remaining time, and no owner holds it.
   auto o = holder_body(c, "held",
-                       refused.holder.permits > 1 && refused.holder.token != 0
+                       !refused.holder.holders.empty()
                            ? "every permit of the key is held (or its slot in lock-delay)"
                        : delayed ? "the lock is in lock-delay: its last lease ended by expiry or a break"
                                  : "the lock is held by another owner",

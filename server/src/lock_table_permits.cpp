@@ -121,7 +121,11 @@ std::optional<acquire_result> lock_table::count_refusal(std::string_view key, st
   }
   for (const std::uint32_t s : pe->delayed)
     if (!pe->slots.contains(s)) later(slot_delay(key, *pe, s, nullptr, now));
-  if (longest) return refusal_for_delay(longest->token, longest->until, now);
+  if (longest) {
+    auto refused = refusal_for_delay(longest->token, longest->until, now);
+    refused.holder.permits = pe->permits;  // the count whose slot is in lock-delay
+    return refused;
+  }
   return std::nullopt;
 }
 

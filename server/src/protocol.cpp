@@ -15,9 +15,9 @@
 #include <memory>
 #include <memory_resource>
 #include <optional>
+#include <set>
 #include <span>
 #include <unordered_set>
-#include <utility>
 #include <vector>
 
 namespace baton::server {
@@ -379,15 +379,7 @@ std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view 
     return bad_request("field \"leases\" must hold 1 to " + std::to_string(max_renew_batch) + " entries");
   renew_batch_request r;
   r.leases.reserve(leases.size());
-  // The (key, token) pairs seen: a key of permits (docs/protocol.md, "semaphores") has one lease per permit.
-  struct pair_hash {
-    std::size_t operator()(const std::pair<std::string_view, std::uint64_t>& p) const {
-      return std::hash<std::string_view>{}(p.first) ^
-             (std::hash<std::uint64_t>{}(p.second) * 0x9e3779b97f4a7c15ULL);
-    }
-  };
-  std::unordered_set<std::pair<std::string_view, std::uint64_t>, pair_hash> leases_seen;
-  leases_seen.reserve(leases.size());
+  std::set<std::pair<std::string_view, std::uint64_t>> named;
   for (std::size_t i = 0; i < leases.size(); ++i) {
     // Every error names its entry, so a client can tell which of a hundred leases it built wrong.
     auto at = [i](const api_error& e) {
@@ -404,11 +396,11 @@ std::variant<renew_batch_request, api_error> parse_renew_batch(std::string_view 
     if (auto e = get_string(entry, "owner", max_owner_bytes, b.owner)) return at(*e);
     if (auto e = get_uint(entry, "token", 1, max_token, b.token)) return at(*e);
     if (auto e = get_ttl(entry, bounds, b.ttl)) return at(*e);
-    // Two entries for one lease would make the answer depend on their order within one request, and a client
-    // holds a lease once, so a repeated (key, token) is a client bug. One key with two tokens is two leases:
-    // two permits of a key of permits (or a stale token beside the current one, each answered as a renew).
-    const std::string_view key(k->value().get_string().data(), k->value().get_string().size());
-    if (!leases_seen.emplace(key, b.token).second)
+    // Two entries for one lease would make the answer depend on their order within one request; a client
+    // holds one lease per (key, token), so a repeated pair is a client bug. One key with two tokens is two
+    // permits of a semaphore (docs/protocol.md, "semaphores"), or a stale token beside the live one: each
+    // is decided on its own, in any order.
+    if (!named.emplace(std::string_view(k->value().get_string()), b.token).second)
       return at(bad_request("key \"" + b.key + "\" with token " + std::to_string(b.token) +
                             " appears more than once in the batch"));
   }

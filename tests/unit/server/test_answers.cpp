@@ -171,6 +171,16 @@ BOOST_AUTO_TEST_CASE(permit_answers_have_the_documented_bodies) {
               R"("permits":1,"holders":[{"slot":0,"owner":"w1","token":41,"ttl_remaining_ms":9,"value":""}],)"
               R"("holders_total":1})") != std::string::npos);
 
+  // Every slot of the key (here: of its former count) in lock-delay: no holder, the delay's message.
+  lease_view ended{"", "", 40, {}, milliseconds(700)};
+  ended.permits = 2;
+  auto delayed = acquire_answer(c, "pool", r, acquire_refused{ended, milliseconds(700)});
+  BOOST_TEST(
+      std::string(delayed.body()) ==
+      R"({"error":"held","message":"the lock is in lock-delay: its last lease ended by expiry or a break",)"
+      R"("owner":"","token":40,"ttl_remaining_ms":700,"value":"","permits":2,"holders":[],"holders_total":0,)"
+      R"("lock_delay_remaining_ms":700})");
+
   auto mismatch = acquire_answer(c, "pool", r, acquire_mismatch{2});
   BOOST_TEST(mismatch.result_int() == 409u);
   BOOST_TEST(std::string(mismatch.body()).starts_with(R"({"error":"permits_mismatch","message":")"));

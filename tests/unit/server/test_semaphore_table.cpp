@@ -239,6 +239,8 @@ BOOST_AUTO_TEST_CASE(a_count_changes_only_after_every_slots_lock_delay) {
   BOOST_TEST(t.expire(t0 + 2000ms).size() == 1u);
   auto r = as<acquire_refused>(t.acquire_permit(2, "k", "b", 1000ms, t0 + 2000ms));
   BOOST_TEST(r.lock_delay_remaining.count() == 4000);
+  BOOST_TEST(r.holder.permits == 3u);  // the count in lock-delay
+  BOOST_TEST(r.holder.holders.empty());
   BOOST_TEST(as<acquire_refused>(t.acquire("k", "b", 1000ms, t0 + 2000ms)).lock_delay_remaining.count() ==
              4000);
   // Over: the new count is set.
