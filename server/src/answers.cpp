@@ -156,9 +156,10 @@ response holder_refusal(const answer_context& c, std::string_view code, std::str
                        holder_body(c, code, message, h));
 }
 
-// `"permits":N,"holders":[{"slot","owner","client","token","ttl_remaining_ms","value"},...]` of a key of
-// permits (docs/protocol.md, "semaphores"). A plain lock's view (permits 0) is a key of 1 permit: its
-// holder, if any, in slot 0.
+// `"permits":N,"holders":[{"slot","owner","client","token","ttl_remaining_ms","value"},...],"holders_total":n`
+// of a key of permits (docs/protocol.md, "semaphores"): the first lock_table::max_holders_shown holders by
+// slot, and how many there are. A plain lock's view (permits 0) is a key of 1 permit: its holder, if any, in
+// slot 0.
 void append_holders(text& o, const lease_view& v) {
   append_member(o, "permits", std::max<std::uint32_t>(v.permits, 1));
   o += R"(,"holders":[)";
@@ -174,16 +175,20 @@ void append_holders(text& o, const lease_view& v) {
     append_member(o, "value", value);
     o += '}';
   };
+  std::size_t total = 0;
   if (v.permits > 1) {
     for (std::size_t i = 0; i < v.holders.size(); ++i) {
       const auto& h = v.holders[i];
       if (i) o += ',';
       one(h.slot, h.owner, h.client, h.token, h.remaining, h.value);
     }
+    total = std::max(v.holders_total, v.holders.size());
   } else if (!v.owner.empty()) {
     one(0, v.owner, v.client, v.token, v.remaining, v.value);
+    total = 1;
   }
   o += ']';
+  append_member(o, "holders_total", total);
 }
 }  // namespace
 

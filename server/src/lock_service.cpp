@@ -142,6 +142,10 @@ std::uint64_t lock_service::acquire_locked(std::string_view key, std::string_vie
   // restart then never finds two counts for one key (docs/design.md, "Semaphores").
   for (const auto& e : g->retired)
     journal_.append(record_type::expire, e.token, 0, e.key);
+  // So are the ends of the former count's lock-delays (as sweep_step logs them), after the expiries that
+  // would begin them again: a replay must not find a delay of the old count beside the new count's leases.
+  for (const auto& d : g->ended_delays)
+    journal_.append(record_type::lock_delay, d.token, 0, d.key);
   metrics_.expired.fetch_add(g->retired.size(), std::memory_order_relaxed);
   metrics_.locks_held.fetch_sub(static_cast<std::int64_t>(g->retired.size()), std::memory_order_relaxed);
   // A permit is logged as an ordinary lease of its table key (permit_index.hpp).
@@ -512,17 +516,21 @@ asio::awaitable<std::optional<lease_view>> lock_service::wait(std::string_view k
       view = table_.get(key, now);
       std::uint64_t current = view ? view->token : 0;
       // A key of permits changes for a waiter once no live permit has its token (0: once one is held).
-      if (view && view->permits > 1 && token != 0 &&
-          std::any_of(view->holders.begin(), view->holders.end(),
-                      [&](const permit_holder& h) { return h.token == token; }))
-        current = token;
+      // (The view shows only the first holders: the table is asked, in O(1).)
+      if (view && view->permits > 1 && token != 0 && table_.permit_held(key, token, now)) current = token;
       // A key in lock-delay after the lease `token` is still that lease's to a waiter: nobody can take the
       // key before the delay ends, so a waiter that would try is answered then, not at once (a client that
-      // predates lock-delay would otherwise spin between this answer and a refused acquire).
+      // predates lock-delay would otherwise spin between this answer and a refused acquire). The same for a
+      // slot of a key of permits in lock-delay after the permit `token`, whether or not other permits are
+      // held: the waiter's own slot is the one it waits for.
       std::optional<key_delay> delay;
-      if (!view && token != 0) {
-        delay = table_.delayed(key, now);
-        if (delay && delay->token == token) current = token;
+      if (token != 0 && current != token) {
+        if (!view) delay = table_.delayed(key, now);
+        if (!delay || delay->token != token) delay = table_.permit_delayed(key, token, now);
+        if (delay && delay->token == token)
+          current = token;
+        else
+          delay.reset();
       }
       // With `value`, a proclaim is a change too (an election's observer learns the new leader address).
       const bool value_changed =

@@ -69,10 +69,11 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
                                    time_point now, std::string_view client, std::string_view value,
                                    milliseconds lock_delay) {
   std::vector<expired_lock> retired;
+  std::vector<ended_delay> ended;
   if (!permits_.empty() && permits_.find(key)) {
     // The key had more than one permit: a plain lock is a key of 1 permit (docs/protocol.md, "semaphores").
     if (auto refused = count_refusal(key, 1, now)) return std::move(*refused);
-    retired = retire_count(key, 1, now);
+    retired = retire_count(key, 1, now, ended);
   }
   if (!delays_.empty()) {
     if (auto d = delays_.find(key); d != delays_.end()) {
@@ -109,7 +110,8 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
     r.restore_ttl = live ? std::max(r.restore_ttl, ttl) : ttl;
     r.log_seq = 0;
     note_leased(*it, replaced);
-    return acquire_granted{r.token, replaced, r.restore_ttl, r.lock_delay(), 1, 0, std::move(retired)};
+    return acquire_granted{r.token, replaced, r.restore_ttl,      r.lock_delay(),
+                           1,       0,        std::move(retired), std::move(ended)};
   }
   std::uint64_t token = ++last_token_;
   count(client, +1);
@@ -124,7 +126,7 @@ acquire_result lock_table::acquire(std::string_view key, std::string_view owner,
   r.restore_ttl = ttl;
   expiry_.insert(*added);
   note_leased(*added, 0);
-  return acquire_granted{token, 0, ttl, r.lock_delay(), 1, 0, std::move(retired)};
+  return acquire_granted{token, 0, ttl, r.lock_delay(), 1, 0, std::move(retired), std::move(ended)};
 }
 
 lease_entry* lock_table::held_lease(std::string_view key, std::string_view owner, std::uint64_t token,
@@ -142,6 +144,9 @@ lease_entry* lock_table::held_lease(std::string_view key, std::string_view owner
   else
     return &*it;
   why = refine(key, token, why);
+  // A permit broken when it was its key's last one: the index has no entry for the key any more, so its
+  // renew lands here, and the break is remembered under the permit's name.
+  if (why != lost_reason::broken && !broken_.empty()) why = refine(broken_permit_key(key, token), token, why);
   return nullptr;
 }
 
@@ -424,6 +429,7 @@ std::optional<expired_lock> lock_table::expire_key(std::string_view key, time_po
 void lock_table::restore(std::string key, std::string owner, std::uint64_t token, milliseconds ttl,
                          time_point now, std::string client, std::string value) {
   observe_token(token);
+  if (!settle_count(key, token)) return;
   if (!delays_.empty())
     if (auto d = delays_.find(key); d != delays_.end() && d->second.token < token) erase_delay(d);
   auto [it, added] = leases_.try_emplace(std::move(key));
@@ -475,6 +481,7 @@ void lock_table::restore_lock_delay(std::string_view key, std::uint64_t token, m
     if (auto d = delays_.find(key); d != delays_.end() && d->second.token == token) erase_delay(d);
     return;
   }
+  if (!settle_count(key, token)) return;
   auto it = leases_.find(key);
   if (it != leases_.end() && it->second.token == token) {
     it->second.set_lock_delay(delay);

@@ -117,10 +117,12 @@ struct lease_view {
   /// The lease's lock-delay option (0: none).
   milliseconds lock_delay{0};
   /// A key of more than one permit (docs/protocol.md, "semaphores"): its count, the slot of the lease shown
-  /// above, and every live permit in slot order. 0, 0 and none for a plain lock.
+  /// above, and the live permits in slot order: the first lock_table::max_holders_shown of them, of
+  /// `holders_total`. 0, 0, none and 0 for a plain lock.
   std::uint32_t permits = 0;
   std::uint32_t slot = 0;
   std::vector<permit_holder> holders{};
+  std::size_t holders_total = 0;
 };
 
 /// A lock removed by expire(): its table key (a permit's is permit_key()) and token.
@@ -136,6 +138,12 @@ struct key_delay {
   /// The delay the lease asked for: what a restart begins again in full (docs/design.md, "Lock-delay").
   milliseconds delay{0};
   time_point until{};
+};
+
+/// A key whose lock-delay is over (lock_table::end_delays): `token` is the lease it followed.
+struct ended_delay {
+  std::string key;
+  std::uint64_t token;
 };
 
 struct acquire_granted {
@@ -154,6 +162,10 @@ struct acquire_granted {
   /// Expired leases of the key's former permit count that the grant removed from the table (a count is
   /// set again only once nothing holds the key): each must be logged as expired before the grant.
   std::vector<expired_lock> retired{};
+  /// Lock-delays of the key's former count, all over, that the grant ended (a retired lease's among them):
+  /// each must be logged as over (a lock_delay record of 0 ms) after `retired` and before the grant, or a
+  /// replay would begin them again beside the new count's leases (docs/design.md, "Semaphores").
+  std::vector<ended_delay> ended_delays{};
 };
 struct acquire_refused {
   /// The unexpired holder; empty (token 0) when the key is refused for its lock-delay.
@@ -244,12 +256,6 @@ struct release_result {
   /// The removed lease's table key is permit_key(key, permits, slot).
   std::uint32_t permits = 1;
   std::uint32_t slot = 0;
-};
-
-/// A key whose lock-delay is over (lock_table::end_delays): `token` is the lease it followed.
-struct ended_delay {
-  std::string key;
-  std::uint64_t token;
 };
 
 /// One held lock of a listing (lock_table::list): its key and what a reader sees of it. `waiters` counts
@@ -344,6 +350,11 @@ class lock_table {
   /// What an acquire of `permits` permits of `key` by a holder that holds none of it would get when it is
   /// not granted (refused, or acquire_mismatch); nullopt when it would be granted.
   std::optional<acquire_result> refusal(std::string_view key, std::uint32_t permits, time_point now) const;
+  /// A view of a key of permits shows at most this many holders (the lowest slots): an answer that listed
+  /// 65,535 of them would cost megabytes, under the mutex (docs/design.md, "Semaphores").
+  static constexpr std::size_t max_holders_shown = 100;
+  /// Whether an unexpired permit of `key` (a key of more than one permit) has `token`; O(1).
+  bool permit_held(std::string_view key, std::uint64_t token, time_point now) const;
   /// Whether (client, owner) holds an unexpired lease of `key`, a permit of it included.
   bool holds(std::string_view key, std::string_view owner, std::string_view client, time_point now) const;
   /// The earliest instant at which an unexpired lease of `key` (any permit) expires or a lock-delay of the
@@ -401,6 +412,9 @@ class lock_table {
   /// `key`'s lock-delay, if it is in one at `now` (its lease ended by expiry or a break, swept or not, less
   /// than its lock-delay ago).
   std::optional<key_delay> delayed(std::string_view key, time_point now) const;
+  /// The lock-delay of a slot of `key` (a key of more than one permit) after its permit `token` ended, if
+  /// that slot is in it at `now` (swept or not). Visits only the key's slots in lock-delay.
+  std::optional<key_delay> permit_delayed(std::string_view key, std::uint64_t token, time_point now) const;
   /// The refusal an acquire of `key` would get for its lock-delay, if it is in one.
   std::optional<acquire_refused> delay_refusal(std::string_view key, time_point now) const;
   /// Keys in lock-delay, the ones whose delay is over included until end_delays() removes them.
@@ -502,8 +516,10 @@ class lock_table {
   // ---- permits (lock_table_permits.cpp) ----
   /// The permits of `key` when no unexpired plain lease holds it; null otherwise.
   const permit_index::entry* permits_of(std::string_view key, time_point now) const;
-  /// The live permits of `pe` as get() shows them (token 0 when none is live).
-  lease_view permits_view(const permit_index::entry& pe, time_point now) const;
+  /// The live permits of `pe` as get() shows them (token 0 when none is live); `earliest`, if given, is set
+  /// to the live permit that expires first (the lowest slot of those that expire together).
+  lease_view permits_view(const permit_index::entry& pe, time_point now,
+                          std::pair<std::uint32_t, const lease_entry*>* earliest = nullptr) const;
   /// The refusal of an acquire of `permits` for another count than the key's: acquire_mismatch while the
   /// key has a live holder of another count, or the longest lock-delay of the other count's slots.
   std::optional<acquire_result> count_refusal(std::string_view key, std::uint32_t permits,
@@ -520,8 +536,15 @@ class lock_table {
   acquire_refused full_refusal(const permit_index::entry& pe, const std::optional<key_delay>& shortest,
                                time_point now) const;
   /// Removes the leases and delays of `key`'s former count (none is live or in force) before a grant of
-  /// another count; returns the leases removed.
-  std::vector<expired_lock> retire_count(std::string_view key, std::uint32_t permits, time_point now);
+  /// `permits`; returns the leases removed, and adds to `ended` every lock-delay it ends (a retired lease's
+  /// too), so that the caller logs each before the grant.
+  std::vector<expired_lock> retire_count(std::string_view key, std::uint32_t permits, time_point now,
+                                         std::vector<ended_delay>& ended);
+  /// Recovery's backstop: before a lease or lock-delay of `table_key` (with `token`) is restored, removes
+  /// what the key has under another count, all of it older (a log that misses the end of a former count's
+  /// delay). Returns false, removing nothing, when something of another count is newer: the record is then
+  /// the leftover, and is not restored. A key never has two counts (docs/design.md, "Semaphores").
+  bool settle_count(std::string_view table_key, std::uint64_t token);
   /// held_lease() for a key of more than one permit.
   lease_entry* held_permit(std::string_view key, const permit_index::entry& pe, std::string_view owner,
                            std::uint64_t token, time_point now, std::string_view client, lost_reason& why);

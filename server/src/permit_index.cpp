@@ -47,17 +47,18 @@ std::optional<permit_key_parts> parse_permit_key(std::string_view table_key) {
   return p;
 }
 
-void permit_index::leased(const permit_key_parts& p, lease_entry& e, std::uint64_t token,
+bool permit_index::leased(const permit_key_parts& p, lease_entry& e, std::uint64_t token,
                           std::uint64_t old_token) {
   auto it = entries_.find(p.key);
-  if (it == entries_.end()) it = entries_.try_emplace(std::string(p.key)).first;
+  if (it == entries_.end()) it = add(p);
   entry& k = it->second;
   // A key's count is set by the first lease of an unused key: lock_table retires every lease and delay of
-  // another count before it grants one (docs/design.md, "Semaphores").
-  if (k.slots.empty() && k.delays == 0) k.permits = p.permits;
+  // another count before it grants one, or restores one (docs/design.md, "Semaphores").
+  if (k.permits != p.permits) return false;
   if (old_token != 0) k.by_token.erase(old_token);
   k.slots[p.slot] = &e;
   k.by_token[token] = p.slot;
+  return true;
 }
 
 void permit_index::unleased(const permit_key_parts& p, std::uint64_t token) {
@@ -71,24 +72,28 @@ void permit_index::unleased(const permit_key_parts& p, std::uint64_t token) {
   drop_if_unused(it);
 }
 
-void permit_index::delay_changed(const permit_key_parts& p, int delta) {
+bool permit_index::delay_changed(const permit_key_parts& p, int delta) {
   auto it = entries_.find(p.key);
   if (delta > 0) {
-    if (it == entries_.end()) {
-      it = entries_.try_emplace(std::string(p.key)).first;
-      it->second.permits = p.permits;
-    }
-    ++it->second.delays;
-    return;
+    if (it == entries_.end()) it = add(p);
+    if (it->second.permits != p.permits) return false;
+    it->second.delayed.insert(p.slot);
+    return true;
   }
-  if (it == entries_.end() || it->second.delays == 0) return;
-  --it->second.delays;
+  if (it == entries_.end() || it->second.permits != p.permits || !it->second.delayed.erase(p.slot))
+    return false;
   drop_if_unused(it);
+  return true;
 }
 
-void permit_index::drop_if_unused(
-    std::unordered_map<std::string, entry, string_hash, std::equal_to<>>::iterator it) {
-  if (it->second.slots.empty() && it->second.delays == 0) entries_.erase(it);
+permit_index::entry_map::iterator permit_index::add(const permit_key_parts& p) {
+  auto it = entries_.try_emplace(std::string(p.key)).first;
+  it->second.permits = p.permits;
+  return it;
+}
+
+void permit_index::drop_if_unused(entry_map::iterator it) {
+  if (it->second.slots.empty() && it->second.delayed.empty()) entries_.erase(it);
 }
 
 }  // namespace baton::server

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -62,8 +63,9 @@ class permit_index {
     std::map<std::uint32_t, lease_entry*> slots;
     /// The token of each of those leases, to its slot.
     std::unordered_map<std::uint64_t, std::uint32_t> by_token;
-    /// How many of the key's slots are in the table's lock-delays.
-    std::size_t delays = 0;
+    /// The key's slots in the table's lock-delays, so that a lookup of them visits only those (a key may
+    /// have 65,535 slots: docs/design.md, "Semaphores").
+    std::set<std::uint32_t> delayed;
   };
 
   bool empty() const { return entries_.empty(); }
@@ -73,20 +75,27 @@ class permit_index {
   }
 
   /// The lease `e` of a permit entered the table, or took token `token` in place of `old_token` (0: new).
-  void leased(const permit_key_parts& p, lease_entry& e, std::uint64_t token, std::uint64_t old_token);
+  /// Refused (false, nothing filed) when the key is in use with another count: an index never holds two
+  /// counts for one key, so a permit is never counted against a count it was not granted under.
+  [[nodiscard]] bool leased(const permit_key_parts& p, lease_entry& e, std::uint64_t token,
+                            std::uint64_t old_token);
   /// The lease `token` of a permit is leaving the table.
   void unleased(const permit_key_parts& p, std::uint64_t token);
-  /// A slot of `p.key` entered (+1) or left (-1) the table's lock-delays.
-  void delay_changed(const permit_key_parts& p, int delta);
+  /// A slot of `p.key` entered (+1) or left (-1) the table's lock-delays. Refused (false) for a slot of
+  /// another count than the key's, as leased() is.
+  [[nodiscard]] bool delay_changed(const permit_key_parts& p, int delta);
 
  private:
   struct string_hash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  void drop_if_unused(std::unordered_map<std::string, entry, string_hash, std::equal_to<>>::iterator it);
+  using entry_map = std::unordered_map<std::string, entry, string_hash, std::equal_to<>>;
+  /// A new entry for `p.key`, of count `p.permits`.
+  entry_map::iterator add(const permit_key_parts& p);
+  void drop_if_unused(entry_map::iterator it);
 
-  std::unordered_map<std::string, entry, string_hash, std::equal_to<>> entries_;
+  entry_map entries_;
 };
 
 }  // namespace baton::server

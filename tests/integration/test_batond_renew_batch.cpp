@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(a_malformed_batch_is_refused_whole_with_a_json_error_and_ch
       R"({"leases":[)" + good + R"(,{"key":"x","owner":"me","token":1,"ttl_ms":5}]})",
       R"({"leases":[)" + good + R"(,{"key":"x","owner":"me\u0007","token":1,"ttl_ms":1000}]})",
       R"({"leases":[)" + good + R"(,{"key":"x","token":1,"ttl_ms":1000}]})",
-      R"({"leases":[)" + good + "," + good + "]}",  // the same key twice
+      R"({"leases":[)" + good + "," + good + "]}",  // the same key and token twice
       R"({"leases":[)" + good + R"(],"leases":[]})",
       too_many,
   };

@@ -74,17 +74,28 @@ BOOST_AUTO_TEST_CASE(three_permits_four_owners_a_release_lets_the_queued_one_in_
     BOOST_TEST(str(c.post("/v1/locks/pool/acquire", acquire_body("o3", 60'000)), "error") ==
                "permits_mismatch");
 
-    // The fourth waits in the queue; o1's release lets it into slot 1.
+    // The fourth waits in the queue; o1's release lets it into slot 1. The release is sent only once the
+    // listing shows the waiter in the key's queue, so the grant can only come from the queue (a waiter that
+    // arrived after the release would be granted at once, with queued_ms 0).
     http_reply waited;
     std::thread waiter([&] {
       http_client wc(server.port());
       waited = wc.post("/v1/locks/pool/acquire?wait_ms=30000", permit_body("o3", 60'000, 3));
     });
-    std::this_thread::sleep_for(200ms);
+    std::int64_t waiters = 0;
+    for (int i = 0; i < 1000 && waiters == 0; ++i) {  // bounded: 10 s
+      auto l = c.get("/v1/locks?prefix=pool");
+      BOOST_REQUIRE(l.status == 200);
+      waiters = l.json.at("locks").as_array().at(0).at("waiters").to_number<std::int64_t>();
+      if (waiters == 0) std::this_thread::sleep_for(10ms);
+    }
+    BOOST_REQUIRE(waiters == 1);
+    std::this_thread::sleep_for(20ms);  // a lower bound: the grant comes at least this long after arrival
     BOOST_TEST(c.post("/v1/locks/pool/release", release_body("o1", tokens[1])).status == 200);
     waiter.join();
     BOOST_REQUIRE(waited.status == 200);
     BOOST_TEST(num(waited, "slot") == 1);
+    BOOST_TEST(num(waited, "queued_ms") >= 20);
     queued_token = token_of(waited);
     BOOST_TEST(queued_token > last);
     // Renew names the permit by its token; another holder's token is owner_mismatch.

@@ -34,7 +34,7 @@ int usage(const char* why) {
       "                        queue-deadline-from-answer|permit-past-count]\n"
       "                 [--expect-violation]\n"
       "                 [--duration-ms MS] [--clients N] [--keys N] [--semaphores N] [--drift PERCENT]\n"
-      "                 [--margin-ms MS]\n"
+      "                 [--changing-counts] [--margin-ms MS]\n"
       "                 [--no-faults]\n"
       "                 [--stop-ms MS] [--skip-faults LIST] [--no-shrink]\n",
       why);
@@ -58,9 +58,10 @@ int main(int argc, char** argv) {
     };
     try {
       const bool repeated = a == "--bug" || a == "--duration-ms" || a == "--clients" || a == "--keys" ||
-                            a == "--semaphores" || a == "--drift" || a == "--margin-ms" || a == "--no-faults";
-      if (repeated)
-        passed_on += " " + a + (a == "--no-faults" || i + 1 >= argc ? "" : " " + std::string(argv[i + 1]));
+                            a == "--semaphores" || a == "--drift" || a == "--margin-ms" ||
+                            a == "--no-faults" || a == "--changing-counts";
+      const bool flag = a == "--no-faults" || a == "--changing-counts";
+      if (repeated) passed_on += " " + a + (flag || i + 1 >= argc ? "" : " " + std::string(argv[i + 1]));
       if (a == "--seed") {
         first = std::stoull(value());
         count = 1;
@@ -84,6 +85,8 @@ int main(int argc, char** argv) {
         o.keys = std::stoi(value());
       } else if (a == "--semaphores") {
         o.semaphore_keys = std::stoi(value());
+      } else if (a == "--changing-counts") {
+        o.changing_counts = true;
       } else if (a == "--drift") {
         o.drift = std::stod(value()) / 100;
       } else if (a == "--margin-ms") {

@@ -42,6 +42,10 @@ struct options {
   // Keys of permits (counting semaphores), each of 2 to 4 permits, beside the `keys` locks (0: none). Their
   // holders are checked per slot as locks are, and no more than N at once per key.
   int semaphore_keys = 0;
+  // Each acquisition of a key of permits draws its own count (2 to 5) and, half the time, a lock-delay
+  // (50 to 300 ms): a key's count changes whenever it is idle, and a count changes at the end of a slot's
+  // delay, across crashes and compactions (docs/design.md, "Semaphores").
+  bool changing_counts = false;
   std::chrono::milliseconds duration{60'000};  // virtual time; the last quiet_period of it has no faults
   std::chrono::milliseconds quiet_period{15'000};
   bool faults = true;

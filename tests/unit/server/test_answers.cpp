@@ -156,14 +156,20 @@ BOOST_AUTO_TEST_CASE(permit_answers_have_the_documented_bodies) {
              R"x({"error":"held","message":"every permit of the key is held (or its slot in lock-delay)",)x"
              R"("owner":"w1","token":41,"ttl_remaining_ms":900,"value":"","permits":2,"holders":[)"
              R"({"slot":0,"owner":"w1","token":41,"ttl_remaining_ms":900,"value":""},)"
-             R"({"slot":1,"owner":"w2","client":"ci","token":42,"ttl_remaining_ms":5,"value":"v"}]})");
+             R"({"slot":1,"owner":"w2","client":"ci","token":42,"ttl_remaining_ms":5,"value":"v"}],)"
+             R"("holders_total":2})");
+  // A key of more holders than a view shows: the holders shown, and how many there are.
+  full.holders_total = 150;
+  BOOST_TEST(std::string(acquire_answer(c, "pool", r, acquire_refused{full}).body())
+                 .ends_with(R"("value":"v"}],"holders_total":150})"));
+  full.holders_total = 2;
   // A plain lock refused to a request that named permits: a key of 1 permit, its holder in slot 0.
   auto plain = acquire_answer(c, "pool", r, acquire_refused{lease_view{"w1", "", 41, {}, milliseconds(9)}});
   BOOST_TEST(
       std::string(plain.body())
           .find(
-              R"("permits":1,"holders":[{"slot":0,"owner":"w1","token":41,"ttl_remaining_ms":9,"value":""}]})") !=
-      std::string::npos);
+              R"("permits":1,"holders":[{"slot":0,"owner":"w1","token":41,"ttl_remaining_ms":9,"value":""}],)"
+              R"("holders_total":1})") != std::string::npos);
 
   // Every slot of the key (here: of its former count) in lock-delay: no holder, the delay's message.
   lease_view ended{"", "", 40, {}, milliseconds(700)};
@@ -172,7 +178,7 @@ BOOST_AUTO_TEST_CASE(permit_answers_have_the_documented_bodies) {
   BOOST_TEST(
       std::string(delayed.body()) ==
       R"({"error":"held","message":"the lock is in lock-delay: its last lease ended by expiry or a break",)"
-      R"("owner":"","token":40,"ttl_remaining_ms":700,"value":"","permits":2,"holders":[],)"
+      R"("owner":"","token":40,"ttl_remaining_ms":700,"value":"","permits":2,"holders":[],"holders_total":0,)"
       R"("lock_delay_remaining_ms":700})");
 
   auto mismatch = acquire_answer(c, "pool", r, acquire_mismatch{2});
@@ -185,7 +191,7 @@ BOOST_AUTO_TEST_CASE(permit_answers_have_the_documented_bodies) {
       std::string(get_answer(c, "pool", full).body()) ==
       R"({"key":"pool","owner":"w1","token":41,"ttl_remaining_ms":900,"value":"","permits":2,"holders":[)"
       R"({"slot":0,"owner":"w1","token":41,"ttl_remaining_ms":900,"value":""},)"
-      R"({"slot":1,"owner":"w2","client":"ci","token":42,"ttl_remaining_ms":5,"value":"v"}]})");
+      R"({"slot":1,"owner":"w2","client":"ci","token":42,"ttl_remaining_ms":5,"value":"v"}],"holders_total":2})");
   list_page page;
   lease_view permit{"w2", "", 42, {}, milliseconds(5), ""};
   permit.permits = 2;

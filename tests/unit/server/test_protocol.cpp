@@ -480,7 +480,7 @@ BOOST_AUTO_TEST_CASE(a_batch_with_any_malformed_entry_is_refused_as_a_whole_nami
   }
 }
 
-BOOST_AUTO_TEST_CASE(a_batch_must_hold_1_to_the_maximum_of_entries_and_no_key_twice) {
+BOOST_AUTO_TEST_CASE(a_batch_must_hold_1_to_the_maximum_of_entries_and_no_key_and_token_twice) {
   BOOST_TEST(batch_err(R"({"leases":[]})").status == 400);
   BOOST_TEST(batch_err(R"({})").message.find("leases") != std::string::npos);
   BOOST_TEST(batch_err(R"({"leases":{}})").status == 400);
@@ -492,16 +492,25 @@ BOOST_AUTO_TEST_CASE(a_batch_must_hold_1_to_the_maximum_of_entries_and_no_key_tw
   BOOST_TEST(batch_err(batch({R"({"key":"a","key":"b","owner":"o","token":1,"ttl_ms":1000})"})).status ==
              400);
   BOOST_TEST(batch_err(R"({"leases":[],"leases":[)" + entry("a") + "]}").status == 400);
-  // The same lease (key and token) twice, whatever the other fields say.
+  // The same lease twice (key and token), whatever the other fields say: refused, naming the second entry.
   auto twice =
       batch_err(batch({entry("a"), entry("b"), entry("a", R"("owner":"p","token":1,"ttl_ms":2000)")}));
   BOOST_TEST(twice.message.find("leases[2]") != std::string::npos, twice.message);
   BOOST_TEST(twice.message.find("more than once") != std::string::npos, twice.message);
-  // One key with two tokens: two permits of a semaphore (or a stale token beside the live one), each its own.
-  auto permits =
-      parse_renew_batch(batch({entry("a"), entry("a", R"("owner":"p","token":2,"ttl_ms":1000)")}), bounds);
+  BOOST_TEST(twice.message.find("token 1") != std::string::npos, twice.message);
+  // One key with two tokens is two leases (two permits of a key of permits): accepted, in order.
+  auto permits = parse_renew_batch(
+      batch({entry("a"), entry("a", R"("owner":"o","token":2,"ttl_ms":1000)"), entry("b")}), bounds);
   BOOST_REQUIRE(std::holds_alternative<renew_batch_request>(permits));
-  BOOST_TEST(std::get<renew_batch_request>(permits).leases.size() == 2u);
+  const auto& leases = std::get<renew_batch_request>(permits).leases;
+  BOOST_REQUIRE(leases.size() == 3u);
+  BOOST_TEST(leases[0].key == "a");
+  BOOST_TEST(leases[0].token == 1u);
+  BOOST_TEST(leases[1].key == "a");
+  BOOST_TEST(leases[1].token == 2u);
+  // Keys that differ by a byte are different keys, a token that differs is another lease.
+  BOOST_TEST(std::holds_alternative<renew_batch_request>(parse_renew_batch(
+      batch({entry("a"), entry("ab"), entry("b", R"("owner":"o","token":3,"ttl_ms":1000)")}), bounds)));
 
   std::vector<std::string> many;
   for (std::size_t i = 0; i < max_renew_batch; ++i)

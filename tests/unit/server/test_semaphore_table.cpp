@@ -351,3 +351,160 @@ BOOST_AUTO_TEST_CASE(refusal_says_what_a_new_holder_would_get_without_changing_a
   BOOST_TEST(!t.refusal("k", 2, t0 + 1000ms));
   BOOST_TEST(t.size() == 2u);
 }
+
+// ---- A key never has two counts (docs/design.md, "Semaphores") ----
+
+// Defect: a grant of another count ended the former count's lock-delays (over, not yet swept) without saying
+// so, and nothing logged their end; a replay began them again beside the new count's leases. The grant now
+// reports every delay it ends, a retired lease's included, and every lease it retires, a plain one's too.
+BOOST_AUTO_TEST_CASE(a_grant_of_another_count_reports_each_lock_delay_and_lease_it_ends) {
+  lock_table t;
+  // Swept: slot 0 of 3 is in lock-delay until 1.5 s; the grant at 1.5 s ends it.
+  auto a = as<acquire_granted>(t.acquire_permit(3, "k", "a", 1000ms, t0, {}, {}, 500ms));
+  BOOST_TEST(t.expire(t0 + 1000ms).size() == 1u);
+  auto g = as<acquire_granted>(t.acquire_permit(5, "k", "b", 1000ms, t0 + 1500ms));
+  BOOST_TEST(g.retired.empty());
+  BOOST_REQUIRE(g.ended_delays.size() == 1u);
+  BOOST_TEST(g.ended_delays[0].key == permit_key("k", 3, 0));
+  BOOST_TEST(g.ended_delays[0].token == a.token);
+  BOOST_TEST(t.delay_count() == 0u);
+  // Not swept: the lease is retired, and its delay's end reported after it (its expire record, replayed,
+  // would begin the delay again).
+  auto c = as<acquire_granted>(t.acquire_permit(3, "m", "a", 1000ms, t0, {}, {}, 500ms));
+  auto h = as<acquire_granted>(t.acquire("m", "b", 1000ms, t0 + 1500ms));
+  BOOST_REQUIRE(h.retired.size() == 1u);
+  BOOST_TEST(h.retired[0].key == permit_key("m", 3, 0));
+  BOOST_REQUIRE(h.ended_delays.size() == 1u);
+  BOOST_TEST(h.ended_delays[0].key == permit_key("m", 3, 0));
+  BOOST_TEST(h.ended_delays[0].token == c.token);
+  // A plain lock is a key of 1 permit: its expired lease and its delay, over, go with a grant of permits.
+  auto p = as<acquire_granted>(t.acquire("p", "a", 1000ms, t0, {}, {}, 500ms));
+  auto q = as<acquire_granted>(t.acquire_permit(2, "p", "b", 1000ms, t0 + 1500ms));
+  BOOST_REQUIRE(q.retired.size() == 1u);
+  BOOST_TEST(q.retired[0].key == "p");
+  BOOST_TEST(q.retired[0].token == p.token);
+  BOOST_REQUIRE(q.ended_delays.size() == 1u);
+  BOOST_TEST(q.ended_delays[0].key == "p");
+  BOOST_TEST(!t.contains("p"));
+  BOOST_TEST(t.get("p", t0 + 1500ms)->permits == 2u);
+}
+
+namespace {
+// Every slot of `permits` that `t` grants to new owners at `now`, then the refusal: at most `permits`.
+std::size_t fill(lock_table& t, std::string_view key, std::uint32_t permits, time_point now) {
+  std::size_t granted = 0;
+  for (int i = 0; i < 70; ++i)
+    if (std::holds_alternative<acquire_granted>(
+            t.acquire_permit(permits, key, "fill" + std::to_string(i), 60'000ms, now)))
+      ++granted;
+  return granted;
+}
+}  // namespace
+
+// Recovery's backstop: a log written without the delay's end (by the defect above) replays a former count's
+// lock-delay and then a grant of another count. Before: the index kept the old count, filed the new count's
+// leases under it, and granted old-count slots beside them (5 live holders on a key reported as 3). Now the
+// older of the two is dropped, in either order (a snapshot's records come in no order).
+BOOST_AUTO_TEST_CASE(a_replay_that_meets_a_former_counts_leftover_keeps_one_count) {
+  const auto now = t0 + 1h;
+  {
+    lock_table r;  // the log's order: the old delay, then the new count's grant
+    r.restore(permit_key("k", 3, 0), "a", 1, 1000ms, now);
+    r.restore_lock_delay(permit_key("k", 3, 0), 1, 500ms, now);
+    r.forget(permit_key("k", 3, 0), 1, /*expired=*/true, now);
+    r.restore(permit_key("k", 5, 0), "b", 2, 60'000ms, now);
+    auto v = r.get("k", now);
+    BOOST_REQUIRE(v.has_value());
+    BOOST_TEST(v->permits == 5u);
+    BOOST_TEST(r.delay_count() == 0u);
+    BOOST_TEST(as<acquire_mismatch>(r.acquire_permit(3, "k", "c", 1000ms, now)).permits == 5u);
+    BOOST_TEST(fill(r, "k", 5, now) == 4u);  // slots 1-4
+    BOOST_TEST(r.get("k", now)->holders.size() == 5u);
+    BOOST_TEST(r.get("k", now)->permits == 5u);
+  }
+  {
+    lock_table r;  // a snapshot's order: the lease first, the older delay after it
+    r.restore(permit_key("k", 5, 0), "b", 2, 60'000ms, now);
+    r.restore_lock_delay(permit_key("k", 3, 0), 1, 500ms, now);
+    BOOST_TEST(r.delay_count() == 0u);
+    BOOST_TEST(r.get("k", now)->permits == 5u);
+    BOOST_TEST(fill(r, "k", 5, now) == 4u);
+  }
+  {
+    lock_table r;  // a plain lease whose expiry was never logged, then a grant of permits
+    r.restore("p", "a", 1, 1000ms, now);
+    r.restore(permit_key("p", 2, 0), "b", 2, 60'000ms, now);
+    BOOST_TEST(!r.contains("p"));
+    BOOST_TEST(r.get("p", now)->permits == 2u);
+    BOOST_TEST(fill(r, "p", 2, now) == 1u);
+    BOOST_TEST(as<acquire_mismatch>(r.acquire("p", "c", 1000ms, now)).permits == 2u);
+  }
+}
+
+// The index itself never holds two counts for a key.
+BOOST_AUTO_TEST_CASE(the_permit_index_refuses_a_second_count_for_a_key) {
+  permit_index idx;
+  lease_entry three{permit_key("k", 3, 0), lease_record{}};
+  lease_entry five{permit_key("k", 5, 1), lease_record{}};
+  BOOST_TEST(idx.leased(*parse_permit_key(three.first), three, 1, 0));
+  BOOST_TEST(!idx.leased(*parse_permit_key(five.first), five, 2, 0));
+  BOOST_TEST(!idx.delay_changed(*parse_permit_key(five.first), +1));
+  BOOST_TEST(idx.find("k")->permits == 3u);
+  BOOST_TEST(idx.find("k")->slots.size() == 1u);
+  BOOST_TEST(idx.find("k")->delayed.empty());
+  idx.unleased(*parse_permit_key(three.first), 1);
+  BOOST_TEST(idx.empty());
+  BOOST_TEST(idx.leased(*parse_permit_key(five.first), five, 2, 0));  // unused: a count again
+  BOOST_TEST(idx.find("k")->permits == 5u);
+}
+
+// Defect: a permit broken when it was its key's last one emptied the index, so its holder's renew took the
+// plain lock's path and was told not_held; the break is remembered under the permit's name. Now `broken`,
+// for renew, proclaim and a record write, and after a plain lock took the key too.
+BOOST_AUTO_TEST_CASE(the_last_permit_of_a_key_broken_is_refused_broken) {
+  lock_table t;
+  auto a = as<acquire_granted>(t.acquire_permit(3, "k", "a", 1000ms, t0));
+  BOOST_TEST(std::holds_alternative<lease_broken>(t.break_lease("k", a.token, t0)));
+  BOOST_TEST(!t.get("k", t0));
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", a.token, 1000ms, t0)).reason == lost_reason::broken);
+  BOOST_TEST(as<renew_refused>(t.proclaim("k", "a", a.token, "v", t0)).reason == lost_reason::broken);
+  BOOST_TEST(as<renew_refused>(t.write_record("k", "a", a.token, "v", t0)).reason == lost_reason::broken);
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", a.token + 1, 1000ms, t0)).reason == lost_reason::not_held);
+  as<acquire_granted>(t.acquire("k", "b", 1000ms, t0));
+  BOOST_TEST(as<renew_refused>(t.renew("k", "a", a.token, 1000ms, t0)).reason == lost_reason::broken);
+}
+
+// Defect (denial of service with large counts): a refusal and a GET of a key of N permits listed every
+// holder, megabytes at N = 65,535, built under the mutex. They now show the first max_holders_shown by slot
+// and the total; the top-level holder of a refusal is still the permit that expires first, wherever it is,
+// and a permit beyond the ones shown is still found by its token.
+BOOST_AUTO_TEST_CASE(a_view_of_many_permits_shows_the_first_holders_and_their_total) {
+  lock_table t;
+  constexpr std::uint32_t n = 150;
+  std::uint64_t late = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    auto g = as<acquire_granted>(
+        t.acquire_permit(n, "k", "o" + std::to_string(i), i == 120 ? 5000ms : 10'000ms, t0));
+    if (i == 120) late = g.token;
+  }
+  auto r = as<acquire_refused>(t.acquire_permit(n, "k", "x", 1000ms, t0));
+  BOOST_TEST(r.holder.holders.size() == lock_table::max_holders_shown);
+  BOOST_TEST(r.holder.holders_total == n);
+  BOOST_TEST(r.holder.holders.front().slot == 0u);
+  BOOST_TEST(r.holder.holders.back().slot == 99u);
+  BOOST_TEST(r.holder.slot == 120u);  // expires first, though not among those shown
+  BOOST_TEST(r.holder.token == late);
+  BOOST_TEST(r.holder.remaining.count() == 5000);
+  auto v = t.get("k", t0);
+  BOOST_REQUIRE(v.has_value());
+  BOOST_TEST(v->holders.size() == lock_table::max_holders_shown);
+  BOOST_TEST(v->holders_total == n);
+  BOOST_TEST(v->slot == 0u);
+  BOOST_TEST(t.permit_held("k", late, t0));
+  BOOST_TEST(!t.permit_held("k", late, t0 + 5000ms));
+  BOOST_TEST(!t.permit_held("k", 9999, t0));
+  // A few holders: all shown.
+  as<acquire_granted>(t.acquire_permit(3, "few", "a", 1000ms, t0));
+  BOOST_TEST(t.get("few", t0)->holders.size() == 1u);
+  BOOST_TEST(t.get("few", t0)->holders_total == 1u);
+}
