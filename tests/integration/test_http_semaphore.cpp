@@ -44,16 +44,6 @@ client_config config(const std::string& url, std::string identity) {
   return c;
 }
 
-template <class T>
-asio::awaitable<boost::system::error_code> error_of(asio::awaitable<T> op) {
-  try {
-    co_await std::move(op);
-  } catch (const boost::system::system_error& e) {
-    co_return e.code();
-  }
-  co_return boost::system::error_code{};
-}
-
 asio::awaitable<std::vector<holder_info>> holders(backend& b, std::string key) {
   auto g = co_await b.get(std::move(key), std::nullopt, 2000ms);
   BOOST_REQUIRE(!g.ec);

@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <chrono>
 #include <exception>
@@ -59,6 +60,17 @@ std::shared_ptr<background<T>> start_background(boost::asio::io_context& ioc, bo
     if (!e) out->value = std::move(v);
   });
   return out;
+}
+
+/// The error code `op` throws (as a boost::system::system_error, baton::exception included), or none.
+template <class T>
+boost::asio::awaitable<boost::system::error_code> error_of(boost::asio::awaitable<T> op) {
+  try {
+    co_await std::move(op);
+  } catch (const boost::system::system_error& e) {
+    co_return e.code();
+  }
+  co_return boost::system::error_code{};
 }
 
 }  // namespace baton::test

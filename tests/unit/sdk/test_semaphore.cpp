@@ -28,6 +28,7 @@
 using namespace baton;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
+using baton::test::error_of;
 using baton::test::lease_opts;
 using baton::test::run_coro;
 using baton::test::sleep_for;
@@ -51,17 +52,6 @@ struct fixture {
   client c{ioc.get_executor(), test_config(), server};
   semaphore pool{c, "pools/encoder", 3};
 };
-
-// The error code an awaitable throws, or none.
-template <class T>
-asio::awaitable<boost::system::error_code> error_of(asio::awaitable<T> op) {
-  try {
-    co_await std::move(op);
-  } catch (const boost::system::system_error& e) {
-    co_return e.code();
-  }
-  co_return boost::system::error_code{};
-}
 
 }  // namespace
 
