@@ -806,16 +806,8 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       }
       if (!blocker.empty()) {
         const auto until = std::min<clock::time_point>(give_up, refreshed + keep_alive_every);
-        const std::string blocker64 = encode64(blocker);
-        const auto w = co_await watch(blocker64, from, until);
-        if (w == watch_end::cancelled) co_return aborted<acquire_reply>();
-        if (w == watch_end::failed) {
-          // The watch could not be set up or broke: polled, a change is seen within 100 ms.
-          asio::steady_timer t(ex_,
-                               std::min<clock::duration>(std::chrono::milliseconds(100),
-                                                         std::max(until - clock::now(), clock::duration(0))));
-          co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-        }
+        if (co_await watch_or_pause(encode64(blocker), from, until) == watch_end::cancelled)
+          co_return aborted<acquire_reply>();
       }
       if (co_await cancelled()) co_return aborted<acquire_reply>();
       if (clock::now() >= refreshed + keep_alive_every) {
@@ -1519,15 +1511,9 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
         co_return out;
       }
       const auto until = std::min<clock::time_point>(give_up, refreshed + keep_alive_every);
-      const std::string from64 = encode64(pk.base), end64 = encode64(pk.end);
-      const auto w = co_await watch(from64, v.revision + 1, until, end64);
-      if (w == watch_end::cancelled) co_return aborted<acquire_reply>();
-      if (w == watch_end::failed) {
-        asio::steady_timer t(ex_,
-                             std::min<clock::duration>(std::chrono::milliseconds(100),
-                                                       std::max(until - clock::now(), clock::duration(0))));
-        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-      }
+      if (co_await watch_or_pause(encode64(pk.base), v.revision + 1, until, encode64(pk.end)) ==
+          watch_end::cancelled)
+        co_return aborted<acquire_reply>();
       if (co_await cancelled()) co_return aborted<acquire_reply>();
       if (clock::now() >= refreshed + keep_alive_every) {
         const auto sent = clock::now();
@@ -2020,6 +2006,20 @@ class etcd_backend final : public backend, public std::enable_shared_from_this<e
       if (pending.size() > (1u << 20)) co_return false;
     }
     co_return false;  // the member ended the stream
+  }
+
+  // A waiter's step: watch() and, when the watch could not be set up or broke, a pause of at most 100 ms
+  // (bounded by `until`) before the caller reads again, so a change is seen within 100 ms by polling.
+  asio::awaitable<watch_end> watch_or_pause(const std::string& k, std::uint64_t from, clock::time_point until,
+                                            const std::string& range_end = {}) {
+    const auto w = co_await watch(k, from, until, range_end);
+    if (w == watch_end::failed) {
+      asio::steady_timer t(ex_,
+                           std::min<clock::duration>(std::chrono::milliseconds(100),
+                                                     std::max(until - clock::now(), clock::duration(0))));
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    co_return w;
   }
 
   // One watch on `k` from revision `from` on the current member, for a waiter: ends at the first event, at
