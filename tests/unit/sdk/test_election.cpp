@@ -29,12 +29,7 @@ using baton::testing::memory_backend;
 namespace {
 
 client_config test_config(std::string identity) {
-  client_config cfg;
-  cfg.identity = std::move(identity);
-  cfg.request_timeout = 2000ms;
-  cfg.retry.initial_backoff = 10ms;
-  cfg.retry.max_backoff = 50ms;
-  return cfg;
+  return baton::test::quick_client_config(std::move(identity));
 }
 
 struct fixture {

@@ -52,12 +52,7 @@ using baton::testing::memory_backend;
 namespace {
 
 client_config test_config() {
-  client_config cfg;
-  cfg.identity = "api";
-  cfg.request_timeout = 2000ms;
-  cfg.retry.initial_backoff = 10ms;
-  cfg.retry.max_backoff = 50ms;
-  return cfg;
+  return baton::test::quick_client_config("api");
 }
 
 struct fixture {
