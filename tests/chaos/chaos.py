@@ -270,6 +270,9 @@ class Run:
         self.mount = None
         self.data_dir = os.path.join(self.out, "data")
         self.keys = [f"k{i}" for i in range(args.keys)]
+        # Semaphores of --permits permits beside the locks (broken-lockd, the self-test's server, has none).
+        self.semaphore_keys = [] if args.server.startswith("broken-lockd") else \
+            [f"s{i}" for i in range(args.semaphore_keys)]
         # etcd grants no lease shorter than 1.5 election timeouts (2 s by default): ask for what it gives.
         self.ttl_ms = 2000 if args.server == "etcd" else 1000
         self.burst_round = 0
@@ -482,6 +485,8 @@ class Run:
                              "--store", store_url, "--keys", ",".join(self.keys), "--events",
                              os.path.join(self.out, name + ".jsonl"), "--seed", str(a.seed * 1000 + i),
                              "--ttl-ms", str(self.ttl_ms)]
+            if self.semaphore_keys:
+                argv += ["--semaphore-keys", ",".join(self.semaphore_keys), "--permits", str(a.permits)]
             if a.unsafe_worker:
                 argv.append("--ignore-loss")
             elif a.server == "batond" and i % 2 == 0:
@@ -1139,6 +1144,9 @@ def main():
     ap.add_argument("--long", action="store_true", help="long mode: 30 minutes unless --duration says otherwise")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--keys", type=int, default=3, help="contended keys")
+    ap.add_argument("--semaphore-keys", type=int, default=1,
+                    help="contended semaphores, beside the keys (default 1; not with broken-lockd)")
+    ap.add_argument("--permits", type=int, default=2, help="each semaphore's permit count (default 2)")
     ap.add_argument("--faults", default=",".join(ALL_FAULTS), help="comma-separated fault kinds, or none")
     ap.add_argument("--server", default="batond",
                     help="batond, etcd (through the SDK's etcd backend), or broken-lockd:BUG (self-test)")
@@ -1166,6 +1174,8 @@ def main():
             ap.error(f"unknown fault {f!r}; known: {', '.join(ALL_FAULTS)}")
     if a.workers < 1 or a.keys < 1 or a.duration < 0:
         ap.error("--workers and --keys must be at least 1, --duration not negative")
+    if a.semaphore_keys < 0 or not 2 <= a.permits <= 65535:
+        ap.error("--semaphore-keys must not be negative, --permits must be 2 to 65535")
     if a.server not in ("batond", "etcd") and not a.server.startswith("broken-lockd:"):
         ap.error("--server must be batond, etcd or broken-lockd:BUG")
     if a.etcd_members < 1 or (a.etcd_members != 1 and a.server != "etcd"):
@@ -1174,7 +1184,8 @@ def main():
     a.batond = os.path.abspath(a.batond or os.path.join(a.bin_dir, "batond"))
     a.out = a.out or tempfile.mkdtemp(prefix="baton-chaos-")
     os.makedirs(a.out, exist_ok=True)
-    print(f"chaos: seed={a.seed} duration={a.duration:g}s workers={a.workers} keys={a.keys} out={a.out}", flush=True)
+    print(f"chaos: seed={a.seed} duration={a.duration:g}s workers={a.workers} keys={a.keys} "
+          f"semaphores={a.semaphore_keys}x{a.permits} out={a.out}", flush=True)
 
     run = Run(a)
     # A SIGTERM (ctest's timeout, Ctrl-C) must still clean up the namespace and the mount.

@@ -70,6 +70,57 @@ struct lease_span {
   std::size_t renew = 0;  // index of the renew that extended it furthest (0: none)
 };
 
+using lease_id = std::tuple<std::string, std::string, std::uint64_t>;
+
+// Property 7: a key of N permits never has more than N holders. Each slot (`key#slot`) is a lock to the
+// other checks, which find two holders of one slot; this counts the holders of all of a key's slots at
+// once, over the same certain-validity spans. A sweep over the spans' ends, an end before a start at the
+// same instant. A key's count may change while it is idle: the holders valid at once never outnumber the
+// smallest count any of them was granted under.
+void check_permit_count(const std::vector<event>& events, const std::map<lease_id, lease_span>& spans,
+                        check_result& r) {
+  struct edge {
+    std::int64_t t;
+    int delta;  // -1 (an end) sorts before +1 (a start)
+    std::int64_t permits;
+    std::size_t grant;
+    bool operator<(const edge& o) const { return std::tie(t, delta) < std::tie(o.t, o.delta); }
+  };
+  std::map<std::string, std::vector<edge>> by_base;
+  for (const auto& [id, s] : spans) {
+    const auto& g = events[s.grant];
+    if (s.until <= s.from || !g.raw.contains("permits")) continue;
+    const auto permits = get_int(g.raw, "permits");
+    auto& edges = by_base[get_string(g.raw, "base")];
+    edges.push_back({s.from, +1, permits, s.grant});
+    edges.push_back({s.until, -1, permits, s.grant});
+  }
+  for (auto& [base, edges] : by_base) {
+    std::stable_sort(edges.begin(), edges.end());
+    std::multiset<std::int64_t> counts;
+    std::set<std::size_t> live;
+    for (const auto& e : edges) {
+      if (e.delta > 0) {
+        counts.insert(e.permits);
+        live.insert(e.grant);
+      } else {
+        counts.erase(counts.find(e.permits));
+        live.erase(e.grant);
+      }
+      r.most_permit_holders = std::max(r.most_permit_holders, live.size());
+      if (!counts.empty() && static_cast<std::int64_t>(counts.size()) > *counts.begin()) {
+        r.violations.push_back({"too_many_holders",
+                                base + " had " + std::to_string(counts.size()) +
+                                    " holders valid at once by the server's clock, " +
+                                    "granted under counts " + std::to_string(*counts.begin()) + " to " +
+                                    std::to_string(*counts.rbegin()),
+                                std::vector<std::size_t>(live.begin(), live.end())});
+        break;  // one report per key: the evidence would repeat
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<event> parse_events(std::istream& in, const std::string& name) {
@@ -109,7 +160,6 @@ check_result check_history(std::vector<event>& events) {
 
   std::vector<std::int64_t> kills;
   // (src, key, token) identifies one acquisition: owner strings are unique per acquisition.
-  using lease_id = std::tuple<std::string, std::string, std::uint64_t>;
   std::map<lease_id, lease_span> spans;
   std::map<lease_id, std::size_t> lost_at;
   std::map<std::pair<std::string, std::uint64_t>, std::size_t> release_acked;  // (key, token) → released
@@ -146,6 +196,16 @@ check_result check_history(std::vector<event>& events) {
 
     if (e.ev == "acquire_granted") {
       ++r.leases;
+      if (e.raw.contains("permits")) {
+        ++r.permits_granted;
+        // Property 7, its second half: a permit's slot is one of its count's.
+        const auto slot = get_int(e.raw, "slot"), permits = get_int(e.raw, "permits");
+        if (slot < 0 || slot >= permits)
+          report("slot_beyond_count",
+                 token_text(e) + " was granted slot " + std::to_string(slot) + " of a key of " +
+                     std::to_string(permits) + " permits",
+                 {i});
+      }
       // Property 1, part 2: no token is granted twice, to any key.
       auto [it, fresh] = grant_of_token.emplace(e.token, i);
       if (!fresh)
@@ -307,6 +367,7 @@ check_result check_history(std::vector<event>& events) {
       if (!longest || s->until > longest->until) longest = s;
     }
   }
+  check_permit_count(events, spans, r);
   return r;
 }
 
@@ -337,7 +398,10 @@ std::string describe(const violation& v, const std::vector<event>& events) {
 std::string workload_line(const check_result& r) {
   return "leases=" + std::to_string(r.leases) + " lost=" + std::to_string(r.losses) +
          " writes_accepted=" + std::to_string(r.writes_accepted) +
-         " writes_rejected=" + std::to_string(r.writes_rejected);
+         " writes_rejected=" + std::to_string(r.writes_rejected) +
+         (r.permits_granted == 0 ? std::string()
+                                 : " permits_granted=" + std::to_string(r.permits_granted) +
+                                       " most_holders_at_once=" + std::to_string(r.most_permit_holders));
 }
 
 std::string summary_line(const check_result& r, const std::string& seed) {

@@ -52,6 +52,9 @@ std::vector<event> parse_events(std::istream& in, const std::string& name);
 ///     3.4's early revocation, a defect of the server)
 ///   4 write_after_loss   5 lost_acquire, lost_release
 ///   6 wedged_on_storage_failure, damaged_log_accepted (from the runner's `server_exit` events)
+///   7 too_many_holders, slot_beyond_count: a key of N permits had more than N holders certainly valid at
+///     one instant, or a permit in a slot past N - 1 (permits are recorded as `key#slot`, each slot a lock of
+///     its own to properties 1-5, with fields `base`, `permits` and `slot`: docs/reliability.md)
 struct violation {
   std::string kind;
   std::string message;
@@ -65,6 +68,8 @@ struct check_result {
   std::size_t losses = 0;                     // leases the SDK reported lost
   std::size_t writes_accepted = 0;            // by the store
   std::size_t writes_rejected = 0;            // by the store: stale tokens the fence stopped
+  std::size_t permits_granted = 0;            // acquires granted of keys of several permits
+  std::size_t most_permit_holders = 0;        // the most holders of one such key certainly valid at once
   std::map<std::string, std::size_t> faults;  // injected faults by kind
   std::size_t faults_total() const;
 };
@@ -75,7 +80,8 @@ check_result check_history(std::vector<event>& events);
 /// One violation with the events of the same key around its evidence, for people.
 std::string describe(const violation& v, const std::vector<event>& events);
 
-/// `leases=N lost=N writes_accepted=N writes_rejected=N`: what the faults did to the workload.
+/// `leases=N lost=N writes_accepted=N writes_rejected=N`, then `permits_granted=N most_holders_at_once=N`
+/// when the workload had semaphores: what the faults did to the workload.
 std::string workload_line(const check_result& r);
 
 /// `ops=N faults=N (kind=n ...) violations=N seed=S`.

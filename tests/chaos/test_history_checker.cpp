@@ -4,6 +4,7 @@
 
 #include "history.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 using namespace baton::chaos;
@@ -267,4 +268,75 @@ BOOST_AUTO_TEST_CASE(a_malformed_line_is_an_error_unless_it_is_the_torn_last_lin
   BOOST_CHECK_THROW(parse("{\"t\":1,\"ev\":\"x\"}\nnot json\n{\"t\":2,\"ev\":\"x\"}\n"),
                     std::invalid_argument);
   BOOST_TEST(parse("{\"t\":1,\"ev\":\"x\"}\n\n{\"t\":2,\"ev\":\"x\"}\n{\"t\":3,\"e").size() == 2u);
+}
+
+namespace {
+
+// A permit of `base` (count `permits`) in `slot`, recorded as the resource base#slot.
+std::string permit_grant(std::int64_t sent, std::int64_t recv, const std::string& src,
+                         const std::string& base, std::uint32_t slot, std::uint64_t token,
+                         std::uint32_t permits = 2) {
+  const std::string key = base + "#" + std::to_string(slot);
+  return line(sent, src, "acquire_req", R"("key":")" + base + "\"") +
+         line(recv, src, "acquire_granted",
+              R"("key":")" + key + R"(","token":)" + std::to_string(token) + R"(,"sent":)" +
+                  std::to_string(sent * ms) + R"(,"ttl_ms":1000,"base":")" + base + R"(","permits":)" +
+                  std::to_string(permits) + R"(,"slot":)" + std::to_string(slot));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(permits_up_to_the_count_at_once_are_no_violation) {
+  // Two holders of s (2 permits) overlap; a third comes after one of them released, in the freed slot.
+  auto r = check(permit_grant(0, 2, "w1", "s", 0, 5) + permit_grant(1, 3, "w2", "s", 1, 6) +
+                 release(100, 101, "w1", "s#0", 5) + permit_grant(102, 104, "w3", "s", 0, 7) +
+                 store(105, "s#0", 7, true) + store(106, "s#1", 6, true) + store(107, "s#0", 5, false));
+  BOOST_TEST(r.violations.empty());
+  BOOST_TEST(r.permits_granted == 3u);
+  BOOST_TEST(r.most_permit_holders == 2u);
+  BOOST_TEST(workload_line(r) ==
+             "leases=3 lost=0 writes_accepted=2 writes_rejected=1 permits_granted=3 most_holders_at_once=2");
+}
+
+BOOST_AUTO_TEST_CASE(more_holders_than_permits_at_once_is_too_many_holders) {
+  // Three permits of a key of 2, in three distinct slots: no one slot shows two holders.
+  auto events = parse(permit_grant(0, 2, "w1", "s", 0, 5) + permit_grant(1, 3, "w2", "s", 1, 6) +
+                      permit_grant(4, 6, "w3", "s", 2, 7));
+  auto r = check_history(events);
+  BOOST_TEST(count(r, "too_many_holders") == 1u);
+  BOOST_TEST(count(r, "overlapping_leases") == 0u);
+  BOOST_TEST(r.most_permit_holders == 3u);
+  // Slot 2 of a count of 2 is itself out of range.
+  BOOST_TEST(count(r, "slot_beyond_count") == 1u);
+  const auto& v = *std::find_if(r.violations.begin(), r.violations.end(),
+                                [](const violation& v) { return v.kind == "too_many_holders"; });
+  BOOST_TEST(v.events.size() == 3u);  // the three grants
+  BOOST_TEST(describe(v, events).find("VIOLATION too_many_holders: s had 3 holders") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_holder_counts_until_its_release_request_or_its_ttl) {
+  // w1's permit ends by its release request at 50 ms, w2's by its TTL (sent at 1 ms, 1 s): a third holder
+  // granted after both is within the count; one granted (receipt) before w2's TTL ran out is not.
+  const std::string two = permit_grant(0, 2, "w1", "s", 0, 5) + permit_grant(1, 3, "w2", "s", 1, 6) +
+                          line(50, "w1", "release_req", R"("key":"s#0","token":5)");
+  BOOST_TEST(check(two + permit_grant(1002, 1003, "w3", "s", 0, 7)).violations.empty());
+  auto early = check(two + line(900, "w1", "renewed", R"("key":"s#0","token":5,"sent":800000)") +
+                     permit_grant(990, 995, "w3", "s", 0, 7));
+  // w1's renew came after its release request: it cannot extend a released lease, so only w2 and w3 overlap.
+  BOOST_TEST(count(early, "too_many_holders") == 0u);
+  auto before_ttl = check(permit_grant(0, 2, "w1", "s", 0, 5) + permit_grant(1, 3, "w2", "s", 1, 6) +
+                          permit_grant(990, 995, "w3", "s", 0, 7, 2));
+  BOOST_TEST(count(before_ttl, "too_many_holders") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(holders_granted_under_different_counts_never_outnumber_the_smallest) {
+  // s held under a count of 3 by two holders, then (after a change while idle that the server got wrong)
+  // a third granted under a count of 2 while both are valid: 3 holders where one was promised at most 2.
+  auto r = check(permit_grant(0, 2, "w1", "s", 0, 5, 3) + permit_grant(1, 3, "w2", "s", 1, 6, 3) +
+                 permit_grant(4, 6, "w3", "s", 1, 7, 2));
+  BOOST_TEST(count(r, "too_many_holders") == 1u);
+  // The same three under a count of 3 throughout are fine.
+  BOOST_TEST(check(permit_grant(0, 2, "w1", "s", 0, 5, 3) + permit_grant(1, 3, "w2", "s", 1, 6, 3) +
+                   permit_grant(4, 6, "w3", "s", 2, 7, 3))
+                 .violations.empty());
 }

@@ -6,6 +6,7 @@
 //
 //   chaos-worker --id NAME --server URL --store URL --keys a,b,c --events FILE [--seed N] [--ttl-ms N]
 //                [--request-timeout-ms N] [--raise-ttl-ms N] [--long-hold-ms N] [--ignore-loss]
+//                [--semaphore-keys d,e --permits N]
 //
 // Safe mode writes inside baton::with_lease and checks lease.active() before each chunk: a chunk is never
 // started once the SDK says the lease is gone. --ignore-loss is the deliberately unsafe worker of the
@@ -16,6 +17,11 @@
 // With --long-hold-ms N, a quarter of the rounds hold their lease for N/2 to N ms, writing a chunk every
 // third of the TTL: a lease that spans a fault of several TTLs, such as an etcd leader's disk stall.
 //
+// With --semaphore-keys, the round's key is drawn from both lists, and a key of that list is a semaphore of
+// --permits permits (baton::semaphore): a permit is recorded, written to the store and fenced as the
+// resource `key#slot` (docs/fencing.md, "Semaphores"), its grant with fields base, permits and slot, which
+// the checker counts (too_many_holders).
+//
 // With --raise-ttl-ms N, half the rounds raise their lease's TTL, which the SDK never does (it renews with
 // the TTL it acquired with): they speak the protocol through the SDK's backend, acquire with --ttl-ms,
 // renew with it a few times, then renew with N, the renew batond must make durable before it answers.
@@ -23,6 +29,7 @@
 // retries; a retry answered before the raised TTL is on disk is how a crash gives the lock away early.
 
 #include <baton/client.hpp>
+#include <baton/semaphore.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -94,6 +101,8 @@ class event_log {
 struct options {
   std::string id, server, store, events;
   std::vector<std::string> keys;
+  std::vector<std::string> semaphore_keys;
+  std::uint32_t permits = 2;
   std::uint64_t seed = 1;
   long ttl_ms = 1000;
   long request_timeout_ms = 400;
@@ -118,7 +127,10 @@ asio::awaitable<int> put_item(const store_endpoint& at, const std::string& key, 
   stream.expires_after(timeout);
   auto [cec, ep] = co_await stream.async_connect(results, use_tuple);
   if (cec) co_return -1;
-  http::request<http::string_body> req{http::verb::put, "/items/" + key, 11};
+  std::string path = "/items/";
+  for (char c : key)
+    path += c == '#' ? std::string("%23") : std::string(1, c);
+  http::request<http::string_body> req{http::verb::put, path, 11};
   req.set(http::field::host, at.host);
   req.set("Fencing-Token", std::to_string(token));
   req.set("Fencing-Resource", key);
@@ -141,7 +153,8 @@ struct worker {
   baton::client& client;
   baton::backend& raw;  // the protocol without the SDK's lease code (raising_round)
   store_endpoint store;
-  const baton::lease*& current;  // the lease held now, for the renew events
+  const baton::lease*& current;   // the lease held now, for the renew events
+  std::string& current_resource;  // what it fences: its key, or key#slot for a permit
   std::mt19937_64 rng;
   bool stopping = false;
   std::uint64_t raising_rounds = 0;
@@ -175,22 +188,30 @@ struct worker {
   }
 
   // The chunks of one write. In safe mode a chunk starts only while the SDK says the lease is active.
-  asio::awaitable<void> write_chunks(const baton::lease& l, int chunks, milliseconds gap) {
+  asio::awaitable<void> write_chunks(const baton::lease& l, const std::string& res, int chunks,
+                                     milliseconds gap) {
     for (int i = 0; i < chunks; ++i) {
       if (!opt.ignore_loss && !l.active()) {
-        log.emit("write_skipped", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}});
+        log.emit("write_skipped", {{"key", res}, {"token", l.token()}, {"chunk", i}});
         co_return;
       }
-      log.emit("write_start", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}, {"chunks", chunks}});
-      const int status = co_await write_after_check(l.key(), l.token(), i);
-      log.emit("write_done", {{"key", l.key()}, {"token", l.token()}, {"chunk", i}, {"status", status}});
+      log.emit("write_start", {{"key", res}, {"token", l.token()}, {"chunk", i}, {"chunks", chunks}});
+      const int status = co_await write_after_check(res, l.token(), i);
+      log.emit("write_done", {{"key", res}, {"token", l.token()}, {"chunk", i}, {"status", status}});
       if (i + 1 < chunks) co_await sleep(gap);
     }
   }
 
+  // A permit's resource: key#slot.
+  static std::string permit_resource(const std::string& key, std::uint32_t slot) {
+    return key + "#" + std::to_string(slot);
+  }
+
   asio::awaitable<void> one_round() {
-    const std::string key =
-        opt.keys[static_cast<std::size_t>(uniform(0, static_cast<long>(opt.keys.size()) - 1))];
+    const auto pick = static_cast<std::size_t>(
+        uniform(0, static_cast<long>(opt.keys.size() + opt.semaphore_keys.size()) - 1));
+    const bool permit = pick >= opt.keys.size();
+    const std::string key = permit ? opt.semaphore_keys[pick - opt.keys.size()] : opt.keys[pick];
     baton::lease_options lo;
     lo.ttl = milliseconds(opt.ttl_ms);  // the other options keep their defaults, as in main's copy
     const auto sent = now_us();
@@ -198,11 +219,18 @@ struct worker {
     std::optional<baton::lease> held;
     std::string failure;
     try {
-      auto r = co_await client.async_try_acquire(key, lo);
+      // Not `permit ? co_await a : co_await b`: GCC 12 destroys that conditional's result twice.
+      baton::acquire_result r;
+      if (permit)
+        r = co_await baton::semaphore(client, key, opt.permits).async_try_acquire(lo);
+      else
+        r = co_await client.async_try_acquire(key, lo);
       if (!r.acquired) {
-        log.emit(
-            "acquire_refused",
-            {{"key", key}, {"sent", sent}, {"holder_token", r.holder.token}, {"holder", r.holder.owner}});
+        // A full semaphore names the permit that expires first, and its slot.
+        log.emit("acquire_refused", {{"key", permit ? permit_resource(key, r.holder.slot) : key},
+                                     {"sent", sent},
+                                     {"holder_token", r.holder.token},
+                                     {"holder", r.holder.owner}});
       } else {
         held.emplace(std::move(*r.acquired));
       }
@@ -215,10 +243,17 @@ struct worker {
       co_return;
     }
     baton::lease& l = *held;
+    const std::string res = permit ? permit_resource(key, l.slot()) : key;
     current = &l;
-    log.emit(
-        "acquire_granted",
-        {{"key", key}, {"sent", sent}, {"token", l.token()}, {"ttl_ms", opt.ttl_ms}, {"owner", l.owner()}});
+    current_resource = res;
+    json::object granted{
+        {"key", res}, {"sent", sent}, {"token", l.token()}, {"ttl_ms", opt.ttl_ms}, {"owner", l.owner()}};
+    if (permit) {
+      granted["base"] = key;
+      granted["permits"] = l.permits();
+      granted["slot"] = l.slot();
+    }
+    log.emit("acquire_granted", std::move(granted));
 
     // A third of the writes are long: several chunks spread over more than one renew period. With
     // --long-hold-ms, a quarter of the rounds are longer still: a chunk every third of the TTL for half to
@@ -236,17 +271,17 @@ struct worker {
     std::string aborted;
     try {
       if (opt.ignore_loss)
-        co_await write_chunks(l, chunks, gap);
+        co_await write_chunks(l, res, chunks, gap);
       else
-        co_await baton::with_lease(l, write_chunks(l, chunks, gap));
+        co_await baton::with_lease(l, write_chunks(l, res, chunks, gap));
     } catch (const std::exception& e) {
       aborted = e.what();
     }
     if (!aborted.empty())
-      log.emit("write_aborted", {{"key", key}, {"token", l.token()}, {"reason", aborted}});
+      log.emit("write_aborted", {{"key", res}, {"token", l.token()}, {"reason", aborted}});
 
     const auto release_sent = now_us();
-    log.emit("release_req", {{"key", key}, {"token", l.token()}});
+    log.emit("release_req", {{"key", res}, {"token", l.token()}});
     std::string outcome;
     try {
       switch (co_await l.async_release()) {
@@ -266,9 +301,9 @@ struct worker {
     current = nullptr;
     if (!outcome.empty())
       log.emit("released",
-               {{"key", key}, {"token", l.token()}, {"sent", release_sent}, {"outcome", outcome}});
+               {{"key", res}, {"token", l.token()}, {"sent", release_sent}, {"outcome", outcome}});
     else
-      log.emit("release_failed", {{"key", key}, {"token", l.token()}, {"error", failure}});
+      log.emit("release_failed", {{"key", res}, {"token", l.token()}, {"error", failure}});
     co_await sleep(milliseconds(uniform(0, 40)));
   }
 
@@ -434,6 +469,10 @@ int main(int argc, char** argv) {
         opt.events = value;
       else if (flag == "--keys")
         opt.keys = split(value);
+      else if (flag == "--semaphore-keys")
+        opt.semaphore_keys = split(value);
+      else if (flag == "--permits")
+        opt.permits = static_cast<std::uint32_t>(std::stoul(value));
       else if (flag == "--seed")
         opt.seed = std::stoull(value);
       else if (flag == "--ttl-ms")
@@ -449,6 +488,8 @@ int main(int argc, char** argv) {
     }
     if (opt.id.empty() || opt.server.empty() || opt.store.empty() || opt.events.empty() || opt.keys.empty())
       throw std::invalid_argument("--id, --server, --store, --keys and --events are required");
+    if (opt.permits < 2 || opt.permits > 65535)
+      throw std::invalid_argument("--permits must be 2 to 65535 (a key of 1 permit is a lock: --keys)");
     if (opt.ttl_ms < 100 || opt.request_timeout_ms < 1)
       throw std::invalid_argument("--ttl-ms must be >= 100");
     if (opt.raise_ttl_ms != 0 && opt.raise_ttl_ms <= opt.ttl_ms)
@@ -465,6 +506,7 @@ int main(int argc, char** argv) {
     cfg.identity = opt.id;
     cfg.request_timeout = milliseconds(opt.request_timeout_ms);
     const baton::lease* current = nullptr;
+    std::string current_resource;
     baton::lease_options lease_opts;
     lease_opts.ttl = milliseconds(opt.ttl_ms);
     cfg.on_event = [&](const baton::lease_event& e) {
@@ -474,7 +516,9 @@ int main(int argc, char** argv) {
         // exactly that instant - safety margin (lease_fsm::on_renew_ok), so this is the renew's send time
         // without any delay between the reply and this callback; the round trip is the fallback.
         std::int64_t sent = now_us() - e.latency.count();
+        std::string key(e.key);
         if (current && current->token() == e.token) {
+          key = current_resource;
           // The deadline is on lease_clock (CLOCK_BOOTTIME); this log's times are steady_clock's. They differ
           // by the time the host spent suspended, read here as the clocks' offset now.
           auto offset = baton::lease_clock::now().time_since_epoch() -
@@ -483,9 +527,12 @@ int main(int argc, char** argv) {
                              lease_opts.effective_safety_margin() - lease_opts.ttl;
           sent = std::chrono::duration_cast<std::chrono::microseconds>(since_epoch).count();
         }
-        log.emit("renewed", {{"key", e.key}, {"token", e.token}, {"sent", sent}});
+        log.emit("renewed", {{"key", key}, {"token", e.token}, {"sent", sent}});
       } else if (e.what == kind::lost) {
-        log.emit("lost", {{"key", e.key}, {"token", e.token}, {"reason", e.reason}});
+        const bool this_one = current && current->token() == e.token;
+        log.emit("lost", {{"key", this_one ? current_resource : std::string(e.key)},
+                          {"token", e.token},
+                          {"reason", e.reason}});
       }
     };
     baton::client client(ioc.get_executor(), cfg);
@@ -496,6 +543,7 @@ int main(int argc, char** argv) {
              *raw,
              {std::string(store_url->host()), std::string(store_url->port())},
              current,
+             current_resource,
              std::mt19937_64(opt.seed)};
     asio::signal_set signals(ioc, SIGTERM, SIGINT);
     signals.async_wait([&](const boost::system::error_code& ec, int) {

@@ -660,6 +660,25 @@ BOOST_AUTO_TEST_CASE(sigterm_to_exec_is_forwarded_to_the_group_and_the_lock_rele
   BOOST_TEST(get_lock("k").status == 404);
 }
 
+// The same for a semaphore's permit (exec --permits): the command holds slot 0 of 2, and SIGTERM ends the
+// command and frees the permit, so the key has no holder left.
+BOOST_AUTO_TEST_CASE(sigterm_to_exec_with_permits_releases_the_permit) {
+  auto [p, err] = start(exec_family(*this, {"pool", "--permits", "2", "--ttl", "10s"}));
+  family fam;
+  wait_for_family(*this, fam);
+  auto held = get_lock("pool");
+  BOOST_TEST_REQUIRE(held.status == 200);
+  BOOST_TEST(held.json.at("permits").to_number<int>() == 2);
+  const auto& holders = held.json.at("holders").as_array();
+  BOOST_TEST_REQUIRE(holders.size() == 1u);
+  BOOST_TEST(holders[0].at("slot").to_number<int>() == 0);
+  p->signal(SIGTERM);
+  auto r = collect(*p, err, command_bound);
+  BOOST_TEST(r.code == 128 + SIGTERM);
+  BOOST_TEST(eventually([&] { return process_gone(fam.child) && process_gone(fam.grandchild); }, 5s));
+  BOOST_TEST(get_lock("pool").status == 404);
+}
+
 BOOST_AUTO_TEST_CASE(a_group_that_ignores_sigterm_is_killed_after_the_grace_period) {
   auto [p, err] = start(exec_family(*this, {"k", "--ttl", "10s", "--grace", "500ms"}, "trap '' TERM; "));
   family fam;

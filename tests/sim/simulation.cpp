@@ -1061,68 +1061,7 @@ class world {
     auto r = chaos::check_history(events);
     for (const auto& v : r.violations)
       result_.violations.push_back(chaos::describe(v, events));
-    check_permit_count(events);
     check_liveness(events);
-  }
-
-  // A key of N permits never has more than N holders: counted over the certain-validity spans the chaos
-  // checker uses (tests/chaos/history.hpp), from a grant's receipt to its request's send plus the TTL (a
-  // renew's likewise), cut by the holder's release request. Each slot is checked as a lock by that checker
-  // (overlaps, tokens, fencing); this checks what no one slot shows, the count.
-  void check_permit_count(const std::vector<chaos::event>& events) {
-    struct span {
-      std::string base;
-      std::uint32_t permits = 0;
-      std::int64_t from = 0, until = 0;
-      std::size_t grant = 0;
-      bool released = false;
-    };
-    std::map<std::tuple<std::string, std::string, std::uint64_t>, span> spans;
-    for (std::size_t i = 0; i < events.size(); ++i) {
-      const auto& e = events[i];
-      const std::tuple<std::string, std::string, std::uint64_t> id{e.src, e.key, e.token};
-      if (e.ev == "acquire_granted" && e.raw.contains("permits")) {
-        spans[id] = span{std::string(e.raw.at("base").as_string()),
-                         static_cast<std::uint32_t>(e.raw.at("permits").to_number<std::int64_t>()), e.t,
-                         e.sent + e.ttl_ms * 1000, i};
-      } else if (auto it = spans.find(id); it != spans.end() && !it->second.released) {
-        if (e.ev == "renewed")
-          it->second.until = std::max(
-              it->second.until, e.sent + (e.ttl_ms > 0 ? e.ttl_ms : events[it->second.grant].ttl_ms) * 1000);
-        if (e.ev == "release_req") {
-          it->second.until = std::min(it->second.until, e.t);
-          it->second.released = true;
-        }
-      }
-    }
-    std::map<std::string, std::vector<const span*>> by_key;
-    for (const auto& [id, s] : spans)
-      if (s.until > s.from) by_key[s.base].push_back(&s);
-    for (auto& [key, list] : by_key) {
-      // A sweep over the spans' ends (an end before a start at the same instant). A key's count may change
-      // while it is idle (--changing-counts): the holders valid at once never outnumber the smallest count
-      // any of them was granted under.
-      std::vector<std::tuple<std::int64_t, int, std::uint32_t>> edges;
-      for (const auto* s : list) {
-        edges.emplace_back(s->from, +1, s->permits);
-        edges.emplace_back(s->until, -1, s->permits);
-      }
-      std::sort(edges.begin(), edges.end());
-      std::multiset<std::uint32_t> live;
-      for (const auto& [t, d, permits] : edges) {
-        if (d > 0)
-          live.insert(permits);
-        else
-          live.erase(live.find(permits));
-        if (!live.empty() && live.size() > *live.begin()) {
-          result_.violations.push_back(
-              "VIOLATION too_many_holders: " + key + " had " + std::to_string(live.size()) +
-              " holders valid at t=" + std::to_string(t) + " us, granted under counts " +
-              std::to_string(*live.begin()) + " to " + std::to_string(*live.rbegin()) + "\n");
-          break;
-        }
-      }
-    }
   }
 
   // With every fault healed, a key somebody asks for is granted again: an acquire asked for once the

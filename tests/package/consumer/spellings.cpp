@@ -127,6 +127,12 @@ asio::awaitable<void> every_spelling(baton::client& c) {
       co_return static_cast<int>(l.fence().slot) + 10;
     });
     check(got == 11, "semaphore with_permit({.ttl}, [&] temporary)");
+    // A semaphore made in the co_await expression itself (a temporary with a constructor, and a string).
+    baton::acquire_result again =
+        co_await baton::semaphore(c, long_key + "/pool", 2).async_try_acquire({.ttl = 5s});
+    check(again.acquired && again.acquired->slot() == 1,
+          "baton::semaphore(c, key, n).async_try_acquire({.ttl})");
+    co_await again.acquired->async_release();
     co_await a.async_release();
   }
   {  // election: campaign with and without options, leader, resign
