@@ -153,7 +153,7 @@ is unknown, look with baton get. The holder's process is not stopped: fencing to
      "[--lock-delay D] [--permits N] -- CMD [ARGS...]",
      R"(Acquires KEY (with --permits N, one of N permits of the semaphore KEY), runs CMD (no shell) in its
 own process group with BATON_FENCING_TOKEN, BATON_FENCING_SLOT (the permit's slot, 0 for a lock),
-BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment, renews the lease while CMD runs and releases it
+BATON_FENCING_PERMITS (the count, 1 for a lock), BATON_LOCK_KEY and BATON_LOCK_OWNER in its environment, renews the lease while CMD runs and releases it
 when CMD ends.
 The moment the lease is lost, CMD's process group gets SIGTERM, and SIGKILL after --grace; baton then
 exits 76. That grace runs on borrowed time, between the local deadline and the earliest moment the server

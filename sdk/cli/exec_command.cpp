@@ -280,13 +280,14 @@ asio::awaitable<int> run_exec(client& c, const exec_command& cmd) {
     guard.emplace(
         ex, guard_limits{deadline.time_since_epoch(), latest_kill(deadline, cmd.lease).time_since_epoch(),
                          borrowed_time(cmd.lease.effective_safety_margin())});
-    child.emplace(
-        ex, cmd.argv,
-        std::vector<std::pair<std::string, std::string>>{{"BATON_FENCING_TOKEN", std::to_string(l.token())},
-                                                         {"BATON_FENCING_SLOT", std::to_string(l.slot())},
-                                                         {"BATON_LOCK_KEY", l.key()},
-                                                         {"BATON_LOCK_OWNER", l.owner()}},
-        inherited, -1, guard->command_fd());
+    child.emplace(ex, cmd.argv,
+                  std::vector<std::pair<std::string, std::string>>{
+                      {"BATON_FENCING_TOKEN", std::to_string(l.token())},
+                      {"BATON_FENCING_SLOT", std::to_string(l.slot())},
+                      {"BATON_FENCING_PERMITS", std::to_string(l.permits())},
+                      {"BATON_LOCK_KEY", l.key()},
+                      {"BATON_LOCK_OWNER", l.owner()}},
+                  inherited, -1, guard->command_fd());
   } catch (const spawn_error& e) {
     failed = e;
   }

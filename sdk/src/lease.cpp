@@ -412,7 +412,7 @@ std::uint32_t lease::permits() const {
 
 fence lease::fence() const {
   const auto& c = core();
-  return baton::fence{c.token, c.slot};
+  return baton::fence{c.token, c.slot, c.permits};
 }
 
 lease_state lease::state() const {

@@ -215,9 +215,9 @@ BOOST_AUTO_TEST_CASE(the_cli_takes_permits_and_hands_the_slot_to_the_command) {
   }
   // The third permit goes to the command, with its slot in the environment.
   auto e = run({"exec", "cli-pool", "--ttl", "10s", "--permits", "3", "--", "/bin/sh", "-c",
-                "echo $BATON_FENCING_SLOT $BATON_FENCING_TOKEN"});
+                "echo $BATON_FENCING_SLOT $BATON_FENCING_PERMITS $BATON_FENCING_TOKEN"});
   BOOST_TEST_REQUIRE(e.code == 0, e.err);
-  BOOST_TEST(e.out.starts_with("2 "), e.out);
+  BOOST_TEST(e.out.starts_with("2 3 "), e.out);
   // Full now (the two detached permits stay for their TTL): exit 75, and a lock of the key is a mismatch.
   auto third = run({"acquire", "cli-pool", "--ttl", "30s", "--permits", "3"});
   BOOST_TEST(third.code == 0, third.err);  // the exec released its permit: slot 2 is free again

@@ -246,7 +246,7 @@ BOOST_AUTO_TEST_CASE(the_cli_takes_permits_and_lists_each_with_its_slot) {
   auto table = run({"ls", "cli/"});
   BOOST_TEST(table.out.find("cli/pool [1/2]") != std::string::npos, table.out);
   auto e = run({"exec", "other/pool", "--ttl", "10s", "--permits", "4", "--", "/bin/sh", "-c",
-                "echo $BATON_FENCING_SLOT"});
+                "echo $BATON_FENCING_SLOT $BATON_FENCING_PERMITS"});
   BOOST_TEST(e.code == 0, e.err);
-  BOOST_TEST(e.out == "0\n");
+  BOOST_TEST(e.out == "0 4\n");
 }

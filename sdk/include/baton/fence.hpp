@@ -15,10 +15,12 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -28,11 +30,15 @@
 namespace baton {
 
 /// What a lock holder passes to the resource with each write: its fencing token and, for a semaphore's
-/// permit, its slot (baton::lease::fence()). Slot 0 is a lock's, or a semaphore's first permit.
+/// permit, its slot and the key's permit count it was granted under (baton::lease::fence()). Slot 0 is a
+/// lock's, or a semaphore's first permit. `permits` 0 means not known: the count is not checked.
 struct fence {
   std::uint64_t token = 0;
   std::uint32_t slot = 0;
+  std::uint32_t permits = 0;
 };
+// Trivially copyable and destructible: GCC 12's double destruction of a co_await temporary cannot hurt it.
+static_assert(std::is_trivially_copyable_v<fence> && std::is_trivially_destructible_v<fence>);
 
 /// Outcome of fence_guard::apply().
 enum class fence_status {
@@ -120,27 +126,7 @@ class fence_guard {
   requires std::invocable<Fn&>
   auto apply(std::string_view resource, std::uint64_t token, Fn&& fn)
       -> fence_result<std::remove_cvref_t<std::invoke_result_t<Fn&>>> {
-    using value_type = std::remove_cvref_t<std::invoke_result_t<Fn&>>;
-    entry& e = find_or_insert(resource);
-    std::lock_guard lock(e.mutex);
-    // Only apply() writes `highest`, always under e.mutex, so a relaxed load here sees the latest value.
-    const std::uint64_t highest = e.highest.load(std::memory_order_relaxed);
-    fence_result<value_type> result;
-    if (token < highest) {
-      result.status = fence_status::rejected;
-      result.highest_token = highest;
-      return result;
-    }
-    if constexpr (std::is_void_v<value_type>) {
-      std::invoke(fn);
-    } else {
-      result.value.emplace(std::invoke(fn));
-    }
-    // Recorded only after fn returned: a throwing fn leaves the highest token unchanged.
-    e.highest.store(token, std::memory_order_release);
-    result.status = fence_status::applied;
-    result.highest_token = token;
-    return result;
+    return apply_locked(find_or_insert(resource), nullptr, fence{token, 0, 0}, fn);
   }
 
   /// apply() for a holder of one permit of a semaphore (docs/fencing.md, "Semaphores"): the highest token is
@@ -148,19 +134,51 @@ class fence_guard {
   /// token. A stale holder of slot s is refused; the other slots' holders are untouched. Slot 0 is the
   /// resource itself, so a lock's holder (slot 0) and a semaphore's slot 0 share one highest token (tokens
   /// come from one counter: the order is meaningful). Slot s > 0 is kept under slot_resource(resource, s).
-  /// Errors and thread-safety as apply(resource, token, fn).
+  ///
+  /// A count that shrinks (docs/fencing.md, "A count that shrinks"): the resource also keeps, per count it
+  /// has seen applied (`f.permits`), the highest token applied with it. A write in a slot at or past a count
+  /// whose highest token is larger than the write's is refused, `highest_token` naming that token: a key's
+  /// count changes only while nothing holds the key, so that slot's lease had ended before the newer grant,
+  /// and the slot may never be granted again to fence it out. The check, fn and the recording of the slot's
+  /// token and of the count happen under the slot's lock. A fence without a count (`permits` 0) is checked
+  /// the same way and records no count. A slot at or past its own count is a malformed fence:
+  /// std::invalid_argument, fn not run. Otherwise errors and thread-safety as apply(resource, token, fn).
   template <class Fn>
   requires std::invocable<Fn&>
   auto apply(std::string_view resource, fence f, Fn&& fn)
       -> fence_result<std::remove_cvref_t<std::invoke_result_t<Fn&>>> {
-    if (f.slot == 0) return apply(resource, f.token, std::forward<Fn>(fn));
-    return apply(slot_resource(resource, f.slot), f.token, std::forward<Fn>(fn));
+    check_fence(f);
+    entry& base = find_or_insert(resource);
+    entry& slot = f.slot == 0 ? base : find_or_insert(slot_resource(resource, f.slot));
+    return apply_locked(slot, &base, f, fn);
   }
 
   /// check() for a permit holder: whether apply(resource, f, fn) would run now. Advisory, as check().
+  /// std::invalid_argument for a slot at or past its own count.
   fence_check check(std::string_view resource, fence f) const {
+    check_fence(f);
+    {
+      std::shared_lock lock(table_mutex_);
+      if (auto it = table_.find(resource); it != table_.end()) {
+        if (auto newer = shrunk_past(it->second, f)) return fence_check{false, *newer};
+      }
+    }
     if (f.slot == 0) return check(resource, f.token);
     return check(slot_resource(resource, f.slot), f.token);
+  }
+
+  /// Seeds the guard with a fence the resource kept durably with its data (its highest token per slot, and
+  /// the counts they came with), at startup, before any apply(): records `f.token` as the slot's highest
+  /// token if it is higher, and its count, running nothing. Without it a restarted guard forgets them and
+  /// re-admits stale writers (see the class comment). std::invalid_argument as apply().
+  void seed(std::string_view resource, fence f) {
+    check_fence(f);
+    entry& base = find_or_insert(resource);
+    entry& slot = f.slot == 0 ? base : find_or_insert(slot_resource(resource, f.slot));
+    std::lock_guard lock(slot.mutex);
+    if (f.token > slot.highest.load(std::memory_order_relaxed))
+      slot.highest.store(f.token, std::memory_order_release);
+    record_count(base, f);
   }
 
   /// The name under which slot `slot` (above 0) of `resource` is kept: `resource`, a NUL byte, then
@@ -215,7 +233,80 @@ class fence_guard {
     // Written only under `mutex`; atomic so check(), highest() and snapshot() can read it without waiting
     // for a running fn.
     std::atomic<std::uint64_t> highest{0};
+    // Of a resource fenced per slot (apply(resource, fence, fn)): per permit count applied, the highest
+    // token applied with it. Under `count_mutex`, a leaf: taken under a slot's `mutex`, never the reverse.
+    mutable std::mutex count_mutex;
+    std::map<std::uint32_t, std::uint64_t> counts;
   };
+
+  static void check_fence(fence f) {
+    if (f.permits != 0 && f.slot >= f.permits)
+      throw std::invalid_argument("fence: slot " + std::to_string(f.slot) + " is not below its count " +
+                                  std::to_string(f.permits));
+  }
+
+  // The token that shuts `f` out because the key's count shrank to `f.slot` or below after its grant: the
+  // highest token applied with a count at most f.slot, when larger than f's.
+  static std::optional<std::uint64_t> shrunk_past(const entry& base, fence f) {
+    if (f.slot == 0) return std::nullopt;  // every count has slot 0
+    std::lock_guard lock(base.count_mutex);
+    // counts: count -> highest token, both strictly increasing (dominated pairs pruned): the last one at or
+    // below f.slot has the highest token of them all.
+    auto it = base.counts.upper_bound(f.slot);
+    if (it == base.counts.begin()) return std::nullopt;
+    --it;
+    if (it->second > f.token) return it->second;
+    return std::nullopt;
+  }
+
+  // Records that `f.token` was granted under `f.permits` (nothing for 0), keeping only pairs that some slot
+  // needs: (c, t) is dropped when a smaller or equal count has a token at least t.
+  static void record_count(entry& base, fence f) {
+    if (f.permits == 0) return;
+    std::lock_guard lock(base.count_mutex);
+    auto& counts = base.counts;
+    auto at = counts.upper_bound(f.permits);
+    if (at != counts.begin() && std::prev(at)->second >= f.token) return;  // dominated
+    counts[f.permits] = f.token;
+    for (auto it = counts.upper_bound(f.permits); it != counts.end() && it->second <= f.token;)
+      it = counts.erase(it);
+  }
+
+  // The check, fn and the recording under `e`'s lock; with `base` (a permit's fence), also the count check
+  // and the count's recording, so a write of an older token in a slot past a newer count can never run after
+  // that count's write returned.
+  template <class Fn>
+  auto apply_locked(entry& e, entry* base, fence f, Fn& fn)
+      -> fence_result<std::remove_cvref_t<std::invoke_result_t<Fn&>>> {
+    using value_type = std::remove_cvref_t<std::invoke_result_t<Fn&>>;
+    std::lock_guard lock(e.mutex);
+    // Only apply() and seed() write `highest`, always under e.mutex, so a relaxed load sees the latest value.
+    const std::uint64_t highest = e.highest.load(std::memory_order_relaxed);
+    fence_result<value_type> result;
+    if (f.token < highest) {
+      result.status = fence_status::rejected;
+      result.highest_token = highest;
+      return result;
+    }
+    if (base) {
+      if (auto newer = shrunk_past(*base, f)) {
+        result.status = fence_status::rejected;
+        result.highest_token = *newer;
+        return result;
+      }
+    }
+    if constexpr (std::is_void_v<value_type>) {
+      std::invoke(fn);
+    } else {
+      result.value.emplace(std::invoke(fn));
+    }
+    // Recorded only after fn returned: a throwing fn leaves the highest token and the counts unchanged.
+    e.highest.store(f.token, std::memory_order_release);
+    if (base) record_count(*base, f);
+    result.status = fence_status::applied;
+    result.highest_token = f.token;
+    return result;
+  }
 
   // Transparent hashing lets lookups take a string_view without building a std::string.
   struct string_hash {

@@ -94,9 +94,10 @@ class lease {
   std::uint32_t slot() const;
   /// The key's permit count this lease was granted under: 1 for a lock.
   std::uint32_t permits() const;
-  /// What to pass to the protected resource: the token and the slot (docs/fencing.md). A resource fences a
-  /// permit holder per (key, slot), so a stale holder of one slot is refused while the others' writes go on
-  /// (fence_guard::apply(resource, fence, fn)). For a lock, the slot is 0 and the token is token().
+  /// What to pass to the protected resource: the token, the slot and the count (docs/fencing.md). A resource
+  /// fences a permit holder per (key, slot), so a stale holder of one slot is refused while the others'
+  /// writes go on, and refuses a slot past the count of a newer token (fence_guard::apply(resource, fence,
+  /// fn)). For a lock: token(), slot 0, count 1.
   baton::fence fence() const;
   /// active until the local deadline passes (checked against the clock here, so state() and active() never
   /// disagree), then lost; released after async_release().

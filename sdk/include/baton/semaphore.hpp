@@ -6,7 +6,7 @@
 //
 //   baton::semaphore workers(c, "pools/encoder", 3);           // at most 3 encoders at once
 //   int n = co_await workers.async_with_permit({.ttl = 10s}, [&](baton::lease& l) -> awaitable<int> {
-//     co_return co_await encode(l.fence());                    // token and slot, for the resource
+//     co_return co_await encode(l.fence());                    // token, slot and count, for the resource
 //   });
 
 #include "baton/client.hpp"
@@ -28,8 +28,9 @@ namespace baton {
 /// state alive, not the client object, so it may outlive a moved client). Copyable and cheap to copy.
 ///
 /// Each permit is a lease (baton::lease): `token()` its fencing token, `slot()` its slot (0 to permits - 1,
-/// the lowest free one when granted), `permits()` the count, `fence()` both, to pass to the protected
-/// resource, which fences per (key, slot) (docs/fencing.md, "Semaphores"). Renewal, loss, release,
+/// the lowest free one when granted), `permits()` the count, `fence()` all three, to pass to the protected
+/// resource, which fences per (key, slot) and refuses a slot past a newer holder's count (docs/fencing.md,
+/// "Semaphores"). Renewal, loss, release,
 /// with_lease, async_write_record and shutdown are a lock's. The same owner (lease_options::owner) acquiring
 /// again while it holds a permit gets the same slot with a newer token.
 ///

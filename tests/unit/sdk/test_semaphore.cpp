@@ -23,6 +23,8 @@
 
 #include <atomic>
 #include <future>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 using namespace baton;
@@ -75,6 +77,7 @@ BOOST_FIXTURE_TEST_CASE(three_permits_admit_three_holders_in_slot_order_and_refu
     const baton::fence f = held[2].fence();
     BOOST_TEST(f.slot == 2u);
     BOOST_TEST(f.token == held[2].token());
+    BOOST_TEST(f.permits == 3u);
     for (auto& l : held)
       BOOST_TEST((co_await l.async_release() == release_outcome::released));
     BOOST_TEST(server->holders("pools/encoder").empty());
@@ -276,6 +279,86 @@ BOOST_AUTO_TEST_CASE(the_fence_keeps_the_highest_token_per_slot) {
   BOOST_TEST(guard.apply("db/rows", baton::fence{3, 0}, [] {}).applied());
   BOOST_TEST(guard.highest("db/rows") == 3u);
   BOOST_TEST(guard.highest(baton::fence_guard::slot_resource("db/rows", 1)) == 9u);
+}
+
+// A count that shrinks (docs/fencing.md): slot 3 of a key of 4 is never granted again once the key is a key
+// of 2, so per-slot fencing alone would let its stalled holder write forever. The guard keeps, per count, the
+// highest token applied with it, and refuses an older token in a slot at or past a newer count.
+BOOST_AUTO_TEST_CASE(the_fence_refuses_a_slot_past_a_newer_count) {
+  baton::fence_guard guard;
+  BOOST_TEST(guard.apply("db/rows", baton::fence{10, 3, 4}, [] {}).applied());
+  BOOST_TEST(guard.apply("db/rows", baton::fence{10, 2, 4}, [] {}).applied());
+  // The key was idle, and came back as a key of 2 permits.
+  BOOST_TEST(guard.apply("db/rows", baton::fence{12, 0, 2}, [] {}).applied());
+  int ran = 0;
+  auto stale = guard.apply("db/rows", baton::fence{10, 3, 4}, [&] { ++ran; });
+  BOOST_TEST(stale.rejected());
+  BOOST_TEST(stale.highest_token == 12u);
+  BOOST_TEST(ran == 0);
+  // Slot 2 is the first one past a count of 2; a fence without a count is refused alike.
+  BOOST_TEST(guard.apply("db/rows", baton::fence{10, 2, 4}, [] {}).rejected());
+  BOOST_TEST(guard.apply("db/rows", baton::fence{10, 3}, [] {}).rejected());
+  BOOST_TEST(!guard.check("db/rows", baton::fence{10, 3, 4}).current);
+  BOOST_TEST(guard.check("db/rows", baton::fence{10, 3, 4}).highest_token == 12u);
+  // A slot within the newer count is fenced per slot only, as before.
+  BOOST_TEST(guard.apply("db/rows", baton::fence{11, 1, 4}, [] {}).applied());
+  // A newer grant under a larger count does not make the guard forget the smaller one: token 10's slot 3
+  // stays refused (12 came with a count of 2), while the new count's slot 3 writes.
+  BOOST_TEST(guard.apply("db/rows", baton::fence{20, 0, 4}, [] {}).applied());
+  BOOST_TEST(guard.apply("db/rows", baton::fence{10, 3, 4}, [] {}).rejected());
+  BOOST_TEST(guard.apply("db/rows", baton::fence{21, 3, 4}, [] {}).applied());
+  // A lock of the key (count 1) shuts every slot above 0 to older tokens.
+  BOOST_TEST(guard.apply("db/rows", baton::fence{22, 0, 1}, [] {}).applied());
+  BOOST_TEST(guard.apply("db/rows", baton::fence{21, 3, 4}, [] {}).rejected());
+  BOOST_TEST(guard.apply("db/rows", baton::fence{23, 3, 4}, [] {}).applied());
+  // A write that throws records no count: slot 2 stays open to token 23's count (4).
+  BOOST_CHECK_THROW(
+      guard.apply("db/rows", baton::fence{24, 0, 2}, []() -> int { throw std::runtime_error("x"); }),
+      std::runtime_error);
+  BOOST_TEST(guard.apply("db/rows", baton::fence{23, 2, 4}, [] {}).applied());
+  // A slot at or past its own count is a malformed fence.
+  BOOST_CHECK_THROW(guard.apply("db/rows", baton::fence{30, 4, 4}, [] {}), std::invalid_argument);
+  BOOST_CHECK_THROW(guard.check("db/rows", baton::fence{30, 4, 4}), std::invalid_argument);
+}
+
+// A resource that keeps its fences durably seeds a new guard with them: the counts come back too.
+BOOST_AUTO_TEST_CASE(a_seeded_guard_remembers_slots_and_counts) {
+  baton::fence_guard guard;
+  guard.seed("db/rows", baton::fence{40, 0, 2});
+  guard.seed("db/rows", baton::fence{35, 3, 4});
+  BOOST_TEST(guard.highest("db/rows") == 40u);
+  BOOST_TEST(guard.highest(baton::fence_guard::slot_resource("db/rows", 3)) == 35u);
+  BOOST_TEST(guard.apply("db/rows", baton::fence{35, 3, 4}, [] {}).rejected());  // past 40's count of 2
+  BOOST_TEST(guard.apply("db/rows", baton::fence{39, 1, 2}, [] {}).applied());   // slot 1: no token yet
+  BOOST_TEST(guard.apply("db/rows", baton::fence{39, 0, 2}, [] {}).rejected());  // slot 0 has 40
+}
+
+// The count check is made under the slot's lock, right before the write: a write of an older token that
+// waits for its slot behind a slow write of its own is checked when its turn comes, not before. Here the
+// first token-10 write holds slot 1 while the second waits for it, and a count of 1 comes with token 12
+// meanwhile: the second must be refused, whenever it reached the lock.
+BOOST_AUTO_TEST_CASE(a_write_waiting_for_its_slot_is_checked_against_the_count_when_it_runs) {
+  baton::fence_guard guard;
+  std::promise<void> first_in, let_go;
+  auto let_go_f = let_go.get_future().share();
+  std::thread first([&] {
+    guard.apply("r", baton::fence{10, 1, 4}, [&] {
+      first_in.set_value();
+      let_go_f.wait();
+    });
+  });
+  first_in.get_future().wait();
+  auto second = std::async(std::launch::async, [&] {
+    return guard.apply("r", baton::fence{10, 1, 4}, [] {});
+  });
+  std::this_thread::sleep_for(
+      50ms);  // the second is most likely waiting for slot 1 by now (either way it must fail)
+  BOOST_TEST(guard.apply("r", baton::fence{12, 0, 1}, [] {}).applied());
+  let_go.set_value();
+  first.join();
+  auto r = second.get();
+  BOOST_TEST(r.rejected());
+  BOOST_TEST(r.highest_token == 12u);
 }
 
 // The memory backend keeps lock-delay per slot: a permit that expires keeps its slot from everyone for the
