@@ -53,7 +53,8 @@ std::vector<event> parse_events(std::istream& in, const std::string& name);
 ///   4 write_after_loss   5 lost_acquire, lost_release
 ///   6 wedged_on_storage_failure, damaged_log_accepted (from the runner's `server_exit` events)
 ///   7 too_many_holders, slot_beyond_count: a key of N permits had more than N holders certainly valid at
-///     one instant, or a permit in a slot past N - 1 (permits are recorded as `key#slot`, each slot a lock of
+///     one instant (etcd_revoked_live_lease when one of them was revoked early as in 3), or a permit in a
+///     slot past N - 1 (permits are recorded as `key#slot`, each slot a lock of
 ///     its own to properties 1-5, with fields `base`, `permits` and `slot`: docs/reliability.md)
 struct violation {
   std::string kind;

@@ -340,3 +340,31 @@ BOOST_AUTO_TEST_CASE(holders_granted_under_different_counts_never_outnumber_the_
                    permit_grant(4, 6, "w3", "s", 2, 7, 3))
                  .violations.empty());
 }
+
+BOOST_AUTO_TEST_CASE(too_many_holders_after_an_etcd_leader_stood_still_is_named_as_its_revocation) {
+  // w1 (slot 0) and w2 (slot 1) hold s of 2 permits; the leader's disk stalls from 100 ms; w3 is granted
+  // slot 0 at 600 ms and w1's key watch then sees its key deleted: etcd revoked w1's lease early. The count
+  // excess is that defect of etcd's, named as property 3 names the overlap of slot 0.
+  const std::string two = permit_grant(0, 2, "w1", "s", 0, 5) + permit_grant(1, 3, "w2", "s", 1, 6);
+  const std::string third = permit_grant(590, 600, "w3", "s", 0, 7);
+  const std::string stall = line(100, "runner", "fault", R"("kind":"etcd_disk_stall","member":"m0")") +
+                            line(900, "runner", "stall_end", R"("member":"m0")");
+  const std::string watch_loss =
+      line(700, "w1", "lost", R"j("key":"s#0","token":5,"reason":"not_held: the key was deleted")j");
+  auto r = check(two + stall + third + watch_loss);
+  BOOST_TEST(count(r, "etcd_revoked_live_lease") == 2u);  // slot 0's overlap, and the count
+  BOOST_TEST(count(r, "too_many_holders") == 0u);
+  auto without_stall = check(two + third + watch_loss);
+  BOOST_TEST(count(without_stall, "too_many_holders") == 1u);
+  BOOST_TEST(count(without_stall, "overlapping_leases") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_renew_recorded_after_the_release_request_does_not_extend_the_permit) {
+  // w1's TTL ran out at 1 s; it asked for the release at 1.1 s; a renew recorded after that cannot have
+  // extended it, so w3's grant at 1.2 s is within the count.
+  auto r = check(permit_grant(0, 2, "w1", "s", 0, 5) + permit_grant(1000, 1003, "w2", "s", 1, 6) +
+                 line(1100, "w1", "release_req", R"("key":"s#0","token":5)") +
+                 line(1150, "w1", "renewed", R"("key":"s#0","token":5,"sent":1140000)") +
+                 permit_grant(1190, 1200, "w3", "s", 0, 7));
+  BOOST_TEST(r.violations.empty());
+}
