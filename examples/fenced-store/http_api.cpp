@@ -115,6 +115,30 @@ std::variant<std::string, api_error> parse_resource(const request& req) {
   return resource;
 }
 
+// Fencing-Slot and Fencing-Permits (a semaphore's permit, docs/fencing.md): optional, each at most once; the
+// slot must be below the count when both are given.
+std::variant<baton::fence, api_error> parse_permit(const request& req, std::uint64_t token) {
+  baton::fence f{token, 0, 0};
+  const auto number = [&](std::string_view name, std::uint32_t lo, std::uint32_t hi,
+                          std::uint32_t& out) -> std::optional<api_error> {
+    const auto count = req.count(name);
+    if (count == 0) return std::nullopt;
+    if (count > 1) return bad_request("more than one " + std::string(name) + " header");
+    const std::string_view text = req[name];
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    if (ec != std::errc{} || end != text.data() + text.size() || text.empty() || out < lo || out > hi)
+      return bad_request(std::string(name) + " must be an integer from " + std::to_string(lo) + " to " +
+                         std::to_string(hi));
+    return std::nullopt;
+  };
+  if (auto e = number("Fencing-Slot", 0, 65534, f.slot)) return std::move(*e);
+  if (auto e = number("Fencing-Permits", 1, 65535, f.permits)) return std::move(*e);
+  if (f.permits != 0 && f.slot >= f.permits)
+    return bad_request("Fencing-Slot " + std::to_string(f.slot) + " must be below Fencing-Permits " +
+                       std::to_string(f.permits));
+  return f;
+}
+
 enum class route { items, fences, history, healthz };
 
 struct target {
@@ -145,19 +169,28 @@ response put_item(item_store& store, const request& req, const std::string& key,
   if (auto* e = std::get_if<api_error>(&token)) return error(*e);
   auto resource = parse_resource(req);
   if (auto* e = std::get_if<api_error>(&resource)) return error(*e);
+  const auto t = std::get<std::uint64_t>(token);
+  auto permit = parse_permit(req, t);
+  if (auto* e = std::get_if<api_error>(&permit)) return error(*e);
   if (!is_utf8(req.body())) return error(bad_request("the value (request body) must be UTF-8 text"));
 
-  const auto t = std::get<std::uint64_t>(token);
   const auto& res_name = std::get<std::string>(resource);
-  auto r = store.put(res_name, key, req.body(), t);
+  const auto f = std::get<baton::fence>(permit);
+  auto r = store.put(res_name, key, req.body(), f);
   if (!r.accepted) {
-    baton::log::info("stale_write",
-                     {{"key", key}, {"resource", res_name}, {"token", t}, {"highest", r.highest_token}});
+    baton::log::info(
+        "stale_write",
+        {{"key", key}, {"resource", res_name}, {"slot", f.slot}, {"token", t}, {"highest", r.highest_token}});
+    const std::string where = f.slot == 0 ? "resource \"" + res_name + "\""
+                                          : "slot " + std::to_string(f.slot) + " of \"" + res_name + "\"";
     json::object o;
     o["error"] = "stale_token";
-    o["message"] = "token " + std::to_string(t) + " is lower than " + std::to_string(r.highest_token) +
-                   ", the highest accepted for resource \"" + res_name +
-                   "\": a newer lock holder has written";
+    o["message"] = r.past_count
+                       ? "token " + std::to_string(t) + " is lower than " + std::to_string(r.highest_token) +
+                             ", which came with fewer permits than " + where +
+                             " needs: the key's count shrank after this holder's lease"
+                       : "token " + std::to_string(t) + " is lower than " + std::to_string(r.highest_token) +
+                             ", the highest accepted for " + where + ": a newer lock holder has written";
     o["highest_token"] = r.highest_token;
     return make_response(409, json::serialize(o), v, ka);
   }
@@ -199,6 +232,10 @@ response get_history(const item_store& store, unsigned v, bool ka) {
     o["token"] = h.token;
     o["accepted"] = h.accepted;
     o["highest_token"] = h.highest_token;
+    if (h.slot != 0 || h.permits != 0) {
+      o["slot"] = h.slot;
+      o["permits"] = h.permits;
+    }
     body += json::serialize(o);
     body += '\n';
   }

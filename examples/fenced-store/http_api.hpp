@@ -3,11 +3,13 @@
 // fenced-store's HTTP API as a pure function from a parsed request to a response (no sockets), so every route
 // and every refusal can be read in one place:
 //
-//   PUT /items/{key}   Fencing-Token: N, optional Fencing-Resource: R (default "default"), body = value
+//   PUT /items/{key}   Fencing-Token: N, optional Fencing-Resource: R (default "default"), body = value;
+//                      a semaphore's permit adds Fencing-Slot: S and Fencing-Permits: P (docs/fencing.md)
 //                      200 {"key","token","version"} | 409 {"error":"stale_token","message","highest_token"}
 //   GET /items/{key}   200 {"key","value","token"} | 404 not_found
 //   GET /fences        200 {"fences":{"<resource>":<highest token>,...}}
-//   GET /history       200 JSON lines {"ts_us","key","resource","token","accepted","highest_token"}
+//   GET /history       200 JSON lines {"ts_us","key","resource","token","accepted","highest_token"[,"slot",
+//                      "permits"]}
 //   GET /healthz       200 {"status":"ok"}
 //
 // Every error body is {"error":"<code>","message":"<readable reason>"}.

@@ -30,6 +30,9 @@ struct put_result {
   std::uint64_t highest_token = 0;
   /// The item's version after the write; 0 when rejected.
   std::uint64_t version = 0;
+  /// Rejected because the write's slot is at or past the count a newer token came with (docs/fencing.md, "A
+  /// count that shrinks"), not because its slot saw a newer token.
+  bool past_count = false;
 };
 
 /// One write attempt, in the order the store decided them.
@@ -42,6 +45,8 @@ struct history_entry {
   std::uint64_t token = 0;
   bool accepted = false;
   std::uint64_t highest_token = 0;
+  std::uint32_t slot = 0;     // a permit's slot (Fencing-Slot), 0 otherwise
+  std::uint32_t permits = 0;  // the count it came with (Fencing-Permits), 0 when not given
 };
 
 class item_store {
@@ -52,11 +57,13 @@ class item_store {
   explicit item_store(std::size_t history_limit, bool unsafe_skip_token_check = false)
       : history_limit_(history_limit), unsafe_skip_token_check_(unsafe_skip_token_check) {}
 
-  /// Stores `value` under `key` if `token` is not lower than the highest token accepted for `resource`.
-  /// The check, the write and the history entry of an accepted write happen under the resource's fence lock,
-  /// so the history lists each resource's accepted writes in the order they took effect.
-  /// Thread-safe.
-  put_result put(std::string_view resource, const std::string& key, std::string value, std::uint64_t token);
+  /// Stores `value` under `key` if `f.token` is not lower than the highest token accepted for `resource`
+  /// (for a semaphore's permit, `f.slot` above 0: for that slot of it; and not in a slot at or past a count
+  /// a newer token came with: baton::fence_guard::apply(resource, fence, fn)). `f.slot` must be below
+  /// `f.permits` when that is not 0 (the HTTP layer checks). The check, the write and the history entry of
+  /// an accepted write happen under the fence's lock, so the history lists each resource's accepted writes
+  /// in the order they took effect. Thread-safe.
+  put_result put(std::string_view resource, const std::string& key, std::string value, baton::fence f);
 
   /// The item under `key`, if any. Thread-safe.
   std::optional<item> get(const std::string& key) const;
@@ -68,7 +75,7 @@ class item_store {
   std::vector<history_entry> history(std::uint64_t& dropped) const;
 
  private:
-  void record(std::string_view key, std::string_view resource, std::uint64_t token, bool accepted,
+  void record(std::string_view key, std::string_view resource, baton::fence f, bool accepted,
               std::uint64_t highest);
 
   baton::fence_guard fence_;

@@ -1049,7 +1049,9 @@ class Run:
                 if not line.strip():
                     continue
                 h = json.loads(line)
-                f.write(json.dumps({"t": h["ts_us"], "src": "store", "ev": "store_write", "key": h["resource"],
+                # A permit's write names its slot (Fencing-Slot): its resource is key#slot, as the workers say.
+                key = f"{h['resource']}#{h['slot']}" if "slot" in h else h["resource"]
+                f.write(json.dumps({"t": h["ts_us"], "src": "store", "ev": "store_write", "key": key,
                                     "token": h["token"], "accepted": h["accepted"],
                                     "highest_token": h["highest_token"]}) + "\n")
 

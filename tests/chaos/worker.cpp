@@ -18,9 +18,9 @@
 // third of the TTL: a lease that spans a fault of several TTLs, such as an etcd leader's disk stall.
 //
 // With --semaphore-keys, the round's key is drawn from both lists, and a key of that list is a semaphore of
-// --permits permits (baton::semaphore): a permit is recorded, written to the store and fenced as the
-// resource `key#slot` (docs/fencing.md, "Semaphores"), its grant with fields base, permits and slot, which
-// the checker counts (too_many_holders).
+// --permits permits (baton::semaphore): a permit is recorded as the resource `key#slot`, its grant with
+// fields base, permits and slot, which the checker counts (too_many_holders), and written to the store with
+// its slot and count (Fencing-Slot, Fencing-Permits: docs/fencing.md, "Semaphores").
 //
 // With --raise-ttl-ms N, half the rounds raise their lease's TTL, which the SDK never does (it renews with
 // the TTL it acquired with): they speak the protocol through the SDK's backend, acquire with --ttl-ms,
@@ -116,9 +116,11 @@ struct store_endpoint {
 };
 
 // PUT /items/{key} with the token, fenced per key; returns the HTTP status, or -1 when the store could not
-// be reached in time (the write may or may not have happened: the store's own history says which).
+// be reached in time (the write may or may not have happened: the store's own history says which). A
+// permit's resource `key#slot` goes as Fencing-Resource: key with Fencing-Slot and Fencing-Permits
+// (docs/fencing.md), so the store fences it per slot and against a newer count.
 asio::awaitable<int> put_item(const store_endpoint& at, const std::string& key, std::uint64_t token,
-                              std::string value, milliseconds timeout) {
+                              std::string value, milliseconds timeout, std::uint32_t permits) {
   auto ex = co_await asio::this_coro::executor;
   asio::ip::tcp::resolver resolver(ex);
   auto [rec, results] = co_await resolver.async_resolve(at.host, at.port, use_tuple);
@@ -133,7 +135,13 @@ asio::awaitable<int> put_item(const store_endpoint& at, const std::string& key, 
   http::request<http::string_body> req{http::verb::put, path, 11};
   req.set(http::field::host, at.host);
   req.set("Fencing-Token", std::to_string(token));
-  req.set("Fencing-Resource", key);
+  if (const auto hash = key.rfind('#'); hash != std::string::npos) {
+    req.set("Fencing-Resource", key.substr(0, hash));
+    req.set("Fencing-Slot", key.substr(hash + 1));
+    req.set("Fencing-Permits", std::to_string(permits));
+  } else {
+    req.set("Fencing-Resource", key);
+  }
   req.body() = std::move(value);
   req.prepare_payload();
   auto [wec, wn] = co_await http::async_write(stream, req, use_tuple);
@@ -175,13 +183,14 @@ struct worker {
   asio::awaitable<int> write_after_check(const std::string& key, std::uint64_t token, int chunk) {
     const std::string value = opt.id + ":" + std::to_string(token) + ":" + std::to_string(chunk);
     const milliseconds timeout(opt.request_timeout_ms);
-    if (pause_armed_until <= now_us()) co_return co_await put_item(store, key, token, value, timeout);
+    if (pause_armed_until <= now_us())
+      co_return co_await put_item(store, key, token, value, timeout, opt.permits);
     pause_armed_until = 0;
     log.emit("paused_before_write", {{"key", key}, {"token", token}, {"chunk", chunk}});
     ::raise(SIGSTOP);
     asio::io_context blocking;
     int status = -1;
-    asio::co_spawn(blocking, put_item(store, key, token, value, timeout),
+    asio::co_spawn(blocking, put_item(store, key, token, value, timeout, opt.permits),
                    [&](std::exception_ptr, int s) { status = s; });
     blocking.run();
     co_return status;

@@ -33,10 +33,12 @@ struct fenced_store {
 
   // http_client sends no custom headers, so writes go out as raw requests, each on its own connection.
   http_reply put(const std::string& key, std::string_view value, std::optional<std::string> token,
-                 std::optional<std::string> resource = std::nullopt) const {
+                 std::optional<std::string> resource = std::nullopt,
+                 const std::string& more_headers = "") const {
     std::string req = "PUT /items/" + key + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
     if (token) req += "Fencing-Token: " + *token + "\r\n";
     if (resource) req += "Fencing-Resource: " + *resource + "\r\n";
+    req += more_headers;
     req += "Content-Length: " + std::to_string(value.size()) + "\r\n\r\n";
     req += value;
     return http_client::raw(port, req);
@@ -148,6 +150,48 @@ BOOST_AUTO_TEST_CASE(separate_resources_are_fenced_independently) {
   BOOST_TEST(fences.at("res-b").to_number<std::uint64_t>() == 3u);
   BOOST_TEST(fences.at("default").to_number<std::uint64_t>() == 1u);
   BOOST_TEST(str(s.get("/items/b"), "value") == "b3");
+}
+
+// A semaphore's permit (docs/fencing.md): Fencing-Slot fences per (resource, slot), so a stale holder of slot
+// 1 is refused while slot 2's older token writes on; Fencing-Permits refuses an older token in a slot at or
+// past the count a newer token came with (the key's count shrank while it was idle).
+BOOST_AUTO_TEST_CASE(permit_headers_fence_per_slot_and_refuse_a_slot_past_a_newer_count) {
+  fenced_store s;
+  const auto permit = [&](std::uint64_t token, int slot, int permits) {
+    return s.put(
+        "p", "v" + std::to_string(token), std::to_string(token), std::string("pool"),
+        "Fencing-Slot: " + std::to_string(slot) + "\r\nFencing-Permits: " + std::to_string(permits) + "\r\n");
+  };
+  BOOST_TEST(permit(5, 1, 4).status == 200);
+  BOOST_TEST(permit(9, 1, 4).status == 200);
+  BOOST_TEST(permit(7, 2, 4).status == 200);  // slot 2: older than 9, another slot
+  BOOST_TEST(permit(8, 3, 4).status == 200);
+  auto stale = permit(5, 1, 4);
+  BOOST_TEST(stale.status == 409);
+  BOOST_TEST(num(stale, "highest_token") == 9u);
+  BOOST_TEST(str(stale, "message").find("slot 1 of \"pool\"") != std::string::npos, str(stale, "message"));
+  // The key comes back as a key of 2: token 8's slot 3 is shut, though slot 3 saw nothing newer.
+  BOOST_TEST(permit(12, 0, 2).status == 200);
+  auto past = permit(8, 3, 4);
+  BOOST_TEST(past.status == 409);
+  BOOST_TEST(num(past, "highest_token") == 12u);
+  BOOST_TEST(str(past, "message").find("fewer permits") != std::string::npos, str(past, "message"));
+  BOOST_TEST(permit(13, 1, 2).status == 200);
+  // The history names the slot and the count.
+  auto h = s.get("/history");
+  const auto last = h.body.substr(h.body.rfind('\n', h.body.size() - 2) + 1);
+  const auto o = boost::json::parse(last).as_object();
+  BOOST_TEST(o.at("slot").to_number<int>() == 1);
+  BOOST_TEST(o.at("permits").to_number<int>() == 2);
+  // Bad permit headers are 400s that change nothing.
+  for (const std::string bad :
+       {"Fencing-Slot: 2\r\nFencing-Permits: 2\r\n", "Fencing-Slot: x\r\n", "Fencing-Permits: 0\r\n",
+        "Fencing-Slot: 1\r\nFencing-Slot: 1\r\n", "Fencing-Permits: 70000\r\n"}) {
+    auto r = s.put("p", "bad", std::string("99"), std::string("pool"), bad);
+    BOOST_TEST(r.status == 400, bad);
+    BOOST_TEST(str(r, "error") == "bad_request", bad);
+  }
+  BOOST_TEST(str(s.get("/items/p"), "value") == "v13");
 }
 
 BOOST_AUTO_TEST_CASE(history_lists_every_attempt_in_order) {

@@ -119,7 +119,7 @@ struct world {
   }
   // A write to the fenced resource with `token`: accepted or refused as stale.
   bool write(std::uint64_t token, std::string value) {
-    return store.put(resource, key, std::move(value), token).accepted;
+    return store.put(resource, key, std::move(value), baton::fence{token}).accepted;
   }
   std::string stored() const {
     auto it = store.get(key);
@@ -445,7 +445,7 @@ BOOST_AUTO_TEST_CASE(s06_stale_owner_write_after_new_token_is_refused_by_the_fen
   BOOST_TEST(w.write(2, "B-1"));
   BOOST_TEST(w.fence() == 2u);
 
-  auto stale = w.store.put(resource, key, "A-3", 1);
+  auto stale = w.store.put(resource, key, "A-3", baton::fence{1});
   BOOST_TEST(!stale.accepted);
   BOOST_TEST(stale.highest_token == 2u);
   BOOST_TEST(!w.write(1, "A-3 retried"));
