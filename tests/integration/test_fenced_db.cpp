@@ -19,6 +19,7 @@
 #include <baton/client.hpp>
 
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 
 #include <fstream>
@@ -173,6 +174,112 @@ BOOST_AUTO_TEST_CASE(sqlite_a_write_with_a_lower_token_is_refused_within_its_tra
   BOOST_TEST(r.highest_token == 7u);
   BOOST_TEST(db.read("acct-1")->balance == 1);
   BOOST_CHECK_THROW(db.deposit("no-such-account", 8, "x", 1), std::runtime_error);
+}
+
+namespace {
+
+// docs/fencing.md, "Semaphores: fencing a permit": the per-slot fence and the count, statement for statement,
+// in SQLite (BEGIN IMMEDIATE; named parameters bound by name).
+class permit_db {
+ public:
+  permit_db() {
+    BOOST_REQUIRE(sqlite3_open(":memory:", &db_) == SQLITE_OK);
+    exec(R"(CREATE TABLE permit_fences (
+              lock_key TEXT NOT NULL, slot INTEGER NOT NULL, last_token BIGINT NOT NULL,
+              PRIMARY KEY (lock_key, slot));
+            CREATE TABLE permit_counts (
+              lock_key TEXT NOT NULL, permits INTEGER NOT NULL, last_token BIGINT NOT NULL,
+              PRIMARY KEY (lock_key, permits));
+            CREATE TABLE jobs (id TEXT PRIMARY KEY, worker_slot INTEGER, progress INTEGER);
+            INSERT INTO jobs VALUES ('job-1', -1, 0);)");
+  }
+  ~permit_db() { sqlite3_close(db_); }
+  permit_db(const permit_db&) = delete;
+  permit_db& operator=(const permit_db&) = delete;
+
+  // One guarded write by the holder of `slot` of `key` (count `permits`) with `token`: true when committed.
+  bool write(std::int64_t token, int slot, int permits, int progress) {
+    exec("BEGIN IMMEDIATE");
+    const bool fenced =
+        run(R"(INSERT INTO permit_fences (lock_key, slot, last_token) VALUES (:key, :slot, :token)
+                 ON CONFLICT (lock_key, slot) DO UPDATE SET last_token = EXCLUDED.last_token
+                 WHERE permit_fences.last_token <= EXCLUDED.last_token)",
+            token, slot, permits) == 1 &&
+        run(R"(SELECT last_token FROM permit_counts
+                 WHERE lock_key = :key AND permits <= :slot AND last_token > :token LIMIT 1)",
+            token, slot, permits) == 0;
+    if (!fenced) {
+      exec("ROLLBACK");
+      return false;
+    }
+    run(R"(INSERT INTO permit_counts (lock_key, permits, last_token) VALUES (:key, :permits, :token)
+             ON CONFLICT (lock_key, permits) DO UPDATE SET last_token = EXCLUDED.last_token
+             WHERE permit_counts.last_token < EXCLUDED.last_token)",
+        token, slot, permits);
+    exec("UPDATE jobs SET worker_slot = " + std::to_string(slot) +
+         ", progress = " + std::to_string(progress) + " WHERE id = 'job-1'");
+    exec("COMMIT");
+    return true;
+  }
+
+  int progress() {
+    int out = -1;
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db_, "SELECT progress FROM jobs WHERE id = 'job-1'", -1, &st, nullptr);
+    if (sqlite3_step(st) == SQLITE_ROW) out = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return out;
+  }
+
+ private:
+  void exec(const std::string& sql) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+    BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, sql << ": " << (err ? err : "?"));
+  }
+  // Runs one statement with :key, :slot, :permits and :token bound; the rows it changed (a write) or
+  // returned (a query).
+  int run(const char* sql, std::int64_t token, int slot, int permits) {
+    sqlite3_stmt* st = nullptr;
+    BOOST_REQUIRE_MESSAGE(sqlite3_prepare_v2(db_, sql, -1, &st, nullptr) == SQLITE_OK, sqlite3_errmsg(db_));
+    const auto bind = [&](const char* name, auto set) {
+      if (int i = sqlite3_bind_parameter_index(st, name); i > 0) set(i);
+    };
+    bind(":key", [&](int i) { sqlite3_bind_text(st, i, "pools/encoder", -1, SQLITE_STATIC); });
+    bind(":slot", [&](int i) { sqlite3_bind_int(st, i, slot); });
+    bind(":permits", [&](int i) { sqlite3_bind_int(st, i, permits); });
+    bind(":token", [&](int i) { sqlite3_bind_int64(st, i, token); });
+    int rows = 0, rc = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+      ++rows;
+    BOOST_REQUIRE_MESSAGE(rc == SQLITE_DONE, sqlite3_errmsg(db_));
+    const bool query = sqlite3_stmt_readonly(st);
+    sqlite3_finalize(st);
+    return query ? rows : sqlite3_changes(db_);
+  }
+
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sqlite_permit_recipe_fences_per_slot_and_refuses_a_slot_past_a_newer_count) {
+  permit_db db;
+  BOOST_TEST(db.write(5, 1, 4, 10));   // slot 1's holder
+  BOOST_TEST(db.write(9, 1, 4, 20));   // slot 1 granted again
+  BOOST_TEST(db.write(7, 2, 4, 30));   // slot 2's older token: another slot, written
+  BOOST_TEST(!db.write(5, 1, 4, 40));  // slot 1's stale holder
+  BOOST_TEST(db.write(8, 3, 4, 50));
+  // The key was idle and came back with 2 permits: token 8 in slot 3 is past the newer count.
+  BOOST_TEST(db.write(12, 0, 2, 60));
+  BOOST_TEST(!db.write(8, 3, 4, 70));
+  BOOST_TEST(!db.write(7, 2, 4, 80));  // slot 2 is the first one past a count of 2
+  BOOST_TEST(db.progress() == 60);
+  // A count that grows again does not reopen slot 3 to token 8; the new count's own slot 3 writes.
+  BOOST_TEST(db.write(20, 0, 4, 90));
+  BOOST_TEST(!db.write(8, 3, 4, 100));
+  BOOST_TEST(db.write(21, 3, 4, 110));
+  BOOST_TEST(db.progress() == 110);
 }
 
 BOOST_AUTO_TEST_CASE(postgres_paused_holder_is_refused_by_the_database_after_a_newer_holder_wrote) {
