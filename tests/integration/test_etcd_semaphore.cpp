@@ -10,6 +10,7 @@
 #include "etcd_cluster.hpp"
 #include "lease_opts.hpp"
 #include "process.hpp"
+#include "semaphore_scenarios.hpp"
 #include "temp_dir.hpp"
 
 #include "baton/backend.hpp"
@@ -33,70 +34,12 @@ using namespace baton::test;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
-namespace {
-
-client_config config(const std::string& url, std::string identity) {
-  client_config c;
-  c.server_url = url;
-  c.identity = std::move(identity);
-  c.request_timeout = 2000ms;
-  return c;
-}
-
-// Every live permit of `key`, as etcd holds it now.
-asio::awaitable<std::vector<holder_info>> holders(backend& b, std::string key) {
-  auto g = co_await b.get(std::move(key), std::nullopt, 2000ms);
-  BOOST_REQUIRE(!g.ec);
-  co_return g.holders;
-}
-
-}  // namespace
+using semaphore_scenarios::config;
 
 BOOST_AUTO_TEST_CASE(three_permits_hold_three_of_four_and_a_release_admits_the_waiter) {
   etcd_cluster etcd(1);
-  asio::io_context ioc;
-  std::vector<std::unique_ptr<client>> clients;
-  for (int i = 0; i < 4; ++i)
-    clients.push_back(
-        std::make_unique<client>(ioc.get_executor(), config(etcd.url(), "c" + std::to_string(i))));
-  auto reader = make_backend(ioc.get_executor(), config(etcd.url(), "reader"));
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    std::vector<lease> held;
-    for (std::uint32_t i = 0; i < 3; ++i) {
-      semaphore s(*clients[i], "pools/encoder", 3);
-      held.push_back(co_await s.async_acquire(lease_opts(5000ms)));
-      BOOST_TEST(held.back().slot() == i);
-      BOOST_TEST(held.back().permits() == 3u);
-      if (i > 0) BOOST_TEST(held.back().token() > held[i - 1].token());
-    }
-    semaphore fourth(*clients[3], "pools/encoder", 3);
-    auto refused = co_await fourth.async_try_acquire(lease_opts(5000ms));
-    BOOST_TEST(!refused.acquired.has_value());
-    BOOST_TEST(refused.permits == 3u);
-    BOOST_TEST(refused.holders.size() == 3u);
-    auto waiter = start_background(ioc, fourth.async_acquire(lease_opts(5000ms)));
-    co_await sleep_for(500ms);
-    BOOST_TEST(!waiter->done);
-    BOOST_TEST((co_await holders(*reader, "pools/encoder")).size() == 3u);
-    co_await held[1].async_release();
-    for (int i = 0; i < 200 && !waiter->done; ++i)
-      co_await sleep_for(20ms);
-    BOOST_REQUIRE(waiter->done);
-    BOOST_REQUIRE(waiter->value.has_value());
-    lease& d = *waiter->value;
-    BOOST_TEST(d.slot() == 1u);
-    BOOST_TEST(d.token() > held[2].token());
-    auto now = co_await holders(*reader, "pools/encoder");
-    BOOST_REQUIRE(now.size() == 3u);
-    BOOST_TEST(now[1].token == d.token());
-    BOOST_TEST(now[1].owner == d.owner());
-    co_await sleep_for(2500ms);  // renewed by keep-alives past half the TTL
-    BOOST_TEST(d.active());
-    co_await d.async_release();
-    co_await held[0].async_release();
-    co_await held[2].async_release();
-    BOOST_TEST((co_await holders(*reader, "pools/encoder")).empty());
-  }());
+  // etcd's TTLs are whole seconds; the admitted permit is then kept past half its TTL (keep-alives).
+  semaphore_scenarios::three_of_four_and_a_release_admits_the_waiter(etcd.url(), 5000ms, 500ms, 2500ms);
 }
 
 BOOST_AUTO_TEST_CASE(the_count_is_fixed_while_a_lock_or_permits_hold_the_key) {
@@ -158,41 +101,7 @@ BOOST_AUTO_TEST_CASE(the_same_owner_keeps_its_slot_and_a_break_by_token_ends_tha
 
 BOOST_AUTO_TEST_CASE(six_contenders_never_exceed_three_permits) {
   etcd_cluster etcd(1);
-  asio::io_context ioc;
-  std::vector<std::unique_ptr<client>> clients;
-  for (int i = 0; i < 6; ++i)
-    clients.push_back(
-        std::make_unique<client>(ioc.get_executor(), config(etcd.url(), "w" + std::to_string(i))));
-  int running = 0, most = 0, finished = 0;
-  std::vector<std::uint64_t> tokens;
-  for (int i = 0; i < 6; ++i) {
-    asio::co_spawn(
-        ioc,
-        [&, i]() -> asio::awaitable<void> {
-          semaphore s(*clients[i], "pools/six", 3);
-          for (int round = 0; round < 3; ++round) {
-            co_await s.async_with_permit(lease_opts(5000ms), [&](lease& l) -> asio::awaitable<void> {
-              tokens.push_back(l.token());
-              most = std::max(most, ++running);
-              co_await sleep_for(100ms);
-              --running;
-            });
-          }
-          ++finished;
-        },
-        asio::detached);
-  }
-  const auto until = std::chrono::steady_clock::now() + 90s;
-  while (finished < 6 && std::chrono::steady_clock::now() < until) {
-    ioc.restart();
-    ioc.run_for(50ms);
-  }
-  BOOST_TEST(finished == 6);
-  BOOST_TEST(most <= 3);
-  BOOST_TEST(most >= 2);
-  std::sort(tokens.begin(), tokens.end());
-  BOOST_TEST(
-      (std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end()));  // every grant its own token
+  semaphore_scenarios::six_contenders_never_exceed_three_permits(etcd.url(), 5000ms, 3, 100ms);
 }
 
 // `baton acquire --permits N` and `baton exec --permits N` against etcd: the slot printed, and handed to the

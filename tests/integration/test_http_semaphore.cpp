@@ -10,6 +10,7 @@
 #include "coro.hpp"
 #include "lease_opts.hpp"
 #include "process.hpp"
+#include "semaphore_scenarios.hpp"
 #include "temp_dir.hpp"
 
 #include "baton/backend.hpp"
@@ -32,70 +33,13 @@ using namespace baton::test;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
-namespace {
-
-client_config config(const std::string& url, std::string identity) {
-  client_config c;
-  c.server_url = url;
-  c.identity = std::move(identity);
-  c.request_timeout = 2000ms;
-  c.retry.initial_backoff = 10ms;
-  c.retry.max_backoff = 100ms;
-  return c;
-}
-
-asio::awaitable<std::vector<holder_info>> holders(backend& b, std::string key) {
-  auto g = co_await b.get(std::move(key), std::nullopt, 2000ms);
-  BOOST_REQUIRE(!g.ec);
-  co_return g.holders;
-}
-
-}  // namespace
+using semaphore_scenarios::config;
 
 BOOST_AUTO_TEST_CASE(three_permits_hold_three_of_four_and_a_release_admits_the_queued_waiter) {
   temp_dir dir;
   batond_process server(dir.path());
-  asio::io_context ioc;
-  std::vector<std::unique_ptr<client>> clients;
-  for (int i = 0; i < 4; ++i)
-    clients.push_back(
-        std::make_unique<client>(ioc.get_executor(), config(server.url(), "c" + std::to_string(i))));
-  auto reader = make_backend(ioc.get_executor(), config(server.url(), "reader"));
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    std::vector<lease> held;
-    for (std::uint32_t i = 0; i < 3; ++i) {
-      semaphore s(*clients[i], "pools/encoder", 3);
-      held.push_back(co_await s.async_acquire(lease_opts(30'000ms)));
-      BOOST_TEST(held.back().slot() == i);
-      BOOST_TEST(held.back().permits() == 3u);
-      if (i > 0) BOOST_TEST(held.back().token() > held[i - 1].token());
-    }
-    semaphore fourth(*clients[3], "pools/encoder", 3);
-    auto refused = co_await fourth.async_try_acquire(lease_opts(30'000ms));
-    BOOST_TEST(!refused.acquired.has_value());
-    BOOST_TEST(refused.permits == 3u);
-    BOOST_REQUIRE(refused.holders.size() == 3u);
-    BOOST_TEST(refused.holders[2].token == held[2].token());
-    auto waiter = start_background(ioc, fourth.async_acquire(lease_opts(30'000ms)));
-    co_await sleep_for(300ms);
-    BOOST_TEST(!waiter->done);
-    BOOST_TEST((co_await holders(*reader, "pools/encoder")).size() == 3u);
-    co_await held[1].async_release();
-    for (int i = 0; i < 250 && !waiter->done; ++i)
-      co_await sleep_for(20ms);
-    BOOST_REQUIRE(waiter->done);
-    BOOST_REQUIRE(waiter->value.has_value());
-    lease& d = *waiter->value;
-    BOOST_TEST(d.slot() == 1u);
-    BOOST_TEST(d.token() > held[2].token());
-    auto now = co_await holders(*reader, "pools/encoder");
-    BOOST_REQUIRE(now.size() == 3u);
-    BOOST_TEST(now[1].token == d.token());
-    co_await d.async_release();
-    co_await held[0].async_release();
-    co_await held[2].async_release();
-    BOOST_TEST((co_await holders(*reader, "pools/encoder")).empty());
-  }());
+  semaphore_scenarios::three_of_four_and_a_release_admits_the_waiter(server.url(), 30'000ms, 300ms,
+                                                                     std::nullopt);
 }
 
 BOOST_AUTO_TEST_CASE(the_count_is_fixed_while_in_use_and_one_over_max_permits_is_not_sent) {
@@ -168,50 +112,7 @@ BOOST_AUTO_TEST_CASE(with_permit_work_is_cancelled_when_its_permit_is_broken) {
 BOOST_AUTO_TEST_CASE(six_contenders_never_hold_more_than_three_permits) {
   temp_dir dir;
   batond_process server(dir.path());
-  asio::io_context ioc;
-  std::vector<std::unique_ptr<client>> clients;
-  for (int i = 0; i < 6; ++i)
-    clients.push_back(
-        std::make_unique<client>(ioc.get_executor(), config(server.url(), "w" + std::to_string(i))));
-  auto reader = make_backend(ioc.get_executor(), config(server.url(), "reader"));
-  int running = 0, most = 0, finished = 0, most_seen_by_server = 0;
-  for (int i = 0; i < 6; ++i) {
-    asio::co_spawn(
-        ioc,
-        [&, i]() -> asio::awaitable<void> {
-          semaphore s(*clients[i], "pools/six", 3);
-          for (int round = 0; round < 4; ++round) {
-            co_await s.async_with_permit(lease_opts(10'000ms), [&](lease&) -> asio::awaitable<void> {
-              most = std::max(most, ++running);
-              co_await sleep_for(50ms);
-              --running;
-            });
-          }
-          ++finished;
-        },
-        asio::detached);
-  }
-  // The server's own view, sampled while they run.
-  asio::co_spawn(
-      ioc,
-      [&]() -> asio::awaitable<void> {
-        while (finished < 6) {
-          auto g = co_await reader->get("pools/six", std::nullopt, 2000ms);
-          if (!g.ec) most_seen_by_server = std::max(most_seen_by_server, static_cast<int>(g.holders.size()));
-          co_await sleep_for(10ms);
-        }
-      },
-      asio::detached);
-  const auto until = std::chrono::steady_clock::now() + 90s;
-  while (finished < 6 && std::chrono::steady_clock::now() < until) {
-    ioc.restart();
-    ioc.run_for(50ms);
-  }
-  BOOST_TEST(finished == 6);
-  BOOST_TEST(most <= 3);
-  BOOST_TEST(most >= 2);
-  BOOST_TEST(most_seen_by_server <= 3);
-  BOOST_TEST(most_seen_by_server >= 1);
+  semaphore_scenarios::six_contenders_never_exceed_three_permits(server.url(), 10'000ms, 4, 50ms);
 }
 
 BOOST_AUTO_TEST_CASE(the_cli_takes_permits_and_lists_each_with_its_slot) {
