@@ -282,18 +282,16 @@ class fence_guard {
     std::lock_guard lock(e.mutex);
     // Only apply() and seed() write `highest`, always under e.mutex, so a relaxed load sees the latest value.
     const std::uint64_t highest = e.highest.load(std::memory_order_relaxed);
-    fence_result<value_type> result;
-    if (f.token < highest) {
-      result.status = fence_status::rejected;
-      result.highest_token = highest;
+    // The token that makes f stale: the slot's own newer one, or a newer count's.
+    std::optional<std::uint64_t> newer;
+    if (f.token < highest)
+      newer = highest;
+    else if (base)
+      newer = shrunk_past(*base, f);
+    fence_result<value_type> result;  // rejected until fn ran
+    if (newer) {
+      result.highest_token = *newer;
       return result;
-    }
-    if (base) {
-      if (auto newer = shrunk_past(*base, f)) {
-        result.status = fence_status::rejected;
-        result.highest_token = *newer;
-        return result;
-      }
     }
     if constexpr (std::is_void_v<value_type>) {
       std::invoke(fn);
