@@ -155,14 +155,23 @@ asio::awaitable<int> put_item(const store_endpoint& at, const std::string& key, 
   co_return static_cast<int>(res.result_int());
 }
 
+// A permit's resource: key#slot.
+std::string permit_resource(const std::string& key, std::uint32_t slot) {
+  return key + "#" + std::to_string(slot);
+}
+
+// What a lease fences, and names in the history: its key, or key#slot for a permit (--permits is 2 or more).
+std::string resource_of(const baton::lease& l) {
+  return l.permits() > 1 ? permit_resource(l.key(), l.slot()) : l.key();
+}
+
 struct worker {
   const options& opt;
   event_log& log;
   baton::client& client;
   baton::backend& raw;  // the protocol without the SDK's lease code (raising_round)
   store_endpoint store;
-  const baton::lease*& current;   // the lease held now, for the renew events
-  std::string& current_resource;  // what it fences: its key, or key#slot for a permit
+  const baton::lease*& current;  // the lease held now, for the renew events
   std::mt19937_64 rng;
   bool stopping = false;
   std::uint64_t raising_rounds = 0;
@@ -211,11 +220,6 @@ struct worker {
     }
   }
 
-  // A permit's resource: key#slot.
-  static std::string permit_resource(const std::string& key, std::uint32_t slot) {
-    return key + "#" + std::to_string(slot);
-  }
-
   asio::awaitable<void> one_round() {
     const auto pick = static_cast<std::size_t>(
         uniform(0, static_cast<long>(opt.keys.size() + opt.semaphore_keys.size()) - 1));
@@ -252,9 +256,8 @@ struct worker {
       co_return;
     }
     baton::lease& l = *held;
-    const std::string res = permit ? permit_resource(key, l.slot()) : key;
+    const std::string res = resource_of(l);
     current = &l;
-    current_resource = res;
     json::object granted{
         {"key", res}, {"sent", sent}, {"token", l.token()}, {"ttl_ms", opt.ttl_ms}, {"owner", l.owner()}};
     if (permit) {
@@ -515,7 +518,6 @@ int main(int argc, char** argv) {
     cfg.identity = opt.id;
     cfg.request_timeout = milliseconds(opt.request_timeout_ms);
     const baton::lease* current = nullptr;
-    std::string current_resource;
     baton::lease_options lease_opts;
     lease_opts.ttl = milliseconds(opt.ttl_ms);
     cfg.on_event = [&](const baton::lease_event& e) {
@@ -527,7 +529,7 @@ int main(int argc, char** argv) {
         std::int64_t sent = now_us() - e.latency.count();
         std::string key(e.key);
         if (current && current->token() == e.token) {
-          key = current_resource;
+          key = resource_of(*current);
           // The deadline is on lease_clock (CLOCK_BOOTTIME); this log's times are steady_clock's. They differ
           // by the time the host spent suspended, read here as the clocks' offset now.
           auto offset = baton::lease_clock::now().time_since_epoch() -
@@ -539,7 +541,7 @@ int main(int argc, char** argv) {
         log.emit("renewed", {{"key", key}, {"token", e.token}, {"sent", sent}});
       } else if (e.what == kind::lost) {
         const bool this_one = current && current->token() == e.token;
-        log.emit("lost", {{"key", this_one ? current_resource : std::string(e.key)},
+        log.emit("lost", {{"key", this_one ? resource_of(*current) : std::string(e.key)},
                           {"token", e.token},
                           {"reason", e.reason}});
       }
@@ -552,7 +554,6 @@ int main(int argc, char** argv) {
              *raw,
              {std::string(store_url->host()), std::string(store_url->port())},
              current,
-             current_resource,
              std::mt19937_64(opt.seed)};
     asio::signal_set signals(ioc, SIGTERM, SIGINT);
     signals.async_wait([&](const boost::system::error_code& ec, int) {
