@@ -73,4 +73,15 @@ boost::asio::awaitable<boost::system::error_code> error_of(boost::asio::awaitabl
   co_return boost::system::error_code{};
 }
 
+/// The error code of the exception an operation ended with (a boost::system::system_error, baton::exception
+/// included), or none when it ended without one.
+inline boost::system::error_code error_of(std::exception_ptr e) {
+  if (!e) return {};
+  try {
+    std::rethrow_exception(e);
+  } catch (const boost::system::system_error& x) {
+    return x.code();
+  }
+}
+
 }  // namespace baton::test
